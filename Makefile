@@ -1,0 +1,76 @@
+# husk — build, run, test.
+#   make run    install what is missing, build, run the demo
+#   make test   install what is missing, build (normal + ASan/UBSan), run every test
+#   make bench  run the benchmarks (not part of the tests)
+
+CC ?= cc
+PKGS := libseccomp jansson
+CSTD := -std=c17
+WARN := -Wall -Wextra -Wshadow -Wformat=2 -Wno-unused-parameter
+CFLAGS ?= -O2 -g
+CPPFLAGS += -Iinclude -Isrc
+LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lseccomp -ljansson) -lpthread
+
+BUILD ?= build
+LIB_SRC := $(sort $(wildcard src/util/*.c src/jail/*.c src/box/*.c))
+CLI_SRC := $(sort $(wildcard src/cli/*.c))
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+
+.PHONY: all deps deps-test run test test-unit test-e2e test-hostile test-asan check-clang bench clean format
+
+all: $(BUILD)/husk
+
+deps:
+	@scripts/deps.sh build
+
+deps-test:
+	@scripts/deps.sh test
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) $(CPPFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libhusk.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/husk: $(CLI_OBJ) $(BUILD)/libhusk.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libhusk.a $(LDLIBS)
+
+$(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libhusk.a tests/unit/unit.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests/unit $< -o $@ $(BUILD)/libhusk.a $(LDLIBS)
+
+# The demo: a small Python script in a fresh box.
+run: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/demo.sh $(BUILD)/husk
+
+# Every test: unit, end-to-end and hostile, on the normal build, then the
+# unit and end-to-end suites again under ASan+UBSan, then a clang -Werror
+# build to keep both compilers warning-free.
+test: deps-test
+	@$(MAKE) --no-print-directory all $(UNIT_BIN)
+	@$(MAKE) --no-print-directory BUILD=build-asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" LDFLAGS="-fsanitize=address,undefined" all $(UNIT_BIN:$(BUILD)/%=build-asan/%)
+	@$(MAKE) --no-print-directory check-clang
+	@tests/run.sh
+
+check-clang:
+	@$(MAKE) --no-print-directory BUILD=build-clang CC=clang CFLAGS="-O2 -g -Werror" all
+	@$(MAKE) --no-print-directory BUILD=build-gcc-werror CC=gcc CFLAGS="-O2 -g -Werror" all
+
+bench:
+	@scripts/deps.sh bench
+	@$(MAKE) --no-print-directory all
+	@bench/run.sh
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf build build-asan build-clang build-gcc-werror
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

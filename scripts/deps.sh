@@ -1,0 +1,39 @@
+#!/bin/sh
+# Install the Debian packages husk needs that are missing on this machine.
+#   scripts/deps.sh build   what `make` needs
+#   scripts/deps.sh test    what `make test` needs in addition
+#   scripts/deps.sh bench   what `make bench` needs in addition
+# Each package is listed with why in docs/dependencies.md.
+set -eu
+
+build="gcc make pkg-config libseccomp-dev libjansson-dev"
+test="clang python3 iproute2 procps"
+bench="bubblewrap runc util-linux hyperfine"
+
+want=""
+for set in "$@"; do
+  case "$set" in
+    build) want="$want $build" ;;
+    test) want="$want $build $test" ;;
+    bench) want="$want $build $bench" ;;
+    *) echo "deps.sh: unknown set '$set'" >&2; exit 2 ;;
+  esac
+done
+
+missing=""
+for p in $want; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing="$missing $p"
+  fi
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" != 0 ]; then
+  echo "deps.sh: missing Debian packages:$missing (run as root to install them)" >&2
+  exit 1
+fi
+echo "installing:$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >&2
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing >&2

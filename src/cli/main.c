@@ -1,0 +1,199 @@
+/* The husk command line.  `husk run` is a thin front over husk_run(): it
+ * parses options, calls the core once and reports the result. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "husk/husk.h"
+#include "jail/limits.h"
+#include "util/parse.h"
+
+static const char *prog = "husk";
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: husk run [OPTIONS] [--] PROGRAM [ARGS...]\n"
+          "       husk version\n"
+          "\n"
+          "Run PROGRAM in a fresh, isolated box and remove every trace of the box afterwards.\n"
+          "\n"
+          "Options of `husk run` (defaults in brackets):\n"
+          "  --memory SIZE        memory limit, files in /workspace and /tmp included [512M]\n"
+          "  --pids N             max processes and threads [256]\n"
+          "  --cpus FLOAT         CPU bandwidth, e.g. 0.5 or 2 [1]\n"
+          "  --timeout SECONDS    wall-time limit, fractions allowed [300]\n"
+          "  --disk SIZE          writable space for /workspace, /tmp, /dev/shm [1G]\n"
+          "  --output-limit SIZE  stdout+stderr cap; the box is killed past it [16M]\n"
+          "  --env NAME=VALUE     set an environment variable (repeatable)\n"
+          "  -w, --workdir PATH   working directory inside the box [/workspace]\n"
+          "  --workspace DIR      copy DIR's contents into /workspace before the run\n"
+          "  --export DIR         copy /workspace out to DIR after the run\n"
+          "  --json               print a JSON summary as the last line on stderr\n"
+          "\n"
+          "SIZE: bytes, or with K, M, G, T (binary units).\n"
+          "Exit status: the program's; 128+N if killed by signal N; 124 on timeout;\n"
+          "125 if husk failed; 126 not executable; 127 not found.\n");
+}
+
+static int die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int die_usage(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: ", prog);
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, " (see `husk run --help`)\n");
+  va_end(ap);
+  return 125;
+}
+
+static void warn_line(void *ctx, const char *line) {
+  (void)ctx;
+  fprintf(stderr, "%s: %s\n", prog, line);
+}
+
+static void print_json(const struct husk_run_result *r) {
+  json_t *o = json_pack("{s:i, s:i, s:s, s:I, s:I, s:I}", "exit_code", r->exit_code, "signal",
+                        r->signal, "reason", husk_reason_name(r->reason), "wall_ms",
+                        (json_int_t)r->wall_ms, "cpu_ms", (json_int_t)r->cpu_ms,
+                        "memory_peak_bytes", (json_int_t)r->memory_peak_bytes);
+  if (!o) {
+    fprintf(stderr, "{\"exit_code\":%d}\n", r->exit_code);
+    return;
+  }
+  char *s = json_dumps(o, JSON_COMPACT);
+  if (s)
+    fprintf(stderr, "%s\n", s);
+  free(s);
+  json_decref(o);
+}
+
+enum {
+  OPT_MEMORY = 256, OPT_PIDS, OPT_CPUS, OPT_TIMEOUT, OPT_DISK, OPT_OUTPUT, OPT_ENV,
+  OPT_WORKSPACE, OPT_EXPORT, OPT_JSON, OPT_HELP,
+};
+
+static int cmd_run(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"memory", required_argument, NULL, OPT_MEMORY},
+      {"pids", required_argument, NULL, OPT_PIDS},
+      {"cpus", required_argument, NULL, OPT_CPUS},
+      {"timeout", required_argument, NULL, OPT_TIMEOUT},
+      {"disk", required_argument, NULL, OPT_DISK},
+      {"output-limit", required_argument, NULL, OPT_OUTPUT},
+      {"env", required_argument, NULL, OPT_ENV},
+      {"workdir", required_argument, NULL, 'w'},
+      {"workspace", required_argument, NULL, OPT_WORKSPACE},
+      {"export", required_argument, NULL, OPT_EXPORT},
+      {"json", no_argument, NULL, OPT_JSON},
+      {"help", no_argument, NULL, OPT_HELP},
+      {0},
+  };
+  struct husk_run_spec spec = {.stdin_fd = STDIN_FILENO, .stdout_fd = STDOUT_FILENO,
+                               .stderr_fd = STDERR_FILENO, .warn = warn_line};
+  bool json = false;
+  struct husk_err err;
+  char **env = calloc((size_t)argc + 1, sizeof *env);
+  size_t nenv = 0;
+  if (!env)
+    return die_usage("out of memory");
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "+w:h", opts, NULL)) != -1) {
+    uint64_t v;
+    switch (c) {
+    case OPT_MEMORY:
+      if (parse_size(optarg, &v, &err) < 0)
+        return die_usage("--memory: %s", err.msg);
+      if (v < HUSK_MIN_MEMORY || v > HUSK_MAX_MEMORY)
+        return die_usage("--memory: %s is out of range [8M, 1T]", optarg);
+      spec.limits.memory_bytes = v;
+      break;
+    case OPT_PIDS:
+      if (parse_u64_range(optarg, HUSK_MIN_PIDS, HUSK_MAX_PIDS, &v, &err) < 0)
+        return die_usage("--pids: %s", err.msg);
+      spec.limits.pids = v;
+      break;
+    case OPT_CPUS:
+      if (parse_milli(optarg, HUSK_MIN_CPU_MILLI, HUSK_MAX_CPU_MILLI, &v, &err) < 0)
+        return die_usage("--cpus: %s", err.msg);
+      spec.limits.cpu_milli = v;
+      break;
+    case OPT_TIMEOUT:
+      if (parse_milli(optarg, 1, HUSK_MAX_TIMEOUT_MS, &v, &err) < 0)
+        return die_usage("--timeout: %s", err.msg);
+      spec.limits.timeout_ms = v;
+      break;
+    case OPT_DISK:
+      if (parse_size(optarg, &v, &err) < 0)
+        return die_usage("--disk: %s", err.msg);
+      if (v < HUSK_MIN_DISK || v > HUSK_MAX_DISK)
+        return die_usage("--disk: %s is out of range [1M, 1T]", optarg);
+      spec.limits.disk_bytes = v;
+      break;
+    case OPT_OUTPUT:
+      if (parse_size(optarg, &v, &err) < 0)
+        return die_usage("--output-limit: %s", err.msg);
+      if (v < 1 || v > HUSK_MAX_OUTPUT)
+        return die_usage("--output-limit: %s is out of range [1, 64G]", optarg);
+      spec.limits.output_bytes = v;
+      break;
+    case OPT_ENV:
+      if (parse_env_assignment(optarg, &err) < 0)
+        return die_usage("--env: %s", err.msg);
+      env[nenv++] = optarg;
+      break;
+    case 'w':
+      if (optarg[0] != '/')
+        return die_usage("--workdir: `%s` must be an absolute path inside the box", optarg);
+      spec.workdir = optarg;
+      break;
+    case OPT_WORKSPACE: spec.workspace_in = optarg; break;
+    case OPT_EXPORT: spec.export_dir = optarg; break;
+    case OPT_JSON: json = true; break;
+    case 'h':
+    case OPT_HELP:
+      usage(stdout);
+      return 0;
+    default:
+      return die_usage("invalid option");
+    }
+  }
+  if (optind >= argc)
+    return die_usage("no PROGRAM given");
+  spec.argv = argv + optind;
+  spec.env = env;
+  struct husk_run_result res;
+  int code = husk_run(&spec, &res);
+  if (res.message[0])
+    fprintf(stderr, "%s: %s\n", prog, res.message);
+  if (json)
+    print_json(&res);
+  free(env);
+  return code;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 125;
+  }
+  if (!strcmp(argv[1], "run"))
+    return cmd_run(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
+    printf("husk %s\n", HUSK_VERSION);
+    return 0;
+  }
+  if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+    usage(stdout);
+    return 0;
+  }
+  fprintf(stderr, "%s: unknown command `%s`\n", prog, argv[1]);
+  usage(stderr);
+  return 125;
+}

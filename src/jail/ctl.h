@@ -1,0 +1,95 @@
+/* The control protocol between husk (host side) and a box's init (pid 1).
+ *
+ * Transport: a SOCK_SEQPACKET unix socket, one message per packet, file
+ * descriptors (an exec's stdin/stdout/stderr) attached with SCM_RIGHTS.
+ * Both ends validate every length: the host treats messages from init as
+ * untrusted (they come from inside a box), init rejects malformed requests.
+ *
+ *   host -> init  CTL_EXEC      run a program (argv, env, cwd; 3 fds)
+ *   host -> init  CTL_SIGNAL    signal a process or its process group
+ *   init -> host  CTL_READY     setup finished, box is idle
+ *   init -> host  CTL_SETUP_ERROR  setup failed (text), init exits
+ *   init -> host  CTL_STARTED   exec result: pid inside the box, or errno
+ *   init -> host  CTL_EXITED    a started process ended (wait status) */
+#ifndef HUSK_JAIL_CTL_H
+#define HUSK_JAIL_CTL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+enum ctl_type {
+  CTL_READY = 1,
+  CTL_SETUP_ERROR = 2,
+  CTL_EXEC = 3,
+  CTL_STARTED = 4,
+  CTL_EXITED = 5,
+  CTL_SIGNAL = 6,
+};
+
+struct ctl_hdr {
+  uint32_t type;
+  uint32_t len; /* whole message, header included */
+};
+
+/* Followed by strings_len bytes: cwd\0 argv[0]\0 ... argv[argc-1]\0 env[0]\0 ... */
+struct ctl_exec {
+  struct ctl_hdr h;
+  uint64_t id;
+  uint32_t argc;
+  uint32_t envc;
+  uint32_t strings_len;
+  uint32_t nfds; /* 0 or 3 */
+};
+
+struct ctl_started {
+  struct ctl_hdr h;
+  uint64_t id;
+  int32_t pid;   /* pid inside the box, 0 on failure */
+  int32_t error; /* errno of the failed step, 0 on success */
+  int32_t stage; /* enum ctl_stage */
+};
+
+enum ctl_stage { CTL_STAGE_NONE = 0, CTL_STAGE_FORK, CTL_STAGE_CWD, CTL_STAGE_EXEC, CTL_STAGE_SETUP };
+
+struct ctl_exited {
+  struct ctl_hdr h;
+  uint64_t id;
+  int32_t pid;
+  int32_t status; /* as from waitpid() */
+};
+
+struct ctl_signal {
+  struct ctl_hdr h;
+  int32_t pid;
+  int32_t sig;
+  uint32_t group; /* 1: the whole process group */
+};
+
+struct ctl_setup_error {
+  struct ctl_hdr h;
+  int32_t error;
+  char text[512];
+};
+
+/* Send one message with optional fds.  Returns 0 or -errno. */
+int ctl_send(int sock, const void *msg, size_t len, const int *fds, size_t nfds);
+
+/* Receive one message into buf (size bytes) and up to *nfds fds (closed
+ * and dropped if more arrive).  Returns the message length, 0 on EOF, or
+ * -errno (-EMSGSIZE when truncated, -EPROTO when malformed). */
+ssize_t ctl_recv(int sock, void *buf, size_t size, int *fds, size_t *nfds);
+
+/* Pack an exec request into buf; returns total length or -E2BIG. */
+ssize_t ctl_pack_exec(void *buf, size_t size, uint64_t id, const char *cwd, char *const argv[],
+                      char *const env[], bool with_fds);
+
+/* Unpack in place: fills the pointer arrays (NULL-terminated).  Returns 0 or
+ * -EPROTO if the message is malformed. */
+int ctl_unpack_exec(const void *msg, size_t len, const char **cwd, const char **argv,
+                    size_t argv_cap, const char **env, size_t env_cap);
+
+const char *ctl_stage_name(int stage);
+
+#endif

@@ -1,0 +1,305 @@
+#define _GNU_SOURCE
+#include "jail/init.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "jail/ctl.h"
+#include "jail/landlock.h"
+#include "jail/limits.h"
+#include "jail/syscalls.h"
+#include "util/fileio.h"
+
+/* Static storage only: init may be cloned from a multi-threaded daemon,
+ * where malloc's locks could be held by a thread that does not exist here. */
+#define MAX_ARGS 8192
+#define MAX_TRACKED 1024
+
+static char msgbuf[HUSK_CTL_MSG_MAX];
+static const char *argv_buf[MAX_ARGS];
+static const char *env_buf[MAX_ARGS];
+
+static struct tracked {
+  pid_t pid;
+  uint64_t id;
+} tracked[MAX_TRACKED];
+
+/* Exits that happened while no host was connected, delivered later. */
+static struct ctl_exited pending[MAX_TRACKED];
+static size_t npending;
+
+static const struct init_config *config;
+static int ctl = -1;
+
+struct exec_failure {
+  int32_t stage;
+  int32_t error;
+};
+
+static const char *env_get(const char *const *env, const char *name) {
+  size_t n = strlen(name);
+  for (; *env; env++)
+    if (!strncmp(*env, name, n) && (*env)[n] == '=')
+      return *env + n + 1;
+  return NULL;
+}
+
+/* mkdir -p, as the box user (Landlock decides where that may happen). */
+static int mkdir_p(const char *path) {
+  char buf[PATH_MAX];
+  size_t len = strlen(path);
+  if (len == 0 || len >= sizeof buf)
+    return -ENAMETOOLONG;
+  memcpy(buf, path, len + 1);
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/')
+      continue;
+    *p = '\0';
+    if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+      return -errno;
+    *p = '/';
+  }
+  if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+    return -errno;
+  return 0;
+}
+
+/* execvp with the PATH of the program's own environment, and execvp's
+ * error precedence (EACCES from any candidate wins over ENOENT). */
+static int exec_search(const char *file, char *const argv[], char *const env[]) {
+  if (strchr(file, '/')) {
+    execve(file, argv, env);
+    return -errno;
+  }
+  const char *path = env_get((const char *const *)env, "PATH");
+  if (!path)
+    path = "/usr/local/bin:/usr/bin:/bin";
+  int err = ENOENT;
+  size_t flen = strlen(file);
+  for (const char *p = path;; p++) {
+    const char *colon = strchrnul(p, ':');
+    size_t dlen = (size_t)(colon - p);
+    char full[PATH_MAX];
+    if (dlen + 1 + flen + 1 <= sizeof full) {
+      if (dlen == 0) {
+        memcpy(full, file, flen + 1);
+      } else {
+        memcpy(full, p, dlen);
+        full[dlen] = '/';
+        memcpy(full + dlen + 1, file, flen + 1);
+      }
+      execve(full, argv, env);
+      if (errno == EACCES)
+        err = EACCES;
+      else if (errno != ENOENT && errno != ENOTDIR && err != EACCES)
+        err = errno;
+    }
+    if (!*colon)
+      break;
+    p = colon;
+  }
+  return -err;
+}
+
+static _Noreturn void exec_fail(int errpipe, int stage, int error) {
+  struct exec_failure f = {.stage = stage, .error = error};
+  if (write(errpipe, &f, sizeof f) < 0) {
+    /* nothing more we can report */
+  }
+  _exit(127);
+}
+
+/* In the forked child: become the requested program. */
+static _Noreturn void exec_child(int errpipe, const int *fds, size_t nfds, const char *cwd,
+                                 char *const argv[], char *const env[]) {
+  sigset_t all;
+  sigemptyset(&all);
+  for (int s = 1; s < NSIG; s++)
+    signal(s, SIG_DFL);
+  sigprocmask(SIG_SETMASK, &all, NULL);
+  /* Its own session and process group: the host can signal the group, and
+   * the program has no controlling terminal to inject input into. */
+  if (setsid() < 0)
+    exec_fail(errpipe, CTL_STAGE_SETUP, errno);
+  int stdio[3] = {-1, -1, -1};
+  for (int i = 0; i < 3; i++) {
+    int src = (size_t)i < nfds ? fds[i] : -1;
+    if (src < 0)
+      src = open("/dev/null", i == 0 ? O_RDONLY : O_WRONLY);
+    if (src < 0)
+      exec_fail(errpipe, CTL_STAGE_SETUP, errno);
+    stdio[i] = fcntl(src, F_DUPFD, 10); /* out of the 0..2 range before dup2 */
+    if (stdio[i] < 0)
+      exec_fail(errpipe, CTL_STAGE_SETUP, errno);
+  }
+  for (int i = 0; i < 3; i++)
+    if (dup2(stdio[i], i) < 0)
+      exec_fail(errpipe, CTL_STAGE_SETUP, errno);
+  /* Everything else closes at exec; the error pipe stays usable until then. */
+  if (sys_close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+    exec_fail(errpipe, CTL_STAGE_SETUP, errno);
+  umask(022);
+  if (chdir(cwd) < 0) {
+    int e = errno;
+    if (e != ENOENT || mkdir_p(cwd) < 0 || chdir(cwd) < 0)
+      exec_fail(errpipe, CTL_STAGE_CWD, e);
+  }
+  /* A nested Landlock domain per program: on ABI 6+ it cannot signal or
+   * connect to init, which lives in the outer domain. */
+  int rc = landlock_apply_box(config->landlock_abi);
+  if (rc < 0)
+    exec_fail(errpipe, CTL_STAGE_SETUP, -rc);
+  rc = exec_search(argv[0], argv, env);
+  exec_fail(errpipe, CTL_STAGE_EXEC, -rc);
+}
+
+static void send_or_queue_exit(uint64_t id, pid_t pid, int status) {
+  struct ctl_exited m = {.h = {.type = CTL_EXITED, .len = sizeof m}, .id = id, .pid = pid, .status = status};
+  if (ctl >= 0 && ctl_send(ctl, &m, sizeof m, NULL, 0) == 0)
+    return;
+  if (npending < MAX_TRACKED)
+    pending[npending++] = m;
+}
+
+static void reap(void) {
+  for (;;) {
+    int status;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0)
+      return;
+    for (size_t i = 0; i < MAX_TRACKED; i++) {
+      if (tracked[i].pid == pid) {
+        send_or_queue_exit(tracked[i].id, pid, status);
+        tracked[i].pid = 0;
+        break;
+      }
+    }
+  }
+}
+
+static void reply_started(uint64_t id, pid_t pid, int stage, int error) {
+  struct ctl_started m = {.h = {.type = CTL_STARTED, .len = sizeof m},
+                          .id = id, .pid = pid, .stage = stage, .error = error};
+  if (ctl >= 0)
+    ctl_send(ctl, &m, sizeof m, NULL, 0);
+}
+
+static void do_exec(size_t len, int *fds, size_t nfds) {
+  const struct ctl_exec *m = (const void *)msgbuf;
+  const char *cwd;
+  if (ctl_unpack_exec(msgbuf, len, &cwd, argv_buf, MAX_ARGS, env_buf, MAX_ARGS) < 0 ||
+      (m->nfds != 0 && m->nfds != nfds) || cwd[0] != '/') {
+    reply_started(len >= sizeof *m ? m->id : 0, 0, CTL_STAGE_SETUP, EPROTO);
+    return;
+  }
+  size_t slot = MAX_TRACKED;
+  for (size_t i = 0; i < MAX_TRACKED; i++)
+    if (tracked[i].pid == 0) {
+      slot = i;
+      break;
+    }
+  if (slot == MAX_TRACKED) {
+    reply_started(m->id, 0, CTL_STAGE_FORK, EAGAIN);
+    return;
+  }
+  int errpipe[2];
+  if (pipe2(errpipe, O_CLOEXEC) < 0) {
+    reply_started(m->id, 0, CTL_STAGE_FORK, errno);
+    return;
+  }
+  pid_t pid = fork();
+  if (pid < 0) {
+    int e = errno;
+    close(errpipe[0]);
+    close(errpipe[1]);
+    reply_started(m->id, 0, CTL_STAGE_FORK, e);
+    return;
+  }
+  if (pid == 0) {
+    close(errpipe[0]);
+    exec_child(errpipe[1], fds, nfds, cwd, (char *const *)argv_buf, (char *const *)env_buf);
+  }
+  close(errpipe[1]);
+  struct exec_failure f;
+  ssize_t n;
+  do
+    n = read(errpipe[0], &f, sizeof f);
+  while (n < 0 && errno == EINTR);
+  close(errpipe[0]);
+  if (n == (ssize_t)sizeof f) {
+    int status;
+    waitpid(pid, &status, 0);
+    reply_started(m->id, 0, f.stage, f.error);
+    return;
+  }
+  tracked[slot] = (struct tracked){.pid = pid, .id = m->id};
+  reply_started(m->id, pid, CTL_STAGE_NONE, 0);
+}
+
+static void do_signal(size_t len) {
+  const struct ctl_signal *s = (const void *)msgbuf;
+  if (len != sizeof *s || s->pid <= 1 || s->sig < 0 || s->sig >= NSIG)
+    return;
+  kill(s->group ? -s->pid : s->pid, s->sig);
+}
+
+_Noreturn void init_main(const struct init_config *cfg) {
+  config = cfg;
+  ctl = cfg->ctl;
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &mask, NULL);
+  int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0)
+    _exit(125);
+  struct ctl_hdr ready = {.type = CTL_READY, .len = sizeof ready};
+  if (ctl_send(ctl, &ready, sizeof ready, NULL, 0) < 0)
+    _exit(125);
+  for (;;) {
+    struct pollfd p[2] = {{.fd = sfd, .events = POLLIN}, {.fd = ctl, .events = POLLIN}};
+    if (poll(p, ctl >= 0 ? 2 : 1, -1) < 0) {
+      if (errno == EINTR)
+        continue;
+      _exit(125);
+    }
+    if (p[0].revents & POLLIN) {
+      struct signalfd_siginfo si;
+      while (read(sfd, &si, sizeof si) > 0)
+        ;
+      reap();
+    }
+    if (ctl >= 0 && p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
+      int fds[3];
+      size_t nfds = 3;
+      ssize_t n = ctl_recv(ctl, msgbuf, sizeof msgbuf, fds, &nfds);
+      if (n == 0 || (n < 0 && n != -EMSGSIZE && n != -EPROTO && n != -EAGAIN)) {
+        close(ctl);
+        ctl = -1;
+        if (cfg->exit_on_hangup)
+          _exit(0); /* the pid namespace, and everything in it, ends with us */
+        continue;
+      }
+      if (n > 0) {
+        const struct ctl_hdr *h = (const void *)msgbuf;
+        if (h->type == CTL_EXEC)
+          do_exec((size_t)n, fds, nfds);
+        else if (h->type == CTL_SIGNAL)
+          do_signal((size_t)n);
+      }
+      for (size_t i = 0; i < nfds; i++)
+        close(fds[i]);
+    }
+  }
+}

@@ -1,0 +1,21 @@
+/* The box's pid 1.  It holds the box open, reaps every orphan, and starts
+ * programs on request from the host over the control socket.  It runs as
+ * the box user with no capabilities, no_new_privs, Landlock and seccomp (set
+ * by the jail before it gets here), is not dumpable (so box code cannot
+ * read or write its memory), and handles no signal but SIGCHLD: as pid 1 of
+ * its namespace it cannot be killed from inside the box. */
+#ifndef HUSK_JAIL_INIT_H
+#define HUSK_JAIL_INIT_H
+
+#include <stdbool.h>
+
+struct init_config {
+  int ctl;              /* connected control socket */
+  int landlock_abi;     /* re-applied per exec as a nested layer */
+  bool exit_on_hangup;  /* host closed the socket: end the box */
+};
+
+/* Never returns. */
+_Noreturn void init_main(const struct init_config *cfg);
+
+#endif

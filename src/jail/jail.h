@@ -1,0 +1,80 @@
+/* The jail: one box = one set of namespaces (user, mount, pid, net, ipc,
+ * uts, cgroup), a cgroup with limits, a read-only root built from the host's
+ * /usr and a generated /etc, a size-limited tmpfs for /workspace, /tmp and
+ * /dev/shm, and a pid 1 (init) that starts programs on request.
+ *
+ * Host side:  jail_create()  ->  jail_exec() / jail_signal()  ->  events
+ *             from jail_recv()  ->  jail_destroy().
+ * The box's writable tmpfs stays reachable from the host through `fs`
+ * (a directory fd), also after every process in the box is gone: copy-out
+ * happens through it with fd-relative, no-follow operations. */
+#ifndef HUSK_JAIL_JAIL_H
+#define HUSK_JAIL_JAIL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "jail/cgroup.h"
+#include "jail/ctl.h"
+#include "util/error.h"
+
+struct jail_config {
+  struct cgroup_limits limits;
+  uint64_t disk_bytes;  /* size of the tmpfs behind /workspace, /tmp, /dev/shm */
+  const char *name;     /* cgroup name; unique per host */
+  bool die_with_parent; /* kill the box if the creating thread dies */
+};
+
+struct jail {
+  pid_t pid;         /* host pid of the box's init */
+  int pidfd;         /* pidfd of init */
+  int ctl;           /* control socket to init */
+  int fs;            /* dirfd of the box's writable tmpfs (workspace/, tmp/, shm/) */
+  int slot_lock;     /* holds the uid-range slot; init holds a copy */
+  unsigned slot;
+  uint32_t uid_base; /* host uid of uid 0 inside the box */
+  int landlock_abi;  /* 0 when Landlock is unavailable */
+  struct cgroup cg;
+};
+
+#define JAIL_INIT {.pid = -1, .pidfd = -1, .ctl = -1, .fs = -1, .slot_lock = -1, .cg = CGROUP_INIT}
+
+/* Build the box and start its init; returns when init reported ready. */
+int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *err);
+
+/* Ask init to start a program.  fds: stdin, stdout, stderr for it (sent
+ * with the request; the caller keeps its copies).  The result arrives as a
+ * CTL_STARTED event, then CTL_EXITED. */
+int jail_exec(struct jail *j, uint64_t id, char *const argv[], char *const env[], const char *cwd,
+              const int fds[3], struct husk_err *err);
+
+/* Signal a process (pid inside the box), or its whole process group. */
+int jail_signal(struct jail *j, pid_t pid, int sig, bool group, struct husk_err *err);
+
+/* One event from init.  Returns 1 with *ev filled, 0 when init closed the
+ * connection, -1 on error. */
+union jail_event {
+  struct ctl_hdr h;
+  struct ctl_started started;
+  struct ctl_exited exited;
+  struct ctl_setup_error setup_error;
+};
+int jail_recv(struct jail *j, union jail_event *ev, struct husk_err *err);
+
+/* Kill everything in the box now (SIGKILL to init ends the pid namespace;
+ * the cgroup is killed as well, as a second line). */
+void jail_kill(struct jail *j);
+
+/* Kill, reap, remove the cgroup, release the uid slot.  `fs` is kept open
+ * (the caller may still copy out of it) unless `close_fs`.  With `final`,
+ * the cgroup's usage is read after every process is gone and before the
+ * cgroup is removed. */
+int jail_destroy(struct jail *j, bool close_fs, struct cgroup_stats *final, struct husk_err *err);
+
+/* Host uid/gid that a uid/gid inside the box maps to. */
+static inline uint32_t jail_host_id(const struct jail *j, uint32_t inside) {
+  return j->uid_base + inside;
+}
+
+#endif

@@ -1,0 +1,67 @@
+#define _GNU_SOURCE
+#include "jail/landlock.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "jail/syscalls.h"
+
+int landlock_abi(void) {
+  int v = sys_landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  return v < 0 ? 0 : v;
+}
+
+#define FS_READ (LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR)
+
+static uint64_t fs_handled(int abi) {
+  uint64_t all = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1; /* ABI 1: bits 0..12 */
+  if (abi >= 2) all |= LANDLOCK_ACCESS_FS_REFER;
+  if (abi >= 3) all |= LANDLOCK_ACCESS_FS_TRUNCATE;
+  if (abi >= 5) all |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
+  return all;
+}
+
+static int allow(int ruleset, const char *path, uint64_t access) {
+  int fd = open(path, O_PATH | O_CLOEXEC);
+  if (fd < 0)
+    return errno == ENOENT ? 0 : -errno;
+  struct landlock_path_beneath_attr pb = {.allowed_access = access, .parent_fd = fd};
+  int rc = sys_landlock_add_rule(ruleset, LANDLOCK_RULE_PATH_BENEATH, &pb, 0);
+  int e = errno;
+  close(fd);
+  return rc < 0 ? -e : 0;
+}
+
+int landlock_apply_box(int abi) {
+  if (abi <= 0)
+    return 0;
+  uint64_t handled = fs_handled(abi);
+  struct husk_landlock_ruleset_attr attr = {.handled_access_fs = handled};
+  size_t size = sizeof attr.handled_access_fs;
+  if (abi >= 6) {
+    attr.scoped = HUSK_LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | HUSK_LANDLOCK_SCOPE_SIGNAL;
+    size = sizeof attr;
+  }
+  int rs = sys_landlock_create_ruleset(&attr, size, 0);
+  if (rs < 0)
+    return -errno;
+  uint64_t dev = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE;
+  if (abi >= 3) dev |= LANDLOCK_ACCESS_FS_TRUNCATE;
+  if (abi >= 5) dev |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
+  int rc;
+  if ((rc = allow(rs, "/", FS_READ)) < 0 ||
+      (rc = allow(rs, "/workspace", handled)) < 0 ||
+      (rc = allow(rs, "/tmp", handled)) < 0 ||
+      (rc = allow(rs, "/dev/shm", handled)) < 0 ||
+      (rc = allow(rs, "/dev", dev | LANDLOCK_ACCESS_FS_READ_DIR)) < 0 ||
+      (rc = allow(rs, "/proc", LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR |
+                                   LANDLOCK_ACCESS_FS_WRITE_FILE)) < 0) {
+    close(rs);
+    return rc;
+  }
+  rc = sys_landlock_restrict_self(rs, 0) < 0 ? -errno : 0;
+  close(rs);
+  return rc;
+}

@@ -1,0 +1,19 @@
+/* Landlock for the box: a second, kernel-enforced fence inside the mount
+ * namespace.  The root is read+execute only; /workspace, /tmp and /dev/shm
+ * are writable; devices get read/write/ioctl.  On ABI 6+ the box is also
+ * scoped: it cannot signal or reach abstract unix sockets of processes
+ * outside its domain (its own init included).  Applied best effort by ABI
+ * ("where the kernel has it"); on kernels without Landlock it is skipped and
+ * reported by landlock_abi() == 0. */
+#ifndef HUSK_JAIL_LANDLOCK_H
+#define HUSK_JAIL_LANDLOCK_H
+
+/* Landlock ABI version of the running kernel, 0 if unavailable. */
+int landlock_abi(void);
+
+/* Restrict the calling thread (no_new_privs must be set).  Call inside the
+ * box after pivot_root.  Async-signal-safe.  Returns 0 (also when Landlock
+ * is unavailable) or -errno. */
+int landlock_apply_box(int abi);
+
+#endif

@@ -1,0 +1,321 @@
+/* Building the box's root filesystem.  The sequence, top to bottom:
+ *
+ *   1. Make every inherited mount private, so nothing we do propagates to
+ *      the host and nothing the host does propagates in.
+ *   2. Mount a small tmpfs as the staging root (on /tmp, as bubblewrap does:
+ *      in our own mount namespace this hides nothing from the host).
+ *   3. Bind the host's /usr read-only, nosuid, nodev (recursively), and
+ *      mirror the host's /bin, /lib* links (or bind them on hosts without
+ *      merged /usr).
+ *   4. Generate /etc: passwd, group, hosts, hostname, nsswitch.conf,
+ *      resolv.conf; bind the few host entries common tools need that hold
+ *      no secrets (CA certificates, fonts config, alternatives links, the
+ *      dynamic linker cache, MIME and protocol tables).
+ *   5. Attach the writable tmpfs parts prepared by the host: /workspace,
+ *      /tmp, /dev/shm (one size- and inode-limited filesystem).
+ *   6. A fresh /proc for the new pid namespace, with kernel-information
+ *      files masked and kernel knobs read-only.
+ *   7. A minimal /dev: six device binds, a private devpts, links.
+ *   8. pivot_root into the staging root, detach the old root, and make the
+ *      staging root itself read-only. */
+#define _GNU_SOURCE
+#include "jail/rootfs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "jail/limits.h"
+#include "jail/syscalls.h"
+#include "util/fileio.h"
+
+#define NR "/tmp" /* staging root, before pivot_root */
+
+static int fail(char *what, size_t len, int e, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, len, fmt, ap);
+  va_end(ap);
+  return -(e ? e : EIO);
+}
+
+/* Add flags to one mount (or a whole tree with `recursive`) without having
+ * to restate the flags the kernel locked on it. */
+static int set_attrs(const char *path, unsigned attrs, bool recursive) {
+  struct mount_attr a = {.attr_set = attrs};
+  if (mount_setattr(AT_FDCWD, path, recursive ? AT_RECURSIVE : 0, &a, sizeof a) == 0)
+    return 0;
+  if (errno != ENOSYS)
+    return -errno;
+  /* Kernel < 5.12: remount the top mount, restating its current flags. */
+  struct statvfs sv;
+  if (statvfs(path, &sv) < 0)
+    return -errno;
+  unsigned long fl = MS_REMOUNT | MS_BIND;
+  if (sv.f_flag & ST_NOSUID || attrs & MOUNT_ATTR_NOSUID) fl |= MS_NOSUID;
+  if (sv.f_flag & ST_NODEV || attrs & MOUNT_ATTR_NODEV) fl |= MS_NODEV;
+  if (sv.f_flag & ST_NOEXEC || attrs & MOUNT_ATTR_NOEXEC) fl |= MS_NOEXEC;
+  if (sv.f_flag & ST_RDONLY || attrs & MOUNT_ATTR_RDONLY) fl |= MS_RDONLY;
+  if (sv.f_flag & ST_NOATIME) fl |= MS_NOATIME;
+  if (sv.f_flag & ST_NODIRATIME) fl |= MS_NODIRATIME;
+  if (sv.f_flag & ST_RELATIME) fl |= MS_RELATIME;
+  return mount(NULL, path, NULL, fl, NULL) < 0 ? -errno : 0;
+}
+
+static int bind_ro(const char *src, const char *dst, bool recursive) {
+  if (mount(src, dst, NULL, MS_BIND | (recursive ? MS_REC : 0), NULL) < 0)
+    return -errno;
+  return set_attrs(dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, recursive);
+}
+
+static int touch(const char *path, mode_t mode) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+  if (fd < 0)
+    return -errno;
+  close(fd);
+  return 0;
+}
+
+static int write_new(const char *path, const char *content) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0)
+    return -errno;
+  int rc = write_all(fd, content, strlen(content)) < 0 ? -errno : 0;
+  close(fd);
+  return rc;
+}
+
+/* Mirror a host entry into the staging root: a symlink is recreated as the
+ * same symlink, a directory or file is bound read-only.  Absent: skipped. */
+static int mirror(const char *host, const char *dst, char *what, size_t wl) {
+  struct stat st;
+  if (lstat(host, &st) < 0)
+    return errno == ENOENT ? 0 : fail(what, wl, errno, "stat `%s`", host);
+  if (S_ISLNK(st.st_mode)) {
+    char target[PATH_MAX];
+    ssize_t n = readlink(host, target, sizeof target - 1);
+    if (n < 0)
+      return fail(what, wl, errno, "readlink `%s`", host);
+    target[n] = '\0';
+    if (symlink(target, dst) < 0)
+      return fail(what, wl, errno, "symlink `%s`", dst);
+    return 0;
+  }
+  int rc;
+  if (S_ISDIR(st.st_mode))
+    rc = mkdir(dst, 0755) < 0 ? -errno : 0;
+  else if (S_ISREG(st.st_mode))
+    rc = touch(dst, 0644);
+  else
+    return 0;
+  if (rc < 0)
+    return fail(what, wl, -rc, "create mount point `%s`", dst);
+  if ((rc = bind_ro(host, dst, S_ISDIR(st.st_mode))) < 0)
+    return fail(what, wl, -rc, "bind `%s` read-only", host);
+  return 0;
+}
+
+static int mkdirs(const char *const *dirs, mode_t mode, char *what, size_t wl) {
+  for (size_t i = 0; dirs[i]; i++)
+    if (mkdir(dirs[i], mode) < 0 && errno != EEXIST)
+      return fail(what, wl, errno, "mkdir `%s`", dirs[i]);
+  return 0;
+}
+
+static int build_etc(char *what, size_t wl) {
+  char passwd[512], group[256];
+  snprintf(passwd, sizeof passwd,
+           "root:x:0:0:root:/root:/bin/sh\n"
+           "user:x:%d:%d:box user:/workspace:/bin/bash\n"
+           "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+           HUSK_BOX_UID, HUSK_BOX_GID);
+  snprintf(group, sizeof group, "root:x:0:\ntty:x:5:\nuser:x:%d:\nnogroup:x:65534:\n", HUSK_BOX_GID);
+  const struct {
+    const char *name;
+    const char *content;
+  } gen[] = {
+      {NR "/etc/passwd", passwd},
+      {NR "/etc/group", group},
+      {NR "/etc/hosts", "127.0.0.1\tlocalhost " HUSK_BOX_HOSTNAME "\n::1\tlocalhost ip6-localhost\n"},
+      {NR "/etc/hostname", HUSK_BOX_HOSTNAME "\n"},
+      {NR "/etc/nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"
+                                "networks: files\nprotocols: files\nservices: files\n"},
+      /* No network in the default mode: no resolver to point at. */
+      {NR "/etc/resolv.conf", "# no network in this box\n"},
+  };
+  for (size_t i = 0; i < sizeof gen / sizeof gen[0]; i++) {
+    int rc = write_new(gen[i].name, gen[i].content);
+    if (rc < 0)
+      return fail(what, wl, -rc, "write `%s`", gen[i].name + strlen(NR));
+  }
+  /* Host entries that hold package data, not host secrets. */
+  static const char *const from_host[] = {
+      "ssl", "ca-certificates.conf", "fonts", "alternatives", "ld.so.cache", "localtime",
+      "mime.types", "protocols", "services", "magic", "magic.mime", "matplotlibrc",
+      "python3", "python3.11", "ImageMagick-6", NULL};
+  for (size_t i = 0; from_host[i]; i++) {
+    char src[128], dst[128];
+    snprintf(src, sizeof src, "/etc/%s", from_host[i]);
+    snprintf(dst, sizeof dst, NR "/etc/%s", from_host[i]);
+    if (!strcmp(from_host[i], "ssl")) {
+      /* Only the certificates, never /etc/ssl/private. */
+      if (mkdir(dst, 0755) < 0)
+        return fail(what, wl, errno, "mkdir `%s`", dst);
+      int rc = mirror("/etc/ssl/certs", NR "/etc/ssl/certs", what, wl);
+      if (rc < 0)
+        return rc;
+      continue;
+    }
+    int rc = mirror(src, dst, what, wl);
+    if (rc < 0)
+      return rc;
+  }
+  return 0;
+}
+
+static int build_proc(char *what, size_t wl) {
+  int rc;
+  if (mount("proc", NR "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+    return fail(what, wl, errno, "mount proc");
+  /* Files that leak kernel or host information: covered with /dev/null. */
+  static const char *const masked_files[] = {
+      "kcore", "keys", "key-users", "timer_list", "timer_stats", "sched_debug", "latency_stats",
+      "kallsyms", "kmsg", "kpagecount", "kpageflags", "kpagecgroup", "vmallocinfo", "slabinfo",
+      "config.gz", "pagetypeinfo", "zoneinfo", NULL};
+  for (size_t i = 0; masked_files[i]; i++) {
+    char p[128];
+    snprintf(p, sizeof p, NR "/proc/%s", masked_files[i]);
+    if (access(p, F_OK) < 0)
+      continue;
+    if (mount("/dev/null", p, NULL, MS_BIND, NULL) < 0)
+      return fail(what, wl, errno, "mask /proc/%s", masked_files[i]);
+  }
+  /* Directories of hardware and driver details: an empty read-only tmpfs. */
+  static const char *const masked_dirs[] = {"acpi", "scsi", "asound", "driver", "dynamic_debug",
+                                            NULL};
+  for (size_t i = 0; masked_dirs[i]; i++) {
+    char p[128];
+    snprintf(p, sizeof p, NR "/proc/%s", masked_dirs[i]);
+    if (access(p, F_OK) < 0)
+      continue;
+    if (mount("tmpfs", p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0,nr_inodes=1") < 0)
+      return fail(what, wl, errno, "mask /proc/%s", masked_dirs[i]);
+  }
+  /* Kernel knobs: readable (tools read them) but never writable. */
+  static const char *const readonly[] = {"sys", "sysrq-trigger", "irq", "bus", "fs", NULL};
+  for (size_t i = 0; readonly[i]; i++) {
+    char p[128];
+    snprintf(p, sizeof p, NR "/proc/%s", readonly[i]);
+    if (access(p, F_OK) < 0)
+      continue;
+    if (mount(p, p, NULL, MS_BIND | MS_REC, NULL) < 0)
+      return fail(what, wl, errno, "bind /proc/%s", readonly[i]);
+    if ((rc = set_attrs(p, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                               MOUNT_ATTR_NOEXEC, true)) < 0)
+      return fail(what, wl, -rc, "make /proc/%s read-only", readonly[i]);
+  }
+  return 0;
+}
+
+static int build_dev(int shm_fd, char *what, size_t wl) {
+  int rc;
+  if (mount("tmpfs", NR "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k,nr_inodes=64") < 0)
+    return fail(what, wl, errno, "mount /dev");
+  static const char *const devs[] = {"null", "zero", "full", "random", "urandom", "tty", NULL};
+  for (size_t i = 0; devs[i]; i++) {
+    char src[64], dst[64];
+    snprintf(src, sizeof src, "/dev/%s", devs[i]);
+    snprintf(dst, sizeof dst, NR "/dev/%s", devs[i]);
+    if ((rc = touch(dst, 0666)) < 0)
+      return fail(what, wl, -rc, "create `%s`", dst);
+    if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+      return fail(what, wl, errno, "bind `%s`", src);
+    if ((rc = set_attrs(dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false)) < 0)
+      return fail(what, wl, -rc, "restrict `%s`", src);
+  }
+  static const char *const dirs[] = {NR "/dev/pts", NR "/dev/shm", NULL};
+  if ((rc = mkdirs(dirs, 0755, what, wl)) < 0)
+    return rc;
+  char opts[128];
+  snprintf(opts, sizeof opts, "newinstance,ptmxmode=0666,mode=0620,max=%d", HUSK_DEVPTS_MAX);
+  if (mount("devpts", NR "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, opts) < 0)
+    return fail(what, wl, errno, "mount devpts");
+  if (move_mount(shm_fd, "", AT_FDCWD, NR "/dev/shm", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+    return fail(what, wl, errno, "attach /dev/shm");
+  static const struct {
+    const char *target, *link;
+  } links[] = {{"pts/ptmx", NR "/dev/ptmx"},     {"/proc/self/fd", NR "/dev/fd"},
+               {"/proc/self/fd/0", NR "/dev/stdin"}, {"/proc/self/fd/1", NR "/dev/stdout"},
+               {"/proc/self/fd/2", NR "/dev/stderr"}};
+  for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
+    if (symlink(links[i].target, links[i].link) < 0)
+      return fail(what, wl, errno, "symlink `%s`", links[i].link);
+  /* Nothing more may be created in /dev. */
+  if ((rc = set_attrs(NR "/dev", MOUNT_ATTR_RDONLY, false)) < 0)
+    return fail(what, wl, -rc, "make /dev read-only");
+  return 0;
+}
+
+int rootfs_enter(const struct rootfs_mounts *m, char *what, size_t wl) {
+  int rc;
+  /* 1. */
+  if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+    return fail(what, wl, errno, "make mounts private");
+  /* 2. */
+  if (mount("tmpfs", NR, "tmpfs", MS_NOSUID | MS_NODEV,
+            "mode=0755,size=" HUSK_STAGING_ROOT_SIZE ",nr_inodes=1024") < 0)
+    return fail(what, wl, errno, "mount staging root");
+  static const char *const dirs[] = {NR "/usr",       NR "/etc",  NR "/proc", NR "/dev",
+                                     NR "/workspace", NR "/tmp",  NR "/root", NR "/var",
+                                     NR "/run",       NR "/home", NULL};
+  if ((rc = mkdirs(dirs, 0755, what, wl)) < 0)
+    return rc;
+  if (symlink("/tmp", NR "/var/tmp") < 0)
+    return fail(what, wl, errno, "symlink /var/tmp");
+  /* 3. */
+  if ((rc = bind_ro("/usr", NR "/usr", true)) < 0)
+    return fail(what, wl, -rc, "bind /usr read-only");
+  static const char *const top[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32", NULL};
+  for (size_t i = 0; top[i]; i++) {
+    char src[32], dst[32];
+    snprintf(src, sizeof src, "/%s", top[i]);
+    snprintf(dst, sizeof dst, NR "/%s", top[i]);
+    if ((rc = mirror(src, dst, what, wl)) < 0)
+      return rc;
+  }
+  /* 4. */
+  if ((rc = build_etc(what, wl)) < 0)
+    return rc;
+  /* 5. */
+  if (move_mount(m->workspace, "", AT_FDCWD, NR "/workspace", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+    return fail(what, wl, errno, "attach /workspace");
+  if (move_mount(m->tmp, "", AT_FDCWD, NR "/tmp", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+    return fail(what, wl, errno, "attach /tmp");
+  /* 6. */
+  if ((rc = build_proc(what, wl)) < 0)
+    return rc;
+  /* 7. */
+  if ((rc = build_dev(m->shm, what, wl)) < 0)
+    return rc;
+  /* 8. pivot_root(".", ".") stacks the old root on top of the new one;
+   * detaching it leaves only the new root, with no path back. */
+  if (chdir(NR) < 0)
+    return fail(what, wl, errno, "chdir to staging root");
+  if (sys_pivot_root(".", ".") < 0)
+    return fail(what, wl, errno, "pivot_root");
+  if (umount2(".", MNT_DETACH) < 0)
+    return fail(what, wl, errno, "detach old root");
+  if (chdir("/") < 0)
+    return fail(what, wl, errno, "chdir /");
+  if ((rc = set_attrs("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false)) < 0)
+    return fail(what, wl, -rc, "make root read-only");
+  return 0;
+}

@@ -1,0 +1,32 @@
+/* The box's seccomp policy, compiled once per process into classic BPF.
+ *
+ * Three filters are stacked (the kernel applies the strictest result):
+ *  1. a hand-written guard: wrong architecture or an x32 syscall number
+ *     kills the process;
+ *  2. the allowlist (libseccomp): everything not listed fails with EPERM,
+ *     io_uring and clone3 fail with ENOSYS so libc falls back;
+ *  3. argument denials (libseccomp, default allow): terminal-injection
+ *     ioctls compared on the low 32 bits, and clone with namespace flags.
+ * The compiled programs are plain memory, so installing them in a freshly
+ * forked child needs no allocation and no libseccomp call. */
+#ifndef HUSK_JAIL_SECCOMP_H
+#define HUSK_JAIL_SECCOMP_H
+
+#include <linux/filter.h>
+
+#include "util/error.h"
+
+#define HUSK_SECCOMP_FILTERS 3
+
+struct seccomp_policy {
+  struct sock_fprog prog[HUSK_SECCOMP_FILTERS];
+};
+
+/* Compile (first call) and return the shared policy. Thread-safe. */
+int seccomp_policy_get(const struct seccomp_policy **out, struct husk_err *err);
+
+/* Install all filters on the calling thread.  Requires no_new_privs.
+ * Async-signal-safe: usable between fork and exec. Returns 0 or -errno. */
+int seccomp_policy_apply(const struct seccomp_policy *p);
+
+#endif

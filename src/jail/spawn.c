@@ -1,0 +1,483 @@
+/* Creating and destroying a box.  The host-side sequence:
+ *
+ *   1. Compile (once per process) the seccomp policy.
+ *   2. Claim a uid-range slot (abstract-socket lock).
+ *   3. Create the cgroup and apply limits.
+ *   4. Create the box's writable tmpfs with the new mount API, as detached
+ *      mounts, so the host keeps a handle on it that outlives the box.
+ *   5. clone3() into new user, mount, pid, net, ipc and uts namespaces,
+ *      directly into the cgroup where the host supports that.
+ *   6. Write the child's uid/gid maps, move it into the v1 cgroups, release it.
+ *   7. Wait for init to report ready (or the reason it could not start).
+ *
+ * The child's side (child_main) is the bubblewrap-style story: enter the
+ * cgroup namespace, build and pivot into the root, bring up loopback, drop
+ * every privilege, apply Landlock, install seccomp last, then become init. */
+#define _GNU_SOURCE
+#include "jail/jail.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "jail/init.h"
+#include "jail/landlock.h"
+#include "jail/limits.h"
+#include "jail/privs.h"
+#include "jail/rootfs.h"
+#include "jail/seccomp.h"
+#include "jail/syscalls.h"
+#include "util/cleanup.h"
+#include "util/fileio.h"
+
+/* Fixed fd numbers in the child, after it closed everything it inherited. */
+enum { CHILD_SYNC = 3, CHILD_CTL, CHILD_SLOT, CHILD_WS, CHILD_TMP, CHILD_SHM, CHILD_FIRST_FREE };
+
+struct child_args {
+  int sync, ctl, slot, ws, tmp, shm;
+  bool die_with_parent;
+  int landlock_abi;
+  const struct seccomp_policy *seccomp;
+};
+
+/* ---- uid-range slots ------------------------------------------------- */
+
+/* A slot is claimed by binding an abstract unix socket named after it.  The
+ * kernel releases the name when the last fd closes: the box's init inherits
+ * one, so the slot stays taken exactly as long as the box lives, even if
+ * the husk process that created it dies. */
+static int slot_claim(unsigned *slot, struct husk_err *err) {
+  unsigned start = 0;
+  if (getrandom(&start, sizeof start, GRND_NONBLOCK) != sizeof start)
+    start = (unsigned)getpid();
+  for (unsigned i = 0; i < HUSK_UID_SLOTS; i++) {
+    unsigned s = (start + i) % HUSK_UID_SLOTS;
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+      return husk_error(err, errno, "socket for uid slot lock");
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    int n = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "husk/uid-slot/%u", s);
+    if (bind(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)) == 0) {
+      *slot = s;
+      return fd;
+    }
+    int e = errno;
+    close(fd);
+    if (e != EADDRINUSE)
+      return husk_error(err, e, "bind uid slot lock");
+  }
+  return husk_fail(err, EAGAIN, "all %u uid slots are in use (too many boxes on this host)",
+                   HUSK_UID_SLOTS);
+}
+
+/* ---- the writable tmpfs ------------------------------------------------ */
+
+static int make_fs(struct jail *j, uint64_t disk, int out_mnts[3], struct husk_err *err) {
+  cleanup_close int fsfd = fsopen("tmpfs", FSOPEN_CLOEXEC);
+  if (fsfd < 0)
+    return husk_error(err, errno, "fsopen tmpfs (kernel 5.2+ required)");
+  char v[32];
+  uint64_t inodes = disk / HUSK_DISK_BYTES_PER_INODE;
+  if (inodes < HUSK_MIN_INODES)
+    inodes = HUSK_MIN_INODES;
+  snprintf(v, sizeof v, "%llu", (unsigned long long)disk);
+  if (fsconfig(fsfd, FSCONFIG_SET_STRING, "size", v, 0) < 0)
+    return husk_error(err, errno, "tmpfs size=%s", v);
+  snprintf(v, sizeof v, "%llu", (unsigned long long)inodes);
+  if (fsconfig(fsfd, FSCONFIG_SET_STRING, "nr_inodes", v, 0) < 0)
+    return husk_error(err, errno, "tmpfs nr_inodes=%s", v);
+  if (fsconfig(fsfd, FSCONFIG_SET_STRING, "mode", "0700", 0) < 0 ||
+      fsconfig(fsfd, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+    return husk_error(err, errno, "create tmpfs");
+  cleanup_close int mnt = fsmount(fsfd, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+  if (mnt < 0)
+    return husk_error(err, errno, "fsmount tmpfs");
+  j->fs = openat(mnt, ".", O_DIRECTORY | O_RDONLY | O_CLOEXEC);
+  if (j->fs < 0)
+    return husk_error(err, errno, "open box filesystem");
+  uint32_t user = jail_host_id(j, HUSK_BOX_UID), root = jail_host_id(j, 0);
+  static const struct {
+    const char *name;
+    mode_t mode;
+    bool user_owned;
+  } parts[] = {{"workspace", 0755, true}, {"tmp", 01777, false}, {"shm", 01777, false}};
+  for (int i = 0; i < 3; i++) {
+    if (mkdirat(j->fs, parts[i].name, 0700) < 0)
+      return husk_error(err, errno, "mkdir `%s` in box filesystem", parts[i].name);
+    uint32_t owner = parts[i].user_owned ? user : root;
+    if (fchownat(j->fs, parts[i].name, owner, owner, AT_SYMLINK_NOFOLLOW) < 0 ||
+        fchmodat(j->fs, parts[i].name, parts[i].mode, 0) < 0)
+      return husk_error(err, errno, "set owner of `%s` in box filesystem", parts[i].name);
+    out_mnts[i] = open_tree(mnt, parts[i].name, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    if (out_mnts[i] < 0)
+      return husk_error(err, errno, "open_tree `%s`", parts[i].name);
+  }
+  return 0;
+}
+
+/* ---- the child -------------------------------------------------------- */
+
+static _Noreturn void child_fail(int ctl, int e, const char *fmt, ...) {
+  struct ctl_setup_error m = {.h = {.type = CTL_SETUP_ERROR, .len = sizeof m}, .error = e};
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(m.text, sizeof m.text, fmt, ap);
+  va_end(ap);
+  ctl_send(ctl, &m, sizeof m, NULL, 0);
+  _exit(125);
+}
+
+/* Put the fds the child keeps at fixed numbers and close everything else
+ * it inherited from the host (terminals, sockets, cgroup dirs...). */
+static int child_fds(const struct child_args *a) {
+  int src[] = {a->sync, a->ctl, a->slot, a->ws, a->tmp, a->shm};
+  int tmp[6];
+  for (int i = 0; i < 6; i++)
+    if ((tmp[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 64)) < 0)
+      return -errno;
+  for (int i = 0; i < 6; i++)
+    if (dup3(tmp[i], CHILD_SYNC + i, O_CLOEXEC) < 0)
+      return -errno;
+  if (sys_close_range(CHILD_FIRST_FREE, ~0U, 0) < 0)
+    return -errno;
+  return 0;
+}
+
+static int loopback_up(void) {
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0)
+    return -errno;
+  struct ifreq ifr = {0};
+  snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+  int rc = 0;
+  if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+    rc = -errno;
+  else {
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+      rc = -errno;
+  }
+  close(s);
+  return rc;
+}
+
+static _Noreturn void child_main(const struct child_args *args) {
+  int rc;
+  if (args->die_with_parent && prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+    _exit(125);
+  if (child_fds(args) < 0)
+    _exit(125);
+  const int ctl = CHILD_CTL;
+  /* Wait until the host has written our id maps and cgroups.  EOF means the
+   * host died before that: stop here. */
+  char go;
+  ssize_t n;
+  do
+    n = read(CHILD_SYNC, &go, 1);
+  while (n < 0 && errno == EINTR);
+  if (n != 1)
+    _exit(125);
+  close(CHILD_SYNC);
+
+  /* Become root of the new user namespace (mapped to the slot's base uid). */
+  if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+    child_fail(ctl, errno, "cannot become root in the box's user namespace");
+  /* Now that we are in the box's cgroup, make it the cgroup root we see. */
+  if (unshare(CLONE_NEWCGROUP) < 0)
+    child_fail(ctl, errno, "cannot create cgroup namespace");
+
+  char what[256] = "";
+  struct rootfs_mounts m = {.workspace = CHILD_WS, .tmp = CHILD_TMP, .shm = CHILD_SHM};
+  if ((rc = rootfs_enter(&m, what, sizeof what)) < 0)
+    child_fail(ctl, -rc, "cannot build the box root: %s", what);
+  close(CHILD_WS);
+  close(CHILD_TMP);
+  close(CHILD_SHM);
+
+  if (sethostname(HUSK_BOX_HOSTNAME, strlen(HUSK_BOX_HOSTNAME)) < 0)
+    child_fail(ctl, errno, "sethostname");
+  if ((rc = loopback_up()) < 0)
+    child_fail(ctl, -rc, "cannot bring up loopback");
+
+  /* init holds no host file: stdio becomes /dev/null of the box. */
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+    child_fail(ctl, errno, "cannot open /dev/null in the box");
+  if (null > 2)
+    close(null);
+  if (setsid() < 0)
+    child_fail(ctl, errno, "setsid");
+
+  const char *step = NULL;
+  if ((rc = privs_set_rlimits(&step)) < 0)
+    child_fail(ctl, -rc, "cannot set %s", step);
+  if ((rc = privs_drop_to_box_user(&step)) < 0)
+    child_fail(ctl, -rc, "cannot drop privileges (%s)", step);
+  /* Not dumpable: box processes (same uid) cannot open /proc/1/mem, attach
+   * to init, or read its environment. */
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+    child_fail(ctl, errno, "PR_SET_DUMPABLE");
+  if ((rc = landlock_apply_box(args->landlock_abi)) < 0)
+    child_fail(ctl, -rc, "cannot apply Landlock");
+  /* Seccomp last: everything above needed syscalls the box may not make. */
+  if ((rc = seccomp_policy_apply(args->seccomp)) < 0)
+    child_fail(ctl, -rc, "cannot install the seccomp filter");
+
+  struct init_config ic = {.ctl = ctl, .landlock_abi = args->landlock_abi,
+                           .exit_on_hangup = args->die_with_parent};
+  init_main(&ic);
+}
+
+/* ---- host side -------------------------------------------------------- */
+
+static int write_id_maps(pid_t pid, uint32_t base, struct husk_err *err) {
+  char path[64], map[64];
+  snprintf(map, sizeof map, "0 %u %u\n", base, HUSK_UID_RANGE);
+  const char *files[] = {"uid_map", "gid_map"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(path, sizeof path, "/proc/%d/%s", (int)pid, files[i]);
+    cleanup_close int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write_all(fd, map, strlen(map)) < 0)
+      return husk_error(err, errno, "cannot write %s of the box", files[i]);
+  }
+  return 0;
+}
+
+static pid_t clone_box(int cgroup_fd, int *pidfd, bool *into_cgroup) {
+  uint64_t ns = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
+  struct clone_args ca = {.flags = ns | CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)pidfd,
+                          .exit_signal = SIGCHLD};
+  if (cgroup_fd >= 0) {
+    ca.flags |= CLONE_INTO_CGROUP;
+    ca.cgroup = (uint64_t)cgroup_fd;
+  }
+  long pid = sys_clone3(&ca);
+  if (pid >= 0) {
+    *into_cgroup = cgroup_fd >= 0;
+    return (pid_t)pid;
+  }
+  /* Fallback ladder: without CLONE_INTO_CGROUP (kernel < 5.7), then plain
+   * clone (kernel < 5.3); the host attaches the cgroup before release. */
+  if (cgroup_fd >= 0 && (errno == EINVAL || errno == E2BIG || errno == EOPNOTSUPP)) {
+    ca.flags &= ~CLONE_INTO_CGROUP;
+    ca.cgroup = 0;
+    pid = sys_clone3(&ca);
+    if (pid >= 0) {
+      *into_cgroup = false;
+      return (pid_t)pid;
+    }
+  }
+  if (errno != ENOSYS)
+    return -1;
+  *into_cgroup = false;
+  *pidfd = -1;
+  pid = syscall(SYS_clone, (unsigned long)(ns | SIGCHLD), NULL, NULL, NULL, 0);
+  if (pid > 0)
+    *pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+  return (pid_t)pid;
+}
+
+int jail_recv(struct jail *j, union jail_event *ev, struct husk_err *err) {
+  size_t nfds = 0;
+  ssize_t n = ctl_recv(j->ctl, ev, sizeof *ev, NULL, &nfds);
+  if (n == 0)
+    return 0;
+  if (n < 0)
+    return husk_error(err, (int)-n, "reading from the box's init");
+  size_t want = 0;
+  switch (ev->h.type) {
+  case CTL_READY: want = sizeof ev->h; break;
+  case CTL_STARTED: want = sizeof ev->started; break;
+  case CTL_EXITED: want = sizeof ev->exited; break;
+  case CTL_SETUP_ERROR:
+    want = sizeof ev->setup_error;
+    ev->setup_error.text[sizeof ev->setup_error.text - 1] = '\0';
+    break;
+  default:
+    return husk_fail(err, EPROTO, "unexpected message type %u from the box's init", ev->h.type);
+  }
+  if ((size_t)n != want)
+    return husk_fail(err, EPROTO, "malformed message from the box's init");
+  return 1;
+}
+
+static int wait_ready(struct jail *j, struct husk_err *err) {
+  struct pollfd p = {.fd = j->ctl, .events = POLLIN};
+  int r;
+  do
+    r = poll(&p, 1, 60 * 1000);
+  while (r < 0 && errno == EINTR);
+  if (r == 0)
+    return husk_fail(err, ETIMEDOUT, "box setup did not finish within 60 s");
+  union jail_event ev;
+  int rc = jail_recv(j, &ev, err);
+  if (rc < 0)
+    return -1;
+  if (rc == 0)
+    return husk_fail(err, EIO, "box setup failed: init exited without a reason");
+  if (ev.h.type == CTL_SETUP_ERROR) {
+    husk_sanitize_line(ev.setup_error.text);
+    return husk_error(err, ev.setup_error.error, "%s", ev.setup_error.text);
+  }
+  if (ev.h.type != CTL_READY)
+    return husk_fail(err, EPROTO, "unexpected first message from the box's init");
+  return 0;
+}
+
+int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *err) {
+  *j = (struct jail)JAIL_INIT;
+  const struct seccomp_policy *policy;
+  if (seccomp_policy_get(&policy, err) < 0)
+    return husk_error_wrap(err, "cannot build the seccomp policy");
+  j->landlock_abi = landlock_abi();
+
+  int slot_fd = slot_claim(&j->slot, err);
+  if (slot_fd < 0)
+    return -1;
+  j->slot_lock = slot_fd;
+  j->uid_base = HUSK_UID_BASE + j->slot * HUSK_UID_RANGE;
+
+  int mnts[3] = {-1, -1, -1};
+  int ctlpair[2] = {-1, -1}, sync[2] = {-1, -1};
+  int rc = -1;
+  if (cgroup_create(&j->cg, cfg->name, &cfg->limits, err) < 0)
+    goto fail;
+  if (make_fs(j, cfg->disk_bytes, mnts, err) < 0)
+    goto fail;
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctlpair) < 0) {
+    husk_error(err, errno, "socketpair");
+    goto fail;
+  }
+  if (pipe2(sync, O_CLOEXEC) < 0) {
+    husk_error(err, errno, "pipe");
+    goto fail;
+  }
+  struct child_args args = {.sync = sync[0], .ctl = ctlpair[1], .slot = slot_fd,
+                            .ws = mnts[0], .tmp = mnts[1], .shm = mnts[2],
+                            .die_with_parent = cfg->die_with_parent,
+                            .landlock_abi = j->landlock_abi, .seccomp = policy};
+  bool into_cgroup = false;
+  int pidfd = -1;
+  pid_t pid = clone_box(j->cg.v2, &pidfd, &into_cgroup);
+  if (pid < 0) {
+    husk_error(err, errno, "cannot create the box's namespaces");
+    goto fail;
+  }
+  if (pid == 0)
+    child_main(&args);
+  j->pid = pid;
+  j->pidfd = pidfd;
+  close(sync[0]);
+  sync[0] = -1;
+  close(ctlpair[1]);
+  ctlpair[1] = -1;
+  j->ctl = ctlpair[0];
+  ctlpair[0] = -1;
+  for (int i = 0; i < 3; i++) {
+    close(mnts[i]);
+    mnts[i] = -1;
+  }
+  if (write_id_maps(pid, j->uid_base, err) < 0 ||
+      cgroup_attach(&j->cg, pid, into_cgroup, err) < 0)
+    goto fail;
+  if (write_all(sync[1], "1", 1) < 0) {
+    husk_error(err, errno, "cannot release the box's init");
+    goto fail;
+  }
+  close(sync[1]);
+  sync[1] = -1;
+  if (wait_ready(j, err) < 0)
+    goto fail;
+  return 0;
+fail:
+  for (int i = 0; i < 3; i++)
+    close_quiet(mnts[i]);
+  close_quiet(ctlpair[0]);
+  close_quiet(ctlpair[1]);
+  close_quiet(sync[0]);
+  close_quiet(sync[1]);
+  {
+    struct husk_err ignored;
+    jail_destroy(j, true, NULL, &ignored);
+  }
+  return rc;
+}
+
+int jail_exec(struct jail *j, uint64_t id, char *const argv[], char *const env[], const char *cwd,
+              const int fds[3], struct husk_err *err) {
+  cleanup_free char *buf = malloc(HUSK_CTL_MSG_MAX);
+  if (!buf)
+    return husk_error(err, ENOMEM, "exec request");
+  ssize_t len = ctl_pack_exec(buf, HUSK_CTL_MSG_MAX, id, cwd, argv, env, fds != NULL);
+  if (len < 0)
+    return husk_fail(err, E2BIG, "arguments and environment exceed %llu KiB",
+                     (unsigned long long)(HUSK_CTL_MSG_MAX / 1024));
+  int rc = ctl_send(j->ctl, buf, (size_t)len, fds, fds ? 3 : 0);
+  if (rc < 0)
+    return husk_error(err, -rc, "cannot send the exec request to the box");
+  return 0;
+}
+
+int jail_signal(struct jail *j, pid_t pid, int sig, bool group, struct husk_err *err) {
+  struct ctl_signal m = {.h = {.type = CTL_SIGNAL, .len = sizeof m}, .pid = pid, .sig = sig,
+                         .group = group};
+  int rc = ctl_send(j->ctl, &m, sizeof m, NULL, 0);
+  return rc < 0 ? husk_error(err, -rc, "cannot signal in the box") : 0;
+}
+
+void jail_kill(struct jail *j) {
+  if (j->pidfd >= 0)
+    sys_pidfd_send_signal(j->pidfd, SIGKILL);
+  else if (j->pid > 0)
+    kill(j->pid, SIGKILL);
+  if (j->cg.name[0])
+    cgroup_kill(&j->cg, NULL);
+}
+
+int jail_destroy(struct jail *j, bool close_fs, struct cgroup_stats *final, struct husk_err *err) {
+  int rc = 0;
+  if (j->pid > 0) {
+    jail_kill(j);
+    /* Reaping init returns only after the kernel has killed and reaped
+     * every other process of its pid namespace. */
+    int status;
+    while (waitpid(j->pid, &status, __WALL) < 0 && errno == EINTR)
+      ;
+    j->pid = -1;
+  }
+  close_quiet(j->pidfd);
+  j->pidfd = -1;
+  close_quiet(j->ctl);
+  j->ctl = -1;
+  if (j->cg.name[0]) {
+    if (final)
+      cgroup_stats(&j->cg, final);
+    if (cgroup_populated(&j->cg))
+      cgroup_kill(&j->cg, NULL);
+    if (cgroup_destroy(&j->cg, err) < 0)
+      rc = -1;
+  }
+  close_quiet(j->slot_lock);
+  j->slot_lock = -1;
+  if (close_fs) {
+    close_quiet(j->fs);
+    j->fs = -1;
+  }
+  return rc;
+}

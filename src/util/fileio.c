@@ -1,0 +1,73 @@
+#define _GNU_SOURCE
+#include "util/fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/cleanup.h"
+
+int write_all(int fd, const void *buf, size_t len) {
+  const char *p = buf;
+  while (len > 0) {
+    ssize_t n = write(fd, p, len);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return -1;
+    }
+    p += n;
+    len -= (size_t)n;
+  }
+  return 0;
+}
+
+int write_file_at(int dirfd, const char *name, const char *s) {
+  cleanup_close int fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return -1;
+  size_t len = strlen(s);
+  ssize_t n;
+  do
+    n = write(fd, s, len);
+  while (n < 0 && errno == EINTR);
+  if (n < 0)
+    return -1;
+  if ((size_t)n != len) {
+    errno = EIO;
+    return -1;
+  }
+  return 0;
+}
+
+int openat_write_name(int parent, const char *dir, const char *name, const char *s) {
+  cleanup_close int d = openat(parent, dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (d < 0)
+    return -1;
+  return write_file_at(d, name, s);
+}
+
+ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size) {
+  if (size == 0) {
+    errno = EINVAL;
+    return -1;
+  }
+  cleanup_close int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return -1;
+  size_t off = 0;
+  while (off < size - 1) {
+    ssize_t n = read(fd, buf + off, size - 1 - off);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      return -1;
+    }
+    if (n == 0)
+      break;
+    off += (size_t)n;
+  }
+  buf[off] = '\0';
+  return (ssize_t)off;
+}

@@ -1,0 +1,21 @@
+/* Small whole-file helpers for kernel interface files (cgroup, /proc). */
+#ifndef HUSK_UTIL_FILEIO_H
+#define HUSK_UTIL_FILEIO_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+/* Write `s` to dirfd/name (no O_CREAT).  Returns 0, or -1 with errno. */
+int write_file_at(int dirfd, const char *name, const char *s);
+
+/* Write `s` to parent/dir/name, opening dir with O_NOFOLLOW. */
+int openat_write_name(int parent, const char *dir, const char *name, const char *s);
+
+/* Read up to size-1 bytes of dirfd/name into buf and NUL-terminate.
+ * Returns the length, or -1 with errno. */
+ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size);
+
+/* write() all of buf, retrying on EINTR and short writes. */
+int write_all(int fd, const void *buf, size_t len);
+
+#endif
