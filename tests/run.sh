@@ -1,0 +1,50 @@
+#!/bin/bash
+# Runs every husk test suite and prints one closing line: "N passed, N failed".
+#   tests/run.sh            all suites
+#   tests/run.sh e2e        only suites whose path contains "e2e"
+set -u
+cd "$(dirname "$0")/.."
+root=$(pwd)
+filter=${1:-}
+pass=0
+fail=0
+failed_suites=()
+
+run_suite() { # NAME COMMAND...
+  local name=$1; shift
+  [ -n "$filter" ] && [[ "$name" != *"$filter"* ]] && return 0
+  echo "# --- $name"
+  local log
+  log=$(mktemp)
+  "$@" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  local p f
+  p=$(grep -c '^ok ' "$log")
+  f=$(grep -c '^not ok ' "$log")
+  if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "not ok - $name exited with $rc"; fi
+  pass=$((pass + p)); fail=$((fail + f))
+  [ "$f" -gt 0 ] && failed_suites+=("$name")
+  rm -f "$log"
+}
+
+for b in build/tests/test_*; do
+  [ -x "$b" ] && run_suite "unit/$(basename "$b")" "$b"
+done
+for b in build-asan/tests/test_*; do
+  [ -x "$b" ] && run_suite "unit-asan/$(basename "$b")" "$b"
+done
+for s in tests/e2e/*.sh tests/hostile/run.sh; do
+  [ -f "$s" ] && run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"
+done
+# The contract suite again with the sanitizer build of husk.
+if [ -x build-asan/husk ]; then
+  for s in tests/e2e/*.sh; do
+    [ -f "$s" ] && run_suite "asan/${s#tests/}" env HUSK="$root/build-asan/husk" HUSK_ASAN=1 \
+      ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 bash "$s"
+  done
+fi
+
+echo
+[ ${#failed_suites[@]} -gt 0 ] && echo "# failed suites: ${failed_suites[*]}"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
