@@ -1,12 +1,19 @@
 /* The control protocol between husk (host side) and a box's init (pid 1).
  *
- * Transport: a SOCK_SEQPACKET unix socket, one message per packet, file
+ * Transport: SOCK_SEQPACKET unix sockets, one message per packet, file
  * descriptors (an exec's stdin/stdout/stderr) attached with SCM_RIGHTS.
  * Both ends validate every length: the host treats messages from init as
  * untrusted (they come from inside a box), init rejects malformed requests.
+ * Init serves several connections at once: the one it was started with and,
+ * for long-lived boxes, any accepted on its listening socket (a path in the
+ * daemon's data directory, reachable only by root on the host).  Exits are
+ * reported on the connection that started the process.
  *
  *   host -> init  CTL_EXEC      run a program (argv, env, cwd; 3 fds)
  *   host -> init  CTL_SIGNAL    signal a process or its process group
+ *   host -> init  CTL_WATCH     make this connection the sink for orphan exits
+ *   host -> init  CTL_GET_FS    ask for the box filesystem (after a restart)
+ *   init -> host  CTL_FS        the box filesystem's root fd, attached
  *   init -> host  CTL_READY     setup finished, box is idle
  *   init -> host  CTL_SETUP_ERROR  setup failed (text), init exits
  *   init -> host  CTL_STARTED   exec result: pid inside the box, or errno
@@ -26,6 +33,10 @@ enum ctl_type {
   CTL_STARTED = 4,
   CTL_EXITED = 5,
   CTL_SIGNAL = 6,
+  CTL_WATCH = 7,  /* host -> init: this connection gets exits of processes
+                     whose own connection is gone (and those queued so far) */
+  CTL_GET_FS = 8, /* host -> init: reply CTL_FS with the box filesystem's fd */
+  CTL_FS = 9,     /* init -> host: the fd attached */
 };
 
 struct ctl_hdr {

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,17 +31,29 @@ static char msgbuf[HUSK_CTL_MSG_MAX];
 static const char *argv_buf[MAX_ARGS];
 static const char *env_buf[MAX_ARGS];
 
+#define MAX_CONNS 64
+
+/* Connections from the host.  A slot's generation changes when it is
+ * reused, so an exit is never reported to a stranger that took the slot. */
+static struct conn {
+  int fd;
+  unsigned gen;
+} conns[MAX_CONNS];
+static int watch = -1; /* slot of the CTL_WATCH connection */
+
 static struct tracked {
   pid_t pid;
   uint64_t id;
+  int conn;
+  unsigned gen;
 } tracked[MAX_TRACKED];
 
-/* Exits that happened while no host was connected, delivered later. */
+/* Exits nobody could be told about yet, delivered on CTL_WATCH. */
 static struct ctl_exited pending[MAX_TRACKED];
 static size_t npending;
 
 static const struct init_config *config;
-static int ctl = -1;
+static int cur = -1; /* slot of the connection being served */
 
 struct exec_failure {
   int32_t stage;
@@ -164,9 +177,16 @@ static _Noreturn void exec_child(int errpipe, const int *fds, size_t nfds, const
   exec_fail(errpipe, CTL_STAGE_EXEC, -rc);
 }
 
-static void send_or_queue_exit(uint64_t id, pid_t pid, int status) {
-  struct ctl_exited m = {.h = {.type = CTL_EXITED, .len = sizeof m}, .id = id, .pid = pid, .status = status};
-  if (ctl >= 0 && ctl_send(ctl, &m, sizeof m, NULL, 0) == 0)
+static bool conn_send(int slot, const void *m, size_t len, const int *fds, size_t nfds) {
+  return slot >= 0 && conns[slot].fd >= 0 && ctl_send(conns[slot].fd, m, len, fds, nfds) == 0;
+}
+
+static void send_or_queue_exit(const struct tracked *t, int status) {
+  struct ctl_exited m = {.h = {.type = CTL_EXITED, .len = sizeof m}, .id = t->id, .pid = t->pid,
+                         .status = status};
+  if (t->conn >= 0 && conns[t->conn].gen == t->gen && conn_send(t->conn, &m, sizeof m, NULL, 0))
+    return;
+  if (conn_send(watch, &m, sizeof m, NULL, 0))
     return;
   if (npending < MAX_TRACKED)
     pending[npending++] = m;
@@ -180,7 +200,7 @@ static void reap(void) {
       return;
     for (size_t i = 0; i < MAX_TRACKED; i++) {
       if (tracked[i].pid == pid) {
-        send_or_queue_exit(tracked[i].id, pid, status);
+        send_or_queue_exit(&tracked[i], status);
         tracked[i].pid = 0;
         break;
       }
@@ -191,8 +211,7 @@ static void reap(void) {
 static void reply_started(uint64_t id, pid_t pid, int stage, int error) {
   struct ctl_started m = {.h = {.type = CTL_STARTED, .len = sizeof m},
                           .id = id, .pid = pid, .stage = stage, .error = error};
-  if (ctl >= 0)
-    ctl_send(ctl, &m, sizeof m, NULL, 0);
+  conn_send(cur, &m, sizeof m, NULL, 0);
 }
 
 static void do_exec(size_t len, int *fds, size_t nfds) {
@@ -243,7 +262,7 @@ static void do_exec(size_t len, int *fds, size_t nfds) {
     reply_started(m->id, 0, f.stage, f.error);
     return;
   }
-  tracked[slot] = (struct tracked){.pid = pid, .id = m->id};
+  tracked[slot] = (struct tracked){.pid = pid, .id = m->id, .conn = cur, .gen = conns[cur].gen};
   reply_started(m->id, pid, CTL_STAGE_NONE, 0);
 }
 
@@ -254,9 +273,73 @@ static void do_signal(size_t len) {
   kill(s->group ? -s->pid : s->pid, s->sig);
 }
 
+static void do_watch(void) {
+  watch = cur;
+  size_t sent = 0;
+  while (sent < npending && conn_send(watch, &pending[sent], sizeof pending[sent], NULL, 0))
+    sent++;
+  memmove(pending, pending + sent, (npending - sent) * sizeof pending[0]);
+  npending -= sent;
+}
+
+static void do_get_fs(void) {
+  struct ctl_hdr m = {.type = CTL_FS, .len = sizeof m};
+  if (config->fs >= 0)
+    conn_send(cur, &m, sizeof m, &config->fs, 1);
+  else
+    conn_send(cur, &m, sizeof m, NULL, 0);
+}
+
+static int conn_add(int fd) {
+  for (int i = 0; i < MAX_CONNS; i++)
+    if (conns[i].fd < 0) {
+      conns[i].fd = fd;
+      conns[i].gen++;
+      return i;
+    }
+  return -1;
+}
+
+static void conn_close(int i) {
+  close(conns[i].fd);
+  conns[i].fd = -1;
+  conns[i].gen++;
+  if (watch == i)
+    watch = -1;
+}
+
+/* One message from connection i. */
+static void serve(int i) {
+  int fds[3];
+  size_t nfds = 3;
+  ssize_t n = ctl_recv(conns[i].fd, msgbuf, sizeof msgbuf, fds, &nfds);
+  if (n == 0 || (n < 0 && n != -EMSGSIZE && n != -EPROTO && n != -EAGAIN)) {
+    conn_close(i);
+    if (i == 0 && config->exit_on_hangup)
+      _exit(0); /* the pid namespace, and everything in it, ends with us */
+    return;
+  }
+  cur = i;
+  if (n > 0) {
+    const struct ctl_hdr *h = (const void *)msgbuf;
+    switch (h->type) {
+    case CTL_EXEC: do_exec((size_t)n, fds, nfds); break;
+    case CTL_SIGNAL: do_signal((size_t)n); break;
+    case CTL_WATCH: if ((size_t)n == sizeof *h) do_watch(); break;
+    case CTL_GET_FS: if ((size_t)n == sizeof *h) do_get_fs(); break;
+    default: break; /* unknown requests are ignored */
+    }
+  }
+  cur = -1;
+  for (size_t k = 0; k < nfds; k++)
+    close(fds[k]);
+}
+
 _Noreturn void init_main(const struct init_config *cfg) {
   config = cfg;
-  ctl = cfg->ctl;
+  for (int i = 0; i < MAX_CONNS; i++)
+    conns[i].fd = -1;
+  conn_add(cfg->ctl); /* slot 0: the connection we were started with */
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);
@@ -265,11 +348,24 @@ _Noreturn void init_main(const struct init_config *cfg) {
   if (sfd < 0)
     _exit(125);
   struct ctl_hdr ready = {.type = CTL_READY, .len = sizeof ready};
-  if (ctl_send(ctl, &ready, sizeof ready, NULL, 0) < 0)
+  if (!conn_send(0, &ready, sizeof ready, NULL, 0))
     _exit(125);
   for (;;) {
-    struct pollfd p[2] = {{.fd = sfd, .events = POLLIN}, {.fd = ctl, .events = POLLIN}};
-    if (poll(p, ctl >= 0 ? 2 : 1, -1) < 0) {
+    struct pollfd p[MAX_CONNS + 2];
+    int slot_of[MAX_CONNS + 2];
+    nfds_t np = 0;
+    p[np++] = (struct pollfd){.fd = sfd, .events = POLLIN};
+    int ilisten = -1;
+    if (cfg->listen >= 0) {
+      ilisten = (int)np;
+      p[np++] = (struct pollfd){.fd = cfg->listen, .events = POLLIN};
+    }
+    for (int i = 0; i < MAX_CONNS; i++)
+      if (conns[i].fd >= 0) {
+        slot_of[np] = i;
+        p[np++] = (struct pollfd){.fd = conns[i].fd, .events = POLLIN};
+      }
+    if (poll(p, np, -1) < 0) {
       if (errno == EINTR)
         continue;
       _exit(125);
@@ -280,26 +376,13 @@ _Noreturn void init_main(const struct init_config *cfg) {
         ;
       reap();
     }
-    if (ctl >= 0 && p[1].revents & (POLLIN | POLLHUP | POLLERR)) {
-      int fds[3];
-      size_t nfds = 3;
-      ssize_t n = ctl_recv(ctl, msgbuf, sizeof msgbuf, fds, &nfds);
-      if (n == 0 || (n < 0 && n != -EMSGSIZE && n != -EPROTO && n != -EAGAIN)) {
-        close(ctl);
-        ctl = -1;
-        if (cfg->exit_on_hangup)
-          _exit(0); /* the pid namespace, and everything in it, ends with us */
-        continue;
-      }
-      if (n > 0) {
-        const struct ctl_hdr *h = (const void *)msgbuf;
-        if (h->type == CTL_EXEC)
-          do_exec((size_t)n, fds, nfds);
-        else if (h->type == CTL_SIGNAL)
-          do_signal((size_t)n);
-      }
-      for (size_t i = 0; i < nfds; i++)
-        close(fds[i]);
+    if (ilisten >= 0 && p[ilisten].revents & POLLIN) {
+      int c = accept4(cfg->listen, NULL, NULL, SOCK_CLOEXEC);
+      if (c >= 0 && conn_add(c) < 0)
+        close(c); /* too many connections: refuse this one */
     }
+    for (nfds_t k = (nfds_t)(ilisten >= 0 ? 2 : 1); k < np; k++)
+      if (p[k].revents & (POLLIN | POLLHUP | POLLERR))
+        serve(slot_of[k]);
   }
 }

@@ -11,8 +11,10 @@
 
 struct init_config {
   int ctl;              /* connected control socket */
+  int listen;           /* listening control socket for reconnects, or -1 */
+  int fs;               /* root of the box filesystem, handed out on CTL_GET_FS, or -1 */
   int landlock_abi;     /* re-applied per exec as a nested layer */
-  bool exit_on_hangup;  /* host closed the socket: end the box */
+  bool exit_on_hangup;  /* the first connection closed: end the box (one-shot runs) */
 };
 
 /* Never returns. */

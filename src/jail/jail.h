@@ -24,6 +24,9 @@ struct jail_config {
   uint64_t disk_bytes;  /* size of the tmpfs behind /workspace, /tmp, /dev/shm */
   const char *name;     /* cgroup name; unique per host */
   bool die_with_parent; /* kill the box if the creating thread dies */
+  /* Long-lived boxes: init also listens on this unix socket path (created
+   * here, mode 0600), so a restarted daemon can reconnect.  NULL: no socket. */
+  const char *ctl_path;
 };
 
 struct jail {
@@ -61,6 +64,22 @@ union jail_event {
   struct ctl_setup_error setup_error;
 };
 int jail_recv(struct jail *j, union jail_event *ev, struct husk_err *err);
+
+/* Connect to the control socket of a running box (reconnect after a
+ * restart, or one connection per concurrent exec).  Returns the fd. */
+int jail_connect(const char *ctl_path, struct husk_err *err);
+
+/* Over connection `fd`: ask init for the box filesystem's root fd. */
+int jail_get_fs(int fd, struct husk_err *err);
+
+/* Over connection `fd`: become the sink for exits of orphaned processes. */
+int jail_watch(int fd, struct husk_err *err);
+
+/* Event from any connection to init (jail_recv reads j->ctl). */
+int jail_recv_fd(int fd, union jail_event *ev, struct husk_err *err);
+int jail_exec_fd(int fd, uint64_t id, char *const argv[], char *const env[], const char *cwd,
+                 const int fds[3], struct husk_err *err);
+int jail_signal_fd(int fd, pid_t pid, int sig, bool group, struct husk_err *err);
 
 /* Kill everything in the box now (SIGKILL to init ends the pid namespace;
  * the cgroup is killed as well, as a second line). */

@@ -32,6 +32,8 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,10 +49,14 @@
 #include "util/fileio.h"
 
 /* Fixed fd numbers in the child, after it closed everything it inherited. */
-enum { CHILD_SYNC = 3, CHILD_CTL, CHILD_SLOT, CHILD_WS, CHILD_TMP, CHILD_SHM, CHILD_FIRST_FREE };
+enum {
+  CHILD_SYNC = 3, CHILD_CTL, CHILD_SLOT, CHILD_WS, CHILD_TMP, CHILD_SHM, CHILD_FS, CHILD_LISTEN,
+  CHILD_FIRST_FREE
+};
+#define CHILD_NFDS (CHILD_FIRST_FREE - CHILD_SYNC)
 
 struct child_args {
-  int sync, ctl, slot, ws, tmp, shm;
+  int sync, ctl, slot, ws, tmp, shm, fs, listen;
   bool die_with_parent;
   int landlock_abi;
   const struct seccomp_policy *seccomp;
@@ -131,6 +137,49 @@ static int make_fs(struct jail *j, uint64_t disk, int out_mnts[3], struct husk_e
   return 0;
 }
 
+/* ---- the control socket of a long-lived box ------------------------------ */
+
+static int listen_ctl(const char *path, struct husk_err *err) {
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  if (strlen(path) >= sizeof a.sun_path)
+    return husk_fail(err, ENAMETOOLONG, "control socket path `%s` is too long", path);
+  strcpy(a.sun_path, path);
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return husk_error(err, errno, "socket");
+  if (unlink(path) < 0 && errno != ENOENT) {
+    close(fd);
+    return husk_error(err, errno, "cannot remove stale `%s`", path);
+  }
+  /* Created 0600 under the umask we set: only root on the host can connect. */
+  mode_t old = umask(0177);
+  int rc = bind(fd, (struct sockaddr *)&a, sizeof a);
+  int e = errno;
+  umask(old);
+  if (rc < 0 || listen(fd, 64) < 0) {
+    e = rc < 0 ? e : errno;
+    close(fd);
+    return husk_error(err, e, "cannot listen on `%s`", path);
+  }
+  return fd;
+}
+
+int jail_connect(const char *path, struct husk_err *err) {
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  if (strlen(path) >= sizeof a.sun_path)
+    return husk_fail(err, ENAMETOOLONG, "control socket path `%s` is too long", path);
+  strcpy(a.sun_path, path);
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return husk_error(err, errno, "socket");
+  if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+    int e = errno;
+    close(fd);
+    return husk_error(err, e, "cannot connect to the box's init");
+  }
+  return fd;
+}
+
 /* ---- the child -------------------------------------------------------- */
 
 static _Noreturn void child_fail(int ctl, int e, const char *fmt, ...) {
@@ -146,14 +195,17 @@ static _Noreturn void child_fail(int ctl, int e, const char *fmt, ...) {
 /* Put the fds the child keeps at fixed numbers and close everything else
  * it inherited from the host (terminals, sockets, cgroup dirs...). */
 static int child_fds(const struct child_args *a) {
-  int src[] = {a->sync, a->ctl, a->slot, a->ws, a->tmp, a->shm};
-  int tmp[6];
-  for (int i = 0; i < 6; i++)
-    if ((tmp[i] = fcntl(src[i], F_DUPFD_CLOEXEC, 64)) < 0)
+  int src[CHILD_NFDS] = {a->sync, a->ctl, a->slot, a->ws, a->tmp, a->shm, a->fs, a->listen};
+  int tmp[CHILD_NFDS];
+  for (int i = 0; i < CHILD_NFDS; i++)
+    if ((tmp[i] = src[i] < 0 ? -1 : fcntl(src[i], F_DUPFD_CLOEXEC, 64)) < 0 && src[i] >= 0)
       return -errno;
-  for (int i = 0; i < 6; i++)
-    if (dup3(tmp[i], CHILD_SYNC + i, O_CLOEXEC) < 0)
+  for (int i = 0; i < CHILD_NFDS; i++) {
+    if (tmp[i] < 0)
+      close(CHILD_SYNC + i); /* absent: make sure nothing inherited sits there */
+    else if (dup3(tmp[i], CHILD_SYNC + i, O_CLOEXEC) < 0)
       return -errno;
+  }
   if (sys_close_range(CHILD_FIRST_FREE, ~0U, 0) < 0)
     return -errno;
   return 0;
@@ -240,6 +292,8 @@ static _Noreturn void child_main(const struct child_args *args) {
     child_fail(ctl, -rc, "cannot install the seccomp filter");
 
   struct init_config ic = {.ctl = ctl, .landlock_abi = args->landlock_abi,
+                           .listen = args->listen >= 0 ? CHILD_LISTEN : -1,
+                           .fs = args->fs >= 0 ? CHILD_FS : -1,
                            .exit_on_hangup = args->die_with_parent};
   init_main(&ic);
 }
@@ -294,8 +348,12 @@ static pid_t clone_box(int cgroup_fd, int *pidfd, bool *into_cgroup) {
 }
 
 int jail_recv(struct jail *j, union jail_event *ev, struct husk_err *err) {
+  return jail_recv_fd(j->ctl, ev, err);
+}
+
+int jail_recv_fd(int fd, union jail_event *ev, struct husk_err *err) {
   size_t nfds = 0;
-  ssize_t n = ctl_recv(j->ctl, ev, sizeof *ev, NULL, &nfds);
+  ssize_t n = ctl_recv(fd, ev, sizeof *ev, NULL, &nfds);
   if (n == 0)
     return 0;
   if (n < 0)
@@ -354,7 +412,7 @@ int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *
   j->uid_base = HUSK_UID_BASE + j->slot * HUSK_UID_RANGE;
 
   int mnts[3] = {-1, -1, -1};
-  int ctlpair[2] = {-1, -1}, sync[2] = {-1, -1};
+  int ctlpair[2] = {-1, -1}, sync[2] = {-1, -1}, lfd = -1;
   int rc = -1;
   if (cgroup_create(&j->cg, cfg->name, &cfg->limits, err) < 0)
     goto fail;
@@ -368,8 +426,11 @@ int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *
     husk_error(err, errno, "pipe");
     goto fail;
   }
+  if (cfg->ctl_path && (lfd = listen_ctl(cfg->ctl_path, err)) < 0)
+    goto fail;
   struct child_args args = {.sync = sync[0], .ctl = ctlpair[1], .slot = slot_fd,
                             .ws = mnts[0], .tmp = mnts[1], .shm = mnts[2],
+                            .fs = cfg->ctl_path ? j->fs : -1, .listen = lfd,
                             .die_with_parent = cfg->die_with_parent,
                             .landlock_abi = j->landlock_abi, .seccomp = policy};
   bool into_cgroup = false;
@@ -393,6 +454,8 @@ int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *
     close(mnts[i]);
     mnts[i] = -1;
   }
+  close_quiet(lfd);
+  lfd = -1;
   if (write_id_maps(pid, j->uid_base, err) < 0 ||
       cgroup_attach(&j->cg, pid, into_cgroup, err) < 0)
     goto fail;
@@ -408,6 +471,9 @@ int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *
 fail:
   for (int i = 0; i < 3; i++)
     close_quiet(mnts[i]);
+  close_quiet(lfd);
+  if (cfg->ctl_path && j->pid <= 0)
+    unlink(cfg->ctl_path);
   close_quiet(ctlpair[0]);
   close_quiet(ctlpair[1]);
   close_quiet(sync[0]);
@@ -421,6 +487,11 @@ fail:
 
 int jail_exec(struct jail *j, uint64_t id, char *const argv[], char *const env[], const char *cwd,
               const int fds[3], struct husk_err *err) {
+  return jail_exec_fd(j->ctl, id, argv, env, cwd, fds, err);
+}
+
+int jail_exec_fd(int sock, uint64_t id, char *const argv[], char *const env[], const char *cwd,
+                 const int fds[3], struct husk_err *err) {
   cleanup_free char *buf = malloc(HUSK_CTL_MSG_MAX);
   if (!buf)
     return husk_error(err, ENOMEM, "exec request");
@@ -428,17 +499,51 @@ int jail_exec(struct jail *j, uint64_t id, char *const argv[], char *const env[]
   if (len < 0)
     return husk_fail(err, E2BIG, "arguments and environment exceed %llu KiB",
                      (unsigned long long)(HUSK_CTL_MSG_MAX / 1024));
-  int rc = ctl_send(j->ctl, buf, (size_t)len, fds, fds ? 3 : 0);
+  int rc = ctl_send(sock, buf, (size_t)len, fds, fds ? 3 : 0);
   if (rc < 0)
     return husk_error(err, -rc, "cannot send the exec request to the box");
   return 0;
 }
 
 int jail_signal(struct jail *j, pid_t pid, int sig, bool group, struct husk_err *err) {
+  return jail_signal_fd(j->ctl, pid, sig, group, err);
+}
+
+int jail_signal_fd(int fd, pid_t pid, int sig, bool group, struct husk_err *err) {
   struct ctl_signal m = {.h = {.type = CTL_SIGNAL, .len = sizeof m}, .pid = pid, .sig = sig,
                          .group = group};
-  int rc = ctl_send(j->ctl, &m, sizeof m, NULL, 0);
+  int rc = ctl_send(fd, &m, sizeof m, NULL, 0);
   return rc < 0 ? husk_error(err, -rc, "cannot signal in the box") : 0;
+}
+
+int jail_watch(int fd, struct husk_err *err) {
+  struct ctl_hdr m = {.type = CTL_WATCH, .len = sizeof m};
+  int rc = ctl_send(fd, &m, sizeof m, NULL, 0);
+  return rc < 0 ? husk_error(err, -rc, "cannot watch the box") : 0;
+}
+
+int jail_get_fs(int fd, struct husk_err *err) {
+  struct ctl_hdr m = {.type = CTL_GET_FS, .len = sizeof m};
+  int rc = ctl_send(fd, &m, sizeof m, NULL, 0);
+  if (rc < 0)
+    return husk_error(err, -rc, "cannot ask the box for its filesystem");
+  struct ctl_hdr reply;
+  int got = -1;
+  size_t nfds = 1;
+  ssize_t n = ctl_recv(fd, &reply, sizeof reply, &got, &nfds);
+  if (n != (ssize_t)sizeof reply || reply.type != CTL_FS || nfds != 1) {
+    if (nfds == 1)
+      close(got);
+    return husk_fail(err, EPROTO, "the box did not hand over its filesystem");
+  }
+  /* It comes from inside the box: accept only a directory on a tmpfs. */
+  struct statfs sf;
+  struct stat st;
+  if (fstatfs(got, &sf) < 0 || sf.f_type != TMPFS_MAGIC || fstat(got, &st) < 0 || !S_ISDIR(st.st_mode)) {
+    close(got);
+    return husk_fail(err, EPROTO, "the box handed over something that is not its filesystem");
+  }
+  return got;
 }
 
 void jail_kill(struct jail *j) {
