@@ -1,15 +1,16 @@
 # Helpers shared by the end-to-end suites (sourced after tests/lib.sh).
 # Not a suite itself: tests/run.sh only runs tests/e2e/*.sh.
 #
-#   hrun ARGS...            like run_husk (fills OUT ERR RC JSON), stdin from
-#                           /dev/null, plus HP = husk's pid (its cgroups are
-#                           named run-$HP-*); killed after E2E_TIMEOUT s
+#   hrun ARGS...            like run_husk ("$HUSK" ARGS..., fills OUT ERR RC
+#                           JSON, stdin from /dev/null), plus HP = husk's pid
+#                           (its cgroups are named run-$HP-*); husk is
+#                           SIGKILLed after E2E_TIMEOUT s so nothing hangs
 #   hrun_in FILE ARGS...    the same with stdin from FILE
 #   run_cgroups PID         cgroup directories of the boxes of husk pid PID
 #   procs_in_range BASE     processes whose host uid is in [BASE, BASE+65536)
 #   wait_gone SECS CMD...   polls until CMD prints nothing (0) or SECS pass (1)
 #   husk_mounts             host mounts that mention husk
-#   husk_tmp_dirs           entries named *husk* in /tmp and $TMPDIR, except
+#   husk_tmp_dirs           directories named *husk* in /tmp and $TMPDIR, except
 #                           the test suites' own scratch dirs
 #   e2e_baseline / e2e_global_clean DESC
 #                           global leftovers (tests/lib.sh) compared with the
@@ -86,7 +87,7 @@ husk_mounts() { grep -c husk /proc/self/mountinfo; }
 husk_tmp_dirs() {
   local d
   for d in /tmp "${TMPDIR:-/tmp}"; do
-    find "$d" -maxdepth 1 -iname '*husk*' ! -name 'husk-test-*' 2>/dev/null
+    find "$d" -maxdepth 1 -type d -iname '*husk*' ! -name 'husk-test-*' 2>/dev/null
   done | sort -u
 }
 

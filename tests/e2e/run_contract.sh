@@ -7,46 +7,46 @@ e2e_baseline
 
 # ---- exit statuses -------------------------------------------------------
 
-hrun --json -- true
+hrun run --json -- true
 expect_run "true" 0 exited 0
 
-hrun --json -- sh -c 'exit 3'
+hrun run --json -- sh -c 'exit 3'
 expect_run "exit 3" 3 exited 0
 
-hrun --json -- sh -c 'exit 255'
+hrun run --json -- sh -c 'exit 255'
 expect_run "exit 255" 255 exited 0
 
-hrun --json -- sh -c 'kill -TERM $$'
+hrun run --json -- sh -c 'kill -TERM $$'
 expect_run "killed by SIGTERM" 143 signaled 15
 
-hrun --json -- sh -c 'kill -KILL $$'
+hrun run --json -- sh -c 'kill -KILL $$'
 expect_run "killed by SIGKILL (its own doing)" 137 signaled 9
 
-hrun --json -- python3 -c 'import os, signal; os.kill(os.getpid(), signal.SIGSEGV)'
+hrun run --json -- python3 -c 'import os, signal; os.kill(os.getpid(), signal.SIGSEGV)'
 expect_run "killed by SIGSEGV" 139 signaled 11
 
 # 126: exists but cannot be executed.
 mkdir -p "$T_SCRATCH/ws126"
 printf '#!/bin/sh\necho should-not-run\n' >"$T_SCRATCH/ws126/script.sh"
 chmod 0644 "$T_SCRATCH/ws126/script.sh"
-hrun --json --workspace "$T_SCRATCH/ws126" -- ./script.sh
+hrun run --json --workspace "$T_SCRATCH/ws126" -- ./script.sh
 expect_run "non-executable file" 126 exited 0
 check "non-executable file: did not run" [ -z "$OUT" ]
 check "non-executable file: one-line reason on stderr" [ "$(grep -c 'script.sh' <<<"$ERR")" -ge 1 ]
 
-hrun --json -- /usr
+hrun run --json -- /usr
 expect_run "a directory as PROGRAM" 126 exited 0
 
-hrun --json -- /etc/passwd
+hrun run --json -- /etc/passwd
 expect_run "non-executable /etc/passwd" 126 exited 0
 
 # 127: not found.
-hrun --json -- no-such-program-e2e
+hrun run --json -- no-such-program-e2e
 expect_run "missing program in PATH" 127 exited 0
 check "missing program: reason on stderr names it" grep -q 'no-such-program-e2e' <<<"$ERR"
 check "missing program: nothing on stdout" [ -z "$OUT" ]
 
-hrun --json -- /no/such/dir/prog
+hrun run --json -- /no/such/dir/prog
 expect_run "missing absolute program" 127 exited 0
 
 # ---- 125: husk's own failures (bad options) --------------------------------
@@ -54,7 +54,7 @@ expect_run "missing absolute program" 127 exited 0
 # give a one-line reason on stderr.
 bad_option() { # DESC ARGS...
   local d=$1; shift
-  hrun "$@"
+  hrun run "$@"
   expect_eq "bad option $d: exit 125" "$RC" 125
   check "bad option $d: stdout empty" [ -z "$OUT" ]
   local lines
@@ -86,7 +86,7 @@ check "bad options: the program never ran" [ ! -e "$marker" ]
 
 # With --json, the JSON summary is promised as the last stderr line for every
 # failure of husk, usage errors included (reason setup_error, exit_code 125).
-hrun --json --memory 12X -- true
+hrun run --json --memory 12X -- true
 expect_eq "--json then bad option: exit 125" "$RC" 125
 if json_valid; then
   expect_eq "--json then bad option: json reason" "$(json_field reason)" setup_error
@@ -97,7 +97,7 @@ fi
 
 # ---- --json: fields and every reason -------------------------------------
 
-hrun --json -- sh -c 'echo out; echo err >&2; exit 7'
+hrun run --json -- sh -c 'echo out; echo err >&2; exit 7'
 check "json: last stderr line is a JSON object" json_valid
 for f in exit_code signal wall_ms cpu_ms memory_peak_bytes; do
   check "json: field $f is a non-negative integer" json_has "$f" int
@@ -108,37 +108,37 @@ expect_eq "json: program stdout untouched" "$OUT" out
 expect_eq "json: program stderr comes first" "$(head -n 1 <<<"$ERR")" err
 expect_eq "json: stderr is program's line + the JSON line" "$(grep -c . <<<"$ERR")" 2
 
-hrun -- sh -c 'echo out; exit 7'
+hrun run -- sh -c 'echo out; exit 7'
 expect_eq "without --json: no summary on stderr" "$ERR" ""
 expect_eq "without --json: exit status still the program's" "$RC" 7
 
 # The program's stderr may not end with a newline; the summary must still
 # be a line of its own.
-hrun --json -- sh -c 'printf "no newline" >&2'
+hrun run --json -- sh -c 'printf "no newline" >&2'
 if json_valid; then ok "json: own line after stderr without final newline"; else
   not_ok "json: own line after stderr without final newline (last line '$JSON')"; fi
 
-hrun --json --timeout 0.3 -- sleep 30
+hrun run --json --timeout 0.3 -- sleep 30
 expect_run "json reason timeout" 124 timeout 9
 
-hrun --json --pids 16 -- sh -c 'i=0; while [ $i -lt 64 ]; do sleep 30 & i=$((i+1)); done; wait'
+hrun run --json --pids 16 -- sh -c 'i=0; while [ $i -lt 64 ]; do sleep 30 & i=$((i+1)); done; wait'
 expect_run "json reason pids" 137 pids 9
 
-hrun --json --memory 32M --timeout 30 -- python3 -c '
+hrun run --json --memory 32M --timeout 30 -- python3 -c '
 a = []
 while True:
     a.append(bytearray(1 << 20))'
 expect_run "json reason memory" 137 memory 9
 
-hrun --json --output-limit 4K -- yes
+hrun run --json --output-limit 4K -- yes
 expect_run "json reason output" 137 output 9
 
-hrun --json --workspace "$T_SCRATCH/does-not-exist" -- true
+hrun run --json --workspace "$T_SCRATCH/does-not-exist" -- true
 expect_run "json reason setup_error (missing --workspace dir)" 125 setup_error 0
 expect_eq "setup_error: one reason line + the JSON line" "$(grep -c . <<<"$ERR")" 2
 check "setup_error: stdout empty" [ -z "$OUT" ]
 
-hrun --json -w /etc/cannot-create -- true
+hrun run --json -w /etc/cannot-create -- true
 expect_run "json reason setup_error (workdir cannot be created)" 125 setup_error 0
 
 # ---- stdin / stdout / stderr -----------------------------------------------
@@ -157,7 +157,7 @@ rc=0
 yes | timeout "$E2E_TIMEOUT" "$HUSK" run -- true || rc=$?
 expect_eq "stdin: endless stdin, program ignores it and exits" "$rc" 0
 
-hrun -- cat
+hrun run -- cat
 expect_eq "stdin: /dev/null gives EOF" "$RC/$OUT" "0/"
 
 timeout "$E2E_TIMEOUT" "$HUSK" run -- seq 1 700000 >"$T_SCRATCH/seq.out" 2>"$T_SCRATCH/seq.err"
@@ -172,21 +172,21 @@ sys.stdout.buffer.write(data); sys.stdout.flush()' | sha256sum >"$T_SCRATCH/bin.
 python3 -c 'import sys; sys.stdout.buffer.write(bytes(range(256)) * 20000)' | sha256sum >"$T_SCRATCH/bin.want"
 check "stdout: 5 MB of binary bytes intact" cmp -s "$T_SCRATCH/bin.sum" "$T_SCRATCH/bin.want"
 
-hrun -- sh -c 'for i in 1 2 3; do echo out$i; echo err$i >&2; done'
+hrun run -- sh -c 'for i in 1 2 3; do echo out$i; echo err$i >&2; done'
 expect_eq "separation: stdout has only stdout" "$OUT" "$(printf 'out1\nout2\nout3')"
 expect_eq "separation: stderr has only stderr" "$ERR" "$(printf 'err1\nerr2\nerr3')"
 
-hrun --json --timeout 0.3 -- sleep 30
+hrun run --json --timeout 0.3 -- sleep 30
 check "stdout clean on timeout" [ -z "$OUT" ]
-hrun --json -- no-such-program-e2e
+hrun run --json -- no-such-program-e2e
 check "stdout clean on 127" [ -z "$OUT" ]
 
 # Arguments reach the program verbatim.
-hrun -- printf '%s|' 'a b' '' "$(printf 'x\ny')" '*' '$HOME'
+hrun run -- printf '%s|' 'a b' '' "$(printf 'x\ny')" '*' '$HOME'
 expect_eq "argv passed verbatim" "$OUT" "$(printf '%s|' 'a b' '' "$(printf 'x\ny')" '*' '$HOME')"
 
 # The program's exit code survives when it writes a lot and exits at once.
-hrun -- sh -c 'seq 1 100000; exit 42'
+hrun run -- sh -c 'seq 1 100000; exit 42'
 expect_eq "exit code after much output" "$RC" 42
 expect_eq "all output before the exit relayed" "$(tail -n 1 <<<"$OUT")" 100000
 
@@ -195,5 +195,5 @@ hrun run --help
 expect_eq "husk run --help exits 0" "$RC" 0
 check "husk run --help prints usage" grep -q -- '--memory' <<<"$OUT"
 
-e2e_global_clean "run_contract"
+e2e_global_clean "global"
 finish
