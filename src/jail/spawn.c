@@ -562,8 +562,16 @@ int jail_destroy(struct jail *j, bool close_fs, struct cgroup_stats *final, stru
     /* Reaping init returns only after the kernel has killed and reaped
      * every other process of its pid namespace. */
     int status;
-    while (waitpid(j->pid, &status, __WALL) < 0 && errno == EINTR)
+    pid_t r;
+    while ((r = waitpid(j->pid, &status, __WALL)) < 0 && errno == EINTR)
       ;
+    if (r < 0 && errno == ECHILD && j->pidfd >= 0) {
+      /* Not our child (adopted after a daemon restart): its exit shows on
+       * the pidfd, after the kernel emptied its pid namespace. */
+      struct pollfd p = {.fd = j->pidfd, .events = POLLIN};
+      while (poll(&p, 1, 10000) < 0 && errno == EINTR)
+        ;
+    }
     j->pid = -1;
   }
   close_quiet(j->pidfd);
