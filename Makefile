@@ -14,7 +14,7 @@ LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lseccomp -ljans
 BUILD ?= build
 LIB_SRC := $(sort $(wildcard src/util/*.c src/jail/*.c src/box/*.c))
 CLI_SRC := $(sort $(wildcard src/cli/*.c))
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/seccomp_bpf.o
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
@@ -32,6 +32,17 @@ deps-test:
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(CFLAGS) $(CPPFLAGS) -MMD -MP -c $< -o $@
+
+# The seccomp policy is compiled to BPF at build time (tools/gen-seccomp.c).
+$(BUILD)/gen-seccomp: tools/gen-seccomp.c tools/seccomp-none.c $(BUILD)/src/jail/seccomp.o $(BUILD)/src/util/error.o
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) $(CPPFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/gen/seccomp_bpf.c: $(BUILD)/gen-seccomp
+	@mkdir -p $(dir $@)
+	$(BUILD)/gen-seccomp $@
+
+$(BUILD)/gen/seccomp_bpf.o: $(BUILD)/gen/seccomp_bpf.c
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) $(CPPFLAGS) -c $< -o $@
 
 $(BUILD)/libhusk.a: $(LIB_OBJ)
 	@rm -f $@

@@ -217,15 +217,23 @@ out:
   return rc;
 }
 
+int seccomp_policy_compile(struct seccomp_policy *out, struct husk_err *err) {
+  out->prog[0].filter = guard_insns;
+  out->prog[0].len = sizeof guard_insns / sizeof guard_insns[0];
+  if (build_allowlist(&out->prog[1], err) < 0)
+    return -1;
+  return build_argfilter(&out->prog[2], err);
+}
+
 static void compile(void) {
-  policy.prog[0].filter = guard_insns;
-  policy.prog[0].len = sizeof guard_insns / sizeof guard_insns[0];
-  policy_rc = build_allowlist(&policy.prog[1], &policy_err);
-  if (policy_rc == 0)
-    policy_rc = build_argfilter(&policy.prog[2], &policy_err);
+  policy_rc = seccomp_policy_compile(&policy, &policy_err);
 }
 
 int seccomp_policy_get(const struct seccomp_policy **out, struct husk_err *err) {
+  if (husk_seccomp_precompiled.prog[1].len != 0) {
+    *out = &husk_seccomp_precompiled;
+    return 0;
+  }
   pthread_once(&once, compile);
   if (policy_rc < 0) {
     if (err)

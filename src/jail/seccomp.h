@@ -22,7 +22,17 @@ struct seccomp_policy {
   struct sock_fprog prog[HUSK_SECCOMP_FILTERS];
 };
 
-/* Compile (first call) and return the shared policy. Thread-safe. */
+/* Compile the policy with libseccomp into `out` (heap-allocated programs,
+ * except the static guard).  Used at build time by tools/gen-seccomp.c and
+ * at run time when no precompiled policy is linked in. */
+int seccomp_policy_compile(struct seccomp_policy *out, struct husk_err *err);
+
+/* The policy compiled at build time (build/gen/seccomp_bpf.c).  The build
+ * tool itself links an empty one (tools/seccomp-none.c): all lengths 0. */
+extern const struct seccomp_policy husk_seccomp_precompiled;
+
+/* The shared policy: the precompiled one when present (no libseccomp work
+ * on the hot path), else compiled on first call.  Thread-safe. */
 int seccomp_policy_get(const struct seccomp_policy **out, struct husk_err *err);
 
 /* Install all filters on the calling thread.  Requires no_new_privs.
