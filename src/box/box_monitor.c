@@ -1,0 +1,446 @@
+/* The monitor thread (TTL expiry, init deaths, background exits), the
+ * reconciliation of the database with the kernel when the daemon starts,
+ * and opening/closing the manager. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <dirent.h>
+#include <time.h>
+
+#include "box/box_internal.h"
+#include "jail/limits.h"
+#include "jail/syscalls.h"
+#include "util/cleanup.h"
+#include "util/fileio.h"
+
+#define MONITOR_MAX_MS 1000 /* the monitor looks at expiries at least this often */
+
+/* ---- the monitor ------------------------------------------------------------------ */
+
+static void record_exit(struct box_mgr *m, const char *box_id, int64_t pid, int status) {
+  struct husk_err err;
+  int64_t code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  int64_t sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+  if (state_proc_set_exit(m->cfg.state, box_id, pid, code, sig, 0, &err) < 0 && err.code != ENOENT)
+    box_log(m, "box %s: cannot record exit of pid %lld: %s", box_id, (long long)pid, err.msg);
+}
+
+enum watch_kind { W_WAKE, W_PIDFD, W_WATCH, W_PROC };
+struct watch_item {
+  enum watch_kind kind;
+  struct live_box *b;
+  struct bgproc *p;
+};
+
+void *box_monitor_main(void *arg) {
+  struct box_mgr *m = arg;
+  struct pollfd *pf = NULL;
+  struct watch_item *wi = NULL;
+  size_t cap = 0;
+  while (!m->stop) {
+    /* Snapshot what to watch, holding a reference on every box in it. */
+    size_t n = 0;
+    int64_t now = state_now_ms(), next = now + MONITOR_MAX_MS;
+    pthread_mutex_lock(&m->lock);
+    size_t need = 1;
+    for (struct live_box *b = m->boxes; b; b = b->next) {
+      need += 2;
+      for (struct bgproc *p = b->procs; p; p = p->next)
+        need++;
+    }
+    if (need > cap) {
+      size_t nc = need * 2;
+      struct pollfd *npf = realloc(pf, nc * sizeof *npf);
+      if (npf)
+        pf = npf;
+      struct watch_item *nwi = realloc(wi, nc * sizeof *nwi);
+      if (nwi)
+        wi = nwi;
+      if (npf && nwi)
+        cap = nc;
+    }
+    if (need > cap) {
+      pthread_mutex_unlock(&m->lock);
+      sleep(1); /* out of memory: try again later */
+      continue;
+    }
+    pf[n] = (struct pollfd){.fd = m->wake[0], .events = POLLIN};
+    wi[n++] = (struct watch_item){.kind = W_WAKE};
+    for (struct live_box *b = m->boxes; b; b = b->next) {
+      b->refs++;
+      if (b->expires_ms && b->expires_ms < next)
+        next = b->expires_ms;
+      pf[n] = (struct pollfd){.fd = b->j.pidfd, .events = POLLIN};
+      wi[n++] = (struct watch_item){.kind = W_PIDFD, .b = b};
+      pf[n] = (struct pollfd){.fd = b->j.ctl, .events = POLLIN};
+      wi[n++] = (struct watch_item){.kind = W_WATCH, .b = b};
+      pthread_mutex_lock(&b->lock);
+      for (struct bgproc *p = b->procs; p; p = p->next)
+        if (p->conn >= 0) {
+          pf[n] = (struct pollfd){.fd = p->conn, .events = POLLIN};
+          wi[n++] = (struct watch_item){.kind = W_PROC, .b = b, .p = p};
+        }
+      pthread_mutex_unlock(&b->lock);
+    }
+    pthread_mutex_unlock(&m->lock);
+
+    int timeout = next > now ? (int)(next - now) : 0;
+    int r = poll(pf, n, timeout);
+    if (r < 0 && errno != EINTR)
+      box_log(m, "monitor: poll: %s", strerror(errno));
+    for (size_t i = 0; r > 0 && i < n; i++) {
+      if (!pf[i].revents)
+        continue;
+      struct live_box *b = wi[i].b;
+      struct husk_err err;
+      switch (wi[i].kind) {
+      case W_WAKE: {
+        char buf[64];
+        while (read(m->wake[0], buf, sizeof buf) > 0)
+          ;
+        break;
+      }
+      case W_PIDFD:
+        if (!b->ending) {
+          enum cgroup_trip t = cgroup_tripped(&b->j.cg);
+          box_end(m, b, STATE_BOX_FAILED, t == CGROUP_TRIP_MEMORY ? "memory" : "init_exited", &err);
+        }
+        break;
+      case W_WATCH:
+      case W_PROC: {
+        int fd = wi[i].kind == W_WATCH ? b->j.ctl : wi[i].p->conn;
+        union jail_event ev;
+        int rc = jail_recv_fd(fd, &ev, &err);
+        if (rc > 0 && ev.h.type == CTL_EXITED) {
+          record_exit(m, b->id, ev.exited.pid, ev.exited.status);
+        }
+        if (wi[i].kind == W_PROC && (rc <= 0 || ev.h.type == CTL_EXITED)) {
+          pthread_mutex_lock(&b->lock);
+          close_quiet(wi[i].p->conn);
+          wi[i].p->conn = -1;
+          pthread_mutex_unlock(&b->lock);
+        }
+        /* The watch connection closing means init is gone: the pidfd says
+         * so too, and that path ends the box. */
+        break;
+      }
+      }
+    }
+    /* Expiries. */
+    now = state_now_ms();
+    for (size_t i = 0; i < n; i++) {
+      struct live_box *b = wi[i].b;
+      if (wi[i].kind == W_PIDFD && !b->ending && b->expires_ms && b->expires_ms <= now) {
+        struct husk_err err;
+        box_end(m, b, STATE_BOX_STOPPED, "expired", &err);
+      }
+    }
+    for (size_t i = 0; i < n; i++)
+      if (wi[i].kind == W_PIDFD)
+        lb_unref(m, wi[i].b);
+  }
+  free(pf);
+  free(wi);
+  return NULL;
+}
+
+/* ---- reconciliation ------------------------------------------------------------------ */
+
+struct row_list {
+  struct state_box *rows;
+  size_t n, cap;
+};
+
+static int collect_row(void *ctx, const struct state_box *sb) {
+  struct row_list *rl = ctx;
+  if (rl->n == rl->cap) {
+    size_t nc = rl->cap ? rl->cap * 2 : 64;
+    struct state_box *nr = realloc(rl->rows, nc * sizeof *nr);
+    if (!nr)
+      return -1;
+    rl->rows = nr;
+    rl->cap = nc;
+  }
+  struct state_box *c = &rl->rows[rl->n++];
+  *c = *sb;
+  c->env_json = sb->env_json ? strdup(sb->env_json) : NULL;
+  c->metadata_json = sb->metadata_json ? strdup(sb->metadata_json) : NULL;
+  return 0;
+}
+
+/* Kill and remove whatever a box row points at, if it is still there. */
+static void cleanup_row(struct box_mgr *m, const struct state_box *sb) {
+  if (sb->init_pid > 0 && sb->init_start_time &&
+      box_proc_start_time((pid_t)sb->init_pid) == sb->init_start_time) {
+    int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)sb->init_pid, 0);
+    if (pidfd >= 0) {
+      sys_pidfd_send_signal(pidfd, SIGKILL);
+      struct pollfd p = {.fd = pidfd, .events = POLLIN};
+      while (poll(&p, 1, 10000) < 0 && errno == EINTR)
+        ;
+      close(pidfd);
+    }
+  }
+  if (sb->cgroup[0]) {
+    struct cgroup cg;
+    struct husk_err err;
+    if (cgroup_open(&cg, sb->cgroup, &err) == 0) {
+      cgroup_kill(&cg, &err);
+      if (cgroup_destroy(&cg, &err) < 0)
+        box_log(m, "box %s: %s", sb->id, err.msg);
+    }
+  }
+  char path[PATH_MAX];
+  struct husk_err err;
+  if (box_ctl_path(m, sb->id, path, sizeof path, &err) == 0)
+    unlink(path);
+}
+
+static int adopt(struct box_mgr *m, const struct state_box *sb, struct husk_err *err) {
+  if (sb->init_pid <= 0 || !sb->init_start_time ||
+      box_proc_start_time((pid_t)sb->init_pid) != sb->init_start_time)
+    return husk_fail(err, ESRCH, "its init process is gone");
+  struct live_box *b = lb_new();
+  if (!b)
+    return husk_fail(err, ENOMEM, "out of memory");
+  snprintf(b->id, sizeof b->id, "%s", sb->id);
+  snprintf(b->tenant, sizeof b->tenant, "%s", sb->tenant_id);
+  b->limits = (struct husk_limits){.memory_bytes = (uint64_t)sb->memory, .pids = (uint64_t)sb->pids,
+                                   .cpu_milli = (uint64_t)sb->cpu_milli, .disk_bytes = (uint64_t)sb->disk,
+                                   .timeout_ms = (uint64_t)sb->timeout_ms};
+  b->expires_ms = sb->expires_ms;
+  b->env = box_env_from_json(sb->env_json);
+  b->j.pid = (pid_t)sb->init_pid;
+  b->j.uid_base = (uint32_t)sb->uid_base;
+  b->j.slot = (unsigned)sb->slot;
+  int rc = -1;
+  if (!b->env) {
+    husk_fail(err, ENOMEM, "out of memory");
+    goto fail;
+  }
+  if (box_ctl_path(m, b->id, b->ctl_path, sizeof b->ctl_path, err) < 0)
+    goto fail;
+  b->j.pidfd = (int)syscall(SYS_pidfd_open, b->j.pid, 0);
+  if (b->j.pidfd < 0) {
+    husk_error(err, errno, "pidfd_open");
+    goto fail;
+  }
+  if ((b->j.ctl = jail_connect(b->ctl_path, err)) < 0)
+    goto fail;
+  if ((b->j.fs = jail_get_fs(b->j.ctl, err)) < 0)
+    goto fail;
+  if (jail_watch(b->j.ctl, err) < 0)
+    goto fail;
+  if (cgroup_open(&b->j.cg, sb->cgroup, err) < 0)
+    goto fail;
+  lb_list_add(m, b);
+  lb_unref(m, b);
+  return 0;
+fail:
+  b->ctl_path[0] = '\0'; /* cleanup_row removes it */
+  b->j.pid = -1;         /* not ours to kill here: cleanup_row checks it first */
+  lb_free(m, b);
+  return rc;
+}
+
+static struct box_mgr *sweeping; /* for the cgroup sweep callback (open is single-threaded) */
+
+static bool stale_box_cgroup(const char *name) {
+  const char *id = name + 4; /* "box-" */
+  struct live_box *b = lb_get(sweeping, NULL, id);
+  if (b) {
+    lb_unref(sweeping, b);
+    return false;
+  }
+  struct cgroup cg;
+  struct husk_err err;
+  if (cgroup_open(&cg, name, &err) == 0) {
+    cgroup_kill(&cg, &err);
+    for (int i = 0; i < 2000 && cgroup_populated(&cg); i++)
+      usleep(1000);
+    cgroup_close(&cg);
+  }
+  return true;
+}
+
+void box_reconcile(struct box_mgr *m) {
+  struct row_list rl = {0};
+  char cursor[STATE_CURSOR_SIZE] = "";
+  struct husk_err err;
+  for (;;) {
+    char next[STATE_CURSOR_SIZE] = "";
+    struct state_box_filter f = {.state = STATE_BOX_LIVE, .cursor = cursor, .limit = STATE_LIST_MAX};
+    if (state_box_list(m->cfg.state, &f, collect_row, &rl, next, sizeof next, &err) < 0) {
+      box_log(m, "reconcile: %s", err.msg);
+      break;
+    }
+    if (!next[0])
+      break;
+    snprintf(cursor, sizeof cursor, "%s", next);
+  }
+  int64_t now = state_now_ms();
+  for (size_t i = 0; i < rl.n; i++) {
+    struct state_box *sb = &rl.rows[i];
+    const char *state = NULL, *reason = NULL;
+    char why[HUSK_ERR_MSG_MAX + 64];
+    if (!strcmp(sb->state, STATE_BOX_RUNNING) && (!sb->expires_ms || sb->expires_ms > now)) {
+      if (adopt(m, sb, &err) == 0) {
+        box_log(m, "box %s re-adopted", sb->id);
+        continue;
+      }
+      snprintf(why, sizeof why, "lost in a daemon restart: %s", err.msg);
+      husk_sanitize_line(why);
+      state = STATE_BOX_FAILED;
+      reason = why;
+    } else if (!strcmp(sb->state, STATE_BOX_RUNNING)) {
+      state = STATE_BOX_STOPPED;
+      reason = "expired";
+    } else if (!strcmp(sb->state, STATE_BOX_CREATING)) {
+      state = STATE_BOX_FAILED;
+      reason = "daemon restarted during creation";
+    } else {
+      state = STATE_BOX_STOPPED; /* stopping: finish what was started */
+      reason = sb->reason[0] ? sb->reason : "deleted";
+    }
+    cleanup_row(m, sb);
+    if (state_box_set_state(m->cfg.state, sb->id, NULL, state, reason, 0, &err) < 0)
+      box_log(m, "box %s: %s", sb->id, err.msg);
+    else
+      box_log(m, "box %s: %s (%s)", sb->id, state, reason);
+  }
+  for (size_t i = 0; i < rl.n; i++)
+    state_box_free(&rl.rows[i]);
+  free(rl.rows);
+
+  /* Leftovers no row accounts for: cgroups and sockets of boxes that are
+   * not live.  Boxes of `husk run` (run-*) are not ours. */
+  sweeping = m;
+  cgroup_sweep("box-", stale_box_cgroup);
+  sweeping = NULL;
+  char dir[PATH_MAX + 16];
+  snprintf(dir, sizeof dir, "%s/boxes", m->data_dir);
+  DIR *d = opendir(dir);
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d))) {
+      size_t len = strlen(e->d_name);
+      if (len < 6 || strcmp(e->d_name + len - 5, ".sock"))
+        continue;
+      char id[STATE_BOX_ID_SIZE];
+      if (len - 5 >= sizeof id)
+        continue;
+      memcpy(id, e->d_name, len - 5);
+      id[len - 5] = '\0';
+      struct live_box *b = lb_get(m, NULL, id);
+      if (b)
+        lb_unref(m, b);
+      else
+        unlinkat(dirfd(d), e->d_name, 0);
+    }
+    closedir(d);
+  }
+}
+
+/* ---- open / close --------------------------------------------------------------------- */
+
+int box_mgr_open(struct box_mgr **out, const struct box_mgr_config *cfg, struct husk_err *err) {
+  struct box_mgr *m = calloc(1, sizeof *m);
+  if (!m)
+    return husk_fail(err, ENOMEM, "out of memory");
+  m->cfg = *cfg;
+  if (!m->cfg.default_ttl_ms)
+    m->cfg.default_ttl_ms = HUSK_DEFAULT_TIMEOUT_MS;
+  if (!m->cfg.max_ttl_ms)
+    m->cfg.max_ttl_ms = HUSK_MAX_TIMEOUT_MS;
+  m->wake[0] = m->wake[1] = -1;
+  pthread_mutex_init(&m->lock, NULL);
+  if (!realpath(cfg->data_dir, m->data_dir)) {
+    husk_error(err, errno, "data directory `%s`", cfg->data_dir);
+    goto fail;
+  }
+  char dir[PATH_MAX + 16];
+  if (snprintf(dir, sizeof dir, "%s/boxes", m->data_dir) >= (int)sizeof dir) {
+    husk_fail(err, ENAMETOOLONG, "data directory path too long");
+    goto fail;
+  }
+  if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+    husk_error(err, errno, "cannot create `%s`", dir);
+    goto fail;
+  }
+  if (pipe2(m->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
+    husk_error(err, errno, "pipe");
+    goto fail;
+  }
+  enum cgroup_layout layout;
+  if (cgroup_layout(&layout, err) < 0)
+    goto fail;
+  box_reconcile(m);
+  if ((errno = pthread_create(&m->monitor, NULL, box_monitor_main, m)) != 0) {
+    husk_error(err, errno, "cannot start the box monitor");
+    goto fail;
+  }
+  m->monitor_running = true;
+  *out = m;
+  return 0;
+fail:
+  box_mgr_close(m, false);
+  return -1;
+}
+
+/* Let go of a box without ending it: it keeps running for the next daemon. */
+static void lb_detach(struct live_box *b) {
+  close_quiet(b->j.pidfd);
+  close_quiet(b->j.ctl);
+  close_quiet(b->j.fs);
+  close_quiet(b->j.slot_lock);
+  cgroup_close(&b->j.cg);
+  bgproc_free_all(b);
+  box_env_free(b->env);
+  pthread_mutex_destroy(&b->lock);
+  free(b);
+}
+
+void box_mgr_close(struct box_mgr *m, bool destroy_boxes) {
+  if (!m)
+    return;
+  if (m->monitor_running) {
+    m->stop = true;
+    box_wake_monitor(m);
+    pthread_join(m->monitor, NULL);
+  }
+  for (;;) {
+    pthread_mutex_lock(&m->lock);
+    struct live_box *b = m->boxes;
+    if (b)
+      b->refs++;
+    pthread_mutex_unlock(&m->lock);
+    if (!b)
+      break;
+    if (destroy_boxes) {
+      struct husk_err err;
+      box_end(m, b, STATE_BOX_STOPPED, "daemon_shutdown", &err);
+      lb_unref(m, b);
+    } else {
+      pthread_mutex_lock(&m->lock);
+      m->boxes = b->next;
+      pthread_mutex_unlock(&m->lock);
+      lb_detach(b);
+    }
+  }
+  close_quiet(m->wake[0]);
+  close_quiet(m->wake[1]);
+  pthread_mutex_destroy(&m->lock);
+  free(m);
+}
