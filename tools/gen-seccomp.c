@@ -3,6 +3,7 @@
  * libseccomp work at all.  The policy itself lives in src/jail/seccomp.c;
  * this only serialises its output. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "jail/seccomp.h"
 
@@ -36,5 +37,7 @@ int main(int argc, char **argv) {
   for (int i = 0; i < HUSK_SECCOMP_FILTERS; i++)
     fprintf(f, "  {.len = %u, .filter = prog%d},\n", p.prog[i].len, i);
   fprintf(f, "}};\n");
+  free(p.prog[1].filter); /* prog[0] is the static guard */
+  free(p.prog[2].filter);
   return fclose(f) == 0 ? 0 : 1;
 }

@@ -271,9 +271,12 @@ static int copy_entry(struct walk *w, int src, int dst, const char *name, unsign
 }
 
 static int copy_dir(struct walk *w, int src, int dst, unsigned depth) {
-  int dup = fcntl(src, F_DUPFD_CLOEXEC, 3);
+  /* A new open file description, not a dup: a dup would share (and move)
+   * the caller's directory position, and a second copy from the same fd
+   * would then see no entries at all. */
+  int dup = openat(src, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dup < 0)
-    return husk_error(w->err, errno, "dup");
+    return husk_error(w->err, errno, "cannot open `%s`", w->path[0] ? w->path : ".");
   cleanup_closedir DIR *d = fdopendir(dup);
   if (!d) {
     close(dup);

@@ -78,8 +78,14 @@ ssize_t ctl_recv(int sock, void *buf, size_t size, int *fds, size_t *nfds) {
       *nfds = 0;
     return -EMSGSIZE;
   }
-  if (n == 0)
+  if (n == 0) {
+    /* EOF, or an empty packet: any fds that came with it are not used. */
+    for (size_t i = 0; i < got; i++)
+      close(fds[i]);
+    if (nfds)
+      *nfds = 0;
     return 0;
+  }
   if ((size_t)n < sizeof(struct ctl_hdr) || ((struct ctl_hdr *)buf)->len != (uint32_t)n) {
     for (size_t i = 0; i < got; i++)
       close(fds[i]);

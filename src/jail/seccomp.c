@@ -222,7 +222,12 @@ int seccomp_policy_compile(struct seccomp_policy *out, struct husk_err *err) {
   out->prog[0].len = sizeof guard_insns / sizeof guard_insns[0];
   if (build_allowlist(&out->prog[1], err) < 0)
     return -1;
-  return build_argfilter(&out->prog[2], err);
+  if (build_argfilter(&out->prog[2], err) < 0) {
+    free(out->prog[1].filter);
+    out->prog[1].filter = NULL;
+    return -1;
+  }
+  return 0;
 }
 
 static void compile(void) {

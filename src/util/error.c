@@ -72,7 +72,15 @@ void husk_err_clear(struct husk_err *err) {
 }
 
 void husk_sanitize_line(char *s) {
-  for (; *s; s++)
-    if ((unsigned char)*s < 0x20 || *s == 0x7f)
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c < 0x20 || c == 0x7f) {
       *s = '?';
+    } else if (c == 0xc2 && (unsigned char)s[1] >= 0x80 && (unsigned char)s[1] <= 0x9f) {
+      /* C1 controls in UTF-8 (CSI, OSC, NEL...): terminals act on them too. */
+      s[0] = '?';
+      s[1] = '?';
+      s++;
+    }
+  }
 }

@@ -33,8 +33,9 @@ int husk_error_wrap(struct husk_err *err, const char *fmt, ...)
 
 void husk_err_clear(struct husk_err *err);
 
-/* Replace control characters (newlines, ANSI escapes) so text taken from a
- * box can be printed on one host log line safely. */
+/* Replace control characters (newlines, ANSI escapes, and the C1 controls
+ * U+0080..U+009F in UTF-8) so text taken from a box can be printed on one
+ * host log line safely. */
 void husk_sanitize_line(char *s);
 
 #endif
