@@ -55,7 +55,8 @@ char **exec_build_env(char *const *box_env, char *const *extra) {
   return env;
 }
 
-static void msg(struct exec_outcome *o, const char *fmt, ...) {
+__attribute__((format(printf, 2, 3))) static void msg(struct exec_outcome *o, const char *fmt,
+                                                         ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(o->message, sizeof o->message, fmt, ap);

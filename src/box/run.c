@@ -42,7 +42,8 @@ static uint64_t now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static void set_message(struct husk_run_result *r, const char *fmt, ...) {
+__attribute__((format(printf, 2, 3))) static void set_message(struct husk_run_result *r,
+                                                                 const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(r->message, sizeof r->message, fmt, ap);

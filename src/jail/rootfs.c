@@ -39,7 +39,8 @@
 
 #define NR "/tmp" /* staging root, before pivot_root */
 
-static int fail(char *what, size_t len, int e, const char *fmt, ...) {
+__attribute__((format(printf, 4, 5))) static int fail(char *what, size_t len, int e,
+                                                  const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(what, len, fmt, ap);

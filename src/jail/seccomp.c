@@ -20,6 +20,12 @@
 
 #include "util/cleanup.h"
 
+/* libseccomp's SCMP_An() macros leave datum_b implicit, which clang warns
+ * about; spell every comparison out. */
+#define CMP(n, cmp, a) ((struct scmp_arg_cmp){.arg = (n), .op = (cmp), .datum_a = (a), .datum_b = 0})
+#define CMP_MASKED(n, mask, v) \
+  ((struct scmp_arg_cmp){.arg = (n), .op = SCMP_CMP_MASKED_EQ, .datum_a = (mask), .datum_b = (v)})
+
 /* What a box may call: Docker's default allowlist (moby/profiles
  * seccomp/default.json) with everything capability-gated or risky removed:
  * no ptrace/process_vm_*, no mount or namespace calls, no keyrings, no bpf,
@@ -148,9 +154,9 @@ static int build_allowlist(struct sock_fprog *out, struct husk_err *err) {
     goto out;
   /* socket: unix, IPv4/6 stream and datagram, and route netlink only. */
   {
-    struct scmp_arg_cmp unix_any[] = {SCMP_A0(SCMP_CMP_EQ, AF_UNIX)};
-    struct scmp_arg_cmp nl_route[] = {SCMP_A0(SCMP_CMP_EQ, AF_NETLINK),
-                                      SCMP_A2(SCMP_CMP_EQ, NETLINK_ROUTE)};
+    struct scmp_arg_cmp unix_any[] = {CMP(0, SCMP_CMP_EQ, AF_UNIX)};
+    struct scmp_arg_cmp nl_route[] = {CMP(0, SCMP_CMP_EQ, AF_NETLINK),
+                                      CMP(2, SCMP_CMP_EQ, NETLINK_ROUTE)};
     if (add(ctx, SCMP_ACT_ALLOW, "socket", 1, unix_any, err) < 0 ||
         add(ctx, SCMP_ACT_ALLOW, "socketpair", 1, unix_any, err) < 0 ||
         add(ctx, SCMP_ACT_ALLOW, "socket", 2, nl_route, err) < 0)
@@ -159,8 +165,8 @@ static int build_allowlist(struct sock_fprog *out, struct husk_err *err) {
     int types[] = {SOCK_STREAM, SOCK_DGRAM};
     for (int f = 0; f < 2; f++)
       for (int t = 0; t < 2; t++) {
-        struct scmp_arg_cmp a[] = {SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)fams[f]),
-                                   SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, (scmp_datum_t)types[t])};
+        struct scmp_arg_cmp a[] = {CMP(0, SCMP_CMP_EQ, (scmp_datum_t)fams[f]),
+                                   CMP_MASKED(1, 0xf, (scmp_datum_t)types[t])};
         if (add(ctx, SCMP_ACT_ALLOW, "socket", 2, a, err) < 0)
           goto out;
       }
@@ -169,7 +175,7 @@ static int build_allowlist(struct sock_fprog *out, struct husk_err *err) {
   {
     const scmp_datum_t ok[] = {0x0, 0x8, 0x20000, 0x20008, 0xffffffff};
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
-      struct scmp_arg_cmp a[] = {SCMP_A0(SCMP_CMP_EQ, ok[i])};
+      struct scmp_arg_cmp a[] = {CMP(0, SCMP_CMP_EQ, ok[i])};
       if (add(ctx, SCMP_ACT_ALLOW, "personality", 1, a, err) < 0)
         goto out;
     }
@@ -196,7 +202,7 @@ static int build_argfilter(struct sock_fprog *out, struct husk_err *err) {
   {
     const scmp_datum_t bad[] = {TIOCSTI, TIOCLINUX, TIOCSETD, TIOCCONS};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-      struct scmp_arg_cmp a[] = {SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, bad[i])};
+      struct scmp_arg_cmp a[] = {CMP_MASKED(1, 0xffffffffULL, bad[i])};
       if (add(ctx, SCMP_ACT_ERRNO(EPERM), "ioctl", 1, a, err) < 0)
         goto out;
     }
@@ -206,7 +212,7 @@ static int build_argfilter(struct sock_fprog *out, struct husk_err *err) {
     const scmp_datum_t ns[] = {CLONE_NEWNS,  CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC,
                                CLONE_NEWUSER, CLONE_NEWPID,   CLONE_NEWNET, 0x00000080 /* CLONE_NEWTIME */};
     for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
-      struct scmp_arg_cmp a[] = {SCMP_A0(SCMP_CMP_MASKED_EQ, ns[i], ns[i])};
+      struct scmp_arg_cmp a[] = {CMP_MASKED(0, ns[i], ns[i])};
       if (add(ctx, SCMP_ACT_ERRNO(EPERM), "clone", 1, a, err) < 0)
         goto out;
     }

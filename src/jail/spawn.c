@@ -182,7 +182,8 @@ int jail_connect(const char *path, struct husk_err *err) {
 
 /* ---- the child -------------------------------------------------------- */
 
-static _Noreturn void child_fail(int ctl, int e, const char *fmt, ...) {
+__attribute__((format(printf, 3, 4))) static _Noreturn void child_fail(int ctl, int e,
+                                                                 const char *fmt, ...) {
   struct ctl_setup_error m = {.h = {.type = CTL_SETUP_ERROR, .len = sizeof m}, .error = e};
   va_list ap;
   va_start(ap, fmt);

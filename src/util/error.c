@@ -10,7 +10,8 @@ static void mark_truncated(char *buf, size_t size, int n) {
     memcpy(buf + size - 4, "...", 4);
 }
 
-static int error_v(struct husk_err *err, int errnum, bool with_text, const char *fmt, va_list ap) {
+__attribute__((format(printf, 4, 0))) static int error_v(struct husk_err *err, int errnum,
+                                                    bool with_text, const char *fmt, va_list ap) {
   if (!err)
     return -1;
   int n = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
