@@ -19,6 +19,7 @@
 #include "jail/ctl.h"
 #include "jail/landlock.h"
 #include "jail/limits.h"
+#include "jail/privs.h"
 #include "jail/syscalls.h"
 #include "util/fileio.h"
 
@@ -159,6 +160,12 @@ static _Noreturn void exec_child(int errpipe, const int *fds, size_t nfds, const
   for (int i = 0; i < 3; i++)
     if (dup2(stdio[i], i) < 0)
       exec_fail(errpipe, CTL_STAGE_SETUP, errno);
+  /* init is uid 0 of the box with just enough to do this; the program
+   * gets the box user and no capability at all. */
+  const char *step;
+  int prc = privs_drop_for_program(&step);
+  if (prc < 0)
+    exec_fail(errpipe, CTL_STAGE_SETUP, -prc);
   /* Everything else closes at exec; the error pipe stays usable until then. */
   if (sys_close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
     exec_fail(errpipe, CTL_STAGE_SETUP, errno);

@@ -50,6 +50,10 @@
 #define HUSK_RLIMIT_MEMLOCK (64 * KiB)
 #define HUSK_DEVPTS_MAX 64 /* ptys a box may open */
 
+/* oom_score_adj of every box process: under host memory pressure, boxes
+ * are killed before host services. */
+#define HUSK_BOX_OOM_SCORE_ADJ "500"
+
 /* The control protocol between husk and a box's init. */
 #define HUSK_CTL_MSG_MAX (256 * KiB) /* argv + env + cwd of one exec */
 

@@ -3,10 +3,16 @@
 #ifndef HUSK_JAIL_PRIVS_H
 #define HUSK_JAIL_PRIVS_H
 
-/* Become uid/gid HUSK_BOX_UID with no capabilities in any set, locked
- * securebits and no_new_privs.  Returns 0 or -errno; *step names the step
- * that failed. */
-int privs_drop_to_box_user(const char **step);
+/* For init: stay uid 0 of the box (so box programs, uid HUSK_BOX_UID, can
+ * neither signal it nor change its limits or scheduling) but keep only
+ * CAP_SETUID, CAP_SETGID and CAP_SETPCAP, which it needs to start programs
+ * as the box user; lock securebits so root gains nothing on exec; set
+ * no_new_privs.  Returns 0 or -errno; *step names the step that failed. */
+int privs_drop_for_init(const char **step);
+
+/* For a program, in init's forked child: become uid/gid HUSK_BOX_UID with
+ * no capability in any set (bounding, ambient, inheritable included). */
+int privs_drop_for_program(const char **step);
 
 /* Per-process limits every box process inherits. Returns 0 or -errno. */
 int privs_set_rlimits(const char **step);

@@ -230,6 +230,41 @@ static int loopback_up(void) {
   return rc;
 }
 
+/* init is a copy of the husk process that made it: its command line and
+ * environment (host paths, --env values, a daemon's arguments) are still in
+ * its memory, and /proc/1/cmdline is readable by the box.  Overwrite both
+ * areas; the process also gets a name of its own. */
+static void wipe_cmdline(void) {
+  char buf[2048];
+  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0)
+    return;
+  buf[n] = '\0';
+  char *p = strrchr(buf, ')'); /* fields resume after comm */
+  if (!p)
+    return;
+  unsigned long long v[52] = {0};
+  int field = 2;
+  for (char *t = p + 1; *t && field < 52; t++)
+    if (*t == ' ' && ++field < 52)
+      v[field] = strtoull(t + 1, NULL, 10);
+  /* fields 48..51: arg_start arg_end env_start env_end */
+  static const char name[] = "husk-init";
+  if (v[48] && v[49] > v[48]) {
+    size_t len = (size_t)(v[49] - v[48]);
+    memset((void *)(uintptr_t)v[48], 0, len);
+    if (len > sizeof name)
+      memcpy((void *)(uintptr_t)v[48], name, sizeof name);
+  }
+  if (v[50] && v[51] > v[50])
+    memset((void *)(uintptr_t)v[50], 0, (size_t)(v[51] - v[50]));
+  prctl(PR_SET_NAME, name, 0, 0, 0);
+}
+
 static _Noreturn void child_main(const struct child_args *args) {
   int rc;
   if (args->die_with_parent && prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
@@ -280,7 +315,8 @@ static _Noreturn void child_main(const struct child_args *args) {
   const char *step = NULL;
   if ((rc = privs_set_rlimits(&step)) < 0)
     child_fail(ctl, -rc, "cannot set %s", step);
-  if ((rc = privs_drop_to_box_user(&step)) < 0)
+  wipe_cmdline();
+  if ((rc = privs_drop_for_init(&step)) < 0)
     child_fail(ctl, -rc, "cannot drop privileges (%s)", step);
   /* Not dumpable: box processes (same uid) cannot open /proc/1/mem, attach
    * to init, or read its environment. */
@@ -310,6 +346,21 @@ static int write_id_maps(pid_t pid, uint32_t base, struct husk_err *err) {
     cleanup_close int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd < 0 || write_all(fd, map, strlen(map)) < 0)
       return husk_error(err, errno, "cannot write %s of the box", files[i]);
+  }
+  return 0;
+}
+
+/* Boxes are disposable: under host memory pressure they go first, whatever
+ * oom_score_adj husk itself runs with (-1000 under some service managers).
+ * Written by the host, so the box cannot lower it again. */
+static int set_oom_score(pid_t pid, struct husk_err *err) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/oom_score_adj", (int)pid);
+  cleanup_close int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || write_all(fd, HUSK_BOX_OOM_SCORE_ADJ, strlen(HUSK_BOX_OOM_SCORE_ADJ)) < 0) {
+    if (errno == EACCES)
+      return 0; /* husk runs above it already: lowering needs CAP_SYS_RESOURCE */
+    return husk_error(err, errno, "cannot set oom_score_adj of the box");
   }
   return 0;
 }
@@ -457,7 +508,7 @@ int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *
   }
   close_quiet(lfd);
   lfd = -1;
-  if (write_id_maps(pid, j->uid_base, err) < 0 ||
+  if (write_id_maps(pid, j->uid_base, err) < 0 || set_oom_score(pid, err) < 0 ||
       cgroup_attach(&j->cg, pid, into_cgroup, err) < 0)
     goto fail;
   if (write_all(sync[1], "1", 1) < 0) {
