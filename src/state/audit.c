@@ -1,0 +1,151 @@
+/* The audit log: one immutable record per state-changing call.
+ *
+ * Who, what, which box, when, outcome -- never secrets or file contents; the
+ * caller decides what goes in `detail`, this file only stores it.  The
+ * fields the daemon itself chooses (tenant, key, action, outcome) are
+ * checked strictly: a bad one is a bug to report.  The fields that may echo
+ * what a client sent (the box id it asked about, the detail) are sanitized
+ * instead: a record of a hostile call must not be lost because the call was
+ * hostile. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "state/db.h"
+#include "util/cleanup.h"
+
+#define AUDIT_COLUMNS "id, ts_ms, tenant_id, key_id, action, box_id, detail, outcome, status"
+
+/* A char array field must hold its NUL: otherwise the caller overflowed it
+ * and what follows is not the value they meant. */
+#define FIELD_TERMINATED(f) (memchr((f), '\0', sizeof(f)) != NULL)
+
+int state_audit_add(struct state *st, const struct state_audit *rec, int64_t *id_out,
+                    struct husk_err *err) {
+  if (!rec)
+    return husk_fail(err, EINVAL, "audit record is missing");
+  if (!FIELD_TERMINATED(rec->box_id) || !FIELD_TERMINATED(rec->detail))
+    return husk_fail(err, EINVAL, "audit record field is not terminated");
+  if (check_id_or_empty("audit tenant id", rec->tenant_id, sizeof rec->tenant_id, err) < 0 ||
+      check_id_or_empty("audit key id", rec->key_id, sizeof rec->key_id, err) < 0 ||
+      check_text("audit action", rec->action, sizeof rec->action, false, err) < 0 ||
+      check_text("audit outcome", rec->outcome, sizeof rec->outcome, false, err) < 0)
+    return -1;
+  if (rec->ts_ms < 0)
+    return husk_fail(err, EINVAL, "audit time must be >= 0");
+  char box_id[sizeof rec->box_id], detail[sizeof rec->detail];
+  memcpy(box_id, rec->box_id, sizeof box_id);
+  memcpy(detail, rec->detail, sizeof detail);
+  sanitize_text(box_id);
+  sanitize_text(detail);
+
+  cleanup_unlock struct state *locked = db_lock(st);
+  cleanup_stmt sqlite3_stmt *s = NULL;
+  if (db_prepare(st, &s,
+                 "INSERT INTO audit (ts_ms, tenant_id, key_id, action, box_id, detail, outcome,"
+                 " status) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                 err) < 0)
+    return -1;
+  int rc;
+  if ((rc = db_int(s, 1, rec->ts_ms ? rec->ts_ms : state_now_ms())) ||
+      (rc = db_text(s, 2, rec->tenant_id)) || (rc = db_text(s, 3, rec->key_id)) ||
+      (rc = db_text(s, 4, rec->action)) || (rc = db_text(s, 5, box_id)) ||
+      (rc = db_text(s, 6, detail)) || (rc = db_text(s, 7, rec->outcome)) ||
+      (rc = db_int(s, 8, rec->status)))
+    return db_fail(st, err, rc, "cannot bind audit record");
+  if (db_step_done(st, s, "cannot append audit record", err) < 0)
+    return -1;
+  if (id_out)
+    *id_out = sqlite3_last_insert_rowid(st->db);
+  return 0;
+}
+
+static int read_audit(sqlite3_stmt *s, struct state_audit *a, struct husk_err *err) {
+  a->id = sqlite3_column_int64(s, 0);
+  a->ts_ms = sqlite3_column_int64(s, 1);
+  bool ok = db_col_text(s, 2, a->tenant_id, sizeof a->tenant_id);
+  ok &= db_col_text(s, 3, a->key_id, sizeof a->key_id);
+  ok &= db_col_text(s, 4, a->action, sizeof a->action);
+  ok &= db_col_text(s, 5, a->box_id, sizeof a->box_id);
+  ok &= db_col_text(s, 6, a->detail, sizeof a->detail);
+  ok &= db_col_text(s, 7, a->outcome, sizeof a->outcome);
+  a->status = sqlite3_column_int(s, 8);
+  if (!ok)
+    return husk_fail(err, EUCLEAN, "audit record %lld has an oversized value", (long long)a->id);
+  return 0;
+}
+
+static int check_filter(const struct state_audit_filter *f, struct husk_err *err) {
+  if (!f)
+    return husk_fail(err, EINVAL, "audit filter is missing");
+  if ((f->tenant_id && check_id("tenant id", f->tenant_id, STATE_TENANT_ID_SIZE, err) < 0) ||
+      (f->box_id && check_text("box id", f->box_id, STATE_BOX_ID_SIZE, false, err) < 0) ||
+      (f->action &&
+       check_text("action", f->action, sizeof((struct state_audit *)0)->action, false, err) < 0))
+    return -1;
+  if (f->since_ms < 0 || f->until_ms < 0 || f->after_id < 0 || f->before_id < 0)
+    return husk_fail(err, EINVAL, "audit filter bounds must be >= 0");
+  return 0;
+}
+
+int state_audit_list(struct state *st, const struct state_audit_filter *filter,
+                     int (*cb)(void *ctx, const struct state_audit *rec), void *ctx,
+                     struct husk_err *err) {
+  int limit;
+  if (check_filter(filter, err) < 0 || db_check_limit(filter->limit, &limit, err) < 0)
+    return -1;
+  /* Constant fragments only, chosen by which filters are set, so SQLite
+   * can pick the matching index; values are bound by name. */
+  char sql[1024];
+  snprintf(sql, sizeof sql,
+           "SELECT " AUDIT_COLUMNS " FROM audit WHERE 1%s%s%s%s%s%s%s ORDER BY id%s LIMIT :limit",
+           filter->tenant_id ? " AND tenant_id = :tenant" : "",
+           filter->box_id ? " AND box_id = :box" : "",
+           filter->action ? " AND action = :action" : "",
+           filter->since_ms ? " AND ts_ms >= :since" : "",
+           filter->until_ms ? " AND ts_ms < :until" : "",
+           filter->after_id ? " AND id > :after" : "",
+           filter->before_id ? " AND id < :before" : "", filter->newest_first ? " DESC" : "");
+
+  cleanup_rows struct db_rows rows = {.item_size = sizeof(struct state_audit)};
+  {
+    cleanup_unlock struct state *locked = db_lock(st);
+    cleanup_stmt sqlite3_stmt *s = NULL;
+    if (db_prepare(st, &s, sql, err) < 0)
+      return -1;
+    int rc = db_int_named(s, ":limit", limit);
+    if (!rc && filter->tenant_id)
+      rc = db_text_named(s, ":tenant", filter->tenant_id);
+    if (!rc && filter->box_id)
+      rc = db_text_named(s, ":box", filter->box_id);
+    if (!rc && filter->action)
+      rc = db_text_named(s, ":action", filter->action);
+    if (!rc && filter->since_ms)
+      rc = db_int_named(s, ":since", filter->since_ms);
+    if (!rc && filter->until_ms)
+      rc = db_int_named(s, ":until", filter->until_ms);
+    if (!rc && filter->after_id)
+      rc = db_int_named(s, ":after", filter->after_id);
+    if (!rc && filter->before_id)
+      rc = db_int_named(s, ":before", filter->before_id);
+    if (rc)
+      return db_fail(st, err, rc, "cannot bind audit filter");
+    int r;
+    while ((r = db_step_row(st, s, "cannot list audit records", err)) == 1) {
+      struct state_audit *a = db_rows_push(&rows);
+      if (!a)
+        return husk_error(err, ENOMEM, "cannot list audit records");
+      if (read_audit(s, a, err) < 0)
+        return -1;
+    }
+    if (r < 0)
+      return -1;
+  }
+  for (size_t i = 0; i < rows.n; i++) {
+    int r = cb(ctx, db_rows_at(&rows, i));
+    if (r != 0)
+      return db_cb_verdict(r);
+  }
+  return 0;
+}

@@ -1,0 +1,374 @@
+/* The database connection: opening it safely, the settings that make
+ * acknowledged writes durable, and the small helpers every table file uses
+ * (locking, statements, transactions, error mapping).
+ *
+ * One connection, one mutex.  SQLite allows one writer at a time anyway, and
+ * each call here is a handful of indexed statements, so a pool of reader
+ * connections would buy little and cost the question of which connection a
+ * transaction is on.  The connection is also opened FULLMUTEX, so even a
+ * call that forgot the lock could not corrupt SQLite's own structures. */
+#define _GNU_SOURCE
+#include "state/db.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/cleanup.h"
+
+/* How long a statement waits for a lock held by another process (a second
+ * husk reading the database, a backup) before failing with EBUSY. */
+#define DB_BUSY_TIMEOUT_MS 5000
+
+void (*state_fault_hook)(const char *point);
+
+int64_t state_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int db_random(void *buf, size_t n, struct husk_err *err) {
+  unsigned char *p = buf;
+  while (n > 0) {
+    ssize_t r = getrandom(p, n, 0);
+    if (r < 0) {
+      if (errno == EINTR)
+        continue;
+      return husk_error(err, errno, "getrandom");
+    }
+    p += r;
+    n -= (size_t)r;
+  }
+  return 0;
+}
+
+int state_new_id(const char *prefix, char *out, size_t size, struct husk_err *err) {
+  static const char hex[] = "0123456789abcdef";
+  unsigned char raw[12];
+  size_t plen = prefix ? strlen(prefix) : 0;
+  if (plen > 0 && check_id("id prefix", prefix, plen + 1, err) < 0)
+    return -1;
+  if (!out || size < plen + 2 * sizeof raw + 1)
+    return husk_fail(err, EINVAL, "id buffer too small");
+  if (db_random(raw, sizeof raw, err) < 0)
+    return -1;
+  memcpy(out, prefix, plen);
+  for (size_t i = 0; i < sizeof raw; i++) {
+    out[plen + 2 * i] = hex[raw[i] >> 4];
+    out[plen + 2 * i + 1] = hex[raw[i] & 15];
+  }
+  out[plen + 2 * sizeof raw] = '\0';
+  return 0;
+}
+
+/* ---- locking ---- */
+
+struct state *db_lock(struct state *st) {
+  pthread_mutex_lock(&st->lock);
+  return st;
+}
+
+void db_unlockp(struct state **locked) {
+  if (*locked) {
+    pthread_mutex_unlock(&(*locked)->lock);
+    *locked = NULL;
+  }
+}
+
+/* ---- errors ---- */
+
+int db_errno(int rc) {
+  switch (rc) {
+  case SQLITE_CONSTRAINT_PRIMARYKEY:
+  case SQLITE_CONSTRAINT_UNIQUE: return EEXIST;
+  case SQLITE_CONSTRAINT_FOREIGNKEY: return ENOENT;
+  case SQLITE_CONSTRAINT_TRIGGER: return EPERM; /* the audit log's append-only guard */
+  default: break;
+  }
+  switch (rc & 0xff) {
+  case SQLITE_CONSTRAINT:
+  case SQLITE_MISMATCH:
+  case SQLITE_TOOBIG:
+  case SQLITE_RANGE:
+  case SQLITE_NOTADB: return EINVAL;
+  case SQLITE_BUSY:
+  case SQLITE_LOCKED: return EBUSY;
+  case SQLITE_NOMEM: return ENOMEM;
+  case SQLITE_READONLY: return EROFS;
+  case SQLITE_FULL: return ENOSPC;
+  case SQLITE_CORRUPT: return EUCLEAN;
+  case SQLITE_PERM:
+  case SQLITE_AUTH: return EACCES;
+  default: return EIO;
+  }
+}
+
+int db_fail(struct state *st, struct husk_err *err, int rc, const char *fmt, ...) {
+  char what[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  const char *msg = st && st->db ? sqlite3_errmsg(st->db) : sqlite3_errstr(rc);
+  int sys = st && st->db ? sqlite3_system_errno(st->db) : 0;
+  int code = db_errno(rc);
+  /* For I/O errors the OS's reason ("No space left on device") is what
+   * a person can act on; SQLite keeps it apart from its own message. */
+  if (sys != 0 && (code == EIO || (rc & 0xff) == SQLITE_CANTOPEN)) {
+    husk_fail(err, sys, "%s: %s: %s", what, msg, strerror(sys));
+    return -1;
+  }
+  return husk_fail(err, code, "%s: %s", what, msg);
+}
+
+/* ---- statements ---- */
+
+int db_prepare(struct state *st, sqlite3_stmt **out, const char *sql, struct husk_err *err) {
+  int rc = sqlite3_prepare_v2(st->db, sql, -1, out, NULL);
+  if (rc != SQLITE_OK)
+    return db_fail(st, err, rc, "cannot prepare a statement");
+  return 0;
+}
+
+int db_text(sqlite3_stmt *s, int i, const char *v) {
+  return v ? sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC) : sqlite3_bind_null(s, i);
+}
+
+int db_int(sqlite3_stmt *s, int i, int64_t v) { return sqlite3_bind_int64(s, i, v); }
+
+int db_blob(sqlite3_stmt *s, int i, const void *v, size_t n) {
+  return sqlite3_bind_blob64(s, i, v, n, SQLITE_STATIC);
+}
+
+int db_text_named(sqlite3_stmt *s, const char *name, const char *v) {
+  int i = sqlite3_bind_parameter_index(s, name);
+  return i > 0 ? db_text(s, i, v) : SQLITE_RANGE;
+}
+
+int db_int_named(sqlite3_stmt *s, const char *name, int64_t v) {
+  int i = sqlite3_bind_parameter_index(s, name);
+  return i > 0 ? db_int(s, i, v) : SQLITE_RANGE;
+}
+
+int db_step_done(struct state *st, sqlite3_stmt *s, const char *what, struct husk_err *err) {
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW) /* a pragma answering; nothing here expects rows */
+    rc = SQLITE_DONE;
+  if (rc != SQLITE_DONE)
+    return db_fail(st, err, rc, "%s", what);
+  return sqlite3_changes(st->db);
+}
+
+int db_step_row(struct state *st, sqlite3_stmt *s, const char *what, struct husk_err *err) {
+  int rc = sqlite3_step(s);
+  if (rc == SQLITE_ROW)
+    return 1;
+  if (rc == SQLITE_DONE)
+    return 0;
+  return db_fail(st, err, rc, "%s", what);
+}
+
+bool db_col_text(sqlite3_stmt *s, int i, char *dst, size_t size) {
+  const unsigned char *v = sqlite3_column_text(s, i);
+  int n = sqlite3_column_bytes(s, i);
+  if (!v) {
+    dst[0] = '\0';
+    return true;
+  }
+  if (n < 0 || (size_t)n >= size) {
+    dst[0] = '\0';
+    return false;
+  }
+  memcpy(dst, v, (size_t)n);
+  dst[n] = '\0';
+  return true;
+}
+
+char *db_col_strdup(sqlite3_stmt *s, int i) {
+  const unsigned char *v = sqlite3_column_text(s, i);
+  return strdup(v ? (const char *)v : "");
+}
+
+/* ---- transactions ---- */
+
+int db_begin(struct state *st, struct db_txn *t, struct husk_err *err) {
+  int rc = sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  if (rc != SQLITE_OK)
+    return db_fail(st, err, rc, "cannot begin a transaction");
+  t->st = st;
+  t->open = true;
+  return 0;
+}
+
+int db_commit(struct db_txn *t, struct husk_err *err) {
+  db_fault_point("commit");
+  int rc = sqlite3_exec(t->st->db, "COMMIT", NULL, NULL, NULL);
+  if (rc != SQLITE_OK)
+    return db_fail(t->st, err, rc, "cannot commit"); /* cleanup rolls back */
+  t->open = false;
+  return 0;
+}
+
+void db_txn_cleanup(struct db_txn *t) {
+  /* A failed COMMIT (SQLITE_BUSY, I/O error) may leave the transaction
+   * open; ROLLBACK is then what makes "-1 left nothing behind" true. */
+  if (t->open && !sqlite3_get_autocommit(t->st->db))
+    sqlite3_exec(t->st->db, "ROLLBACK", NULL, NULL, NULL);
+  t->open = false;
+}
+
+/* ---- row buffers ---- */
+
+void *db_rows_push(struct db_rows *r) {
+  if (r->n == r->cap) {
+    size_t cap = r->cap ? r->cap * 2 : 16;
+    void *p = reallocarray(r->items, cap, r->item_size);
+    if (!p)
+      return NULL;
+    r->items = p;
+    r->cap = cap;
+  }
+  void *slot = db_rows_at(r, r->n++);
+  memset(slot, 0, r->item_size);
+  return slot;
+}
+
+void db_rows_free(struct db_rows *r) {
+  if (r->free_item)
+    for (size_t i = 0; i < r->n; i++)
+      r->free_item(db_rows_at(r, i));
+  free(r->items);
+  r->items = NULL;
+  r->n = r->cap = 0;
+}
+
+int db_check_limit(int limit, int *out, struct husk_err *err) {
+  if (limit == 0)
+    limit = STATE_LIST_DEFAULT;
+  if (limit < 1 || limit > STATE_LIST_MAX)
+    return husk_fail(err, EINVAL, "limit must be between 1 and %d", STATE_LIST_MAX);
+  *out = limit;
+  return 0;
+}
+
+/* ---- open / close ---- */
+
+/* SQLite creates a missing database with mode 0644 (less the umask), and its
+ * -wal and -shm files copy the database's mode.  The database holds key
+ * hashes and box environments, so create it ourselves as 0600 first; an
+ * existing file keeps the mode its owner gave it.  O_NOFOLLOW: a symlink
+ * planted at the path must not redirect the daemon's writes. */
+static int precreate(const char *path, struct husk_err *err) {
+  cleanup_close int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+  if (fd < 0)
+    return husk_error(err, errno, "cannot open database `%s`", path);
+  struct stat sb;
+  if (fstat(fd, &sb) < 0)
+    return husk_error(err, errno, "cannot stat database `%s`", path);
+  if (!S_ISREG(sb.st_mode))
+    return husk_fail(err, EINVAL, "database `%s` is not a regular file", path);
+  return 0;
+}
+
+static int exec_pragma(struct state *st, const char *sql, const char *expect,
+                       struct husk_err *err) {
+  cleanup_stmt sqlite3_stmt *s = NULL;
+  if (db_prepare(st, &s, sql, err) < 0)
+    return -1;
+  int rc = sqlite3_step(s);
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+    return db_fail(st, err, rc, "`%s` failed", sql);
+  if (expect) {
+    const char *got = rc == SQLITE_ROW ? (const char *)sqlite3_column_text(s, 0) : NULL;
+    if (!got || strcasecmp(got, expect) != 0)
+      return husk_fail(err, ENOTSUP, "`%s` answered `%s`, not `%s`", sql, got ? got : "nothing",
+                       expect);
+  }
+  return 0;
+}
+
+static int configure(struct state *st, struct husk_err *err) {
+  /* DEFENSIVE: no writable_schema or other ways to corrupt the file through
+   * SQL.  The schema stays trusted (SQLite's default): its CHECKs call
+   * json_valid(), which SQLite 3.40 does not mark innocuous, and the file
+   * is ours (mode 0600) -- whoever can rewrite its schema can rewrite its
+   * rows too. */
+  int on = 1, off = 0;
+  sqlite3_db_config(st->db, SQLITE_DBCONFIG_DEFENSIVE, on, NULL);
+  sqlite3_db_config(st->db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, off, NULL);
+  sqlite3_busy_timeout(st->db, DB_BUSY_TIMEOUT_MS);
+  /* WAL: readers never block the writer, and a commit is one append plus
+   * one fsync.  synchronous=FULL: that fsync happens at every commit, so a
+   * committed change survives power loss, not only a process crash (NORMAL
+   * would lose the last commits on power loss -- after a reply said "done").
+   * foreign_keys: SQLite leaves them off unless asked, per connection. */
+  if (exec_pragma(st, "PRAGMA journal_mode=WAL", "wal", err) < 0 ||
+      exec_pragma(st, "PRAGMA synchronous=FULL", NULL, err) < 0 ||
+      exec_pragma(st, "PRAGMA foreign_keys=ON", NULL, err) < 0 ||
+      /* After a checkpoint the WAL is cut back to 64 MiB, so a burst of
+       * writes does not leave a large file behind for good. */
+      exec_pragma(st, "PRAGMA journal_size_limit=67108864", NULL, err) < 0)
+    return -1;
+  return 0;
+}
+
+int state_open(struct state **out, const char *path, struct husk_err *err) {
+  *out = NULL;
+  if (!path || !*path)
+    return husk_fail(err, EINVAL, "database path is empty");
+  if (sqlite3_threadsafe() == 0)
+    return husk_fail(err, ENOTSUP, "this SQLite library was built without thread support");
+  if (precreate(path, err) < 0)
+    return -1;
+
+  cleanup_free struct state *st = calloc(1, sizeof *st);
+  if (!st)
+    return husk_error(err, ENOMEM, "cannot allocate the state handle");
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX |
+              SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_EXRESCODE;
+  int rc = sqlite3_open_v2(path, &st->db, flags, NULL);
+  if (rc != SQLITE_OK) {
+    db_fail(st, err, rc, "cannot open database `%s`", path);
+    sqlite3_close(st->db);
+    return -1;
+  }
+  if (configure(st, err) < 0 || schema_migrate(st, err) < 0) {
+    husk_error_wrap(err, "database `%s`", path);
+    sqlite3_close(st->db);
+    return -1;
+  }
+  pthread_mutex_init(&st->lock, NULL);
+  *out = take_ptr(&st);
+  return 0;
+}
+
+void state_close(struct state *st) {
+  if (!st)
+    return;
+  /* Every statement is finalized by the call that prepared it, so plain
+   * close succeeds; as the last connection it also checkpoints the WAL
+   * into the main file. */
+  sqlite3_close(st->db);
+  pthread_mutex_destroy(&st->lock);
+  free(st);
+}
+
+int state_schema_version(struct state *st, int *version, struct husk_err *err) {
+  cleanup_unlock struct state *locked = db_lock(st);
+  cleanup_stmt sqlite3_stmt *s = NULL;
+  if (db_prepare(st, &s, "PRAGMA user_version", err) < 0)
+    return -1;
+  int r = db_step_row(st, s, "cannot read the schema version", err);
+  if (r < 0)
+    return -1;
+  *version = r ? sqlite3_column_int(s, 0) : 0;
+  return 0;
+}

@@ -1,0 +1,158 @@
+/* Internals shared by the files of the state plane; not part of its API.
+ *
+ * Every public function follows one shape:
+ *
+ *   cleanup_unlock struct state *locked = db_lock(st);   serialise on the connection
+ *   cleanup_txn struct db_txn txn = {0};                 rolled back unless committed
+ *   if (db_begin(st, &txn, err) < 0) return -1;
+ *   cleanup_stmt sqlite3_stmt *s = NULL;                 finalized at scope exit
+ *   ... db_prepare, db_text/db_int binds, db_step_done ...
+ *   return db_commit(&txn, err);
+ *
+ * Declaration order matters: cleanups run in reverse, so the transaction is
+ * rolled back before the lock is released. */
+#ifndef HUSK_STATE_DB_H
+#define HUSK_STATE_DB_H
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "state/state.h"
+#include "util/error.h"
+
+struct state {
+  pthread_mutex_t lock;
+  sqlite3 *db;
+};
+
+/* ---- locking ---- */
+struct state *db_lock(struct state *st);
+void db_unlockp(struct state **locked);
+/* `unused`: the guard is only ever read by its cleanup, which clang does
+ * not count as a use. */
+#define cleanup_unlock __attribute__((cleanup(db_unlockp), unused))
+/* Release early (before running listing callbacks). */
+static inline void db_unlock_now(struct state **locked) { db_unlockp(locked); }
+
+/* ---- statements ---- */
+static inline void db_finalizep(sqlite3_stmt **s) {
+  sqlite3_finalize(*s); /* NULL is a no-op */
+  *s = NULL;
+}
+#define cleanup_stmt __attribute__((cleanup(db_finalizep)))
+
+int db_prepare(struct state *st, sqlite3_stmt **out, const char *sql, struct husk_err *err);
+/* Binds return an SQLite result code; chain them with || and report with
+ * db_fail.  Text is bound SQLITE_STATIC: it must outlive the statement's
+ * steps, which every caller's locals do.  NULL text binds SQL NULL. */
+int db_text(sqlite3_stmt *s, int i, const char *v);
+int db_int(sqlite3_stmt *s, int i, int64_t v);
+int db_blob(sqlite3_stmt *s, int i, const void *v, size_t n);
+int db_text_named(sqlite3_stmt *s, const char *name, const char *v);
+int db_int_named(sqlite3_stmt *s, const char *name, int64_t v);
+/* Step a statement that returns no rows.  Returns the number of changed rows. */
+int db_step_done(struct state *st, sqlite3_stmt *s, const char *what, struct husk_err *err);
+/* Step once: 1 for a row, 0 at the end, -1 on error. */
+int db_step_row(struct state *st, sqlite3_stmt *s, const char *what, struct husk_err *err);
+/* Copy a text column into a fixed buffer; false if it does not fit (the
+ * database was edited behind our back: writes are length-checked). */
+bool db_col_text(sqlite3_stmt *s, int i, char *dst, size_t size);
+/* A text column as a heap string; NULL only when out of memory. */
+char *db_col_strdup(sqlite3_stmt *s, int i);
+
+/* Fill err from an SQLite result code and the connection's message:
+ * "<what>: <sqlite message>", errno mapped from the code (constraint
+ * violations become EEXIST/ENOENT/EINVAL, SQLITE_BUSY EBUSY ...). */
+int db_fail(struct state *st, struct husk_err *err, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int db_errno(int rc);
+
+/* ---- transactions ---- */
+struct db_txn {
+  struct state *st;
+  bool open;
+};
+/* BEGIN IMMEDIATE: takes the write lock up front, so a read-then-write
+ * transaction cannot fail half-way with SQLITE_BUSY. */
+int db_begin(struct state *st, struct db_txn *t, struct husk_err *err);
+int db_commit(struct db_txn *t, struct husk_err *err);
+void db_txn_cleanup(struct db_txn *t);
+#define cleanup_txn __attribute__((cleanup(db_txn_cleanup)))
+
+/* ---- fault injection (tests only) ----
+ * When set, called at named points inside transactions, after some writes
+ * and before the commit, so a test can kill the process there and check
+ * that the database comes back with all of the change or none of it. */
+extern void (*state_fault_hook)(const char *point);
+static inline void db_fault_point(const char *point) {
+  if (state_fault_hook)
+    state_fault_hook(point);
+}
+
+/* ---- input checks (check.c) ----
+ * `size` is the size of the buffer the value is stored in, NUL included;
+ * `what` names the value in the error message (which never echoes it). */
+/* 1..size-1 bytes of [A-Za-z0-9_-]. */
+int check_id(const char *what, const char *s, size_t size, struct husk_err *err);
+/* Like check_id but "" is allowed (optional id fields). */
+int check_id_or_empty(const char *what, const char *s, size_t size, struct husk_err *err);
+/* < size bytes of valid UTF-8 without control characters; "" unless !empty_ok. */
+int check_text(const char *what, const char *s, size_t size, bool empty_ok, struct husk_err *err);
+/* A JSON text of at most STATE_JSON_MAX bytes (its shape is checked by the
+ * schema's CHECK constraints). */
+int check_json(const char *what, const char *s, struct husk_err *err);
+bool utf8_valid(const char *s, size_t n);
+/* In place: every control character and every byte that is not part of
+ * well-formed UTF-8 becomes '?'.  For text that must be stored whatever it
+ * holds (the audit log's detail). */
+void sanitize_text(char *s);
+/* Copy `src` into dst[size] for a human-readable field that must be stored
+ * whatever it holds (a box's reason): sanitized, and if too long cut to fit
+ * with "..." at the end.  `size` >= 4. */
+void text_fit(char *dst, size_t size, const char *src);
+
+/* ---- box states (boxes.c) ---- */
+bool box_state_known(const char *s);
+bool box_state_terminal(const char *s);
+bool box_state_live(const char *s);
+/* Under the lock: the current state of box `id`, if it belongs to
+ * `tenant_id` (NULL: anyone); ENOENT otherwise. */
+int box_current_state(struct state *st, const char *tenant_id, const char *id, char *state,
+                      size_t size, struct husk_err *err);
+/* The SQL list of live states, for IN (...) clauses. */
+#define DB_LIVE_STATES "('creating','running','stopping')"
+#define DB_TERMINAL_STATES "('stopped','failed')"
+
+/* ---- schema (schema.c) ---- */
+int schema_migrate(struct state *st, struct husk_err *err);
+
+/* ---- growable row buffers for listings ----
+ * Rows are copied out under the lock, then handed to callbacks without it.
+ * `free_item` (may be NULL) releases what a row owns (its JSON strings). */
+struct db_rows {
+  void *items;
+  size_t n, cap, item_size;
+  void (*free_item)(void *item);
+};
+/* A zeroed slot at the end, or NULL when out of memory. */
+void *db_rows_push(struct db_rows *r);
+static inline void *db_rows_at(const struct db_rows *r, size_t i) {
+  return (char *)r->items + i * r->item_size;
+}
+void db_rows_free(struct db_rows *r);
+#define cleanup_rows __attribute__((cleanup(db_rows_free)))
+/* What a listing returns for a callback's verdict: 0 to go on (and 0 at
+ * the end), a negative verdict as is, a positive one as 0. */
+static inline int db_cb_verdict(int r) { return r < 0 ? r : 0; }
+
+/* A listing's page size: 0 means STATE_LIST_DEFAULT, 1..STATE_LIST_MAX
+ * as is, anything else EINVAL. */
+int db_check_limit(int limit, int *out, struct husk_err *err);
+
+/* n bytes from the kernel's CSPRNG (getrandom: no fd, fork-safe). */
+int db_random(void *buf, size_t n, struct husk_err *err);
+
+#endif

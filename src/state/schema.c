@@ -1,0 +1,186 @@
+/* The database schema and its migrations.
+ *
+ * PRAGMA user_version is the schema version: migrations[i] takes a database
+ * from version i to i + 1.  Each step runs in its own IMMEDIATE transaction
+ * together with the version bump, so a crash mid-migration leaves the
+ * previous version intact, and two processes opening one fresh file cannot
+ * both apply a step (the second re-reads the version under the write lock).
+ * A released step is never edited: changes go in a new step at the end.
+ *
+ * PRAGMA application_id marks the file as husk's, so pointing --data at some
+ * other SQLite file fails at open instead of growing husk tables in it.
+ *
+ * Tables are STRICT: a value of the wrong type is an error, not silently
+ * stored as text.  Box and process states are not CHECKed here but in C
+ * (box_state_known), so that adding a state needs no table rebuild. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+
+#include "state/db.h"
+#include "util/cleanup.h"
+
+/* "husk" in ASCII. */
+#define HUSK_APPLICATION_ID 0x6875736b
+
+static const char schema_v1[] =
+    "CREATE TABLE tenants ("
+    "  id TEXT PRIMARY KEY NOT NULL,"
+    "  name TEXT NOT NULL UNIQUE,"
+    "  max_boxes INTEGER NOT NULL CHECK (max_boxes >= -1),"
+    "  max_memory INTEGER NOT NULL CHECK (max_memory >= -1),"
+    "  created_ms INTEGER NOT NULL"
+    ") STRICT;"
+
+    /* Only the SHA-256 of a key; UNIQUE gives the lookup index. */
+    "CREATE TABLE api_keys ("
+    "  id TEXT PRIMARY KEY NOT NULL,"
+    "  tenant_id TEXT NOT NULL REFERENCES tenants(id),"
+    "  hash BLOB NOT NULL UNIQUE CHECK (length(hash) = 32),"
+    "  created_ms INTEGER NOT NULL,"
+    "  revoked_ms INTEGER NOT NULL DEFAULT 0"
+    ") STRICT;"
+    "CREATE INDEX api_keys_tenant ON api_keys(tenant_id, created_ms);"
+
+    "CREATE TABLE boxes ("
+    "  id TEXT PRIMARY KEY NOT NULL,"
+    "  tenant_id TEXT NOT NULL REFERENCES tenants(id),"
+    "  state TEXT NOT NULL,"
+    "  reason TEXT NOT NULL DEFAULT '',"
+    "  template TEXT NOT NULL DEFAULT '',"
+    "  memory INTEGER NOT NULL CHECK (memory >= 0),"
+    "  pids INTEGER NOT NULL CHECK (pids >= 0),"
+    "  cpu_milli INTEGER NOT NULL CHECK (cpu_milli >= 0),"
+    "  disk INTEGER NOT NULL CHECK (disk >= 0),"
+    "  timeout_ms INTEGER NOT NULL CHECK (timeout_ms >= 0),"
+    "  env_json TEXT NOT NULL"
+    "    CHECK (json_valid(env_json) AND json_type(env_json) = 'object'),"
+    "  metadata_json TEXT NOT NULL"
+    "    CHECK (json_valid(metadata_json) AND json_type(metadata_json) = 'object'),"
+    "  created_ms INTEGER NOT NULL,"
+    "  expires_ms INTEGER NOT NULL DEFAULT 0,"
+    "  ended_ms INTEGER NOT NULL DEFAULT 0,"
+    "  init_pid INTEGER NOT NULL DEFAULT 0,"
+    "  init_start_time INTEGER NOT NULL DEFAULT 0,"
+    "  uid_base INTEGER NOT NULL DEFAULT -1,"
+    "  slot INTEGER NOT NULL DEFAULT -1,"
+    "  cgroup TEXT NOT NULL DEFAULT ''"
+    ") STRICT;"
+    /* Listing pages per tenant and for admin; quota counts; reconciliation. */
+    "CREATE INDEX boxes_tenant_created ON boxes(tenant_id, created_ms, id);"
+    "CREATE INDEX boxes_created ON boxes(created_ms, id);"
+    "CREATE INDEX boxes_tenant_state ON boxes(tenant_id, state);"
+    "CREATE INDEX boxes_state ON boxes(state);"
+
+    /* pids are reused inside a box: seq orders the rows, and only a running
+     * row must be unique per (box, pid). */
+    "CREATE TABLE processes ("
+    "  seq INTEGER PRIMARY KEY,"
+    "  box_id TEXT NOT NULL REFERENCES boxes(id) ON DELETE CASCADE,"
+    "  pid INTEGER NOT NULL CHECK (pid > 0),"
+    "  cmd_json TEXT NOT NULL CHECK (json_valid(cmd_json) AND json_type(cmd_json) = 'array'),"
+    "  state TEXT NOT NULL,"
+    "  exit_code INTEGER NOT NULL DEFAULT -1,"
+    "  signal INTEGER NOT NULL DEFAULT 0,"
+    "  started_ms INTEGER NOT NULL,"
+    "  ended_ms INTEGER NOT NULL DEFAULT 0,"
+    "  tag TEXT NOT NULL DEFAULT ''"
+    ") STRICT;"
+    "CREATE INDEX processes_box_pid ON processes(box_id, pid);"
+    "CREATE UNIQUE INDEX processes_running ON processes(box_id, pid) WHERE state = 'running';"
+
+    /* AUTOINCREMENT: ids are never reused, so `after_id` cursors stay valid.
+     * tenant/key/box ids are plain text, not foreign keys: the record must
+     * outlive what it names, and may name something that never existed (a
+     * denied call on an unknown box). */
+    "CREATE TABLE audit ("
+    "  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  ts_ms INTEGER NOT NULL,"
+    "  tenant_id TEXT NOT NULL DEFAULT '',"
+    "  key_id TEXT NOT NULL DEFAULT '',"
+    "  action TEXT NOT NULL,"
+    "  box_id TEXT NOT NULL DEFAULT '',"
+    "  detail TEXT NOT NULL DEFAULT '',"
+    "  outcome TEXT NOT NULL,"
+    "  status INTEGER NOT NULL DEFAULT 0"
+    ") STRICT;"
+    "CREATE INDEX audit_tenant ON audit(tenant_id, id);"
+    "CREATE INDEX audit_box ON audit(box_id, id);"
+    "CREATE INDEX audit_action ON audit(action, id);"
+    "CREATE INDEX audit_ts ON audit(ts_ms);"
+    /* The log is evidence: the database itself refuses to change it.  A
+     * retention policy, when one is wanted, is a migration that says so. */
+    "CREATE TRIGGER audit_immutable BEFORE UPDATE ON audit"
+    "  BEGIN SELECT RAISE(ABORT, 'audit records are immutable'); END;"
+    "CREATE TRIGGER audit_append_only BEFORE DELETE ON audit"
+    "  BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;";
+
+static const char *const migrations[] = {schema_v1};
+#define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
+
+static int pragma_int(struct state *st, const char *sql, int64_t *out, struct husk_err *err) {
+  cleanup_stmt sqlite3_stmt *s = NULL;
+  if (db_prepare(st, &s, sql, err) < 0)
+    return -1;
+  int r = db_step_row(st, s, "cannot read the database header", err);
+  if (r < 0)
+    return -1;
+  *out = r ? sqlite3_column_int64(s, 0) : 0;
+  return 0;
+}
+
+/* Under the write lock: is this a husk database (or an empty file), and at
+ * which version? */
+static int read_version(struct state *st, int *version, struct husk_err *err) {
+  int64_t app = 0, ver = 0, objects = 0;
+  if (pragma_int(st, "PRAGMA application_id", &app, err) < 0 ||
+      pragma_int(st, "PRAGMA user_version", &ver, err) < 0 ||
+      pragma_int(st, "SELECT count(*) FROM sqlite_schema", &objects, err) < 0)
+    return -1;
+  if (app == 0 && ver == 0 && objects == 0) {
+    *version = 0; /* a new file */
+    return 0;
+  }
+  if (app != HUSK_APPLICATION_ID)
+    return husk_fail(err, EINVAL, "not a husk database (application_id %#llx)",
+                     (unsigned long long)app);
+  if (ver > SCHEMA_VERSION)
+    return husk_fail(err, ENOTSUP,
+                     "schema version %lld is newer than this husk's (%d): upgrade husk",
+                     (long long)ver, SCHEMA_VERSION);
+  if (ver < 0)
+    return husk_fail(err, EINVAL, "schema version %lld is invalid", (long long)ver);
+  *version = (int)ver;
+  return 0;
+}
+
+static int migrate_step(struct state *st, bool *done, struct husk_err *err) {
+  cleanup_txn struct db_txn txn = {0};
+  if (db_begin(st, &txn, err) < 0)
+    return -1;
+  int version = 0;
+  if (read_version(st, &version, err) < 0)
+    return -1;
+  if (version == SCHEMA_VERSION) {
+    *done = true;
+    return db_commit(&txn, err);
+  }
+  int rc = sqlite3_exec(st->db, migrations[version], NULL, NULL, NULL);
+  if (rc != SQLITE_OK)
+    return db_fail(st, err, rc, "migration to schema version %d failed", version + 1);
+  char bump[96];
+  snprintf(bump, sizeof bump, "PRAGMA application_id=%d; PRAGMA user_version=%d",
+           HUSK_APPLICATION_ID, version + 1);
+  rc = sqlite3_exec(st->db, bump, NULL, NULL, NULL);
+  if (rc != SQLITE_OK)
+    return db_fail(st, err, rc, "cannot set schema version %d", version + 1);
+  db_fault_point("migrate");
+  return db_commit(&txn, err);
+}
+
+int schema_migrate(struct state *st, struct husk_err *err) {
+  for (bool done = false; !done;)
+    if (migrate_step(st, &done, err) < 0)
+      return -1;
+  return 0;
+}
