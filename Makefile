@@ -4,18 +4,19 @@
 #   make bench  run the benchmarks (not part of the tests)
 
 CC ?= cc
-PKGS := libseccomp jansson sqlite3 libcrypto
+PKGS := libseccomp jansson sqlite3 libcrypto libmicrohttpd libarchive
 CSTD := -std=c17
 WARN := -Wall -Wextra -Wshadow -Wformat=2 -Wno-unused-parameter
 CFLAGS ?= -O2 -g
 CPPFLAGS += -Iinclude -Isrc
-LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lseccomp -ljansson -lsqlite3 -lcrypto) -lpthread
+LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lseccomp -ljansson -lsqlite3 -lcrypto -lmicrohttpd -larchive) -lpthread -lm
 
 BUILD ?= build
 # Sources being written in parallel and not yet part of the build.
-WIP_SRC := src/box/files.c src/box/tar.c src/cli/serve.c
+WIP_SRC :=
 LIB_SRC := $(filter-out $(WIP_SRC),$(sort $(wildcard src/util/*.c src/jail/*.c src/box/*.c src/state/*.c)))
-CLI_SRC := $(filter-out $(WIP_SRC),$(sort $(wildcard src/cli/*.c)))
+# Fronts: the command line and the HTTP API, on top of the core library.
+CLI_SRC := $(filter-out $(WIP_SRC),$(sort $(wildcard src/cli/*.c src/api/*.c)))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/seccomp_bpf.o
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))

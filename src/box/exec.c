@@ -167,9 +167,10 @@ int exec_relay(struct jail *j, int conn, bool whole_box, const struct exec_spec 
   int out[2] = {-1, -1}, errp[2] = {-1, -1}, in[2] = {-1, -1};
   int deadline = -1, tick = -1;
   struct relay rl = {.spec = spec, .out_r = -1, .err_r = -1, .in_w = -1, .host_in = -1};
+  /* stdin is always a pipe (an fd cannot be sent "absent"); without input
+   * its write end is closed at once, so the program reads EOF. */
   bool want_stdin = spec->stdin_fd >= 0 || spec->stdin_len > 0;
-  if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 ||
-      (want_stdin && pipe2(in, O_CLOEXEC) < 0)) {
+  if (pipe2(out, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0 || pipe2(in, O_CLOEXEC) < 0) {
     husk_error(&err, errno, "pipe");
     failed(o, &err);
     goto out;
@@ -193,7 +194,9 @@ int exec_relay(struct jail *j, int conn, bool whole_box, const struct exec_spec 
   in[0] = out[1] = errp[1] = -1;
   rl.out_r = out[0];
   rl.err_r = errp[0];
-  rl.in_w = in[1];
+  rl.in_w = want_stdin ? in[1] : -1;
+  if (!want_stdin)
+    close_quiet(in[1]);
   in[1] = -1;
   rl.host_in = spec->stdin_fd;
   if (spec->stdin_fd < 0) {

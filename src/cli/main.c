@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/serve.h"
 #include "husk/husk.h"
 #include "jail/limits.h"
 #include "util/parse.h"
@@ -19,6 +20,7 @@ static const char *prog = "husk";
 static void usage(FILE *f) {
   fprintf(f,
           "usage: husk run [OPTIONS] [--] PROGRAM [ARGS...]\n"
+          "       husk serve [--listen ADDR:PORT] [--data DIR]   (see `husk serve --help`)\n"
           "       husk version\n"
           "\n"
           "Run PROGRAM in a fresh, isolated box and remove every trace of the box afterwards.\n"
@@ -185,6 +187,8 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(argv[1], "run"))
     return cmd_run(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "serve"))
+    return cmd_serve(argc - 1, argv + 1);
   if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
     printf("husk %s\n", HUSK_VERSION);
     return 0;

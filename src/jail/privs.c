@@ -14,7 +14,7 @@
 #include "jail/limits.h"
 
 #define CAP_BIT(c) (1u << (c))
-#define INIT_CAPS (CAP_BIT(CAP_SETUID) | CAP_BIT(CAP_SETGID) | CAP_BIT(CAP_SETPCAP))
+#define INIT_CAPS (CAP_BIT(CAP_SETUID) | CAP_BIT(CAP_SETGID) | CAP_BIT(CAP_SETPCAP) | CAP_BIT(CAP_KILL))
 
 static int set_caps(uint32_t eff_perm) {
   struct __user_cap_header_struct hdr = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};

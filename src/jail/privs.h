@@ -6,7 +6,8 @@
 /* For init: stay uid 0 of the box (so box programs, uid HUSK_BOX_UID, can
  * neither signal it nor change its limits or scheduling) but keep only
  * CAP_SETUID, CAP_SETGID and CAP_SETPCAP, which it needs to start programs
- * as the box user; lock securebits so root gains nothing on exec; set
+ * as the box user, and CAP_KILL, to signal them on the host's request
+ * (capabilities of the box's own user namespace); lock securebits so root gains nothing on exec; set
  * no_new_privs.  Returns 0 or -errno; *step names the step that failed. */
 int privs_drop_for_init(const char **step);
 
