@@ -303,8 +303,7 @@ static int walk_rest(struct walk *w, int oflags, int *out) {
           continue;
         }
         if (last) {
-          *out = fd;
-          /* Anything after trailing slashes or a spliced link is gone. */
+          *out = fd; /* the object itself: a directory, file, FIFO... the caller checks */
           return 0;
         }
         if (!S_ISDIR(st.st_mode)) {

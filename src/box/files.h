@@ -24,7 +24,11 @@
  *
  * Errors: -1 and `err` filled; err->code is the errno a front maps to a
  * status (ENOENT, EACCES, EEXIST, EISDIR, ENOTDIR, ENOTEMPTY, EINVAL,
- * ENAMETOOLONG, ELOOP, EBUSY for an area root, ENOSPC when the box is full). */
+ * ENAMETOOLONG, ELOOP, EBUSY for an area root or a tree moved while being
+ * removed, EAGAIN for a path the box keeps changing, ECANCELED when a
+ * listing's consumer stopped it, ENOSPC when the box is full).
+ *
+ * Thread-safe: no global state; each call holds its own fds and buffers. */
 #ifndef HUSK_BOX_FILES_H
 #define HUSK_BOX_FILES_H
 

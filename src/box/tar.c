@@ -324,8 +324,8 @@ static int tw_entry(void *ctx, const struct box_walk_entry *we) {
     archive_entry_set_filetype(e, AE_IFDIR);
     archive_entry_set_perm(e, st->st_mode & 01777);
     rc = tw_header(t, e, we->rel);
-    if (rc == 0 && we->depth >= BOX_TAR_MAX_DEPTH && st->st_nlink > 2)
-      t->skipped++; /* its subdirectories are too deep */
+    if (rc == 0 && we->depth >= BOX_TAR_MAX_DEPTH)
+      t->skipped++; /* archived, but not what is inside: too deep */
   } else if (S_ISLNK(st->st_mode)) {
     char target[PATH_MAX];
     ssize_t n = readlinkat(we->dirfd, we->name, target, sizeof target);
@@ -520,6 +520,44 @@ static void split(char *rel, char **parent, char **name) {
   }
 }
 
+static bool all_zero(const char *p, size_t n) {
+  return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
+}
+
+/* Write a data block at its offset in a fresh (all-zero) file.  Gaps
+ * between blocks stay holes, and so do pages of zeros inside blocks (the
+ * box's disk is RAM, and an archive made without --sparse stores holes as
+ * zeros): zeros are checked page by page of the file and not written.
+ * -1 with errno. */
+static int tr_write_block(int fd, const char *buf, size_t size, la_int64_t off) {
+  const size_t page = 4096;
+  for (size_t done = 0; done < size;) {
+    /* One piece: up to the next page boundary of the file offset. */
+    uint64_t at = (uint64_t)off + done;
+    size_t n = page - (size_t)(at % page);
+    if (n > size - done)
+      n = size - done;
+    if (all_zero(buf + done, n)) {
+      done += n; /* the file is all zeros already: any zero piece is a no-op */
+      continue;
+    }
+    /* Coalesce following non-zero pages into one write. */
+    while (done + n < size) {
+      size_t m = size - done - n > page ? page : size - done - n;
+      if (m == page && all_zero(buf + done + n, m))
+        break;
+      n += m;
+    }
+    ssize_t w = pwrite(fd, buf + done, n, (off_t)at);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w < 0)
+      return -1;
+    done += (size_t)w;
+  }
+  return 0;
+}
+
 static int tr_file(struct tr *t, struct archive_entry *e, int pfd, const char *name, const char *rel) {
   struct husk_err e2;
   cleanup_close int fd = box_tmpfile_at(t->b, pfd, archive_entry_perm(e) & 0777, rel, &e2);
@@ -536,17 +574,11 @@ static int tr_file(struct tr *t, struct archive_entry *e, int pfd, const char *n
       return tr_archive_fail(t, rel);
     if (off < 0)
       return husk_fail(t->err, EINVAL, "damaged archive (%s): negative offset", rel);
-    /* pwrite at the block's offset: gaps between blocks stay holes. */
-    for (size_t done = 0; done < size;) {
-      ssize_t w = pwrite(fd, (const char *)buf + done, size - done, (off_t)(off + (la_int64_t)done));
-      if (w < 0 && errno == EINTR)
-        continue;
-      if (w < 0) {
-        if (out_of_space(errno) || errno == EFBIG || errno == EINVAL)
-          return tr_fs_error(t, out_of_space(errno) ? ENOSPC : errno, rel) < 0 ? -1 : 0;
-        return husk_error(t->err, errno, "cannot write `%s`", rel);
-      }
-      done += (size_t)w;
+    int w = tr_write_block(fd, buf, size, off);
+    if (w < 0) {
+      if (out_of_space(errno) || errno == EFBIG || errno == EINVAL)
+        return tr_fs_error(t, out_of_space(errno) ? ENOSPC : errno, rel) < 0 ? -1 : 0;
+      return husk_error(t->err, errno, "cannot write `%s`", rel);
     }
   }
   if (archive_entry_size_is_set(e) && archive_entry_size(e) >= 0 &&

@@ -23,9 +23,10 @@
  * `path` ("a/b.txt", "dir/").  Symlinks are archived as symlinks, hardlinks
  * as hardlinks, sparse files as sparse files; owners are written as 0/0 and
  * setuid/setgid bits dropped (what comes out of a box must not carry
- * privileges).  FIFOs, sockets and devices are skipped, as are files that
- * change type under us, directories deeper than BOX_TAR_MAX_DEPTH and files
- * larger than 16 TiB.  On failure no end-of-archive marker is written, so a
+ * privileges).  Skipped (and counted): FIFOs, sockets and devices, files
+ * that change type under us or are larger than 16 TiB, and the contents of
+ * each directory at depth BOX_TAR_MAX_DEPTH (the directory itself is
+ * archived and counted once).  On failure no end-of-archive marker is written, so a
  * consumer cannot mistake a truncated stream for a complete one.
  * Returns the number of entries skipped, or -1. */
 int box_tar_write(const struct box_fs *b, const char *path,
