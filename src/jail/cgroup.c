@@ -74,7 +74,7 @@ static void unescape_octal(char *s) {
 
 static unsigned v1_controllers(const char *opts) {
   unsigned c = 0;
-  char buf[512];
+  char buf[1024]; /* superopts are read into 1024 bytes, see detect() */
   snprintf(buf, sizeof buf, "%s", opts);
   char *save = NULL;
   for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
