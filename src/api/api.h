@@ -1,0 +1,55 @@
+/* The HTTP front of `husk serve`: a thin layer over the core.
+ *
+ * Each request is parsed, authenticated, handed to ONE core function
+ * (src/box, src/state, src/box/files.h) and its result formatted as JSON.
+ * No business rules live here: limits, quotas, states and path safety are
+ * the core's; the front only checks types and converts formats.
+ *
+ * Threads: libmicrohttpd runs one thread per connection, so a handler may
+ * block (a sync exec runs in its connection's thread).  Streaming execs run
+ * the core call in a worker thread that feeds a queue; the connection's
+ * thread drains it into the socket (src/api/sse.c). */
+#ifndef HUSK_API_API_H
+#define HUSK_API_API_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "util/error.h"
+
+struct box_mgr;
+struct state;
+struct api_server;
+
+struct api_config {
+  const char *listen;        /* "ADDR:PORT", IPv4 or [IPv6] */
+  struct box_mgr *mgr;
+  struct state *state;
+  const char *admin_key;     /* copied */
+  unsigned max_connections;  /* concurrent connections */
+  unsigned idle_timeout_s;   /* idle connection timeout */
+  bool log_requests;         /* one log line per request */
+  void (*log)(void *ctx, const char *line);
+  void *log_ctx;
+};
+
+/* Parse "127.0.0.1:7070" or "[::1]:7070".  Port 0 = any free port. */
+int api_parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *len,
+                     struct husk_err *err);
+
+/* Start listening.  *out is the running server. */
+int api_start(struct api_server **out, const struct api_config *cfg, struct husk_err *err);
+
+/* The actual port (after binding port 0). */
+unsigned api_port(const struct api_server *s);
+
+/* Graceful stop: stop accepting new connections, wait up to `grace_ms` for
+ * the requests in flight, then cancel what still runs (execs are
+ * cancelled, streams end), close every connection and wait for the worker
+ * threads.  Frees the server.  The core (box manager, state) is the
+ * caller's and stays open. */
+void api_stop(struct api_server *s, unsigned grace_ms);
+
+#endif

@@ -1,0 +1,281 @@
+/* Shared between the files of src/api: the request context, the routing
+ * table's types, and the reply, JSON and streaming helpers. */
+#ifndef HUSK_API_INTERNAL_H
+#define HUSK_API_INTERNAL_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/api.h"
+#include "state/state.h"
+#include "util/error.h"
+
+/* JSON request bodies larger than this are refused with 413. */
+#define API_JSON_BODY_MAX (1024 * 1024)
+/* Path parameters longer than this cannot be ids: 404 at once. */
+#define API_PARAM_MAX STATE_BOX_ID_SIZE
+#define API_MAX_PARAMS 4
+
+struct api_server {
+  struct MHD_Daemon *daemon;
+  struct api_config cfg;
+  char *admin_key;
+  size_t admin_key_len;
+  unsigned port;
+  /* Readable (eventfd) once the grace period of a stop is over: every
+   * blocking wait in the front polls it and gives up. */
+  int stop_fd;
+  /* Requests between their first byte and their completion. */
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  unsigned inflight;
+  unsigned workers; /* worker threads of streaming execs */
+  pthread_mutex_t log_lock;
+};
+
+enum api_auth {
+  AUTH_NONE,   /* public (health) */
+  AUTH_ADMIN,  /* the admin key only */
+  AUTH_TENANT, /* a tenant key only */
+  AUTH_ANY,    /* either (audit listing) */
+};
+
+enum api_body {
+  BODY_NONE,   /* a body, if any, is ignored */
+  BODY_JSON,   /* buffered up to API_JSON_BODY_MAX, parsed by the handler */
+  BODY_STREAM, /* handed chunk by chunk to route->upload as it arrives */
+};
+
+struct req;
+typedef enum MHD_Result (*api_handler)(struct req *r);
+
+struct route {
+  const char *method;
+  const char *pattern; /* "/v1/sandboxes/{}/files": {} is a parameter */
+  enum api_auth auth;
+  enum api_body body;
+  const char *action;  /* audit action, NULL: not audited */
+  api_handler handle;  /* called once the whole request is in */
+  /* BODY_STREAM only: begin (after authentication, before the first
+   * chunk; returns MHD_YES to go on, or queues an error reply), upload
+   * (each chunk; -1 after filling r->err to stop with that error), and
+   * cleanup (always, at completion: release what begin acquired; must
+   * undo partial work when r->stream_ok is false). */
+  api_handler begin;
+  int (*upload)(struct req *r, const char *data, size_t len);
+  void (*cleanup)(struct req *r);
+};
+
+struct req {
+  struct api_server *srv;
+  struct MHD_Connection *conn;
+  const struct route *route;
+  char method[16];
+  char path[256]; /* for the log; cut if longer */
+  char params[API_MAX_PARAMS][API_PARAM_MAX];
+  int nparams;
+  int64_t t0_ms;
+
+  /* Who: exactly one of admin / tenant is set once authenticated. */
+  bool admin;
+  char tenant[STATE_TENANT_ID_SIZE];
+  char key_id[STATE_KEY_ID_SIZE];
+
+  /* Body (BODY_JSON). */
+  char *body;
+  size_t body_len, body_cap;
+
+  /* Reply. */
+  bool responded;
+  int status;
+  bool audited;
+  char audit_box[STATE_BOX_ID_SIZE];
+  char audit_detail[256];
+  /* One extra header for an error reply (Allow of a 405, Content-Range of
+   * a 416). */
+  char xhdr_name[32];
+  char xhdr_value[128];
+
+  /* Streaming uploads (BODY_STREAM). */
+  void *up;         /* the route's state */
+  bool stream_ok;   /* the route finished the upload successfully */
+  struct husk_err err;
+  uint64_t up_bytes;
+  uint64_t drained; /* bytes dropped after a refusal */
+  /* While the body arrives, a reply is held here and sent once the body is
+   * in (see on_request). */
+  bool in_body;
+  struct MHD_Response *pending;
+};
+
+/* ---- server.c ------------------------------------------------------- */
+void api_log(struct api_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Worker threads (streaming execs) register so that a stop waits for them. */
+void api_worker_enter(struct api_server *s);
+void api_worker_leave(struct api_server *s);
+/* The socket of the request's connection, -1 if unknown. */
+int api_conn_fd(struct req *r);
+/* An fd that becomes readable when the client hangs up or the server
+ * stops: an epoll set of the connection's socket (EPOLLRDHUP only, so
+ * pipelined bytes do not count) and the stop eventfd.  -1 on failure. */
+int api_cancel_fd(struct req *r);
+/* Wait until `fd` is readable, the client hangs up or the server stops.
+ * Returns 1 readable, 0 timeout, -1 client gone, -2 server stopping. */
+int api_wait(struct req *r, int sock, int fd, int timeout_ms);
+int api_wait_srv(struct api_server *s, int sock, int fd, int timeout_ms, bool watch_stop);
+
+/* Query arguments (URL-decoded; "" for a bare "?name").  NULL if absent.
+ * Requests with a NUL in any argument were refused before the handler. */
+const char *api_query(struct req *r, const char *name);
+/* Strict parses of query arguments: 0 ok (or absent: *out untouched),
+ * -1 after queuing nothing: the caller replies 400 with r->err. */
+int api_query_u64(struct req *r, const char *name, uint64_t max, uint64_t *out, bool *present);
+int api_query_bool(struct req *r, const char *name, bool *out);
+const char *api_header(struct req *r, const char *name);
+
+/* ---- json.c: replies ------------------------------------------------ */
+/* Queue a reply; records the status, writes the audit record of the route
+ * (if any) and returns what MHD_queue_response returned. */
+enum MHD_Result api_queue(struct req *r, unsigned status, struct MHD_Response *resp);
+/* JSON reply (steals `body`; NULL → 500). */
+enum MHD_Result api_reply_json(struct req *r, unsigned status, json_t *body);
+enum MHD_Result api_reply_empty(struct req *r, unsigned status);
+/* {"error":{"code":code,"message":...}} with `status`. */
+enum MHD_Result api_reply_error(struct req *r, unsigned status, const char *code, const char *fmt,
+                                ...) __attribute__((format(printf, 4, 5)));
+/* Map a core error (err->code is an errno) to a status and code. */
+enum MHD_Result api_reply_err(struct req *r, const struct husk_err *err);
+void api_err_status(int code, unsigned *status, const char **name);
+/* 400 with r->err's message. */
+enum MHD_Result api_reply_bad(struct req *r);
+
+/* ---- json.c: request bodies ----------------------------------------- */
+/* Parse the JSON body as an object ({} when empty).  Keys not in
+ * `allowed` (NULL-terminated) are refused.  On failure r->err is set
+ * (EINVAL) and NULL returned. */
+json_t *api_body_object(struct req *r, const char *const *allowed);
+int api_check_fields(json_t *o, const char *const *allowed, struct husk_err *err);
+/* Typed getters: return 1 if present and valid, 0 if absent (or null),
+ * -1 with err filled on a wrong type or range. */
+int jget_string(json_t *o, const char *k, const char **out, struct husk_err *err);
+int jget_bool(json_t *o, const char *k, bool *out, struct husk_err *err);
+/* Non-negative integer <= max. */
+int jget_u64(json_t *o, const char *k, uint64_t max, uint64_t *out, struct husk_err *err);
+/* Bytes: a non-negative integer or a size string ("256M"). */
+int jget_size(json_t *o, const char *k, uint64_t *out, struct husk_err *err);
+/* Seconds (integer or fraction, > 0) as milliseconds. */
+int jget_seconds_ms(json_t *o, const char *k, uint64_t *out, struct husk_err *err);
+/* A CPU count (number > 0) in thousandths. */
+int jget_milli(json_t *o, const char *k, uint64_t *out, struct husk_err *err);
+/* An object of strings as a NULL-terminated "NAME=VALUE" array (malloc'd,
+ * one block; free() it). */
+int jget_env(json_t *o, const char *k, char ***out, struct husk_err *err);
+/* A non-empty array of strings as a NULL-terminated array (one block). */
+int jget_argv(json_t *o, const char *k, char ***out, struct husk_err *err);
+/* An object whose values are all strings. */
+int jget_string_object(json_t *o, const char *k, json_t **out, struct husk_err *err);
+
+/* ---- json.c: formatting --------------------------------------------- */
+/* RFC 3339 UTC with milliseconds, or JSON null for 0. */
+json_t *json_time(int64_t ms);
+/* Bytes as a JSON string: as is when valid UTF-8, else with U+FFFD for the
+ * invalid bytes (*lossy set). */
+json_t *json_bytes_string(const char *buf, size_t len, bool *lossy);
+char *b64_encode(const void *buf, size_t len, size_t *out_len);
+bool api_utf8_valid(const char *s, size_t n);
+/* Length of the longest prefix of buf not ending inside a (so far valid)
+ * multi-byte UTF-8 sequence. */
+size_t utf8_complete_prefix(const char *buf, size_t len);
+
+/* ---- auth.c --------------------------------------------------------- */
+/* Authenticate by the route's rule.  Returns MHD_YES to go on (r->admin or
+ * r->tenant set), or the result of queuing 401/403/500. */
+enum MHD_Result api_authenticate(struct req *r);
+bool api_key_equal(const char *a, size_t alen, const char *b, size_t blen);
+
+/* ---- audit ---------------------------------------------------------- */
+void api_audit(struct req *r, const char *outcome);
+
+/* ---- route handlers ------------------------------------------------- */
+extern const struct route api_routes[];
+extern const size_t api_nroutes;
+
+enum MHD_Result h_health(struct req *r);
+/* routes_admin.c */
+enum MHD_Result h_tenant_create(struct req *r);
+enum MHD_Result h_tenant_list(struct req *r);
+enum MHD_Result h_tenant_get(struct req *r);
+enum MHD_Result h_tenant_quota(struct req *r);
+enum MHD_Result h_key_create(struct req *r);
+enum MHD_Result h_key_list(struct req *r);
+enum MHD_Result h_key_revoke(struct req *r);
+enum MHD_Result h_audit_list(struct req *r);
+/* routes_boxes.c */
+enum MHD_Result h_box_create(struct req *r);
+enum MHD_Result h_box_list(struct req *r);
+enum MHD_Result h_box_get(struct req *r);
+enum MHD_Result h_box_delete(struct req *r);
+enum MHD_Result h_box_timeout(struct req *r);
+enum MHD_Result h_box_metrics(struct req *r);
+/* routes_exec.c */
+enum MHD_Result h_exec(struct req *r);
+enum MHD_Result h_proc_list(struct req *r);
+enum MHD_Result h_proc_get(struct req *r);
+enum MHD_Result h_proc_signal(struct req *r);
+enum MHD_Result h_proc_kill(struct req *r);
+enum MHD_Result h_proc_output(struct req *r);
+enum MHD_Result h_proc_stdin_begin(struct req *r);
+int h_proc_stdin_upload(struct req *r, const char *data, size_t len);
+enum MHD_Result h_proc_stdin(struct req *r);
+void h_proc_stdin_cleanup(struct req *r);
+/* routes_files.c */
+enum MHD_Result h_file_get(struct req *r);
+enum MHD_Result h_file_put_begin(struct req *r);
+int h_file_put_upload(struct req *r, const char *data, size_t len);
+enum MHD_Result h_file_put(struct req *r);
+void h_file_put_cleanup(struct req *r);
+enum MHD_Result h_file_delete(struct req *r);
+enum MHD_Result h_file_list(struct req *r);
+enum MHD_Result h_file_stat(struct req *r);
+enum MHD_Result h_file_mkdir(struct req *r);
+enum MHD_Result h_file_move(struct req *r);
+enum MHD_Result h_tar_get(struct req *r);
+enum MHD_Result h_tar_put_begin(struct req *r);
+int h_tar_put_upload(struct req *r, const char *data, size_t len);
+enum MHD_Result h_tar_put(struct req *r);
+void h_tar_put_cleanup(struct req *r);
+
+/* ---- sse.c: queue-fed streaming responses --------------------------- */
+enum api_stream_fmt { STREAM_SSE, STREAM_NDJSON, STREAM_RAW /* bytes; caller sets the type */ };
+struct api_stream;
+/* A stream for the request's connection; refcount 1 (the caller's). */
+struct api_stream *api_stream_new(struct req *r, enum api_stream_fmt fmt);
+void api_stream_ref(struct api_stream *s);
+void api_stream_unref(struct api_stream *s);
+/* Producer side.  push: one event (`data` stolen; for NDJSON the line is
+ * {"type":event, ...data's fields}).  Blocks while the queue is full
+ * (backpressure) unless the consumer is gone; returns -1 if it is. */
+int api_stream_push(struct api_stream *s, const char *event, json_t *data);
+/* Raw bytes (STREAM_RAW).  Same blocking and result as push. */
+int api_stream_push_raw(struct api_stream *s, const void *buf, size_t len);
+/* No more events: the response ends after the queued ones. */
+void api_stream_close(struct api_stream *s);
+/* No more data and the stream is incomplete: after the queued bytes the
+ * connection is closed without the end of the chunked body, so the client
+ * sees an error rather than a complete-looking truncated file. */
+void api_stream_fail(struct api_stream *s);
+bool api_stream_gone(const struct api_stream *s);
+/* An fd that becomes readable when the consumer goes away (eventfd). */
+int api_stream_gone_fd(const struct api_stream *s);
+/* The MHD response draining the stream (takes a reference). */
+struct MHD_Response *api_stream_response(struct api_stream *s);
+/* Format one SSE event; returns malloc'd text. */
+char *sse_format(const char *event, const char *id, json_t *data, size_t *len);
+char *ndjson_format(const char *event, json_t *data, size_t *len);
+
+#endif

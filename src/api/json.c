@@ -1,0 +1,559 @@
+/* Request bodies with strict types, replies, and the error vocabulary. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api/internal.h"
+#include "util/parse.h"
+
+/* ---- replies -------------------------------------------------------- */
+
+enum MHD_Result api_queue(struct req *r, unsigned status, struct MHD_Response *resp) {
+  if (!resp)
+    return MHD_NO;
+  if (r->responded) {
+    MHD_destroy_response(resp);
+    return MHD_YES;
+  }
+  r->responded = true;
+  r->status = (int)status;
+  MHD_add_response_header(resp, "Cache-Control", "no-store");
+  MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
+  enum MHD_Result ret;
+  if (r->in_body) {
+    r->pending = resp; /* sent by on_request once the body is in */
+    ret = MHD_YES;
+  } else {
+    ret = MHD_queue_response(r->conn, status, resp);
+    MHD_destroy_response(resp);
+  }
+  if (r->route && r->route->action && (r->admin || r->tenant[0]))
+    api_audit(r, status < 400 ? "ok" : (status == 401 || status == 403) ? "denied" : "error");
+  return ret;
+}
+
+enum MHD_Result api_reply_json(struct req *r, unsigned status, json_t *body) {
+  if (!body)
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  char *text = json_dumps(body, JSON_COMPACT);
+  json_decref(body);
+  if (!text)
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  size_t n = strlen(text);
+  /* One extra byte for a trailing newline: nicer with curl. */
+  char *full = realloc(text, n + 2);
+  if (!full) {
+    free(text);
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  }
+  full[n] = '\n';
+  full[n + 1] = '\0';
+  struct MHD_Response *resp = MHD_create_response_from_buffer(n + 1, full, MHD_RESPMEM_MUST_FREE);
+  if (!resp) {
+    free(full);
+    return MHD_NO;
+  }
+  MHD_add_response_header(resp, "Content-Type", "application/json");
+  return api_queue(r, status, resp);
+}
+
+enum MHD_Result api_reply_empty(struct req *r, unsigned status) {
+  struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+  return api_queue(r, status, resp);
+}
+
+enum MHD_Result api_reply_error(struct req *r, unsigned status, const char *code, const char *fmt,
+                                ...) {
+  char msg[HUSK_ERR_MSG_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  /* Messages may quote user input or box data: keep them one printable
+   * line, and valid UTF-8 for the encoder. */
+  husk_sanitize_line(msg);
+  json_t *m = json_bytes_string(msg, strlen(msg), NULL);
+  json_t *o = json_pack("{s:{s:s, s:o}}", "error", "code", code, "message", m ? m : json_string(""));
+  if (!o) {
+    static const char fallback[] = "{\"error\":{\"code\":\"internal_error\",\"message\":\"\"}}\n";
+    struct MHD_Response *resp = MHD_create_response_from_buffer(sizeof fallback - 1, (void *)fallback,
+                                                                MHD_RESPMEM_PERSISTENT);
+    if (!resp)
+      return MHD_NO;
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    return api_queue(r, status, resp);
+  }
+  char *text = json_dumps(o, JSON_COMPACT);
+  json_decref(o);
+  if (!text)
+    return MHD_NO;
+  size_t n = strlen(text);
+  char *full = realloc(text, n + 2);
+  if (!full) {
+    free(text);
+    return MHD_NO;
+  }
+  full[n] = '\n';
+  full[n + 1] = '\0';
+  struct MHD_Response *resp = MHD_create_response_from_buffer(n + 1, full, MHD_RESPMEM_MUST_FREE);
+  if (!resp) {
+    free(full);
+    return MHD_NO;
+  }
+  MHD_add_response_header(resp, "Content-Type", "application/json");
+  if (status == 401)
+    MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"husk\"");
+  if (r->xhdr_name[0])
+    MHD_add_response_header(resp, r->xhdr_name, r->xhdr_value);
+  return api_queue(r, status, resp);
+}
+
+void api_err_status(int code, unsigned *status, const char **name) {
+  switch (code) {
+  case ENOENT: *status = 404; *name = "not_found"; return;
+  case EINVAL: case ENOTDIR: case EISDIR: case ELOOP: case ENAMETOOLONG: case EXDEV: case ERANGE:
+  case E2BIG: case EILSEQ: case EBADMSG:
+    *status = 400; *name = "bad_request"; return;
+  case EBUSY: case EEXIST: case ESTALE: case ENOTEMPTY: case EALREADY:
+    *status = 409; *name = "conflict"; return;
+  case EDQUOT: *status = 403; *name = "quota_exceeded"; return;
+  case EACCES: case EPERM: *status = 403; *name = "forbidden"; return;
+  case ENOSPC: *status = 507; *name = "insufficient_storage"; return;
+  case EFBIG: case EMSGSIZE: *status = 413; *name = "payload_too_large"; return;
+  case ESRCH: *status = 409; *name = "conflict"; return; /* process already gone */
+  case EAGAIN: *status = 503; *name = "unavailable"; return;
+  case ETIMEDOUT: *status = 504; *name = "timeout"; return;
+  case ENOTSUP: *status = 501; *name = "not_implemented"; return;
+  default: *status = 500; *name = "internal_error"; return;
+  }
+}
+
+enum MHD_Result api_reply_err(struct req *r, const struct husk_err *err) {
+  unsigned status;
+  const char *name;
+  api_err_status(err->code, &status, &name);
+  if (status >= 500) {
+    /* Internal failures may name host paths: log them, tell the client
+     * only what kind of failure it was. */
+    char line[HUSK_ERR_MSG_MAX];
+    snprintf(line, sizeof line, "%s", err->msg);
+    husk_sanitize_line(line);
+    api_log(r->srv, "%s %s: %s", r->method, r->path, line);
+    if (status == 507)
+      return api_reply_error(r, status, name, "the box's disk is full");
+    if (status == 503)
+      return api_reply_error(r, status, name, "temporarily unavailable, try again");
+    if (status == 504)
+      return api_reply_error(r, status, name, "timed out");
+    if (status == 501)
+      return api_reply_error(r, status, name, "not supported");
+    return api_reply_error(r, status, name, "internal error (logged by the server)");
+  }
+  return api_reply_error(r, status, name, "%s", err->msg[0] ? err->msg : name);
+}
+
+enum MHD_Result api_reply_bad(struct req *r) {
+  return api_reply_error(r, 400, "bad_request", "%s", r->err.msg[0] ? r->err.msg : "bad request");
+}
+
+/* ---- request bodies ------------------------------------------------- */
+
+int api_check_fields(json_t *o, const char *const *allowed, struct husk_err *err) {
+  const char *key;
+  json_t *v;
+  json_object_foreach(o, key, v) {
+    bool ok = false;
+    for (size_t i = 0; allowed && allowed[i]; i++)
+      if (strcmp(allowed[i], key) == 0) {
+        ok = true;
+        break;
+      }
+    if (!ok) {
+      char k[64];
+      snprintf(k, sizeof k, "%s", key);
+      husk_sanitize_line(k);
+      return husk_fail(err, EINVAL, "unknown field `%s`", k);
+    }
+  }
+  return 0;
+}
+
+json_t *api_body_object(struct req *r, const char *const *allowed) {
+  json_error_t je;
+  json_t *o;
+  size_t n = r->body_len;
+  const char *s = r->body ? r->body : "";
+  /* An empty body (or only whitespace) is an empty object: every field of
+   * every body is optional or checked by the handler. */
+  size_t i = 0;
+  while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n'))
+    i++;
+  if (i == n) {
+    o = json_object();
+  } else {
+    o = json_loadb(s, n, JSON_REJECT_DUPLICATES, &je);
+    if (!o) {
+      char m[160];
+      snprintf(m, sizeof m, "%s", je.text);
+      husk_sanitize_line(m);
+      husk_fail(&r->err, EINVAL, "malformed JSON body: %s (line %d, column %d)", m, je.line,
+                je.column);
+      return NULL;
+    }
+  }
+  if (!o) {
+    husk_fail(&r->err, ENOMEM, "out of memory");
+    return NULL;
+  }
+  if (!json_is_object(o)) {
+    json_decref(o);
+    husk_fail(&r->err, EINVAL, "the body must be a JSON object");
+    return NULL;
+  }
+  if (api_check_fields(o, allowed, &r->err) < 0) {
+    json_decref(o);
+    return NULL;
+  }
+  return o;
+}
+
+static json_t *field(json_t *o, const char *k) {
+  json_t *v = json_object_get(o, k);
+  return json_is_null(v) ? NULL : v;
+}
+
+int jget_string(json_t *o, const char *k, const char **out, struct husk_err *err) {
+  json_t *v = field(o, k);
+  if (!v)
+    return 0;
+  if (!json_is_string(v))
+    return husk_fail(err, EINVAL, "`%s` must be a string", k);
+  *out = json_string_value(v);
+  if (strlen(*out) != json_string_length(v))
+    return husk_fail(err, EINVAL, "`%s` must not contain NUL", k);
+  return 1;
+}
+
+int jget_bool(json_t *o, const char *k, bool *out, struct husk_err *err) {
+  json_t *v = field(o, k);
+  if (!v)
+    return 0;
+  if (!json_is_boolean(v))
+    return husk_fail(err, EINVAL, "`%s` must be true or false", k);
+  *out = json_is_true(v);
+  return 1;
+}
+
+int jget_u64(json_t *o, const char *k, uint64_t max, uint64_t *out, struct husk_err *err) {
+  json_t *v = field(o, k);
+  if (!v)
+    return 0;
+  if (!json_is_integer(v))
+    return husk_fail(err, EINVAL, "`%s` must be an integer", k);
+  json_int_t i = json_integer_value(v);
+  if (i < 0)
+    return husk_fail(err, EINVAL, "`%s` must not be negative", k);
+  if ((uint64_t)i > max)
+    return husk_fail(err, EINVAL, "`%s` is too large (at most %llu)", k, (unsigned long long)max);
+  *out = (uint64_t)i;
+  return 1;
+}
+
+int jget_size(json_t *o, const char *k, uint64_t *out, struct husk_err *err) {
+  json_t *v = field(o, k);
+  if (!v)
+    return 0;
+  if (json_is_integer(v)) {
+    json_int_t i = json_integer_value(v);
+    if (i < 0)
+      return husk_fail(err, EINVAL, "`%s` must not be negative", k);
+    *out = (uint64_t)i;
+    return 1;
+  }
+  if (json_is_string(v)) {
+    struct husk_err e;
+    if (strlen(json_string_value(v)) != json_string_length(v) ||
+        parse_size(json_string_value(v), out, &e) < 0)
+      return husk_fail(err, EINVAL, "`%s`: %s", k,
+                       strlen(json_string_value(v)) != json_string_length(v) ? "contains NUL"
+                                                                              : e.msg);
+    return 1;
+  }
+  return husk_fail(err, EINVAL, "`%s` must be a number of bytes or a size such as \"256M\"", k);
+}
+
+/* A JSON number as a finite double. */
+static int number(json_t *v, const char *k, double *d, struct husk_err *err) {
+  if (json_is_integer(v))
+    *d = (double)json_integer_value(v);
+  else if (json_is_real(v))
+    *d = json_real_value(v);
+  else
+    return husk_fail(err, EINVAL, "`%s` must be a number", k);
+  if (!isfinite(*d))
+    return husk_fail(err, EINVAL, "`%s` must be finite", k);
+  return 0;
+}
+
+int jget_seconds_ms(json_t *o, const char *k, uint64_t *out, struct husk_err *err) {
+  json_t *v = field(o, k);
+  if (!v)
+    return 0;
+  double d;
+  if (number(v, k, &d, err) < 0)
+    return -1;
+  if (d <= 0)
+    return husk_fail(err, EINVAL, "`%s` must be a positive number of seconds", k);
+  /* A bound on the conversion only (core limits are checked by the core):
+   * more than ~292 million years of milliseconds does not fit. */
+  if (d > 9.0e15 / 1000)
+    return husk_fail(err, EINVAL, "`%s` is too large", k);
+  double ms = ceil(d * 1000.0);
+  *out = (uint64_t)ms;
+  return 1;
+}
+
+int jget_milli(json_t *o, const char *k, uint64_t *out, struct husk_err *err) {
+  json_t *v = field(o, k);
+  if (!v)
+    return 0;
+  double d;
+  if (number(v, k, &d, err) < 0)
+    return -1;
+  if (d <= 0)
+    return husk_fail(err, EINVAL, "`%s` must be a positive number", k);
+  if (d > 9.0e15 / 1000)
+    return husk_fail(err, EINVAL, "`%s` is too large", k);
+  *out = (uint64_t)llround(d * 1000.0);
+  if (*out == 0)
+    return husk_fail(err, EINVAL, "`%s` is too small", k);
+  return 1;
+}
+
+int jget_string_object(json_t *o, const char *k, json_t **out, struct husk_err *err) {
+  json_t *v = field(o, k);
+  if (!v)
+    return 0;
+  if (!json_is_object(v))
+    return husk_fail(err, EINVAL, "`%s` must be an object of strings", k);
+  const char *key;
+  json_t *x;
+  json_object_foreach(v, key, x) {
+    if (!json_is_string(x) || strlen(json_string_value(x)) != json_string_length(x))
+      return husk_fail(err, EINVAL, "`%s`: every value must be a string (without NUL)", k);
+    if (key[0] == '\0')
+      return husk_fail(err, EINVAL, "`%s`: keys must not be empty", k);
+  }
+  *out = v;
+  return 1;
+}
+
+int jget_env(json_t *o, const char *k, char ***out, struct husk_err *err) {
+  json_t *v;
+  int rc = jget_string_object(o, k, &v, err);
+  if (rc <= 0)
+    return rc;
+  size_t n = json_object_size(v), bytes = 0;
+  const char *key;
+  json_t *x;
+  json_object_foreach(v, key, x) bytes += strlen(key) + 1 + json_string_length(x) + 1;
+  char **env = malloc((n + 1) * sizeof *env + bytes);
+  if (!env)
+    return husk_error(err, ENOMEM, "env");
+  char *p = (char *)(env + n + 1);
+  size_t i = 0;
+  json_object_foreach(v, key, x) {
+    int len = sprintf(p, "%s=%s", key, json_string_value(x));
+    struct husk_err e;
+    if (parse_env_assignment(p, &e) != (int)strlen(key)) {
+      free(env);
+      char kk[64];
+      snprintf(kk, sizeof kk, "%s", key);
+      husk_sanitize_line(kk);
+      return husk_fail(err, EINVAL, "`%s`: `%s` is not a valid variable name", k, kk);
+    }
+    env[i++] = p;
+    p += len + 1;
+  }
+  env[i] = NULL;
+  *out = env;
+  return 1;
+}
+
+int jget_argv(json_t *o, const char *k, char ***out, struct husk_err *err) {
+  json_t *v = field(o, k);
+  if (!v)
+    return 0;
+  if (!json_is_array(v) || json_array_size(v) == 0)
+    return husk_fail(err, EINVAL, "`%s` must be a non-empty array of strings", k);
+  size_t n = json_array_size(v), bytes = 0, i;
+  json_t *x;
+  json_array_foreach(v, i, x) {
+    if (!json_is_string(x) || strlen(json_string_value(x)) != json_string_length(x))
+      return husk_fail(err, EINVAL, "`%s` must be an array of strings (without NUL)", k);
+    bytes += json_string_length(x) + 1;
+  }
+  if (json_string_length(json_array_get(v, 0)) == 0)
+    return husk_fail(err, EINVAL, "`%s[0]` (the program) must not be empty", k);
+  char **argv = malloc((n + 1) * sizeof *argv + bytes);
+  if (!argv)
+    return husk_error(err, ENOMEM, "argv");
+  char *p = (char *)(argv + n + 1);
+  json_array_foreach(v, i, x) {
+    size_t len = json_string_length(x);
+    memcpy(p, json_string_value(x), len + 1);
+    argv[i] = p;
+    p += len + 1;
+  }
+  argv[n] = NULL;
+  *out = argv;
+  return 1;
+}
+
+/* ---- formatting ----------------------------------------------------- */
+
+json_t *json_time(int64_t ms) {
+  if (ms <= 0)
+    return json_null();
+  time_t t = (time_t)(ms / 1000);
+  struct tm tm;
+  if (!gmtime_r(&t, &tm))
+    return json_null();
+  char buf[64];
+  snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+           tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
+  return json_string(buf);
+}
+
+/* Length of the valid UTF-8 sequence at s (n bytes available), 0 if
+ * invalid or incomplete.  RFC 3629: no overlongs, no surrogates. */
+static size_t utf8_seq(const unsigned char *s, size_t n, bool *incomplete) {
+  unsigned char c = s[0];
+  size_t len;
+  unsigned lo = 0x80, hi = 0xbf;
+  *incomplete = false;
+  if (c < 0x80)
+    return 1;
+  if (c >= 0xc2 && c <= 0xdf)
+    len = 2;
+  else if (c >= 0xe0 && c <= 0xef) {
+    len = 3;
+    if (c == 0xe0)
+      lo = 0xa0;
+    else if (c == 0xed)
+      hi = 0x9f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    len = 4;
+    if (c == 0xf0)
+      lo = 0x90;
+    else if (c == 0xf4)
+      hi = 0x8f;
+  } else
+    return 0;
+  for (size_t k = 1; k < len; k++) {
+    if (k >= n) {
+      *incomplete = true;
+      return 0;
+    }
+    unsigned l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xbf;
+    if (s[k] < l || s[k] > h)
+      return 0;
+  }
+  return len;
+}
+
+bool api_utf8_valid(const char *str, size_t n) {
+  const unsigned char *s = (const unsigned char *)str;
+  size_t i = 0;
+  while (i < n) {
+    bool inc;
+    size_t l = utf8_seq(s + i, n - i, &inc);
+    if (!l)
+      return false;
+    i += l;
+  }
+  return true;
+}
+
+size_t utf8_complete_prefix(const char *str, size_t n) {
+  const unsigned char *s = (const unsigned char *)str;
+  /* Look back at most 3 bytes for the start of a sequence. */
+  size_t start = n > 3 ? n - 3 : 0;
+  for (size_t i = n; i > start;) {
+    i--;
+    if ((s[i] & 0xc0) != 0x80) {
+      bool inc;
+      size_t l = utf8_seq(s + i, n - i, &inc);
+      if (l == 0 && inc)
+        return i; /* a valid beginning, cut short */
+      return n;
+    }
+  }
+  return n;
+}
+
+json_t *json_bytes_string(const char *buf, size_t len, bool *lossy) {
+  if (lossy)
+    *lossy = false;
+  if (api_utf8_valid(buf, len))
+    return json_stringn(buf, len);
+  if (lossy)
+    *lossy = true;
+  /* Replace each invalid byte with U+FFFD (3 bytes). */
+  char *out = malloc(len * 3 + 1);
+  if (!out)
+    return NULL;
+  size_t o = 0, i = 0;
+  const unsigned char *s = (const unsigned char *)buf;
+  while (i < len) {
+    bool inc;
+    size_t l = utf8_seq(s + i, len - i, &inc);
+    if (l) {
+      memcpy(out + o, s + i, l);
+      o += l;
+      i += l;
+    } else {
+      memcpy(out + o, "\xef\xbf\xbd", 3);
+      o += 3;
+      i++;
+    }
+  }
+  json_t *j = json_stringn(out, o);
+  free(out);
+  return j;
+}
+
+char *b64_encode(const void *data, size_t len, size_t *out_len) {
+  static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const unsigned char *s = data;
+  if (len > (SIZE_MAX - 4) / 4 * 3)
+    return NULL;
+  size_t n = (len + 2) / 3 * 4;
+  char *out = malloc(n + 1);
+  if (!out)
+    return NULL;
+  size_t o = 0, i = 0;
+  for (; i + 2 < len; i += 3) {
+    unsigned v = (unsigned)s[i] << 16 | (unsigned)s[i + 1] << 8 | s[i + 2];
+    out[o++] = tbl[v >> 18];
+    out[o++] = tbl[(v >> 12) & 63];
+    out[o++] = tbl[(v >> 6) & 63];
+    out[o++] = tbl[v & 63];
+  }
+  if (i < len) {
+    unsigned v = (unsigned)s[i] << 16 | (i + 1 < len ? (unsigned)s[i + 1] << 8 : 0);
+    out[o++] = tbl[v >> 18];
+    out[o++] = tbl[(v >> 12) & 63];
+    out[o++] = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
+    out[o++] = '=';
+  }
+  out[o] = '\0';
+  if (out_len)
+    *out_len = o;
+  return out;
+}

@@ -1,0 +1,251 @@
+/* Admin routes (tenants, keys, quotas) and the audit log. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/internal.h"
+
+static json_t *quota_json(int64_t v) { return v < 0 ? json_null() : json_integer((json_int_t)v); }
+
+static json_t *tenant_json(const struct state_tenant *t) {
+  return json_pack("{s:s, s:s, s:o, s:o, s:o}", "id", t->id, "name", t->name, "max_boxes",
+                   quota_json(t->max_boxes), "max_memory", quota_json(t->max_memory), "created_at",
+                   json_time(t->created_ms));
+}
+
+static json_t *key_json(const struct state_key *k) {
+  return json_pack("{s:s, s:s, s:o, s:o}", "id", k->id, "tenant_id", k->tenant_id, "created_at",
+                   json_time(k->created_ms), "revoked_at", json_time(k->revoked_ms));
+}
+
+/* A quota field: absent (0, *out untouched), null or -1 (unlimited), a
+ * non-negative integer, or for sizes a size string. */
+static int get_quota(json_t *o, const char *k, bool size, int64_t *out, struct husk_err *err) {
+  json_t *v = json_object_get(o, k);
+  if (!v)
+    return 0;
+  if (json_is_null(v) || (json_is_integer(v) && json_integer_value(v) == -1)) {
+    *out = STATE_UNLIMITED;
+    return 1;
+  }
+  uint64_t x = 0;
+  int rc = size ? jget_size(o, k, &x, err) : jget_u64(o, k, INT64_MAX, &x, err);
+  if (rc < 0)
+    return -1;
+  if (x > INT64_MAX)
+    return husk_fail(err, EINVAL, "`%s` is too large", k);
+  *out = (int64_t)x;
+  return 1;
+}
+
+static const char *const tenant_fields[] = {"name", "max_boxes", "max_memory", NULL};
+
+enum MHD_Result h_tenant_create(struct req *r) {
+  json_t *o = api_body_object(r, tenant_fields);
+  if (!o)
+    return api_reply_bad(r);
+  const char *name = NULL;
+  int64_t max_boxes = STATE_UNLIMITED, max_memory = STATE_UNLIMITED;
+  if (jget_string(o, "name", &name, &r->err) < 0 ||
+      get_quota(o, "max_boxes", false, &max_boxes, &r->err) < 0 ||
+      get_quota(o, "max_memory", true, &max_memory, &r->err) < 0) {
+    json_decref(o);
+    return api_reply_bad(r);
+  }
+  if (!name) {
+    json_decref(o);
+    return api_reply_error(r, 400, "bad_request", "`name` is required");
+  }
+  snprintf(r->audit_detail, sizeof r->audit_detail, "name=%.100s", name);
+  struct state_tenant t;
+  struct husk_err err;
+  int rc = state_tenant_create(r->srv->cfg.state, name, max_boxes, max_memory, &t, &err);
+  json_decref(o);
+  if (rc < 0)
+    return api_reply_err(r, &err);
+  snprintf(r->audit_detail, sizeof r->audit_detail, "tenant=%s", t.id);
+  return api_reply_json(r, 201, tenant_json(&t));
+}
+
+static int tenant_cb(void *ctx, const struct state_tenant *t) {
+  json_t *j = tenant_json(t);
+  if (!j || json_array_append_new(ctx, j) < 0)
+    return -2;
+  return 0;
+}
+
+enum MHD_Result h_tenant_list(struct req *r) {
+  json_t *arr = json_array();
+  struct husk_err err;
+  if (!arr)
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  int rc = state_tenant_list(r->srv->cfg.state, tenant_cb, arr, &err);
+  if (rc < 0) {
+    json_decref(arr);
+    return rc == -1 ? api_reply_err(r, &err) : api_reply_error(r, 500, "internal_error", "out of memory");
+  }
+  return api_reply_json(r, 200, json_pack("{s:o}", "tenants", arr));
+}
+
+static int key_cb(void *ctx, const struct state_key *k) {
+  json_t *j = key_json(k);
+  if (!j || json_array_append_new(ctx, j) < 0)
+    return -2;
+  return 0;
+}
+
+static json_t *keys_of(struct req *r, const char *tenant, int *rc, struct husk_err *err) {
+  json_t *arr = json_array();
+  if (!arr) {
+    *rc = -2;
+    return NULL;
+  }
+  *rc = state_key_list(r->srv->cfg.state, tenant, key_cb, arr, err);
+  if (*rc < 0) {
+    json_decref(arr);
+    return NULL;
+  }
+  return arr;
+}
+
+enum MHD_Result h_tenant_get(struct req *r) {
+  struct state_tenant t;
+  struct husk_err err;
+  if (state_tenant_get(r->srv->cfg.state, r->params[0], &t, &err) < 0)
+    return api_reply_err(r, &err);
+  int rc;
+  json_t *keys = keys_of(r, t.id, &rc, &err);
+  if (!keys)
+    return rc == -1 ? api_reply_err(r, &err) : api_reply_error(r, 500, "internal_error", "out of memory");
+  json_t *j = tenant_json(&t);
+  if (j)
+    json_object_set_new(j, "keys", keys);
+  else
+    json_decref(keys);
+  return api_reply_json(r, 200, j);
+}
+
+enum MHD_Result h_key_list(struct req *r) {
+  struct state_tenant t;
+  struct husk_err err;
+  if (state_tenant_get(r->srv->cfg.state, r->params[0], &t, &err) < 0)
+    return api_reply_err(r, &err);
+  int rc;
+  json_t *keys = keys_of(r, t.id, &rc, &err);
+  if (!keys)
+    return rc == -1 ? api_reply_err(r, &err) : api_reply_error(r, 500, "internal_error", "out of memory");
+  return api_reply_json(r, 200, json_pack("{s:o}", "keys", keys));
+}
+
+static const char *const quota_fields[] = {"max_boxes", "max_memory", NULL};
+
+enum MHD_Result h_tenant_quota(struct req *r) {
+  json_t *o = api_body_object(r, quota_fields);
+  if (!o)
+    return api_reply_bad(r);
+  snprintf(r->audit_detail, sizeof r->audit_detail, "tenant=%s", r->params[0]);
+  struct state_tenant t;
+  struct husk_err err;
+  if (state_tenant_get(r->srv->cfg.state, r->params[0], &t, &err) < 0) {
+    json_decref(o);
+    return api_reply_err(r, &err);
+  }
+  /* Absent fields keep their value. */
+  int64_t max_boxes = t.max_boxes, max_memory = t.max_memory;
+  if (get_quota(o, "max_boxes", false, &max_boxes, &r->err) < 0 ||
+      get_quota(o, "max_memory", true, &max_memory, &r->err) < 0) {
+    json_decref(o);
+    return api_reply_bad(r);
+  }
+  json_decref(o);
+  if (state_tenant_set_quota(r->srv->cfg.state, t.id, max_boxes, max_memory, &err) < 0)
+    return api_reply_err(r, &err);
+  if (state_tenant_get(r->srv->cfg.state, t.id, &t, &err) < 0)
+    return api_reply_err(r, &err);
+  return api_reply_json(r, 200, tenant_json(&t));
+}
+
+static const char *const key_fields[] = {NULL};
+
+enum MHD_Result h_key_create(struct req *r) {
+  json_t *o = api_body_object(r, key_fields);
+  if (!o)
+    return api_reply_bad(r);
+  json_decref(o);
+  snprintf(r->audit_detail, sizeof r->audit_detail, "tenant=%s", r->params[0]);
+  char plain[STATE_KEY_SIZE];
+  struct state_key k;
+  struct husk_err err;
+  if (state_key_create(r->srv->cfg.state, r->params[0], plain, sizeof plain, &k, &err) < 0)
+    return api_reply_err(r, &err);
+  snprintf(r->audit_detail, sizeof r->audit_detail, "tenant=%s key=%s", r->params[0], k.id);
+  json_t *j = key_json(&k);
+  if (j)
+    json_object_set_new(j, "key", json_string(plain));
+  memset(plain, 0, sizeof plain);
+  return api_reply_json(r, 201, j);
+}
+
+enum MHD_Result h_key_revoke(struct req *r) {
+  snprintf(r->audit_detail, sizeof r->audit_detail, "tenant=%s key=%s", r->params[0], r->params[1]);
+  struct husk_err err;
+  /* The key must belong to the tenant of the path. */
+  if (state_key_revoke(r->srv->cfg.state, r->params[0], r->params[1], &err) < 0)
+    return api_reply_err(r, &err);
+  return api_reply_empty(r, 204);
+}
+
+/* ---- audit ---------------------------------------------------------- */
+
+static int audit_cb(void *ctx, const struct state_audit *a) {
+  json_t *j = json_pack("{s:I, s:o, s:s, s:s, s:s, s:s, s:s, s:s, s:i}", "id", (json_int_t)a->id,
+                        "time", json_time(a->ts_ms), "tenant_id", a->tenant_id, "key_id", a->key_id,
+                        "action", a->action, "box_id", a->box_id, "detail", a->detail, "outcome",
+                        a->outcome, "status", a->status);
+  if (!j || json_array_append_new(ctx, j) < 0)
+    return -2;
+  return 0;
+}
+
+enum MHD_Result h_audit_list(struct req *r) {
+  struct state_audit_filter f = {0};
+  uint64_t since = 0, until = 0, after = 0, before = 0, limit = 0;
+  bool newest = false;
+  if (api_query_u64(r, "since", INT64_MAX, &since, NULL) < 0 ||
+      api_query_u64(r, "until", INT64_MAX, &until, NULL) < 0 ||
+      api_query_u64(r, "after", INT64_MAX, &after, NULL) < 0 ||
+      api_query_u64(r, "before", INT64_MAX, &before, NULL) < 0 ||
+      api_query_u64(r, "limit", 1000000, &limit, NULL) < 0 ||
+      api_query_bool(r, "newest_first", &newest) < 0)
+    return api_reply_bad(r);
+  f.box_id = api_query(r, "box");
+  f.action = api_query(r, "action");
+  f.since_ms = (int64_t)since;
+  f.until_ms = (int64_t)until;
+  f.after_id = (int64_t)after;
+  f.before_id = (int64_t)before;
+  f.limit = (int)limit;
+  f.newest_first = newest;
+  /* A tenant sees its own records only; the admin everyone's, or one
+   * tenant's with ?tenant=. */
+  f.tenant_id = r->admin ? api_query(r, "tenant") : r->tenant;
+  json_t *arr = json_array();
+  struct husk_err err;
+  if (!arr)
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  int rc = state_audit_list(r->srv->cfg.state, &f, audit_cb, arr, &err);
+  if (rc < 0) {
+    json_decref(arr);
+    return rc == -1 ? api_reply_err(r, &err) : api_reply_error(r, 500, "internal_error", "out of memory");
+  }
+  /* A full page: the next one starts after its last record. */
+  size_t n = json_array_size(arr);
+  size_t page = limit ? limit : STATE_LIST_DEFAULT;
+  json_t *next = json_null();
+  if (n > 0 && n >= page)
+    next = json_integer(json_integer_value(json_object_get(json_array_get(arr, n - 1), "id")));
+  return api_reply_json(r, 200, json_pack("{s:o, s:o}", "records", arr,
+                                          newest ? "next_before" : "next_after", next));
+}

@@ -1,0 +1,214 @@
+/* /v1/sandboxes: create, list, get, delete, timeout, metrics. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/internal.h"
+#include "box/box.h"
+
+json_t *api_box_json(const struct box_info *bi);
+
+json_t *api_box_json(const struct box_info *bi) {
+  json_error_t je;
+  json_t *meta = json_loads(bi->metadata_json ? bi->metadata_json : "{}", 0, &je);
+  if (!json_is_object(meta)) {
+    json_decref(meta);
+    meta = json_object();
+  }
+  json_t *o = json_pack(
+      "{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:{s:I, s:f, s:I, s:I, s:f}, s:o}", "id", bi->id, "state",
+      bi->state, "reason", bi->reason, "template", bi->template_name, "created_at",
+      json_time(bi->created_ms), "expires_at", json_time(bi->expires_ms), "ended_at",
+      json_time(bi->ended_ms), "limits", "memory", (json_int_t)bi->limits.memory_bytes, "cpus",
+      (double)bi->limits.cpu_milli / 1000.0, "pids", (json_int_t)bi->limits.pids, "disk",
+      (json_int_t)bi->limits.disk_bytes, "timeout", (double)bi->limits.timeout_ms / 1000.0,
+      "metadata", meta ? meta : json_object());
+  return o;
+}
+
+static const char *const create_fields[] = {"template", "memory", "cpus", "pids", "disk",
+                                            "timeout", "env", "metadata", NULL};
+
+enum MHD_Result h_box_create(struct req *r) {
+  json_t *o = api_body_object(r, create_fields);
+  if (!o)
+    return api_reply_bad(r);
+  struct box_create_req cr = {0};
+  char **env = NULL;
+  json_t *meta = NULL;
+  char *meta_s = NULL;
+  uint64_t pids = 0;
+  if (jget_string(o, "template", &cr.template_name, &r->err) < 0 ||
+      jget_size(o, "memory", &cr.limits.memory_bytes, &r->err) < 0 ||
+      jget_milli(o, "cpus", &cr.limits.cpu_milli, &r->err) < 0 ||
+      jget_u64(o, "pids", UINT64_MAX >> 1, &pids, &r->err) < 0 ||
+      jget_size(o, "disk", &cr.limits.disk_bytes, &r->err) < 0 ||
+      jget_seconds_ms(o, "timeout", &cr.limits.timeout_ms, &r->err) < 0 ||
+      jget_env(o, "env", &env, &r->err) < 0 ||
+      jget_string_object(o, "metadata", &meta, &r->err) < 0) {
+    json_decref(o);
+    free(env);
+    return api_reply_bad(r);
+  }
+  cr.limits.pids = pids;
+  if (meta) {
+    meta_s = json_dumps(meta, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!meta_s) {
+      json_decref(o);
+      free(env);
+      return api_reply_error(r, 500, "internal_error", "out of memory");
+    }
+    cr.metadata_json = meta_s;
+  }
+  cr.env = env;
+  snprintf(r->audit_detail, sizeof r->audit_detail, "template=%s memory=%llu disk=%llu",
+           cr.template_name ? cr.template_name : "default",
+           (unsigned long long)cr.limits.memory_bytes, (unsigned long long)cr.limits.disk_bytes);
+  struct box_info bi = {0};
+  struct husk_err err;
+  int rc = box_create(r->srv->cfg.mgr, r->tenant, &cr, &bi, &err);
+  json_decref(o);
+  free(env);
+  free(meta_s);
+  if (rc < 0)
+    return api_reply_err(r, &err);
+  snprintf(r->audit_box, sizeof r->audit_box, "%s", bi.id);
+  json_t *j = api_box_json(&bi);
+  box_info_free(&bi);
+  return api_reply_json(r, 201, j);
+}
+
+struct list_ctx {
+  json_t *arr;
+};
+
+static int list_cb(void *ctx, const struct box_info *bi) {
+  struct list_ctx *lc = ctx;
+  json_t *j = api_box_json(bi);
+  if (!j || json_array_append_new(lc->arr, j) < 0)
+    return -2; /* -1 is the core's own failure */
+  return 0;
+}
+
+/* Collects "metadata.KEY=VALUE" query arguments. */
+struct meta_args {
+  const char *keys[STATE_META_FILTERS_MAX + 1];
+  const char *values[STATE_META_FILTERS_MAX + 1];
+  size_t n;
+  bool too_many;
+};
+
+static enum MHD_Result meta_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                const char *value) {
+  struct meta_args *ma = cls;
+  (void)kind;
+  if (strncmp(key, "metadata.", 9) != 0)
+    return MHD_YES;
+  if (ma->n >= STATE_META_FILTERS_MAX) {
+    ma->too_many = true;
+    return MHD_NO;
+  }
+  ma->keys[ma->n] = key + 9;
+  ma->values[ma->n] = value ? value : "";
+  ma->n++;
+  return MHD_YES;
+}
+
+enum MHD_Result h_box_list(struct req *r) {
+  struct box_list_req lr = {0};
+  struct meta_args ma = {0};
+  uint64_t limit = 0;
+  lr.state = api_query(r, "state");
+  lr.cursor = api_query(r, "cursor");
+  if (api_query_u64(r, "limit", 1000000, &limit, NULL) < 0)
+    return api_reply_bad(r);
+  MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, meta_arg, &ma);
+  if (ma.too_many)
+    return api_reply_error(r, 400, "bad_request", "at most %d metadata filters",
+                           STATE_META_FILTERS_MAX);
+  lr.meta_keys = ma.keys;
+  lr.meta_values = ma.values;
+  lr.nmeta = ma.n;
+  lr.limit = (int)limit;
+  struct list_ctx lc = {.arr = json_array()};
+  if (!lc.arr)
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  char next[STATE_CURSOR_SIZE] = "";
+  struct husk_err err;
+  int rc = box_list(r->srv->cfg.mgr, r->tenant, &lr, list_cb, &lc, next, sizeof next, &err);
+  if (rc == -1) {
+    json_decref(lc.arr);
+    return api_reply_err(r, &err);
+  }
+  if (rc < 0) {
+    json_decref(lc.arr);
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  }
+  return api_reply_json(r, 200,
+                        json_pack("{s:o, s:o}", "sandboxes", lc.arr, "next_cursor",
+                                  next[0] ? json_string(next) : json_null()));
+}
+
+enum MHD_Result h_box_get(struct req *r) {
+  struct box_info bi = {0};
+  struct husk_err err;
+  if (box_get(r->srv->cfg.mgr, r->tenant, r->params[0], &bi, &err) < 0)
+    return api_reply_err(r, &err);
+  json_t *j = api_box_json(&bi);
+  box_info_free(&bi);
+  return api_reply_json(r, 200, j);
+}
+
+enum MHD_Result h_box_delete(struct req *r) {
+  struct husk_err err;
+  bool kill = false;
+  if (api_query_bool(r, "kill", &kill) < 0)
+    return api_reply_bad(r);
+  if (box_destroy(r->srv->cfg.mgr, r->tenant, r->params[0], kill ? "killed" : "stopped", &err) < 0)
+    return api_reply_err(r, &err);
+  /* The final state, as the reply. */
+  struct box_info bi = {0};
+  if (box_get(r->srv->cfg.mgr, r->tenant, r->params[0], &bi, &err) < 0)
+    return api_reply_empty(r, 204);
+  json_t *j = api_box_json(&bi);
+  box_info_free(&bi);
+  return api_reply_json(r, 200, j);
+}
+
+static const char *const timeout_fields[] = {"timeout", NULL};
+
+enum MHD_Result h_box_timeout(struct req *r) {
+  json_t *o = api_body_object(r, timeout_fields);
+  if (!o)
+    return api_reply_bad(r);
+  uint64_t ms = 0;
+  int got = jget_seconds_ms(o, "timeout", &ms, &r->err);
+  json_decref(o);
+  if (got < 0)
+    return api_reply_bad(r);
+  if (got == 0)
+    return api_reply_error(r, 400, "bad_request", "`timeout` (seconds) is required");
+  snprintf(r->audit_detail, sizeof r->audit_detail, "timeout_ms=%llu", (unsigned long long)ms);
+  struct box_info bi = {0};
+  struct husk_err err;
+  if (box_set_timeout(r->srv->cfg.mgr, r->tenant, r->params[0], ms, &bi, &err) < 0)
+    return api_reply_err(r, &err);
+  json_t *j = api_box_json(&bi);
+  box_info_free(&bi);
+  return api_reply_json(r, 200, j);
+}
+
+enum MHD_Result h_box_metrics(struct req *r) {
+  struct box_metrics bm = {0};
+  struct husk_err err;
+  if (box_metrics(r->srv->cfg.mgr, r->tenant, r->params[0], &bm, &err) < 0)
+    return api_reply_err(r, &err);
+  return api_reply_json(
+      r, 200,
+      json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "cpu_usec", (json_int_t)bm.cpu_usec,
+                "memory_current", (json_int_t)bm.memory_current, "memory_peak",
+                (json_int_t)bm.memory_peak, "pids", (json_int_t)bm.pids, "disk_used",
+                (json_int_t)bm.disk_used, "disk_total", (json_int_t)bm.disk_total));
+}

@@ -1,0 +1,643 @@
+/* /v1/sandboxes/{id}/files: the box's filesystem over HTTP.
+ *
+ * Every operation borrows the box's filesystem (box_open_fs) and calls one
+ * function of src/box/files.h or src/box/tar.h, which resolve box paths
+ * safely; the front only moves bytes.  Uploads are written chunk by chunk
+ * as libmicrohttpd delivers them (never the whole body in memory) into a
+ * new unnamed file that replaces the target atomically at the end; a
+ * failed or interrupted upload leaves nothing.  Downloads are served from
+ * the opened fd (sendfile), with Range support. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api/internal.h"
+#include "box/box.h"
+#include "box/files.h"
+#include "box/tar.h"
+#include "util/cleanup.h"
+#include "util/fileio.h"
+
+/* The ?path= argument (required), checked for the files layer. */
+static const char *path_arg(struct req *r, const char *name) {
+  const char *p = api_query(r, name);
+  if (!p) {
+    husk_fail(&r->err, EINVAL, "query argument `%s` is required", name);
+    return NULL;
+  }
+  if (box_path_check(p, strlen(p), &r->err) < 0)
+    return NULL;
+  return p;
+}
+
+static int open_fs(struct req *r, struct box_fs *b) {
+  memset(b, 0, sizeof *b);
+  b->fs = -1;
+  return box_open_fs(r->srv->cfg.mgr, r->tenant, r->params[0], &b->fs, &b->uid, &b->gid, &r->err);
+}
+
+static void audit_path(struct req *r, const char *what, const char *p) {
+  snprintf(r->audit_detail, sizeof r->audit_detail, "%s%.200s", what, p);
+}
+
+static const char *type_name(char t) {
+  switch (t) {
+  case 'f': return "file";
+  case 'd': return "dir";
+  case 'l': return "symlink";
+  default: return "other";
+  }
+}
+
+/* Text from the box (names, link targets) may be any bytes: a lossy
+ * string, plus the exact bytes in base64 when they are not UTF-8. */
+static void set_text(json_t *o, const char *k, const char *s) {
+  bool lossy = false;
+  size_t n = strlen(s);
+  json_object_set_new(o, k, json_bytes_string(s, n, &lossy));
+  if (lossy) {
+    char kk[32];
+    snprintf(kk, sizeof kk, "%s_b64", k);
+    char *b = b64_encode(s, n, NULL);
+    if (b)
+      json_object_set_new(o, kk, json_string(b));
+    free(b);
+  }
+}
+
+static json_t *dirent_json(const struct box_dirent *e) {
+  json_t *o = json_object();
+  if (!o)
+    return NULL;
+  char mode[8];
+  snprintf(mode, sizeof mode, "%04o", (unsigned)(e->mode & 07777));
+  set_text(o, "name", e->name ? e->name : "");
+  set_text(o, "path", e->path ? e->path : "");
+  json_object_set_new(o, "type", json_string(type_name(e->type)));
+  json_object_set_new(o, "size", json_integer((json_int_t)e->size));
+  json_object_set_new(o, "mode", json_string(mode));
+  json_object_set_new(o, "mtime", json_time(e->mtime_ms));
+  if (e->link_target)
+    set_text(o, "link_target", e->link_target);
+  if (e->depth)
+    json_object_set_new(o, "depth", json_integer(e->depth));
+  return o;
+}
+
+/* ---- GET /files?path=P: download with Range ------------------------- */
+
+/* Parse a single "bytes=a-b" / "bytes=a-" / "bytes=-n" range.  Returns 1
+ * with [*from, *to] (inclusive), 0 to ignore the header (syntax we do not
+ * serve, such as several ranges: the whole file is sent), -1 when
+ * unsatisfiable. */
+static int parse_range(const char *h, uint64_t size, uint64_t *from, uint64_t *to) {
+  if (strncmp(h, "bytes=", 6) != 0)
+    return 0;
+  h += 6;
+  while (*h == ' ')
+    h++;
+  if (strchr(h, ','))
+    return 0;
+  const char *dash = strchr(h, '-');
+  if (!dash)
+    return 0;
+  size_t al = (size_t)(dash - h);
+  const char *b = dash + 1;
+  size_t bl = strlen(b);
+  while (bl > 0 && b[bl - 1] == ' ')
+    bl--;
+  if (al > 19 || bl > 19 || strspn(h, "0123456789") != al || strspn(b, "0123456789") < bl)
+    return 0;
+  if (al == 0 && bl == 0)
+    return 0;
+  if (al == 0) { /* suffix: the last n bytes */
+    uint64_t n = strtoull(b, NULL, 10);
+    if (n == 0 || size == 0)
+      return -1;
+    *from = n >= size ? 0 : size - n;
+    *to = size - 1;
+    return 1;
+  }
+  uint64_t a = strtoull(h, NULL, 10);
+  if (a >= size)
+    return -1;
+  uint64_t z = bl ? strtoull(b, NULL, 10) : size - 1;
+  if (bl && z < a)
+    return 0; /* invalid: ignore, as RFC 9110 says */
+  if (z >= size)
+    z = size - 1;
+  *from = a;
+  *to = z;
+  return 1;
+}
+
+enum MHD_Result h_file_get(struct req *r) {
+  const char *path = path_arg(r, "path");
+  if (!path)
+    return api_reply_err(r, &r->err);
+  struct box_fs b;
+  if (open_fs(r, &b) < 0)
+    return api_reply_err(r, &r->err);
+  int fd = -1;
+  struct stat st;
+  int rc = box_file_open_read(&b, path, &fd, &st, &r->err);
+  close_quiet(b.fs);
+  if (rc < 0)
+    return api_reply_err(r, &r->err);
+  uint64_t size = (uint64_t)st.st_size, from = 0, to = size ? size - 1 : 0;
+  unsigned status = 200;
+  const char *range = api_header(r, MHD_HTTP_HEADER_RANGE);
+  if (range) {
+    int pr = parse_range(range, size, &from, &to);
+    if (pr < 0) {
+      close(fd);
+      snprintf(r->xhdr_name, sizeof r->xhdr_name, "Content-Range");
+      snprintf(r->xhdr_value, sizeof r->xhdr_value, "bytes */%llu", (unsigned long long)size);
+      return api_reply_error(r, 416, "range_not_satisfiable", "the file has %llu bytes",
+                             (unsigned long long)size);
+    }
+    if (pr > 0)
+      status = 206;
+  }
+  uint64_t len = status == 206 ? to - from + 1 : size;
+  struct MHD_Response *resp = MHD_create_response_from_fd_at_offset64(len, fd, status == 206 ? from : 0);
+  if (!resp) {
+    close(fd);
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  }
+  MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
+  MHD_add_response_header(resp, "Accept-Ranges", "bytes");
+  if (status == 206) {
+    char cr[96];
+    snprintf(cr, sizeof cr, "bytes %llu-%llu/%llu", (unsigned long long)from,
+             (unsigned long long)to, (unsigned long long)size);
+    MHD_add_response_header(resp, "Content-Range", cr);
+  }
+  return api_queue(r, status, resp);
+}
+
+/* ---- PUT /files?path=P: streamed upload ----------------------------- */
+
+struct put_up {
+  struct box_fs b;
+  int fd;
+  char tmpname[BOX_TMPNAME_MAX];
+  char *path;
+  bool committed;
+};
+
+enum MHD_Result h_file_put_begin(struct req *r) {
+  struct put_up *u = calloc(1, sizeof *u);
+  if (!u)
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  u->fd = -1;
+  u->b.fs = -1;
+  r->up = u;
+  const char *path = path_arg(r, "path");
+  if (!path)
+    return api_reply_err(r, &r->err);
+  audit_path(r, "", path);
+  bool mkdirs = false;
+  uint64_t mode = 0644;
+  const char *ms = api_query(r, "mode");
+  if (api_query_bool(r, "mkdirs", &mkdirs) < 0)
+    return api_reply_bad(r);
+  if (ms) {
+    char *end;
+    errno = 0;
+    unsigned long m = strtoul(ms, &end, 8);
+    if (!*ms || *end || errno || m > 07777)
+      return api_reply_error(r, 400, "bad_request", "mode must be octal permission bits, e.g. 0644");
+    mode = m;
+  }
+  u->path = strdup(path);
+  if (!u->path)
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  if (open_fs(r, &u->b) < 0)
+    return api_reply_err(r, &r->err);
+  if (box_file_create(&u->b, u->path, mkdirs, (mode_t)mode, &u->fd, u->tmpname, sizeof u->tmpname,
+                      &r->err) < 0)
+    return api_reply_err(r, &r->err);
+  return MHD_YES;
+}
+
+int h_file_put_upload(struct req *r, const char *data, size_t len) {
+  struct put_up *u = r->up;
+  if (write_all(u->fd, data, len) < 0)
+    return husk_error(&r->err, errno, "cannot write the file");
+  return 0;
+}
+
+enum MHD_Result h_file_put(struct req *r) {
+  struct put_up *u = r->up;
+  if (box_file_commit(&u->b, u->path, u->fd, u->tmpname, &r->err) < 0)
+    return api_reply_err(r, &r->err);
+  u->committed = true;
+  r->stream_ok = true;
+  json_t *j = NULL;
+  struct box_dirent e = {0};
+  if (box_file_stat(&u->b, u->path, &e, &r->err) == 0) {
+    j = dirent_json(&e);
+    box_dirent_free(&e);
+  } else {
+    j = json_pack("{s:s, s:I}", "path", u->path, "size", (json_int_t)r->up_bytes);
+  }
+  return api_reply_json(r, 201, j);
+}
+
+void h_file_put_cleanup(struct req *r) {
+  struct put_up *u = r->up;
+  if (!u)
+    return;
+  if (u->fd >= 0 && !u->committed)
+    box_file_abort(&u->b, u->path, u->fd, u->tmpname);
+  close_quiet(u->fd);
+  close_quiet(u->b.fs);
+  free(u->path);
+  free(u);
+  r->up = NULL;
+}
+
+/* ---- list, stat, mkdir, move, remove -------------------------------- */
+
+struct list_ctx {
+  json_t *arr;
+};
+
+static int list_cb(void *ctx, const struct box_dirent *e) {
+  struct list_ctx *lc = ctx;
+  json_t *j = dirent_json(e);
+  if (!j || json_array_append_new(lc->arr, j) < 0)
+    return -1;
+  return 0;
+}
+
+enum MHD_Result h_file_list(struct req *r) {
+  const char *path = api_query(r, "path");
+  if (!path)
+    path = "/workspace";
+  if (box_path_check(path, strlen(path), &r->err) < 0)
+    return api_reply_err(r, &r->err);
+  uint64_t depth = 1;
+  if (api_query_u64(r, "depth", 1000000, &depth, NULL) < 0)
+    return api_reply_bad(r);
+  struct box_fs b;
+  if (open_fs(r, &b) < 0)
+    return api_reply_err(r, &r->err);
+  struct list_ctx lc = {.arr = json_array()};
+  int rc = lc.arr ? box_file_list(&b, path, (int)depth, list_cb, &lc, &r->err) : -1;
+  close_quiet(b.fs);
+  if (!lc.arr)
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  if (rc < 0) {
+    json_decref(lc.arr);
+    return api_reply_err(r, &r->err);
+  }
+  return api_reply_json(r, 200, json_pack("{s:o, s:b}", "entries", lc.arr, "truncated", rc == 1));
+}
+
+enum MHD_Result h_file_stat(struct req *r) {
+  const char *path = path_arg(r, "path");
+  if (!path)
+    return api_reply_err(r, &r->err);
+  struct box_fs b;
+  if (open_fs(r, &b) < 0)
+    return api_reply_err(r, &r->err);
+  struct box_dirent e = {0};
+  int rc = box_file_stat(&b, path, &e, &r->err);
+  close_quiet(b.fs);
+  if (rc < 0)
+    return api_reply_err(r, &r->err);
+  json_t *j = dirent_json(&e);
+  box_dirent_free(&e);
+  return api_reply_json(r, 200, j);
+}
+
+static const char *const mkdir_fields[] = {"path", "parents", NULL};
+
+enum MHD_Result h_file_mkdir(struct req *r) {
+  json_t *o = api_body_object(r, mkdir_fields);
+  if (!o)
+    return api_reply_bad(r);
+  const char *path = NULL;
+  bool parents = false;
+  if (jget_string(o, "path", &path, &r->err) < 0 || jget_bool(o, "parents", &parents, &r->err) < 0) {
+    json_decref(o);
+    return api_reply_bad(r);
+  }
+  if (!path) {
+    json_decref(o);
+    return api_reply_error(r, 400, "bad_request", "`path` is required");
+  }
+  audit_path(r, "", path);
+  struct box_fs b;
+  int rc = -1;
+  if (box_path_check(path, strlen(path), &r->err) == 0 && open_fs(r, &b) == 0) {
+    rc = box_file_mkdir(&b, path, parents, &r->err);
+    close_quiet(b.fs);
+  }
+  json_t *reply = rc == 0 ? json_pack("{s:s}", "path", path) : NULL;
+  json_decref(o);
+  if (rc < 0)
+    return api_reply_err(r, &r->err);
+  return api_reply_json(r, 201, reply);
+}
+
+static const char *const move_fields[] = {"from", "to", "overwrite", NULL};
+
+enum MHD_Result h_file_move(struct req *r) {
+  json_t *o = api_body_object(r, move_fields);
+  if (!o)
+    return api_reply_bad(r);
+  const char *from = NULL, *to = NULL;
+  bool overwrite = false;
+  if (jget_string(o, "from", &from, &r->err) < 0 || jget_string(o, "to", &to, &r->err) < 0 ||
+      jget_bool(o, "overwrite", &overwrite, &r->err) < 0) {
+    json_decref(o);
+    return api_reply_bad(r);
+  }
+  if (!from || !to) {
+    json_decref(o);
+    return api_reply_error(r, 400, "bad_request", "`from` and `to` are required");
+  }
+  snprintf(r->audit_detail, sizeof r->audit_detail, "%.120s -> %.120s", from, to);
+  struct box_fs b;
+  int rc = -1;
+  if (box_path_check(from, strlen(from), &r->err) == 0 &&
+      box_path_check(to, strlen(to), &r->err) == 0 && open_fs(r, &b) == 0) {
+    rc = box_file_move(&b, from, to, overwrite, &r->err);
+    close_quiet(b.fs);
+  }
+  json_t *reply = rc == 0 ? json_pack("{s:s, s:s}", "from", from, "to", to) : NULL;
+  json_decref(o);
+  if (rc < 0)
+    return api_reply_err(r, &r->err);
+  return api_reply_json(r, 200, reply);
+}
+
+enum MHD_Result h_file_delete(struct req *r) {
+  const char *path = path_arg(r, "path");
+  if (!path)
+    return api_reply_err(r, &r->err);
+  bool recursive = false;
+  if (api_query_bool(r, "recursive", &recursive) < 0)
+    return api_reply_bad(r);
+  audit_path(r, recursive ? "recursive " : "", path);
+  struct box_fs b;
+  if (open_fs(r, &b) < 0)
+    return api_reply_err(r, &r->err);
+  int rc = box_file_remove(&b, path, recursive, &r->err);
+  close_quiet(b.fs);
+  if (rc < 0)
+    return api_reply_err(r, &r->err);
+  return api_reply_empty(r, 204);
+}
+
+/* ---- GET /files/tar?path=DIR: a tar stream, produced as it is sent --- */
+
+/* box_tar_write() pushes the archive chunk by chunk; it runs in a worker
+ * thread feeding a queue that the connection's thread drains (chunked
+ * encoding).  The reply starts with the first chunk, so errors before it
+ * (no such directory) are ordinary HTTP errors; a failure later ends the
+ * body without its final chunk, which clients report as an error. */
+struct tar_out {
+  struct api_server *srv;
+  struct api_stream *st;
+  struct box_fs b;
+  char *path;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int refs;
+  bool started, finished;
+  int rc;
+  struct husk_err err;
+};
+
+static void tar_out_unref(struct tar_out *t) {
+  pthread_mutex_lock(&t->mu);
+  bool last = --t->refs == 0;
+  pthread_mutex_unlock(&t->mu);
+  if (!last)
+    return;
+  api_stream_unref(t->st);
+  close_quiet(t->b.fs);
+  free(t->path);
+  pthread_mutex_destroy(&t->mu);
+  pthread_cond_destroy(&t->cv);
+  free(t);
+}
+
+static int tar_out_cb(void *ctx, const void *buf, size_t len) {
+  struct tar_out *t = ctx;
+  pthread_mutex_lock(&t->mu);
+  if (!t->started) {
+    t->started = true;
+    pthread_cond_broadcast(&t->cv);
+  }
+  pthread_mutex_unlock(&t->mu);
+  if (api_stream_push_raw(t->st, buf, len) < 0) {
+    errno = ECONNRESET; /* the client went away */
+    return -1;
+  }
+  return 0;
+}
+
+static void *tar_out_worker(void *arg) {
+  struct tar_out *t = arg;
+  struct husk_err err = {0};
+  int rc = box_tar_write(&t->b, t->path, tar_out_cb, t, &err);
+  if (rc > 0)
+    api_log(t->srv, "tar download of a box directory: %d entries skipped", rc);
+  pthread_mutex_lock(&t->mu);
+  t->finished = true;
+  t->rc = rc;
+  t->err = err;
+  pthread_cond_broadcast(&t->cv);
+  pthread_mutex_unlock(&t->mu);
+  if (rc < 0)
+    api_stream_fail(t->st);
+  else
+    api_stream_close(t->st);
+  struct api_server *srv = t->srv;
+  tar_out_unref(t);
+  api_worker_leave(srv);
+  return NULL;
+}
+
+enum MHD_Result h_tar_get(struct req *r) {
+  const char *path = api_query(r, "path");
+  if (!path)
+    path = "/workspace";
+  if (box_path_check(path, strlen(path), &r->err) < 0)
+    return api_reply_err(r, &r->err);
+  struct tar_out *t = calloc(1, sizeof *t);
+  if (!t)
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  pthread_mutex_init(&t->mu, NULL);
+  pthread_cond_init(&t->cv, NULL);
+  t->refs = 1;
+  t->srv = r->srv;
+  t->b.fs = -1;
+  t->path = strdup(path);
+  t->st = api_stream_new(r, STREAM_RAW);
+  if (!t->path || !t->st) {
+    tar_out_unref(t);
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  }
+  if (open_fs(r, &t->b) < 0) {
+    tar_out_unref(t);
+    return api_reply_err(r, &r->err);
+  }
+  t->refs = 2;
+  api_worker_enter(r->srv);
+  pthread_attr_t at;
+  pthread_attr_init(&at);
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  pthread_t th;
+  int e = pthread_create(&th, &at, tar_out_worker, t);
+  pthread_attr_destroy(&at);
+  if (e != 0) {
+    api_worker_leave(r->srv);
+    t->refs = 1;
+    tar_out_unref(t);
+    return api_reply_error(r, 503, "unavailable", "cannot start a worker thread");
+  }
+  pthread_mutex_lock(&t->mu);
+  while (!t->started && !t->finished)
+    pthread_cond_wait(&t->cv, &t->mu);
+  bool failed = !t->started && t->rc < 0;
+  struct husk_err err = t->err;
+  pthread_mutex_unlock(&t->mu);
+  enum MHD_Result ret;
+  if (failed) {
+    ret = api_reply_err(r, &err);
+  } else {
+    struct MHD_Response *resp = api_stream_response(t->st);
+    if (resp) {
+      MHD_add_response_header(resp, "Content-Type", "application/x-tar");
+      ret = api_queue(r, 200, resp);
+    } else {
+      ret = MHD_NO;
+    }
+  }
+  tar_out_unref(t);
+  return ret;
+}
+
+/* ---- PUT /files/tar?path=DIR: extract the body as it arrives -------- */
+
+/* box_tar_read() pulls its input; the body is pushed to us chunk by chunk.
+ * A pipe joins them: each upload chunk is written into it (blocking while
+ * the extractor is behind: backpressure, nothing buffered beyond the pipe),
+ * and a worker thread runs the extraction reading from it. */
+struct tar_in {
+  struct box_fs b;
+  char *path;
+  int pipe_r, pipe_w;
+  pthread_t th;
+  bool running;
+  bool discard; /* the archive ended: ignore what follows (padding) */
+  int rc;
+  struct husk_err err;
+};
+
+static ssize_t tar_in_cb(void *ctx, void *buf, size_t cap) {
+  struct tar_in *t = ctx;
+  for (;;) {
+    ssize_t n = read(t->pipe_r, buf, cap);
+    if (n >= 0 || errno != EINTR)
+      return n;
+  }
+}
+
+static void *tar_in_worker(void *arg) {
+  struct tar_in *t = arg;
+  t->rc = box_tar_read(&t->b, t->path, tar_in_cb, t, &t->err);
+  /* Done reading: a writer still sending gets EPIPE instead of blocking. */
+  close_quiet(t->pipe_r);
+  t->pipe_r = -1;
+  return NULL;
+}
+
+/* Wait for the extraction (after the write end is closed). */
+static void tar_in_join(struct tar_in *t) {
+  close_quiet(t->pipe_w);
+  t->pipe_w = -1;
+  if (t->running) {
+    pthread_join(t->th, NULL);
+    t->running = false;
+  }
+}
+
+enum MHD_Result h_tar_put_begin(struct req *r) {
+  struct tar_in *t = calloc(1, sizeof *t);
+  if (!t)
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  t->b.fs = t->pipe_r = t->pipe_w = -1;
+  r->up = t;
+  const char *path = api_query(r, "path");
+  if (!path)
+    path = "/workspace";
+  if (box_path_check(path, strlen(path), &r->err) < 0)
+    return api_reply_err(r, &r->err);
+  audit_path(r, "", path);
+  t->path = strdup(path);
+  if (!t->path)
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  if (open_fs(r, &t->b) < 0)
+    return api_reply_err(r, &r->err);
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) < 0)
+    return api_reply_error(r, 503, "unavailable", "cannot create a pipe");
+  t->pipe_r = p[0];
+  t->pipe_w = p[1];
+  if (pthread_create(&t->th, NULL, tar_in_worker, t) != 0)
+    return api_reply_error(r, 503, "unavailable", "cannot start a worker thread");
+  t->running = true;
+  return MHD_YES;
+}
+
+int h_tar_put_upload(struct req *r, const char *data, size_t len) {
+  struct tar_in *t = r->up;
+  if (t->discard)
+    return 0;
+  if (write_all(t->pipe_w, data, len) < 0) {
+    if (errno != EPIPE)
+      return husk_error(&r->err, errno, "cannot pass the archive on");
+    /* The extraction stopped: on an error, that is the reply; after the
+     * end of the archive, what follows (record padding) is ignored. */
+    tar_in_join(t);
+    if (t->rc < 0) {
+      r->err = t->err;
+      return -1;
+    }
+    t->discard = true;
+  }
+  return 0;
+}
+
+enum MHD_Result h_tar_put(struct req *r) {
+  struct tar_in *t = r->up;
+  tar_in_join(t);
+  if (t->rc < 0)
+    return api_reply_err(r, &t->err);
+  r->stream_ok = true;
+  return api_reply_json(r, 200, json_pack("{s:s, s:i}", "path", t->path, "skipped", t->rc));
+}
+
+void h_tar_put_cleanup(struct req *r) {
+  struct tar_in *t = r->up;
+  if (!t)
+    return;
+  tar_in_join(t); /* a client that went away: the extraction sees EOF */
+  close_quiet(t->pipe_r);
+  close_quiet(t->b.fs);
+  free(t->path);
+  free(t);
+  r->up = NULL;
+}

@@ -1,0 +1,642 @@
+/* The daemon: libmicrohttpd setup, the routing table, the life of one
+ * request (route → authenticate → body → handler → audit), graceful stop. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "api/internal.h"
+#include "husk/husk.h"
+#include "util/cleanup.h"
+
+/* Connection limits: per-connection memory bounds the request line and
+ * headers (past it: 431) and the chunks uploads arrive in. */
+#define API_CONN_MEMORY (256 * 1024)
+/* At a stop, how long cancelled requests get to send their last words. */
+#define API_CANCEL_WAIT_MS 3000
+/* After refusing a body, how much more of it is read (and dropped) so
+ * that the client gets the reply. */
+#define API_DRAIN_MAX (64ULL * 1024 * 1024)
+
+/* ---- the routing table ---------------------------------------------- */
+
+#define SB "/v1/sandboxes/{}"
+const struct route api_routes[] = {
+    {"GET", "/v1/health", AUTH_NONE, BODY_NONE, NULL, h_health, NULL, NULL, NULL},
+
+    {"POST", "/v1/tenants", AUTH_ADMIN, BODY_JSON, "tenant.create", h_tenant_create, NULL, NULL, NULL},
+    {"GET", "/v1/tenants", AUTH_ADMIN, BODY_NONE, NULL, h_tenant_list, NULL, NULL, NULL},
+    {"GET", "/v1/tenants/{}", AUTH_ADMIN, BODY_NONE, NULL, h_tenant_get, NULL, NULL, NULL},
+    {"PUT", "/v1/tenants/{}/quota", AUTH_ADMIN, BODY_JSON, "tenant.quota", h_tenant_quota, NULL, NULL, NULL},
+    {"POST", "/v1/tenants/{}/keys", AUTH_ADMIN, BODY_JSON, "key.create", h_key_create, NULL, NULL, NULL},
+    {"GET", "/v1/tenants/{}/keys", AUTH_ADMIN, BODY_NONE, NULL, h_key_list, NULL, NULL, NULL},
+    {"DELETE", "/v1/tenants/{}/keys/{}", AUTH_ADMIN, BODY_NONE, "key.revoke", h_key_revoke, NULL, NULL, NULL},
+
+    {"GET", "/v1/audit", AUTH_ANY, BODY_NONE, NULL, h_audit_list, NULL, NULL, NULL},
+
+    {"POST", "/v1/sandboxes", AUTH_TENANT, BODY_JSON, "sandbox.create", h_box_create, NULL, NULL, NULL},
+    {"GET", "/v1/sandboxes", AUTH_TENANT, BODY_NONE, NULL, h_box_list, NULL, NULL, NULL},
+    {"GET", SB, AUTH_TENANT, BODY_NONE, NULL, h_box_get, NULL, NULL, NULL},
+    {"DELETE", SB, AUTH_TENANT, BODY_NONE, "sandbox.delete", h_box_delete, NULL, NULL, NULL},
+    {"POST", SB "/timeout", AUTH_TENANT, BODY_JSON, "sandbox.timeout", h_box_timeout, NULL, NULL, NULL},
+    {"GET", SB "/metrics", AUTH_TENANT, BODY_NONE, NULL, h_box_metrics, NULL, NULL, NULL},
+
+    {"POST", SB "/exec", AUTH_TENANT, BODY_JSON, "sandbox.exec", h_exec, NULL, NULL, NULL},
+    {"GET", SB "/processes", AUTH_TENANT, BODY_NONE, NULL, h_proc_list, NULL, NULL, NULL},
+    {"GET", SB "/processes/{}", AUTH_TENANT, BODY_NONE, NULL, h_proc_get, NULL, NULL, NULL},
+    {"DELETE", SB "/processes/{}", AUTH_TENANT, BODY_NONE, "process.kill", h_proc_kill, NULL, NULL, NULL},
+    {"POST", SB "/processes/{}/signal", AUTH_TENANT, BODY_JSON, "process.signal", h_proc_signal, NULL, NULL, NULL},
+    {"POST", SB "/processes/{}/stdin", AUTH_TENANT, BODY_STREAM, "process.stdin", h_proc_stdin,
+     h_proc_stdin_begin, h_proc_stdin_upload, h_proc_stdin_cleanup},
+    {"GET", SB "/processes/{}/output", AUTH_TENANT, BODY_NONE, NULL, h_proc_output, NULL, NULL, NULL},
+
+    {"GET", SB "/files", AUTH_TENANT, BODY_NONE, NULL, h_file_get, NULL, NULL, NULL},
+    {"PUT", SB "/files", AUTH_TENANT, BODY_STREAM, "files.write", h_file_put, h_file_put_begin,
+     h_file_put_upload, h_file_put_cleanup},
+    {"DELETE", SB "/files", AUTH_TENANT, BODY_NONE, "files.remove", h_file_delete, NULL, NULL, NULL},
+    {"GET", SB "/files/list", AUTH_TENANT, BODY_NONE, NULL, h_file_list, NULL, NULL, NULL},
+    {"GET", SB "/files/stat", AUTH_TENANT, BODY_NONE, NULL, h_file_stat, NULL, NULL, NULL},
+    {"POST", SB "/files/mkdir", AUTH_TENANT, BODY_JSON, "files.mkdir", h_file_mkdir, NULL, NULL, NULL},
+    {"POST", SB "/files/move", AUTH_TENANT, BODY_JSON, "files.move", h_file_move, NULL, NULL, NULL},
+    {"GET", SB "/files/tar", AUTH_TENANT, BODY_NONE, NULL, h_tar_get, NULL, NULL, NULL},
+    {"PUT", SB "/files/tar", AUTH_TENANT, BODY_STREAM, "files.tar_upload", h_tar_put, h_tar_put_begin,
+     h_tar_put_upload, h_tar_put_cleanup},
+};
+const size_t api_nroutes = sizeof api_routes / sizeof api_routes[0];
+
+enum MHD_Result h_health(struct req *r) {
+  return api_reply_json(r, 200, json_pack("{s:s, s:s}", "status", "ok", "version", HUSK_VERSION));
+}
+
+/* Match `path` (no query) against `pattern`; fills r->params. */
+static bool match(const char *pattern, const char *path, struct req *r, bool *bad_param) {
+  int np = 0;
+  const char *p = pattern, *u = path;
+  while (*p && *u) {
+    if (*p != '/' || *u != '/')
+      return false;
+    p++;
+    u++;
+    const char *pe = strchrnul(p, '/'), *ue = strchrnul(u, '/');
+    size_t pl = (size_t)(pe - p), ul = (size_t)(ue - u);
+    if (pl == 2 && p[0] == '{' && p[1] == '}') {
+      if (ul == 0)
+        return false;
+      if (np >= API_MAX_PARAMS)
+        return false;
+      if (ul >= API_PARAM_MAX) {
+        *bad_param = true;
+        ul = API_PARAM_MAX - 1;
+      }
+      memcpy(r->params[np], u, ul);
+      r->params[np][ul] = '\0';
+      np++;
+    } else if (pl != ul || memcmp(p, u, pl) != 0) {
+      return false;
+    }
+    p = pe;
+    u = ue;
+  }
+  if (*p || *u)
+    return false;
+  r->nparams = np;
+  return true;
+}
+
+/* Ids (boxes, tenants, keys) are [A-Za-z0-9_-]+; pids are decimal. */
+static bool param_ok(const char *s) {
+  if (!*s)
+    return false;
+  for (; *s; s++)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+          *s == '_' || *s == '-'))
+      return false;
+  return true;
+}
+
+/* ---- logging and small helpers ------------------------------------- */
+
+void api_log(struct api_server *s, const char *fmt, ...) {
+  char line[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  husk_sanitize_line(line);
+  if (s->cfg.log) {
+    s->cfg.log(s->cfg.log_ctx, line);
+    return;
+  }
+  pthread_mutex_lock(&s->log_lock);
+  fprintf(stderr, "husk: %s\n", line);
+  pthread_mutex_unlock(&s->log_lock);
+}
+
+static void mhd_logger(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+static void mhd_logger(void *cls, const char *fmt, va_list ap) {
+  struct api_server *s = cls;
+  char line[1024];
+  vsnprintf(line, sizeof line, fmt, ap);
+  size_t n = strlen(line);
+  while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+    line[--n] = '\0';
+  api_log(s, "http: %s", line);
+}
+
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void api_worker_enter(struct api_server *s) {
+  pthread_mutex_lock(&s->lock);
+  s->workers++;
+  pthread_mutex_unlock(&s->lock);
+}
+
+void api_worker_leave(struct api_server *s) {
+  pthread_mutex_lock(&s->lock);
+  s->workers--;
+  pthread_cond_broadcast(&s->cond);
+  pthread_mutex_unlock(&s->lock);
+}
+
+int api_conn_fd(struct req *r) {
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+  return ci ? ci->connect_fd : -1;
+}
+
+int api_cancel_fd(struct req *r) {
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0)
+    return -1;
+  struct epoll_event ev = {.events = EPOLLIN, .data.fd = r->srv->stop_fd};
+  if (epoll_ctl(ep, EPOLL_CTL_ADD, r->srv->stop_fd, &ev) < 0) {
+    close(ep);
+    return -1;
+  }
+  int sock = api_conn_fd(r);
+  if (sock >= 0) {
+    /* Hang-up only: bytes a client pipelines are not a cancellation. */
+    struct epoll_event sev = {.events = EPOLLRDHUP, .data.fd = sock};
+    if (epoll_ctl(ep, EPOLL_CTL_ADD, sock, &sev) < 0) {
+      close(ep);
+      return -1;
+    }
+  }
+  return ep;
+}
+
+int api_wait_srv(struct api_server *s, int sock, int fd, int timeout_ms, bool watch_stop) {
+  struct pollfd p[3];
+  int n = 0, ifd = -1, isock = -1, istop = -1;
+  if (fd >= 0) { ifd = n; p[n++] = (struct pollfd){.fd = fd, .events = POLLIN}; }
+  if (sock >= 0) { isock = n; p[n++] = (struct pollfd){.fd = sock, .events = POLLRDHUP}; }
+  if (watch_stop) { istop = n; p[n++] = (struct pollfd){.fd = s->stop_fd, .events = POLLIN}; }
+  int rc;
+  do
+    rc = poll(p, (nfds_t)n, timeout_ms);
+  while (rc < 0 && errno == EINTR);
+  if (rc < 0)
+    return -1;
+  if (isock >= 0 && (p[isock].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)))
+    return -1;
+  if (ifd >= 0 && p[ifd].revents)
+    return 1;
+  if (istop >= 0 && p[istop].revents)
+    return -2;
+  return 0;
+}
+
+int api_wait(struct req *r, int sock, int fd, int timeout_ms) {
+  return api_wait_srv(r->srv, sock, fd, timeout_ms, true);
+}
+
+const char *api_header(struct req *r, const char *name) {
+  return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+const char *api_query(struct req *r, const char *name) {
+  const char *v = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, name);
+  if (v)
+    return v;
+  /* "?eof" without "=": present, empty. */
+  return MHD_lookup_connection_value_n(r->conn, MHD_GET_ARGUMENT_KIND, name, strlen(name), NULL,
+                                       NULL) == MHD_YES
+             ? ""
+             : NULL;
+}
+
+/* Query arguments and header values with a NUL inside would be read cut
+ * short, that is, as a different value: refuse the request instead. */
+static enum MHD_Result nul_check(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 size_t key_size, const char *value, size_t value_size) {
+  bool *bad = cls;
+  (void)kind;
+  if (strlen(key) != key_size || (value && strlen(value) != value_size)) {
+    *bad = true;
+    return MHD_NO;
+  }
+  return MHD_YES;
+}
+
+int api_query_u64(struct req *r, const char *name, uint64_t max, uint64_t *out, bool *present) {
+  const char *v = api_query(r, name);
+  if (present)
+    *present = v != NULL;
+  if (!v)
+    return 0;
+  if (!*v || strspn(v, "0123456789") != strlen(v) || strlen(v) > 19)
+    return husk_fail(&r->err, EINVAL, "query argument `%s` must be a non-negative integer", name);
+  uint64_t x = strtoull(v, NULL, 10);
+  if (x > max)
+    return husk_fail(&r->err, EINVAL, "query argument `%s` is too large (at most %llu)", name,
+                     (unsigned long long)max);
+  *out = x;
+  return 0;
+}
+
+int api_query_bool(struct req *r, const char *name, bool *out) {
+  const char *v = api_query(r, name);
+  if (!v)
+    return 0;
+  if (!*v || !strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes"))
+    *out = true;
+  else if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no"))
+    *out = false;
+  else
+    return husk_fail(&r->err, EINVAL, "query argument `%s` must be 1/true or 0/false", name);
+  return 0;
+}
+
+/* ---- the life of a request ------------------------------------------ */
+
+static enum MHD_Result route_request(struct req *r, const char *url, const char *method) {
+  /* HEAD is GET without the body (MHD drops it). */
+  const char *m = strcmp(method, "HEAD") == 0 ? "GET" : method;
+  size_t ulen = strlen(url);
+  char path[1024];
+  if (ulen >= sizeof path)
+    return api_reply_error(r, 404, "not_found", "no such route");
+  memcpy(path, url, ulen + 1);
+  if (ulen > 1 && path[ulen - 1] == '/')
+    path[--ulen] = '\0';
+  char allow[128] = "";
+  bool bad_param = false, path_matched = false;
+  for (size_t i = 0; i < api_nroutes; i++) {
+    const struct route *rt = &api_routes[i];
+    bool bad = false;
+    if (!match(rt->pattern, path, r, &bad))
+      continue;
+    path_matched = true;
+    if (strcmp(rt->method, m) != 0) {
+      if (strlen(allow) + strlen(rt->method) + 3 < sizeof allow) {
+        if (allow[0])
+          strcat(allow, ", ");
+        strcat(allow, rt->method);
+        if (!strcmp(rt->method, "GET"))
+          strcat(allow, ", HEAD");
+      }
+      continue;
+    }
+    if (bad)
+      bad_param = true;
+    for (int k = 0; k < r->nparams; k++)
+      if (!param_ok(r->params[k]))
+        bad_param = true;
+    r->route = rt;
+    break;
+  }
+  if (!r->route) {
+    if (path_matched) {
+      snprintf(r->xhdr_name, sizeof r->xhdr_name, "Allow");
+      snprintf(r->xhdr_value, sizeof r->xhdr_value, "%s", allow);
+      return api_reply_error(r, 405, "method_not_allowed", "%s is not allowed here (allowed: %s)", m,
+                             allow);
+    }
+    return api_reply_error(r, 404, "not_found", "no such route");
+  }
+  bool has_nul = false;
+  MHD_get_connection_values_n(r->conn, MHD_GET_ARGUMENT_KIND | MHD_HEADER_KIND, nul_check, &has_nul);
+  if (has_nul)
+    return api_reply_error(r, 400, "bad_request", "NUL bytes are not allowed in the query or headers");
+  if (strncmp(r->route->pattern, "/v1/sandboxes/{}", 16) == 0 && r->nparams > 0 &&
+      param_ok(r->params[0]) && strlen(r->params[0]) < sizeof r->audit_box)
+    snprintf(r->audit_box, sizeof r->audit_box, "%s", r->params[0]);
+  enum MHD_Result ret = api_authenticate(r);
+  if (r->responded || ret != MHD_YES)
+    return ret;
+  if (bad_param) {
+    /* Not an id: it cannot name anything. */
+    r->audit_box[0] = '\0';
+    return api_reply_error(r, 404, "not_found", "no such resource");
+  }
+  if (r->route->body == BODY_JSON) {
+    const char *cl = api_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > API_JSON_BODY_MAX)
+      return api_reply_error(r, 413, "payload_too_large", "JSON bodies are limited to %d bytes",
+                             API_JSON_BODY_MAX);
+  }
+  if (r->route->body == BODY_STREAM && r->route->begin) {
+    ret = r->route->begin(r);
+    if (r->responded || ret != MHD_YES)
+      return ret;
+  }
+  return MHD_YES;
+}
+
+/* Whether the request has a body the client sends without waiting for
+ * "100 Continue". */
+static bool body_unasked(struct req *r) {
+  const char *cl = api_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+  const char *te = api_header(r, MHD_HTTP_HEADER_TRANSFER_ENCODING);
+  const char *ex = api_header(r, MHD_HTTP_HEADER_EXPECT);
+  bool body = (cl && strtoull(cl, NULL, 10) > 0) || te;
+  return body && !(ex && strcasestr(ex, "100-continue"));
+}
+
+/* Send the reply held back while the body arrived. */
+static enum MHD_Result flush_pending(struct req *r) {
+  struct MHD_Response *resp = r->pending;
+  r->pending = NULL;
+  r->in_body = false;
+  if (!resp)
+    return MHD_YES;
+  enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)r->status, resp);
+  MHD_destroy_response(resp);
+  return ret;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls) {
+  struct api_server *s = cls;
+  struct req *r = *con_cls;
+  (void)version;
+  if (!r) {
+    r = calloc(1, sizeof *r);
+    if (!r)
+      return MHD_NO;
+    r->srv = s;
+    r->conn = conn;
+    r->t0_ms = mono_ms();
+    snprintf(r->method, sizeof r->method, "%s", method);
+    snprintf(r->path, sizeof r->path, "%s", url);
+    *con_cls = r;
+    pthread_mutex_lock(&s->lock);
+    s->inflight++;
+    pthread_mutex_unlock(&s->lock);
+    /* A refusal of a request whose body is already on its way is held
+     * back until the body is read: a socket closed with unread data is
+     * reset, and the client would never see the reply.  (With "Expect:
+     * 100-continue" the refusal goes at once, instead of the 100.) */
+    r->in_body = body_unasked(r);
+    return route_request(r, url, method);
+  }
+  if (*upload_data_size > 0) {
+    size_t n = *upload_data_size;
+    *upload_data_size = 0;
+    r->up_bytes += n;
+    if (r->responded) {
+      /* Decided: drop the rest of the body, but not forever. */
+      r->drained += n;
+      return r->pending && r->drained > API_DRAIN_MAX ? flush_pending(r) : MHD_YES;
+    }
+    r->in_body = true;
+    switch (r->route->body) {
+    case BODY_STREAM:
+      if (r->route->upload(r, upload_data, n) < 0)
+        return api_reply_err(r, &r->err);
+      return MHD_YES;
+    case BODY_JSON:
+      if (r->body_len + n > API_JSON_BODY_MAX) {
+        free(r->body);
+        r->body = NULL;
+        r->body_len = r->body_cap = 0;
+        return api_reply_error(r, 413, "payload_too_large", "JSON bodies are limited to %d bytes",
+                               API_JSON_BODY_MAX);
+      }
+      if (r->body_len + n > r->body_cap) {
+        size_t cap = r->body_cap ? r->body_cap : 4096;
+        while (cap < r->body_len + n)
+          cap *= 2;
+        char *b = realloc(r->body, cap);
+        if (!b)
+          return api_reply_error(r, 500, "internal_error", "out of memory");
+        r->body = b;
+        r->body_cap = cap;
+      }
+      memcpy(r->body + r->body_len, upload_data, n);
+      r->body_len += n;
+      return MHD_YES;
+    case BODY_NONE:
+      return MHD_YES; /* ignored */
+    }
+    return MHD_YES;
+  }
+  /* The whole request is in. */
+  r->in_body = false;
+  if (r->pending)
+    return flush_pending(r);
+  if (r->responded)
+    return MHD_YES;
+  enum MHD_Result ret = r->route->handle(r);
+  if (!r->responded && ret == MHD_YES) {
+    /* A handler that forgot to reply: never leave the client hanging. */
+    return api_reply_error(r, 500, "internal_error", "no reply");
+  }
+  return ret;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+  struct api_server *s = cls;
+  struct req *r = *con_cls;
+  (void)conn;
+  if (!r)
+    return;
+  *con_cls = NULL;
+  if (r->pending)
+    MHD_destroy_response(r->pending);
+  if (r->route && r->route->cleanup)
+    r->route->cleanup(r);
+  if (!r->audited && r->route && r->route->action && (r->admin || r->tenant[0]))
+    api_audit(r, "aborted"); /* the client went away before a reply */
+  if (s->cfg.log_requests) {
+    const char *who = r->admin ? "admin" : r->tenant[0] ? r->tenant : "-";
+    api_log(s, "%s %s %d %lldms %s%s", r->method, r->path, r->status,
+            (long long)(mono_ms() - r->t0_ms), who,
+            toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
+  }
+  free(r->body);
+  free(r);
+  pthread_mutex_lock(&s->lock);
+  s->inflight--;
+  pthread_cond_broadcast(&s->cond);
+  pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- start and stop ------------------------------------------------- */
+
+int api_parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *len,
+                     struct husk_err *err) {
+  char host[128];
+  const char *port;
+  memset(ss, 0, sizeof *ss);
+  if (!s || !*s)
+    return husk_fail(err, EINVAL, "empty listen address");
+  if (s[0] == '[') {
+    const char *e = strchr(s, ']');
+    if (!e || e[1] != ':' || (size_t)(e - s - 1) >= sizeof host)
+      return husk_fail(err, EINVAL, "listen address must be ADDR:PORT or [IPv6]:PORT");
+    memcpy(host, s + 1, (size_t)(e - s - 1));
+    host[e - s - 1] = '\0';
+    port = e + 2;
+  } else {
+    const char *c = strrchr(s, ':');
+    if (!c || (size_t)(c - s) >= sizeof host || strchr(s, ':') != c)
+      return husk_fail(err, EINVAL, "listen address must be ADDR:PORT or [IPv6]:PORT");
+    memcpy(host, s, (size_t)(c - s));
+    host[c - s] = '\0';
+    port = c + 1;
+  }
+  if (!*port || strspn(port, "0123456789") != strlen(port) || strlen(port) > 5 ||
+      atoi(port) > 65535)
+    return husk_fail(err, EINVAL, "bad port in listen address");
+  uint16_t p = (uint16_t)atoi(port);
+  struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+  struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+  if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons(p);
+    *len = sizeof *a4;
+  } else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons(p);
+    *len = sizeof *a6;
+  } else {
+    return husk_fail(err, EINVAL, "listen address must be a numeric IPv4 or [IPv6] address");
+  }
+  return 0;
+}
+
+int api_start(struct api_server **out, const struct api_config *cfg, struct husk_err *err) {
+  struct sockaddr_storage ss;
+  socklen_t sslen;
+  if (api_parse_listen(cfg->listen, &ss, &sslen, err) < 0)
+    return -1;
+  if (!cfg->admin_key || !*cfg->admin_key)
+    return husk_fail(err, EINVAL, "no admin key");
+  struct api_server *s = calloc(1, sizeof *s);
+  if (!s)
+    return husk_error(err, ENOMEM, "server");
+  s->cfg = *cfg;
+  s->admin_key = strdup(cfg->admin_key);
+  s->admin_key_len = s->admin_key ? strlen(s->admin_key) : 0;
+  s->cfg.admin_key = NULL;
+  s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  pthread_mutex_init(&s->lock, NULL);
+  pthread_cond_init(&s->cond, NULL);
+  pthread_mutex_init(&s->log_lock, NULL);
+  if (!s->admin_key || s->stop_fd < 0) {
+    husk_error(err, s->admin_key ? errno : ENOMEM, "server setup");
+    goto fail;
+  }
+  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
+                   MHD_USE_ERROR_LOG | MHD_USE_ITC;
+  if (ss.ss_family == AF_INET6)
+    flags |= MHD_USE_IPv6;
+  unsigned maxc = cfg->max_connections ? cfg->max_connections : 256;
+  unsigned tmo = cfg->idle_timeout_s ? cfg->idle_timeout_s : 120;
+  s->daemon = MHD_start_daemon(
+      flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
+      MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+      MHD_OPTION_CONNECTION_LIMIT, maxc, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,
+      MHD_OPTION_CONNECTION_TIMEOUT, tmo, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+      MHD_OPTION_LISTEN_BACKLOG_SIZE, 128U,
+      MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_END);
+  if (!s->daemon) {
+    husk_error(err, errno ? errno : EADDRINUSE, "cannot listen on `%s`", cfg->listen);
+    goto fail;
+  }
+  const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+  s->port = di ? di->port : 0;
+  *out = s;
+  return 0;
+fail:
+  close_quiet(s->stop_fd);
+  free(s->admin_key);
+  free(s);
+  return -1;
+}
+
+unsigned api_port(const struct api_server *s) { return s->port; }
+
+/* Wait until no request is in flight and no worker runs, at most `ms`.
+ * Returns the number of requests still in flight. */
+static unsigned wait_idle(struct api_server *s, unsigned ms) {
+  int64_t deadline = mono_ms() + ms;
+  pthread_mutex_lock(&s->lock);
+  while (s->inflight > 0 || s->workers > 0) {
+    int64_t left = deadline - mono_ms();
+    if (left <= 0)
+      break;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t step = left < 100 ? left : 100;
+    ts.tv_nsec += (long)(step * 1000000);
+    ts.tv_sec += ts.tv_nsec / 1000000000;
+    ts.tv_nsec %= 1000000000;
+    pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+  }
+  unsigned n = s->inflight;
+  pthread_mutex_unlock(&s->lock);
+  return n;
+}
+
+void api_stop(struct api_server *s, unsigned grace_ms) {
+  if (!s)
+    return;
+  /* 1. Stop accepting.  (The listening socket is closed after the daemon,
+   * as MHD_quiesce_daemon asks.) */
+  MHD_socket lsock = MHD_quiesce_daemon(s->daemon);
+  /* 2. Let the requests in flight finish, for a bounded time. */
+  unsigned left_req = wait_idle(s, grace_ms);
+  /* 3. Cancel the rest: execs get their cancel fd and end (their streams
+   * with the final event), follows end; give them a moment to say so. */
+  uint64_t one = 1;
+  if (write(s->stop_fd, &one, sizeof one) < 0) {
+    /* an eventfd write cannot fail short of overflow */
+  }
+  if (left_req) {
+    api_log(s, "stopping: cancelled %u request(s) still running", left_req);
+    wait_idle(s, API_CANCEL_WAIT_MS);
+  }
+  /* 4. Close the connections (MHD joins their threads). */
+  MHD_stop_daemon(s->daemon);
+  if (lsock != MHD_INVALID_SOCKET)
+    close(lsock);
+  /* 5. Wait for the streaming workers: they use the core, which the
+   * caller closes next. */
+  pthread_mutex_lock(&s->lock);
+  while (s->workers > 0)
+    pthread_cond_wait(&s->cond, &s->lock);
+  pthread_mutex_unlock(&s->lock);
+  close_quiet(s->stop_fd);
+  free(s->admin_key);
+  pthread_mutex_destroy(&s->lock);
+  pthread_cond_destroy(&s->cond);
+  pthread_mutex_destroy(&s->log_lock);
+  free(s);
+}

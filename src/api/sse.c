@@ -1,0 +1,310 @@
+/* Streaming responses fed by a queue: Server-Sent Events or NDJSON.
+ *
+ * A producer (the worker thread running an exec) pushes events; the
+ * connection's thread, inside MHD's content-reader callback, pops them and
+ * writes them to the socket as they come, so `curl -N` shows output live.
+ * While the queue is empty the reader waits on an eventfd and on the
+ * socket's hang-up (POLLRDHUP), so a client that goes away is noticed at
+ * once, not at the next write.  When the response is released by MHD
+ * (request done, or the client went away) the stream is marked gone: the
+ * producer's next push fails, and api_stream_gone_fd() becomes readable,
+ * which the exec uses as its cancel fd.
+ *
+ * Backpressure: push blocks while more than STREAM_QUEUE_MAX bytes wait,
+ * so a client that reads slowly slows the producer instead of growing the
+ * daemon's memory. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "api/internal.h"
+#include "util/cleanup.h"
+
+#define STREAM_QUEUE_MAX (1024 * 1024)
+#define SSE_HEARTBEAT_MS 15000
+
+struct chunk {
+  struct chunk *next;
+  size_t len, off;
+  char data[];
+};
+
+struct api_stream {
+  struct api_server *srv;
+  enum api_stream_fmt fmt;
+  pthread_mutex_t mu;
+  pthread_cond_t room;
+  int refs;
+  struct chunk *head, *tail;
+  size_t queued;
+  bool closed; /* producer done */
+  bool failed; /* ... and the stream is incomplete: end with an error */
+  bool gone;   /* consumer done (response released) */
+  int data_fd; /* eventfd: something was queued or the stream closed */
+  int gone_fd; /* eventfd: the consumer went away */
+  int sock;    /* the connection's socket, for hang-up detection */
+};
+
+struct api_stream *api_stream_new(struct req *r, enum api_stream_fmt fmt) {
+  struct api_stream *s = calloc(1, sizeof *s);
+  if (!s)
+    return NULL;
+  s->srv = r->srv;
+  s->fmt = fmt;
+  s->refs = 1;
+  s->sock = api_conn_fd(r);
+  s->data_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  s->gone_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (s->data_fd < 0 || s->gone_fd < 0) {
+    close_quiet(s->data_fd);
+    close_quiet(s->gone_fd);
+    free(s);
+    return NULL;
+  }
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->room, NULL);
+  return s;
+}
+
+void api_stream_ref(struct api_stream *s) {
+  pthread_mutex_lock(&s->mu);
+  s->refs++;
+  pthread_mutex_unlock(&s->mu);
+}
+
+void api_stream_unref(struct api_stream *s) {
+  if (!s)
+    return;
+  pthread_mutex_lock(&s->mu);
+  bool last = --s->refs == 0;
+  pthread_mutex_unlock(&s->mu);
+  if (!last)
+    return;
+  for (struct chunk *c = s->head, *n; c; c = n) {
+    n = c->next;
+    free(c);
+  }
+  close_quiet(s->data_fd);
+  close_quiet(s->gone_fd);
+  pthread_mutex_destroy(&s->mu);
+  pthread_cond_destroy(&s->room);
+  free(s);
+}
+
+static void kick(int fd) {
+  uint64_t one = 1;
+  if (write(fd, &one, sizeof one) < 0) {
+    /* cannot fail short of counter overflow */
+  }
+}
+
+static void drain(int fd) {
+  uint64_t v;
+  if (read(fd, &v, sizeof v) < 0) {
+    /* EAGAIN: nothing pending */
+  }
+}
+
+char *sse_format(const char *event, const char *id, json_t *data, size_t *len) {
+  char *d = json_dumps(data, JSON_COMPACT); /* one line: JSON escapes newlines */
+  if (!d)
+    return NULL;
+  char *out = NULL;
+  int n = id ? asprintf(&out, "id: %s\nevent: %s\ndata: %s\n\n", id, event, d)
+             : asprintf(&out, "event: %s\ndata: %s\n\n", event, d);
+  free(d);
+  if (n < 0)
+    return NULL;
+  *len = (size_t)n;
+  return out;
+}
+
+char *ndjson_format(const char *event, json_t *data, size_t *len) {
+  json_t *o = json_object();
+  if (!o)
+    return NULL;
+  json_object_set_new(o, "type", json_string(event));
+  if (json_is_object(data))
+    json_object_update(o, data);
+  char *d = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  json_decref(o);
+  if (!d)
+    return NULL;
+  size_t n = strlen(d);
+  char *out = realloc(d, n + 2);
+  if (!out) {
+    free(d);
+    return NULL;
+  }
+  out[n] = '\n';
+  out[n + 1] = '\0';
+  *len = n + 1;
+  return out;
+}
+
+static int enqueue(struct api_stream *s, const char *text, size_t len) {
+  struct chunk *c = malloc(sizeof *c + len);
+  if (!c)
+    return -1;
+  c->next = NULL;
+  c->len = len;
+  c->off = 0;
+  memcpy(c->data, text, len);
+  pthread_mutex_lock(&s->mu);
+  while (!s->gone && s->queued > STREAM_QUEUE_MAX)
+    pthread_cond_wait(&s->room, &s->mu);
+  if (s->gone) {
+    pthread_mutex_unlock(&s->mu);
+    free(c);
+    return -1;
+  }
+  if (s->tail)
+    s->tail->next = c;
+  else
+    s->head = c;
+  s->tail = c;
+  s->queued += len;
+  pthread_mutex_unlock(&s->mu);
+  kick(s->data_fd);
+  return 0;
+}
+
+int api_stream_push_raw(struct api_stream *s, const void *buf, size_t len) {
+  /* Big writes are split so the queue bound stays meaningful. */
+  const char *p = buf;
+  while (len > 0) {
+    size_t n = len < 256 * 1024 ? len : 256 * 1024;
+    if (enqueue(s, p, n) < 0)
+      return -1;
+    p += n;
+    len -= n;
+  }
+  return 0;
+}
+
+void api_stream_fail(struct api_stream *s) {
+  pthread_mutex_lock(&s->mu);
+  s->failed = true;
+  s->closed = true;
+  pthread_mutex_unlock(&s->mu);
+  kick(s->data_fd);
+}
+
+int api_stream_push(struct api_stream *s, const char *event, json_t *data) {
+  size_t len = 0;
+  char *text = data ? (s->fmt == STREAM_SSE ? sse_format(event, NULL, data, &len)
+                                            : ndjson_format(event, data, &len))
+                    : NULL;
+  json_decref(data);
+  if (!text)
+    return -1;
+  int rc = enqueue(s, text, len);
+  free(text);
+  return rc;
+}
+
+void api_stream_close(struct api_stream *s) {
+  pthread_mutex_lock(&s->mu);
+  s->closed = true;
+  pthread_mutex_unlock(&s->mu);
+  kick(s->data_fd);
+}
+
+bool api_stream_gone(const struct api_stream *s) {
+  struct api_stream *m = (struct api_stream *)s;
+  pthread_mutex_lock(&m->mu);
+  bool g = m->gone;
+  pthread_mutex_unlock(&m->mu);
+  return g;
+}
+
+int api_stream_gone_fd(const struct api_stream *s) { return s->gone_fd; }
+
+/* MHD's content reader: copy what is queued; wait when nothing is. */
+static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max) {
+  struct api_stream *s = cls;
+  (void)pos;
+  int idle_ms = 0;
+  for (;;) {
+    pthread_mutex_lock(&s->mu);
+    if (s->head) {
+      size_t n = 0;
+      while (s->head && n < max) {
+        struct chunk *c = s->head;
+        size_t take = c->len - c->off;
+        if (take > max - n)
+          take = max - n;
+        memcpy(buf + n, c->data + c->off, take);
+        n += take;
+        c->off += take;
+        if (c->off == c->len) {
+          s->head = c->next;
+          if (!s->head)
+            s->tail = NULL;
+          s->queued -= c->len;
+          free(c);
+        }
+      }
+      pthread_cond_broadcast(&s->room);
+      pthread_mutex_unlock(&s->mu);
+      return (ssize_t)n;
+    }
+    bool closed = s->closed, failed = s->failed;
+    pthread_mutex_unlock(&s->mu);
+    if (closed)
+      return failed ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
+    /* Nothing queued: wait for data or a hang-up.  The stop fd is not
+     * watched: at a stop the producer is cancelled and closes the stream
+     * with its final event. */
+    int w = api_wait_srv(s->srv, s->sock, s->data_fd, 1000, false);
+    if (w < 0)
+      return MHD_CONTENT_READER_END_WITH_ERROR; /* the client went away */
+    if (w > 0) {
+      drain(s->data_fd);
+      idle_ms = 0;
+      continue;
+    }
+    idle_ms += 1000;
+    if (s->fmt == STREAM_SSE && idle_ms >= SSE_HEARTBEAT_MS) {
+      idle_ms = 0;
+      /* An SSE comment keeps proxies from timing the stream out. */
+      static const char hb[] = ":\n\n";
+      if (max < sizeof hb - 1)
+        continue;
+      memcpy(buf, hb, sizeof hb - 1);
+      return (ssize_t)(sizeof hb - 1);
+    }
+  }
+}
+
+static void reader_free(void *cls) {
+  struct api_stream *s = cls;
+  pthread_mutex_lock(&s->mu);
+  s->gone = true;
+  pthread_cond_broadcast(&s->room);
+  pthread_mutex_unlock(&s->mu);
+  kick(s->gone_fd);
+  api_stream_unref(s);
+}
+
+struct MHD_Response *api_stream_response(struct api_stream *s) {
+  api_stream_ref(s);
+  struct MHD_Response *resp =
+      MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 64 * 1024, reader, s, reader_free);
+  if (!resp) {
+    api_stream_unref(s);
+    return NULL;
+  }
+  if (s->fmt == STREAM_SSE) {
+    MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+  } else if (s->fmt == STREAM_NDJSON) {
+    MHD_add_response_header(resp, "Content-Type", "application/x-ndjson");
+  }
+  return resp;
+}

@@ -1,0 +1,333 @@
+/* `husk serve`: open the state, adopt the boxes, serve the HTTP API until
+ * SIGTERM/SIGINT, then stop gracefully (boxes keep running and are
+ * re-adopted by the next start). */
+#define _GNU_SOURCE
+#include "cli/serve.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "api/api.h"
+#include "box/box.h"
+#include "husk/husk.h"
+#include "jail/limits.h"
+#include "state/state.h"
+#include "util/cleanup.h"
+#include "util/fileio.h"
+#include "util/parse.h"
+
+#define DEFAULT_LISTEN "127.0.0.1:7070"
+#define ADMIN_KEY_MIN 16
+#define ADMIN_KEY_MAX 256
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: husk serve [OPTIONS]\n"
+          "\n"
+          "Serve the HTTP API (docs/api.md) for long-lived boxes.\n"
+          "\n"
+          "  --listen ADDR:PORT      address to listen on, IPv4 or [IPv6]; port 0 picks a free one\n"
+          "                          [" DEFAULT_LISTEN "]\n"
+          "  --data DIR              state and box runtime directory [./var/husk in the source\n"
+          "                          tree, else /var/lib/husk]\n"
+          "  --max-connections N     concurrent connections [256]\n"
+          "  --idle-timeout SECONDS  close idle connections after this long [120]\n"
+          "  --grace SECONDS         on SIGTERM, how long requests in flight may finish [10]\n"
+          "  --default-ttl SECONDS   lifetime of a box created without \"timeout\" [300]\n"
+          "  --max-ttl SECONDS       longest lifetime a box may ask for [604800]\n"
+          "  --quiet                 no log line per request\n"
+          "\n"
+          "The admin key is HUSK_ADMIN_KEY if set, else DIR/admin.key (generated on first start).\n");
+}
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "husk: ");
+  vfprintf(stderr, fmt, ap);
+  fprintf(stderr, "\n");
+  va_end(ap);
+  return 1;
+}
+
+static void log_line(void *ctx, const char *line) {
+  (void)ctx;
+  char buf[2048];
+  snprintf(buf, sizeof buf, "%s", line);
+  husk_sanitize_line(buf);
+  fprintf(stderr, "husk: %s\n", buf);
+}
+
+/* mkdir -p with mode 0700 for what it creates; the directory must end up
+ * ours and not writable by others (it holds the database and the key). */
+static int prepare_dir(const char *dir, struct husk_err *err) {
+  char p[PATH_MAX];
+  if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
+    return husk_fail(err, ENAMETOOLONG, "data directory path too long");
+  for (char *s = p + 1; *s; s++) {
+    if (*s != '/')
+      continue;
+    *s = '\0';
+    if (mkdir(p, 0700) < 0 && errno != EEXIST)
+      return husk_error(err, errno, "cannot create `%s`", p);
+    *s = '/';
+  }
+  if (mkdir(p, 0700) < 0 && errno != EEXIST)
+    return husk_error(err, errno, "cannot create `%s`", p);
+  struct stat st;
+  if (lstat(p, &st) < 0)
+    return husk_error(err, errno, "`%s`", p);
+  if (!S_ISDIR(st.st_mode))
+    return husk_fail(err, ENOTDIR, "`%s` is not a directory", p);
+  if (st.st_uid != geteuid())
+    return husk_fail(err, EPERM, "`%s` belongs to another user", p);
+  if (st.st_mode & 022)
+    return husk_fail(err, EPERM, "`%s` is writable by others: use a private directory (0700)", p);
+  return 0;
+}
+
+static bool key_text_ok(const char *k, size_t n) {
+  if (n < ADMIN_KEY_MIN || n > ADMIN_KEY_MAX)
+    return false;
+  for (size_t i = 0; i < n; i++)
+    if (k[i] <= ' ' || k[i] > '~')
+      return false;
+  return true;
+}
+
+static int read_key(int dirfd, const char *path, char *key, size_t size, struct husk_err *err) {
+  cleanup_close int fd = openat(dirfd, "admin.key", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return husk_error(err, errno, "cannot open `%s`", path);
+  struct stat st;
+  if (fstat(fd, &st) < 0)
+    return husk_error(err, errno, "`%s`", path);
+  if (!S_ISREG(st.st_mode) || st.st_uid != geteuid())
+    return husk_fail(err, EPERM, "`%s` is not a regular file of ours", path);
+  if (st.st_mode & 077)
+    return husk_fail(err, EPERM, "`%s` is readable by others (mode %04o): the key may have leaked; "
+                     "remove the file to generate a new key", path, (unsigned)(st.st_mode & 07777));
+  ssize_t n = read(fd, key, size - 1);
+  if (n < 0)
+    return husk_error(err, errno, "cannot read `%s`", path);
+  key[n] = '\0';
+  while (n > 0 && (key[n - 1] == '\n' || key[n - 1] == '\r' || key[n - 1] == ' '))
+    key[--n] = '\0';
+  if (!key_text_ok(key, (size_t)n))
+    return husk_fail(err, EINVAL, "`%s` does not hold a valid key (%d..%d printable characters)",
+                     path, ADMIN_KEY_MIN, ADMIN_KEY_MAX);
+  return 0;
+}
+
+/* The admin key: DIR/admin.key, created (0600) with a fresh random key if
+ * missing.  link() publishes it, so two daemons starting at once agree. */
+static int admin_key_file(const char *dir, char *key, size_t size, char *path, size_t psize,
+                          struct husk_err *err) {
+  snprintf(path, psize, "%s/admin.key", dir);
+  cleanup_close int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0)
+    return husk_error(err, errno, "cannot open `%s`", dir);
+  if (faccessat(dfd, "admin.key", F_OK, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
+    return read_key(dfd, path, key, size, err);
+  static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  unsigned char raw[32];
+  if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
+    return husk_error(err, errno, "getrandom");
+  int n = snprintf(key, size, "hk_admin_");
+  for (size_t i = 0; i < sizeof raw && (size_t)n + 2 < size; i++)
+    key[n++] = b64[raw[i] & 63]; /* 6 random bits per character: 192 bits */
+  key[n] = '\0';
+  char tmp[64];
+  snprintf(tmp, sizeof tmp, ".admin.key.%d", (int)getpid());
+  unlinkat(dfd, tmp, 0);
+  cleanup_close int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return husk_error(err, errno, "cannot create `%s`", path);
+  char line[ADMIN_KEY_MAX + 2];
+  int len = snprintf(line, sizeof line, "%s\n", key);
+  if (write_all(fd, line, (size_t)len) < 0 || fsync(fd) < 0) {
+    int e = errno;
+    unlinkat(dfd, tmp, 0);
+    return husk_error(err, e, "cannot write `%s`", path);
+  }
+  int rc = linkat(dfd, tmp, dfd, "admin.key", 0);
+  int e = errno;
+  unlinkat(dfd, tmp, 0);
+  if (rc < 0) {
+    if (e == EEXIST)
+      return read_key(dfd, path, key, size, err); /* another start won */
+    return husk_error(err, e, "cannot create `%s`", path);
+  }
+  fsync(dfd);
+  return 0;
+}
+
+static int parse_seconds(const char *opt, const char *s, uint64_t *ms) {
+  struct husk_err err;
+  if (parse_milli(s, 1, HUSK_MAX_TIMEOUT_MS, ms, &err) < 0) {
+    fprintf(stderr, "husk serve: %s: %s\n", opt, err.msg);
+    return -1;
+  }
+  return 0;
+}
+
+enum { O_LISTEN = 256, O_DATA, O_MAXCONN, O_IDLE, O_GRACE, O_DTTL, O_MTTL, O_QUIET, O_HELP };
+
+int cmd_serve(int argc, char **argv) {
+  static const struct option opts[] = {
+      {"listen", required_argument, NULL, O_LISTEN},
+      {"data", required_argument, NULL, O_DATA},
+      {"max-connections", required_argument, NULL, O_MAXCONN},
+      {"idle-timeout", required_argument, NULL, O_IDLE},
+      {"grace", required_argument, NULL, O_GRACE},
+      {"default-ttl", required_argument, NULL, O_DTTL},
+      {"max-ttl", required_argument, NULL, O_MTTL},
+      {"quiet", no_argument, NULL, O_QUIET},
+      {"help", no_argument, NULL, O_HELP},
+      {0},
+  };
+  const char *listen = DEFAULT_LISTEN, *data = NULL;
+  uint64_t maxconn = 256, idle_ms = 120000, grace_ms = 10000, dttl = 0, mttl = 0;
+  bool quiet = false;
+  struct husk_err err;
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    switch (c) {
+    case O_LISTEN: listen = optarg; break;
+    case O_DATA: data = optarg; break;
+    case O_MAXCONN:
+      if (parse_u64_range(optarg, 1, 100000, &maxconn, &err) < 0) {
+        fprintf(stderr, "husk serve: --max-connections: %s\n", err.msg);
+        return 2;
+      }
+      break;
+    case O_IDLE:
+      if (parse_seconds("--idle-timeout", optarg, &idle_ms) < 0)
+        return 2;
+      break;
+    case O_GRACE:
+      if (parse_milli(optarg, 0, 3600 * 1000, &grace_ms, &err) < 0) {
+        fprintf(stderr, "husk serve: --grace: %s\n", err.msg);
+        return 2;
+      }
+      break;
+    case O_DTTL:
+      if (parse_seconds("--default-ttl", optarg, &dttl) < 0)
+        return 2;
+      break;
+    case O_MTTL:
+      if (parse_seconds("--max-ttl", optarg, &mttl) < 0)
+        return 2;
+      break;
+    case O_QUIET: quiet = true; break;
+    case 'h':
+    case O_HELP: usage(stdout); return 0;
+    default: usage(stderr); return 2;
+    }
+  }
+  if (optind < argc) {
+    fprintf(stderr, "husk serve: unexpected argument `%s`\n", argv[optind]);
+    return 2;
+  }
+  struct sockaddr_storage ss;
+  socklen_t sslen;
+  if (api_parse_listen(listen, &ss, &sslen, &err) < 0) {
+    fprintf(stderr, "husk serve: --listen: %s\n", err.msg);
+    return 2;
+  }
+  if (!data) {
+    /* From the source tree (make run, tests): keep state beside it. */
+    struct stat st;
+    bool repo = stat("Makefile", &st) == 0 && stat("src/api", &st) == 0 && S_ISDIR(st.st_mode);
+    data = repo ? "./var/husk" : "/var/lib/husk";
+  }
+  if (prepare_dir(data, &err) < 0)
+    return fail("%s", err.msg);
+
+  char key[ADMIN_KEY_MAX + 1];
+  char keypath[PATH_MAX + 16] = "";
+  const char *env_key = getenv("HUSK_ADMIN_KEY");
+  if (env_key) {
+    size_t n = strlen(env_key);
+    if (!key_text_ok(env_key, n))
+      return fail("HUSK_ADMIN_KEY must be %d..%d printable characters without spaces",
+                  ADMIN_KEY_MIN, ADMIN_KEY_MAX);
+    snprintf(key, sizeof key, "%s", env_key);
+  } else if (admin_key_file(data, key, sizeof key, keypath, sizeof keypath, &err) < 0) {
+    return fail("%s", err.msg);
+  }
+
+  /* Signals: handled by this thread with sigwait; every other thread
+   * (libmicrohttpd's, the core's) inherits the mask. */
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  json_object_seed(0); /* before any thread uses jansson */
+
+  char dbpath[PATH_MAX + 16];
+  snprintf(dbpath, sizeof dbpath, "%s/husk.db", data);
+  struct state *st = NULL;
+  if (state_open(&st, dbpath, &err) < 0)
+    return fail("%s", err.msg);
+  struct box_mgr *mgr = NULL;
+  struct box_mgr_config mc = {.data_dir = data, .state = st, .default_ttl_ms = dttl,
+                              .max_ttl_ms = mttl, .log = log_line};
+  if (box_mgr_open(&mgr, &mc, &err) < 0) {
+    state_close(st);
+    return fail("%s", err.msg);
+  }
+  struct api_config ac = {.listen = listen, .mgr = mgr, .state = st, .admin_key = key,
+                          .max_connections = (unsigned)maxconn,
+                          .idle_timeout_s = (unsigned)((idle_ms + 999) / 1000),
+                          .log_requests = !quiet, .log = log_line};
+  struct api_server *srv = NULL;
+  if (api_start(&srv, &ac, &err) < 0) {
+    box_mgr_close(mgr, false);
+    state_close(st);
+    return fail("%s", err.msg);
+  }
+  memset(key, 0, sizeof key);
+
+  char host[128];
+  if (ss.ss_family == AF_INET6) {
+    const char *e = strchr(listen, ']');
+    snprintf(host, sizeof host, "%.*s", (int)(e - listen + 1), listen);
+  } else {
+    snprintf(host, sizeof host, "%.*s", (int)(strrchr(listen, ':') - listen), listen);
+  }
+  fprintf(stderr, "husk: listening on http://%s:%u\n", host, api_port(srv));
+  if (env_key)
+    fprintf(stderr, "husk: admin key from HUSK_ADMIN_KEY\n");
+  else
+    fprintf(stderr, "husk: admin key in %s\n", keypath);
+  fprintf(stderr, "husk: data in %s\n", data);
+
+  int sig = 0;
+  while (sigwait(&set, &sig) != 0 || sig == SIGHUP) {
+    /* SIGHUP: nothing to reload; keep serving. */
+  }
+  fprintf(stderr, "husk: %s: stopping (boxes keep running; the next start adopts them)\n",
+          strsignal(sig));
+  api_stop(srv, (unsigned)grace_ms);
+  box_mgr_close(mgr, false);
+  state_close(st);
+  fprintf(stderr, "husk: stopped\n");
+  return 0;
+}
