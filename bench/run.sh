@@ -2,16 +2,29 @@
 # Start-to-exit latency of `true` under husk and its peers, in one run on
 # one machine.  `make bench` installs the peers, builds husk and runs this.
 #
-#   BENCH_N=200       timed runs per tool (quick look: BENCH_N=20)
-#   BENCH_WARMUP=10   untimed runs per tool before the timed ones
-#   BENCH_HUSK=path   the husk binary [build/husk]
-#   BENCH_JSON=file   also write every sample (ns) and the summary there
+#   BENCH_N=200        timed runs per tool and pass (quick look: BENCH_N=20)
+#   BENCH_WARMUP=10    untimed runs per tool before the timed ones
+#   BENCH_GAP_MS=100   idle time before each run of the second pass
+#                      (0: no second pass)
+#   BENCH_HUSK=path    the husk binary [build/husk]
+#   BENCH_JSON=file    also write every sample (ms) and the summary there
+#
+# Rows: bare fork/exec of /usr/bin/true; husk run (full isolation); bwrap
+# with a comparable root; unshare -Urmpinu (namespaces only); runc with a
+# bundle whose read-only root holds /usr bound read-only.
+#
+# Two passes.  "back to back": each run starts as soon as the previous one
+# ended (what hyperfine measures).  "after idle": BENCH_GAP_MS of idle time
+# before each run, as between the commands of an agent.  Deferred kernel
+# work of the previous run is then over, and a cost that back-to-back runs
+# share, such as waiting for an RCU grace period, is paid by every run.
 #
 # Timing: bench/spawnbench.c (compiled here into a temporary directory)
 # reads CLOCK_MONOTONIC, posix_spawn()s the command with stdin/stdout on
 # /dev/null, waitpid()s it and reads the clock again.  Every tool goes
 # through the same driver, so the driver's own cost is in every row alike
 # (see the `bare` row).  Tools run one after another: warm-up, then N runs.
+# bench/report.py makes the tables.
 #
 # The target (husk median <= 0.5 x bwrap median) is reported, not enforced:
 # the exit status is 0 unless the benchmark itself could not run.
@@ -22,12 +35,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 N=${BENCH_N:-200}
 WARMUP=${BENCH_WARMUP:-10}
+GAP=${BENCH_GAP_MS:-100}
 HUSK=${BENCH_HUSK:-build/husk}
 JSON_OUT=${BENCH_JSON:-}
 
 die() { echo "bench: $*" >&2; exit 1; }
 [[ $N =~ ^[1-9][0-9]*$ ]] || die "BENCH_N must be a positive integer (got '$N')"
 [[ $WARMUP =~ ^[0-9]+$ ]] || die "BENCH_WARMUP must be a non-negative integer (got '$WARMUP')"
+[[ $GAP =~ ^[0-9]+$ ]] || die "BENCH_GAP_MS must be a non-negative integer (got '$GAP')"
 [ -x "$HUSK" ] || die "$HUSK not found: run 'make all' first (or 'make bench')"
 HUSK=$(realpath "$HUSK")
 command -v python3 >/dev/null || die "python3 is required for the statistics"
@@ -51,19 +66,24 @@ trap 'exit 130' INT TERM
 
 "$CC" -std=c17 -O2 -Wall -Wextra -o "$TMP/spawnbench" bench/spawnbench.c
 
-# ---- the machine ---------------------------------------------------------
+# ---- the machine -----------------------------------------------------------
 cgroup_layout() {
-  local v2=0 v1=0
-  while read -r _ _ _ _ _ _ rest; do
+  local v2=0 v1=0 where="" fav=off
+  while read -r _ _ _ _ mnt _ rest; do
     case " $rest " in
-      *" - cgroup2 "*) v2=1 ;;
+      *" - cgroup2 "*) v2=1; where=$mnt ;;
       *" - cgroup "*) v1=1 ;;
+      *) continue ;;
     esac
+    case "$rest" in *favordynmods*) fav=on ;; esac
   done </proc/self/mountinfo
-  if [ $v2 = 1 ] && [ $v1 = 0 ]; then echo "v2 (unified)"
-  elif [ $v2 = 1 ]; then echo "hybrid (v1 controllers + cgroup2 at $(awk '$9=="cgroup2"{print $5; exit}' /proc/self/mountinfo))"
-  elif [ $v1 = 1 ]; then echo "v1"
-  else echo "none"; fi
+  if [ $v2 = 1 ] && [ $v1 = 0 ]; then echo -n "v2 (unified at $where)"
+  elif [ $v2 = 1 ]; then echo -n "hybrid (v1 controllers, cgroup2 at $where)"
+  elif [ $v1 = 1 ]; then echo -n "v1"
+  else echo -n "none"; fi
+  # favordynmods on any hierarchy spares cgroup.procs writers an RCU grace
+  # period (see docs/performance.md): it changes husk's numbers on v1.
+  echo ", favordynmods $fav"
 }
 version_of() {
   local out
@@ -74,28 +94,30 @@ echo "== machine"
 echo "cpus:      $(nproc) x $(awk -F': ' '/^model name/{print $2; exit}' /proc/cpuinfo)"
 echo "memory:    $(awk '/^MemTotal/{printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
 echo "kernel:    $(uname -srm)"
-echo "os:        $(. /etc/os-release && echo "$PRETTY_NAME")"
+echo "os:        $(sed -n 's/^PRETTY_NAME="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' /etc/os-release)"
 if grep -qw hypervisor /proc/cpuinfo; then
   echo "virtual:   yes (the CPU reports a hypervisor)"
 fi
 echo "cgroups:   $(cgroup_layout)"
-echo "husk:      $HUSK ($(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- src include 2>/dev/null || echo ', modified'))"
+echo "husk:      $HUSK ($(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- src include 2>/dev/null || echo ', src modified'))"
 echo "bwrap:     $(version_of bwrap --version)"
 echo "unshare:   $(version_of unshare --version)"
 echo "runc:      $(version_of runc --version)"
-echo "runs:      $N timed + $WARMUP warm-up per tool, one tool after another"
+echo "runs:      $N timed + warm-up per tool and pass, one tool after another"
+echo "load:      $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min) before the run"
 echo
 
 # ---- the commands ----------------------------------------------------------
 TRUE=/usr/bin/true
 SPEC=$TMP/spec
 : >"$SPEC"
-declare -A CMDLINE
+CMDS=$TMP/cmdlines
+: >"$CMDS"
 add() { # label argv...
   local label=$1
   shift
   (IFS=$'\t'; echo "$label"$'\t'"$*") >>"$SPEC"
-  CMDLINE[$label]=$(printf '%q ' "$@")
+  printf '%s\t%s\n' "$label" "$*" >>"$CMDS"
 }
 
 add bare "$TRUE"
@@ -120,7 +142,7 @@ if [ -n "$RUNC" ]; then
   (cd "$BUNDLE" && "$RUNC" spec)
   for d in usr proc dev sys tmp workspace; do mkdir "$BUNDLE/rootfs/$d"; done
   for l in bin lib lib64 sbin; do ln -s "usr/$l" "$BUNDLE/rootfs/$l"; done
-  python3 - "$BUNDLE/config.json" "$TRUE" <<'EOF'
+  python3 - "$BUNDLE/config.json" "$TRUE" <<'PY'
 import json, sys
 path, prog = sys.argv[1], sys.argv[2]
 c = json.load(open(path))
@@ -132,82 +154,31 @@ for d in ("/tmp", "/workspace"):
     c["mounts"].append({"destination": d, "type": "tmpfs", "source": "tmpfs",
                         "options": ["nosuid", "nodev", "mode=1777"]})
 json.dump(c, open(path, "w"), indent=1)
-EOF
+PY
   add runc "$RUNC" --root "$RUNC_STATE" run --bundle "$BUNDLE" "husk-bench-$$-{}"
 fi
 
-# ---- measure -----------------------------------------------------------------
-echo "== measuring (stderr of each tool is kept only to show a failure)" >&2
-"$TMP/spawnbench" "$N" "$WARMUP" "$SPEC" >"$TMP/samples.tsv"
+# ---- measure ---------------------------------------------------------------
+# /proc/stat around each pass: CPU time the whole machine spent, to tell
+# how much of it went to something other than the benchmark.
+cpu_mark() { echo "$(date +%s%N) $(getconf CLK_TCK) $(head -n1 /proc/stat)"; }
+pass() { # gap warmup
+  cpu_mark >"$TMP/cpu-$1"
+  "$TMP/spawnbench" "$N" "$2" "$SPEC" "$1" >"$TMP/samples-$1.tsv"
+  cpu_mark >>"$TMP/cpu-$1"
+}
+echo "bench: pass 1, back to back" >&2
+pass 0 "$WARMUP"
+if [ "$GAP" -gt 0 ]; then
+  echo "bench: pass 2, after $GAP ms idle each (about $(((N + 2) * GAP * $(wc -l <"$SPEC") / 1000)) s of idle time)" >&2
+  pass "$GAP" 2
+fi
 
-# Leftovers check: runc must have deleted every container.
+# runc must have deleted every container (cleanup() deletes any left).
 if [ -n "$RUNC" ]; then
   left=$("$RUNC" --root "$RUNC_STATE" list -q 2>/dev/null | wc -l)
   [ "$left" = 0 ] || echo "bench: warning: $left runc containers were left; deleting them" >&2
 fi
 
-# ---- report --------------------------------------------------------------------
-CMDS_FILE=$TMP/cmdlines
-for k in "${!CMDLINE[@]}"; do printf '%s\t%s\n' "$k" "${CMDLINE[$k]}"; done >"$CMDS_FILE"
-python3 - "$TMP/samples.tsv" "$CMDS_FILE" "$N" "$JSON_OUT" "$TMP" <<'EOF'
-import json, math, statistics, sys
-
-samples_path, cmds_path, n, json_out, tmp = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
-order, runs, failed = [], {}, {}
-for line in open(samples_path):
-    label, run, value = line.rstrip("\n").split("\t")
-    if label not in order:
-        order.append(label)
-    if run == "FAILED":
-        failed[label] = int(value)
-    else:
-        runs.setdefault(label, []).append(int(value) / 1e6)  # ms
-cmdline = {}
-for line in open(cmds_path):
-    label, cmd = line.rstrip("\n").split("\t", 1)
-    cmdline[label] = cmd.rstrip().replace(tmp, "$TMP").replace("\\{\\}", "{}")
-
-def pct(xs, p):  # nearest rank
-    s = sorted(xs)
-    return s[max(0, math.ceil(p / 100 * len(s)) - 1)]
-
-stats = {}
-for label in order:
-    if label in runs:
-        xs = runs[label]
-        stats[label] = {"median": statistics.median(xs), "p95": pct(xs, 95), "min": min(xs),
-                        "mean": statistics.fmean(xs), "n": len(xs)}
-
-husk = stats.get("husk")
-print(f"== start-to-exit latency of `true`, {n} runs each (ms)")
-print(f"{'tool':<9} {'median':>8} {'p95':>8} {'min':>8} {'mean':>8}   {'husk/tool':>9}")
-for label in order:
-    if label in failed:
-        print(f"{label:<9} {'FAILED':>8}   (see the error above)")
-        continue
-    s = stats[label]
-    ratio = "" if label == "husk" or not husk else f"{husk['median'] / s['median']:9.2f}x"
-    print(f"{label:<9} {s['median']:8.2f} {s['p95']:8.2f} {s['min']:8.2f} {s['mean']:8.2f}   {ratio:>9}")
-print("\nhusk/tool = husk median / tool median (below 1: husk is faster)")
-
-print("\n== commands ($TMP is the benchmark's temporary directory; runc's {} is a per-run number)")
-for label in order:
-    print(f"{label:<9} {cmdline.get(label, '?')}")
-
-print("\n== target")
-verdict = None
-if husk and "bwrap" in stats:
-    limit = 0.5 * stats["bwrap"]["median"]
-    verdict = husk["median"] <= limit
-    print(f"husk median {husk['median']:.2f} ms <= 0.5 x bwrap median ({limit:.2f} ms): "
-          f"{'MET' if verdict else 'NOT MET'} (husk/bwrap = {husk['median'] / stats['bwrap']['median']:.2f})")
-else:
-    print("cannot be judged: husk or bwrap did not run")
-
-if json_out:
-    json.dump({"n": n, "stats": stats, "failed": failed, "commands": cmdline,
-               "target_met": verdict, "samples_ms": runs}, open(json_out, "w"), indent=1)
-    print(f"\nsamples written to {json_out}")
-if "husk" in failed:
-    sys.exit(1)
-EOF
+# ---- report ----------------------------------------------------------------
+python3 bench/report.py "$TMP" "$CMDS" "$N" "$GAP" "$JSON_OUT"

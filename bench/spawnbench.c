@@ -4,7 +4,7 @@
  * for every command, so its own cost (about that of a vfork) is the same
  * for all of them and is visible in the `bare` row.
  *
- *   spawnbench N WARMUP SPEC
+ *   spawnbench N WARMUP SPEC [GAP_MS]
  *
  * SPEC is a file with one command per line: a label, then the argv, all
  * separated by tabs.  argv[0] must be an absolute path (no PATH search).
@@ -12,12 +12,16 @@
  * unique per run (for tools that need a fresh container id each time).
  *
  * For each command in turn: WARMUP untimed runs, then N timed runs, back to
- * back.  stdin and stdout are /dev/null; stderr goes to `SPEC.LABEL.err`,
+ * back, or with GAP_MS > 0 after an idle pause of GAP_MS before each run
+ * (not timed: it lets deferred kernel work such as RCU grace periods finish,
+ * as between the commands of an agent).  stdin and stdout are /dev/null; stderr goes to `SPEC.LABEL.err`,
  * shown if a run fails.  A run fails if it does not exit with status 0; the
  * command is then reported as failed and skipped, and the others go on.
  *
  * Output on stdout, one line per timed run:  LABEL <tab> RUN <tab> NANOSECONDS
- * and one line per failed command:           LABEL <tab> FAILED <tab> STATUS */
+ * one line per failed command:               LABEL <tab> FAILED <tab> STATUS
+ * and last the CPU time of all the runs:     #cpu <tab> - <tab> NANOSECONDS
+ * (user + system of every process they waited for, from getrusage). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -179,13 +184,14 @@ static void show_failure(const struct cmd *c, int status) {
 }
 
 int main(int argc, char **argv) {
-  if (argc != 4) {
-    fprintf(stderr, "usage: spawnbench N WARMUP SPEC\n");
+  if (argc != 4 && argc != 5) {
+    fprintf(stderr, "usage: spawnbench N WARMUP SPEC [GAP_MS]\n");
     return 2;
   }
   long n = strtol(argv[1], NULL, 10), warm = strtol(argv[2], NULL, 10);
-  if (n <= 0 || warm < 0) {
-    fprintf(stderr, "spawnbench: N must be > 0 and WARMUP >= 0\n");
+  long gap_ms = argc == 5 ? strtol(argv[4], NULL, 10) : 0;
+  if (n <= 0 || warm < 0 || gap_ms < 0) {
+    fprintf(stderr, "spawnbench: N must be > 0, WARMUP and GAP_MS >= 0\n");
     return 2;
   }
   static struct cmd cmds[MAX_CMDS];
@@ -204,6 +210,11 @@ int main(int argc, char **argv) {
     int status = 0;
     long r = 0;
     for (; r < warm + n; r++) {
+      if (gap_ms > 0) {
+        struct timespec gap = {.tv_sec = gap_ms / 1000, .tv_nsec = (gap_ms % 1000) * 1000000L};
+        while (nanosleep(&gap, &gap) < 0 && errno == EINTR)
+          ;
+      }
       long long ns = run_once(c, null_fd, counter++, &status);
       if (ns < 0)
         break;
@@ -221,5 +232,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "spawnbench: %s done\n", c->label);
   }
   free(t);
+  struct rusage ru;
+  if (getrusage(RUSAGE_CHILDREN, &ru) == 0)
+    printf("#cpu\t-\t%lld\n",
+           ((long long)ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000LL +
+               ((long long)ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL);
   return 0;
 }
