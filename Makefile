@@ -12,11 +12,13 @@ CPPFLAGS += -Iinclude -Isrc
 LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lseccomp -ljansson -lsqlite3 -lcrypto -lmicrohttpd -larchive) -lpthread -lm
 
 BUILD ?= build
-# Sources being written in parallel and not yet part of the build.
-WIP_SRC :=
-LIB_SRC := $(filter-out $(WIP_SRC),$(sort $(wildcard src/util/*.c src/jail/*.c src/box/*.c src/state/*.c)))
-# Fronts: the command line and the HTTP API, on top of the core library.
-CLI_SRC := $(filter-out $(WIP_SRC),$(sort $(wildcard src/cli/*.c src/api/*.c)))
+LIB_SRC := $(sort $(wildcard src/util/*.c src/jail/*.c src/box/*.c src/state/*.c))
+# Fronts on top of the core library: `husk` (the command line; `husk serve`
+# execs `husk-serve`, so that one-shot runs do not load the server's
+# libraries) and `husk-serve` (the HTTP API daemon).
+CLI_SRC := src/cli/main.c
+SERVE_SRC := $(sort $(wildcard src/api/*.c)) src/cli/serve.c src/cli/serve_main.c
+SERVE_OBJ := $(SERVE_SRC:%.c=$(BUILD)/%.o)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/seccomp_bpf.o
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
@@ -24,7 +26,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 .PHONY: all deps deps-test run test test-unit test-e2e test-hostile test-asan check-clang bench clean format
 
-all: $(BUILD)/husk
+all: $(BUILD)/husk $(BUILD)/husk-serve
 
 deps:
 	@scripts/deps.sh build
@@ -51,8 +53,12 @@ $(BUILD)/libhusk.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
+# --as-needed: each binary loads only the libraries it really uses.
 $(BUILD)/husk: $(CLI_OBJ) $(BUILD)/libhusk.a
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/libhusk.a $(LDLIBS)
+	$(CC) $(CFLAGS) $(LDFLAGS) -Wl,--as-needed -o $@ $(CLI_OBJ) $(BUILD)/libhusk.a $(LDLIBS)
+
+$(BUILD)/husk-serve: $(SERVE_OBJ) $(BUILD)/libhusk.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -Wl,--as-needed -o $@ $(SERVE_OBJ) $(BUILD)/libhusk.a $(LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libhusk.a tests/unit/unit.h
 	@mkdir -p $(dir $@)

@@ -5,12 +5,12 @@
 #include <getopt.h>
 #include <stdarg.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/serve.h"
 #include "husk/husk.h"
 #include "jail/limits.h"
 #include "util/parse.h"
@@ -180,6 +180,25 @@ static int cmd_run(int argc, char **argv) {
   return code;
 }
 
+/* `husk serve` runs build/husk-serve, installed next to this binary. */
+static int exec_serve(int argc, char **argv) {
+  (void)argc;
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n < 0) {
+    fprintf(stderr, "%s: cannot find my own binary: %s\n", prog, strerror(errno));
+    return 125;
+  }
+  self[n] = '\0';
+  char *slash = strrchr(self, '/');
+  char path[PATH_MAX + 16];
+  snprintf(path, sizeof path, "%.*s/husk-serve", slash ? (int)(slash - self) : 1, slash ? self : ".");
+  execv(path, argv);
+  fprintf(stderr, "%s: cannot run `%s`: %s (it is built and installed next to husk)\n", prog, path,
+          strerror(errno));
+  return 125;
+}
+
 int main(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
@@ -188,7 +207,7 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "run"))
     return cmd_run(argc - 1, argv + 1);
   if (!strcmp(argv[1], "serve"))
-    return cmd_serve(argc - 1, argv + 1);
+    return exec_serve(argc - 1, argv + 1);
   if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
     printf("husk %s\n", HUSK_VERSION);
     return 0;

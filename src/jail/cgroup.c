@@ -403,6 +403,33 @@ int cgroup_attach(const struct cgroup *cg, pid_t pid, bool skip_v2, struct husk_
   return 0;
 }
 
+int cgroup_self_attach_fds(const struct cgroup *cg, int fds[CGROUP_MAX_ATTACH], size_t *n,
+                           int *v2_index, struct husk_err *err) {
+  *n = 0;
+  *v2_index = -1;
+  for (int i = 0; i < host.nv1 && *n < CGROUP_MAX_ATTACH - 1; i++) {
+    cleanup_close int d = openat(host.v1[i].parent, cg->name, O_DIRECTORY | O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    int fd = d < 0 ? -1 : openat(d, "tasks", O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+      goto fail;
+    fds[(*n)++] = fd;
+  }
+  if (cg->v2 >= 0) {
+    int fd = openat(cg->v2, "cgroup.procs", O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+      goto fail;
+    *v2_index = (int)*n;
+    fds[(*n)++] = fd;
+  }
+  return 0;
+fail:;
+  int e = errno;
+  for (size_t i = 0; i < *n; i++)
+    close(fds[i]);
+  *n = 0;
+  return husk_error(err, e, "cannot open the cgroup `%s` for attaching", cg->name);
+}
+
 /* Value of `key` in a flat keyed file ("key value\n" lines). */
 static uint64_t keyed_value(int dirfd, const char *file, const char *key) {
   char buf[4096];

@@ -62,6 +62,16 @@ int cgroup_open(struct cgroup *cg, const char *name, struct husk_err *err);
  * is assumed done by clone3(CLONE_INTO_CGROUP). */
 int cgroup_attach(const struct cgroup *cg, pid_t pid, bool skip_v2, struct husk_err *err);
 
+/* Files the box's first process writes "0" to, moving itself into the
+ * cgroup: `tasks` of every v1 hierarchy, then (last, *v2_index) the v2
+ * cgroup.procs for when clone3 could not place it there.  Moving the
+ * current thread through `tasks` does not take the global threadgroup
+ * lock that a cgroup.procs write by the host takes, which waits for an RCU
+ * grace period (about 15 ms after a moment of idle time). */
+#define CGROUP_MAX_ATTACH 9
+int cgroup_self_attach_fds(const struct cgroup *cg, int fds[CGROUP_MAX_ATTACH], size_t *n,
+                           int *v2_index, struct husk_err *err);
+
 /* Did a limit trip (OOM kill, fork refused at pids.max) since creation? */
 enum cgroup_trip cgroup_tripped(const struct cgroup *cg);
 

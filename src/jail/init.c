@@ -137,11 +137,11 @@ static _Noreturn void exec_fail(int errpipe, int stage, int error) {
 /* In the forked child: become the requested program. */
 static _Noreturn void exec_child(int errpipe, const int *fds, size_t nfds, const char *cwd,
                                  char *const argv[], char *const env[]) {
-  sigset_t all;
-  sigemptyset(&all);
-  for (int s = 1; s < NSIG; s++)
-    signal(s, SIG_DFL);
-  sigprocmask(SIG_SETMASK, &all, NULL);
+  /* Dispositions were reset once in init_main; only the mask (init blocks
+   * SIGCHLD for its signalfd) needs clearing here. */
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
   /* Its own session and process group: the host can signal the group, and
    * the program has no controlling terminal to inject input into. */
   if (setsid() < 0)
@@ -344,6 +344,10 @@ static void serve(int i) {
 
 _Noreturn void init_main(const struct init_config *cfg) {
   config = cfg;
+  /* Whatever husk ignored (SIGPIPE during a run, SIGHUP under nohup...)
+   * would be inherited by every program: start them from defaults. */
+  for (int sig = 1; sig < NSIG; sig++)
+    signal(sig, SIG_DFL);
   for (int i = 0; i < MAX_CONNS; i++)
     conns[i].fd = -1;
   conn_add(cfg->ctl); /* slot 0: the connection we were started with */

@@ -67,9 +67,12 @@ int privs_drop_for_init(const char **step) {
 
 int privs_drop_for_program(const char **step) {
   int rc;
+  /* init's bounding set holds only INIT_CAPS: drop those. */
   *step = "drop bounding capabilities";
-  if ((rc = drop_bounding(0)) < 0)
-    return rc;
+  for (int cap = 0; cap < 32; cap++)
+    if ((INIT_CAPS & CAP_BIT(cap)) && prctl(PR_CAPBSET_DROP, cap) < 0)
+      return -errno;
+  (void)rc;
   *step = "setresgid";
   if (setresgid(HUSK_BOX_GID, HUSK_BOX_GID, HUSK_BOX_GID) < 0)
     return -errno;

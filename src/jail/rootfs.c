@@ -194,9 +194,8 @@ static int build_proc(char *what, size_t wl) {
   for (size_t i = 0; masked_files[i]; i++) {
     char p[128];
     snprintf(p, sizeof p, NR "/proc/%s", masked_files[i]);
-    if (access(p, F_OK) < 0)
-      continue;
-    if (mount("/dev/null", p, NULL, MS_BIND, NULL) < 0)
+    /* Absent on this kernel: nothing to mask. */
+    if (mount("/dev/null", p, NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
       return fail(what, wl, errno, "mask /proc/%s", masked_files[i]);
   }
   /* Directories of hardware and driver details: an empty read-only tmpfs. */
@@ -205,9 +204,8 @@ static int build_proc(char *what, size_t wl) {
   for (size_t i = 0; masked_dirs[i]; i++) {
     char p[128];
     snprintf(p, sizeof p, NR "/proc/%s", masked_dirs[i]);
-    if (access(p, F_OK) < 0)
-      continue;
-    if (mount("tmpfs", p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0,nr_inodes=1") < 0)
+    if (mount("tmpfs", p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0,nr_inodes=1") < 0 &&
+        errno != ENOENT)
       return fail(what, wl, errno, "mask /proc/%s", masked_dirs[i]);
   }
   /* Kernel knobs: readable (tools read them) but never writable. */
@@ -215,10 +213,11 @@ static int build_proc(char *what, size_t wl) {
   for (size_t i = 0; readonly[i]; i++) {
     char p[128];
     snprintf(p, sizeof p, NR "/proc/%s", readonly[i]);
-    if (access(p, F_OK) < 0)
-      continue;
-    if (mount(p, p, NULL, MS_BIND | MS_REC, NULL) < 0)
+    if (mount(p, p, NULL, MS_BIND | MS_REC, NULL) < 0) {
+      if (errno == ENOENT)
+        continue;
       return fail(what, wl, errno, "bind /proc/%s", readonly[i]);
+    }
     if ((rc = set_attrs(p, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
                                MOUNT_ATTR_NOEXEC, true)) < 0)
       return fail(what, wl, -rc, "make /proc/%s read-only", readonly[i]);

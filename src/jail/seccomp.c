@@ -143,6 +143,10 @@ static int build_allowlist(struct sock_fprog *out, struct husk_err *err) {
     husk_fail(err, EINVAL, "seccomp_attr_set failed");
     goto out;
   }
+  /* A binary tree of syscall numbers instead of a linear list: fewer
+   * instructions per syscall (~9 instead of up to ~300).  Best effort:
+   * older libseccomp lacks it. */
+  seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
   for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
     if (add(ctx, SCMP_ACT_ALLOW, allowed[i], 0, NULL, err) < 0)
       goto out;

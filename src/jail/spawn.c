@@ -51,12 +51,20 @@
 /* Fixed fd numbers in the child, after it closed everything it inherited. */
 enum {
   CHILD_SYNC = 3, CHILD_CTL, CHILD_SLOT, CHILD_WS, CHILD_TMP, CHILD_SHM, CHILD_FS, CHILD_LISTEN,
-  CHILD_FIRST_FREE
+  CHILD_ATTACH, /* CGROUP_MAX_ATTACH fds from here */
+  CHILD_FIRST_FREE = CHILD_ATTACH + CGROUP_MAX_ATTACH
 };
 #define CHILD_NFDS (CHILD_FIRST_FREE - CHILD_SYNC)
 
+/* What the host tells the child on the sync pipe. */
+#define SYNC_GO '1'        /* maps written, clone3 placed it in the v2 cgroup */
+#define SYNC_GO_ATTACH_V2 '2' /* ... and it must move itself into v2 too */
+
 struct child_args {
   int sync, ctl, slot, ws, tmp, shm, fs, listen;
+  int attach[CGROUP_MAX_ATTACH];
+  size_t nattach;
+  int attach_v2; /* index in attach[] of the v2 cgroup.procs, -1 if none */
   bool die_with_parent;
   int landlock_abi;
   const struct seccomp_policy *seccomp;
@@ -197,6 +205,8 @@ __attribute__((format(printf, 3, 4))) static _Noreturn void child_fail(int ctl, 
  * it inherited from the host (terminals, sockets, cgroup dirs...). */
 static int child_fds(const struct child_args *a) {
   int src[CHILD_NFDS] = {a->sync, a->ctl, a->slot, a->ws, a->tmp, a->shm, a->fs, a->listen};
+  for (size_t i = 0; i < CGROUP_MAX_ATTACH; i++)
+    src[CHILD_ATTACH - CHILD_SYNC + i] = i < a->nattach ? a->attach[i] : -1;
   int tmp[CHILD_NFDS];
   for (int i = 0; i < CHILD_NFDS; i++)
     if ((tmp[i] = src[i] < 0 ? -1 : fcntl(src[i], F_DUPFD_CLOEXEC, 64)) < 0 && src[i] >= 0)
@@ -282,6 +292,15 @@ static _Noreturn void child_main(const struct child_args *args) {
   if (n != 1)
     _exit(125);
   close(CHILD_SYNC);
+
+  /* Move ourselves into the box cgroup before anything else runs here. */
+  for (size_t i = 0; i < args->nattach; i++) {
+    int fd = CHILD_ATTACH + (int)i;
+    bool v2 = (int)i == args->attach_v2;
+    if ((!v2 || go == SYNC_GO_ATTACH_V2) && write(fd, "0", 1) != 1)
+      child_fail(ctl, errno, "cannot enter the box cgroup");
+    close(fd);
+  }
 
   /* Become root of the new user namespace (mapped to the slot's base uid). */
   if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
@@ -465,6 +484,9 @@ int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *
 
   int mnts[3] = {-1, -1, -1};
   int ctlpair[2] = {-1, -1}, sync[2] = {-1, -1}, lfd = -1;
+  int attach[CGROUP_MAX_ATTACH];
+  size_t nattach = 0;
+  int attach_v2 = -1;
   int rc = -1;
   if (cgroup_create(&j->cg, cfg->name, &cfg->limits, err) < 0)
     goto fail;
@@ -478,13 +500,17 @@ int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *
     husk_error(err, errno, "pipe");
     goto fail;
   }
+  if (cgroup_self_attach_fds(&j->cg, attach, &nattach, &attach_v2, err) < 0)
+    goto fail;
   if (cfg->ctl_path && (lfd = listen_ctl(cfg->ctl_path, err)) < 0)
     goto fail;
   struct child_args args = {.sync = sync[0], .ctl = ctlpair[1], .slot = slot_fd,
                             .ws = mnts[0], .tmp = mnts[1], .shm = mnts[2],
                             .fs = cfg->ctl_path ? j->fs : -1, .listen = lfd,
+                            .nattach = nattach, .attach_v2 = attach_v2,
                             .die_with_parent = cfg->die_with_parent,
                             .landlock_abi = j->landlock_abi, .seccomp = policy};
+  memcpy(args.attach, attach, nattach * sizeof attach[0]);
   bool into_cgroup = false;
   int pidfd = -1;
   pid_t pid = clone_box(j->cg.v2, &pidfd, &into_cgroup);
@@ -508,10 +534,13 @@ int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *
   }
   close_quiet(lfd);
   lfd = -1;
-  if (write_id_maps(pid, j->uid_base, err) < 0 || set_oom_score(pid, err) < 0 ||
-      cgroup_attach(&j->cg, pid, into_cgroup, err) < 0)
+  for (size_t i = 0; i < nattach; i++)
+    close(attach[i]);
+  nattach = 0;
+  if (write_id_maps(pid, j->uid_base, err) < 0 || set_oom_score(pid, err) < 0)
     goto fail;
-  if (write_all(sync[1], "1", 1) < 0) {
+  char go = into_cgroup ? SYNC_GO : SYNC_GO_ATTACH_V2;
+  if (write_all(sync[1], &go, 1) < 0) {
     husk_error(err, errno, "cannot release the box's init");
     goto fail;
   }
@@ -521,6 +550,8 @@ int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *
     goto fail;
   return 0;
 fail:
+  for (size_t i = 0; i < nattach; i++)
+    close(attach[i]);
   for (int i = 0; i < 3; i++)
     close_quiet(mnts[i]);
   close_quiet(lfd);
