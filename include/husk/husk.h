@@ -60,6 +60,7 @@ struct husk_run_result {
   uint64_t memory_peak_bytes;
   uint64_t output_bytes;
   bool output_truncated;
+  bool stderr_open_line; /* the program's stderr did not end with a newline */
   char message[1024]; /* one line for the user when something went wrong, else "" */
 };
 

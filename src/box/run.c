@@ -79,9 +79,16 @@ static void copy_skipped(void *ctx, const char *path, const char *why) {
   w->spec->warn(w->spec->warn_ctx, line);
 }
 
+struct emit_ctx {
+  const struct husk_run_spec *spec;
+  char last_err; /* last byte written to stderr, 0 if none */
+};
+
 static int emit(void *ctx, int stream, const char *buf, size_t len) {
-  const struct husk_run_spec *spec = ctx;
-  int fd = stream == 1 ? spec->stdout_fd : spec->stderr_fd;
+  struct emit_ctx *e = ctx;
+  int fd = stream == 1 ? e->spec->stdout_fd : e->spec->stderr_fd;
+  if (stream == 2 && len)
+    e->last_err = buf[len - 1];
   /* If our reader went away, keep the box's side going (like a full pipe
    * that nobody reads would not be our business either). */
   if (fd >= 0)
@@ -98,11 +105,12 @@ static void supervise(struct jail *j, const struct husk_run_spec *spec, int sfd,
     set_message(res, "out of memory");
     return;
   }
+  struct emit_ctx ectx = {.spec = spec};
   struct exec_spec es = {.argv = spec->argv, .env = env,
                          .cwd = spec->workdir ? spec->workdir : "/workspace",
                          .timeout_ms = spec->limits.timeout_ms,
                          .output_limit = spec->limits.output_bytes,
-                         .stdin_fd = spec->stdin_fd, .sink = emit, .sink_ctx = (void *)spec,
+                         .stdin_fd = spec->stdin_fd, .sink = emit, .sink_ctx = &ectx,
                          .signal_fd = sfd, .cancel_fd = -1};
   struct exec_outcome o;
   exec_relay(j, j->ctl, true, &es, &o);
@@ -112,6 +120,7 @@ static void supervise(struct jail *j, const struct husk_run_spec *spec, int sfd,
   res->wall_ms = o.wall_ms;
   res->output_bytes = o.output_bytes;
   res->output_truncated = o.truncated;
+  res->stderr_open_line = ectx.last_err && ectx.last_err != '\n';
   if (o.message[0])
     set_message(res, "%s", o.message);
 }

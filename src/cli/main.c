@@ -2,6 +2,7 @@
  * parses options, calls the core once and reports the result. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <jansson.h>
@@ -43,6 +44,10 @@ static void usage(FILE *f) {
           "125 if husk failed; 126 not executable; 127 not found.\n");
 }
 
+/* --json was given: errors before the run still end with the JSON line. */
+static bool want_json;
+static void print_json(const struct husk_run_result *r, bool newline_first);
+
 static int die_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int die_usage(const char *fmt, ...) {
   va_list ap;
@@ -51,15 +56,24 @@ static int die_usage(const char *fmt, ...) {
   vfprintf(stderr, fmt, ap);
   fprintf(stderr, " (see `husk run --help`)\n");
   va_end(ap);
+  if (want_json) {
+    struct husk_run_result r = {.exit_code = 125, .reason = HUSK_REASON_SETUP_ERROR};
+    print_json(&r, false);
+  }
   return 125;
 }
+
+/* Which of fds 0..2 husk was started without (see main). */
+static bool stdio_closed[3];
 
 static void warn_line(void *ctx, const char *line) {
   (void)ctx;
   fprintf(stderr, "%s: %s\n", prog, line);
 }
 
-static void print_json(const struct husk_run_result *r) {
+static void print_json(const struct husk_run_result *r, bool newline_first) {
+  if (newline_first)
+    fputc('\n', stderr); /* the program's stderr ended mid-line */
   json_t *o = json_pack("{s:i, s:i, s:s, s:I, s:I, s:I}", "exit_code", r->exit_code, "signal",
                         r->signal, "reason", husk_reason_name(r->reason), "wall_ms",
                         (json_int_t)r->wall_ms, "cpu_ms", (json_int_t)r->cpu_ms,
@@ -96,17 +110,39 @@ static int cmd_run(int argc, char **argv) {
       {"help", no_argument, NULL, OPT_HELP},
       {0},
   };
-  struct husk_run_spec spec = {.stdin_fd = STDIN_FILENO, .stdout_fd = STDOUT_FILENO,
-                               .stderr_fd = STDERR_FILENO, .warn = warn_line};
+  struct husk_run_spec spec = {.stdin_fd = stdio_closed[0] ? -1 : STDIN_FILENO,
+                               .stdout_fd = stdio_closed[1] ? -1 : STDOUT_FILENO,
+                               .stderr_fd = stdio_closed[2] ? -1 : STDERR_FILENO, .warn = warn_line};
   bool json = false;
   struct husk_err err;
   char **env = calloc((size_t)argc + 1, sizeof *env);
   size_t nenv = 0;
   if (!env)
     return die_usage("out of memory");
+  /* Find --json among husk's own options first, so that even an error in
+   * a later option is reported with the JSON line. */
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "--"))
+      break;
+    if (!strcmp(a, "--json")) {
+      want_json = true;
+      break;
+    }
+    if (a[0] != '-')
+      break; /* PROGRAM */
+    if (!strchr(a, '=') && (!strcmp(a, "-w") || (a[1] == '-' && a[2]))) {
+      for (const struct option *o = opts; o->name; o++)
+        if (!strcmp(a + 2, o->name) && o->has_arg == required_argument)
+          i++; /* skip its value */
+      if (!strcmp(a, "-w"))
+        i++;
+    }
+  }
   int c;
   optind = 1;
-  while ((c = getopt_long(argc, argv, "+w:h", opts, NULL)) != -1) {
+  opterr = 0; /* our messages, one line each */
+  while ((c = getopt_long(argc, argv, "+:w:h", opts, NULL)) != -1) {
     uint64_t v;
     switch (c) {
     case OPT_MEMORY:
@@ -162,8 +198,10 @@ static int cmd_run(int argc, char **argv) {
     case OPT_HELP:
       usage(stdout);
       return 0;
+    case ':':
+      return die_usage("option `%s` needs a value", argv[optind - 1]);
     default:
-      return die_usage("invalid option");
+      return die_usage("unknown option `%s`", argv[optind - 1]);
     }
   }
   if (optind >= argc)
@@ -175,7 +213,7 @@ static int cmd_run(int argc, char **argv) {
   if (res.message[0])
     fprintf(stderr, "%s: %s\n", prog, res.message);
   if (json)
-    print_json(&res);
+    print_json(&res, res.stderr_open_line);
   free(env);
   return code;
 }
@@ -200,6 +238,18 @@ static int exec_serve(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+  /* A closed 0, 1 or 2 would be reused by the next open() and relayed as
+   * if it were stdio: hold them with /dev/null and remember. */
+  for (int fd = 0; fd < 3; fd++) {
+    if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+      continue;
+    stdio_closed[fd] = true;
+    int n = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+    if (n >= 0 && n != fd) {
+      dup2(n, fd);
+      close(n);
+    }
+  }
   if (argc < 2) {
     usage(stderr);
     return 125;
