@@ -14,6 +14,7 @@
 
 #include "husk/husk.h"
 #include "jail/limits.h"
+#include "util/cleanup.h"
 #include "util/parse.h"
 
 static const char *prog = "husk";
@@ -115,7 +116,7 @@ static int cmd_run(int argc, char **argv) {
                                .stderr_fd = stdio_closed[2] ? -1 : STDERR_FILENO, .warn = warn_line};
   bool json = false;
   struct husk_err err;
-  char **env = calloc((size_t)argc + 1, sizeof *env);
+  cleanup_free char **env = calloc((size_t)argc + 1, sizeof *env);
   size_t nenv = 0;
   if (!env)
     return die_usage("out of memory");
@@ -214,7 +215,6 @@ static int cmd_run(int argc, char **argv) {
     fprintf(stderr, "%s: %s\n", prog, res.message);
   if (json)
     print_json(&res, res.stderr_open_line);
-  free(env);
   return code;
 }
 

@@ -52,12 +52,14 @@ expect_run "tmpfs file larger than --memory" 137 memory 9
 
 # The OOM victim is a child: the whole box still goes down, the parent does
 # not get to carry on (it would otherwise sleep until the 60 s timeout).
+# (On a v1 memory controller the kernel kills only the victim and husk kills
+# the rest when it notices, so the parent may run for a moment: no assertion
+# on what it printed.)
 hrun run --json --memory 48M --timeout 60 -- sh -c 'cat /proc/self/uid_map; python3 -c "
 a = []
 while True:
-    a.append(bytearray(1 << 20))"; echo survived; sleep 1000'
+    a.append(bytearray(1 << 20))"; sleep 1000'
 expect_run "OOM of a child kills the whole box" 137 memory 9
-check "OOM of a child: the parent did not carry on" ! grep -q survived <<<"$OUT"
 box_gone "OOM of a child" "$(uid_base_of "$OUT")"
 
 hrun run --json --memory 64M -- python3 -c 'b = bytearray(16 << 20); print(len(b))'
@@ -74,6 +76,9 @@ expect_eq "--disk 16M: /workspace is 16 MiB" "$OUT" $((16 << 20))
 
 hrun run -- sh -c 'df -B1 /workspace | awk "NR==2 {print \$2}"'
 expect_eq "default disk: /workspace is 1 GiB" "$OUT" $((1 << 30))
+
+hrun run --disk 16777216 --memory 128M -- sh -c 'df -B1 /tmp | awk "NR==2 {print \$2}"'
+expect_eq "--disk in plain bytes (16777216)" "$OUT" 16777216
 
 # /workspace, /tmp and /dev/shm share one filesystem and one --disk budget.
 hrun run --disk 16M --memory 256M -- sh -c '
@@ -177,18 +182,12 @@ cg_limits() {
 }
 # running_box_limits ARGS...: starts a box that waits, prints its limits.
 running_box_limits() {
-  local o="$T_SCRATCH/lim.out" hp i
+  local o="$T_SCRATCH/lim.out"
   rm -f "$o"
-  "$HUSK" run "$@" --timeout 30 -- sh -c 'echo up; sleep 1000' >"$o" 2>/dev/null </dev/null &
-  hp=$!
-  bg_track "$hp"
-  for ((i = 0; i < 200; i++)); do
-    [ -s "$o" ] && break
-    sleep 0.05
-  done
-  cg_limits "$hp"
-  kill -TERM "$hp"
-  wait "$hp" 2>/dev/null
+  held_start "$o" run "$@" --timeout 30 -- sh -c 'echo up; read x'
+  wait_for_output "$o"
+  cg_limits "$HELD"
+  held_end
 }
 expect_eq "defaults: 512M memory, 256 pids, 1 cpu" "$(running_box_limits)" "536870912 256 100000/100000"
 expect_eq "--memory 100M --pids 50 --cpus 0.5" "$(running_box_limits --memory 100M --pids 50 --cpus 0.5)" "104857600 50 50000/100000"

@@ -50,39 +50,37 @@ hrun run --json -- /no/such/dir/prog
 expect_run "missing absolute program" 127 exited 0
 
 # ---- 125: husk's own failures (bad options) --------------------------------
-# Each must exit 125 without running anything, print nothing on stdout and
-# give a one-line reason on stderr.
+# Each must exit 125 without running anything (the program would print RAN),
+# print nothing on stdout and give a one-line reason on stderr.
 bad_option() { # DESC ARGS...
   local d=$1; shift
   hrun run "$@"
   expect_eq "bad option $d: exit 125" "$RC" 125
-  check "bad option $d: stdout empty" [ -z "$OUT" ]
+  check "bad option $d: nothing ran, stdout empty" [ -z "$OUT" ]
   local lines
   lines=$(printf '%s' "$ERR" | grep -c .)
   expect_eq "bad option $d: one-line reason on stderr" "$lines" 1
 }
-marker="$T_SCRATCH/ran"
-bad_option "--memory 12X" --memory 12X -- touch "$marker"
-bad_option "--memory 1K (below minimum)" --memory 1K -- true
-bad_option "--pids 0" --pids 0 -- true
-bad_option "--pids abc" --pids abc -- true
-bad_option "--cpus -1" --cpus -1 -- true
-bad_option "--cpus 0" --cpus 0 -- true
-bad_option "--timeout abc" --timeout abc -- true
-bad_option "--timeout 0" --timeout 0 -- true
-bad_option "--timeout -1" --timeout -1 -- true
-bad_option "--disk 0" --disk 0 -- true
-bad_option "--disk 5Q" --disk 5Q -- true
-bad_option "--output-limit 0" --output-limit 0 -- true
-bad_option "--env without =" --env NOEQUALS -- true
-bad_option "--env with empty name" --env =x -- true
+bad_option "--memory 12X" --memory 12X -- echo RAN
+bad_option "--memory 1K (below minimum)" --memory 1K -- echo RAN
+bad_option "--pids 0" --pids 0 -- echo RAN
+bad_option "--pids abc" --pids abc -- echo RAN
+bad_option "--cpus -1" --cpus -1 -- echo RAN
+bad_option "--cpus 0" --cpus 0 -- echo RAN
+bad_option "--timeout abc" --timeout abc -- echo RAN
+bad_option "--timeout 0" --timeout 0 -- echo RAN
+bad_option "--timeout -1" --timeout -1 -- echo RAN
+bad_option "--disk 0" --disk 0 -- echo RAN
+bad_option "--disk 5Q" --disk 5Q -- echo RAN
+bad_option "--output-limit 0" --output-limit 0 -- echo RAN
+bad_option "--env without =" --env NOEQUALS -- echo RAN
+bad_option "--env with empty name" --env =x -- echo RAN
 bad_option "missing PROGRAM" --memory 64M
 bad_option "missing PROGRAM after --" --
-bad_option "relative -w" -w relative/dir -- true
-bad_option "relative --workdir" --workdir . -- true
-bad_option "unknown option" --no-such-option -- true
+bad_option "relative -w" -w relative/dir -- echo RAN
+bad_option "relative --workdir" --workdir . -- echo RAN
+bad_option "unknown option" --no-such-option -- echo RAN
 bad_option "option missing its value" --memory
-check "bad options: the program never ran" [ ! -e "$marker" ]
 
 # With --json, the JSON summary is promised as the last stderr line for every
 # failure of husk, usage errors included (reason setup_error, exit_code 125).
@@ -180,6 +178,42 @@ hrun run --json --timeout 0.3 -- sleep 30
 check "stdout clean on timeout" [ -z "$OUT" ]
 hrun run --json -- no-such-program-e2e
 check "stdout clean on 127" [ -z "$OUT" ]
+
+# husk's own stdio may be closed: a closed stdin reads as end of input, a
+# closed stdout/stderr loses output but not the run.  (The guard --timeout
+# turns a hang into 124.)
+"$HUSK" run --json --timeout 5 -- cat <&- >"$T_SCRATCH/c.out" 2>"$T_SCRATCH/c.err"
+rc=$?
+JSON=$(tail -n 1 "$T_SCRATCH/c.err")
+expect_eq "closed stdin: the program sees EOF and exits 0" "$rc" 0
+expect_eq "closed stdin: reason exited" "$(json_field reason)" exited
+timeout "$E2E_TIMEOUT" "$HUSK" run -- sh -c 'echo lost; exit 6' >&- 2>/dev/null
+expect_eq "closed stdout: the run still ends with the program's status" "$?" 6
+timeout "$E2E_TIMEOUT" "$HUSK" run -- sh -c 'echo kept; echo lost >&2; exit 7' 2>&- >"$T_SCRATCH/c.out"
+expect_eq "closed stderr: the run still ends with the program's status" "$?" 7
+expect_eq "closed stderr: stdout still relayed" "$(cat "$T_SCRATCH/c.out")" kept
+
+# The program closing its own stdout/stderr does not end the run early.
+hrun run -- sh -c 'exec >&- 2>&-; sleep 0.3; exit 5'
+expect_eq "program closes stdout+stderr, keeps running, exits 5" "$RC" 5
+
+# stdin the program never reads does not block the run.
+hrun_in "$T_SCRATCH/in.bin" run -- sh -c 'exit 0'
+expect_eq "3 MB of stdin the program ignores" "$RC" 0
+
+# Exit codes that look like husk's own are still reported as the program's.
+hrun run --json -- sh -c 'exit 124'
+expect_run "program exits 124 by itself" 124 exited 0
+hrun run --json -- sh -c 'exit 137'
+expect_run "program exits 137 by itself" 137 exited 0
+hrun run --json -- sh -c 'exit 125'
+expect_run "program exits 125 by itself" 125 exited 0
+
+# Everything after PROGRAM belongs to the program, husk-like options included.
+hrun run -- echo --json --memory 12X -- -w x
+expect_eq "options after PROGRAM go to the program" "$RC/$OUT/$ERR" "0/--json --memory 12X -- -w x/"
+hrun run echo no-dashdash
+expect_eq "PROGRAM without --" "$RC/$OUT" "0/no-dashdash"
 
 # Arguments reach the program verbatim.
 hrun run -- printf '%s|' 'a b' '' "$(printf 'x\ny')" '*' '$HOME'
