@@ -1,5 +1,6 @@
 # husk — build, run, test.
-#   make run    install what is missing, build, run the demo
+#   make run    install what is missing, build, run the server (husk serve) on embedded defaults
+#   make demo   build and run the one-shot demo (a Python script in a box)
 #   make test   install what is missing, build (normal + ASan/UBSan), run every test
 #   make bench  run the benchmarks (not part of the tests)
 
@@ -24,7 +25,7 @@ CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps deps-test run test test-unit test-e2e test-hostile test-asan check-clang bench clean format
+.PHONY: all deps deps-test run demo test test-unit test-e2e test-hostile test-asan check-clang bench clean format
 
 all: $(BUILD)/husk $(BUILD)/husk-serve
 
@@ -64,8 +65,17 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libhusk.a tests/unit/unit.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests/unit $< -o $@ $(BUILD)/libhusk.a $(LDLIBS)
 
-# The demo: a small Python script in a fresh box.
+# The main job: the daemon on embedded defaults (127.0.0.1:7070, ./var/husk).
 run: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/demo.sh $(BUILD)/husk
+	@echo
+	@echo "Starting husk serve (Ctrl-C stops it; boxes keep running and are re-adopted on the next start)."
+	@echo "Quick start: docs/api.md"
+	@$(BUILD)/husk serve
+
+# The one-shot demo: a small Python script in a fresh box.
+demo: deps
 	@$(MAKE) --no-print-directory all
 	@scripts/demo.sh $(BUILD)/husk
 
