@@ -305,13 +305,13 @@ static enum MHD_Result exec_stream(struct req *r, enum api_stream_fmt fmt, char 
   xs->timeout_ms = timeout_ms;
   xs->output_limit = output_limit;
   xs->st = api_stream_new(r, fmt);
-  /* Cancel when the client goes away (the stream's gone fd) or at a stop. */
-  xs->cancel_fd = epoll_create1(EPOLL_CLOEXEC);
+  /* Cancel when the client hangs up (also before the reply started), when
+   * the response is released (the stream's gone fd) or at a stop. */
+  xs->cancel_fd = api_cancel_fd(r);
   bool ok = xs->st && xs->cancel_fd >= 0 && (!cwd || xs->cwd) && (!stdin_len || xs->stdin_buf);
   if (ok) {
-    struct epoll_event e1 = {.events = EPOLLIN}, e2 = {.events = EPOLLIN};
-    ok = epoll_ctl(xs->cancel_fd, EPOLL_CTL_ADD, api_stream_gone_fd(xs->st), &e1) == 0 &&
-         epoll_ctl(xs->cancel_fd, EPOLL_CTL_ADD, r->srv->stop_fd, &e2) == 0;
+    struct epoll_event e1 = {.events = EPOLLIN};
+    ok = epoll_ctl(xs->cancel_fd, EPOLL_CTL_ADD, api_stream_gone_fd(xs->st), &e1) == 0;
   }
   if (!ok) {
     xs_unref(xs);
