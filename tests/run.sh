@@ -36,9 +36,19 @@ done
 for s in tests/e2e/*.sh tests/hostile/run.sh; do
   [ -f "$s" ] && run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"
 done
+# The daemon, driven over HTTP.
+for s in tests/serve/*.sh; do
+  [ -f "$s" ] && run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"
+done
 # The contract suite again with the sanitizer build of husk.
 if [ -x build-asan/husk ]; then
   for s in tests/e2e/*.sh; do
+    [ -f "$s" ] && run_suite "asan/${s#tests/}" env HUSK="$root/build-asan/husk" HUSK_ASAN=1 \
+      ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 bash "$s"
+  done
+  # The daemon's request handling under the sanitizers (the suites that
+  # feed it the most varied and hostile input).
+  for s in tests/serve/api.sh tests/serve/input.sh tests/serve/hostile_files.sh; do
     [ -f "$s" ] && run_suite "asan/${s#tests/}" env HUSK="$root/build-asan/husk" HUSK_ASAN=1 \
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 bash "$s"
   done

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "box/box_internal.h"
+#include "box/spawner.h"
 #include "jail/limits.h"
 #include "jail/syscalls.h"
 #include "util/cleanup.h"
@@ -398,7 +399,7 @@ int box_create(struct box_mgr *m, const char *tenant, const struct box_create_re
       .disk_bytes = lim.disk_bytes, .name = sb.cgroup, .die_with_parent = false,
       .ctl_path = b->ctl_path};
   struct husk_err ignored;
-  if (jail_create(&b->j, &jc, err) < 0) {
+  if (spawner_create(m->spawner, &jc, &b->j, err) < 0) {
     husk_error_wrap(err, "cannot create the sandbox");
     state_box_set_state(m->cfg.state, sb.id, NULL, STATE_BOX_FAILED, "setup_error", 0, &ignored);
     lb_free(m, b);

@@ -46,6 +46,7 @@ struct box_mgr {
   bool monitor_running;
   atomic_bool stop;
   int wake[2]; /* written to when the set of things to watch changes */
+  struct spawner *spawner; /* creates boxes from a clean single-threaded process */
 };
 
 /* box.c */

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "box/box_internal.h"
+#include "box/spawner.h"
 #include "jail/limits.h"
 #include "jail/syscalls.h"
 #include "util/cleanup.h"
@@ -386,6 +387,9 @@ int box_mgr_open(struct box_mgr **out, const struct box_mgr_config *cfg, struct 
   enum cgroup_layout layout;
   if (cgroup_layout(&layout, err) < 0)
     goto fail;
+  /* Before any thread of ours exists. */
+  if (spawner_start(&m->spawner, err) < 0)
+    goto fail;
   box_reconcile(m);
   if ((errno = pthread_create(&m->monitor, NULL, box_monitor_main, m)) != 0) {
     husk_error(err, errno, "cannot start the box monitor");
@@ -439,6 +443,7 @@ void box_mgr_close(struct box_mgr *m, bool destroy_boxes) {
       lb_detach(b);
     }
   }
+  spawner_stop(m->spawner);
   close_quiet(m->wake[0]);
   close_quiet(m->wake[1]);
   pthread_mutex_destroy(&m->lock);

@@ -97,7 +97,7 @@ int box_exec_background(struct box_mgr *m, const char *tenant, const char *id,
   if ((conn = jail_connect(b->ctl_path, err)) < 0)
     goto out;
   int fds[3] = {in[0], outf, errf};
-  if (jail_exec_fd(conn, eid, req->argv, env, req->cwd ? req->cwd : "/workspace", fds, err) < 0)
+  if (jail_exec_fd(conn, eid, req->argv, env, req->cwd ? req->cwd : "/workspace", fds, 0, err) < 0)
     goto out;
   close_quiet(in[0]);
   in[0] = -1;
@@ -249,27 +249,53 @@ int box_proc_signal(struct box_mgr *m, const char *tenant, const char *id, int64
   return rc;
 }
 
+#define STDIN_WRITE_TIMEOUT_MS 10000
+
 int box_proc_stdin(struct box_mgr *m, const char *tenant, const char *id, int64_t pid,
                    const void *buf, size_t len, bool eof, struct husk_err *err) {
   struct live_box *b = running_proc(m, tenant, id, pid, err);
   if (!b)
     return -1;
   int rc = 0;
+  /* Write through our own dup, without the box lock: a program that does
+   * not read its stdin must not stall other requests on the box. */
   pthread_mutex_lock(&b->lock);
   struct bgproc *p = b->procs;
   while (p && p->pid != pid)
     p = p->next;
-  if (!p || p->stdin_w < 0) {
+  int fd = p && p->stdin_w >= 0 ? fcntl(p->stdin_w, F_DUPFD_CLOEXEC, 3) : -1;
+  pthread_mutex_unlock(&b->lock);
+  if (fd < 0) {
     rc = husk_fail(err, EBUSY, "stdin of process %lld is closed", (long long)pid);
   } else {
-    if (len && write_all(p->stdin_w, buf, len) < 0)
-      rc = husk_error(err, errno, "cannot write to stdin of process %lld", (long long)pid);
-    if (eof || rc < 0) {
-      close(p->stdin_w);
-      p->stdin_w = -1;
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    const char *q = buf;
+    size_t left = len;
+    while (left > 0 && rc == 0) {
+      ssize_t n = write(fd, q, left);
+      if (n > 0) {
+        q += n;
+        left -= (size_t)n;
+      } else if (n < 0 && errno == EAGAIN) {
+        struct pollfd pf = {.fd = fd, .events = POLLOUT};
+        int r = poll(&pf, 1, STDIN_WRITE_TIMEOUT_MS);
+        if (r == 0)
+          rc = husk_fail(err, EAGAIN, "process %lld does not read its stdin (%zu of %zu bytes written)",
+                         (long long)pid, len - left, len);
+      } else if (n < 0 && errno != EINTR) {
+        rc = husk_error(err, errno, "cannot write to stdin of process %lld", (long long)pid);
+      }
+    }
+    close(fd);
+    if (eof || (rc < 0 && err->code != EAGAIN)) {
+      pthread_mutex_lock(&b->lock);
+      if (p->stdin_w >= 0) {
+        close(p->stdin_w);
+        p->stdin_w = -1;
+      }
+      pthread_mutex_unlock(&b->lock);
     }
   }
-  pthread_mutex_unlock(&b->lock);
   lb_unref(m, b);
   return rc;
 }

@@ -184,7 +184,7 @@ int exec_relay(struct jail *j, int conn, bool whole_box, const struct exec_spec 
   }
   int fds[3] = {in[0], out[1], errp[1]};
   uint64_t t0 = now_ms();
-  if (jail_exec_fd(conn, 1, spec->argv, spec->env, spec->cwd, fds, &err) < 0) {
+  if (jail_exec_fd(conn, 1, spec->argv, spec->env, spec->cwd, fds, CTL_EXEC_KILL_ON_HANGUP, &err) < 0) {
     failed(o, &err);
     goto out;
   }

@@ -52,7 +52,13 @@ struct ctl_exec {
   uint32_t envc;
   uint32_t strings_len;
   uint32_t nfds; /* 0 or 3 */
+  uint32_t flags; /* CTL_EXEC_* */
 };
+
+/* The program belongs to its connection: when that connection closes (the
+ * client or the daemon went away), init kills the program's process group.
+ * Background processes are started without it and outlive connections. */
+#define CTL_EXEC_KILL_ON_HANGUP 1u
 
 struct ctl_started {
   struct ctl_hdr h;

@@ -47,6 +47,7 @@ static struct tracked {
   uint64_t id;
   int conn;
   unsigned gen;
+  uint32_t flags; /* CTL_EXEC_* */
 } tracked[MAX_TRACKED];
 
 /* Exits nobody could be told about yet, delivered on CTL_WATCH. */
@@ -269,7 +270,8 @@ static void do_exec(size_t len, int *fds, size_t nfds) {
     reply_started(m->id, 0, f.stage, f.error);
     return;
   }
-  tracked[slot] = (struct tracked){.pid = pid, .id = m->id, .conn = cur, .gen = conns[cur].gen};
+  tracked[slot] = (struct tracked){.pid = pid, .id = m->id, .conn = cur, .gen = conns[cur].gen,
+                                   .flags = m->flags};
   reply_started(m->id, pid, CTL_STAGE_NONE, 0);
 }
 
@@ -308,6 +310,11 @@ static int conn_add(int fd) {
 }
 
 static void conn_close(int i) {
+  /* Programs that belong to this connection end with it. */
+  for (size_t k = 0; k < MAX_TRACKED; k++)
+    if (tracked[k].pid > 0 && tracked[k].conn == i && tracked[k].gen == conns[i].gen &&
+        (tracked[k].flags & CTL_EXEC_KILL_ON_HANGUP))
+      kill(-tracked[k].pid, SIGKILL);
   close(conns[i].fd);
   conns[i].fd = -1;
   conns[i].gen++;

@@ -78,7 +78,7 @@ int jail_watch(int fd, struct husk_err *err);
 /* Event from any connection to init (jail_recv reads j->ctl). */
 int jail_recv_fd(int fd, union jail_event *ev, struct husk_err *err);
 int jail_exec_fd(int fd, uint64_t id, char *const argv[], char *const env[], const char *cwd,
-                 const int fds[3], struct husk_err *err);
+                 const int fds[3], uint32_t flags, struct husk_err *err);
 int jail_signal_fd(int fd, pid_t pid, int sig, bool group, struct husk_err *err);
 
 /* Kill everything in the box now (SIGKILL to init ends the pid namespace;

@@ -570,11 +570,11 @@ fail:
 
 int jail_exec(struct jail *j, uint64_t id, char *const argv[], char *const env[], const char *cwd,
               const int fds[3], struct husk_err *err) {
-  return jail_exec_fd(j->ctl, id, argv, env, cwd, fds, err);
+  return jail_exec_fd(j->ctl, id, argv, env, cwd, fds, CTL_EXEC_KILL_ON_HANGUP, err);
 }
 
 int jail_exec_fd(int sock, uint64_t id, char *const argv[], char *const env[], const char *cwd,
-                 const int fds[3], struct husk_err *err) {
+                 const int fds[3], uint32_t flags, struct husk_err *err) {
   cleanup_free char *buf = malloc(HUSK_CTL_MSG_MAX);
   if (!buf)
     return husk_error(err, ENOMEM, "exec request");
@@ -582,6 +582,7 @@ int jail_exec_fd(int sock, uint64_t id, char *const argv[], char *const env[], c
   if (len < 0)
     return husk_fail(err, E2BIG, "arguments and environment exceed %llu KiB",
                      (unsigned long long)(HUSK_CTL_MSG_MAX / 1024));
+  ((struct ctl_exec *)(void *)buf)->flags = flags;
   int rc = ctl_send(sock, buf, (size_t)len, fds, fds ? 3 : 0);
   if (rc < 0)
     return husk_error(err, -rc, "cannot send the exec request to the box");

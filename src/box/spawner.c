@@ -1,0 +1,238 @@
+#define _GNU_SOURCE
+#include "box/spawner.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "jail/ctl.h"
+#include "util/cleanup.h"
+
+#define SPAWNER_FD 3 /* the request socket, in the spawner */
+
+/* Messages carry a ctl_hdr so that ctl_send/ctl_recv frame and check them. */
+#define SPAWN_REQ 100
+#define SPAWN_RESP 101
+
+struct spawn_req {
+  struct ctl_hdr h;
+  uint64_t memory, pids, cpu_milli, disk;
+  char name[96];
+  char ctl_path[PATH_MAX];
+};
+
+struct spawn_resp {
+  struct ctl_hdr h;
+  int32_t rc;
+  int32_t code;
+  char msg[HUSK_ERR_MSG_MAX];
+  int32_t pid;
+  uint32_t slot, uid_base;
+  int32_t landlock_abi;
+};
+
+struct spawner {
+  pthread_mutex_t lock;
+  int sock;
+  pid_t pid;
+};
+
+static int launch(struct spawner *s, struct husk_err *err) {
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+    return husk_error(err, errno, "socketpair for the box spawner");
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  /* dup2 clears close-on-exec on the copy; everything else closes. */
+  posix_spawn_file_actions_adddup2(&fa, sv[1], SPAWNER_FD);
+  char *argv[] = {HUSK_SPAWNER_ARGV0, NULL};
+  char *envp[] = {NULL}; /* nothing of the daemon's environment */
+  pid_t pid;
+  int rc = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, envp);
+  posix_spawn_file_actions_destroy(&fa);
+  close(sv[1]);
+  if (rc != 0) {
+    close(sv[0]);
+    return husk_error(err, rc, "cannot start the box spawner");
+  }
+  s->sock = sv[0];
+  s->pid = pid;
+  return 0;
+}
+
+int spawner_start(struct spawner **out, struct husk_err *err) {
+  struct spawner *s = calloc(1, sizeof *s);
+  if (!s)
+    return husk_fail(err, ENOMEM, "out of memory");
+  pthread_mutex_init(&s->lock, NULL);
+  if (launch(s, err) < 0) {
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+    return -1;
+  }
+  *out = s;
+  return 0;
+}
+
+static void reap_spawner(struct spawner *s) {
+  close_quiet(s->sock);
+  s->sock = -1;
+  if (s->pid > 0) {
+    /* Its EOF on the socket makes it exit; boxes it made keep running. */
+    while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR)
+      ;
+    s->pid = -1;
+  }
+}
+
+void spawner_stop(struct spawner *s) {
+  if (!s)
+    return;
+  reap_spawner(s);
+  pthread_mutex_destroy(&s->lock);
+  free(s);
+}
+
+static int request(struct spawner *s, const struct spawn_req *rq, struct spawn_resp *rs, int fds[3],
+                   struct husk_err *err) {
+  int rc = ctl_send(s->sock, rq, sizeof *rq, NULL, 0);
+  if (rc < 0)
+    return husk_error(err, -rc, "cannot reach the box spawner");
+  size_t n = 3;
+  ssize_t got;
+  do
+    got = ctl_recv(s->sock, rs, sizeof *rs, fds, &n);
+  while (got == -EINTR);
+  if (got != (ssize_t)sizeof *rs || rs->h.type != SPAWN_RESP) {
+    for (size_t i = 0; i < n; i++)
+      close(fds[i]);
+    return husk_fail(err, EIO, "the box spawner did not answer");
+  }
+  if (rs->rc == 0 && n != 3) {
+    for (size_t i = 0; i < n; i++)
+      close(fds[i]);
+    return husk_fail(err, EPROTO, "the box spawner sent an incomplete answer");
+  }
+  return 0;
+}
+
+int spawner_create(struct spawner *s, const struct jail_config *cfg, struct jail *j,
+                   struct husk_err *err) {
+  struct spawn_req rq = {.h = {.type = SPAWN_REQ, .len = sizeof rq}, .memory = cfg->limits.memory_bytes, .pids = cfg->limits.pids,
+                         .cpu_milli = cfg->limits.cpu_milli, .disk = cfg->disk_bytes};
+  if (strlen(cfg->name) >= sizeof rq.name || !cfg->ctl_path || strlen(cfg->ctl_path) >= sizeof rq.ctl_path)
+    return husk_fail(err, ENAMETOOLONG, "box name or control path too long");
+  strcpy(rq.name, cfg->name);
+  strcpy(rq.ctl_path, cfg->ctl_path);
+  struct spawn_resp rs;
+  int fds[3] = {-1, -1, -1};
+  pthread_mutex_lock(&s->lock);
+  int rc = s->sock >= 0 ? request(s, &rq, &rs, fds, err) : -1;
+  if (rc < 0) {
+    /* The spawner died (or never answered): start a new one, try once more. */
+    reap_spawner(s);
+    if (launch(s, err) == 0)
+      rc = request(s, &rq, &rs, fds, err);
+  }
+  pthread_mutex_unlock(&s->lock);
+  if (rc < 0)
+    return -1;
+  if (rs.rc < 0) {
+    rs.msg[sizeof rs.msg - 1] = '\0';
+    husk_fail(err, rs.code, "%s", rs.msg);
+    return -1;
+  }
+  *j = (struct jail)JAIL_INIT;
+  j->pid = rs.pid;
+  j->pidfd = fds[0];
+  j->ctl = fds[1];
+  j->fs = fds[2];
+  j->slot = rs.slot;
+  j->uid_base = rs.uid_base;
+  j->landlock_abi = rs.landlock_abi;
+  if (cgroup_open(&j->cg, cfg->name, err) < 0) {
+    struct husk_err ignored;
+    jail_destroy(j, true, NULL, &ignored);
+    return -1;
+  }
+  return 0;
+}
+
+/* ---- the spawner process --------------------------------------------------- */
+
+int spawner_main(int sock) {
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &mask, NULL);
+  int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0)
+    return 1;
+  for (;;) {
+    struct pollfd p[2] = {{.fd = sock, .events = POLLIN}, {.fd = sfd, .events = POLLIN}};
+    if (poll(p, 2, -1) < 0) {
+      if (errno == EINTR)
+        continue;
+      return 1;
+    }
+    if (p[1].revents & POLLIN) {
+      struct signalfd_siginfo si;
+      while (read(sfd, &si, sizeof si) > 0)
+        ;
+      /* Boxes are our children: reap every one that ended. */
+      while (waitpid(-1, NULL, WNOHANG) > 0)
+        ;
+    }
+    if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+      continue;
+    struct spawn_req rq;
+    size_t nfds = 0;
+    ssize_t n = ctl_recv(sock, &rq, sizeof rq, NULL, &nfds);
+    if (n == 0 || (n < 0 && n != -EINTR && n != -EAGAIN))
+      return 0; /* the daemon is gone */
+    if (n != (ssize_t)sizeof rq || rq.h.type != SPAWN_REQ)
+      continue;
+    rq.name[sizeof rq.name - 1] = '\0';
+    rq.ctl_path[sizeof rq.ctl_path - 1] = '\0';
+    struct jail_config cfg = {
+        .limits = {.memory_bytes = rq.memory, .pids = rq.pids, .cpu_milli = rq.cpu_milli},
+        .disk_bytes = rq.disk, .name = rq.name, .die_with_parent = false, .ctl_path = rq.ctl_path};
+    struct jail j;
+    struct husk_err err;
+    struct spawn_resp rs = {.h = {.type = SPAWN_RESP, .len = sizeof rs}};
+    if (jail_create(&j, &cfg, &err) < 0) {
+      rs.rc = -1;
+      rs.code = err.code ? err.code : EIO;
+      snprintf(rs.msg, sizeof rs.msg, "%s", err.msg);
+      ctl_send(sock, &rs, sizeof rs, NULL, 0);
+      continue;
+    }
+    rs.pid = j.pid;
+    rs.slot = j.slot;
+    rs.uid_base = j.uid_base;
+    rs.landlock_abi = j.landlock_abi;
+    int fds[3] = {j.pidfd, j.ctl, j.fs};
+    if (ctl_send(sock, &rs, sizeof rs, fds, 3) < 0) {
+      struct husk_err ignored;
+      jail_destroy(&j, true, NULL, &ignored); /* nobody will own it */
+      continue;
+    }
+    /* The daemon has its copies; ours go.  The box's init keeps the slot. */
+    close_quiet(j.pidfd);
+    close_quiet(j.ctl);
+    close_quiet(j.fs);
+    close_quiet(j.slot_lock);
+    cgroup_close(&j.cg);
+  }
+}

@@ -1,0 +1,37 @@
+/* The box spawner of `husk serve`: a single-threaded helper process that
+ * creates boxes on the daemon's request.
+ *
+ * Why: a box's init is a clone of the process that creates it.  Cloned
+ * from the multi-threaded daemon, it could inherit a malloc or setxid lock
+ * held by some other thread at that instant and hang forever (fork in init,
+ * setresuid in the child), and it would carry a copy of the daemon's
+ * memory (keys, other tenants' data) into the box.  The spawner is this
+ * binary executed afresh with an empty environment, before and apart from
+ * everything the daemon holds, so every init starts from a small, clean,
+ * single-threaded image.  Boxes are the spawner's children; it reaps them.
+ * The daemon waits for their end through pidfds. */
+#ifndef HUSK_BOX_SPAWNER_H
+#define HUSK_BOX_SPAWNER_H
+
+#include "jail/jail.h"
+#include "util/error.h"
+
+#define HUSK_SPAWNER_ARGV0 "husk-spawner"
+
+struct spawner;
+
+/* Start the spawner (re-executes /proc/self/exe as HUSK_SPAWNER_ARGV0). */
+int spawner_start(struct spawner **out, struct husk_err *err);
+void spawner_stop(struct spawner *s);
+
+/* jail_create() in the spawner.  Thread-safe (requests are serialised).
+ * The jail comes back with pid, pidfd, control connection, filesystem fd,
+ * uid range and its cgroup opened in this process; no slot lock (the
+ * box's init holds it).  A spawner that died is restarted. */
+int spawner_create(struct spawner *s, const struct jail_config *cfg, struct jail *j,
+                   struct husk_err *err);
+
+/* The spawner process: serve requests on `sock` until it closes. */
+int spawner_main(int sock);
+
+#endif
