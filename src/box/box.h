@@ -34,8 +34,10 @@ struct box_mgr_config {
   void *log_ctx;
 };
 
-/* Open the manager: reconcile the database with the kernel (re-adopt,
- * or destroy and mark failed), sweep leftovers, start the expiry reaper. */
+/* Open the manager: lock the data directory (one daemon per directory:
+ * EWOULDBLOCK if another holds it), start the box spawner, reconcile the
+ * database with the kernel (re-adopt, or destroy and mark failed), sweep
+ * leftovers, start the monitor. */
 int box_mgr_open(struct box_mgr **out, const struct box_mgr_config *cfg, struct husk_err *err);
 
 /* Stop the reaper and release in-memory state.  Boxes keep running (they
@@ -137,8 +139,8 @@ int box_proc_signal(struct box_mgr *m, const char *tenant, const char *id, int64
 /* Write to its stdin; eof closes it. */
 int box_proc_stdin(struct box_mgr *m, const char *tenant, const char *id, int64_t pid,
                    const void *buf, size_t len, bool eof, struct husk_err *err);
-/* Open its output (stream 1 stdout, 2 stderr) for reading from `offset`;
- * returns a read-only fd the caller closes.  *running tells whether more
+/* Open its output (stream 1 stdout, 2 stderr): a read-only fd the caller
+ * closes and reads at any offset (pread).  *running tells whether more
  * may come (to follow, re-check with box_proc_get). */
 int box_proc_output(struct box_mgr *m, const char *tenant, const char *id, int64_t pid, int stream,
                     int *fd_out, bool *running, struct husk_err *err);

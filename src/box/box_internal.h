@@ -47,6 +47,7 @@ struct box_mgr {
   atomic_bool stop;
   int wake[2]; /* written to when the set of things to watch changes */
   struct spawner *spawner; /* creates boxes from a clean single-threaded process */
+  int dir_lock;            /* flock on DATA/husk.lock: one daemon per data directory */
 };
 
 /* box.c */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
@@ -366,6 +367,7 @@ int box_mgr_open(struct box_mgr **out, const struct box_mgr_config *cfg, struct 
   if (!m->cfg.max_ttl_ms)
     m->cfg.max_ttl_ms = HUSK_MAX_TIMEOUT_MS;
   m->wake[0] = m->wake[1] = -1;
+  m->dir_lock = -1;
   pthread_mutex_init(&m->lock, NULL);
   if (!realpath(cfg->data_dir, m->data_dir)) {
     husk_error(err, errno, "data directory `%s`", cfg->data_dir);
@@ -378,6 +380,19 @@ int box_mgr_open(struct box_mgr **out, const struct box_mgr_config *cfg, struct 
   }
   if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
     husk_error(err, errno, "cannot create `%s`", dir);
+    goto fail;
+  }
+  /* Two daemons on one directory would each re-adopt, and kill, the
+   * other's boxes. */
+  snprintf(dir, sizeof dir, "%s/husk.lock", m->data_dir);
+  m->dir_lock = open(dir, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (m->dir_lock < 0) {
+    husk_error(err, errno, "cannot open `%s`", dir);
+    goto fail;
+  }
+  if (flock(m->dir_lock, LOCK_EX | LOCK_NB) < 0) {
+    husk_error(err, errno == EWOULDBLOCK ? EBUSY : errno,
+               "another husk serve is already using `%s`", m->data_dir);
     goto fail;
   }
   if (pipe2(m->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
@@ -444,6 +459,7 @@ void box_mgr_close(struct box_mgr *m, bool destroy_boxes) {
     }
   }
   spawner_stop(m->spawner);
+  close_quiet(m->dir_lock);
   close_quiet(m->wake[0]);
   close_quiet(m->wake[1]);
   pthread_mutex_destroy(&m->lock);

@@ -106,6 +106,16 @@ check "restart: the background process is known (running or lost)" [ "$BGSTATE" 
 api POST "/v1/sandboxes/$B1/exec" -d '{"cmd":["echo","new work"]}'
 expect_eq "restart: new execs work" "$(jf 'j["stdout"]')" "new work"
 
+# One daemon per data directory: a second one refuses to start and the
+# first keeps serving.
+SECOND_LOG="$T_SCRATCH/second.log"
+HUSK_ADMIN_KEY=$ADMIN timeout 30 "$HUSK" serve --listen 127.0.0.1:0 --data "$DATA" </dev/null >/dev/null 2>"$SECOND_LOG"
+RC2=$?
+expect_eq "a second daemon on the same data directory exits 1" "$RC2" 1
+check "it says another husk serve is using the directory" grep -q "another husk serve is already using" "$SECOND_LOG"
+api GET "/v1/sandboxes/$B1"
+expect_eq "the first daemon still serves" "$(jf 'j["state"]')" running
+
 # A second SIGKILL right after the restart, then a graceful cycle.
 serve_kill9
 serve_start || not_ok "second restart"
