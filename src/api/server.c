@@ -301,7 +301,7 @@ static enum MHD_Result route_request(struct req *r, const char *url, const char 
       continue;
     path_matched = true;
     if (strcmp(rt->method, m) != 0) {
-      if (strlen(allow) + strlen(rt->method) + 3 < sizeof allow) {
+      if (strlen(allow) + strlen(rt->method) + sizeof ", , HEAD" < sizeof allow) {
         if (allow[0])
           strcat(allow, ", ");
         strcat(allow, rt->method);
