@@ -6,7 +6,7 @@
 # Each package is listed with why in docs/dependencies.md.
 set -eu
 
-build="gcc make pkg-config libseccomp-dev libjansson-dev libsqlite3-dev libssl-dev libmicrohttpd-dev libarchive-dev curl jq"
+build="gcc libc6-dev make pkg-config libseccomp-dev libjansson-dev libsqlite3-dev libssl-dev libmicrohttpd-dev libarchive-dev curl jq"
 test="clang python3 iproute2 procps curl"
 bench="bubblewrap runc util-linux hyperfine"
 
