@@ -18,8 +18,9 @@ json_t *api_box_json(const struct box_info *bi) {
     meta = json_object();
   }
   json_t *o = json_pack(
-      "{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:{s:I, s:f, s:I, s:I, s:f}, s:o}", "id", bi->id, "state",
-      bi->state, "reason", bi->reason, "template", bi->template_name, "created_at",
+      "{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:{s:I, s:f, s:I, s:I, s:f}, s:o}", "id", bi->id,
+      "state", bi->state, "reason", bi->reason, "template", bi->template_name, "network",
+      bi->network[0] ? bi->network : "none", "created_at",
       json_time(bi->created_ms), "expires_at", json_time(bi->expires_ms), "ended_at",
       json_time(bi->ended_ms), "limits", "memory", (json_int_t)bi->limits.memory_bytes, "cpus",
       (double)bi->limits.cpu_milli / 1000.0, "pids", (json_int_t)bi->limits.pids, "disk",
@@ -29,7 +30,7 @@ json_t *api_box_json(const struct box_info *bi) {
 }
 
 static const char *const create_fields[] = {"template", "memory", "cpus", "pids", "disk",
-                                            "timeout", "env", "metadata", NULL};
+                                            "timeout", "env", "metadata", "network", NULL};
 
 enum MHD_Result h_box_create(struct req *r) {
   json_t *o = api_body_object(r, create_fields);
@@ -41,6 +42,7 @@ enum MHD_Result h_box_create(struct req *r) {
   char *meta_s = NULL;
   uint64_t pids = 0;
   if (jget_string(o, "template", &cr.template_name, &r->err) < 0 ||
+      jget_string(o, "network", &cr.network, &r->err) < 0 ||
       jget_size(o, "memory", &cr.limits.memory_bytes, &r->err) < 0 ||
       jget_milli(o, "cpus", &cr.limits.cpu_milli, &r->err) < 0 ||
       jget_u64(o, "pids", UINT64_MAX >> 1, &pids, &r->err) < 0 ||

@@ -265,6 +265,7 @@ static void fill_info(struct box_info *bi, const struct state_box *sb) {
   snprintf(bi->state, sizeof bi->state, "%.15s", st);
   snprintf(bi->reason, sizeof bi->reason, "%s", sb->reason);
   snprintf(bi->template_name, sizeof bi->template_name, "%s", sb->template_name[0] ? sb->template_name : "default");
+  snprintf(bi->network, sizeof bi->network, "none");
   bi->limits.memory_bytes = (uint64_t)sb->memory;
   bi->limits.pids = (uint64_t)sb->pids;
   bi->limits.cpu_milli = (uint64_t)sb->cpu_milli;
@@ -340,6 +341,9 @@ int box_create(struct box_mgr *m, const char *tenant, const struct box_create_re
                struct box_info *out, struct husk_err *err) {
   if (req->template_name && req->template_name[0] && strcmp(req->template_name, "default"))
     return husk_fail(err, EINVAL, "unknown template `%s` (available: default)", req->template_name);
+  if (req->network && strcmp(req->network, "none"))
+    return husk_fail(err, EINVAL, "network mode `%s` is not available (available: none, loopback only)",
+                     req->network);
   struct husk_limits lim = req->limits;
   uint64_t ttl = lim.timeout_ms ? lim.timeout_ms : m->cfg.default_ttl_ms;
   if (ttl > m->cfg.max_ttl_ms)

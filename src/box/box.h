@@ -50,6 +50,7 @@ void box_mgr_close(struct box_mgr *m, bool destroy_boxes);
 
 struct box_create_req {
   const char *template_name;  /* NULL or "default" */
+  const char *network;        /* NULL or "none" (the only mode so far: loopback only) */
   struct husk_limits limits;  /* 0 = default; timeout_ms is the box TTL */
   char *const *env;           /* NAME=VALUE for every exec, NULL-terminated or NULL */
   const char *metadata_json;  /* a JSON object of strings, or NULL */
@@ -61,6 +62,7 @@ struct box_info {
   char state[16];
   char reason[256];
   char template_name[64];
+  char network[16];           /* "none" */
   struct husk_limits limits;
   int64_t created_ms, expires_ms, ended_ms;
   char *metadata_json; /* malloc'd, "{}" at least */
