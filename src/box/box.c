@@ -60,6 +60,10 @@ void box_wake_monitor(struct box_mgr *m) {
   }
 }
 
+void box_cgroup_name(const struct box_mgr *m, const char *id, char *out, size_t len) {
+  snprintf(out, len, "%s%s", m->cg_prefix, id);
+}
+
 /* ---- env <-> JSON ------------------------------------------------------ */
 
 static char *env_to_json(char *const *env, struct husk_err *err) {
@@ -158,7 +162,7 @@ void lb_unref(struct box_mgr *m, struct live_box *b) {
   bool last = --b->refs == 0;
   pthread_mutex_unlock(&m->lock);
   if (last)
-    lb_free(m, b);
+    box_reap_later(m, b); /* teardown off the caller's path */
 }
 
 /* Find a live box of `tenant` (NULL = any) and take a reference. */
@@ -354,75 +358,82 @@ int box_create(struct box_mgr *m, const char *tenant, const struct box_create_re
   if (husk_limits_resolve(&lim, msg, sizeof msg) < 0)
     return husk_fail(err, EINVAL, "%s", msg);
 
-  struct state_box sb = {0};
-  if (state_new_id("b_", sb.id, sizeof sb.id, err) < 0)
+  cleanup_free char *env_json = env_to_json(req->env, err);
+  if (!env_json)
     return -1;
+  char **env = box_env_from_json(env_json);
+  if (!env)
+    return husk_fail(err, ENOMEM, "out of memory");
+
+  /* A ready box of the same shape from the pool, if there is one. */
+  struct live_box *b = box_pool_claim(m, &lim);
+  bool pooled = b != NULL;
+  if (!b && !(b = lb_new())) {
+    box_env_free(env);
+    return husk_fail(err, ENOMEM, "out of memory");
+  }
+  struct state_box sb = {0};
+  if (!pooled && state_new_id("b_", b->id, sizeof b->id, err) < 0) {
+    box_env_free(env);
+    lb_free(m, b);
+    return -1;
+  }
+  snprintf(sb.id, sizeof sb.id, "%s", b->id);
   snprintf(sb.tenant_id, sizeof sb.tenant_id, "%s", tenant);
-  snprintf(sb.state, sizeof sb.state, "%s", STATE_BOX_CREATING);
   snprintf(sb.template_name, sizeof sb.template_name, "default");
   sb.memory = (int64_t)lim.memory_bytes;
   sb.pids = (int64_t)lim.pids;
   sb.cpu_milli = (int64_t)lim.cpu_milli;
   sb.disk = (int64_t)lim.disk_bytes;
   sb.timeout_ms = (int64_t)ttl;
-  sb.created_ms = state_now_ms();
+  sb.created_ms = state_now_ms(); /* a pooled box's TTL counts from its claim */
   sb.expires_ms = sb.created_ms + (int64_t)ttl;
-  sb.uid_base = -1;
-  sb.slot = -1;
-  snprintf(sb.cgroup, sizeof sb.cgroup, "box-%s", sb.id);
-  cleanup_free char *env_json = env_to_json(req->env, err);
-  if (!env_json)
-    return -1;
+  box_cgroup_name(m, sb.id, sb.cgroup, sizeof sb.cgroup);
   sb.env_json = env_json;
   sb.metadata_json = (char *)(req->metadata_json ? req->metadata_json : "{}");
-
-  struct live_box *b = lb_new();
-  if (!b)
-    return husk_fail(err, ENOMEM, "out of memory");
-  snprintf(b->id, sizeof b->id, "%s", sb.id);
   snprintf(b->tenant, sizeof b->tenant, "%s", tenant);
   b->limits = lim;
   b->expires_ms = sb.expires_ms;
-  b->env = box_env_from_json(env_json);
-  if (!b->env || box_ctl_path(m, b->id, b->ctl_path, sizeof b->ctl_path, err) < 0) {
-    if (!b->env)
-      husk_fail(err, ENOMEM, "out of memory");
-    b->ctl_path[0] = '\0';
-    lb_free(m, b);
-    return -1;
-  }
-  /* The row first: a crash from here on leaves a "creating" box that the
-   * next start cleans up, never an untracked cgroup or process. */
-  if (state_box_insert(m->cfg.state, &sb, err) < 0) {
-    b->ctl_path[0] = '\0';
-    lb_free(m, b);
-    return -1;
-  }
-  struct jail_config jc = {
-      .limits = {.memory_bytes = lim.memory_bytes, .pids = lim.pids, .cpu_milli = lim.cpu_milli},
-      .disk_bytes = lim.disk_bytes, .name = sb.cgroup, .die_with_parent = false,
-      .ctl_path = b->ctl_path};
+  box_env_free(b->env);
+  b->env = env;
+
   struct husk_err ignored;
-  if (spawner_create(m->spawner, &jc, &b->j, err) < 0) {
-    husk_error_wrap(err, "cannot create the sandbox");
-    state_box_set_state(m->cfg.state, sb.id, NULL, STATE_BOX_FAILED, "setup_error", 0, &ignored);
-    lb_free(m, b);
-    return -1;
-  }
-  /* The control connection we created it with becomes the watch
-   * connection: it receives exits nobody else is listening for. */
-  if (jail_watch(b->j.ctl, err) < 0 ||
-      state_box_set_runtime(m->cfg.state, sb.id, b->j.pid, box_proc_start_time(b->j.pid),
-                            b->j.uid_base, b->j.slot, NULL, err) < 0 ||
-      state_box_set_state(m->cfg.state, sb.id, STATE_BOX_CREATING, STATE_BOX_RUNNING, "", 0, err) < 0) {
-    husk_error_wrap(err, "cannot start the sandbox");
-    state_box_set_state(m->cfg.state, sb.id, NULL, STATE_BOX_FAILED, "setup_error", 0, &ignored);
-    lb_free(m, b);
-    return -1;
+  if (pooled) {
+    /* Already running: one commit makes it the tenant's (quota checked in
+     * the same transaction). */
+    snprintf(sb.state, sizeof sb.state, "%s", STATE_BOX_RUNNING);
+    sb.init_pid = b->j.pid;
+    sb.init_start_time = box_proc_start_time(b->j.pid);
+    sb.uid_base = b->j.uid_base;
+    sb.slot = b->j.slot;
+    if (state_box_insert(m->cfg.state, &sb, err) < 0) {
+      b->tenant[0] = '\0';
+      box_pool_return(m, b); /* unused: still nobody's */
+      return -1;
+    }
+  } else {
+    /* The row first: a crash from here on leaves a "creating" box that the
+     * next start cleans up, never an untracked cgroup or process. */
+    snprintf(sb.state, sizeof sb.state, "%s", STATE_BOX_CREATING);
+    sb.uid_base = -1;
+    sb.slot = -1;
+    if (state_box_insert(m->cfg.state, &sb, err) < 0) {
+      lb_free(m, b);
+      return -1;
+    }
+    if (box_make_jail(m, b, &lim, err) < 0 ||
+        state_box_set_runtime(m->cfg.state, sb.id, b->j.pid, box_proc_start_time(b->j.pid),
+                              b->j.uid_base, b->j.slot, NULL, err) < 0 ||
+        state_box_set_state(m->cfg.state, sb.id, STATE_BOX_CREATING, STATE_BOX_RUNNING, "", 0, err) < 0) {
+      husk_error_wrap(err, "cannot create the sandbox");
+      state_box_set_state(m->cfg.state, sb.id, NULL, STATE_BOX_FAILED, "setup_error", 0, &ignored);
+      lb_free(m, b);
+      return -1;
+    }
   }
   lb_list_add(m, b);
   lb_unref(m, b); /* the list holds it now */
-  box_log(m, "box %s created for tenant %s", sb.id, tenant);
+  box_log(m, "box %s created for tenant %s%s", sb.id, tenant, pooled ? " (from the pool)" : "");
   return out ? box_get(m, tenant, sb.id, out, err) : 0;
 }
 

@@ -30,6 +30,7 @@ struct box_mgr_config {
   struct state *state;          /* opened by the caller */
   uint64_t default_ttl_ms;      /* box lifetime when create gives none */
   uint64_t max_ttl_ms;
+  unsigned pool_size;           /* ready boxes of the default shape kept warm (0: none) */
   void (*log)(void *ctx, const char *line);
   void *log_ctx;
 };

@@ -48,6 +48,25 @@ struct box_mgr {
   int wake[2]; /* written to when the set of things to watch changes */
   struct spawner *spawner; /* creates boxes from a clean single-threaded process */
   int dir_lock;            /* flock on DATA/husk.lock: one daemon per data directory */
+  /* "box-<8 hex of the data directory>-": this daemon's cgroups.  Daemons
+   * with other data directories share the host's cgroup tree; the prefix
+   * keeps each one's sweep to its own boxes. */
+  char cg_prefix[32];
+
+  /* The warm pool (box_pool.c): ready boxes of one shape, not yet anyone's
+   * (no tenant, no database row: a crash leaves them to the sweep). */
+  pthread_mutex_t pool_lock;
+  pthread_cond_t pool_cond;
+  struct live_box *pool;        /* singly linked through ->next */
+  unsigned pool_count;
+  struct husk_limits pool_shape;
+  pthread_t pool_thread;
+  bool pool_running;
+
+  /* Teardown off the request path: boxes whose last reference went. */
+  struct live_box *reap;        /* singly linked through ->next */
+  pthread_t reaper_thread;
+  bool reaper_running;
 };
 
 /* box.c */
@@ -69,6 +88,20 @@ struct live_box *box_running(struct box_mgr *m, const char *tenant, const char *
                              struct husk_err *err);
 int box_check_exec(const struct box_exec_req *req, struct husk_err *err);
 void bgproc_free_all(struct live_box *b);
+
+/* The cgroup name of box `id` of this daemon. */
+void box_cgroup_name(const struct box_mgr *m, const char *id, char *out, size_t len);
+
+/* box_pool.c */
+int box_pool_start(struct box_mgr *m, struct husk_err *err);
+void box_pool_stop(struct box_mgr *m);
+struct live_box *box_pool_claim(struct box_mgr *m, const struct husk_limits *lim);
+void box_pool_return(struct box_mgr *m, struct live_box *b);
+/* A box with no references left: torn down by the reaper thread. */
+void box_reap_later(struct box_mgr *m, struct live_box *b);
+/* Create a box's jail (through the spawner) for `b`, whose id is set. */
+int box_make_jail(struct box_mgr *m, struct live_box *b, const struct husk_limits *lim,
+                  struct husk_err *err);
 
 /* box_monitor.c */
 void *box_monitor_main(void *arg);

@@ -260,7 +260,7 @@ fail:
 static struct box_mgr *sweeping; /* for the cgroup sweep callback (open is single-threaded) */
 
 static bool stale_box_cgroup(const char *name) {
-  const char *id = name + 4; /* "box-" */
+  const char *id = name + strlen(sweeping->cg_prefix);
   struct live_box *b = lb_get(sweeping, NULL, id);
   if (b) {
     lb_unref(sweeping, b);
@@ -329,7 +329,7 @@ void box_reconcile(struct box_mgr *m) {
   /* Leftovers no row accounts for: cgroups and sockets of boxes that are
    * not live.  Boxes of `husk run` (run-*) are not ours. */
   sweeping = m;
-  cgroup_sweep("box-", stale_box_cgroup);
+  cgroup_sweep(m->cg_prefix, stale_box_cgroup);
   sweeping = NULL;
   char dir[PATH_MAX + 16];
   snprintf(dir, sizeof dir, "%s/boxes", m->data_dir);
@@ -369,6 +369,8 @@ int box_mgr_open(struct box_mgr **out, const struct box_mgr_config *cfg, struct 
   m->wake[0] = m->wake[1] = -1;
   m->dir_lock = -1;
   pthread_mutex_init(&m->lock, NULL);
+  pthread_mutex_init(&m->pool_lock, NULL);
+  pthread_cond_init(&m->pool_cond, NULL);
   if (!realpath(cfg->data_dir, m->data_dir)) {
     husk_error(err, errno, "data directory `%s`", cfg->data_dir);
     goto fail;
@@ -381,6 +383,12 @@ int box_mgr_open(struct box_mgr **out, const struct box_mgr_config *cfg, struct 
   if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
     husk_error(err, errno, "cannot create `%s`", dir);
     goto fail;
+  }
+  {
+    uint32_t h = 2166136261u; /* FNV-1a of the data directory's real path */
+    for (const char *p = m->data_dir; *p; p++)
+      h = (h ^ (unsigned char)*p) * 16777619u;
+    snprintf(m->cg_prefix, sizeof m->cg_prefix, "box-%08x-", h);
   }
   /* Two daemons on one directory would each re-adopt, and kill, the
    * other's boxes. */
@@ -411,6 +419,8 @@ int box_mgr_open(struct box_mgr **out, const struct box_mgr_config *cfg, struct 
     goto fail;
   }
   m->monitor_running = true;
+  if (box_pool_start(m, err) < 0)
+    goto fail;
   *out = m;
   return 0;
 fail:
@@ -439,6 +449,9 @@ void box_mgr_close(struct box_mgr *m, bool destroy_boxes) {
     box_wake_monitor(m);
     pthread_join(m->monitor, NULL);
   }
+  /* The pool's boxes are nobody's: destroyed.  The reaper finishes what
+   * is queued. */
+  box_pool_stop(m);
   for (;;) {
     pthread_mutex_lock(&m->lock);
     struct live_box *b = m->boxes;
@@ -462,6 +475,8 @@ void box_mgr_close(struct box_mgr *m, bool destroy_boxes) {
   close_quiet(m->dir_lock);
   close_quiet(m->wake[0]);
   close_quiet(m->wake[1]);
+  pthread_cond_destroy(&m->pool_cond);
+  pthread_mutex_destroy(&m->pool_lock);
   pthread_mutex_destroy(&m->lock);
   free(m);
 }

@@ -46,6 +46,8 @@ static void usage(FILE *f) {
           "  --grace SECONDS         on SIGTERM, how long requests in flight may finish [10]\n"
           "  --default-ttl SECONDS   lifetime of a box created without \"timeout\" [300]\n"
           "  --max-ttl SECONDS       longest lifetime a box may ask for [604800]\n"
+          "  --pool N                ready boxes of the default shape kept warm; a create\n"
+          "                          without limits (or with the defaults) claims one [0]\n"
           "  --quiet                 no log line per request\n"
           "\n"
           "The admin key is HUSK_ADMIN_KEY if set, else DIR/admin.key (generated on first start).\n");
@@ -183,7 +185,7 @@ static int parse_seconds(const char *opt, const char *s, uint64_t *ms) {
   return 0;
 }
 
-enum { O_LISTEN = 256, O_DATA, O_MAXCONN, O_IDLE, O_GRACE, O_DTTL, O_MTTL, O_QUIET, O_HELP };
+enum { O_LISTEN = 256, O_DATA, O_MAXCONN, O_IDLE, O_GRACE, O_DTTL, O_MTTL, O_POOL, O_QUIET, O_HELP };
 
 int cmd_serve(int argc, char **argv) {
   static const struct option opts[] = {
@@ -194,12 +196,13 @@ int cmd_serve(int argc, char **argv) {
       {"grace", required_argument, NULL, O_GRACE},
       {"default-ttl", required_argument, NULL, O_DTTL},
       {"max-ttl", required_argument, NULL, O_MTTL},
+      {"pool", required_argument, NULL, O_POOL},
       {"quiet", no_argument, NULL, O_QUIET},
       {"help", no_argument, NULL, O_HELP},
       {0},
   };
   const char *listen = DEFAULT_LISTEN, *data = NULL;
-  uint64_t maxconn = 256, idle_ms = 120000, grace_ms = 10000, dttl = 0, mttl = 0;
+  uint64_t maxconn = 256, idle_ms = 120000, grace_ms = 10000, dttl = 0, mttl = 0, pool = 0;
   bool quiet = false;
   struct husk_err err;
   int c;
@@ -231,6 +234,12 @@ int cmd_serve(int argc, char **argv) {
     case O_MTTL:
       if (parse_seconds("--max-ttl", optarg, &mttl) < 0)
         return 2;
+      break;
+    case O_POOL:
+      if (parse_u64_range(optarg, 0, 4096, &pool, &err) < 0) {
+        fprintf(stderr, "husk serve: --pool: %s\n", err.msg);
+        return 2;
+      }
       break;
     case O_QUIET: quiet = true; break;
     case 'h':
@@ -288,7 +297,8 @@ int cmd_serve(int argc, char **argv) {
     return fail("%s", err.msg);
   struct box_mgr *mgr = NULL;
   struct box_mgr_config mc = {.data_dir = data, .state = st, .default_ttl_ms = dttl,
-                              .max_ttl_ms = mttl, .log = log_line};
+                              .max_ttl_ms = mttl, .pool_size = (unsigned)pool,
+                              .log = log_line};
   if (box_mgr_open(&mgr, &mc, &err) < 0) {
     state_close(st);
     return fail("%s", err.msg);

@@ -120,8 +120,23 @@ new_tenant() { # NAME [QUOTA JSON FIELDS]
   [ -n "$TID" ] && [ -n "$TKEY" ]
 }
 
+# The daemon names its boxes' cgroups box-<FNV-1a of the data dir>-<id>,
+# so that daemons on other data directories never touch each other's.
+cg_prefix() {
+  python3 -c '
+import os, sys
+h = 2166136261
+for c in os.path.realpath(sys.argv[1]).encode():
+    h = ((h ^ c) * 16777619) & 0xffffffff
+print("box-%08x-" % h)' "$DATA"
+}
+# Cgroups of this suite's daemon (one per hierarchy: counted in the v2 or
+# pids tree only).
 live_box_cgroups() {
-  find /sys/fs/cgroup -maxdepth 5 -type d -name 'box-*' -path '*husk*' 2>/dev/null
+  local p
+  p=$(cg_prefix)
+  { find /sys/fs/cgroup/unified -maxdepth 3 -type d -name "$p*" -path '*husk*' 2>/dev/null ||
+    find /sys/fs/cgroup -maxdepth 3 -type d -name "$p*" -path '*husk*' 2>/dev/null; } | sort -u
 }
 
 box_procs() {
@@ -145,8 +160,8 @@ healthy() {
 }
 
 # Host-side traces of one box: its cgroup directories, its processes.
-box_cgroups() { find /sys/fs/cgroup -maxdepth 5 -type d -name "box-$1" 2>/dev/null; }
-box_pids() { grep -l "box-$1" /proc/[0-9]*/cgroup 2>/dev/null | cut -d/ -f3; }
+box_cgroups() { find /sys/fs/cgroup -maxdepth 5 -type d -name "box-*-$1" 2>/dev/null; }
+box_pids() { grep -l "box-[0-9a-f]*-$1" /proc/[0-9]*/cgroup 2>/dev/null | cut -d/ -f3; }
 box_gone() { [ -z "$(box_cgroups "$1")" ] && [ -z "$(box_pids "$1")" ]; }
 # Processes of the box whose command line contains TEXT (host view).
 box_procs_matching() { # BOX TEXT
