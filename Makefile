@@ -95,7 +95,7 @@ check-clang:
 bench:
 	@scripts/deps.sh bench
 	@$(MAKE) --no-print-directory all
-	@bench/run.sh
+	@bench/run.sh && bench/serve.sh
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

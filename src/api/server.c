@@ -553,8 +553,11 @@ int api_start(struct api_server **out, const struct api_config *cfg, struct husk
     husk_error(err, s->admin_key ? errno : ENOMEM, "server setup");
     goto fail;
   }
+  /* poll(), not select(): every box holds a few fds in the daemon, and with
+   * select() a connection whose fd is >= FD_SETSIZE (1024) is refused, so
+   * past ~145 live boxes no new client could reach the API. */
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                   MHD_USE_ERROR_LOG | MHD_USE_ITC;
+                   MHD_USE_POLL | MHD_USE_ERROR_LOG | MHD_USE_ITC;
   if (ss.ss_family == AF_INET6)
     flags |= MHD_USE_IPv6;
   unsigned maxc = cfg->max_connections ? cfg->max_connections : 256;

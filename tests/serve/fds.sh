@@ -1,0 +1,40 @@
+#!/bin/bash
+# Many live boxes: each holds a few fds in the daemon.  Past fd 1023 a
+# select()-based server would refuse new connections; the API must keep
+# answering new clients with hundreds of boxes alive.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/serve.bash"
+
+N=${SERVE_FDS_BOXES:-170}
+ulimit -n 8192 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+if ! serve_start; then
+  not_ok "the daemon starts"
+  serve_finish
+  exit 1
+fi
+new_tenant many || not_ok "tenant"
+KEY=$TKEY
+mk() { # I: create one small box, print its id
+  curl -sS --max-time 60 -X POST -H "Authorization: Bearer $KEY" "$URL/v1/sandboxes" \
+    -d '{"memory":"16M","disk":"1M","pids":8,"timeout":600}' |
+    python3 -c 'import json,sys; print(json.load(sys.stdin).get("id",""))'
+}
+export -f mk
+export KEY URL
+seq "$N" | xargs -P 8 -I{} bash -c mk >"$T_SCRATCH/ids"
+made=$(grep -c '^b_' "$T_SCRATCH/ids")
+expect_eq "$N boxes created" "$made" "$N"
+FDS=$(ls /proc/"$SPID"/fd 2>/dev/null | wc -l)
+check "the daemon holds more than 1024 fds ($FDS)" [ "$FDS" -gt 1024 ]
+api GET /v1/health
+expect_code "a new connection is still served" 200
+api POST "/v1/sandboxes/$(head -n1 "$T_SCRATCH/ids")/exec" -d '{"cmd":["echo","ok"]}'
+expect_eq "an exec on a new connection works" "$(jf 'j["stdout"]')" ok
+del() { curl -sS -o /dev/null -w '%{http_code}\n' --max-time 60 -X DELETE -H "Authorization: Bearer $KEY" "$URL/v1/sandboxes/$1"; }
+export -f del
+xargs -P 8 -I{} bash -c 'del {}' <"$T_SCRATCH/ids" >"$T_SCRATCH/codes"
+expect_eq "every box deleted" "$(grep -c '^200$' "$T_SCRATCH/codes")" "$N"
+gone() { [ -z "$(live_box_cgroups)" ]; }
+check "nothing left" wait_for 60 gone
+serve_stop
+serve_finish
