@@ -118,6 +118,9 @@ void api_log(struct api_server *s, const char *fmt, ...) __attribute__((format(p
 /* Worker threads (streaming execs) register so that a stop waits for them. */
 void api_worker_enter(struct api_server *s);
 void api_worker_leave(struct api_server *s);
+/* Start fn(arg) in a detached, registered worker thread (the worker calls
+ * api_worker_leave when done).  Returns 0 or an errno (nothing started). */
+int api_worker_start(struct api_server *s, void *(*fn)(void *), void *arg);
 /* The socket of the request's connection, -1 if unknown. */
 int api_conn_fd(struct req *r);
 /* An fd that becomes readable when the client hangs up or the server

@@ -318,15 +318,7 @@ static enum MHD_Result exec_stream(struct req *r, enum api_stream_fmt fmt, char 
     return api_reply_error(r, 500, "internal_error", "cannot set up the stream");
   }
   xs->refs = 2; /* this handler and the worker */
-  api_worker_enter(r->srv);
-  pthread_attr_t at;
-  pthread_attr_init(&at);
-  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-  pthread_t th;
-  int e = pthread_create(&th, &at, xs_worker, xs);
-  pthread_attr_destroy(&at);
-  if (e != 0) {
-    api_worker_leave(r->srv);
+  if (api_worker_start(r->srv, xs_worker, xs) != 0) {
     xs->refs = 1;
     xs_unref(xs);
     return api_reply_error(r, 503, "unavailable", "cannot start a worker thread");

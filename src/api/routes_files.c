@@ -494,15 +494,7 @@ enum MHD_Result h_tar_get(struct req *r) {
     return api_reply_err(r, &r->err);
   }
   t->refs = 2;
-  api_worker_enter(r->srv);
-  pthread_attr_t at;
-  pthread_attr_init(&at);
-  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-  pthread_t th;
-  int e = pthread_create(&th, &at, tar_out_worker, t);
-  pthread_attr_destroy(&at);
-  if (e != 0) {
-    api_worker_leave(r->srv);
+  if (api_worker_start(r->srv, tar_out_worker, t) != 0) {
     t->refs = 1;
     tar_out_unref(t);
     return api_reply_error(r, 503, "unavailable", "cannot start a worker thread");

@@ -171,6 +171,19 @@ void api_worker_leave(struct api_server *s) {
   pthread_mutex_unlock(&s->lock);
 }
 
+int api_worker_start(struct api_server *s, void *(*fn)(void *), void *arg) {
+  api_worker_enter(s);
+  pthread_attr_t at;
+  pthread_attr_init(&at);
+  pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+  pthread_t th;
+  int e = pthread_create(&th, &at, fn, arg);
+  pthread_attr_destroy(&at);
+  if (e != 0)
+    api_worker_leave(s);
+  return e;
+}
+
 int api_conn_fd(struct req *r) {
   const union MHD_ConnectionInfo *ci =
       MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);

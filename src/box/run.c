@@ -143,28 +143,10 @@ static int copy_in(struct jail *j, const struct husk_run_spec *spec, struct husk
   return 0;
 }
 
-static int mkdir_p_host(const char *path) {
-  char buf[PATH_MAX];
-  if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
-    errno = ENAMETOOLONG;
-    return -1;
-  }
-  for (char *p = buf + 1; *p; p++) {
-    if (*p != '/')
-      continue;
-    *p = '\0';
-    if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-      return -1;
-    *p = '/';
-  }
-  if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-    return -1;
-  return 0;
-}
-
 static int copy_out(struct jail *j, const struct husk_run_spec *spec, struct husk_err *err) {
-  if (mkdir_p_host(spec->export_dir) < 0)
-    return husk_error(err, errno, "cannot create export directory `%s`", spec->export_dir);
+  int rc = mkdir_p(spec->export_dir, 0755);
+  if (rc < 0)
+    return husk_error(err, -rc, "cannot create export directory `%s`", spec->export_dir);
   cleanup_close int dst = open(spec->export_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dst < 0)
     return husk_error(err, errno, "cannot open export directory `%s`", spec->export_dir);

@@ -390,19 +390,6 @@ int cgroup_open(struct cgroup *cg, const char *name, struct husk_err *err) {
   return 0;
 }
 
-int cgroup_attach(const struct cgroup *cg, pid_t pid, bool skip_v2, struct husk_err *err) {
-  char v[32];
-  snprintf(v, sizeof v, "%d", (int)pid);
-  if (cg->v2 >= 0 && !skip_v2 && write_file_at(cg->v2, "cgroup.procs", v) < 0)
-    return husk_error(err, errno, "cannot move pid %d into cgroup `%s`", (int)pid, cg->name);
-  for (int i = 0; i < host.nv1; i++) {
-    if (openat_write_name(host.v1[i].parent, cg->name, "cgroup.procs", v) < 0)
-      return husk_error(err, errno, "cannot move pid %d into cgroup `%s` in `%s`", (int)pid,
-                        cg->name, host.v1[i].mount);
-  }
-  return 0;
-}
-
 int cgroup_self_attach_fds(const struct cgroup *cg, int fds[CGROUP_MAX_ATTACH], size_t *n,
                            int *v2_index, struct husk_err *err) {
   *n = 0;

@@ -58,10 +58,6 @@ int cgroup_create(struct cgroup *cg, const char *name, const struct cgroup_limit
  * (with err filled) if it does not exist. */
 int cgroup_open(struct cgroup *cg, const char *name, struct husk_err *err);
 
-/* Move `pid` into the cgroup in every hierarchy; with `skip_v2` the v2 part
- * is assumed done by clone3(CLONE_INTO_CGROUP). */
-int cgroup_attach(const struct cgroup *cg, pid_t pid, bool skip_v2, struct husk_err *err);
-
 /* Files the box's first process writes "0" to, moving itself into the
  * cgroup: `tasks` of every v1 hierarchy, then (last, *v2_index) the v2
  * cgroup.procs for when clone3 could not place it there.  Moving the

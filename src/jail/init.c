@@ -70,26 +70,6 @@ static const char *env_get(const char *const *env, const char *name) {
   return NULL;
 }
 
-/* mkdir -p, as the box user (Landlock decides where that may happen). */
-static int mkdir_p(const char *path) {
-  char buf[PATH_MAX];
-  size_t len = strlen(path);
-  if (len == 0 || len >= sizeof buf)
-    return -ENAMETOOLONG;
-  memcpy(buf, path, len + 1);
-  for (char *p = buf + 1; *p; p++) {
-    if (*p != '/')
-      continue;
-    *p = '\0';
-    if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-      return -errno;
-    *p = '/';
-  }
-  if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-    return -errno;
-  return 0;
-}
-
 /* execvp with the PATH of the program's own environment, and execvp's
  * error precedence (EACCES from any candidate wins over ENOENT). */
 static int exec_search(const char *file, char *const argv[], char *const env[]) {
@@ -173,7 +153,7 @@ static _Noreturn void exec_child(int errpipe, const int *fds, size_t nfds, const
   umask(022);
   if (chdir(cwd) < 0) {
     int e = errno;
-    if (e != ENOENT || mkdir_p(cwd) < 0 || chdir(cwd) < 0)
+    if (e != ENOENT || mkdir_p(cwd, 0755) < 0 || chdir(cwd) < 0)
       exec_fail(errpipe, CTL_STAGE_CWD, e);
   }
   /* A nested Landlock domain per program: on ABI 6+ it cannot signal or

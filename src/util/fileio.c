@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -41,11 +43,23 @@ int write_file_at(int dirfd, const char *name, const char *s) {
   return 0;
 }
 
-int openat_write_name(int parent, const char *dir, const char *name, const char *s) {
-  cleanup_close int d = openat(parent, dir, O_DIRECTORY | O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  if (d < 0)
-    return -1;
-  return write_file_at(d, name, s);
+int mkdir_p(const char *path, mode_t mode) {
+  char buf[PATH_MAX];
+  size_t len = strlen(path);
+  if (len == 0 || len >= sizeof buf)
+    return -ENAMETOOLONG;
+  memcpy(buf, path, len + 1);
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/')
+      continue;
+    *p = '\0';
+    if (mkdir(buf, mode) < 0 && errno != EEXIST)
+      return -errno;
+    *p = '/';
+  }
+  if (mkdir(buf, mode) < 0 && errno != EEXIST)
+    return -errno;
+  return 0;
 }
 
 ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size) {

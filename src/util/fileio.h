@@ -8,8 +8,9 @@
 /* Write `s` to dirfd/name (no O_CREAT).  Returns 0, or -1 with errno. */
 int write_file_at(int dirfd, const char *name, const char *s);
 
-/* Write `s` to parent/dir/name, opening dir with O_NOFOLLOW. */
-int openat_write_name(int parent, const char *dir, const char *name, const char *s);
+/* mkdir -p `path` (absolute or relative to the cwd) with `mode`.  Uses only
+ * the stack: safe between fork and exec.  Returns 0 or -errno. */
+int mkdir_p(const char *path, mode_t mode);
 
 /* Read up to size-1 bytes of dirfd/name into buf and NUL-terminate.
  * Returns the length, or -1 with errno. */
