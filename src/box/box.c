@@ -220,32 +220,10 @@ bool box_valid_id(const char *id) {
 }
 
 uint64_t box_proc_start_time(pid_t pid) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
+  unsigned long long v[23];
+  if (pid <= 0 || proc_stat_fields(pid, v, 23) < 0)
     return 0;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  if (n <= 0)
-    return 0;
-  buf[n] = '\0';
-  /* comm may hold spaces and parens: fields resume after the last ')'. */
-  char *p = strrchr(buf, ')');
-  if (!p)
-    return 0;
-  unsigned long long v = 0;
-  /* after ") ": state(3) ... starttime is field 22 -> 20th after comm */
-  int field = 2;
-  for (char *t = p + 1; *t; t++) {
-    if (*t == ' ') {
-      field++;
-      if (field == 22) {
-        v = strtoull(t + 1, NULL, 10);
-        break;
-      }
-    }
-  }
-  return v;
+  return v[22]; /* starttime */
 }
 
 /* ---- info ------------------------------------------------------------------ */

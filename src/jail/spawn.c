@@ -245,23 +245,9 @@ static int loopback_up(void) {
  * its memory, and /proc/1/cmdline is readable by the box.  Overwrite both
  * areas; the process also gets a name of its own. */
 static void wipe_cmdline(void) {
-  char buf[2048];
-  int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
+  unsigned long long v[52];
+  if (proc_stat_fields(0, v, 52) < 0)
     return;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0)
-    return;
-  buf[n] = '\0';
-  char *p = strrchr(buf, ')'); /* fields resume after comm */
-  if (!p)
-    return;
-  unsigned long long v[52] = {0};
-  int field = 2;
-  for (char *t = p + 1; *t && field < 52; t++)
-    if (*t == ' ' && ++field < 52)
-      v[field] = strtoull(t + 1, NULL, 10);
   /* fields 48..51: arg_start arg_end env_start env_end */
   static const char name[] = "husk-init";
   if (v[48] && v[49] > v[48]) {

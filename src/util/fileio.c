@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/stat.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -84,4 +86,31 @@ ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size) {
   }
   buf[off] = '\0';
   return (ssize_t)off;
+}
+
+int proc_stat_fields(pid_t pid, unsigned long long *v, int n) {
+  char path[64], buf[2048];
+  if (pid > 0)
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  else
+    snprintf(path, sizeof path, "/proc/self/stat");
+  for (int k = 0; k < n; k++)
+    v[k] = 0;
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return -errno;
+  ssize_t len = read(fd, buf, sizeof buf - 1);
+  int e = errno;
+  close(fd);
+  if (len <= 0)
+    return len < 0 ? -e : -EIO;
+  buf[len] = '\0';
+  char *p = strrchr(buf, ')'); /* the command name ends at the last ')' */
+  if (!p)
+    return -EIO;
+  int field = 2;
+  for (char *t = p + 1; *t && field < n; t++)
+    if (*t == ' ' && ++field < n)
+      v[field] = strtoull(t + 1, NULL, 10);
+  return 0;
 }

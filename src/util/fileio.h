@@ -19,4 +19,10 @@ ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size);
 /* write() all of buf, retrying on EINTR and short writes. */
 int write_all(int fd, const void *buf, size_t len);
 
+/* Numeric fields of /proc/PID/stat (pid 0: self), numbered as in proc(5):
+ * v[k] is field k for 3 <= k < n (fields after the command name, which
+ * may itself hold spaces and parentheses); others are 0.  Stack only.
+ * Returns 0 or -errno. */
+int proc_stat_fields(pid_t pid, unsigned long long *v, int n);
+
 #endif
