@@ -22,12 +22,22 @@ SERVE_SRC := $(sort $(wildcard src/api/*.c)) src/cli/serve.c src/cli/serve_main.
 SERVE_OBJ := $(SERVE_SRC:%.c=$(BUILD)/%.o)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/seccomp_bpf.o
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+# ---- MCP server (branch mcp): the protocol core and its tools (src/mcp),
+# linked into husk-serve (/mcp) and into husk-mcp (`husk mcp`, stdio; it
+# forwards to a running husk serve with libcurl when given --server).
+MCP_SRC := $(sort $(wildcard src/mcp/*.c))
+MCP_OBJ := $(MCP_SRC:%.c=$(BUILD)/%.o)
+MCP_CLI_SRC := src/cli/mcp_main.c src/cli/mcp_remote.c
+MCP_CLI_OBJ := $(MCP_CLI_SRC:%.c=$(BUILD)/%.o)
+CURL_LIBS := $(shell pkg-config --libs libcurl 2>/dev/null || echo -lcurl)
+SERVE_OBJ += $(MCP_OBJ)
+# ---- end MCP
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
 .PHONY: all deps deps-test run demo test test-unit test-e2e test-hostile test-asan check-clang bench clean format
 
-all: $(BUILD)/husk $(BUILD)/husk-serve
+all: $(BUILD)/husk $(BUILD)/husk-serve $(BUILD)/husk-mcp
 
 deps:
 	@scripts/deps.sh build
@@ -60,6 +70,9 @@ $(BUILD)/husk: $(CLI_OBJ) $(BUILD)/libhusk.a
 
 $(BUILD)/husk-serve: $(SERVE_OBJ) $(BUILD)/libhusk.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -Wl,--as-needed -o $@ $(SERVE_OBJ) $(BUILD)/libhusk.a $(LDLIBS)
+
+$(BUILD)/husk-mcp: $(MCP_CLI_OBJ) $(MCP_OBJ) $(BUILD)/libhusk.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -Wl,--as-needed -o $@ $(MCP_CLI_OBJ) $(MCP_OBJ) $(BUILD)/libhusk.a $(LDLIBS) $(CURL_LIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libhusk.a tests/unit/unit.h
 	@mkdir -p $(dir $@)

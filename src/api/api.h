@@ -22,6 +22,7 @@
 struct box_mgr;
 struct state;
 struct api_server;
+struct mcp_server;
 
 struct api_config {
   const char *listen;        /* "ADDR:PORT", IPv4 or [IPv6] */
@@ -33,6 +34,10 @@ struct api_config {
   bool log_requests;         /* one log line per request */
   void (*log)(void *ctx, const char *line);
   void *log_ctx;
+  /* MCP at /mcp (branch mcp): the protocol server, NULL to disable, and
+   * the Origins allowed besides loopback and same-origin (comma list). */
+  struct mcp_server *mcp;
+  const char *mcp_allowed_origins;
 };
 
 /* Parse "127.0.0.1:7070" or "[::1]:7070".  Port 0 = any free port. */

@@ -253,6 +253,12 @@ int h_tar_put_upload(struct req *r, const char *data, size_t len);
 enum MHD_Result h_tar_put(struct req *r);
 void h_tar_put_cleanup(struct req *r);
 
+/* routes_mcp.c (branch mcp) */
+enum MHD_Result h_mcp(struct req *r);
+enum MHD_Result h_mcp_begin(struct req *r);
+int h_mcp_upload(struct req *r, const char *data, size_t len);
+void h_mcp_cleanup(struct req *r);
+
 /* ---- sse.c: queue-fed streaming responses --------------------------- */
 enum api_stream_fmt { STREAM_SSE, STREAM_NDJSON, STREAM_RAW /* bytes; caller sets the type */ };
 struct api_stream;

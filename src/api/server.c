@@ -70,6 +70,10 @@ const struct route api_routes[] = {
     {"GET", SB "/files/tar", AUTH_TENANT, BODY_NONE, NULL, h_tar_get, NULL, NULL, NULL},
     {"PUT", SB "/files/tar", AUTH_TENANT, BODY_STREAM, "files.tar_upload", h_tar_put, h_tar_put_begin,
      h_tar_put_upload, h_tar_put_cleanup},
+
+    /* MCP, Streamable HTTP (branch mcp); GET/DELETE answer 405.  Tool calls
+     * are audited one by one inside (action "mcp.<tool>"). */
+    {"POST", "/mcp", AUTH_TENANT, BODY_STREAM, NULL, h_mcp, h_mcp_begin, h_mcp_upload, h_mcp_cleanup},
 };
 const size_t api_nroutes = sizeof api_routes / sizeof api_routes[0];
 

@@ -23,6 +23,7 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: husk run [OPTIONS] [--] PROGRAM [ARGS...]\n"
           "       husk serve [--listen ADDR:PORT] [--data DIR]   (see `husk serve --help`)\n"
+          "       husk mcp [--data DIR | --server URL]         MCP server on stdio (docs/mcp.md)\n"
           "       husk version\n"
           "\n"
           "Run PROGRAM in a fresh, isolated box and remove every trace of the box afterwards.\n"
@@ -218,9 +219,9 @@ static int cmd_run(int argc, char **argv) {
   return code;
 }
 
-/* `husk serve` runs build/husk-serve, installed next to this binary. */
-static int exec_serve(int argc, char **argv) {
-  (void)argc;
+/* `husk serve` runs build/husk-serve, `husk mcp` build/husk-mcp, both
+ * installed next to this binary. */
+static int exec_sibling(const char *name, char **argv) {
   char self[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n < 0) {
@@ -230,7 +231,7 @@ static int exec_serve(int argc, char **argv) {
   self[n] = '\0';
   char *slash = strrchr(self, '/');
   char path[PATH_MAX + 16];
-  snprintf(path, sizeof path, "%.*s/husk-serve", slash ? (int)(slash - self) : 1, slash ? self : ".");
+  snprintf(path, sizeof path, "%.*s/%s", slash ? (int)(slash - self) : 1, slash ? self : ".", name);
   execv(path, argv);
   fprintf(stderr, "%s: cannot run `%s`: %s (it is built and installed next to husk)\n", prog, path,
           strerror(errno));
@@ -257,7 +258,9 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "run"))
     return cmd_run(argc - 1, argv + 1);
   if (!strcmp(argv[1], "serve"))
-    return exec_serve(argc - 1, argv + 1);
+    return exec_sibling("husk-serve", argv + 1);
+  if (!strcmp(argv[1], "mcp"))
+    return exec_sibling("husk-mcp", argv + 1);
   if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
     printf("husk %s\n", HUSK_VERSION);
     return 0;

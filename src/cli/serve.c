@@ -22,6 +22,7 @@
 #include "box/box.h"
 #include "husk/husk.h"
 #include "jail/limits.h"
+#include "mcp/mcp.h"
 #include "state/state.h"
 #include "util/cleanup.h"
 #include "util/fileio.h"
@@ -49,6 +50,10 @@ static void usage(FILE *f) {
           "  --pool N                ready boxes of the default shape kept warm; a create\n"
           "                          without limits (or with the defaults) claims one [0]\n"
           "  --quiet                 no log line per request\n"
+          "  --mcp-wait SECONDS      longest an MCP tool call waits before answering with a\n"
+          "                          job_id [45]\n"
+          "  --mcp-allow-origin LIST Origins allowed at /mcp besides loopback and the\n"
+          "                          server's own (comma-separated, e.g. https://claude.ai)\n"
           "\n"
           "The admin key is HUSK_ADMIN_KEY if set, else DIR/admin.key (generated on first start).\n");
 }
@@ -185,7 +190,14 @@ static int parse_seconds(const char *opt, const char *s, uint64_t *ms) {
   return 0;
 }
 
-enum { O_LISTEN = 256, O_DATA, O_MAXCONN, O_IDLE, O_GRACE, O_DTTL, O_MTTL, O_POOL, O_QUIET, O_HELP };
+enum { O_LISTEN = 256, O_DATA, O_MAXCONN, O_IDLE, O_GRACE, O_DTTL, O_MTTL, O_POOL, O_QUIET, O_HELP,
+       O_MCP_WAIT, O_MCP_ORIGIN };
+
+/* The MCP server reaches the core that serve opened at start. */
+static struct box_mgr *mcp_mgr(void *ctx, struct husk_err *err) {
+  (void)err;
+  return ctx;
+}
 
 int cmd_serve(int argc, char **argv) {
   static const struct option opts[] = {
@@ -199,11 +211,15 @@ int cmd_serve(int argc, char **argv) {
       {"pool", required_argument, NULL, O_POOL},
       {"quiet", no_argument, NULL, O_QUIET},
       {"help", no_argument, NULL, O_HELP},
+      {"mcp-wait", required_argument, NULL, O_MCP_WAIT},
+      {"mcp-allow-origin", required_argument, NULL, O_MCP_ORIGIN},
       {0},
   };
   const char *listen = DEFAULT_LISTEN, *data = NULL;
   uint64_t maxconn = 256, idle_ms = 120000, grace_ms = 10000, dttl = 0, mttl = 0, pool = 0;
   bool quiet = false;
+  uint64_t mcp_wait_ms = 0;
+  const char *mcp_origins = NULL;
   struct husk_err err;
   int c;
   optind = 1;
@@ -242,6 +258,13 @@ int cmd_serve(int argc, char **argv) {
       }
       break;
     case O_QUIET: quiet = true; break;
+    case O_MCP_WAIT:
+      if (parse_milli(optarg, 1, 3600 * 1000, &mcp_wait_ms, &err) < 0) {
+        fprintf(stderr, "husk serve: --mcp-wait: %s\n", err.msg);
+        return 2;
+      }
+      break;
+    case O_MCP_ORIGIN: mcp_origins = optarg; break;
     case 'h':
     case O_HELP: usage(stdout); return 0;
     default: usage(stderr); return 2;
@@ -303,12 +326,21 @@ int cmd_serve(int argc, char **argv) {
     state_close(st);
     return fail("%s", err.msg);
   }
+  struct mcp_server *mcp = NULL;
+  struct mcp_config mcfg = {.mgr = mcp_mgr, .mgr_ctx = mgr, .wait_ms = mcp_wait_ms, .log = log_line};
+  if (mcp_server_new(&mcp, &mcfg, &err) < 0) {
+    box_mgr_close(mgr, false);
+    state_close(st);
+    return fail("%s", err.msg);
+  }
   struct api_config ac = {.listen = listen, .mgr = mgr, .state = st, .admin_key = key,
+                          .mcp = mcp, .mcp_allowed_origins = mcp_origins,
                           .max_connections = (unsigned)maxconn,
                           .idle_timeout_s = (unsigned)((idle_ms + 999) / 1000),
                           .log_requests = !quiet, .log = log_line};
   struct api_server *srv = NULL;
   if (api_start(&srv, &ac, &err) < 0) {
+    mcp_server_free(mcp);
     box_mgr_close(mgr, false);
     state_close(st);
     return fail("%s", err.msg);
@@ -336,6 +368,7 @@ int cmd_serve(int argc, char **argv) {
   fprintf(stderr, "husk: %s: stopping (boxes keep running; the next start adopts them)\n",
           strsignal(sig));
   api_stop(srv, (unsigned)grace_ms);
+  mcp_server_free(mcp);
   box_mgr_close(mgr, false);
   state_close(st);
   fprintf(stderr, "husk: stopped\n");

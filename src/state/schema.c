@@ -115,7 +115,30 @@ static const char schema_v1[] =
     "CREATE TRIGGER audit_append_only BEFORE DELETE ON audit"
     "  BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;";
 
-static const char *const migrations[] = {schema_v1};
+/* ---- MCP jobs (branch mcp) ----
+ * A job is a command of an MCP tool call that outlived the call's wait: its
+ * process is a background process of a box (output in files, exit collected
+ * by the monitor), and this row says whose it is, whether its box is
+ * disposable (run_code: destroyed once the result is collected), and, once
+ * collected, the result the front built (opaque JSON).  Not a foreign key to
+ * boxes: a job's row outlives its disposable box. */
+static const char schema_jobs[] =
+    "CREATE TABLE jobs ("
+    "  id TEXT PRIMARY KEY NOT NULL,"
+    "  tenant_id TEXT NOT NULL REFERENCES tenants(id),"
+    "  box_id TEXT NOT NULL,"
+    "  pid INTEGER NOT NULL CHECK (pid > 0),"
+    "  kind TEXT NOT NULL,"
+    "  ephemeral INTEGER NOT NULL CHECK (ephemeral IN (0, 1)),"
+    "  state TEXT NOT NULL,"
+    "  result_json TEXT CHECK (result_json IS NULL OR json_valid(result_json)),"
+    "  created_ms INTEGER NOT NULL,"
+    "  ended_ms INTEGER NOT NULL DEFAULT 0"
+    ") STRICT;"
+    "CREATE INDEX jobs_tenant ON jobs(tenant_id, created_ms);"
+    "CREATE INDEX jobs_box ON jobs(box_id);";
+
+static const char *const migrations[] = {schema_v1, schema_jobs};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 static int pragma_int(struct state *st, const char *sql, int64_t *out, struct husk_err *err) {

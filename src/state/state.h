@@ -295,6 +295,41 @@ int state_proc_list(struct state *st, const char *tenant_id, const char *box_id,
                     struct husk_err *err);
 void state_proc_free(struct state_proc *p);
 
+/* ---- MCP jobs (branch mcp) ------------------------------------------- */
+
+/* A job: a background process of a box started by an MCP tool call, kept
+ * so that a later call (job_status / job_wait), even after a daemon
+ * restart, can pick up its result.  `result_json` is the front's summary,
+ * stored once when the job ended and its result was collected. */
+#define STATE_JOB_ID_SIZE 40
+#define STATE_JOB_RUNNING "running"
+#define STATE_JOB_DONE "done"           /* ended; result collected */
+#define STATE_JOB_CANCELLED "cancelled" /* killed by request */
+#define STATE_JOB_RESULT_MAX (1024 * 1024)
+
+struct state_job {
+  char id[STATE_JOB_ID_SIZE];           /* "j_" + 24 hex */
+  char tenant_id[STATE_TENANT_ID_SIZE];
+  char box_id[STATE_BOX_ID_SIZE];
+  int64_t pid;                          /* the process in the box */
+  char kind[16];                        /* "run_code", "exec" */
+  int ephemeral;                        /* 1: the box is destroyed when the job ends */
+  char state[16];                       /* STATE_JOB_* */
+  char *result_json;                    /* heap, NULL until collected */
+  int64_t created_ms, ended_ms;
+};
+/* ENOENT if the tenant does not exist, EEXIST if the id is taken. */
+int state_job_insert(struct state *st, const struct state_job *job, struct husk_err *err);
+/* The job `id` if it belongs to `tenant_id`, else ENOENT. */
+int state_job_get(struct state *st, const char *tenant_id, const char *id, struct state_job *out,
+                  struct husk_err *err);
+/* End a running job: state STATE_JOB_DONE or STATE_JOB_CANCELLED and its
+ * result (may be NULL; at most STATE_JOB_RESULT_MAX bytes).  ESTALE if the
+ * job is not running (another caller ended it first). */
+int state_job_end(struct state *st, const char *tenant_id, const char *id, const char *state,
+                  const char *result_json, struct husk_err *err);
+void state_job_free(struct state_job *job);
+
 /* ---- Audit log -------------------------------------------------------- */
 
 /* One state-changing call: who (tenant, key), what (action), on which box,

@@ -1,0 +1,90 @@
+/* Box file I/O for the MCP tools, on top of src/box/files.h (every path is
+ * resolved inside the box, never on the host). */
+#define _GNU_SOURCE
+#include "mcp/boxio.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/cleanup.h"
+#include "util/fileio.h"
+
+int mcp_box_fs(struct box_mgr *m, const char *tenant, const char *id, struct box_fs *b,
+               struct husk_err *err) {
+  memset(b, 0, sizeof *b);
+  b->fs = -1;
+  return box_open_fs(m, tenant, id, &b->fs, &b->uid, &b->gid, err);
+}
+
+static int commit_or_abort(const struct box_fs *b, const char *path, int fd, const char *tmp,
+                           int rc, struct husk_err *err) {
+  if (rc == 0 && box_file_commit(b, path, fd, tmp, err) == 0)
+    return 0;
+  box_file_abort(b, path, fd, tmp);
+  return -1;
+}
+
+int mcp_box_write(const struct box_fs *b, const char *path, const void *data, size_t len,
+                  struct husk_err *err) {
+  if (box_path_check(path, strlen(path), err) < 0)
+    return -1;
+  cleanup_close int fd = -1;
+  char tmp[BOX_TMPNAME_MAX];
+  if (box_file_create(b, path, true, 0644, &fd, tmp, sizeof tmp, err) < 0)
+    return -1;
+  int rc = 0;
+  if (write_all(fd, data, len) < 0)
+    rc = husk_error(err, errno, "cannot write `%s`", path);
+  return commit_or_abort(b, path, fd, tmp, rc, err);
+}
+
+int mcp_box_copy_in(const struct box_fs *b, const char *path, int src, struct husk_err *err) {
+  cleanup_close int fd = -1;
+  char tmp[BOX_TMPNAME_MAX];
+  if (box_file_create(b, path, true, 0644, &fd, tmp, sizeof tmp, err) < 0)
+    return -1;
+  int rc = 0;
+  char buf[65536];
+  for (off_t off = 0;;) {
+    ssize_t n = pread(src, buf, sizeof buf, off);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      rc = husk_error(err, errno, "cannot read output");
+      break;
+    }
+    if (n == 0)
+      break;
+    if (write_all(fd, buf, (size_t)n) < 0) {
+      rc = husk_error(err, errno, "cannot write `%s`", path);
+      break;
+    }
+    off += n;
+  }
+  return commit_or_abort(b, path, fd, tmp, rc, err);
+}
+
+int mcp_pread_max(int fd, uint64_t off, size_t max, char **out, size_t *len, struct husk_err *err) {
+  char *buf = malloc(max ? max : 1);
+  if (!buf)
+    return husk_fail(err, ENOMEM, "out of memory");
+  size_t got = 0;
+  while (got < max) {
+    ssize_t n = pread(fd, buf + got, max - got, (off_t)(off + got));
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      free(buf);
+      return husk_error(err, errno, "read");
+    }
+    if (n == 0)
+      break;
+    got += (size_t)n;
+  }
+  *out = buf;
+  *len = got;
+  return 0;
+}

@@ -1,0 +1,34 @@
+/* Box file I/O shared by the MCP tools: whole-file writes, bounded reads,
+ * and the byte limits of what a tool result may inline. */
+#ifndef HUSK_MCP_BOXIO_H
+#define HUSK_MCP_BOXIO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "box/box.h"
+#include "box/files.h"
+#include "util/error.h"
+
+/* Output of a command inlined in a result, per stream: past it, the tail
+ * is shown with a note and the whole output is kept as a file. */
+#define MCP_INLINE_OUTPUT (20 * 1000)
+/* A non-image file inlined as text. */
+#define MCP_INLINE_TEXT (64 * 1024)
+/* One image returned as image content, and all images of one result. */
+#define MCP_IMAGE_MAX (5 * 1024 * 1024)
+#define MCP_IMAGES_TOTAL (10 * 1024 * 1024)
+
+/* Borrow a box's filesystem (box_open_fs) as a struct box_fs; close b->fs. */
+int mcp_box_fs(struct box_mgr *m, const char *tenant, const char *id, struct box_fs *b,
+               struct husk_err *err);
+/* Write `len` bytes as the whole file `path` (parents created). */
+int mcp_box_write(const struct box_fs *b, const char *path, const void *data, size_t len,
+                  struct husk_err *err);
+/* Copy what `src` holds (from offset 0) into the file `path`. */
+int mcp_box_copy_in(const struct box_fs *b, const char *path, int src, struct husk_err *err);
+/* Read at most `max` bytes at `off` of `fd` (pread).  *out malloc'd. */
+int mcp_pread_max(int fd, uint64_t off, size_t max, char **out, size_t *len, struct husk_err *err);
+
+#endif

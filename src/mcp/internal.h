@@ -1,0 +1,52 @@
+/* Shared between the files of src/mcp. */
+#ifndef HUSK_MCP_INTERNAL_H
+#define HUSK_MCP_INTERNAL_H
+
+#include <pthread.h>
+
+#include "mcp/mcp.h"
+
+/* husk's own tools (tools_exec.c, tools_box.c), in tools/list order. */
+extern const struct mcp_tool mcp_tool_run_code, mcp_tool_sandbox_create, mcp_tool_sandbox_exec,
+    mcp_tool_sandbox_write_file, mcp_tool_sandbox_read_file, mcp_tool_sandbox_list_files,
+    mcp_tool_sandbox_destroy, mcp_tool_sandbox_list, mcp_tool_job_status, mcp_tool_job_wait,
+    mcp_tool_job_cancel;
+
+/* A tools/call in flight, findable by notifications/cancelled. */
+struct mcp_inflight {
+  struct mcp_inflight *next;
+  char *scope;  /* tenant id: a caller cancels only its own calls */
+  char *id;     /* the request id as compact JSON */
+  int event_fd; /* written to cancel */
+  bool cancelled;
+};
+
+struct mcp_server {
+  struct mcp_config cfg;
+  pthread_mutex_t lock;
+  struct mcp_inflight *inflight;
+};
+
+/* tools.c: the input schema of a tool and the check of its arguments
+ * (NULL: fine; else a message for the model, malloc'd). */
+json_t *mcp_input_schema(const struct mcp_tool *t);
+char *mcp_check_args(const struct mcp_tool *t, json_t *args);
+
+/* content.c */
+char *mcp_b64_encode(const void *buf, size_t len);
+/* Decode standard base64 (padding optional, whitespace refused). *out
+ * malloc'd.  -1 on bad input. */
+int mcp_b64_decode(const char *s, size_t len, unsigned char **out, size_t *out_len);
+/* Bytes as a JSON string: invalid UTF-8 becomes U+FFFD (*lossy set). */
+json_t *mcp_text(const char *buf, size_t len, bool *lossy);
+bool mcp_utf8_valid(const char *buf, size_t len);
+/* The image MIME type of a file by name and first bytes, or NULL. */
+const char *mcp_image_mime(const char *name, const unsigned char *head, size_t n);
+/* A MIME type by file name (for links and listings). */
+const char *mcp_mime_by_name(const char *name);
+/* Whether fd is readable now (poll, no wait). */
+bool mcp_fd_readable(int fd);
+/* RFC 3339 UTC with milliseconds, or null for 0. */
+json_t *mcp_time(int64_t ms);
+
+#endif

@@ -1,0 +1,486 @@
+/* JSON-RPC and MCP lifecycle: parse and classify a message by its body,
+ * answer it by era, run tools/call, and find calls in flight for
+ * notifications/cancelled.  Transport-free: stdio.c and src/api/routes_mcp.c
+ * move the bytes. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "husk/husk.h"
+#include "mcp/internal.h"
+#include "util/cleanup.h"
+
+#define META_VERSION "io.modelcontextprotocol/protocolVersion"
+#define META_CAPS "io.modelcontextprotocol/clientCapabilities"
+#define META_SERVER_INFO "io.modelcontextprotocol/serverInfo"
+/* How long clients may cache list results (modern era). */
+#define MCP_LIST_TTL_MS 3600000
+
+static const struct mcp_tool *const own_tools[] = {
+    &mcp_tool_run_code,           &mcp_tool_sandbox_create,    &mcp_tool_sandbox_exec,
+    &mcp_tool_sandbox_write_file, &mcp_tool_sandbox_read_file, &mcp_tool_sandbox_list_files,
+    &mcp_tool_sandbox_destroy,    &mcp_tool_sandbox_list,      &mcp_tool_job_status,
+    &mcp_tool_job_wait,           &mcp_tool_job_cancel,
+};
+#define N_OWN_TOOLS (sizeof own_tools / sizeof own_tools[0])
+
+static const char instructions[] =
+    "husk gives you disposable Linux computers (sandboxes) to run code in. Use run_code for a "
+    "one-shot script (Python with numpy and matplotlib, bash, node where installed): it runs in a "
+    "fresh sandbox that is destroyed afterwards, and files written to /workspace/output come back "
+    "(images inline). For multi-step work, sandbox_create a box and pass its sandbox_id to "
+    "sandbox_exec / sandbox_write_file / sandbox_read_file / sandbox_list_files; it expires by "
+    "itself after its TTL. Sandboxes have no network access and no credentials. A call that runs "
+    "longer than about 45 seconds returns a job_id: finish it with job_wait, or stop it with "
+    "job_cancel.";
+
+int mcp_server_new(struct mcp_server **out, const struct mcp_config *cfg, struct husk_err *err) {
+  struct mcp_server *s = calloc(1, sizeof *s);
+  if (!s)
+    return husk_error(err, ENOMEM, "mcp server");
+  s->cfg = *cfg;
+  if (!s->cfg.wait_ms)
+    s->cfg.wait_ms = MCP_DEFAULT_WAIT_MS;
+  if (!s->cfg.box_ttl_ms)
+    s->cfg.box_ttl_ms = MCP_DEFAULT_BOX_TTL_MS;
+  pthread_mutex_init(&s->lock, NULL);
+  *out = s;
+  return 0;
+}
+
+void mcp_server_free(struct mcp_server *s) {
+  if (!s)
+    return;
+  pthread_mutex_destroy(&s->lock);
+  free(s);
+}
+
+uint64_t mcp_wait_ms(const struct mcp_server *s) { return s->cfg.wait_ms; }
+uint64_t mcp_box_ttl_ms(const struct mcp_server *s) { return s->cfg.box_ttl_ms; }
+const struct mcp_storage *mcp_storage(const struct mcp_server *s) { return s->cfg.storage; }
+
+void mcp_log(struct mcp_server *s, const char *fmt, ...) {
+  if (!s->cfg.log)
+    return;
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  husk_sanitize_line(line);
+  s->cfg.log(s->cfg.log_ctx, line);
+}
+
+struct box_mgr *mcp_call_mgr(struct mcp_call *c) {
+  struct husk_err err = {0};
+  struct box_mgr *m = c->srv->cfg.mgr ? c->srv->cfg.mgr(c->srv->cfg.mgr_ctx, &err) : NULL;
+  if (!m)
+    mcp_tool_error(c, "the sandbox service is not available: %s",
+                   err.msg[0] ? err.msg : "no box manager");
+  return m;
+}
+
+char *mcp_dump(json_t *msg) {
+  /* Compact, one line (JSON escapes newlines inside strings). */
+  return json_dumps(msg, JSON_COMPACT | JSON_ENCODE_ANY);
+}
+
+json_t *mcp_error(json_t *id, int code, const char *message, json_t *data) {
+  json_t *e = json_pack("{s:i, s:s}", "code", code, "message", message);
+  if (e && data)
+    json_object_set_new(e, "data", data);
+  else
+    json_decref(data);
+  return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "error", e);
+}
+
+int mcp_reply_code(json_t *reply) {
+  json_t *e = json_object_get(reply, "error");
+  return e ? (int)json_integer_value(json_object_get(e, "code")) : 0;
+}
+
+/* ---- parse and classify ------------------------------------------------------ */
+
+void mcp_msg_free(struct mcp_msg *m) {
+  if (m && m->root) {
+    json_decref(m->root);
+    m->root = NULL;
+  }
+}
+
+int mcp_parse(const char *text, size_t len, struct mcp_msg *out, json_t **error_reply) {
+  memset(out, 0, sizeof *out);
+  *error_reply = NULL;
+  json_error_t je;
+  /* REJECT_DUPLICATES: {"id":1,"id":2} has no one meaning. */
+  json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+  if (!root) {
+    *error_reply = mcp_error(NULL, MCP_PARSE_ERROR, "Parse error: the message is not valid JSON",
+                             json_pack("{s:s}", "detail", je.text));
+    return -1;
+  }
+  if (json_is_array(root)) {
+    json_decref(root);
+    *error_reply = mcp_error(NULL, MCP_INVALID_REQUEST,
+                             "Invalid Request: JSON-RPC batches are not supported (send one "
+                             "message at a time)", NULL);
+    return -1;
+  }
+  json_t *id = json_object_get(root, "id");
+  bool id_ok = id && (json_is_string(id) || json_is_integer(id));
+  json_t *jr = json_object_get(root, "jsonrpc");
+  json_t *method = json_object_get(root, "method");
+  json_t *params = json_object_get(root, "params");
+  const char *why = NULL;
+  if (!json_is_object(root))
+    why = "a message must be a JSON object";
+  else if (!json_is_string(jr) || strcmp(json_string_value(jr), "2.0") != 0)
+    why = "`jsonrpc` must be \"2.0\"";
+  else if (method && !json_is_string(method))
+    why = "`method` must be a string";
+  else if (id && !id_ok)
+    why = "`id` must be a string or an integer";
+  else if (params && !json_is_object(params))
+    why = "`params` must be an object";
+  else if (!method && !(id_ok && (json_object_get(root, "result") || json_object_get(root, "error"))))
+    why = "a message needs a `method` (request, notification) or a `result`/`error` (response)";
+  if (why) {
+    char m[160];
+    snprintf(m, sizeof m, "Invalid Request: %s", why);
+    *error_reply = mcp_error(id_ok ? id : NULL, MCP_INVALID_REQUEST, m, NULL);
+    json_decref(root);
+    return -1;
+  }
+  out->root = root;
+  if (!method) {
+    out->kind = MCP_RESPONSE;
+    return 0;
+  }
+  out->kind = id ? MCP_REQUEST : MCP_NOTIFICATION;
+  out->id = id;
+  out->method = json_string_value(method);
+  json_t *meta = json_object_get(params, "_meta");
+  json_t *ver = json_object_get(meta, META_VERSION);
+  if (ver) {
+    out->era = MCP_ERA_MODERN;
+    out->version = json_is_string(ver) ? json_string_value(ver) : "";
+  }
+  out->has_progress = json_object_get(meta, "progressToken") != NULL;
+  json_t *name = json_object_get(params, !strcmp(out->method, "resources/read") ? "uri" : "name");
+  if (json_is_string(name))
+    out->name = json_string_value(name);
+  return 0;
+}
+
+/* ---- in-flight registry (notifications/cancelled) ----------------------------- */
+
+static struct mcp_inflight *inflight_add(struct mcp_server *s, const char *scope, json_t *id) {
+  struct mcp_inflight *f = calloc(1, sizeof *f);
+  if (!f)
+    return NULL;
+  f->scope = strdup(scope ? scope : "");
+  f->id = mcp_dump(id);
+  f->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (!f->scope || !f->id || f->event_fd < 0) {
+    free(f->scope);
+    free(f->id);
+    close_quiet(f->event_fd);
+    free(f);
+    return NULL;
+  }
+  pthread_mutex_lock(&s->lock);
+  f->next = s->inflight;
+  s->inflight = f;
+  pthread_mutex_unlock(&s->lock);
+  return f;
+}
+
+static void inflight_remove(struct mcp_server *s, struct mcp_inflight *f) {
+  pthread_mutex_lock(&s->lock);
+  for (struct mcp_inflight **p = &s->inflight; *p; p = &(*p)->next)
+    if (*p == f) {
+      *p = f->next;
+      break;
+    }
+  pthread_mutex_unlock(&s->lock);
+  free(f->scope);
+  free(f->id);
+  close_quiet(f->event_fd);
+  free(f);
+}
+
+static void inflight_cancel(struct mcp_server *s, const char *scope, json_t *id) {
+  cleanup_free char *key = mcp_dump(id);
+  if (!key)
+    return;
+  pthread_mutex_lock(&s->lock);
+  for (struct mcp_inflight *f = s->inflight; f; f = f->next)
+    if (!strcmp(f->id, key) && !strcmp(f->scope, scope ? scope : "")) {
+      f->cancelled = true;
+      uint64_t one = 1;
+      if (write(f->event_fd, &one, sizeof one) < 0) {
+        /* an eventfd write fails only on overflow: already signalled */
+      }
+    }
+  pthread_mutex_unlock(&s->lock);
+}
+
+static bool inflight_cancelled(struct mcp_server *s, struct mcp_inflight *f) {
+  pthread_mutex_lock(&s->lock);
+  bool c = f->cancelled;
+  pthread_mutex_unlock(&s->lock);
+  return c;
+}
+
+/* ---- results ------------------------------------------------------------------- */
+
+static json_t *server_info(void) {
+  return json_pack("{s:s, s:s, s:s}", "name", "husk", "title", "husk sandboxes", "version",
+                   HUSK_VERSION);
+}
+
+static json_t *capabilities(void) {
+  /* The tool list is static: no listChanged.  Empty resources and prompts
+   * are served so generic clients that list everything get answers. */
+  return json_pack("{s:{}, s:{}, s:{}}", "tools", "resources", "prompts");
+}
+
+/* Wrap `result` (stolen) as the reply to `msg`. */
+static json_t *reply(const struct mcp_msg *msg, json_t *result) {
+  if (!result)
+    return mcp_error(msg->id, MCP_INTERNAL_ERROR, "Internal error: out of memory", NULL);
+  if (msg->era == MCP_ERA_MODERN) {
+    json_object_set_new(result, "resultType", json_string("complete"));
+    json_t *meta = json_object_get(result, "_meta");
+    if (!meta) {
+      meta = json_object();
+      json_object_set_new(result, "_meta", meta);
+    }
+    json_object_set_new(meta, META_SERVER_INFO, server_info());
+  }
+  return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", msg->id, "result", result);
+}
+
+static json_t *list_result(const struct mcp_msg *msg, const char *key, json_t *items) {
+  json_t *r = json_pack("{s:o}", key, items);
+  if (r && msg->era == MCP_ERA_MODERN) {
+    json_object_set_new(r, "ttlMs", json_integer(MCP_LIST_TTL_MS));
+    json_object_set_new(r, "cacheScope", json_string("public"));
+  }
+  return reply(msg, r);
+}
+
+static json_t *tool_json(const struct mcp_tool *t) {
+  json_error_t je;
+  json_t *out = t->output_schema ? json_loads(t->output_schema, 0, &je) : NULL;
+  json_t *j = json_pack("{s:s, s:s, s:s, s:o, s:{s:s, s:b, s:b, s:b, s:b}}", "name", t->name,
+                        "title", t->title, "description", t->description, "inputSchema",
+                        mcp_input_schema(t), "annotations", "title", t->title, "readOnlyHint",
+                        t->read_only, "destructiveHint", t->destructive, "idempotentHint",
+                        t->idempotent, "openWorldHint", 0);
+  if (j && out)
+    json_object_set_new(j, "outputSchema", out);
+  else
+    json_decref(out);
+  return j;
+}
+
+static const struct mcp_tool *find_tool(struct mcp_server *s, const char *name) {
+  for (size_t i = 0; i < N_OWN_TOOLS; i++)
+    if (!strcmp(own_tools[i]->name, name))
+      return own_tools[i];
+  const struct mcp_storage *st = s->cfg.storage;
+  for (size_t i = 0; st && i < st->ntools; i++)
+    if (!strcmp(st->tools[i].name, name))
+      return &st->tools[i];
+  return NULL;
+}
+
+static json_t *tools_list(struct mcp_server *s, const struct mcp_msg *msg) {
+  json_t *params = json_object_get(msg->root, "params");
+  json_t *cursor = json_object_get(params, "cursor");
+  if (cursor && !json_is_null(cursor))
+    /* One page holds every tool: no cursor is ever handed out. */
+    return mcp_error(msg->id, MCP_INVALID_PARAMS, "Invalid params: unknown cursor", NULL);
+  json_t *arr = json_array();
+  for (size_t i = 0; i < N_OWN_TOOLS; i++)
+    json_array_append_new(arr, tool_json(own_tools[i]));
+  const struct mcp_storage *st = s->cfg.storage;
+  for (size_t i = 0; st && i < st->ntools; i++)
+    json_array_append_new(arr, tool_json(&st->tools[i]));
+  return list_result(msg, "tools", arr);
+}
+
+/* ---- tools/call ------------------------------------------------------------------ */
+
+static json_t *tools_call(struct mcp_server *s, const struct mcp_msg *msg, const struct mcp_caller *c) {
+  json_t *params = json_object_get(msg->root, "params");
+  json_t *jname = json_object_get(params, "name");
+  if (!json_is_string(jname))
+    return mcp_error(msg->id, MCP_INVALID_PARAMS, "Invalid params: `name` (the tool) is required",
+                     NULL);
+  const char *name = json_string_value(jname);
+  const struct mcp_tool *t = find_tool(s, name);
+  if (!t) {
+    char m[200];
+    snprintf(m, sizeof m, "Unknown tool: %.100s", name);
+    return mcp_error(msg->id, MCP_INVALID_PARAMS, m, json_pack("{s:s}", "tool", name));
+  }
+  json_t *args = json_object_get(params, "arguments");
+  if (args && !json_is_null(args) && !json_is_object(args))
+    return mcp_error(msg->id, MCP_INVALID_PARAMS, "Invalid params: `arguments` must be an object",
+                     NULL);
+  struct mcp_call call = {.srv = s, .caller = c, .tool = t, .content = json_array(),
+                          .cancel_fd = -1};
+  call.args = json_is_object(args) ? json_incref(args) : json_object();
+  call.progress_token = json_object_get(json_object_get(params, "_meta"), "progressToken");
+  struct mcp_inflight *f = inflight_add(s, c->scope ? c->scope : c->tenant, msg->id);
+  /* One fd for "stop": the cancel notification or the caller leaving. */
+  int ep = epoll_create1(EPOLL_CLOEXEC);
+  if (ep >= 0 && f) {
+    struct epoll_event e = {.events = EPOLLIN};
+    epoll_ctl(ep, EPOLL_CTL_ADD, f->event_fd, &e);
+    if (c->cancel_fd >= 0)
+      epoll_ctl(ep, EPOLL_CTL_ADD, c->cancel_fd, &e);
+  }
+  call.cancel_fd = ep;
+  json_t *out;
+  if (!f || ep < 0 || !call.content || !call.args) {
+    out = mcp_error(msg->id, MCP_INTERNAL_ERROR, "Internal error: out of resources", NULL);
+  } else {
+    char *bad = mcp_check_args(t, call.args);
+    int rc = 0;
+    if (bad) {
+      mcp_tool_error(&call, "%s. Fix the arguments and call %s again.", bad, t->name);
+      free(bad);
+    } else {
+      rc = t->run(&call);
+    }
+    if (c->audit)
+      c->audit(c->audit_ctx, t->name, call.audit_box, call.audit_detail, rc == 0 && !call.is_error);
+    bool cancelled = inflight_cancelled(s, f);
+    struct pollfd gone = {.fd = c->cancel_fd, .events = POLLIN};
+    if (!cancelled && c->cancel_fd >= 0 && poll(&gone, 1, 0) > 0)
+      cancelled = true;
+    if (cancelled || call.suppressed) {
+      out = NULL; /* a cancelled request gets no reply */
+    } else if (rc < 0) {
+      out = mcp_error(msg->id, MCP_INTERNAL_ERROR, "Internal error", NULL);
+    } else {
+      if (!call.structured && !json_array_size(call.content))
+        mcp_result(&call, json_object(), false);
+      json_t *r = json_pack("{s:O}", "content", call.content);
+      if (r && call.structured)
+        json_object_set(r, "structuredContent", call.structured);
+      if (r && call.is_error)
+        json_object_set_new(r, "isError", json_true());
+      out = reply(msg, r);
+    }
+  }
+  if (f)
+    inflight_remove(s, f);
+  close_quiet(ep);
+  json_decref(call.args);
+  json_decref(call.content);
+  json_decref(call.structured);
+  return out;
+}
+
+/* ---- dispatch ---------------------------------------------------------------------- */
+
+static json_t *initialize(const struct mcp_msg *msg) {
+  json_t *params = json_object_get(msg->root, "params");
+  json_t *pv = json_object_get(params, "protocolVersion");
+  if (!json_is_string(pv))
+    return mcp_error(msg->id, MCP_INVALID_PARAMS, "Invalid params: `protocolVersion` is required",
+                     NULL);
+  /* Echo a supported legacy version, else offer the newest legacy one (the
+   * client decides whether to go on).  Never 2026-07-28: that era has no
+   * initialize. */
+  const char *want = json_string_value(pv);
+  const char *v = !strcmp(want, MCP_VERSION_LEGACY_OLD) ? MCP_VERSION_LEGACY_OLD : MCP_VERSION_LEGACY;
+  return reply(msg, json_pack("{s:s, s:o, s:o, s:s}", "protocolVersion", v, "capabilities",
+                              capabilities(), "serverInfo", server_info(), "instructions",
+                              instructions));
+}
+
+static json_t *discover(const struct mcp_msg *msg) {
+  json_t *r = json_pack("{s:[s], s:o, s:s, s:i, s:s, s:{s:o}}", "supportedVersions",
+                        MCP_VERSION_MODERN, "capabilities", capabilities(), "instructions",
+                        instructions, "ttlMs", MCP_LIST_TTL_MS, "cacheScope", "public", "_meta",
+                        META_SERVER_INFO, server_info());
+  return reply(msg, r);
+}
+
+static json_t *unsupported_version(const struct mcp_msg *msg) {
+  return mcp_error(msg->id, MCP_UNSUPPORTED_VERSION, "Unsupported protocol version",
+                   json_pack("{s:[s, s, s], s:s}", "supported", MCP_VERSION_MODERN,
+                             MCP_VERSION_LEGACY, MCP_VERSION_LEGACY_OLD, "requested",
+                             msg->version ? msg->version : ""));
+}
+
+static json_t *method_not_found(const struct mcp_msg *msg) {
+  char m[200];
+  snprintf(m, sizeof m, "Method not found: %.100s", msg->method);
+  return mcp_error(msg->id, MCP_METHOD_NOT_FOUND, m, NULL);
+}
+
+json_t *mcp_handle(struct mcp_server *s, const struct mcp_msg *msg, const struct mcp_caller *c) {
+  if (msg->kind == MCP_RESPONSE)
+    return NULL; /* we never send requests: nothing to match */
+  const char *m = msg->method;
+  if (msg->kind == MCP_NOTIFICATION) {
+    if (!strcmp(m, "notifications/cancelled")) {
+      json_t *rid = json_object_get(json_object_get(msg->root, "params"), "requestId");
+      if (json_is_string(rid) || json_is_integer(rid))
+        inflight_cancel(s, c->scope ? c->scope : c->tenant, rid);
+    }
+    return NULL; /* notifications never get a reply, not even an error */
+  }
+  if (msg->era == MCP_ERA_MODERN) {
+    if (strcmp(msg->version, MCP_VERSION_MODERN) != 0)
+      return unsupported_version(msg);
+    json_t *meta = json_object_get(json_object_get(msg->root, "params"), "_meta");
+    if (!json_is_object(json_object_get(meta, META_CAPS)))
+      return mcp_error(msg->id, MCP_INVALID_PARAMS,
+                       "Invalid params: _meta `" META_CAPS "` (an object) is required", NULL);
+    if (!strcmp(m, "server/discover"))
+      return discover(msg);
+    /* The legacy lifecycle does not exist in this era. */
+    if (!strcmp(m, "initialize") || !strcmp(m, "ping") || !strcmp(m, "logging/setLevel") ||
+        !strcmp(m, "resources/subscribe") || !strcmp(m, "resources/unsubscribe"))
+      return method_not_found(msg);
+  } else {
+    if (!strcmp(m, "initialize"))
+      return initialize(msg);
+    if (!strcmp(m, "ping"))
+      return reply(msg, json_object());
+    if (!strcmp(m, "server/discover"))
+      return mcp_error(msg->id, MCP_INVALID_PARAMS,
+                       "Invalid params: server/discover needs _meta `" META_VERSION "` and `" META_CAPS "`",
+                       NULL);
+  }
+  if (!strcmp(m, "tools/list"))
+    return tools_list(s, msg);
+  if (!strcmp(m, "tools/call"))
+    return tools_call(s, msg, c);
+  if (!strcmp(m, "resources/list"))
+    return list_result(msg, "resources", json_array());
+  if (!strcmp(m, "resources/templates/list"))
+    return list_result(msg, "resourceTemplates", json_array());
+  if (!strcmp(m, "prompts/list"))
+    return list_result(msg, "prompts", json_array());
+  if (!strcmp(m, "resources/read"))
+    return mcp_error(msg->id, msg->era == MCP_ERA_MODERN ? MCP_INVALID_PARAMS : -32002,
+                     "Resource not found", NULL);
+  if (!strcmp(m, "prompts/get"))
+    return mcp_error(msg->id, MCP_INVALID_PARAMS, "Invalid params: unknown prompt", NULL);
+  return method_not_found(msg);
+}

@@ -1,0 +1,380 @@
+/* The sandbox tools: boxes that live across calls (named by sandbox_id,
+ * ended by sandbox_destroy or their TTL), and their files. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "mcp/boxio.h"
+#include "mcp/internal.h"
+#include "util/cleanup.h"
+
+#define READ_DEFAULT (64 * 1024)
+#define READ_MAX (1024 * 1024)
+#define LIST_ENTRIES_MAX 1000
+#define WRITE_MAX (3 * 1024 * 1024)
+
+#define ID_PARAM {"sandbox_id", MCP_P_STRING, true, "the id from sandbox_create", NULL, 0, 0, 64}
+#define END_PARAM {NULL, 0, false, NULL, NULL, 0, 0, 0}
+
+static json_t *box_json(const struct box_info *bi) {
+  return json_pack("{s:s, s:s, s:o, s:o, s:I}", "sandbox_id", bi->id, "state", bi->state,
+                   "created_at", mcp_time(bi->created_ms), "expires_at", mcp_time(bi->expires_ms),
+                   "memory_bytes", (json_int_t)bi->limits.memory_bytes);
+}
+
+/* ---- sandbox_create ------------------------------------------------------------- */
+
+static const struct mcp_param create_params[] = {
+    {"ttl_seconds", MCP_P_INT, false, "lifetime: the sandbox and its files are destroyed this "
+     "long after creation (default 1800 = 30 min, at most 86400)", NULL, 60,
+     MCP_MAX_BOX_TTL_MS / 1000, 0},
+    {"memory_mb", MCP_P_INT, false, "memory limit in MiB, files included (default 512)", NULL, 64,
+     16384, 0},
+    {"env", MCP_P_STRMAP, false, "environment variables of every command (no secrets: the "
+     "sandbox is untrusted)", NULL, 0, 0, 64 * 1024},
+    END_PARAM,
+};
+
+static int sandbox_create(struct mcp_call *c) {
+  struct box_mgr *m = mcp_call_mgr(c);
+  if (!m)
+    return 0;
+  int64_t ttl = (int64_t)(mcp_box_ttl_ms(c->srv) / 1000), mem = 0;
+  mcp_arg_int(c, "ttl_seconds", &ttl);
+  mcp_arg_int(c, "memory_mb", &mem);
+  json_t *env = mcp_arg(c, "env");
+  size_t n = json_object_size(env);
+  cleanup_free char **envv = calloc(n + 1, sizeof *envv);
+  if (!envv)
+    return mcp_tool_error(c, "out of memory");
+  size_t i = 0;
+  const char *k;
+  json_t *v;
+  json_object_foreach(env, k, v) {
+    if (!*k || strspn(k, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") !=
+                   strlen(k) || (k[0] >= '0' && k[0] <= '9')) {
+      for (size_t j = 0; j < i; j++)
+        free(envv[j]);
+      return mcp_tool_error(c, "env name `%.64s` is not valid: use letters, digits and _", k);
+    }
+    if (asprintf(&envv[i], "%s=%s", k, json_string_value(v)) < 0)
+      envv[i] = NULL;
+    else
+      i++;
+  }
+  struct box_create_req cr = {.env = envv,
+                              .metadata_json = "{\"created_by\":\"mcp sandbox_create\"}"};
+  cr.limits.timeout_ms = (uint64_t)ttl * 1000;
+  cr.limits.memory_bytes = (uint64_t)mem * 1024 * 1024;
+  struct box_info bi = {0};
+  struct husk_err err;
+  int rc = box_create(m, c->caller->tenant, &cr, &bi, &err);
+  for (size_t j = 0; j < i; j++)
+    free(envv[j]);
+  if (rc < 0)
+    return mcp_tool_core_error(c, "sandbox", "", &err);
+  snprintf(c->audit_box, sizeof c->audit_box, "%s", bi.id);
+  json_t *r = box_json(&bi);
+  json_object_set_new(r, "ttl_seconds", json_integer(ttl));
+  json_object_set_new(r, "workdir", json_string("/workspace"));
+  box_info_free(&bi);
+  mcp_result(c, r, false);
+  return 0;
+}
+
+const struct mcp_tool mcp_tool_sandbox_create = {
+    "sandbox_create", "Create a sandbox",
+    "Create an isolated Linux sandbox for multi-step work: run commands (sandbox_exec), write and "
+    "read files (sandbox_write_file, sandbox_read_file, sandbox_list_files), and keep state "
+    "between calls. Pass the returned sandbox_id to those tools. It has Python 3 (numpy, "
+    "matplotlib), bash and common tools, NO network access and no credentials; writable places "
+    "are /workspace (working directory), /tmp and /dev/shm, 1 GiB in all, counted against its "
+    "memory. It is destroyed automatically after ttl_seconds (default 30 minutes) with everything "
+    "in it; call sandbox_destroy when done. For a one-off script, run_code is simpler.",
+    create_params,
+    "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"state\":{\"type\":"
+    "\"string\"},\"created_at\":{\"type\":\"string\"},\"expires_at\":{\"type\":\"string\"},"
+    "\"ttl_seconds\":{\"type\":\"integer\"},\"memory_bytes\":{\"type\":\"integer\"},\"workdir\":"
+    "{\"type\":\"string\"}},\"required\":[\"sandbox_id\",\"expires_at\"]}",
+    false, false, false, sandbox_create,
+};
+
+/* ---- files ------------------------------------------------------------------------- */
+
+static int open_fs(struct mcp_call *c, struct box_mgr **m, struct box_fs *b) {
+  const char *id = mcp_arg_str(c, "sandbox_id");
+  snprintf(c->audit_box, sizeof c->audit_box, "%.40s", id);
+  if (!(*m = mcp_call_mgr(c)))
+    return -1;
+  struct husk_err err;
+  if (mcp_box_fs(*m, c->caller->tenant, id, b, &err) < 0) {
+    mcp_tool_core_error(c, "sandbox", id, &err);
+    return -1;
+  }
+  return 0;
+}
+
+static const char *const encodings[] = {"utf-8", "base64", NULL};
+
+static const struct mcp_param write_params[] = {
+    ID_PARAM,
+    {"path", MCP_P_STRING, true, "where to write: under /workspace (relative paths are), /tmp or "
+     "/dev/shm; parent directories are created", NULL, 0, 0, 4096},
+    {"content", MCP_P_STRING, true, "the whole file content", NULL, 0, 0, WRITE_MAX},
+    {"encoding", MCP_P_STRING, false, "utf-8 (default: content is text) or base64 (binary)",
+     encodings, 0, 0, 0},
+    END_PARAM,
+};
+
+static int write_file(struct mcp_call *c) {
+  const char *path = mcp_arg_str(c, "path"), *enc = mcp_arg_str(c, "encoding");
+  json_t *content = mcp_arg(c, "content");
+  snprintf(c->audit_detail, sizeof c->audit_detail, "%.120s", path);
+  bool b64 = enc && !strcmp(enc, "base64");
+  cleanup_free unsigned char *bin = NULL;
+  size_t len = json_string_length(content);
+  if (b64 && mcp_b64_decode(json_string_value(content), len, &bin, &len) < 0)
+    return mcp_tool_error(c, "content is not valid base64 (encoding is base64)");
+  struct box_mgr *m;
+  struct box_fs b;
+  if (open_fs(c, &m, &b) < 0)
+    return 0;
+  struct husk_err err;
+  int rc = mcp_box_write(&b, path, b64 ? (const void *)bin : json_string_value(content), len, &err);
+  close(b.fs);
+  if (rc < 0)
+    return mcp_tool_core_error(c, "file", path, &err);
+  mcp_result(c, json_pack("{s:s, s:I}", "path", path, "size", (json_int_t)len), false);
+  return 0;
+}
+
+const struct mcp_tool mcp_tool_sandbox_write_file = {
+    "sandbox_write_file", "Write a file in a sandbox",
+    "Create or replace a file in a sandbox (text, or binary as base64). Relative paths are under "
+    "/workspace. Up to 3 MB per call.",
+    write_params,
+    "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"size\":{\"type\":"
+    "\"integer\"}},\"required\":[\"path\",\"size\"]}",
+    false, false, true, write_file,
+};
+
+static const struct mcp_param read_params[] = {
+    ID_PARAM,
+    {"path", MCP_P_STRING, true, "the file: under /workspace (relative paths are), /tmp or "
+     "/dev/shm", NULL, 0, 0, 4096},
+    {"offset", MCP_P_INT, false, "byte to start at (default 0)", NULL, 0, 1e15, 0},
+    {"max_bytes", MCP_P_INT, false, "most bytes to return (default 65536, at most 1048576)", NULL,
+     1, READ_MAX, 0},
+    END_PARAM,
+};
+
+static int read_file(struct mcp_call *c) {
+  const char *path = mcp_arg_str(c, "path");
+  int64_t off = 0, max = READ_DEFAULT;
+  mcp_arg_int(c, "offset", &off);
+  mcp_arg_int(c, "max_bytes", &max);
+  snprintf(c->audit_detail, sizeof c->audit_detail, "%.120s", path);
+  struct box_mgr *m;
+  struct box_fs b;
+  if (open_fs(c, &m, &b) < 0)
+    return 0;
+  struct husk_err err;
+  cleanup_close int fd = -1;
+  struct stat st;
+  int rc = box_file_open_read(&b, path, &fd, &st, &err);
+  close(b.fs);
+  if (rc < 0)
+    return mcp_tool_core_error(c, "file", path, &err);
+  const char *name = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+  /* An image is returned whole as image content, so the model sees it. */
+  unsigned char head[16];
+  ssize_t hn = pread(fd, head, sizeof head, 0);
+  const char *img = hn > 0 ? mcp_image_mime(name, head, (size_t)hn) : NULL;
+  if (img && !strcmp(img, "image/svg+xml"))
+    img = NULL; /* SVG reads as text, which the model can use */
+  if (img && off == 0 && st.st_size <= MCP_IMAGE_MAX) {
+    cleanup_free char *buf = NULL;
+    size_t n = 0;
+    if (mcp_pread_max(fd, 0, (size_t)st.st_size, &buf, &n, &err) < 0)
+      return mcp_tool_core_error(c, "file", path, &err);
+    cleanup_free char *b64 = mcp_b64_encode(buf, n);
+    if (!b64)
+      return mcp_tool_error(c, "out of memory");
+    mcp_result(c, json_pack("{s:s, s:I, s:s, s:s}", "path", path, "size", (json_int_t)st.st_size,
+                            "mime_type", img, "encoding", "image"), false);
+    mcp_add_block(c, json_pack("{s:s, s:s, s:s}", "type", "image", "data", b64, "mimeType", img));
+    return 0;
+  }
+  cleanup_free char *buf = NULL;
+  size_t n = 0;
+  if (mcp_pread_max(fd, (uint64_t)off, (size_t)max, &buf, &n, &err) < 0)
+    return mcp_tool_core_error(c, "file", path, &err);
+  bool more = (uint64_t)off + n < (uint64_t)st.st_size;
+  json_t *r = json_pack("{s:s, s:I, s:I, s:I, s:b, s:s}", "path", path, "size",
+                        (json_int_t)st.st_size, "offset", (json_int_t)off, "bytes_returned",
+                        (json_int_t)n, "truncated", more, "mime_type", mcp_mime_by_name(name));
+  /* Text when it is UTF-8 (a character cut at the end is kept back), else
+   * base64. */
+  size_t text_len = n;
+  while (more && text_len > 0 && n - text_len < 3 && !mcp_utf8_valid(buf, text_len))
+    text_len--;
+  if (mcp_utf8_valid(buf ? buf : "", text_len)) {
+    json_object_set_new(r, "encoding", json_string("utf-8"));
+    json_object_set_new(r, "content", json_stringn(buf ? buf : "", text_len));
+    json_object_set_new(r, "bytes_returned", json_integer((json_int_t)text_len));
+    more = (uint64_t)off + text_len < (uint64_t)st.st_size;
+    json_object_set_new(r, "truncated", json_boolean(more));
+  } else {
+    cleanup_free char *b64 = mcp_b64_encode(buf, n);
+    json_object_set_new(r, "encoding", json_string("base64"));
+    json_object_set_new(r, "content", json_string(b64 ? b64 : ""));
+  }
+  if (more)
+    json_object_set_new(r, "notes", json_pack("[s]", "the file continues: call again with offset "
+                                                     "= offset + bytes_returned"));
+  mcp_result(c, r, false);
+  return 0;
+}
+
+const struct mcp_tool mcp_tool_sandbox_read_file = {
+    "sandbox_read_file", "Read a file from a sandbox",
+    "Read a file from a sandbox: text comes back as text, binary as base64, and PNG/JPEG/GIF/WebP "
+    "images as an image you can see. Large files are read in pieces with offset and max_bytes.",
+    read_params,
+    "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"size\":{\"type\":"
+    "\"integer\"},\"offset\":{\"type\":\"integer\"},\"bytes_returned\":{\"type\":\"integer\"},"
+    "\"truncated\":{\"type\":\"boolean\"},\"mime_type\":{\"type\":\"string\"},\"encoding\":"
+    "{\"type\":\"string\"},\"content\":{\"type\":\"string\"},\"notes\":{\"type\":\"array\"}},"
+    "\"required\":[\"path\",\"size\",\"encoding\"]}",
+    true, false, true, read_file,
+};
+
+static const struct mcp_param list_params[] = {
+    ID_PARAM,
+    {"path", MCP_P_STRING, false, "directory (default /workspace)", NULL, 0, 0, 4096},
+    {"depth", MCP_P_INT, false, "levels to descend (default 2, at most 10)", NULL, 1, 10, 0},
+    END_PARAM,
+};
+
+struct list_ctx {
+  json_t *arr;
+  size_t n;
+  bool more;
+};
+
+static int list_cb(void *ctx, const struct box_dirent *e) {
+  struct list_ctx *lc = ctx;
+  if (lc->n >= LIST_ENTRIES_MAX) {
+    lc->more = true;
+    return 1;
+  }
+  const char *type = e->type == 'f' ? "file" : e->type == 'd' ? "dir" : e->type == 'l' ? "symlink" : "other";
+  json_t *p = mcp_text(e->path, strlen(e->path), NULL);
+  json_t *j = json_pack("{s:o, s:s, s:I}", "path", p ? p : json_string("?"), "type", type, "size",
+                        (json_int_t)e->size);
+  if (j && json_array_append_new(lc->arr, j) == 0)
+    lc->n++;
+  return 0;
+}
+
+static int list_files(struct mcp_call *c) {
+  const char *path = mcp_arg_str(c, "path");
+  int64_t depth = 2;
+  mcp_arg_int(c, "depth", &depth);
+  if (!path)
+    path = "/workspace";
+  struct box_mgr *m;
+  struct box_fs b;
+  if (open_fs(c, &m, &b) < 0)
+    return 0;
+  struct list_ctx lc = {.arr = json_array()};
+  struct husk_err err;
+  b.list_max = LIST_ENTRIES_MAX + 1;
+  int rc = box_file_list(&b, path, (int)depth, list_cb, &lc, &err);
+  close(b.fs);
+  if (rc < 0) {
+    json_decref(lc.arr);
+    return mcp_tool_core_error(c, "directory", path, &err);
+  }
+  mcp_result(c, json_pack("{s:s, s:o, s:b}", "path", path, "entries", lc.arr, "truncated",
+                          lc.more || rc == 1), false);
+  return 0;
+}
+
+const struct mcp_tool mcp_tool_sandbox_list_files = {
+    "sandbox_list_files", "List files in a sandbox",
+    "List a directory of a sandbox recursively (default /workspace, 2 levels): path, type "
+    "(file, dir, symlink) and size of each entry, at most 1000.",
+    list_params,
+    "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"entries\":{\"type\":"
+    "\"array\",\"items\":{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
+    "\"type\":{\"type\":\"string\"},\"size\":{\"type\":\"integer\"}}}},\"truncated\":{\"type\":"
+    "\"boolean\"}},\"required\":[\"path\",\"entries\"]}",
+    true, false, true, list_files,
+};
+
+/* ---- destroy and list --------------------------------------------------------------- */
+
+static const struct mcp_param destroy_params[] = {ID_PARAM, END_PARAM};
+
+static int sandbox_destroy(struct mcp_call *c) {
+  const char *id = mcp_arg_str(c, "sandbox_id");
+  snprintf(c->audit_box, sizeof c->audit_box, "%.40s", id);
+  struct box_mgr *m = mcp_call_mgr(c);
+  if (!m)
+    return 0;
+  struct husk_err err;
+  if (box_destroy(m, c->caller->tenant, id, "stopped", &err) < 0) {
+    if (err.code == EBUSY || err.code == ESTALE)
+      return mcp_tool_error(c, "sandbox `%s` has already ended", id);
+    return mcp_tool_core_error(c, "sandbox", id, &err);
+  }
+  mcp_result(c, json_pack("{s:s, s:s}", "sandbox_id", id, "state", "stopped"), false);
+  return 0;
+}
+
+const struct mcp_tool mcp_tool_sandbox_destroy = {
+    "sandbox_destroy", "Destroy a sandbox",
+    "Destroy a sandbox now, with its processes and files (they cannot be recovered).",
+    destroy_params,
+    "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"state\":{\"type\":"
+    "\"string\"}},\"required\":[\"sandbox_id\",\"state\"]}",
+    false, true, false, sandbox_destroy,
+};
+
+static const struct mcp_param no_params[] = {END_PARAM};
+
+static int box_list_cb(void *ctx, const struct box_info *bi) {
+  return json_array_append_new(ctx, box_json(bi)) == 0 ? 0 : -1;
+}
+
+static int sandbox_list(struct mcp_call *c) {
+  struct box_mgr *m = mcp_call_mgr(c);
+  if (!m)
+    return 0;
+  json_t *arr = json_array();
+  struct box_list_req lr = {.state = "running", .limit = 100};
+  char next[64] = "";
+  struct husk_err err;
+  if (box_list(m, c->caller->tenant, &lr, box_list_cb, arr, next, sizeof next, &err) < 0) {
+    json_decref(arr);
+    return mcp_tool_core_error(c, "sandbox list", "", &err);
+  }
+  mcp_result(c, json_pack("{s:o, s:b}", "sandboxes", arr, "truncated", next[0] != 0), false);
+  return 0;
+}
+
+const struct mcp_tool mcp_tool_sandbox_list = {
+    "sandbox_list", "List sandboxes",
+    "List your running sandboxes (id, creation and expiry time), oldest first, at most 100.",
+    no_params,
+    "{\"type\":\"object\",\"properties\":{\"sandboxes\":{\"type\":\"array\",\"items\":{\"type\":"
+    "\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"state\":{\"type\":"
+    "\"string\"},\"created_at\":{\"type\":\"string\"},\"expires_at\":{\"type\":\"string\"}}}},"
+    "\"truncated\":{\"type\":\"boolean\"}},\"required\":[\"sandboxes\"]}",
+    true, false, true, sandbox_list,
+};
