@@ -44,6 +44,7 @@ deps:
 
 deps-test:
 	@scripts/deps.sh test
+	@tests/mcp/setup.sh
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)

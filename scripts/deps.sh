@@ -8,6 +8,11 @@ set -eu
 
 build="gcc libc6-dev make pkg-config libseccomp-dev libjansson-dev libsqlite3-dev libssl-dev libmicrohttpd-dev libarchive-dev curl jq"
 test="clang python3 iproute2 procps curl"
+# MCP suites (branch mcp): matplotlib for charts in the box; npm installs the
+# pinned MCP clients (tests/mcp/package-lock.json), which bring their own Node 22.
+# (An npm already installed, e.g. NodeSource's nodejs, is used as is.)
+test="$test python3-matplotlib"
+command -v npm >/dev/null 2>&1 || test="$test nodejs npm"
 bench="bubblewrap runc util-linux hyperfine"
 
 want=""

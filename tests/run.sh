@@ -40,6 +40,11 @@ done
 for s in tests/serve/*.sh; do
   [ -f "$s" ] && run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"
 done
+# MCP (branch mcp): SDK clients, raw protocol, Inspector, conformance.
+for s in tests/mcp/*.sh; do
+  [ -f "$s" ] && [ "$(basename "$s")" != setup.sh ] &&
+    run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"
+done
 # The contract suite again with the sanitizer build of husk.
 if [ -x build-asan/husk ]; then
   for s in tests/e2e/*.sh; do
@@ -50,6 +55,13 @@ if [ -x build-asan/husk ]; then
   # feed it the most varied and hostile input).
   for s in tests/serve/api.sh tests/serve/input.sh tests/serve/hostile_files.sh; do
     [ -f "$s" ] && run_suite "asan/${s#tests/}" env HUSK="$root/build-asan/husk" HUSK_ASAN=1 \
+      ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 bash "$s"
+  done
+  # MCP over HTTP under the sanitizers (branch mcp): raw protocol input and
+  # the SDK v1 client.
+  for s in tests/mcp/protocol.sh tests/mcp/sdk.sh; do
+    [ -f "$s" ] && run_suite "asan/${s#tests/}" env HUSK="$root/build-asan/husk" HUSK_ASAN=1 \
+      SDKS=v1 MODES=http \
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 bash "$s"
   done
 fi

@@ -193,8 +193,8 @@ void mcp_log(struct mcp_server *s, const char *fmt, ...) __attribute__((format(p
 /* The result is `structured` (stolen): JSON text as the first block and the
  * same object as structuredContent.  Extra blocks may follow. */
 void mcp_result(struct mcp_call *c, json_t *structured, bool is_error);
-/* A tool error the model can act on: isError, the message as text, and
- * {"error": message} as structuredContent. */
+/* A tool error the model can act on: isError and the message as text
+ * (no structuredContent: it would have to match the output schema). */
 int mcp_tool_error(struct mcp_call *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* A core error, worded for the model (unknown/expired box, quota...). */
 int mcp_tool_core_error(struct mcp_call *c, const char *what, const char *id,

@@ -185,8 +185,10 @@ int mcp_tool_error(struct mcp_call *c, const char *fmt, ...) {
   json_decref(c->content);
   c->content = json_array();
   json_array_append_new(c->content, json_pack("{s:s, s:s}", "type", "text", "text", msg));
+  /* No structuredContent: clients validate it against the tool's output
+   * schema even on errors, and a message is what the model needs. */
   json_decref(c->structured);
-  c->structured = json_pack("{s:s}", "error", msg);
+  c->structured = NULL;
   c->is_error = true;
   return 0;
 }
