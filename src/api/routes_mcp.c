@@ -332,7 +332,10 @@ enum MHD_Result h_mcp(struct req *r) {
     return api_reply_empty(r, 202);
   }
   const char *accept = api_header(r, MHD_HTTP_HEADER_ACCEPT);
-  bool sse = accept && strcasestr(accept, "text/event-stream") && !strcmp(msg.method, "tools/call");
+  /* A stream only for calls that may run long and report progress; an
+   * unknown tool is answered at once, with its status. */
+  bool sse = accept && strcasestr(accept, "text/event-stream") && !strcmp(msg.method, "tools/call") &&
+             mcp_tool_known(r->srv->cfg.mcp, msg.name);
   cc->cancel_fd = api_cancel_fd(r);
   if (!sse) {
     struct mcp_caller c = caller_of(cc, false);

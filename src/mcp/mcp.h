@@ -158,6 +158,10 @@ struct mcp_caller {
  * none (notifications, responses, a cancelled request). */
 json_t *mcp_handle(struct mcp_server *s, const struct mcp_msg *msg, const struct mcp_caller *c);
 
+/* Whether tools/call would find a tool of that name (a transport answers
+ * an unknown tool's error at once, without opening a stream). */
+bool mcp_tool_known(struct mcp_server *s, const char *name);
+
 /* A JSON-RPC error reply (id may be NULL: null). */
 json_t *mcp_error(json_t *id, int code, const char *message, json_t *data);
 /* The error code of a reply, 0 for a result. */

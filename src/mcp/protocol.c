@@ -120,7 +120,7 @@ int mcp_parse(const char *text, size_t len, struct mcp_msg *out, json_t **error_
   *error_reply = NULL;
   json_error_t je;
   /* REJECT_DUPLICATES: {"id":1,"id":2} has no one meaning. */
-  json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+  json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
   if (!root) {
     *error_reply = mcp_error(NULL, MCP_PARSE_ERROR, "Parse error: the message is not valid JSON",
                              json_pack("{s:s}", "detail", je.text));
@@ -301,6 +301,10 @@ static const struct mcp_tool *find_tool(struct mcp_server *s, const char *name) 
     if (!strcmp(st->tools[i].name, name))
       return &st->tools[i];
   return NULL;
+}
+
+bool mcp_tool_known(struct mcp_server *s, const char *name) {
+  return name && find_tool(s, name) != NULL;
 }
 
 static json_t *tools_list(struct mcp_server *s, const struct mcp_msg *msg) {

@@ -20,8 +20,9 @@
 
 /* Calls in flight at once; more are refused with an error. */
 #define STDIO_MAX_CALLS 64
-/* At EOF, how long calls in flight get to finish. */
+/* At EOF, how long calls in flight get to finish, and then to stop. */
 #define STDIO_DRAIN_MS 5000
+#define STDIO_STOP_MS 2000
 
 struct stdio_srv {
   int out_fd;
@@ -115,6 +116,22 @@ static void dispatch(struct stdio_srv *s, const char *line, size_t len) {
   }
 }
 
+static void wait_idle(struct stdio_srv *s, int ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += ms / 1000;
+  ts.tv_nsec += (long)(ms % 1000) * 1000000;
+  if (ts.tv_nsec >= 1000000000) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000;
+  }
+  pthread_mutex_lock(&s->lock);
+  while (s->running > 0)
+    if (pthread_cond_timedwait(&s->cond, &s->lock, &ts) == ETIMEDOUT)
+      break;
+  pthread_mutex_unlock(&s->lock);
+}
+
 int mcp_stdio_serve(int in_fd, int out_fd, mcp_stdio_handler h, void *hctx,
                     const struct mcp_caller *caller, struct husk_err *err) {
   /* On the heap: at a stop, calls that do not finish in time keep using it
@@ -193,17 +210,15 @@ int mcp_stdio_serve(int in_fd, int out_fd, mcp_stdio_handler h, void *hctx,
   if (buf && len > 0 && !skipping)
     dispatch(s, buf, len); /* a last line without its newline */
   free(buf);
-  /* Stop: calls in flight stop waiting (their commands go on as jobs). */
+  /* Calls in flight get a few seconds to finish and answer; then they are
+   * told to stop waiting (their commands go on as jobs), and get a moment
+   * to wind down. */
+  wait_idle(s, STDIO_DRAIN_MS);
   uint64_t one = 1;
   if (write(s->stop_fd, &one, sizeof one) < 0) {
   }
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += STDIO_DRAIN_MS / 1000;
+  wait_idle(s, STDIO_STOP_MS);
   pthread_mutex_lock(&s->lock);
-  while (s->running > 0)
-    if (pthread_cond_timedwait(&s->cond, &s->lock, &ts) == ETIMEDOUT)
-      break;
   bool idle = s->running == 0;
   pthread_mutex_unlock(&s->lock);
   if (idle) {
