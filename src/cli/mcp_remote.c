@@ -274,5 +274,10 @@ int mcp_remote_main(const char *url, const char *key, int out_fd,
   int rc = mcp_stdio_serve(0, out_fd, forward, &r, &caller, &err);
   if (rc < 0)
     fprintf(stderr, "husk mcp: %s\n", err.msg);
+  if (rc != 1) { /* 1: calls still use them while the process exits */
+    free(r.url);
+    free(r.auth);
+    curl_global_cleanup();
+  }
   return rc < 0 ? -1 : 0;
 }
