@@ -424,9 +424,10 @@ static json_t *discover(const struct mcp_msg *msg) {
 }
 
 static json_t *unsupported_version(const struct mcp_msg *msg) {
+  /* The versions this envelope serves: what server/discover offers (the
+   * legacy ones are reached through initialize, not through _meta). */
   return mcp_error(msg->id, MCP_UNSUPPORTED_VERSION, "Unsupported protocol version",
-                   json_pack("{s:[s, s, s], s:s}", "supported", MCP_VERSION_MODERN,
-                             MCP_VERSION_LEGACY, MCP_VERSION_LEGACY_OLD, "requested",
+                   json_pack("{s:[s], s:s}", "supported", MCP_VERSION_MODERN, "requested",
                              msg->version ? msg->version : ""));
 }
 
@@ -483,7 +484,8 @@ json_t *mcp_handle(struct mcp_server *s, const struct mcp_msg *msg, const struct
     return list_result(msg, "prompts", json_array());
   if (!strcmp(m, "resources/read"))
     return mcp_error(msg->id, msg->era == MCP_ERA_MODERN ? MCP_INVALID_PARAMS : -32002,
-                     "Resource not found", NULL);
+                     "Resource not found",
+                     msg->name ? json_pack("{s:s}", "uri", msg->name) : NULL);
   if (!strcmp(m, "prompts/get"))
     return mcp_error(msg->id, MCP_INVALID_PARAMS, "Invalid params: unknown prompt", NULL);
   return method_not_found(msg);
