@@ -43,4 +43,5 @@ done
 kill "$PPID_" 2>/dev/null
 wait "$PPID_" 2>/dev/null
 serve_stop
-finish
+expect_eq "the daemon stops cleanly on SIGTERM (exit 0, no sanitizer report)" "$SERVE_RC" 0
+serve_finish

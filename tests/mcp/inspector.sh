@@ -56,4 +56,5 @@ insp --config "$T_SCRATCH/mcp.json" --server http-modern "${CALL[@]}"
 check "inspector, HTTP, 2026-07-28: tools/call (a modern result: serverInfo in _meta)" \
   has "$PY and j.get(\"result\", j)[\"_meta\"][\"io.modelcontextprotocol/serverInfo\"][\"name\"] == \"husk\""
 serve_stop
-finish
+expect_eq "the daemon stops cleanly on SIGTERM (exit 0, no sanitizer report)" "$SERVE_RC" 0
+serve_finish

@@ -246,4 +246,5 @@ assert m["error"]["code"] == -32603 and "401" in m["error"]["message"], m
 ' "$OUT"
 api DELETE "/v1/sandboxes/$BOX"
 serve_stop
-finish
+expect_eq "the daemon stops cleanly on SIGTERM (exit 0, no sanitizer report)" "$SERVE_RC" 0
+serve_finish

@@ -57,4 +57,5 @@ import json, sys
 assert not [b for b in json.loads(sys.argv[1])["sandboxes"] if b["metadata"].get("created_by") == "mcp run_code"]
 ' "$BODY"
 serve_stop
-finish
+expect_eq "the daemon stops cleanly on SIGTERM (exit 0, no sanitizer report)" "$SERVE_RC" 0
+serve_finish
