@@ -75,6 +75,11 @@ $(BUILD)/husk-serve: $(SERVE_OBJ) $(BUILD)/libhusk.a
 $(BUILD)/husk-mcp: $(MCP_CLI_OBJ) $(MCP_OBJ) $(BUILD)/libhusk.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -Wl,--as-needed -o $@ $(MCP_CLI_OBJ) $(MCP_OBJ) $(BUILD)/libhusk.a $(LDLIBS) $(CURL_LIBS)
 
+# The MCP protocol core's unit test links the MCP objects too (branch mcp).
+$(BUILD)/tests/test_mcp: tests/unit/test_mcp.c $(MCP_OBJ) $(BUILD)/libhusk.a tests/unit/unit.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CSTD) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests/unit $< -o $@ $(MCP_OBJ) $(BUILD)/libhusk.a $(LDLIBS)
+
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/libhusk.a tests/unit/unit.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CSTD) $(WARN) $(CFLAGS) $(CPPFLAGS) -Itests/unit $< -o $@ $(BUILD)/libhusk.a $(LDLIBS)
