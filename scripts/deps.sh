@@ -7,6 +7,8 @@
 set -eu
 
 build="gcc libc6-dev make pkg-config libseccomp-dev libjansson-dev libsqlite3-dev libssl-dev libmicrohttpd-dev libarchive-dev curl jq"
+# MCP (branch mcp): husk mcp --server forwards with libcurl.
+build="$build libcurl4-openssl-dev"
 test="clang python3 iproute2 procps curl"
 # MCP suites (branch mcp): matplotlib for charts in the box; npm installs the
 # pinned MCP clients (tests/mcp/package-lock.json), which bring their own Node 22.
