@@ -98,7 +98,7 @@ static void read_stream(struct mcp_call *c, struct box_mgr *m, const struct stat
 }
 
 static void put_stream(struct mcp_call *c, json_t *r, const char *name, struct stream_out *o,
-                       json_t *notes) {
+                       json_t *notes, bool running) {
   json_object_set_new(r, name, o->text ? o->text : json_string(""));
   o->text = NULL;
   char k[48];
@@ -122,6 +122,9 @@ static void put_stream(struct mcp_call *c, json_t *r, const char *name, struct s
                                "name", name, "mimeType", "text/plain"));
     snprintf(note, sizeof note, "%s was %llu bytes: only the last %d are shown; the whole "
              "output: %s", name, (unsigned long long)o->bytes, MCP_INLINE_OUTPUT, o->link);
+  } else if (running) {
+    snprintf(note, sizeof note, "%s is %llu bytes so far: only the last %d are shown",
+             name, (unsigned long long)o->bytes, MCP_INLINE_OUTPUT);
   } else {
     snprintf(note, sizeof note, "%s was %llu bytes: only the last %d are shown (to keep the "
              "whole output, run the code in a sandbox: sandbox_create, then sandbox_exec)",
@@ -252,8 +255,8 @@ static int report_running(struct mcp_call *c, struct box_mgr *m, const struct st
   struct stream_out o1, o2;
   read_stream(c, m, job, 1, false, &o1);
   read_stream(c, m, job, 2, false, &o2);
-  put_stream(c, r, "stdout", &o1, json_array());
-  put_stream(c, r, "stderr", &o2, json_array());
+  put_stream(c, r, "stdout", &o1, notes, true);
+  put_stream(c, r, "stderr", &o2, notes, true);
   json_object_set_new(r, "exit_code", json_null());
   json_object_set_new(r, "running_seconds",
                       json_integer((json_int_t)((state_now_ms() - job->created_ms) / 1000)));
@@ -305,8 +308,8 @@ static int report_ended(struct mcp_call *c, struct box_mgr *m, struct state_job 
   struct stream_out o1, o2;
   read_stream(c, m, job, 1, !job->ephemeral, &o1);
   read_stream(c, m, job, 2, !job->ephemeral, &o2);
-  put_stream(c, r, "stdout", &o1, notes);
-  put_stream(c, r, "stderr", &o2, notes);
+  put_stream(c, r, "stdout", &o1, notes, false);
+  put_stream(c, r, "stderr", &o2, notes, false);
   json_object_set_new(r, "exit_code", lost ? json_null() : json_integer(bp.exit_code));
   if (!lost && bp.signal)
     json_object_set_new(r, "signal", json_integer(bp.signal));

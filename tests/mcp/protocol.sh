@@ -107,6 +107,9 @@ expect_eq "an oversize message: -32600, then the next is answered" \
 stdio "$INIT" '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_code","arguments":{"language":"bash","code":"echo hi"}}}' \
   'SLEEP 0' '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_code","arguments":{"language":"bash","code":"sleep 60"}}}'
 expect_eq "stdio: exits at EOF with a call in flight" "$(q 'o["rc"]')" 0
+# Its box still runs (boxes outlive the process, until their TTL); end it.
+expect_eq "stdio: the sandbox left running is listed and destroyed by the next husk mcp" \
+  "$(python3 "$MCPDIR/stdio_cleanup.py" "$HUSK" "$T_SCRATCH/sd")" 1
 check "stdio: the data directory is private (0700)" test "$(stat -c %a "$T_SCRATCH/sd")" = 700
 
 # ---- HTTP ------------------------------------------------------------------

@@ -40,6 +40,12 @@ for sdk in ${SDKS:-v1 v2}; do
   done
 done
 
+# Nothing left running by the standalone stdio server (a failed check may
+# have left a sandbox: boxes outlive the process).
+if [ -d "$T_SCRATCH/stdio-data" ]; then
+  expect_eq "stdio: no sandbox left behind" "$(python3 "$MCPDIR/stdio_cleanup.py" "$HUSK" "$T_SCRATCH/stdio-data")" 0
+fi
+
 # Every tool call over HTTP is in the audit log with the tenant and key.
 KEY=$KA
 api GET "/v1/audit?action=mcp.run_code&limit=5"
