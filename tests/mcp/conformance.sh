@@ -9,6 +9,22 @@
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../serve/serve.bash"
 MCPDIR=$(cd "$(dirname "$0")" && pwd)
+
+# reap_boxes KEY...: delete every running box of these tenants (boxes outlive
+# the daemon: a failed check must not leave any); prints how many there were.
+reap_boxes() {
+  local k b n=0 save=$KEY
+  for k in "$@"; do
+    KEY=$k
+    api GET "/v1/sandboxes?state=running&limit=1000"
+    for b in $(jf '" ".join(x["id"] for x in j["sandboxes"])'); do
+      api DELETE "/v1/sandboxes/$b"
+      n=$((n + 1))
+    done
+  done
+  KEY=$save
+  echo "$n"
+}
 NODE="$MCPDIR/node_modules/.bin/node"
 
 if ! "$MCPDIR/setup.sh"; then
@@ -42,6 +58,7 @@ for rev in 2025-11-25 2026-07-28; do
 done
 kill "$PPID_" 2>/dev/null
 wait "$PPID_" 2>/dev/null
+expect_eq "no box is left running" "$(reap_boxes "$KEY")" 0
 serve_stop
 expect_eq "the daemon stops cleanly on SIGTERM (exit 0, no sanitizer report)" "$SERVE_RC" 0
 serve_finish

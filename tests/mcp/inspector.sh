@@ -6,6 +6,22 @@
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../serve/serve.bash"
 MCPDIR=$(cd "$(dirname "$0")" && pwd)
+
+# reap_boxes KEY...: delete every running box of these tenants (boxes outlive
+# the daemon: a failed check must not leave any); prints how many there were.
+reap_boxes() {
+  local k b n=0 save=$KEY
+  for k in "$@"; do
+    KEY=$k
+    api GET "/v1/sandboxes?state=running&limit=1000"
+    for b in $(jf '" ".join(x["id"] for x in j["sandboxes"])'); do
+      api DELETE "/v1/sandboxes/$b"
+      n=$((n + 1))
+    done
+  done
+  KEY=$save
+  echo "$n"
+}
 # The pinned Node 22 first in PATH: the Inspector's scripts run on `node`.
 export PATH="$MCPDIR/node_modules/.bin:$PATH" MCP_INSPECTOR_SECRET_STORE=memory
 
@@ -55,6 +71,7 @@ check "inspector, stdio, 2026-07-28: tools/list" has "$TOOLS"
 insp --config "$T_SCRATCH/mcp.json" --server http-modern "${CALL[@]}"
 check "inspector, HTTP, 2026-07-28: tools/call (a modern result: serverInfo in _meta)" \
   has "$PY and j.get(\"result\", j)[\"_meta\"][\"io.modelcontextprotocol/serverInfo\"][\"name\"] == \"husk\""
+expect_eq "no box is left running" "$(reap_boxes "$KEY")" 0
 serve_stop
 expect_eq "the daemon stops cleanly on SIGTERM (exit 0, no sanitizer report)" "$SERVE_RC" 0
 serve_finish
