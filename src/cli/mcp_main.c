@@ -113,6 +113,12 @@ static struct box_mgr *local_mgr(void *ctx, struct husk_err *err) {
   }
   char db[PATH_MAX + 16];
   snprintf(db, sizeof db, "%s/husk.db", l->data);
+  if (geteuid() != 0) {
+    /* Boxes need root (uid ranges, cgroups, namespaces): say what to do. */
+    husk_fail(err, EPERM, "standalone husk mcp runs boxes itself and must run as root; run "
+              "`husk serve` as root and start this as `husk mcp --server URL` with HUSK_MCP_KEY");
+    goto out;
+  }
   if (mkdir_private(l->data, err) < 0 || (!l->st && state_open(&l->st, db, err) < 0))
     goto out;
   if (!l->tenant[0]) {
