@@ -72,7 +72,6 @@ void h_mcp_cleanup(struct req *r) {
     free(b);
     r->up = NULL;
   }
-  r->stream_ok = true;
 }
 
 /* ---- replies ------------------------------------------------------------------- */
@@ -300,7 +299,9 @@ enum MHD_Result h_mcp(struct req *r) {
       (origin && !origin_allowed(r, origin, host)))
     return reply_msg(r, 403, mcp_error(NULL, MCP_INVALID_REQUEST,
                                        "Forbidden: Origin or Host not allowed", NULL));
-  if (!b || b->too_big)
+  if (!b)
+    return api_reply_error(r, 500, "internal_error", "no request body state");
+  if (b->too_big)
     return reply_msg(r, 413, mcp_error(NULL, MCP_INVALID_REQUEST,
                                        "Invalid Request: message too large (at most 4 MiB)", NULL));
   struct mcp_msg msg;

@@ -333,10 +333,20 @@ static int report_ended(struct mcp_call *c, struct box_mgr *m, struct state_job 
   /* The stored copy is the structured result: images are not kept. */
   cleanup_free char *stored = mcp_dump(r);
   if (job_end(m, job, stored && strlen(stored) <= STATE_JOB_RESULT_MAX ? stored : NULL, &err) < 0) {
-    if (err.code != ESTALE)
-      mcp_log(c->srv, "job %s: cannot record its end: %s", job->id, err.msg);
-    /* ESTALE: another call collected it at the same time; this answer is
-     * as good as that one. */
+    if (err.code == ESTALE) {
+      /* Another call collected it at the same time (and may have destroyed
+       * its box while this one read): answer what that one recorded. */
+      struct state_job again;
+      if (job_get(m, job->tenant_id, job->id, &again, &err) == 0) {
+        json_decref(r);
+        json_decref(c->content);
+        c->content = json_array();
+        int rc = report_stored(c, &again);
+        state_job_free(&again);
+        return rc;
+      }
+    }
+    mcp_log(c->srv, "job %s: cannot record its end: %s", job->id, err.msg);
   }
   json_t *ec = json_object_get(r, "exit_code");
   mcp_result(c, r, lost || !json_is_integer(ec) || json_integer_value(ec) != 0);
