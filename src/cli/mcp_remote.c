@@ -210,6 +210,11 @@ static json_t *forward(void *ctx, const struct mcp_msg *msg, const struct mcp_ca
   CURLcode rc = curl_easy_perform(h);
   long status = 0;
   curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+  if (!x.sse_known) { /* no body came: the type says what kind of reply it was */
+    char *ct = NULL;
+    curl_easy_getinfo(h, CURLINFO_CONTENT_TYPE, &ct);
+    x.sse = ct && strstr(ct, "text/event-stream");
+  }
   if (rc == CURLE_ABORTED_BY_CALLBACK) {
     out = NULL; /* stdin ended: nobody to answer */
   } else if (rc != CURLE_OK) {
@@ -218,6 +223,7 @@ static json_t *forward(void *ctx, const struct mcp_msg *msg, const struct mcp_ca
              curl_easy_strerror(rc));
     out = msg->kind == MCP_REQUEST ? mcp_error(msg->id, MCP_INTERNAL_ERROR, m, NULL) : NULL;
   } else if (x.sse) {
+    /* A stream that ended without a response: the call was cancelled. */
     out = x.final;
     x.final = NULL;
   } else if (status == 202 || x.len == 0) {

@@ -248,15 +248,29 @@ mcp "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\
 JOB=$(jf 'j["result"]["structuredContent"]["job_id"]')
 expect_eq "a long exec answers running with a job_id" "$(jf 'j["result"]["structuredContent"]["status"]')" running
 serve_kill9
-serve_start --mcp-wait 20 || not_ok "the daemon restarts"
+serve_start --mcp-wait 20 --mcp-allow-origin https://claude.ai,https://app.example || not_ok "the daemon restarts"
 mcp "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"job_wait\",\"arguments\":{\"job_id\":\"$JOB\"}}}"
 expect_eq "after a SIGKILL and restart, job_wait returns the job's result" \
   "$(jf '(j["result"]["structuredContent"]["status"], j["result"]["structuredContent"]["stdout"])')" "('completed', 'before\\nafter\\n')"
+
+mcp "$INIT" -H 'Origin: https://app.example'
+expect_code "HTTP: an Origin listed in --mcp-allow-origin is allowed" 200
+mcp "$INIT" -H 'Origin: https://claude.ai.evil.example'
+expect_code "HTTP: ... and only that one" 403
 
 # husk mcp --server: stdio in front of this daemon.
 OUT=$(printf '%s\n' "$INIT" '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_code","arguments":{"language":"python","code":"print(2**10)"}}}' \
   | HUSK_MCP_KEY=$KEY python3 "$MCPDIR/stdio_run.py" "$HUSK" mcp --server "$URL" --quiet)
 expect_eq "husk mcp --server forwards to husk serve" "$(q 'r(1)["result"]["structuredContent"]["stdout"].strip()')" 1024
+# Cancellation through the forwarder: the notification reaches the daemon,
+# which kills the command (the call itself gets no answer).
+OUT=$(printf '%s\n' "$INIT" \
+  "{\"jsonrpc\":\"2.0\",\"id\":\"long\",\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_exec\",\"arguments\":{\"sandbox_id\":\"$BOX\",\"command\":\"echo \$\$ > /tmp/fwd.pid; exec sleep 300\"}}}" \
+  'SLEEP 2' '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"long","reason":"test"}}' 'SLEEP 1' \
+  "{\"jsonrpc\":\"2.0\",\"id\":\"check\",\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_exec\",\"arguments\":{\"sandbox_id\":\"$BOX\",\"command\":\"sleep 0.5; kill -0 \$(cat /tmp/fwd.pid) 2>/dev/null && echo alive || echo gone\"}}}" \
+  | HUSK_MCP_KEY=$KEY python3 "$MCPDIR/stdio_run.py" "$HUSK" mcp --server "$URL" --quiet)
+expect_eq "husk mcp --server forwards a cancellation: the command is killed, the call unanswered" \
+  "$(q '(r("check")["result"]["structuredContent"]["stdout"].strip(), r("long"))')" "('gone', None)"
 OUT=$(printf '%s\n' "$INIT" | HUSK_MCP_KEY=hk_wrong python3 "$MCPDIR/stdio_run.py" "$HUSK" mcp --server "$URL" --quiet)
 check "husk mcp --server with a bad key: a JSON-RPC error that says so" python3 -c '
 import json, sys
