@@ -197,6 +197,9 @@ int mcp_tool_core_error(struct mcp_call *c, const char *what, const char *id,
                         const struct husk_err *err) {
   switch (err->code) {
   case ENOENT:
+    if (strcmp(what, "sandbox") != 0 && strcmp(what, "job") != 0)
+      return mcp_tool_error(c, "%s `%s` does not exist in the sandbox (sandbox_list_files shows "
+                            "what is there)", what, id ? id : "");
     if (!strcmp(what, "job"))
       return mcp_tool_error(c, "job `%s` not found: the id is wrong or belongs to another client. "
                             "Jobs come from run_code or sandbox_exec calls that ran longer than the wait.",

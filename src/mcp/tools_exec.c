@@ -586,8 +586,12 @@ static int sandbox_exec(struct mcp_call *c) {
   struct box_exec_req er = {.argv = argv, .cwd = cwd, .cancel_fd = -1};
   struct state_job job = {0};
   struct husk_err err;
-  if (job_start(m, c->caller->tenant, id, "exec", false, &er, &job, &err) < 0)
+  if (job_start(m, c->caller->tenant, id, "exec", false, &er, &job, &err) < 0) {
+    if (cwd && strstr(err.msg, "working directory"))
+      return mcp_tool_error(c, "cwd `%s` does not exist in the sandbox (create it first, e.g. "
+                            "mkdir -p, or leave cwd out for /workspace)", cwd);
     return mcp_tool_core_error(c, "sandbox", id, &err);
+  }
   if (box_proc_stdin(m, c->caller->tenant, id, job.pid, in ? in : "", in ? strlen(in) : 0, true,
                      &err) < 0 && err.code != EBUSY)
     mcp_log(c->srv, "job %s: stdin: %s", job.id, err.msg);
