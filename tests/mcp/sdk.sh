@@ -65,6 +65,7 @@ fi
 # Every tool call over HTTP is in the audit log with the tenant and key.
 KEY=$KA
 api GET "/v1/audit?action=mcp.run_code&limit=5"
+[[ " ${MODES:-stdio http} " == *" http "* ]] &&
 check "tool calls are audited as mcp.<tool> with the caller's tenant and key" \
   python3 -c '
 import json, sys
