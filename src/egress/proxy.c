@@ -163,7 +163,23 @@ void egress_reply(struct conn *c, int status, const char *reason) {
                    "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
                    "Connection: close\r\n\r\n%s\n",
                    status, reason, strlen(reason) + 1, reason);
-  io_write_all(c, &c->box, buf, (size_t)n);
+  if (io_write_all(c, &c->box, buf, (size_t)n) < 0 || c->box.ssl)
+    return;
+  /* Close gracefully: a client still sending (an oversize head) would
+   * get a reset, and lose this reply, if we closed with unread data. */
+  shutdown(c->box.fd, SHUT_WR);
+  char sink[4096];
+  size_t drained = 0;
+  int64_t until = egress_now_ms() + 1000;
+  while (drained < 256 * 1024 && egress_now_ms() < until) {
+    struct pollfd p = {.fd = c->box.fd, .events = POLLIN};
+    if (poll(&p, 1, 200) <= 0)
+      break;
+    ssize_t r = recv(c->box.fd, sink, sizeof sink, MSG_DONTWAIT);
+    if (r <= 0)
+      break;
+    drained += (size_t)r;
+  }
 }
 
 /* ---- policy decisions --------------------------------------------------------- */
@@ -206,9 +222,10 @@ static int connect_one(struct conn *c, const struct sockaddr_storage *ss) {
   return fd;
 }
 
-int egress_dial(struct conn *c, const struct egress_host *h, const char **why) {
-  struct sockaddr_storage addrs[EGRESS_DNS_MAX_ADDRS];
+int egress_resolve(struct conn *c, const struct egress_host *h, const char **why) {
+  struct sockaddr_storage *addrs = c->addrs;
   size_t n = 0;
+  _Static_assert(sizeof c->addrs / sizeof c->addrs[0] >= EGRESS_DNS_MAX_ADDRS, "address list");
   if (h->kind != EGRESS_HOST_NAME) {
     addrs[0] = h->addr;
     n = 1;
@@ -237,7 +254,13 @@ int egress_dial(struct conn *c, const struct egress_host *h, const char **why) {
       return 403;
     }
   }
-  for (size_t i = 0; i < n; i++) {
+  c->naddrs = n;
+  return 0;
+}
+
+int egress_connect(struct conn *c, const char **why) {
+  struct sockaddr_storage *addrs = c->addrs;
+  for (size_t i = 0; i < c->naddrs; i++) {
     if (addrs[i].ss_family == AF_INET)
       ((struct sockaddr_in *)&addrs[i])->sin_port = htons((uint16_t)c->port);
     else
@@ -251,6 +274,11 @@ int egress_dial(struct conn *c, const struct egress_host *h, const char **why) {
   }
   *why = "connect-failed";
   return 502;
+}
+
+int egress_dial(struct conn *c, const struct egress_host *h, const char **why) {
+  int st = c->naddrs ? 0 : egress_resolve(c, h, why);
+  return st ? st : egress_connect(c, why);
 }
 
 /* Host and port against the box's rules.  0 with *rule, or a status. */
@@ -332,10 +360,16 @@ static void tls_destination(struct conn *c, const struct egress_host *h, unsigne
   const struct egress_rule *rule;
   const char *why = NULL;
   int st = decide(c, h, port, &rule, &why);
+  /* Resolve and check before answering: a refused destination is a 403
+   * to the client, not a tunnel that dies.  The connection is made only
+   * after the TLS hello names the same host, to an address checked here. */
+  if (!st)
+    st = egress_resolve(c, h, &why);
   if (st) {
     if (via_connect)
-      egress_reply(c, st, "destination not allowed by the box's egress policy");
-    egress_audit(c, "egress.connect", "denied", st, why);
+      egress_reply(c, st, st == 403 ? "destination not allowed by the box's egress policy"
+                                     : "cannot resolve the destination");
+    egress_audit(c, "egress.connect", st == 403 ? "denied" : "error", st, why);
     return;
   }
   if (via_connect)
@@ -358,9 +392,9 @@ static void tls_destination(struct conn *c, const struct egress_host *h, unsigne
     egress_inject(c, h);
     return;
   }
-  st = egress_dial(c, h, &why);
+  st = egress_connect(c, &why);
   if (st) {
-    egress_audit(c, "egress.connect", st == 403 ? "denied" : "error", st, why);
+    egress_audit(c, "egress.connect", "error", st, why);
     return;
   }
   relay(c);

@@ -78,6 +78,9 @@ struct conn {
   char addr[48];
   const char *mode;
   uint64_t bytes_up, bytes_down;
+  /* The checked addresses of the destination (egress_resolve). */
+  struct sockaddr_storage addrs[16];
+  size_t naddrs;
 };
 
 int64_t egress_now_ms(void);
@@ -89,8 +92,12 @@ ssize_t io_read(struct conn *c, struct io *io, void *buf, size_t n);
 int io_write_all(struct conn *c, struct io *io, const void *buf, size_t n);
 int io_wait(struct conn *c, struct io *a, struct io *b, int *ready_a, int *ready_b);
 
-/* Resolve host, check every address, connect to one checked address.
- * Returns the status to refuse with (403, 502, 504) and sets `why`. */
+/* Resolve host once and check every address (c->addrs).  Returns the
+ * status to refuse with (403, 502) and sets `why`, or 0. */
+int egress_resolve(struct conn *c, const struct egress_host *h, const char **why);
+/* Connect to one of the checked addresses (never a new lookup). */
+int egress_connect(struct conn *c, const char **why);
+/* Both. */
 int egress_dial(struct conn *c, const struct egress_host *h, const char **why);
 
 /* inject.c: the MITM side of an inject rule (box connection is TLS already

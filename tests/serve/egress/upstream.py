@@ -6,7 +6,8 @@ namespace the suite creates (nothing leaves the machine).
 
 serves, until killed:
   - HTTP on ADDR:80 and HTTPS on ADDR:443 (DIR/server.pem, DIR/server.key),
-    HTTPS also on ADDR:8443: every request is logged as one JSON line to
+    HTTPS also on ADDR:8443 (and on ADDR:9443 with a self-signed
+    certificate nobody trusts): every request is logged as one JSON line to
     DIR/requests.log (method, path, headers, body) and answered with the
     same JSON (an echo server); /redirect answers 302 to
     https://other.test/landing;
@@ -64,12 +65,12 @@ class Echo(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_HEAD = handle_any
 
 
-def serve_http(port, tls):
+def serve_http(port, tls, cert="server"):
     srv = ThreadingHTTPServer((ADDR, port), Echo)
     srv.daemon_threads = True
     if tls:
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        ctx.load_cert_chain(os.path.join(DIR, "server.pem"), os.path.join(DIR, "server.key"))
+        ctx.load_cert_chain(os.path.join(DIR, cert + ".pem"), os.path.join(DIR, cert + ".key"))
         srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     srv.serve_forever()
 
@@ -122,6 +123,7 @@ def serve_dns():
 
 
 for target, args in ((serve_http, (80, False)), (serve_http, (443, True)), (serve_http, (8443, True)),
+                     (serve_http, (9443, True, "self")),
                      (serve_dns, ())):
     threading.Thread(target=target, args=args, daemon=True).start()
 open(os.path.join(DIR, "ready"), "w").close()
