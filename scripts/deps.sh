@@ -9,6 +9,10 @@ set -eu
 build="gcc libc6-dev make pkg-config libseccomp-dev libjansson-dev libsqlite3-dev libssl-dev libmicrohttpd-dev libarchive-dev curl jq"
 test="clang python3 iproute2 procps curl"
 bench="bubblewrap runc util-linux hyperfine"
+# issue 7: network mode egress runs nft and ip; its tests make a test CA
+# (openssl) and capture packets (tcpdump).
+build="$build nftables iproute2"
+test="$test openssl tcpdump"
 
 want=""
 for set in "$@"; do

@@ -66,8 +66,8 @@ static size_t build_query(uint8_t *buf, size_t cap, uint16_t id, const char *nam
     if (l == 0 || l > 63 || o + 1 + l + 5 > cap)
       return 0;
     buf[o++] = (uint8_t)l;
-    memcpy(buf + o, s, l);
-    o += l;
+    for (size_t i = 0; i < l; i++)
+      buf[o++] = (uint8_t)s[i];
     s += l + (dot ? 1 : 0);
   }
   buf[o++] = 0;

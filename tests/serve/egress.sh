@@ -341,6 +341,7 @@ for b in $NONE $EG $EG2 $INJ $INJ2; do api DELETE "/v1/sandboxes/$b"; done
 check "deleting the boxes removes every link" wait_for 10 bash -c '[ -z "$(ip -o link | grep -o "hk'"$HASH6"'-[0-9]*")" ]'
 check "and every firewall element" wait_for 10 bash -c '[ "$(nft list set inet husk_'"$HASH8"' links 2>/dev/null | grep -c "10\.239\.")" = 0 ]'
 serve_stop
+check "the daemon's log has no sanitizer report (ASan/UBSan/LSan runs)" bash -c '! grep -q "Sanitizer\|runtime error" "$1"' _ "$SERVE_LOG"
 check "a daemon stopping with no egress box removes its table" bash -c '! nft list table inet "husk_$1" >/dev/null 2>&1' _ "$HASH8"
 
 # ---- nothing of the secret anywhere on our side ------------------------------------------------
