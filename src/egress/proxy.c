@@ -45,8 +45,40 @@ void egress_log(struct egress *e, const char *fmt, ...) {
   e->cfg.log(e->cfg.log_ctx, line);
 }
 
+static void audit_suppressed(struct conn *c, unsigned n) {
+  struct state_audit a = {0};
+  snprintf(a.tenant_id, sizeof a.tenant_id, "%s", c->b->tenant);
+  snprintf(a.action, sizeof a.action, "egress.audit");
+  snprintf(a.box_id, sizeof a.box_id, "%s", c->b->id);
+  snprintf(a.outcome, sizeof a.outcome, "suppressed");
+  snprintf(a.detail, sizeof a.detail, "%u egress decisions over the audit rate limit (%d per second)",
+           n, EGRESS_AUDIT_PER_SEC);
+  struct husk_err err;
+  if (state_audit_add(c->e->cfg.state, &a, NULL, &err) < 0)
+    egress_log(c->e, "egress: box %s: cannot write audit record: %s", c->b->id, err.msg);
+}
+
 void egress_audit(struct conn *c, const char *action, const char *outcome, int status,
                   const char *why) {
+  pthread_mutex_lock(&c->e->lock);
+  int64_t now = egress_now_ms();
+  unsigned dropped = 0;
+  if (now - c->b->aud_window >= 1000) {
+    dropped = c->b->aud_dropped;
+    c->b->aud_dropped = 0;
+    c->b->aud_n = 0;
+    c->b->aud_window = now;
+  }
+  bool write = c->b->aud_n < EGRESS_AUDIT_PER_SEC;
+  if (write)
+    c->b->aud_n++;
+  else
+    c->b->aud_dropped++;
+  pthread_mutex_unlock(&c->e->lock);
+  if (dropped)
+    audit_suppressed(c, dropped);
+  if (!write)
+    return;
   struct state_audit a = {0};
   snprintf(a.tenant_id, sizeof a.tenant_id, "%s", c->b->tenant);
   snprintf(a.action, sizeof a.action, "%s", action);

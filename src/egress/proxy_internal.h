@@ -20,6 +20,10 @@
 #define EGRESS_DNS_TIMEOUT_MS 3000
 #define EGRESS_CONNECT_TIMEOUT_MS 10000
 #define EGRESS_THREAD_STACK (256 * 1024)
+/* Audit records per box per second; past it decisions are counted and one
+ * "suppressed" record says how many (a box spamming connections or DNS
+ * questions must not flood the database every other box writes to). */
+#define EGRESS_AUDIT_PER_SEC 200
 
 enum listener { L_PROXY, L_HTTP, L_HTTPS, L_COUNT };
 
@@ -28,7 +32,7 @@ struct conn;
 struct ebox {
   struct ebox *next;
   int refs;      /* under e->lock */
-  bool dead;     /* stopped: no new connections */
+  atomic_bool dead; /* stopped: no new connections */
   char id[STATE_BOX_ID_SIZE];
   char tenant[STATE_TENANT_ID_SIZE];
   unsigned slot;
@@ -39,6 +43,8 @@ struct ebox {
   bool has_ca;
   struct egress_ca ca;
   atomic_uint nconns;
+  int64_t aud_window; /* under e->lock: the audit rate limit */
+  unsigned aud_n, aud_dropped;
   struct conn *conns; /* under e->lock: to cut them on stop */
 };
 

@@ -35,12 +35,29 @@ class Echo(BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
 
+    def setup(self):
+        super().setup()
+        # Small replies go out at once (no Nagle + delayed-ACK stalls).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def handle_any(self):
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n).decode("latin-1") if n else ""
         rec = {"method": self.command, "path": self.path, "headers": dict(self.headers.items()),
                "body": body, "port": self.server.server_address[1]}
         log("requests.log", rec)
+        if self.path.startswith("/bytes/"):
+            # A large body for throughput benchmarks (bench/egress.sh).
+            n = int(self.path.split("/")[2])
+            self.send_response(200)
+            self.send_header("Content-Length", str(n))
+            self.end_headers()
+            block = b"x" * 65536
+            while n > 0:
+                k = min(n, len(block))
+                self.wfile.write(block[:k])
+                n -= k
+            return
         if self.path.startswith("/redirect"):
             self.send_response(302)
             self.send_header("Location", "https://other.test/landing")
