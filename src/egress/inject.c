@@ -220,6 +220,49 @@ static int use_secret(struct conn *c, struct secrets *s, const struct egress_bin
   return 0;
 }
 
+/* A growable buffer that wipes what it leaves behind: the upstream head
+ * holds secret values, and a realloc would free a copy unwiped. */
+struct sbuf {
+  char *p;
+  size_t len, cap;
+  bool failed;
+};
+
+static void sbuf_add(struct sbuf *b, const char *s, size_t n) {
+  if (b->failed)
+    return;
+  if (b->len + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 1024;
+    while (cap < b->len + n + 1)
+      cap *= 2;
+    char *p = malloc(cap);
+    if (!p) {
+      b->failed = true;
+      return;
+    }
+    if (b->p) {
+      memcpy(p, b->p, b->len);
+      explicit_bzero(b->p, b->cap);
+      free(b->p);
+    }
+    b->p = p;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->len, s, n);
+  b->len += n;
+  b->p[b->len] = '\0';
+}
+
+static void sbuf_str(struct sbuf *b, const char *s) { sbuf_add(b, s, strlen(s)); }
+
+static void sbuf_wipe(struct sbuf *b) {
+  if (b->p) {
+    explicit_bzero(b->p, b->cap);
+    free(b->p);
+  }
+  memset(b, 0, sizeof *b);
+}
+
 /* Build the upstream head.  Returns 0, or a status with *why. */
 static int build_request(struct conn *c, struct http_head *hd, const char *host, struct secrets *s,
                          char **out, size_t *out_len, const char **why) {
@@ -227,25 +270,25 @@ static int build_request(struct conn *c, struct http_head *hd, const char *host,
                                      "te", "upgrade", "expect", "accept-encoding"};
   for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
     egress_http_remove(hd, drop[i]);
-  char *buf = NULL;
-  size_t len = 0;
-  FILE *f = open_memstream(&buf, &len);
-  if (!f) {
-    *why = "out-of-memory";
-    return 503;
-  }
+  struct sbuf f = {0};
   int st = 0;
-  fprintf(f, "%s %s %s\r\n", hd->start[0], hd->start[1], hd->start[2]);
+  sbuf_str(&f, hd->start[0]);
+  sbuf_str(&f, " ");
+  sbuf_str(&f, hd->start[1]);
+  sbuf_str(&f, " ");
+  sbuf_str(&f, hd->start[2]);
+  sbuf_str(&f, "\r\n");
   for (size_t i = 0; i < hd->nh && !st; i++) {
     const char *v = hd->h[i].value;
-    fprintf(f, "%s: ", hd->h[i].name);
+    sbuf_str(&f, hd->h[i].name);
+    sbuf_str(&f, ": ");
     for (const char *p = v; *p;) {
       const char *t = strstr(p, PH_PREFIX);
       if (!t) {
-        fputs(p, f);
+        sbuf_str(&f, p);
         break;
       }
-      fwrite(p, 1, (size_t)(t - p), f);
+      sbuf_add(&f, p, (size_t)(t - p));
       const struct egress_binding *bd = strlen(t) >= PH_LEN ? find_binding(c->b, t) : NULL;
       if (!bd) {
         st = 403;
@@ -260,24 +303,22 @@ static int build_request(struct conn *c, struct http_head *hd, const char *host,
       size_t k;
       if ((st = use_secret(c, s, bd, &k, why)))
         break;
-      fwrite(s->val[k], 1, s->len[k], f);
+      sbuf_add(&f, s->val[k], s->len[k]);
       p = t + PH_LEN;
     }
-    fputs("\r\n", f);
+    sbuf_str(&f, "\r\n");
   }
-  fputs("Accept-Encoding: identity\r\nConnection: close\r\n\r\n", f);
-  if (fclose(f) != 0 && !st) {
+  sbuf_str(&f, "Accept-Encoding: identity\r\nConnection: close\r\n\r\n");
+  if (f.failed && !st) {
     st = 503;
     *why = "out-of-memory";
   }
   if (st) {
-    if (buf)
-      explicit_bzero(buf, len);
-    free(buf);
+    sbuf_wipe(&f);
     return st;
   }
-  *out = buf;
-  *out_len = len;
+  *out = f.p;
+  *out_len = f.len;
   return 0;
 }
 
