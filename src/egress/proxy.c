@@ -58,8 +58,67 @@ static void audit_suppressed(struct conn *c, unsigned n) {
     egress_log(c->e, "egress: box %s: cannot write audit record: %s", c->b->id, err.msg);
 }
 
+/* ---- the audit writer ---------------------------------------------------------- */
+
+static void *audit_writer_main(void *arg) {
+  struct egress *e = arg;
+  pthread_mutex_lock(&e->aq_lock);
+  for (;;) {
+    while (!e->aq_head && !e->aq_stop)
+      pthread_cond_wait(&e->aq_cond, &e->aq_lock);
+    struct aud_item *it = e->aq_head;
+    if (!it)
+      break; /* stopping and drained */
+    e->aq_head = it->next;
+    if (!e->aq_head)
+      e->aq_tail = NULL;
+    e->aq_len--;
+    pthread_mutex_unlock(&e->aq_lock);
+    struct husk_err err;
+    if (state_audit_add(e->cfg.state, &it->rec, NULL, &err) < 0)
+      egress_log(e, "egress: box %s: cannot write audit record: %s", it->rec.box_id, err.msg);
+    free(it);
+    pthread_mutex_lock(&e->aq_lock);
+  }
+  unsigned dropped = e->aq_dropped;
+  pthread_mutex_unlock(&e->aq_lock);
+  if (dropped)
+    egress_log(e, "egress: %u audit records were dropped (queue full)", dropped);
+  return NULL;
+}
+
+/* Queue a record; never blocks.  A full queue drops (and counts) it. */
+static void audit_queue(struct egress *e, const struct state_audit *a) {
+  struct aud_item *it = malloc(sizeof *it);
+  pthread_mutex_lock(&e->aq_lock);
+  if (!it || e->aq_len >= EGRESS_AUDIT_QUEUE_MAX || !e->aq_running) {
+    e->aq_dropped++;
+    pthread_mutex_unlock(&e->aq_lock);
+    free(it);
+    return;
+  }
+  it->rec = *a;
+  it->next = NULL;
+  if (e->aq_tail)
+    e->aq_tail->next = it;
+  else
+    e->aq_head = it;
+  e->aq_tail = it;
+  e->aq_len++;
+  pthread_cond_signal(&e->aq_cond);
+  pthread_mutex_unlock(&e->aq_lock);
+}
+
+static void audit_record(struct conn *c, const char *action, const char *outcome, int status,
+                         const char *why, bool queued);
+
 void egress_audit(struct conn *c, const char *action, const char *outcome, int status,
                   const char *why) {
+  audit_record(c, action, outcome, status, why, false);
+}
+
+static void audit_record(struct conn *c, const char *action, const char *outcome, int status,
+                         const char *why, bool queued) {
   pthread_mutex_lock(&c->e->lock);
   int64_t now = egress_now_ms();
   unsigned dropped = 0;
@@ -92,6 +151,10 @@ void egress_audit(struct conn *c, const char *action, const char *outcome, int s
            c->kind == L_PROXY ? "proxy" : c->kind == L_HTTP ? "transparent-80" : "transparent-443",
            (unsigned long long)c->bytes_up, (unsigned long long)c->bytes_down, why ? " reason=" : "",
            why ? why : "");
+  if (queued) {
+    audit_queue(c->e, &a);
+    return;
+  }
   struct husk_err err;
   if (state_audit_add(c->e->cfg.state, &a, NULL, &err) < 0)
     egress_log(c->e, "egress: box %s: cannot write audit record: %s", c->b->id, err.msg);
@@ -726,7 +789,7 @@ static void dns_one(struct egress *e, struct ebox *b) {
   size_t al = egress_dns_answer(q, (size_t)n, rcode, a4, a, sizeof a);
   if (al)
     sendto(b->dns_fd, a, al, MSG_DONTWAIT, (struct sockaddr *)&from, fl);
-  egress_audit(&c, "egress.dns", outcome, rcode, why);
+  audit_record(&c, "egress.dns", outcome, rcode, why, true);
 }
 
 /* ---- the acceptor ------------------------------------------------------------------- */
@@ -1080,6 +1143,15 @@ int egress_open(struct egress **out, const struct egress_config *cfg, struct hus
   }
   if (!(e->client_ctx = egress_tls_client_ctx(cfg->ca_file, err)))
     goto fail;
+  pthread_mutex_init(&e->aq_lock, NULL);
+  pthread_cond_init(&e->aq_cond, NULL);
+  if (pthread_create(&e->aq_thread, NULL, audit_writer_main, e) != 0) {
+    pthread_cond_destroy(&e->aq_cond);
+    pthread_mutex_destroy(&e->aq_lock);
+    husk_fail(err, EAGAIN, "cannot start the egress audit thread");
+    goto fail;
+  }
+  e->aq_running = true;
   if (pthread_create(&e->acceptor, NULL, acceptor_main, e) != 0) {
     husk_fail(err, EAGAIN, "cannot start the egress proxy thread");
     goto fail;
@@ -1131,6 +1203,15 @@ void egress_close(struct egress *e) {
   }
   if (e->net_ready && !any)
     egress_net_fini(&e->net);
+  if (e->aq_running) {
+    pthread_mutex_lock(&e->aq_lock);
+    e->aq_stop = true;
+    pthread_cond_signal(&e->aq_cond);
+    pthread_mutex_unlock(&e->aq_lock);
+    pthread_join(e->aq_thread, NULL); /* drains the queue first */
+    pthread_cond_destroy(&e->aq_cond);
+    pthread_mutex_destroy(&e->aq_lock);
+  }
   SSL_CTX_free(e->client_ctx);
   close_quiet(e->wake[0]);
   close_quiet(e->wake[1]);

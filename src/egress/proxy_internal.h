@@ -29,6 +29,12 @@ enum listener { L_PROXY, L_HTTP, L_HTTPS, L_COUNT };
 
 struct conn;
 
+struct aud_item {
+  struct aud_item *next;
+  struct state_audit rec;
+};
+#define EGRESS_AUDIT_QUEUE_MAX 4096
+
 struct ebox {
   struct ebox *next;
   int refs;      /* under e->lock */
@@ -61,6 +67,15 @@ struct egress {
   atomic_bool stop;
   atomic_int live; /* connection threads running */
   char hash[16];   /* copy of cfg.hash */
+  /* Audit records written by a thread of their own (the DNS stub runs on
+   * the acceptor, which must never wait for the database). */
+  pthread_mutex_t aq_lock;
+  pthread_cond_t aq_cond;
+  struct aud_item *aq_head, *aq_tail;
+  unsigned aq_len, aq_dropped;
+  bool aq_stop;
+  pthread_t aq_thread;
+  bool aq_running;
   pthread_attr_t attr;
 };
 
