@@ -169,11 +169,16 @@ void box_env_retire_all(struct live_box *b) {
   b->user_env = NULL;
 }
 
+/* Network changes are rare: one at a time keeps detach/attach of one box
+ * from interleaving with another change of the same box. */
+static pthread_mutex_t net_change_lock = PTHREAD_MUTEX_INITIALIZER;
+
 int box_set_network(struct box_mgr *m, const char *tenant, const char *id, const char *network,
                     const char *egress_json, struct box_info *out, struct husk_err *err) {
   struct live_box *b = box_running(m, tenant, id, err);
   if (!b)
     return -1;
+  pthread_mutex_lock(&net_change_lock);
   int rc = -1;
   cleanup_free char *policy = NULL;
   if (!network)
@@ -225,9 +230,12 @@ int box_set_network(struct box_mgr *m, const char *tenant, const char *id, const
     goto out;
   }
   box_log(m, "box %s: network %s", b->id, policy ? "egress" : "none");
-  rc = out ? box_get(m, tenant, id, out, err) : 0;
+  rc = 0;
 out:
+  pthread_mutex_unlock(&net_change_lock);
   lb_unref(m, b);
+  if (rc == 0 && out)
+    rc = box_get(m, tenant, id, out, err);
   return rc;
 }
 

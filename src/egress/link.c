@@ -114,6 +114,10 @@ static int nft(const char *script, struct husk_err *err) {
 int egress_net_init(struct egress_net *n, const char *hash, struct husk_err *err) {
   snprintf(n->table, sizeof n->table, "husk_%.8s", hash);
   snprintf(n->ifprefix, sizeof n->ifprefix, "hk%.6s-", hash);
+  if (access("/usr/sbin/nft", X_OK) < 0)
+    return husk_fail(err, ENOTSUP, "network mode egress needs nftables (`/usr/sbin/nft`): apt-get install nftables");
+  if (access("/usr/sbin/ip", X_OK) < 0)
+    return husk_fail(err, ENOTSUP, "network mode egress needs iproute2 (`/usr/sbin/ip`): apt-get install iproute2");
   char script[2048];
   /* "add table" first so that "delete table" never fails; the whole file
    * is one transaction. */
