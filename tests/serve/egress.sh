@@ -269,6 +269,8 @@ check "upstream receives the second secret in its header" has "$REQ" "\"X-Api-Ke
 check "upstream sees no placeholder" lacks "$REQ" "husk_ph_"
 check "the echo reply reaching the box has the placeholder back" has "$OUT" "Bearer $PH"
 check "the echo reply reaching the box never holds the secret" lacks "$OUT" "$SECRET"
+bx 'curl -sS --noproxy "*" --max-time 20 -H "Authorization: Bearer $TOKEN" https://api.ex.test/transparent-inject'
+check "inject also works for a program that ignores the proxy (redirected 443)" has "$(grep '/transparent-inject' <<<"$(up_requests)")" "Bearer $SECRET"
 bx 'curl -sS --max-time 20 -H "Authorization: Bearer $TOKEN" https://api.ex.test/chunked'
 check "a chunked echo is scrubbed too" bash -c 'grep -qF "$2" <<<"$1" && ! grep -qF "$3" <<<"$1"' _ "$OUT" "$PH" "$SECRET"
 
