@@ -402,6 +402,7 @@ static void exchange(struct conn *c, struct secrets *s, bool head_request, const
     size_t blen = (size_t)r;
     if (in_head) {
       got += (size_t)r;
+    next_head:;
       size_t end = egress_http_head_end(hbuf, got);
       if (!end) {
         if (got == cap)
@@ -446,10 +447,10 @@ static void exchange(struct conn *c, struct secrets *s, bool head_request, const
         break;
       size_t rest = got - end;
       if (status < 200) {
-        /* Interim response: the real head follows. */
+        /* Interim response: the real head follows (maybe already here). */
         memmove(hbuf, hbuf + end, rest);
         got = rest;
-        continue;
+        goto next_head;
       }
       in_head = false;
       if (head_request || status == 204 || status == 304) {
