@@ -342,6 +342,27 @@ check "one table element per live egress box" [ "$(set_elems)" = 4 ]
 for b in $NONE $EG $EG2 $INJ $INJ2; do api DELETE "/v1/sandboxes/$b"; done
 check "deleting the boxes removes every link" wait_for 10 bash -c '[ -z "$(ip -o link | grep -o "hk'"$HASH6"'-[0-9]*")" ]'
 check "and every firewall element" wait_for 10 bash -c '[ "$(nft list set inet husk_'"$HASH8"' links 2>/dev/null | grep -c "10\.239\.")" = 0 ]'
+# Nothing of a box's egress stays in the daemon once the box is gone, even
+# with a proxied connection open at the time (it is cut).
+fdcount() { ls "/proc/$SPID/fd" 2>/dev/null | wc -l; }
+fds_at_least() { [ "$(fdcount)" -ge "$1" ]; }
+fds_equal() { [ "$(fdcount)" -eq "$1" ]; }
+no_links() { [ -z "$(links)" ]; }
+F0=$(fdcount)
+new_box '{"network":"egress","egress":{"rules":[{"host":"api.ex.test"}]}}' || not_ok "a last egress box"
+upload "$BOX" /workspace/c.py "$CLIENT"
+bx 'env | sed -n "s|^HTTP_PROXY=http://\([0-9.]*\):.*|\1|p"'
+P=$OUT
+api POST "/v1/sandboxes/$BOX/exec" -d "{\"cmd\":[\"python3\",\"/workspace/c.py\",\"idle\",\"$P\"],\"background\":true}"
+check "a proxied connection is open" wait_for 10 fds_at_least $((F0 + 6))
+api DELETE "/v1/sandboxes/$BOX"
+if wait_for 10 fds_equal "$F0"; then
+  ok "after the delete the daemon holds exactly the fds it held before the box"
+else
+  not_ok "after the delete the daemon holds exactly the fds it held before the box ($F0 before, $(fdcount) now)"
+  ls -l "/proc/$SPID/fd" | sed 's/^/#   /'
+fi
+check "and the link is gone" wait_for 10 no_links
 serve_stop
 check "the daemon's log has no sanitizer report (ASan/UBSan/LSan runs)" bash -c '! grep -q "Sanitizer\|runtime error" "$1"' _ "$SERVE_LOG"
 check "a daemon stopping with no egress box removes its table" bash -c '! nft list table inet "husk_$1" >/dev/null 2>&1' _ "$HASH8"
