@@ -211,10 +211,14 @@ int egress_link_up(const struct egress_net *n, unsigned slot, pid_t pid, int pid
       return husk_error_wrap(err, "cannot create the box's network link");
   }
   char host_cmds[256];
-  snprintf(host_cmds, sizeof host_cmds, "addr add %s dev %s\nlink set %s up\n", hcidr, ifn, ifn);
+  snprintf(host_cmds, sizeof host_cmds, "link set %s addrgenmode none\naddr add %s dev %s\nlink set %s up\n",
+           ifn, hcidr, ifn, ifn);
   char box_cmds[256];
   snprintf(box_cmds, sizeof box_cmds,
-           "addr add %s dev eth0\nlink set eth0 up\nroute add default via %s dev eth0\n", bcidr, hs);
+           /* addrgenmode none: no IPv6 link-local address either */
+           "link set eth0 addrgenmode none\naddr add %s dev eth0\nlink set eth0 up\n"
+           "route add default via %s dev eth0\n",
+           bcidr, hs);
   const char *batch[] = {"/usr/sbin/ip", "-batch", "-", NULL};
   /* No IPv6 on the link at all (no link-local addresses either). */
   char sysctl[96];

@@ -115,7 +115,8 @@ EG=$BOX
 check "the box reports network egress" has "$BODY" '"network":"egress"'
 upload "$EG" /workspace/ca.pem "$UP_CA"
 upload "$EG" /workspace/c.py "$CLIENT"
-bx 'env | grep -i _proxy | sort; ip -o -4 addr show eth0'
+bx 'env | grep -i _proxy | sort; ip -o -4 addr show eth0; echo "v6:$(ip -o -6 addr show dev eth0 | wc -l)"'
+check "the link has no IPv6 address at all" has "$OUT" "v6:0"
 check "HTTP_PROXY, HTTPS_PROXY, ALL_PROXY are set" bash -c 'grep -q "^HTTP_PROXY=http://10.239" <<<"$1" && grep -q "^HTTPS_PROXY=" <<<"$1" && grep -q "^ALL_PROXY=" <<<"$1" && grep -q "^https_proxy=" <<<"$1"' _ "$OUT"
 PROXY=$(sed -n 's|^HTTP_PROXY=http://\([0-9.]*\):.*|\1|p' <<<"$OUT")
 check "the box has its link" has "$OUT" "eth0"
@@ -302,6 +303,12 @@ check "no upstream connection for it" lacks "$(up_requests)" "/hostmix"
 bx 'curl -sS --max-time 20 https://api.ex.test:9443/untrusted; echo rc=$?'
 check "an upstream with an untrusted certificate gets 502" has "$OUT" "cannot reach the destination safely"
 check "and no request bytes" lacks "$(up_requests)" "/untrusted"
+
+# A policy update keeps the placeholders the box already has.
+api PUT "/v1/sandboxes/$INJ/network" -d "{\"network\":\"egress\",\"egress\":$IPOL}"
+check "a policy update keeps the box's placeholder" bash -c '[ "$(python3 -c "import json,sys; print([s[\"placeholder\"] for s in json.loads(sys.argv[1])[\"egress\"][\"secrets\"] if s[\"name\"]==\"TOKEN\"][0])" "$1")" = "$2" ]' _ "$BODY" "$PH"
+bx 'curl -sS --max-time 20 -H "Authorization: Bearer $TOKEN" https://api.ex.test/after-update'
+check "and injection still works after the update" has "$(grep '/after-update' <<<"$(up_requests)")" "Bearer $SECRET"
 
 # Another box's placeholder.
 new_box "{\"network\":\"egress\",\"egress\":$IPOL}" || not_ok "a second inject box"
