@@ -469,9 +469,15 @@ static void tls_destination(struct conn *c, const struct egress_host *h, unsigne
   }
   if (via_connect)
     io_write_all(c, &c->box, "HTTP/1.1 200 Connection established\r\n\r\n", 39);
-  char sni[256];
-  if (!peek_sni(c, sni, sizeof sni) || !sni[0]) {
-    if (h->kind == EGRESS_HOST_NAME || sni[0]) {
+  char sni[256] = "";
+  if (!peek_sni(c, sni, sizeof sni)) {
+    /* Not a TLS ClientHello (or none in time): tunnels carry TLS only. */
+    egress_audit(c, "egress.connect", "denied", 403, "not-tls");
+    return;
+  }
+  if (!sni[0]) {
+    /* Names need their SNI; an IP literal destination has none. */
+    if (h->kind == EGRESS_HOST_NAME) {
       egress_audit(c, "egress.connect", "denied", 403, "missing-sni");
       return;
     }
@@ -830,7 +836,8 @@ static void *acceptor_main(void *arg) {
       }
       p[k] = (struct pollfd){.fd = b->dns_fd, .events = POLLIN};
       who[k++] = b;
-      b->refs++; /* held across poll: stop cannot free the listeners under us */
+      b->refs++;    /* memory */
+      b->in_poll++; /* fds: stop waits for this before closing them */
     }
     pthread_mutex_unlock(&e->lock);
     int pr = poll(p, k, 1000);
@@ -851,6 +858,11 @@ static void *acceptor_main(void *arg) {
       else
         accept_one(e, b, (enum listener)slot);
     }
+    pthread_mutex_lock(&e->lock);
+    for (size_t i = 1; i < k; i += L_COUNT + 1)
+      if (--who[i]->in_poll == 0)
+        pthread_cond_broadcast(&e->poll_done);
+    pthread_mutex_unlock(&e->lock);
     for (size_t i = 1; i < k; i += L_COUNT + 1)
       box_unref(e, who[i]);
   }
@@ -1058,6 +1070,10 @@ void egress_box_stop(struct egress *e, const char *box_id) {
     }
   if (b) {
     b->dead = true;
+    /* The acceptor lets go of our fds at its next wake-up (now). */
+    wake(e);
+    while (b->in_poll > 0)
+      pthread_cond_wait(&e->poll_done, &e->lock);
     /* Cut live connections: their threads see EOF/errors and end. */
     for (struct conn *c = b->conns; c; c = c->next) {
       shutdown(c->box.fd, SHUT_RDWR);
@@ -1068,7 +1084,18 @@ void egress_box_stop(struct egress *e, const char *box_id) {
   pthread_mutex_unlock(&e->lock);
   if (!b)
     return;
-  wake(e);
+  /* Listeners, stub and link go now, not when the last connection thread
+   * lets go of the memory: a new link for the same box (a network update)
+   * must not be torn down by a late clean-up of the old one. */
+  for (int l = 0; l < L_COUNT; l++) {
+    close_quiet(b->lfd[l]);
+    b->lfd[l] = -1;
+  }
+  close_quiet(b->dns_fd);
+  b->dns_fd = -1;
+  if (e->net_ready && b->slot != (unsigned)-1)
+    egress_link_down(&e->net, b->slot);
+  b->slot = (unsigned)-1;
   box_unref(e, b);
 }
 
@@ -1133,6 +1160,7 @@ int egress_open(struct egress **out, const struct egress_config *cfg, struct hus
   if (!e->cfg.total_ms)
     e->cfg.total_ms = EGRESS_DEFAULT_TOTAL_MS;
   pthread_mutex_init(&e->lock, NULL);
+  pthread_cond_init(&e->poll_done, NULL);
   pthread_attr_init(&e->attr);
   pthread_attr_setdetachstate(&e->attr, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&e->attr, EGRESS_THREAD_STACK);
@@ -1216,6 +1244,7 @@ void egress_close(struct egress *e) {
   close_quiet(e->wake[0]);
   close_quiet(e->wake[1]);
   pthread_attr_destroy(&e->attr);
+  pthread_cond_destroy(&e->poll_done);
   pthread_mutex_destroy(&e->lock);
   free(e);
 }

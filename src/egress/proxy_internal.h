@@ -49,6 +49,7 @@ struct ebox {
   bool has_ca;
   struct egress_ca ca;
   atomic_uint nconns;
+  int in_poll;        /* under e->lock: the acceptor is polling our fds */
   int64_t aud_window; /* under e->lock: the audit rate limit */
   unsigned aud_n, aud_dropped;
   struct conn *conns; /* under e->lock: to cut them on stop */
@@ -57,6 +58,7 @@ struct ebox {
 struct egress {
   struct egress_config cfg;
   pthread_mutex_t lock;
+  pthread_cond_t poll_done; /* an in_poll count went to 0 */
   struct ebox *boxes;
   bool net_ready;
   struct egress_net net;

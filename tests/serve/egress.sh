@@ -108,7 +108,7 @@ check "none: nothing reached the upstream" bash -c '[ -z "$(up_requests)" ] && [
 
 # ---- egress, tunnel mode ---------------------------------------------------------------
 POLICY='{"rules":[{"host":"api.ex.test"},{"host":"*.wild.test"},{"host":"plain.test","ports":[80]},
- {"host":"10.250.0.2","ports":[8443]},{"host":"*.ex.test","ports":[443]},{"host":"mixed.test"},
+ {"host":"10.250.0.2","ports":[8443,80]},{"host":"*.ex.test","ports":[443]},{"host":"mixed.test"},
  {"host":"rebind.test"},{"host":"127.0.0.1"},{"host":"10.0.0.5"},{"host":"169.254.169.254"}]}'
 new_box "{\"network\":\"egress\",\"egress\":$POLICY}" || not_ok "an egress box is created ($BODY)"
 EG=$BOX
@@ -178,6 +178,8 @@ check "rebinding: the rebound answer is refused" bash -c 'grep -q 403 <<<"$1" &&
 bx "python3 /workspace/c.py sni $PROXY api.ex.test:443 other.test; python3 /workspace/c.py sni $PROXY api.ex.test:443 -"
 check "SNI different from the CONNECT host: the tunnel is closed" bash -c '[ "$(grep -c "tls refused" <<<"$1")" = 2 ]' _ "$OUT"
 check "no request reached the upstream through them" lacks "$(up_requests)" "/sni-test"
+bx "python3 /workspace/c.py plain $PROXY $UP_IP:80"
+check "a tunnel that does not start with TLS is refused, even to an allowed IP" lacks "$(up_requests)" "/not-tls"
 AUD=$(audit_of "$EG" egress.connect)
 check "audit: sni-mismatch" has "$AUD" "reason=sni-mismatch"
 check "audit: missing-sni" has "$AUD" "reason=missing-sni"

@@ -3,6 +3,7 @@
 
   boxclient.py raw PROXY_HOST PORT PYTHON_BYTES   send, print the status line
   boxclient.py sni PROXY_HOST HOST:PORT SNI|-      CONNECT, then TLS with SNI
+  boxclient.py plain PROXY_HOST HOST:PORT          CONNECT, then plain HTTP inside
   boxclient.py hold PROXY_HOST N                  N idle connections, then one
                                                   request: print its status
   boxclient.py idle PROXY_HOST                    print "closed" when the proxy
@@ -47,6 +48,16 @@ elif cmd == "sni":
         print("tls ok", t.recv(100)[:12])
     except (OSError, ssl.SSLError) as e:
         print("tls refused", e.__class__.__name__)
+elif cmd == "plain":
+    # CONNECT, wait for the 200, then speak plain HTTP inside the tunnel.
+    s = socket.create_connection((sys.argv[2], 3128), timeout=10)
+    s.sendall(b"CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (sys.argv[3].encode(), sys.argv[3].encode()))
+    print(status_line(s))
+    try:
+        s.sendall(b"GET /not-tls HTTP/1.1\r\nHost: x\r\n\r\n")
+        print("inner:", status_line(s))
+    except OSError as e:
+        print("inner: error", e.__class__.__name__)
 elif cmd == "hold":
     n = int(sys.argv[3])
     held = [socket.create_connection((sys.argv[2], 3128), timeout=10) for _ in range(n)]
