@@ -14,6 +14,9 @@ LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lseccomp -ljans
 
 BUILD ?= build
 LIB_SRC := $(sort $(wildcard src/util/*.c src/jail/*.c src/box/*.c src/state/*.c))
+# issue 7: the network and secrets plane (src/egress).
+LIB_SRC += $(sort $(wildcard src/egress/*.c))
+PKGS += libssl
 # Fronts on top of the core library: `husk` (the command line; `husk serve`
 # execs `husk-serve`, so that one-shot runs do not load the server's
 # libraries) and `husk-serve` (the HTTP API daemon).

@@ -16,6 +16,10 @@ test="clang python3 iproute2 procps curl"
 test="$test python3-matplotlib"
 command -v npm >/dev/null 2>&1 || test="$test nodejs npm"
 bench="bubblewrap runc util-linux hyperfine"
+# issue 7: network mode egress runs nft and ip; its tests make a test CA
+# (openssl) and capture packets (tcpdump).
+build="$build nftables iproute2"
+test="$test openssl tcpdump"
 
 want=""
 for set in "$@"; do

@@ -26,11 +26,18 @@ json_t *api_box_json(const struct box_info *bi) {
       (double)bi->limits.cpu_milli / 1000.0, "pids", (json_int_t)bi->limits.pids, "disk",
       (json_int_t)bi->limits.disk_bytes, "timeout", (double)bi->limits.timeout_ms / 1000.0,
       "metadata", meta ? meta : json_object());
+  /* issue 7: the egress policy, placeholders included (not secrets). */
+  if (o && bi->egress_json) {
+    json_t *eg = json_loads(bi->egress_json, 0, &je);
+    if (eg)
+      json_object_set_new(o, "egress", eg);
+  }
   return o;
 }
 
 static const char *const create_fields[] = {"template", "memory", "cpus", "pids", "disk",
-                                            "timeout", "env", "metadata", "network", NULL};
+                                            "timeout", "env", "metadata", "network",
+                                            "egress" /* issue 7 */, NULL};
 
 enum MHD_Result h_box_create(struct req *r) {
   json_t *o = api_body_object(r, create_fields);
@@ -65,12 +72,26 @@ enum MHD_Result h_box_create(struct req *r) {
     cr.metadata_json = meta_s;
   }
   cr.env = env;
+  /* issue 7: egress rules and secret bindings, validated by the core. */
+  char *egress_s = NULL;
+  json_t *eg = json_object_get(o, "egress");
+  if (eg) {
+    if (!json_is_object(eg)) {
+      json_decref(o);
+      free(env);
+      free(meta_s);
+      return api_reply_error(r, 400, "bad_request", "`egress` must be an object");
+    }
+    egress_s = json_dumps(eg, JSON_COMPACT);
+    cr.egress_json = egress_s;
+  }
   snprintf(r->audit_detail, sizeof r->audit_detail, "template=%s memory=%llu disk=%llu",
            cr.template_name ? cr.template_name : "default",
            (unsigned long long)cr.limits.memory_bytes, (unsigned long long)cr.limits.disk_bytes);
   struct box_info bi = {0};
   struct husk_err err;
   int rc = box_create(r->srv->cfg.mgr, r->tenant, &cr, &bi, &err);
+  free(egress_s);
   json_decref(o);
   free(env);
   free(meta_s);

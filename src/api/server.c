@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "api/internal.h"
+#include "api/routes_egress.h" /* issue 7 */
 #include "husk/husk.h"
 #include "util/cleanup.h"
 
@@ -74,6 +75,15 @@ const struct route api_routes[] = {
     /* MCP, Streamable HTTP (branch mcp); GET/DELETE answer 405.  Tool calls
      * are audited one by one inside (action "mcp.<tool>"). */
     {"POST", "/mcp", AUTH_TENANT, BODY_STREAM, NULL, h_mcp, h_mcp_begin, h_mcp_upload, h_mcp_cleanup},
+    /* issue 7: the network and secrets plane */
+    {"PUT", SB "/network", AUTH_TENANT, BODY_JSON, "sandbox.network", h_box_network, NULL, NULL, NULL},
+    {"GET", "/v1/secrets", AUTH_TENANT, BODY_NONE, NULL, h_secret_list, NULL, NULL, NULL},
+    {"PUT", "/v1/secrets/{}", AUTH_TENANT, BODY_JSON, "secret.put", h_secret_put, NULL, NULL, NULL},
+    {"DELETE", "/v1/secrets/{}", AUTH_TENANT, BODY_NONE, "secret.delete", h_secret_delete, NULL, NULL, NULL},
+    {"GET", "/v1/tenants/{}/secrets", AUTH_ADMIN, BODY_NONE, NULL, h_admin_secret_list, NULL, NULL, NULL},
+    {"PUT", "/v1/tenants/{}/secrets/{}", AUTH_ADMIN, BODY_JSON, "secret.put", h_admin_secret_put, NULL, NULL, NULL},
+    {"DELETE", "/v1/tenants/{}/secrets/{}", AUTH_ADMIN, BODY_NONE, "secret.delete", h_admin_secret_delete,
+     NULL, NULL, NULL},
 };
 const size_t api_nroutes = sizeof api_routes / sizeof api_routes[0];
 

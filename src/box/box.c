@@ -36,6 +36,7 @@
 
 #include "box/box_internal.h"
 #include "box/spawner.h"
+#include "state/egress_state.h"
 #include "jail/limits.h"
 #include "jail/syscalls.h"
 #include "util/cleanup.h"
@@ -149,9 +150,12 @@ void lb_free(struct box_mgr *m, struct live_box *b) {
   struct husk_err err;
   if (jail_destroy(&b->j, true, NULL, &err) < 0)
     box_log(m, "box %s: teardown: %s", b->id, err.msg);
+  if (b->egress)
+    box_egress_detach(m, b);
   if (b->ctl_path[0])
     unlink(b->ctl_path);
   bgproc_free_all(b);
+  box_env_retire_all(b);
   box_env_free(b->env);
   pthread_mutex_destroy(&b->lock);
   free(b);
@@ -233,7 +237,22 @@ void box_info_free(struct box_info *bi) {
     return;
   free(bi->metadata_json);
   free(bi->env_json);
-  bi->metadata_json = bi->env_json = NULL;
+  free(bi->egress_json);
+  bi->metadata_json = bi->env_json = bi->egress_json = NULL;
+}
+
+/* Network mode and policy: a row in box_egress, or "none". */
+static void fill_network(struct box_mgr *m, struct box_info *bi) {
+  char net[16];
+  struct husk_err ignored;
+  char *pol = NULL;
+  if (state_box_egress_get(m->cfg.state, bi->id, net, sizeof net, &pol, &ignored) == 0 &&
+      !strcmp(net, "egress")) {
+    snprintf(bi->network, sizeof bi->network, "egress");
+    bi->egress_json = pol;
+  } else {
+    free(pol);
+  }
 }
 
 /* The API's state: the database's, with "stopped" refined by its reason. */
@@ -269,10 +288,12 @@ int box_get(struct box_mgr *m, const char *tenant, const char *id, struct box_in
     return -1;
   fill_info(out, &sb);
   state_box_free(&sb);
+  fill_network(m, out);
   return 0;
 }
 
 struct list_ctx {
+  struct box_mgr *m;
   int (*cb)(void *, const struct box_info *);
   void *ctx;
   const char *reason; /* only boxes with this reason, or NULL */
@@ -284,6 +305,7 @@ static int list_cb(void *ctx, const struct state_box *sb) {
     return 0;
   struct box_info bi;
   fill_info(&bi, sb);
+  fill_network(lc->m, &bi);
   int rc = lc->cb(lc->ctx, &bi);
   box_info_free(&bi);
   return rc;
@@ -292,7 +314,7 @@ static int list_cb(void *ctx, const struct state_box *sb) {
 int box_list(struct box_mgr *m, const char *tenant, const struct box_list_req *req,
              int (*cb)(void *ctx, const struct box_info *bi), void *ctx, char *next_cursor,
              size_t next_len, struct husk_err *err) {
-  struct list_ctx lc = {.cb = cb, .ctx = ctx};
+  struct list_ctx lc = {.m = m, .cb = cb, .ctx = ctx};
   const char *st = req->state;
   /* "killed" and "expired" are stopped boxes with that reason; filtering
    * the reason here keeps the state layer's vocabulary small (pages may
@@ -323,9 +345,12 @@ int box_create(struct box_mgr *m, const char *tenant, const struct box_create_re
                struct box_info *out, struct husk_err *err) {
   if (req->template_name && req->template_name[0] && strcmp(req->template_name, "default"))
     return husk_fail(err, EINVAL, "unknown template `%s` (available: default)", req->template_name);
-  if (req->network && strcmp(req->network, "none"))
-    return husk_fail(err, EINVAL, "network mode `%s` is not available (available: none, loopback only)",
-                     req->network);
+  /* Mode `none` costs nothing here: no policy, no link, no proxy state. */
+  cleanup_free char *policy = NULL;
+  if ((req->network && strcmp(req->network, "none")) || req->egress_json) {
+    if (box_egress_prepare(m, tenant, req->network, req->egress_json, &policy, err) < 0)
+      return -1;
+  }
   struct husk_limits lim = req->limits;
   uint64_t ttl = lim.timeout_ms ? lim.timeout_ms : m->cfg.default_ttl_ms;
   if (ttl > m->cfg.max_ttl_ms)
@@ -389,6 +414,14 @@ int box_create(struct box_mgr *m, const char *tenant, const struct box_create_re
       box_pool_return(m, b); /* unused: still nobody's */
       return -1;
     }
+    if (policy && (state_box_egress_set(m->cfg.state, sb.id, "egress", policy, err) < 0 ||
+                   box_egress_attach(m, b, policy, true, err) < 0)) {
+      husk_error_wrap(err, "cannot set up the sandbox's network");
+      state_box_set_state(m->cfg.state, sb.id, NULL, STATE_BOX_FAILED, "setup_error", 0, &ignored);
+      jail_kill(&b->j);
+      lb_free(m, b);
+      return -1;
+    }
   } else {
     /* The row first: a crash from here on leaves a "creating" box that the
      * next start cleans up, never an untracked cgroup or process. */
@@ -399,7 +432,9 @@ int box_create(struct box_mgr *m, const char *tenant, const struct box_create_re
       lb_free(m, b);
       return -1;
     }
-    if (box_make_jail(m, b, &lim, err) < 0 ||
+    if ((policy && state_box_egress_set(m->cfg.state, sb.id, "egress", policy, err) < 0) ||
+        box_make_jail(m, b, &lim, err) < 0 ||
+        (policy && box_egress_attach(m, b, policy, true, err) < 0) ||
         state_box_set_runtime(m->cfg.state, sb.id, b->j.pid, box_proc_start_time(b->j.pid),
                               b->j.uid_base, b->j.slot, NULL, err) < 0 ||
         state_box_set_state(m->cfg.state, sb.id, STATE_BOX_CREATING, STATE_BOX_RUNNING, "", 0, err) < 0) {
@@ -534,7 +569,7 @@ int box_exec(struct box_mgr *m, const char *tenant, const char *id, const struct
   if (!b)
     return -1;
   int rc = -1;
-  cleanup_free char **env = exec_build_env(b->env, req->env);
+  cleanup_free char **env = box_exec_env(b, req->env);
   cleanup_close int conn = jail_connect(b->ctl_path, err);
   if (!env)
     husk_fail(err, ENOMEM, "out of memory");

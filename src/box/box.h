@@ -33,6 +33,16 @@ struct box_mgr_config {
   unsigned pool_size;           /* ready boxes of the default shape kept warm (0: none) */
   void (*log)(void *ctx, const char *line);
   void *log_ctx;
+  /* Network mode `egress` (src/egress): the proxy's upstream resolver
+   * ("IP[:port]", NULL: /etc/resolv.conf), operator-only CIDRs exempt from
+   * the deny set (test ranges), extra trust roots for re-originated TLS,
+   * and per-box connection limits (0: defaults). */
+  const char *egress_resolver;
+  const char *const *egress_allow;
+  size_t egress_nallow;
+  const char *egress_ca_file;
+  unsigned egress_max_conns;
+  unsigned egress_idle_ms;
 };
 
 /* Open the manager: lock the data directory (one daemon per directory:
@@ -51,7 +61,8 @@ void box_mgr_close(struct box_mgr *m, bool destroy_boxes);
 
 struct box_create_req {
   const char *template_name;  /* NULL or "default" */
-  const char *network;        /* NULL or "none" (the only mode so far: loopback only) */
+  const char *network;        /* NULL or "none" (loopback only), or "egress" (through the proxy) */
+  const char *egress_json;    /* egress mode: rules and secret bindings (see src/egress/policy.h) */
   struct husk_limits limits;  /* 0 = default; timeout_ms is the box TTL */
   char *const *env;           /* NAME=VALUE for every exec, NULL-terminated or NULL */
   const char *metadata_json;  /* a JSON object of strings, or NULL */
@@ -63,7 +74,8 @@ struct box_info {
   char state[16];
   char reason[256];
   char template_name[64];
-  char network[16];           /* "none" */
+  char network[16];           /* "none" or "egress" */
+  char *egress_json;          /* egress mode: the policy with its placeholders (malloc'd), else NULL */
   struct husk_limits limits;
   int64_t created_ms, expires_ms, ended_ms;
   char *metadata_json; /* malloc'd, "{}" at least */
@@ -147,6 +159,22 @@ int box_proc_stdin(struct box_mgr *m, const char *tenant, const char *id, int64_
  * may come (to follow, re-check with box_proc_get). */
 int box_proc_output(struct box_mgr *m, const char *tenant, const char *id, int64_t pid, int stream,
                     int *fd_out, bool *running, struct husk_err *err);
+
+/* Change a running box's network: "none" removes its link at once (open
+ * connections are cut); "egress" with a policy creates the link, or
+ * replaces the policy of an egress box (new connections use it; secret
+ * placeholders of bindings that keep their env name are kept).  The proxy
+ * and CA variables are in the env of execs started afterwards. */
+int box_set_network(struct box_mgr *m, const char *tenant, const char *id, const char *network,
+                    const char *egress_json, struct box_info *out, struct husk_err *err);
+
+/* The tenant's secrets vault (values are write-only: no call returns one). */
+int box_secret_put(struct box_mgr *m, const char *tenant, const char *name, const void *value,
+                   size_t len, struct husk_err *err);
+int box_secret_delete(struct box_mgr *m, const char *tenant, const char *name, struct husk_err *err);
+int box_secret_list(struct box_mgr *m, const char *tenant,
+                    int (*cb)(void *ctx, const char *name, int64_t created_ms, int64_t updated_ms),
+                    void *ctx, struct husk_err *err);
 
 /* Usage of a running box. */
 struct box_metrics {

@@ -35,6 +35,14 @@ struct live_box {
   int64_t expires_ms;
   struct bgproc *procs;
   uint64_t next_exec_id;
+  bool egress;          /* registered with the egress proxy (under lock) */
+  char **user_env;      /* the env the box was created with (egress adds to b->env) */
+  struct retired_env *retired; /* env arrays replaced while execs may still read them */
+};
+
+struct retired_env {
+  struct retired_env *next;
+  char **env;
 };
 
 struct box_mgr {
@@ -65,6 +73,10 @@ struct box_mgr {
 
   /* Teardown off the request path: boxes whose last reference went. */
   struct live_box *reap;        /* singly linked through ->next */
+
+  /* The network and secrets plane (box_egress.c). */
+  struct egress *egress;
+  struct egress_vault *vault;
   pthread_t reaper_thread;
   bool reaper_running;
 };
@@ -102,6 +114,21 @@ void box_reap_later(struct box_mgr *m, struct live_box *b);
 /* Create a box's jail (through the spawner) for `b`, whose id is set. */
 int box_make_jail(struct box_mgr *m, struct live_box *b, const struct husk_limits *lim,
                   struct husk_err *err);
+
+/* box_egress.c */
+int box_egress_open(struct box_mgr *m, struct husk_err *err);
+void box_egress_close(struct box_mgr *m);
+/* Start egress for a live box with a stored policy (fresh: new link). */
+int box_egress_attach(struct box_mgr *m, struct live_box *b, const char *policy_json, bool fresh,
+                      struct husk_err *err);
+void box_egress_detach(struct box_mgr *m, struct live_box *b);
+/* Validate a create request's network settings; *policy (stored form) is
+ * malloc'd for egress, NULL for none. */
+int box_egress_prepare(struct box_mgr *m, const char *tenant, const char *network,
+                       const char *egress_json, char **policy, struct husk_err *err);
+/* Env for an exec: the box's (with egress variables) under the request's. */
+char **box_exec_env(struct live_box *b, char *const *req_env);
+void box_env_retire_all(struct live_box *b);
 
 /* box_monitor.c */
 void *box_monitor_main(void *arg);

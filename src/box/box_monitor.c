@@ -22,6 +22,8 @@
 
 #include "box/box_internal.h"
 #include "box/spawner.h"
+#include "egress/egress.h"
+#include "state/egress_state.h"
 #include "jail/limits.h"
 #include "jail/syscalls.h"
 #include "util/cleanup.h"
@@ -247,6 +249,16 @@ static int adopt(struct box_mgr *m, const struct state_box *sb, struct husk_err 
     goto fail;
   if (cgroup_open(&b->j.cg, sb->cgroup, err) < 0)
     goto fail;
+  {
+    /* An egress box gets its listeners back on the link that survived
+     * with it; if that fails it keeps running with no network (closed). */
+    char net[16];
+    cleanup_free char *pol = NULL;
+    struct husk_err e2;
+    if (m->egress && state_box_egress_get(m->cfg.state, b->id, net, sizeof net, &pol, &e2) == 0 &&
+        !strcmp(net, "egress") && box_egress_attach(m, b, pol, false, &e2) < 0)
+      box_log(m, "box %s: egress not restored, the box has no network: %s", b->id, e2.msg);
+  }
   lb_list_add(m, b);
   lb_unref(m, b);
   return 0;
@@ -331,6 +343,8 @@ void box_reconcile(struct box_mgr *m) {
   sweeping = m;
   cgroup_sweep(m->cg_prefix, stale_box_cgroup);
   sweeping = NULL;
+  if (m->egress)
+    egress_sweep(m->egress); /* links and firewall state of boxes that are gone */
   char dir[PATH_MAX + 16];
   snprintf(dir, sizeof dir, "%s/boxes", m->data_dir);
   DIR *d = opendir(dir);
@@ -413,6 +427,9 @@ int box_mgr_open(struct box_mgr **out, const struct box_mgr_config *cfg, struct 
   /* Before any thread of ours exists. */
   if (spawner_start(&m->spawner, err) < 0)
     goto fail;
+  /* The egress proxy (a thread) after the spawner, before re-adoption. */
+  if (box_egress_open(m, err) < 0)
+    goto fail;
   box_reconcile(m);
   if ((errno = pthread_create(&m->monitor, NULL, box_monitor_main, m)) != 0) {
     husk_error(err, errno, "cannot start the box monitor");
@@ -436,6 +453,7 @@ static void lb_detach(struct live_box *b) {
   close_quiet(b->j.slot_lock);
   cgroup_close(&b->j.cg);
   bgproc_free_all(b);
+  box_env_retire_all(b);
   box_env_free(b->env);
   pthread_mutex_destroy(&b->lock);
   free(b);
@@ -471,6 +489,7 @@ void box_mgr_close(struct box_mgr *m, bool destroy_boxes) {
       lb_detach(b);
     }
   }
+  box_egress_close(m); /* links stay with boxes that keep running */
   spawner_stop(m->spawner);
   close_quiet(m->dir_lock);
   close_quiet(m->wake[0]);

@@ -72,7 +72,7 @@ int box_exec_background(struct box_mgr *m, const char *tenant, const char *id,
   int rc = -1;
   int conn = -1, in[2] = {-1, -1}, outf = -1, errf = -1;
   char tmp_out[64], tmp_err[64];
-  cleanup_free char **env = exec_build_env(b->env, req->env);
+  cleanup_free char **env = box_exec_env(b, req->env);
   cleanup_free char *cmd_json = argv_to_json(req->argv);
   if (!env || !cmd_json) {
     husk_fail(err, ENOMEM, "out of memory");

@@ -54,6 +54,14 @@ static void usage(FILE *f) {
           "                          job_id [45]\n"
           "  --mcp-allow-origin LIST Origins allowed at /mcp besides loopback and the\n"
           "                          server's own (comma-separated, e.g. https://claude.ai)\n"
+          /* issue 7: network mode egress (docs/egress.md) */
+          "  --egress-resolver IP[:PORT]  DNS server the egress proxy asks [first nameserver\n"
+          "                          of /etc/resolv.conf]\n"
+          "  --egress-allow-range CIDR  exempt this range from the always-on deny set (private,\n"
+          "                          loopback...): for test networks only; repeatable\n"
+          "  --egress-ca-file FILE   extra trust roots for TLS the proxy re-originates\n"
+          "  --egress-max-conns N    concurrent proxied connections per box [64]\n"
+          "  --egress-idle-timeout SECONDS  idle proxied connections are closed [60]\n"
           "\n"
           "The admin key is HUSK_ADMIN_KEY if set, else DIR/admin.key (generated on first start).\n");
 }
@@ -191,7 +199,9 @@ static int parse_seconds(const char *opt, const char *s, uint64_t *ms) {
 }
 
 enum { O_LISTEN = 256, O_DATA, O_MAXCONN, O_IDLE, O_GRACE, O_DTTL, O_MTTL, O_POOL, O_QUIET, O_HELP,
-       O_MCP_WAIT, O_MCP_ORIGIN };
+       O_MCP_WAIT, O_MCP_ORIGIN,
+       /* issue 7 */
+       O_EG_RESOLVER, O_EG_ALLOW, O_EG_CA, O_EG_MAXCONN, O_EG_IDLE };
 
 /* The MCP server reaches the core that serve opened at start. */
 static struct box_mgr *mcp_mgr(void *ctx, struct husk_err *err) {
@@ -213,8 +223,19 @@ int cmd_serve(int argc, char **argv) {
       {"help", no_argument, NULL, O_HELP},
       {"mcp-wait", required_argument, NULL, O_MCP_WAIT},
       {"mcp-allow-origin", required_argument, NULL, O_MCP_ORIGIN},
+      /* issue 7 */
+      {"egress-resolver", required_argument, NULL, O_EG_RESOLVER},
+      {"egress-allow-range", required_argument, NULL, O_EG_ALLOW},
+      {"egress-ca-file", required_argument, NULL, O_EG_CA},
+      {"egress-max-conns", required_argument, NULL, O_EG_MAXCONN},
+      {"egress-idle-timeout", required_argument, NULL, O_EG_IDLE},
       {0},
   };
+  /* issue 7 */
+  const char *eg_resolver = NULL, *eg_ca = NULL;
+  const char *eg_allow[16];
+  size_t eg_nallow = 0;
+  uint64_t eg_maxconn = 0, eg_idle_ms = 0;
   const char *listen = DEFAULT_LISTEN, *data = NULL;
   uint64_t maxconn = 256, idle_ms = 120000, grace_ms = 10000, dttl = 0, mttl = 0, pool = 0;
   bool quiet = false;
@@ -265,6 +286,26 @@ int cmd_serve(int argc, char **argv) {
       }
       break;
     case O_MCP_ORIGIN: mcp_origins = optarg; break;
+    /* issue 7 */
+    case O_EG_RESOLVER: eg_resolver = optarg; break;
+    case O_EG_CA: eg_ca = optarg; break;
+    case O_EG_ALLOW:
+      if (eg_nallow == sizeof eg_allow / sizeof eg_allow[0]) {
+        fprintf(stderr, "husk serve: at most 16 --egress-allow-range options\n");
+        return 2;
+      }
+      eg_allow[eg_nallow++] = optarg;
+      break;
+    case O_EG_MAXCONN:
+      if (parse_u64_range(optarg, 1, 10000, &eg_maxconn, &err) < 0) {
+        fprintf(stderr, "husk serve: --egress-max-conns: %s\n", err.msg);
+        return 2;
+      }
+      break;
+    case O_EG_IDLE:
+      if (parse_seconds("--egress-idle-timeout", optarg, &eg_idle_ms) < 0)
+        return 2;
+      break;
     case 'h':
     case O_HELP: usage(stdout); return 0;
     default: usage(stderr); return 2;
@@ -321,7 +362,12 @@ int cmd_serve(int argc, char **argv) {
   struct box_mgr *mgr = NULL;
   struct box_mgr_config mc = {.data_dir = data, .state = st, .default_ttl_ms = dttl,
                               .max_ttl_ms = mttl, .pool_size = (unsigned)pool,
-                              .log = log_line};
+                              .log = log_line,
+                              /* issue 7 */
+                              .egress_resolver = eg_resolver, .egress_allow = eg_allow,
+                              .egress_nallow = eg_nallow, .egress_ca_file = eg_ca,
+                              .egress_max_conns = (unsigned)eg_maxconn,
+                              .egress_idle_ms = (unsigned)eg_idle_ms};
   if (box_mgr_open(&mgr, &mc, &err) < 0) {
     state_close(st);
     return fail("%s", err.msg);

@@ -149,8 +149,12 @@ static int build_etc(char *what, size_t wl) {
       {NR "/etc/hostname", HUSK_BOX_HOSTNAME "\n"},
       {NR "/etc/nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"
                                 "networks: files\nprotocols: files\nservices: files\n"},
-      /* No network in the default mode: no resolver to point at. */
-      {NR "/etc/resolv.conf", "# no network in this box\n"},
+      /* Mode none: this address is unreachable (no route), lookups fail at
+       * once.  Mode egress: UDP 53 leaving the box is redirected to husk's
+       * DNS stub, which answers only names the policy allows
+       * (src/egress/link.h, EGRESS_DNS_VIRTUAL). */
+      {NR "/etc/resolv.conf", "# husk: DNS answers only names the box's egress policy allows\n"
+                              "nameserver 169.254.0.53\noptions timeout:2 attempts:1\n"},
   };
   for (size_t i = 0; i < sizeof gen / sizeof gen[0]; i++) {
     int rc = write_new(gen[i].name, gen[i].content);

@@ -138,7 +138,25 @@ static const char schema_jobs[] =
     "CREATE INDEX jobs_tenant ON jobs(tenant_id, created_ms);"
     "CREATE INDEX jobs_box ON jobs(box_id);";
 
-static const char *const migrations[] = {schema_v1, schema_jobs};
+/* issue 7 (network and secrets plane): the secrets vault (values sealed
+ * by src/egress/vault.c, never plaintext here) and the egress settings of
+ * each box (mode and policy with its placeholders, for re-adoption). */
+static const char schema_egress[] =
+    "CREATE TABLE secrets ("
+    "  tenant_id TEXT NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,"
+    "  name TEXT NOT NULL,"
+    "  sealed BLOB NOT NULL,"
+    "  created_ms INTEGER NOT NULL,"
+    "  updated_ms INTEGER NOT NULL,"
+    "  PRIMARY KEY (tenant_id, name)"
+    ") STRICT;"
+    "CREATE TABLE box_egress ("
+    "  box_id TEXT PRIMARY KEY NOT NULL REFERENCES boxes(id) ON DELETE CASCADE,"
+    "  network TEXT NOT NULL,"
+    "  policy_json TEXT NOT NULL"
+    ") STRICT;";
+
+static const char *const migrations[] = {schema_v1, schema_jobs, schema_egress};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 static int pragma_int(struct state *st, const char *sql, int64_t *out, struct husk_err *err) {

@@ -1,0 +1,575 @@
+/* Inject mode: the proxy terminates the box's TLS with a leaf from the
+ * box's own CA, checks the request, puts bound secrets in place of their
+ * placeholders in allowed headers, and re-originates TLS to the real
+ * server with full verification.
+ *
+ * The rules, in the order they are checked:
+ *  1. the Host header must name the destination the box connected to
+ *     (CONNECT host = SNI = Host, else 421 and no upstream connection);
+ *  2. every placeholder-shaped token in any header must be one of this
+ *     box's placeholders, in a header its binding allows, headed to a host
+ *     its binding allows -- otherwise 403, audited, nothing sent upstream
+ *     (so another box's placeholder, or ours to an unbound host, never
+ *     leaves);
+ *  3. the request target and body are never rewritten;
+ *  4. one request per connection (Connection: close both ways), no
+ *     upgrades, no 100-continue; the proxy never follows a redirect: the
+ *     box sees the 3xx, and any next hop is a new, re-checked connection;
+ *  5. best effort: the secret values used are replaced by their
+ *     placeholders in the response head and body (Accept-Encoding is
+ *     forced to identity so the body is scannable; chunked bodies are
+ *     de-chunked, and the response is delimited by the connection close).
+ * Secret values live in this connection's memory only while it runs and
+ * are wiped at its end. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <openssl/err.h>
+#include <openssl/x509v3.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "egress/http.h"
+#include "egress/proxy_internal.h"
+#include "egress/vault.h"
+#include "util/cleanup.h"
+
+#define PH_PREFIX "husk_ph_"
+#define PH_LEN (EGRESS_PLACEHOLDER_LEN - 1)
+
+struct secrets {
+  size_t n;
+  char *val[EGRESS_MAX_BINDINGS];
+  size_t len[EGRESS_MAX_BINDINGS];
+  const char *ph[EGRESS_MAX_BINDINGS];
+  size_t maxlen;
+};
+
+static void secrets_wipe(struct secrets *s) {
+  for (size_t i = 0; i < s->n; i++)
+    egress_vault_wipe(s->val[i], s->len[i]);
+  s->n = 0;
+}
+
+/* ---- response scrubbing ---------------------------------------------------- */
+
+struct scrub {
+  struct secrets *s;
+  char *tail;
+  size_t tlen;
+};
+
+/* Write data to the box with every secret value replaced by its
+ * placeholder; up to maxlen-1 bytes are held back between calls in case a
+ * value straddles two reads. */
+static int scrub_feed(struct conn *c, struct scrub *sc, const char *data, size_t len, bool final) {
+  if (sc->s->n == 0)
+    return len ? io_write_all(c, &c->box, data, len) : 0;
+  size_t total = sc->tlen + len;
+  char *buf = malloc(total ? total : 1);
+  if (!buf)
+    return -1;
+  if (sc->tlen)
+    memcpy(buf, sc->tail, sc->tlen);
+  if (len)
+    memcpy(buf + sc->tlen, data, len);
+  size_t hold = final ? 0 : sc->s->maxlen - 1;
+  size_t limit = total > hold ? total - hold : 0;
+  size_t i = 0, emitted = 0;
+  int rc = 0;
+  while (i < limit && rc == 0) {
+    size_t k = 0;
+    for (; k < sc->s->n; k++)
+      if (sc->s->len[k] && i + sc->s->len[k] <= total && !memcmp(buf + i, sc->s->val[k], sc->s->len[k]))
+        break;
+    if (k == sc->s->n) {
+      i++;
+      continue;
+    }
+    if (i > emitted)
+      rc = io_write_all(c, &c->box, buf + emitted, i - emitted);
+    if (rc == 0)
+      rc = io_write_all(c, &c->box, sc->s->ph[k], PH_LEN);
+    i += sc->s->len[k];
+    emitted = i;
+  }
+  if (rc == 0 && limit > emitted)
+    rc = io_write_all(c, &c->box, buf + emitted, limit - emitted), emitted = limit;
+  size_t keep = total - (emitted > limit ? emitted : limit);
+  size_t from = total - keep;
+  if (sc->tail)
+    explicit_bzero(sc->tail, sc->tlen);
+  free(sc->tail);
+  sc->tail = NULL;
+  sc->tlen = 0;
+  if (keep && rc == 0) {
+    sc->tail = malloc(keep);
+    if (!sc->tail)
+      rc = -1;
+    else {
+      memcpy(sc->tail, buf + from, keep);
+      sc->tlen = keep;
+    }
+  }
+  explicit_bzero(buf, total);
+  free(buf);
+  return rc;
+}
+
+/* ---- de-chunking ---------------------------------------------------------------- */
+
+enum ck_state { CK_SIZE, CK_DATA, CK_DATA_CRLF, CK_TRAILER, CK_DONE };
+
+struct chunker {
+  enum ck_state st;
+  uint64_t rem;
+  char line[1024];
+  size_t ll;
+};
+
+/* Feed bytes; body data goes to the scrubber.  -1 on malformed framing. */
+static int chunk_feed(struct conn *c, struct chunker *k, struct scrub *sc, const char *p, size_t n) {
+  size_t i = 0;
+  while (i < n && k->st != CK_DONE) {
+    if (k->st == CK_DATA) {
+      size_t take = n - i < k->rem ? n - i : (size_t)k->rem;
+      if (scrub_feed(c, sc, p + i, take, false) < 0)
+        return -1;
+      i += take;
+      k->rem -= take;
+      if (!k->rem)
+        k->st = CK_DATA_CRLF, k->ll = 0;
+      continue;
+    }
+    char ch = p[i++];
+    if (k->ll >= sizeof k->line - 1)
+      return -1;
+    k->line[k->ll++] = ch;
+    if (!(k->ll >= 2 && k->line[k->ll - 2] == '\r' && ch == '\n'))
+      continue;
+    k->line[k->ll - 2] = '\0';
+    size_t linelen = k->ll - 2;
+    k->ll = 0;
+    if (k->st == CK_DATA_CRLF) {
+      if (linelen)
+        return -1;
+      k->st = CK_SIZE;
+    } else if (k->st == CK_SIZE) {
+      char *end;
+      errno = 0;
+      unsigned long long v = strtoull(k->line, &end, 16);
+      if (errno || end == k->line || (*end && *end != ';' && *end != ' ' && *end != '\t'))
+        return -1;
+      if (v == 0)
+        k->st = CK_TRAILER;
+      else
+        k->st = CK_DATA, k->rem = v;
+    } else if (k->st == CK_TRAILER) {
+      if (!linelen)
+        k->st = CK_DONE;
+    }
+  }
+  return 0;
+}
+
+/* ---- the exchange ---------------------------------------------------------------- */
+
+static const struct egress_binding *find_binding(const struct ebox *b, const char *tok) {
+  for (size_t i = 0; i < b->pol.nbindings; i++)
+    if (!memcmp(b->pol.bindings[i].placeholder, tok, PH_LEN))
+      return &b->pol.bindings[i];
+  return NULL;
+}
+
+static bool binding_allows(const struct egress_binding *bd, const char *header, const char *host) {
+  bool hdr = false, dst = false;
+  for (size_t i = 0; i < bd->nheaders; i++)
+    hdr |= !strcasecmp(bd->headers[i], header);
+  for (size_t i = 0; i < bd->nhosts; i++)
+    dst |= egress_pattern_match(&bd->hosts[i], host);
+  return hdr && dst;
+}
+
+static int use_secret(struct conn *c, struct secrets *s, const struct egress_binding *bd,
+                      size_t *idx, const char **why) {
+  for (size_t i = 0; i < s->n; i++)
+    if (s->ph[i] == bd->placeholder) {
+      *idx = i;
+      return 0;
+    }
+  struct husk_err err;
+  if (!c->e->cfg.vault) {
+    *why = "no-vault";
+    return 502;
+  }
+  char *v;
+  size_t l;
+  if (egress_vault_get(c->e->cfg.vault, c->b->tenant, bd->name, &v, &l, &err) < 0) {
+    *why = err.code == ENOENT ? "secret-not-in-vault" : "vault-error";
+    return err.code == ENOENT ? 403 : 502;
+  }
+  s->val[s->n] = v;
+  s->len[s->n] = l;
+  s->ph[s->n] = bd->placeholder;
+  if (l > s->maxlen)
+    s->maxlen = l;
+  *idx = s->n++;
+  return 0;
+}
+
+/* A growable buffer that wipes what it leaves behind: the upstream head
+ * holds secret values, and a realloc would free a copy unwiped. */
+struct sbuf {
+  char *p;
+  size_t len, cap;
+  bool failed;
+};
+
+static void sbuf_add(struct sbuf *b, const char *s, size_t n) {
+  if (b->failed)
+    return;
+  if (b->len + n + 1 > b->cap) {
+    size_t cap = b->cap ? b->cap : 1024;
+    while (cap < b->len + n + 1)
+      cap *= 2;
+    char *p = malloc(cap);
+    if (!p) {
+      b->failed = true;
+      return;
+    }
+    if (b->p) {
+      memcpy(p, b->p, b->len);
+      explicit_bzero(b->p, b->cap);
+      free(b->p);
+    }
+    b->p = p;
+    b->cap = cap;
+  }
+  memcpy(b->p + b->len, s, n);
+  b->len += n;
+  b->p[b->len] = '\0';
+}
+
+static void sbuf_str(struct sbuf *b, const char *s) { sbuf_add(b, s, strlen(s)); }
+
+static void sbuf_wipe(struct sbuf *b) {
+  if (b->p) {
+    explicit_bzero(b->p, b->cap);
+    free(b->p);
+  }
+  memset(b, 0, sizeof *b);
+}
+
+/* Build the upstream head.  Returns 0, or a status with *why. */
+static int build_request(struct conn *c, struct http_head *hd, const char *host, struct secrets *s,
+                         char **out, size_t *out_len, const char **why) {
+  static const char *const drop[] = {"connection", "proxy-connection", "keep-alive", "proxy-authorization",
+                                     "te", "upgrade", "expect", "accept-encoding"};
+  for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
+    egress_http_remove(hd, drop[i]);
+  struct sbuf f = {0};
+  int st = 0;
+  sbuf_str(&f, hd->start[0]);
+  sbuf_str(&f, " ");
+  sbuf_str(&f, hd->start[1]);
+  sbuf_str(&f, " ");
+  sbuf_str(&f, hd->start[2]);
+  sbuf_str(&f, "\r\n");
+  for (size_t i = 0; i < hd->nh && !st; i++) {
+    const char *v = hd->h[i].value;
+    sbuf_str(&f, hd->h[i].name);
+    sbuf_str(&f, ": ");
+    for (const char *p = v; *p;) {
+      const char *t = strstr(p, PH_PREFIX);
+      if (!t) {
+        sbuf_str(&f, p);
+        break;
+      }
+      sbuf_add(&f, p, (size_t)(t - p));
+      const struct egress_binding *bd = strlen(t) >= PH_LEN ? find_binding(c->b, t) : NULL;
+      if (!bd) {
+        st = 403;
+        *why = "unknown-placeholder";
+        break;
+      }
+      if (!binding_allows(bd, hd->h[i].name, host)) {
+        st = 403;
+        *why = "placeholder-not-bound-to-destination";
+        break;
+      }
+      size_t k;
+      if ((st = use_secret(c, s, bd, &k, why)))
+        break;
+      sbuf_add(&f, s->val[k], s->len[k]);
+      p = t + PH_LEN;
+    }
+    sbuf_str(&f, "\r\n");
+  }
+  sbuf_str(&f, "Accept-Encoding: identity\r\nConnection: close\r\n\r\n");
+  if (f.failed && !st) {
+    st = 503;
+    *why = "out-of-memory";
+  }
+  if (st) {
+    sbuf_wipe(&f);
+    return st;
+  }
+  *out = f.p;
+  *out_len = f.len;
+  return 0;
+}
+
+static int tls_upstream(struct conn *c, const struct egress_host *h, const char **why) {
+  SSL *ssl = SSL_new(c->e->client_ctx);
+  if (!ssl) {
+    *why = "tls-setup";
+    return 502;
+  }
+  c->up.ssl = ssl;
+  struct timeval tv = {.tv_sec = c->e->cfg.idle_ms / 1000, .tv_usec = (c->e->cfg.idle_ms % 1000) * 1000};
+  setsockopt(c->up.fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(c->up.fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  /* Blocking from here on (the timeouts above bound each call). */
+  int fl = fcntl(c->up.fd, F_GETFL);
+  if (fl >= 0)
+    fcntl(c->up.fd, F_SETFL, fl & ~O_NONBLOCK);
+  SSL_set_fd(ssl, c->up.fd);
+  if (h->kind == EGRESS_HOST_NAME) {
+    SSL_set_tlsext_host_name(ssl, h->name);
+    SSL_set1_host(ssl, h->name);
+  } else {
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), h->name);
+  }
+  if (SSL_connect(ssl) != 1 || SSL_get_verify_result(ssl) != X509_V_OK) {
+    ERR_clear_error();
+    *why = "upstream-certificate-not-trusted";
+    return 502;
+  }
+  return 0;
+}
+
+/* Relay the request body (raw) and process the response. */
+static void exchange(struct conn *c, struct secrets *s, bool head_request, const char *extra,
+                     size_t extra_len) {
+  struct scrub sc = {.s = s};
+  if (extra_len) {
+    if (io_write_all(c, &c->up, extra, extra_len) < 0)
+      return;
+    c->bytes_up += extra_len;
+  }
+  size_t cap = EGRESS_HTTP_HEAD_MAX + 1, got = 0;
+  cleanup_free char *hbuf = malloc(cap);
+  if (!hbuf)
+    return;
+  bool in_head = true, box_open = true;
+  struct chunker ck = {0};
+  bool chunked = false, sized = false, done = false;
+  uint64_t left = 0;
+  char buf[65536];
+  while (!done) {
+    int ra, rb;
+    if (!io_wait(c, &c->box, &c->up, &ra, &rb))
+      break;
+    if (ra && box_open) {
+      ssize_t r = io_read(c, &c->box, buf, sizeof buf);
+      if (r <= 0)
+        box_open = false;
+      else if (io_write_all(c, &c->up, buf, (size_t)r) < 0)
+        break;
+      else
+        c->bytes_up += (uint64_t)r;
+    } else if (ra && !box_open && !rb) {
+      /* Box side closed: only the upstream matters now. */
+      struct pollfd p = {.fd = c->up.fd, .events = POLLIN};
+      int t = c->e->cfg.idle_ms;
+      if (!(c->up.ssl && SSL_pending(c->up.ssl)) && poll(&p, 1, t) <= 0)
+        break;
+      rb = 1;
+    }
+    if (!rb)
+      continue;
+    ssize_t r = io_read(c, &c->up, in_head ? hbuf + got : buf, in_head ? cap - got : sizeof buf);
+    if (r <= 0) {
+      if (!in_head && !chunked && !sized)
+        done = true; /* close-delimited body: complete */
+      break;
+    }
+    c->bytes_down += (uint64_t)r;
+    const char *body = buf;
+    size_t blen = (size_t)r;
+    if (in_head) {
+      got += (size_t)r;
+    next_head:;
+      size_t end = egress_http_head_end(hbuf, got);
+      if (!end) {
+        if (got == cap)
+          break;
+        continue;
+      }
+      struct http_head rh;
+      struct husk_err err;
+      if (egress_http_parse(hbuf, end, false, &rh, &err) != 0)
+        break;
+      int status = atoi(rh.start[1]);
+      if (status == 101) {
+        egress_http_free(&rh);
+        break;
+      }
+      /* Our own head for the box: framing replaced by the close. */
+      char *oh = NULL;
+      size_t ol = 0;
+      FILE *f = open_memstream(&oh, &ol);
+      if (!f) {
+        egress_http_free(&rh);
+        break;
+      }
+      fprintf(f, "HTTP/1.1 %s %s\r\n", rh.start[1], rh.start[2]);
+      for (size_t i = 0; i < rh.nh; i++) {
+        const char *n = rh.h[i].name;
+        if (!strcasecmp(n, "content-length") || !strcasecmp(n, "transfer-encoding") ||
+            !strcasecmp(n, "connection") || !strcasecmp(n, "keep-alive"))
+          continue;
+        fprintf(f, "%s: %s\r\n", n, rh.h[i].value);
+      }
+      fputs(status < 200 ? "\r\n" : "Connection: close\r\n\r\n", f);
+      bool ok = fclose(f) == 0;
+      struct scrub hs = {.s = s};
+      ok = ok && scrub_feed(c, &hs, oh, ol, true) == 0;
+      free(oh);
+      chunked = rh.chunked;
+      sized = rh.has_length;
+      left = rh.length;
+      egress_http_free(&rh);
+      if (!ok)
+        break;
+      size_t rest = got - end;
+      if (status < 200) {
+        /* Interim response: the real head follows (maybe already here). */
+        memmove(hbuf, hbuf + end, rest);
+        got = rest;
+        goto next_head;
+      }
+      in_head = false;
+      if (head_request || status == 204 || status == 304) {
+        done = true;
+        break;
+      }
+      memcpy(buf, hbuf + end, rest);
+      body = buf;
+      blen = rest;
+    }
+    if (chunked) {
+      if (chunk_feed(c, &ck, &sc, body, blen) < 0)
+        break;
+      done = ck.st == CK_DONE;
+    } else if (sized) {
+      size_t take = blen < left ? blen : (size_t)left;
+      if (scrub_feed(c, &sc, body, take, false) < 0)
+        break;
+      left -= take;
+      done = left == 0;
+    } else if (scrub_feed(c, &sc, body, blen, false) < 0) {
+      break;
+    }
+  }
+  if (done)
+    scrub_feed(c, &sc, NULL, 0, true);
+  if (sc.tail)
+    explicit_bzero(sc.tail, sc.tlen);
+  free(sc.tail);
+}
+
+void egress_inject(struct conn *c, const struct egress_host *h) {
+  struct husk_err err;
+  const char *why = NULL;
+  if (!c->b->has_ca) {
+    egress_audit(c, "egress.inject", "error", 502, "no-ca");
+    return;
+  }
+  SSL_CTX *sctx = egress_tls_server_ctx(&c->b->ca, h->name, h->kind != EGRESS_HOST_NAME, &err);
+  if (!sctx) {
+    egress_audit(c, "egress.inject", "error", 502, "leaf-certificate");
+    return;
+  }
+  c->box.ssl = SSL_new(sctx);
+  SSL_CTX_free(sctx); /* the SSL keeps its reference */
+  if (!c->box.ssl || !SSL_set_fd(c->box.ssl, c->box.fd) || SSL_accept(c->box.ssl) != 1) {
+    ERR_clear_error();
+    egress_audit(c, "egress.inject", "denied", 400, "box-tls-handshake-failed");
+    return;
+  }
+  size_t cap = EGRESS_HTTP_HEAD_MAX + 1, got = 0, end = 0;
+  cleanup_free char *buf = malloc(cap);
+  if (!buf)
+    return;
+  while (!(end = egress_http_head_end(buf, got))) {
+    if (got == cap) {
+      egress_reply(c, 431, "request head too large");
+      egress_audit(c, "egress.inject", "denied", 431, "head-too-large");
+      return;
+    }
+    ssize_t r = io_read(c, &c->box, buf + got, cap - got);
+    if (r <= 0) {
+      if (got)
+        egress_audit(c, "egress.inject", "denied", 400, "incomplete-head");
+      return;
+    }
+    got += (size_t)r;
+  }
+  struct http_head hd;
+  int st = egress_http_parse(buf, end, true, &hd, &err);
+  if (st) {
+    egress_reply(c, st, err.msg);
+    egress_audit(c, "egress.inject", "denied", st, err.msg);
+    return;
+  }
+  const char *host_hdr = egress_http_get(&hd, "host");
+  struct egress_host hh;
+  unsigned hp;
+  if (!host_hdr || egress_authority_parse(host_hdr, strlen(host_hdr), 443, &hh, &hp, &err) < 0 ||
+      strcmp(hh.name, h->name) || hp != c->port) {
+    egress_reply(c, 421, "the Host header must name the host this connection was opened to");
+    egress_audit(c, "egress.inject", "denied", 421, "host-sni-mismatch");
+    egress_http_free(&hd);
+    return;
+  }
+  if (hd.start[1][0] != '/') {
+    egress_reply(c, 400, "origin-form request target required");
+    egress_audit(c, "egress.inject", "denied", 400, "bad-target");
+    egress_http_free(&hd);
+    return;
+  }
+  bool head_request = !strcmp(hd.start[0], "HEAD");
+  struct secrets s = {0};
+  char *req = NULL;
+  size_t req_len = 0;
+  st = build_request(c, &hd, h->name, &s, &req, &req_len, &why);
+  egress_http_free(&hd);
+  if (!st)
+    st = egress_dial(c, h, &why);
+  if (!st)
+    st = tls_upstream(c, h, &why);
+  if (st) {
+    egress_reply(c, st, st == 403 ? "request refused by the box's egress policy"
+                                  : "cannot reach the destination safely");
+    egress_audit(c, "egress.inject", st == 403 ? "denied" : "error", st, why);
+  } else if (io_write_all(c, &c->up, req, req_len) == 0) {
+    c->bytes_up += req_len;
+    char used[64];
+    snprintf(used, sizeof used, "secrets=%zu", s.n);
+    exchange(c, &s, head_request, buf + end, got - end);
+    egress_audit(c, "egress.inject", "ok", 200, used);
+  } else {
+    egress_audit(c, "egress.inject", "error", 502, "upstream-write");
+  }
+  if (req) {
+    explicit_bzero(req, req_len);
+    free(req);
+  }
+  secrets_wipe(&s);
+  if (c->box.ssl)
+    SSL_shutdown(c->box.ssl);
+}

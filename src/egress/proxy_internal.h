@@ -1,0 +1,133 @@
+/* Private to src/egress/proxy*.c and inject.c. */
+#ifndef HUSK_EGRESS_PROXY_INTERNAL_H
+#define HUSK_EGRESS_PROXY_INTERNAL_H
+
+#include <openssl/ssl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "egress/egress.h"
+#include "egress/link.h"
+#include "egress/policy.h"
+#include "egress/tls.h"
+#include "state/state.h"
+
+#define EGRESS_DEFAULT_MAX_CONNS 64
+#define EGRESS_DEFAULT_IDLE_MS 60000
+#define EGRESS_DEFAULT_TOTAL_MS 3600000
+#define EGRESS_DNS_TIMEOUT_MS 3000
+#define EGRESS_CONNECT_TIMEOUT_MS 10000
+#define EGRESS_THREAD_STACK (256 * 1024)
+/* Audit records per box per second; past it decisions are counted and one
+ * "suppressed" record says how many (a box spamming connections or DNS
+ * questions must not flood the database every other box writes to). */
+#define EGRESS_AUDIT_PER_SEC 200
+
+enum listener { L_PROXY, L_HTTP, L_HTTPS, L_COUNT };
+
+struct conn;
+
+struct aud_item {
+  struct aud_item *next;
+  struct state_audit rec;
+};
+#define EGRESS_AUDIT_QUEUE_MAX 4096
+
+struct ebox {
+  struct ebox *next;
+  int refs;      /* under e->lock */
+  atomic_bool dead; /* stopped: no new connections */
+  char id[STATE_BOX_ID_SIZE];
+  char tenant[STATE_TENANT_ID_SIZE];
+  unsigned slot;
+  uint32_t host_ip, box_ip; /* network order */
+  struct egress_policy pol;
+  int lfd[L_COUNT];
+  int dns_fd;
+  bool has_ca;
+  struct egress_ca ca;
+  atomic_uint nconns;
+  int in_poll;        /* under e->lock: the acceptor is polling our fds */
+  int64_t aud_window; /* under e->lock: the audit rate limit */
+  unsigned aud_n, aud_dropped;
+  struct conn *conns; /* under e->lock: to cut them on stop */
+};
+
+struct egress {
+  struct egress_config cfg;
+  pthread_mutex_t lock;
+  pthread_cond_t poll_done; /* an in_poll count went to 0 */
+  struct ebox *boxes;
+  bool net_ready;
+  struct egress_net net;
+  SSL_CTX *client_ctx;
+  pthread_t acceptor;
+  bool acceptor_running;
+  int wake[2];
+  atomic_bool stop;
+  atomic_int live; /* connection threads running */
+  char hash[16];   /* copy of cfg.hash */
+  /* Audit records written by a thread of their own (the DNS stub runs on
+   * the acceptor, which must never wait for the database). */
+  pthread_mutex_t aq_lock;
+  pthread_cond_t aq_cond;
+  struct aud_item *aq_head, *aq_tail;
+  unsigned aq_len, aq_dropped;
+  bool aq_stop;
+  pthread_t aq_thread;
+  bool aq_running;
+  pthread_attr_t attr;
+};
+
+/* One proxied connection. */
+struct io {
+  int fd;
+  SSL *ssl;
+};
+
+struct conn {
+  struct conn *next;
+  struct egress *e;
+  struct ebox *b;
+  enum listener kind;
+  struct io box;
+  struct io up;
+  int64_t deadline;
+  /* for the audit record */
+  char host[EGRESS_HOST_MAX];
+  unsigned port;
+  char addr[48];
+  const char *mode;
+  uint64_t bytes_up, bytes_down;
+  /* The checked addresses of the destination (egress_resolve). */
+  struct sockaddr_storage addrs[16];
+  size_t naddrs;
+};
+
+int64_t egress_now_ms(void);
+void egress_audit(struct conn *c, const char *action, const char *outcome, int status,
+                  const char *why);
+void egress_log(struct egress *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+ssize_t io_read(struct conn *c, struct io *io, void *buf, size_t n);
+int io_write_all(struct conn *c, struct io *io, const void *buf, size_t n);
+int io_wait(struct conn *c, struct io *a, struct io *b, int *ready_a, int *ready_b);
+
+/* Resolve host once and check every address (c->addrs).  Returns the
+ * status to refuse with (403, 502) and sets `why`, or 0. */
+int egress_resolve(struct conn *c, const struct egress_host *h, const char **why);
+/* Connect to one of the checked addresses (never a new lookup). */
+int egress_connect(struct conn *c, const char **why);
+/* Both. */
+int egress_dial(struct conn *c, const struct egress_host *h, const char **why);
+
+/* inject.c: the MITM side of an inject rule (box connection is TLS already
+ * accepted by the caller? no: the caller hands over the raw socket). */
+void egress_inject(struct conn *c, const struct egress_host *h);
+
+/* Reply with a small HTTP error on the box connection. */
+void egress_reply(struct conn *c, int status, const char *reason);
+
+#endif
