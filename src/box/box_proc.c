@@ -253,6 +253,18 @@ int box_proc_signal(struct box_mgr *m, const char *tenant, const char *id, int64
 
 int box_proc_stdin(struct box_mgr *m, const char *tenant, const char *id, int64_t pid,
                    const void *buf, size_t len, bool eof, struct husk_err *err) {
+  /* Closing the stdin of a process that has ended is already done.  A
+   * request that sends a line and then EOF races the program's own exit
+   * (`read l; ...` ends once it has its line), so this must not fail. */
+  if (eof && len == 0) {
+    struct box_proc p = {0};
+    if (box_proc_get(m, tenant, id, pid, &p, err) < 0)
+      return -1;
+    bool ended = strcmp(p.state, STATE_PROC_RUNNING) != 0;
+    box_proc_free(&p);
+    if (ended)
+      return 0;
+  }
   struct live_box *b = running_proc(m, tenant, id, pid, err);
   if (!b)
     return -1;

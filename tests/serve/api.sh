@@ -215,6 +215,12 @@ api POST "$S/processes/$PID/stdin?eof=1" --data-binary $'xyz\n'
 expect_code "stdin to a process" 200
 got_xyz() { api GET "$S/processes/$PID/output"; [ "$BODY" = got:xyz ]; }
 check "the process read it" wait_for 20 got_xyz
+exited0() { api GET "$S/processes/$PID"; [ "$(jf '[j["state"], j["exit_code"]]')" = '["exited", 0]' ]; }
+check "it ended by itself" wait_for 20 exited0
+api POST "$S/processes/$PID/stdin?eof=1"
+expect_code "closing the stdin of an ended process: 200 (nothing left to close)" 200
+api POST "$S/processes/$PID/stdin" --data-binary 'more'
+expect_code "writing to the stdin of an ended process: 409" 409
 
 api POST "$S/exec" -d '{"cmd":["sleep","1004"],"background":true}'
 PID=$(jf 'j["pid"]')
