@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "husk/husk.h"
 #include "jail/ctl.h"
 #include "util/cleanup.h"
 
@@ -24,6 +25,20 @@
 /* Messages carry a ctl_hdr so that ctl_send/ctl_recv frame and check them. */
 #define SPAWN_REQ 100
 #define SPAWN_RESP 101
+#define SPAWN_HELLO 102
+
+/* The spawner's first message: which protocol it speaks.  The daemon runs
+ * the `husk` binary installed next to it as its spawner (see launch());
+ * one from another build must not be trusted to read these structs. */
+#define SPAWN_PROTO 1
+struct spawn_hello {
+  struct ctl_hdr h;
+  uint32_t proto;
+  uint32_t req_size, resp_size;
+  char version[32];
+};
+/* How long a freshly started spawner may take to say hello. */
+#define SPAWN_HELLO_MS 5000
 
 struct spawn_req {
   struct ctl_hdr h;
@@ -48,7 +63,17 @@ struct spawner {
   pid_t pid;
 };
 
-static int launch(struct spawner *s, struct husk_err *err) {
+static struct spawn_hello hello_of_this_build(void) {
+  struct spawn_hello h = {.h = {.type = SPAWN_HELLO, .len = sizeof h}, .proto = SPAWN_PROTO,
+                          .req_size = sizeof(struct spawn_req),
+                          .resp_size = sizeof(struct spawn_resp)};
+  snprintf(h.version, sizeof h.version, "%s", HUSK_VERSION);
+  return h;
+}
+
+/* Start `binary` as the spawner and wait for its hello.  0: it runs and
+ * speaks our protocol; -1: it is gone (killed and reaped if it started). */
+static int launch_binary(struct spawner *s, const char *binary, struct husk_err *err) {
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
     return husk_error(err, errno, "socketpair for the box spawner");
@@ -59,16 +84,60 @@ static int launch(struct spawner *s, struct husk_err *err) {
   char *argv[] = {HUSK_SPAWNER_ARGV0, NULL};
   char *envp[] = {NULL}; /* nothing of the daemon's environment */
   pid_t pid;
-  int rc = posix_spawn(&pid, "/proc/self/exe", &fa, NULL, argv, envp);
+  int rc = posix_spawn(&pid, binary, &fa, NULL, argv, envp);
   posix_spawn_file_actions_destroy(&fa);
   close(sv[1]);
   if (rc != 0) {
     close(sv[0]);
-    return husk_error(err, rc, "cannot start the box spawner");
+    return husk_error(err, rc, "cannot start the box spawner `%s`", binary);
+  }
+  struct spawn_hello got, want = hello_of_this_build();
+  struct pollfd pf = {.fd = sv[0], .events = POLLIN};
+  ssize_t n = -ETIMEDOUT;
+  int pr;
+  while ((pr = poll(&pf, 1, SPAWN_HELLO_MS)) < 0 && errno == EINTR)
+    ;
+  if (pr > 0) {
+    size_t nfds = 0;
+    do
+      n = ctl_recv(sv[0], &got, sizeof got, NULL, &nfds);
+    while (n == -EINTR);
+  }
+  if (n != (ssize_t)sizeof got || got.h.type != SPAWN_HELLO || got.proto != want.proto ||
+      got.req_size != want.req_size || got.resp_size != want.resp_size ||
+      memcmp(got.version, want.version, sizeof want.version) != 0) {
+    close(sv[0]);
+    kill(pid, SIGKILL);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+      ;
+    return husk_fail(err, EPROTO, "`%s` is not a box spawner of this build", binary);
   }
   s->sock = sv[0];
   s->pid = pid;
   return 0;
+}
+
+/* Which binary becomes the spawner, and so the image every box's init is
+ * a copy of: the small `husk` next to this daemon when it is of the same
+ * build (an init cloned from it costs less memory per box and forks each
+ * command faster than a copy of the daemon with its server libraries),
+ * else this very binary. */
+static int launch(struct spawner *s, struct husk_err *err) {
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    self[n] = '\0';
+    char *slash = strrchr(self, '/');
+    char small[PATH_MAX + 8];
+    if (slash && snprintf(small, sizeof small, "%.*s/husk", (int)(slash - self), self) <
+                     (int)sizeof small &&
+        strcmp(small, self) != 0 && access(small, X_OK) == 0) {
+      struct husk_err ignored;
+      if (launch_binary(s, small, &ignored) == 0)
+        return 0;
+    }
+  }
+  return launch_binary(s, "/proc/self/exe", err);
 }
 
 int spawner_start(struct spawner **out, struct husk_err *err) {
@@ -172,6 +241,9 @@ int spawner_create(struct spawner *s, const struct jail_config *cfg, struct jail
 /* ---- the spawner process --------------------------------------------------- */
 
 int spawner_main(int sock) {
+  struct spawn_hello hello = hello_of_this_build();
+  if (ctl_send(sock, &hello, sizeof hello, NULL, 0) < 0)
+    return 1;
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);

@@ -5,7 +5,7 @@
  * from the multi-threaded daemon, it could inherit a malloc or setxid lock
  * held by some other thread at that instant and hang forever (fork in init,
  * setresuid in the child), and it would carry a copy of the daemon's
- * memory (keys, other tenants' data) into the box.  The spawner is this
+ * memory (keys, other tenants' data) into the box.  The spawner is a husk
  * binary executed afresh with an empty environment, before and apart from
  * everything the daemon holds, so every init starts from a small, clean,
  * single-threaded image.  Boxes are the spawner's children; it reaps them.
@@ -20,7 +20,10 @@
 
 struct spawner;
 
-/* Start the spawner (re-executes /proc/self/exe as HUSK_SPAWNER_ARGV0). */
+/* Start the spawner: the `husk` binary next to this one if it is of the
+ * same build (it says so in its first message), else /proc/self/exe,
+ * executed as HUSK_SPAWNER_ARGV0.  Every binary that may be a spawner
+ * (husk, husk-serve, husk-mcp) calls spawner_main() under that name. */
 int spawner_start(struct spawner **out, struct husk_err *err);
 void spawner_stop(struct spawner *s);
 

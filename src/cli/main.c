@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "box/spawner.h"
 #include "husk/husk.h"
 #include "jail/limits.h"
 #include "util/cleanup.h"
@@ -239,6 +240,10 @@ static int exec_sibling(const char *name, char **argv) {
 }
 
 int main(int argc, char **argv) {
+  /* `husk serve` and `husk mcp` run this small binary as their box
+   * spawner (src/box/spawner.h): every box's init is a copy of it. */
+  if (argc >= 1 && !strcmp(argv[0], HUSK_SPAWNER_ARGV0))
+    return spawner_main(3);
   /* A closed 0, 1 or 2 would be reused by the next open() and relayed as
    * if it were stdio: hold them with /dev/null and remember. */
   for (int fd = 0; fd < 3; fd++) {
