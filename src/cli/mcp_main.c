@@ -35,6 +35,7 @@
 #include "jail/limits.h"
 #include "mcp/mcp.h"
 #include "state/state.h"
+#include "util/fileio.h"
 #include "util/parse.h"
 
 #define LOCAL_TENANT "mcp-local"
@@ -73,28 +74,6 @@ struct local {
   struct box_mgr *mgr;
   char tenant[STATE_TENANT_ID_SIZE];
 };
-
-static int mkdir_private(const char *dir, struct husk_err *err) {
-  char p[PATH_MAX];
-  if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
-    return husk_fail(err, ENAMETOOLONG, "data directory path too long");
-  for (char *s = p + 1; *s; s++) {
-    if (*s != '/')
-      continue;
-    *s = '\0';
-    if (mkdir(p, 0700) < 0 && errno != EEXIST)
-      return husk_error(err, errno, "cannot create `%s`", p);
-    *s = '/';
-  }
-  if (mkdir(p, 0700) < 0 && errno != EEXIST)
-    return husk_error(err, errno, "cannot create `%s`", p);
-  struct stat st;
-  if (lstat(p, &st) < 0)
-    return husk_error(err, errno, "`%s`", p);
-  if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 022))
-    return husk_fail(err, EPERM, "`%s` must be a private directory of ours (0700)", p);
-  return 0;
-}
 
 static int find_tenant(void *ctx, const struct state_tenant *t) {
   if (strcmp(t->name, LOCAL_TENANT) != 0)

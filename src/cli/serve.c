@@ -85,34 +85,6 @@ static void log_line(void *ctx, const char *line) {
   fprintf(stderr, "husk: %s\n", buf);
 }
 
-/* mkdir -p with mode 0700 for what it creates; the directory must end up
- * ours and not writable by others (it holds the database and the key). */
-static int prepare_dir(const char *dir, struct husk_err *err) {
-  char p[PATH_MAX];
-  if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
-    return husk_fail(err, ENAMETOOLONG, "data directory path too long");
-  for (char *s = p + 1; *s; s++) {
-    if (*s != '/')
-      continue;
-    *s = '\0';
-    if (mkdir(p, 0700) < 0 && errno != EEXIST)
-      return husk_error(err, errno, "cannot create `%s`", p);
-    *s = '/';
-  }
-  if (mkdir(p, 0700) < 0 && errno != EEXIST)
-    return husk_error(err, errno, "cannot create `%s`", p);
-  struct stat st;
-  if (lstat(p, &st) < 0)
-    return husk_error(err, errno, "`%s`", p);
-  if (!S_ISDIR(st.st_mode))
-    return husk_fail(err, ENOTDIR, "`%s` is not a directory", p);
-  if (st.st_uid != geteuid())
-    return husk_fail(err, EPERM, "`%s` belongs to another user", p);
-  if (st.st_mode & 022)
-    return husk_fail(err, EPERM, "`%s` is writable by others: use a private directory (0700)", p);
-  return 0;
-}
-
 static bool key_text_ok(const char *k, size_t n) {
   if (n < ADMIN_KEY_MIN || n > ADMIN_KEY_MAX)
     return false;
@@ -327,7 +299,7 @@ int cmd_serve(int argc, char **argv) {
     bool repo = stat("Makefile", &st) == 0 && stat("src/api", &st) == 0 && S_ISDIR(st.st_mode);
     data = repo ? "./var/husk" : "/var/lib/husk";
   }
-  if (prepare_dir(data, &err) < 0)
+  if (mkdir_private(data, &err) < 0)
     return fail("%s", err.msg);
 
   char key[ADMIN_KEY_MAX + 1];

@@ -114,3 +114,29 @@ int proc_stat_fields(pid_t pid, unsigned long long *v, int n) {
       v[field] = strtoull(t + 1, NULL, 10);
   return 0;
 }
+
+int mkdir_private(const char *dir, struct husk_err *err) {
+  char p[PATH_MAX];
+  if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p)
+    return husk_fail(err, ENAMETOOLONG, "data directory path too long");
+  for (char *s = p + 1; *s; s++) {
+    if (*s != '/')
+      continue;
+    *s = '\0';
+    if (mkdir(p, 0700) < 0 && errno != EEXIST)
+      return husk_error(err, errno, "cannot create `%s`", p);
+    *s = '/';
+  }
+  if (mkdir(p, 0700) < 0 && errno != EEXIST)
+    return husk_error(err, errno, "cannot create `%s`", p);
+  struct stat st;
+  if (lstat(p, &st) < 0)
+    return husk_error(err, errno, "`%s`", p);
+  if (!S_ISDIR(st.st_mode))
+    return husk_fail(err, ENOTDIR, "`%s` is not a directory", p);
+  if (st.st_uid != geteuid())
+    return husk_fail(err, EPERM, "`%s` belongs to another user", p);
+  if (st.st_mode & 022)
+    return husk_fail(err, EPERM, "`%s` is writable by others: use a private directory (0700)", p);
+  return 0;
+}

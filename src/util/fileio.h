@@ -5,12 +5,19 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "util/error.h"
+
 /* Write `s` to dirfd/name (no O_CREAT).  Returns 0, or -1 with errno. */
 int write_file_at(int dirfd, const char *name, const char *s);
 
 /* mkdir -p `path` (absolute or relative to the cwd) with `mode`.  Uses only
  * the stack: safe between fork and exec.  Returns 0 or -errno. */
 int mkdir_p(const char *path, mode_t mode);
+
+/* mkdir -p with mode 0700 for what it creates, for a daemon's data
+ * directory (database, keys): it must end up a directory of ours that
+ * others cannot write.  -1 with err filled otherwise. */
+int mkdir_private(const char *dir, struct husk_err *err);
 
 /* Read up to size-1 bytes of dirfd/name into buf and NUL-terminate.
  * Returns the length, or -1 with errno. */
