@@ -44,15 +44,10 @@
 
 void box_log(struct box_mgr *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void box_log(struct box_mgr *m, const char *fmt, ...) {
-  if (!m->cfg.log)
-    return;
-  char line[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
+  husk_vlog(m->cfg.log, m->cfg.log_ctx, fmt, ap);
   va_end(ap);
-  husk_sanitize_line(line);
-  m->cfg.log(m->cfg.log_ctx, line);
 }
 
 void box_wake_monitor(struct box_mgr *m) {

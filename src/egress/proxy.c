@@ -34,15 +34,10 @@ int64_t egress_now_ms(void) {
 }
 
 void egress_log(struct egress *e, const char *fmt, ...) {
-  if (!e->cfg.log)
-    return;
-  char line[768];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
+  husk_vlog(e->cfg.log, e->cfg.log_ctx, fmt, ap);
   va_end(ap);
-  husk_sanitize_line(line);
-  e->cfg.log(e->cfg.log_ctx, line);
 }
 
 static void audit_suppressed(struct conn *c, unsigned n) {

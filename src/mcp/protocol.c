@@ -67,15 +67,10 @@ uint64_t mcp_box_ttl_ms(const struct mcp_server *s) { return s->cfg.box_ttl_ms; 
 const struct mcp_storage *mcp_storage(const struct mcp_server *s) { return s->cfg.storage; }
 
 void mcp_log(struct mcp_server *s, const char *fmt, ...) {
-  if (!s->cfg.log)
-    return;
-  char line[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
+  husk_vlog(s->cfg.log, s->cfg.log_ctx, fmt, ap);
   va_end(ap);
-  husk_sanitize_line(line);
-  s->cfg.log(s->cfg.log_ctx, line);
 }
 
 struct box_mgr *mcp_call_mgr(struct mcp_call *c) {

@@ -85,3 +85,12 @@ void husk_sanitize_line(char *s) {
     }
   }
 }
+
+void husk_vlog(husk_log_fn log, void *ctx, const char *fmt, va_list ap) {
+  if (!log)
+    return;
+  char line[1024];
+  vsnprintf(line, sizeof line, fmt, ap);
+  husk_sanitize_line(line);
+  log(ctx, line);
+}

@@ -38,4 +38,12 @@ void husk_err_clear(struct husk_err *err);
  * host log line safely. */
 void husk_sanitize_line(char *s);
 
+/* The log callback every part of the core and the fronts is configured
+ * with (NULL: no logging). */
+typedef void (*husk_log_fn)(void *ctx, const char *line);
+
+/* Format one log line (cut at 1 KiB), sanitise it, hand it to `log`. */
+void husk_vlog(husk_log_fn log, void *ctx, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+
 #endif
