@@ -79,6 +79,7 @@ struct box_mgr {
   struct egress_vault *vault;
   pthread_t reaper_thread;
   bool reaper_running;
+  bool reaper_started;  /* reaper_thread is to be joined (start/stop's thread only) */
 };
 
 /* box.c */

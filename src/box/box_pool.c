@@ -154,6 +154,7 @@ int box_pool_start(struct box_mgr *m, struct husk_err *err) {
     m->reaper_running = false;
     return husk_error(err, errno, "cannot start the reaper thread");
   }
+  m->reaper_started = true;
   if (m->cfg.pool_size == 0)
     return 0;
   m->pool_running = true;
@@ -180,8 +181,10 @@ void box_pool_stop(struct box_mgr *m) {
   }
   m->pool = NULL;
   m->pool_count = 0;
-  bool reaper = m->reaper_running;
-  if (reaper) {
+  /* reaper_running is the reaper's to clear (under the lock) when it
+   * stops taking work; whether to join is only ours to know. */
+  if (m->reaper_started) {
     pthread_join(m->reaper_thread, NULL); /* it drains the queue first */
+    m->reaper_started = false;
   }
 }
