@@ -459,14 +459,16 @@ int box_end(struct box_mgr *m, struct live_box *b, const char *state, const char
   }
   b->ending = true;
   pthread_mutex_unlock(&b->lock);
-  struct husk_err e2;
-  if (state_box_set_state(m->cfg.state, b->id, NULL, STATE_BOX_STOPPING, reason, 0, &e2) < 0)
-    box_log(m, "box %s: %s", b->id, e2.msg);
+  /* One commit: the end is recorded first, then the box is killed.  A
+   * crash in between leaves a terminal row and a live box that no row
+   * accounts for, which the next start's sweep kills like any stray box
+   * cgroup (and its socket and link), so nothing leaks; and an answer to
+   * the caller is only ever sent after the commit. */
+  int rc = state_box_set_state(m->cfg.state, b->id, NULL, state, reason, 0, err);
   jail_kill(&b->j);
   lb_list_remove(m, b);
-  /* Teardown (waitpid, cgroup removal) happens in lb_free; record the end
-   * once the box is unreachable. */
-  if (state_box_set_state(m->cfg.state, b->id, NULL, state, reason, 0, err) < 0)
+  /* Teardown (waitpid, cgroup removal) happens in lb_free. */
+  if (rc < 0)
     return -1;
   box_log(m, "box %s ended: %s (%s)", b->id, state, reason);
   return 0;
