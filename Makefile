@@ -14,6 +14,8 @@ LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lseccomp -ljans
 
 BUILD ?= build
 LIB_SRC := $(sort $(wildcard src/util/*.c src/jail/*.c src/box/*.c src/state/*.c))
+# Storage plane (issue 6): SigV4, the object store, links, the external-store client.
+LIB_SRC += $(sort $(wildcard src/storage/*.c))
 # Fronts on top of the core library: `husk` (the command line; `husk serve`
 # execs `husk-serve`, so that one-shot runs do not load the server's
 # libraries) and `husk-serve` (the HTTP API daemon).
