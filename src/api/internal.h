@@ -253,6 +253,14 @@ int h_tar_put_upload(struct req *r, const char *data, size_t len);
 enum MHD_Result h_tar_put(struct req *r);
 void h_tar_put_cleanup(struct req *r);
 
+/* routes_storage.c (issue 6) */
+enum MHD_Result h_s3_key_create(struct req *r);
+enum MHD_Result h_link_create(struct req *r);
+enum MHD_Result h_link_get(struct req *r);
+enum MHD_Result h_link_access(struct req *r);
+enum MHD_Result h_box_export(struct req *r);
+enum MHD_Result h_box_import(struct req *r);
+
 /* ---- sse.c: queue-fed streaming responses --------------------------- */
 enum api_stream_fmt { STREAM_SSE, STREAM_NDJSON, STREAM_RAW /* bytes; caller sets the type */ };
 struct api_stream;

@@ -70,6 +70,14 @@ const struct route api_routes[] = {
     {"GET", SB "/files/tar", AUTH_TENANT, BODY_NONE, NULL, h_tar_get, NULL, NULL, NULL},
     {"PUT", SB "/files/tar", AUTH_TENANT, BODY_STREAM, "files.tar_upload", h_tar_put, h_tar_put_begin,
      h_tar_put_upload, h_tar_put_cleanup},
+
+    /* Storage plane (issue 6): routes_storage.c */
+    {"POST", "/v1/s3-keys", AUTH_TENANT, BODY_NONE, "s3_key.create", h_s3_key_create, NULL, NULL, NULL},
+    {"POST", "/v1/links", AUTH_TENANT, BODY_JSON, "link.create", h_link_create, NULL, NULL, NULL},
+    {"GET", "/v1/links/{}", AUTH_TENANT, BODY_NONE, NULL, h_link_get, NULL, NULL, NULL},
+    {"GET", "/v1/links/{}/access", AUTH_TENANT, BODY_NONE, NULL, h_link_access, NULL, NULL, NULL},
+    {"POST", SB "/store", AUTH_TENANT, BODY_JSON, "sandbox.store", h_box_export, NULL, NULL, NULL},
+    {"POST", SB "/load", AUTH_TENANT, BODY_JSON, "sandbox.load", h_box_import, NULL, NULL, NULL},
 };
 const size_t api_nroutes = sizeof api_routes / sizeof api_routes[0];
 

@@ -22,12 +22,15 @@
 #include "box/box.h"
 #include "husk/husk.h"
 #include "jail/limits.h"
+#include "s3/s3.h"
+#include "storage/store.h"
 #include "state/state.h"
 #include "util/cleanup.h"
 #include "util/fileio.h"
 #include "util/parse.h"
 
 #define DEFAULT_LISTEN "127.0.0.1:7070"
+#define DEFAULT_S3_LISTEN "127.0.0.1:7071"
 #define ADMIN_KEY_MIN 16
 #define ADMIN_KEY_MAX 256
 
@@ -49,6 +52,12 @@ static void usage(FILE *f) {
           "  --pool N                ready boxes of the default shape kept warm; a create\n"
           "                          without limits (or with the defaults) claims one [0]\n"
           "  --quiet                 no log line per request\n"
+          "\n"
+          "Storage (docs/storage.md):\n"
+          "  --s3-listen ADDR:PORT   the S3-compatible listener, or \"off\" [" DEFAULT_S3_LISTEN "]\n"
+          "  --public-url URL        base of presigned links, scheme://host[:port]\n"
+          "                          [http://<s3-listen address>]\n"
+          "  --s3-region REGION      the region clients sign for [us-east-1]\n"
           "\n"
           "The admin key is HUSK_ADMIN_KEY if set, else DIR/admin.key (generated on first start).\n");
 }
@@ -185,7 +194,8 @@ static int parse_seconds(const char *opt, const char *s, uint64_t *ms) {
   return 0;
 }
 
-enum { O_LISTEN = 256, O_DATA, O_MAXCONN, O_IDLE, O_GRACE, O_DTTL, O_MTTL, O_POOL, O_QUIET, O_HELP };
+enum { O_LISTEN = 256, O_DATA, O_MAXCONN, O_IDLE, O_GRACE, O_DTTL, O_MTTL, O_POOL, O_QUIET, O_HELP,
+       O_S3_LISTEN, O_PUBLIC_URL, O_S3_REGION };
 
 int cmd_serve(int argc, char **argv) {
   static const struct option opts[] = {
@@ -199,11 +209,17 @@ int cmd_serve(int argc, char **argv) {
       {"pool", required_argument, NULL, O_POOL},
       {"quiet", no_argument, NULL, O_QUIET},
       {"help", no_argument, NULL, O_HELP},
+      /* storage */
+      {"s3-listen", required_argument, NULL, O_S3_LISTEN},
+      {"public-url", required_argument, NULL, O_PUBLIC_URL},
+      {"s3-region", required_argument, NULL, O_S3_REGION},
       {0},
   };
   const char *listen = DEFAULT_LISTEN, *data = NULL;
   uint64_t maxconn = 256, idle_ms = 120000, grace_ms = 10000, dttl = 0, mttl = 0, pool = 0;
   bool quiet = false;
+  const char *s3_listen = DEFAULT_S3_LISTEN, *public_url = NULL, *s3_region = "us-east-1";
+  bool s3_listen_given = false;
   struct husk_err err;
   int c;
   optind = 1;
@@ -242,6 +258,9 @@ int cmd_serve(int argc, char **argv) {
       }
       break;
     case O_QUIET: quiet = true; break;
+    case O_S3_LISTEN: s3_listen = optarg; s3_listen_given = true; break;
+    case O_PUBLIC_URL: public_url = optarg; break;
+    case O_S3_REGION: s3_region = optarg; break;
     case 'h':
     case O_HELP: usage(stdout); return 0;
     default: usage(stderr); return 2;
@@ -257,6 +276,23 @@ int cmd_serve(int argc, char **argv) {
     fprintf(stderr, "husk serve: --listen: %s\n", err.msg);
     return 2;
   }
+  bool s3_on = strcmp(s3_listen, "off") != 0;
+  if (s3_on && api_parse_listen(s3_listen, &ss, &sslen, &err) < 0) {
+    fprintf(stderr, "husk serve: --s3-listen: %s\n", err.msg);
+    return 2;
+  }
+  if (!*s3_region || strlen(s3_region) > 32 ||
+      strspn(s3_region, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(s3_region)) {
+    fprintf(stderr, "husk serve: --s3-region: lower-case letters, digits and dashes\n");
+    return 2;
+  }
+  if (public_url && ((strncmp(public_url, "http://", 7) && strncmp(public_url, "https://", 8)) ||
+                     strlen(public_url) > 512)) {
+    fprintf(stderr, "husk serve: --public-url must be http://host[:port] or https://host[:port]\n");
+    return 2;
+  }
+  if (api_parse_listen(listen, &ss, &sslen, &err) < 0)
+    return 2;
   if (!data) {
     /* From the source tree (make run, tests): keep state beside it. */
     struct stat st;
@@ -303,15 +339,54 @@ int cmd_serve(int argc, char **argv) {
     state_close(st);
     return fail("%s", err.msg);
   }
+  /* The storage plane: opened before the API (whose storage routes use
+   * it); its S3 listener starts after the API's. */
+  struct store *store = NULL;
+  struct s3_server *s3 = NULL;
+  char s3_url[256] = "";
+  struct store_config stc = {.data_dir = data, .state = st, .region = s3_region,
+                             .public_url = public_url, .log = log_line};
+  if (store_open(&store, &stc, &err) < 0) {
+    box_mgr_close(mgr, false);
+    state_close(st);
+    return fail("storage: %s", err.msg);
+  }
   struct api_config ac = {.listen = listen, .mgr = mgr, .state = st, .admin_key = key,
+                          .store = store,
                           .max_connections = (unsigned)maxconn,
                           .idle_timeout_s = (unsigned)((idle_ms + 999) / 1000),
                           .log_requests = !quiet, .log = log_line};
   struct api_server *srv = NULL;
   if (api_start(&srv, &ac, &err) < 0) {
+    store_close(store);
     box_mgr_close(mgr, false);
     state_close(st);
     return fail("%s", err.msg);
+  }
+  if (s3_on) {
+    struct s3_config sc = {.listen = s3_listen, .store = store,
+                           .max_connections = (unsigned)maxconn,
+                           .idle_timeout_s = (unsigned)((idle_ms + 999) / 1000),
+                           .log_requests = !quiet, .log = log_line};
+    if (s3_start(&s3, &sc, &err) < 0) {
+      if (s3_listen_given) {
+        api_stop(srv, 0);
+        store_close(store);
+        box_mgr_close(mgr, false);
+        state_close(st);
+        return fail("--s3-listen: %s", err.msg);
+      }
+      /* The default port is taken (another daemon): serve the API anyway. */
+      fprintf(stderr, "husk: S3 listener disabled: %s (use --s3-listen)\n", err.msg);
+      s3 = NULL;
+    } else {
+      char h[128];
+      const char *colon = strrchr(s3_listen, ':');
+      snprintf(h, sizeof h, "%.*s", (int)(colon - s3_listen), s3_listen);
+      snprintf(s3_url, sizeof s3_url, "http://%s:%u", h, s3_port(s3));
+      if (!public_url)
+        store_set_public_url(store, s3_url);
+    }
   }
   memset(key, 0, sizeof key);
 
@@ -328,6 +403,9 @@ int cmd_serve(int argc, char **argv) {
   else
     fprintf(stderr, "husk: admin key in %s\n", keypath);
   fprintf(stderr, "husk: data in %s\n", data);
+  if (s3)
+    fprintf(stderr, "husk: S3 listening on %s (region %s, links on %s)\n", s3_url, s3_region,
+            store_public_url(store));
 
   int sig = 0;
   while (sigwait(&set, &sig) != 0 || sig == SIGHUP) {
@@ -335,7 +413,9 @@ int cmd_serve(int argc, char **argv) {
   }
   fprintf(stderr, "husk: %s: stopping (boxes keep running; the next start adopts them)\n",
           strsignal(sig));
+  s3_stop(s3, (unsigned)grace_ms);
   api_stop(srv, (unsigned)grace_ms);
+  store_close(store);
   box_mgr_close(mgr, false);
   state_close(st);
   fprintf(stderr, "husk: stopped\n");
