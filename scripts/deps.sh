@@ -8,6 +8,10 @@ set -eu
 
 build="gcc libc6-dev make pkg-config libseccomp-dev libjansson-dev libsqlite3-dev libssl-dev libmicrohttpd-dev libarchive-dev curl jq"
 test="clang python3 iproute2 procps curl"
+# Storage plane (issue 6): XML bodies (expat), CRC32 (zlib), the external
+# store client (libcurl); the real S3 clients the tests drive.
+build="$build libexpat1-dev zlib1g-dev libcurl4-openssl-dev"
+test="$test awscli s3cmd rclone"
 bench="bubblewrap runc util-linux hyperfine"
 
 want=""

@@ -83,7 +83,7 @@ enum MHD_Result h_link_create(struct req *r) {
   struct store_link l;
   struct husk_err err;
   int rc = store_link_create(st, r->tenant, bucket, key, (int64_t)exp, filename, &l, &err);
-  json_decref(o);
+  json_decref(o); /* bucket, key and filename are not used below */
   if (rc < 0)
     return store_err(r, &err);
   snprintf(r->audit_detail, sizeof r->audit_detail, "link=%s", l.id);
@@ -160,14 +160,23 @@ enum MHD_Result h_box_export(struct req *r) {
   struct husk_err err;
   int rc = transfer_box_to_store(r->srv->cfg.mgr, st, r->tenant, r->params[0], path, bucket, key,
                                  link, (int64_t)exp, filename, &res, &err);
-  json_decref(o);
-  if (rc < 0)
+  if (rc < 0) {
+    json_decref(o);
     return store_err(r, &err);
+  }
   snprintf(r->audit_detail, sizeof r->audit_detail, "bucket=%s", bucket);
-  json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:b, s:s?}", "bucket", bucket, "key", key, "size",
-                        (json_int_t)res.size, "etag", res.etag, "tar", res.tar, "url",
-                        res.url);
+  json_error_t je;
+  json_t *j = json_pack_ex(&je, 0, "{s:s, s:s, s:I, s:s, s:b}", "bucket", bucket, "key", key,
+                           "size", (json_int_t)res.size, "etag", res.etag, "tar", (int)res.tar);
+  if (!j)
+    api_log(r->srv, "store reply: %s", je.text);
+  if (j && res.url) {
+    json_object_set_new(j, "url", json_string(res.url));
+    json_object_set_new(j, "link_id", json_string(res.link_id));
+    json_object_set_new(j, "expires_at", json_time(res.expires_ms));
+  }
   transfer_result_free(&res);
+  json_decref(o); /* after the last use of bucket and key, which it holds */
   return api_reply_json(r, 201, j);
 }
 
@@ -195,12 +204,15 @@ enum MHD_Result h_box_import(struct req *r) {
   }
   uint64_t size = 0;
   struct husk_err err;
-  int rc = transfer_store_to_box(r->srv->cfg.mgr, st, r->tenant, r->params[0], bucket, key, path,
+  int rc = transfer_store_to_box(r->srv->cfg.mgr, st, r->tenant, bucket, key, r->params[0], path,
                                  extract, &size, &err);
-  json_decref(o);
-  if (rc < 0)
+  if (rc < 0) {
+    json_decref(o);
     return store_err(r, &err);
+  }
   snprintf(r->audit_detail, sizeof r->audit_detail, "bucket=%s", bucket);
-  return api_reply_json(r, 200, json_pack("{s:s, s:I, s:b}", "path", path, "size",
-                                          (json_int_t)size, "extracted", extract));
+  json_t *j = json_pack("{s:s, s:I, s:b}", "path", path, "size", (json_int_t)size, "extracted",
+                        (int)extract);
+  json_decref(o); /* holds path */
+  return api_reply_json(r, 200, j);
 }
