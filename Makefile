@@ -5,12 +5,12 @@
 #   make bench  run the benchmarks (not part of the tests)
 
 CC ?= cc
-PKGS := libseccomp jansson sqlite3 libcrypto libmicrohttpd libarchive expat zlib
+PKGS := libseccomp jansson sqlite3 libcrypto libmicrohttpd libarchive expat zlib libcurl
 CSTD := -std=c17
 WARN := -Wall -Wextra -Wshadow -Wformat=2 -Wno-unused-parameter
 CFLAGS ?= -O2 -g
 CPPFLAGS += -Iinclude -Isrc
-LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lseccomp -ljansson -lsqlite3 -lcrypto -lmicrohttpd -larchive -lexpat -lz) -lpthread -lm
+LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lseccomp -ljansson -lsqlite3 -lcrypto -lmicrohttpd -larchive -lexpat -lz -lcurl) -lpthread -lm
 
 BUILD ?= build
 LIB_SRC := $(sort $(wildcard src/util/*.c src/jail/*.c src/box/*.c src/state/*.c))

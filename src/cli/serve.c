@@ -23,6 +23,7 @@
 #include "husk/husk.h"
 #include "jail/limits.h"
 #include "s3/s3.h"
+#include "storage/remote.h"
 #include "storage/store.h"
 #include "state/state.h"
 #include "util/cleanup.h"
@@ -58,6 +59,13 @@ static void usage(FILE *f) {
           "  --public-url URL        base of presigned links, scheme://host[:port]\n"
           "                          [http://<s3-listen address>]\n"
           "  --s3-region REGION      the region clients sign for [us-east-1]\n"
+          "  --store-endpoint URL    use an external S3-compatible store for links and box\n"
+          "                          transfers (e.g. https://ACCOUNT.r2.cloudflarestorage.com);\n"
+          "                          keys from HUSK_STORE_ACCESS_KEY_ID and\n"
+          "                          HUSK_STORE_SECRET_ACCESS_KEY\n"
+          "  --store-bucket NAME     the external store's bucket\n"
+          "  --store-region REGION   the external store's region (\"auto\" for R2) [us-east-1]\n"
+          "  --store-part-size SIZE  multipart part size for the external store [8M]\n"
           "\n"
           "The admin key is HUSK_ADMIN_KEY if set, else DIR/admin.key (generated on first start).\n");
 }
@@ -195,7 +203,8 @@ static int parse_seconds(const char *opt, const char *s, uint64_t *ms) {
 }
 
 enum { O_LISTEN = 256, O_DATA, O_MAXCONN, O_IDLE, O_GRACE, O_DTTL, O_MTTL, O_POOL, O_QUIET, O_HELP,
-       O_S3_LISTEN, O_PUBLIC_URL, O_S3_REGION };
+       O_S3_LISTEN, O_PUBLIC_URL, O_S3_REGION, O_STORE_ENDPOINT, O_STORE_BUCKET, O_STORE_REGION,
+       O_STORE_PART };
 
 int cmd_serve(int argc, char **argv) {
   static const struct option opts[] = {
@@ -213,6 +222,10 @@ int cmd_serve(int argc, char **argv) {
       {"s3-listen", required_argument, NULL, O_S3_LISTEN},
       {"public-url", required_argument, NULL, O_PUBLIC_URL},
       {"s3-region", required_argument, NULL, O_S3_REGION},
+      {"store-endpoint", required_argument, NULL, O_STORE_ENDPOINT},
+      {"store-bucket", required_argument, NULL, O_STORE_BUCKET},
+      {"store-region", required_argument, NULL, O_STORE_REGION},
+      {"store-part-size", required_argument, NULL, O_STORE_PART},
       {0},
   };
   const char *listen = DEFAULT_LISTEN, *data = NULL;
@@ -220,6 +233,8 @@ int cmd_serve(int argc, char **argv) {
   bool quiet = false;
   const char *s3_listen = DEFAULT_S3_LISTEN, *public_url = NULL, *s3_region = "us-east-1";
   bool s3_listen_given = false;
+  const char *store_endpoint = NULL, *store_bucket = NULL, *store_region = "us-east-1";
+  uint64_t store_part = 0;
   struct husk_err err;
   int c;
   optind = 1;
@@ -261,6 +276,15 @@ int cmd_serve(int argc, char **argv) {
     case O_S3_LISTEN: s3_listen = optarg; s3_listen_given = true; break;
     case O_PUBLIC_URL: public_url = optarg; break;
     case O_S3_REGION: s3_region = optarg; break;
+    case O_STORE_ENDPOINT: store_endpoint = optarg; break;
+    case O_STORE_BUCKET: store_bucket = optarg; break;
+    case O_STORE_REGION: store_region = optarg; break;
+    case O_STORE_PART:
+      if (parse_size(optarg, &store_part, &err) < 0) {
+        fprintf(stderr, "husk serve: --store-part-size: %s\n", err.msg);
+        return 2;
+      }
+      break;
     case 'h':
     case O_HELP: usage(stdout); return 0;
     default: usage(stderr); return 2;
@@ -351,6 +375,21 @@ int cmd_serve(int argc, char **argv) {
     state_close(st);
     return fail("storage: %s", err.msg);
   }
+  if (store_endpoint || store_bucket) {
+    struct remote_config rc = {.endpoint = store_endpoint, .region = store_region,
+                               .bucket = store_bucket,
+                               .access_key = getenv("HUSK_STORE_ACCESS_KEY_ID"),
+                               .secret_key = getenv("HUSK_STORE_SECRET_ACCESS_KEY"),
+                               .part_size = store_part};
+    struct remote *rem = NULL;
+    if (remote_open(&rem, &rc, &err) < 0) {
+      store_close(store);
+      box_mgr_close(mgr, false);
+      state_close(st);
+      return fail("external store: %s", err.msg);
+    }
+    store_set_remote(store, rem);
+  }
   struct api_config ac = {.listen = listen, .mgr = mgr, .state = st, .admin_key = key,
                           .store = store,
                           .max_connections = (unsigned)maxconn,
@@ -405,7 +444,10 @@ int cmd_serve(int argc, char **argv) {
   fprintf(stderr, "husk: data in %s\n", data);
   if (s3)
     fprintf(stderr, "husk: S3 listening on %s (region %s, links on %s)\n", s3_url, s3_region,
-            store_public_url(store));
+            store_remote(store) ? store_endpoint : store_public_url(store));
+  if (store_remote(store))
+    fprintf(stderr, "husk: links and box transfers use the external store %s, bucket %s\n",
+            store_endpoint, store_bucket);
 
   int sig = 0;
   while (sigwait(&set, &sig) != 0 || sig == SIGHUP) {

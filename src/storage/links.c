@@ -15,6 +15,7 @@
 
 #include <openssl/crypto.h>
 
+#include "storage/remote.h"
 #include "storage/sigv4.h"
 #include "storage/store_internal.h"
 #include "util/cleanup.h"
@@ -74,6 +75,68 @@ static char *disposition(const char *name, struct husk_err *err) {
   return d;
 }
 
+static int link_insert(struct store *s, const char *tenant_id, struct store_link *out,
+                       struct husk_err *err) {
+  cleanup_unlock struct state *locked = db_lock(s->st);
+  cleanup_txn struct db_txn txn = {0};
+  cleanup_stmt sqlite3_stmt *ins = NULL;
+  if (db_begin(s->st, &txn, err) < 0 ||
+      db_prepare(s->st, &ins,
+                 "INSERT INTO links (id, tenant_id, bucket, key, filename, url, created_ms, "
+                 "expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                 err) < 0)
+    return -1;
+  int rc = db_text(ins, 1, out->id) || db_text(ins, 2, tenant_id) || db_text(ins, 3, out->bucket) ||
+           db_text(ins, 4, out->key) || db_text(ins, 5, out->filename) || db_text(ins, 6, out->url) ||
+           db_int(ins, 7, out->created_ms) || db_int(ins, 8, out->expires_ms);
+  if (rc != SQLITE_OK)
+    return db_fail(s->st, err, rc, "link");
+  if (db_step_done(s->st, ins, "cannot store the link", err) < 0)
+    return -1;
+  return db_commit(&txn, err);
+}
+
+/* A link on the external store: presigned with its credentials, so its
+ * fetches are not seen (nor logged) by husk. */
+static int remote_link(struct store *s, const char *tenant_id, const char *bucket, const char *key,
+                       int64_t expires_s, const char *filename, struct store_link *out,
+                       struct husk_err *err) {
+  if (store_key_check(key, err) < 0)
+    return -1;
+  if (!store_bucket_name_ok(bucket))
+    return husk_fail(err, STORE_EBADNAME, "The specified bucket is not valid");
+  cleanup_free char *rk = remote_key(tenant_id, bucket, key);
+  if (!rk)
+    return husk_error(err, ENOMEM, "link");
+  uint64_t size;
+  if (remote_head(s->remote, rk, &size, err) < 0) {
+    if (err->code == ENOENT)
+      return husk_fail(err, STORE_ENOKEY, "The specified key does not exist.");
+    return -1;
+  }
+  cleanup_free char *disp = NULL;
+  if (filename && *filename && !(disp = disposition(filename, err)))
+    return -1;
+  if (store_rand_id("l", out->id, err) < 0 ||
+      remote_presign(s->remote, rk, expires_s, disp, &out->url, err) < 0)
+    return -1;
+  out->key = strdup(key);
+  if (!out->key) {
+    store_link_free(out);
+    return husk_error(err, ENOMEM, "link");
+  }
+  snprintf(out->bucket, sizeof out->bucket, "%s", bucket);
+  snprintf(out->filename, sizeof out->filename, "%s", filename ? filename : "");
+  time_t now = time(NULL);
+  out->created_ms = (int64_t)now * 1000;
+  out->expires_ms = ((int64_t)now + expires_s) * 1000;
+  if (link_insert(s, tenant_id, out, err) < 0) {
+    store_link_free(out);
+    return -1;
+  }
+  return 0;
+}
+
 int store_link_create(struct store *s, const char *tenant_id, const char *bucket, const char *key,
                       int64_t expires_s, const char *filename, struct store_link *out,
                       struct husk_err *err) {
@@ -82,6 +145,8 @@ int store_link_create(struct store *s, const char *tenant_id, const char *bucket
     expires_s = STORE_LINK_DEFAULT_S;
   if (expires_s < 1 || expires_s > STORE_LINK_MAX_S)
     return husk_fail(err, EINVAL, "the expiry must be 1..%d seconds (7 days)", STORE_LINK_MAX_S);
+  if (s->remote)
+    return remote_link(s, tenant_id, bucket, key, expires_s, filename, out, err);
   struct store_object o;
   if (store_object_get(s, tenant_id, bucket, key, &o, NULL, err) < 0)
     return -1;
@@ -136,25 +201,7 @@ int store_link_create(struct store *s, const char *tenant_id, const char *bucket
   out->created_ms = (int64_t)now * 1000;
   out->expires_ms = ((int64_t)now + expires_s) * 1000;
 
-  cleanup_unlock struct state *locked = db_lock(s->st);
-  cleanup_txn struct db_txn txn = {0};
-  cleanup_stmt sqlite3_stmt *ins = NULL;
-  if (db_begin(s->st, &txn, err) < 0 ||
-      db_prepare(s->st, &ins,
-                 "INSERT INTO links (id, tenant_id, bucket, key, filename, url, created_ms, "
-                 "expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                 err) < 0) {
-    store_link_free(out);
-    return -1;
-  }
-  rc = db_text(ins, 1, id) || db_text(ins, 2, tenant_id) || db_text(ins, 3, bucket) ||
-       db_text(ins, 4, key) || db_text(ins, 5, out->filename) || db_text(ins, 6, out->url) ||
-       db_int(ins, 7, out->created_ms) || db_int(ins, 8, out->expires_ms);
-  if (rc != SQLITE_OK) {
-    store_link_free(out);
-    return db_fail(s->st, err, rc, "link");
-  }
-  if (db_step_done(s->st, ins, "cannot store the link", err) < 0 || db_commit(&txn, err) < 0) {
+  if (link_insert(s, tenant_id, out, err) < 0) {
     store_link_free(out);
     return -1;
   }

@@ -17,6 +17,7 @@
 #include <openssl/evp.h>
 #include <zlib.h>
 
+#include "storage/remote.h"
 #include "storage/store_internal.h"
 #include "util/cleanup.h"
 #include "util/fileio.h"
@@ -321,6 +322,7 @@ void store_close(struct store *s) {
   close_quiet(s->tmpfd);
   close_quiet(s->partfd);
   OPENSSL_cleanse(s->master, sizeof s->master);
+  remote_close(s->remote);
   free(s->dir);
   free(s->public_url);
   free(s);
@@ -328,6 +330,20 @@ void store_close(struct store *s) {
 
 const char *store_region(const struct store *s) { return s->region; }
 const char *store_public_url(const struct store *s) { return s->public_url; }
+
+void store_set_remote(struct store *s, struct remote *r) {
+  remote_close(s->remote);
+  s->remote = r;
+}
+
+struct remote *store_remote(const struct store *s) { return s->remote; }
+
+int store_tmpfile(struct store *s, struct husk_err *err) {
+  int fd = openat(s->tmpfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return husk_error(err, errno, "cannot create a temporary file in `%s/tmp`", s->dir);
+  return fd;
+}
 
 int store_set_public_url(struct store *s, const char *url) {
   char *u = strdup(url);

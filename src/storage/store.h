@@ -95,6 +95,18 @@ const char *store_public_url(const struct store *s);
  * after binding). */
 int store_set_public_url(struct store *s, const char *url);
 
+/* ---- the external store ---- */
+
+struct remote;
+/* From now on links and box <-> store transfers use the external store
+ * `r` (storage/remote.h; the store takes ownership).  The embedded S3
+ * listener keeps serving the embedded store. */
+void store_set_remote(struct store *s, struct remote *r);
+struct remote *store_remote(const struct store *s);
+/* An unnamed temporary file under DATA/storage/tmp (O_TMPFILE), for
+ * staging uploads to the external store. */
+int store_tmpfile(struct store *s, struct husk_err *err);
+
 /* ---- S3 access keys ---- */
 
 /* A new key pair for `tenant_id`; the secret is returned once (and kept

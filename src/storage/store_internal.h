@@ -17,6 +17,7 @@ struct store {
   char region[64];
   char *public_url;
   unsigned char master[32]; /* seals the S3 secrets */
+  struct remote *remote;    /* the external store, when configured (owned) */
   void (*log)(void *ctx, const char *line);
   void *log_ctx;
 };

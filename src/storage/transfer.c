@@ -13,6 +13,7 @@
 #include "box/box.h"
 #include "box/files.h"
 #include "box/tar.h"
+#include "storage/remote.h"
 #include "util/cleanup.h"
 #include "util/fileio.h"
 
@@ -45,6 +46,24 @@ const char *transfer_guess_type(const char *name) {
       if (!strcasecmp(dot, map[i][0]))
         return map[i][1];
   return "application/octet-stream";
+}
+
+/* Copy all of `in` to `out`. */
+static int copy_fd(int in, int out, struct husk_err *err) {
+  cleanup_free char *buf = malloc(1 << 20);
+  if (!buf)
+    return husk_error(err, ENOMEM, "copy");
+  for (;;) {
+    ssize_t n = read(in, buf, 1 << 20);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return husk_error(err, errno, "cannot read");
+    if (n == 0)
+      return 0;
+    if (write_all(out, buf, (size_t)n) < 0)
+      return husk_error(err, errno, "cannot write");
+  }
 }
 
 static int ensure_bucket(struct store *s, const char *tenant_id, const char *bucket,
@@ -91,6 +110,37 @@ static int tar_out(void *ctx, const void *buf, size_t len) {
   return 0;
 }
 
+/* ---- the external store: stage in a temporary file, then upload ---- */
+
+static int fd_write(void *ctx, const void *buf, size_t len) {
+  return write_all(*(int *)ctx, buf, len);
+}
+
+static int remote_finish(struct store *s, const char *tenant_id, const char *bucket,
+                         const char *key, int fd, const char *ctype, bool link, int64_t expires_s,
+                         const char *filename, struct transfer_result *out, struct husk_err *err) {
+  struct stat sb;
+  if (fstat(fd, &sb) < 0)
+    return husk_error(err, errno, "staging file");
+  cleanup_free char *rk = remote_key(tenant_id, bucket, key);
+  if (!rk)
+    return husk_error(err, ENOMEM, "transfer");
+  if (remote_put_fd(store_remote(s), rk, fd, (uint64_t)sb.st_size, ctype, out->etag, err) < 0)
+    return -1;
+  out->size = (uint64_t)sb.st_size;
+  if (link) {
+    struct store_link l;
+    if (store_link_create(s, tenant_id, bucket, key, expires_s, filename, &l, err) < 0)
+      return -1;
+    out->url = l.url;
+    l.url = NULL;
+    snprintf(out->link_id, sizeof out->link_id, "%s", l.id);
+    out->expires_ms = l.expires_ms;
+    store_link_free(&l);
+  }
+  return 0;
+}
+
 int transfer_box_to_store(struct box_mgr *mgr, struct store *s, const char *tenant_id,
                           const char *box_id, const char *path, const char *bucket, const char *key,
                           bool link, int64_t expires_s, const char *filename,
@@ -111,6 +161,26 @@ int transfer_box_to_store(struct box_mgr *mgr, struct store *s, const char *tena
   box_dirent_free(&st);
   if (type != 'f' && type != 'd' && type != 'l')
     return husk_fail(err, EINVAL, "only files and directories can be stored");
+  if (store_remote(s)) {
+    if (!store_bucket_name_ok(bucket))
+      return husk_fail(err, STORE_EBADNAME, "The specified bucket is not valid");
+    cleanup_close int tmp = store_tmpfile(s, err);
+    if (tmp < 0)
+      return -1;
+    if (type == 'd') {
+      out->tar = true;
+      if (box_tar_write(&b, path, fd_write, &tmp, err) < 0)
+        return -1;
+    } else {
+      cleanup_close int in = -1;
+      struct stat sb;
+      if (box_file_open_read(&b, path, &in, &sb, err) < 0 || copy_fd(in, tmp, err) < 0)
+        return -1;
+    }
+    return remote_finish(s, tenant_id, bucket, key, tmp,
+                         type == 'd' ? "application/x-tar" : transfer_guess_type(key), link,
+                         expires_s, filename, out, err);
+  }
   if (ensure_bucket(s, tenant_id, bucket, err) < 0)
     return -1;
   struct store_writer *w = NULL;
@@ -160,6 +230,20 @@ int transfer_buffer_to_store(struct store *s, const char *tenant_id, const void 
                              bool link, int64_t expires_s, const char *filename,
                              struct transfer_result *out, struct husk_err *err) {
   memset(out, 0, sizeof *out);
+  if (store_remote(s)) {
+    if (store_key_check(key, err) < 0)
+      return -1;
+    if (!store_bucket_name_ok(bucket))
+      return husk_fail(err, STORE_EBADNAME, "The specified bucket is not valid");
+    cleanup_close int tmp = store_tmpfile(s, err);
+    if (tmp < 0)
+      return -1;
+    if (write_all(tmp, buf, n) < 0)
+      return husk_error(err, errno, "cannot stage the content");
+    return remote_finish(s, tenant_id, bucket, key, tmp,
+                         content_type ? content_type : transfer_guess_type(key), link, expires_s,
+                         filename, out, err);
+  }
   if (store_key_check(key, err) < 0 || ensure_bucket(s, tenant_id, bucket, err) < 0)
     return -1;
   struct store_writer *w = NULL;
@@ -189,12 +273,35 @@ int transfer_store_to_box(struct box_mgr *mgr, struct store *s, const char *tena
                           const char *path, bool extract, uint64_t *size, struct husk_err *err) {
   if (box_path_check(path, strlen(path), err) < 0)
     return -1;
-  struct store_object o;
   cleanup_close int ofd = -1;
-  if (store_object_get(s, tenant_id, bucket, key, &o, &ofd, err) < 0)
-    return -1;
-  *size = o.size;
-  store_object_free(&o);
+  if (store_remote(s)) {
+    /* Fetch into a staging file first: a failed download leaves the box
+     * untouched. */
+    if (store_key_check(key, err) < 0)
+      return -1;
+    cleanup_free char *rk = remote_key(tenant_id, bucket, key);
+    if (!rk)
+      return husk_error(err, ENOMEM, "transfer");
+    ofd = store_tmpfile(s, err);
+    if (ofd < 0)
+      return -1;
+    uint64_t got = 0;
+    if (remote_get(store_remote(s), rk, fd_write, &ofd, &got, err) < 0) {
+      if (err->code == ENOENT)
+        return husk_fail(err, STORE_ENOKEY, "The specified key does not exist.");
+      return -1;
+    }
+    off_t end = lseek(ofd, 0, SEEK_CUR);
+    if (end < 0 || lseek(ofd, 0, SEEK_SET) < 0)
+      return husk_error(err, errno, "staging file");
+    *size = (uint64_t)end;
+  } else {
+    struct store_object o;
+    if (store_object_get(s, tenant_id, bucket, key, &o, &ofd, err) < 0)
+      return -1;
+    *size = o.size;
+    store_object_free(&o);
+  }
   struct box_fs b = {.fs = -1};
   if (box_open_fs(mgr, tenant_id, box_id, &b.fs, &b.uid, &b.gid, err) < 0)
     return -1;
