@@ -335,7 +335,7 @@ static enum MHD_Result body_begin(struct s3_req *r) {
   } else if (!strcmp(ph, SIGV4_UNSIGNED)) {
   } else if (hex64(ph)) {
     r->sha256_check = true;
-    snprintf(r->sha256_hex, sizeof r->sha256_hex, "%s", ph);
+    snprintf(r->sha256_hex, sizeof r->sha256_hex, "%.64s", ph);
     r->exp.sha256_hex = r->sha256_hex;
   } else {
     return s3_error(r, 400, "InvalidArgument", "x-amz-content-sha256 must be UNSIGNED-PAYLOAD, STREAMING-* or a SHA256 value");

@@ -642,7 +642,7 @@ int store_writer_finish(struct store_writer *w, const struct store_expect *e,
     return husk_fail(err, STORE_EBADDIGEST, "The %s you specified did not match the calculated checksum",
                      store_checksum_name(e->ck));
   if (ck_b64)
-    snprintf(ck_b64, 64, "%s", b64);
+    snprintf(ck_b64, 64, "%.63s", b64);
   if (fsync(w->fd) < 0)
     return husk_error(err, errno, "cannot fsync the object");
   memcpy(w->etag, etag, STORE_ETAG_SIZE);

@@ -153,7 +153,7 @@ int transfer_box_to_store(struct box_mgr *mgr, struct store *s, const char *tena
   struct box_fs b = {.fs = -1};
   if (box_open_fs(mgr, tenant_id, box_id, &b.fs, &b.uid, &b.gid, err) < 0)
     return -1;
-  cleanup_close int fs = b.fs;
+  cleanup_close int fs __attribute__((unused)) = b.fs; /* closes the box fs on return */
   struct box_dirent st;
   if (box_file_stat(&b, path, &st, err) < 0)
     return -1;
@@ -305,7 +305,7 @@ int transfer_store_to_box(struct box_mgr *mgr, struct store *s, const char *tena
   struct box_fs b = {.fs = -1};
   if (box_open_fs(mgr, tenant_id, box_id, &b.fs, &b.uid, &b.gid, err) < 0)
     return -1;
-  cleanup_close int fs = b.fs;
+  cleanup_close int fs __attribute__((unused)) = b.fs; /* closes the box fs on return */
   if (extract)
     return box_tar_read(&b, path, fd_in, &ofd, err) < 0 ? -1 : 0;
   int fd = -1;
