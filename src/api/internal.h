@@ -255,7 +255,11 @@ void h_tar_put_cleanup(struct req *r);
 
 /* routes_storage.c (issue 6) */
 enum MHD_Result h_s3_key_create(struct req *r);
+enum MHD_Result h_s3_key_list(struct req *r);
+enum MHD_Result h_s3_key_revoke(struct req *r);
 enum MHD_Result h_link_create(struct req *r);
+enum MHD_Result h_link_list(struct req *r);
+enum MHD_Result h_link_revoke(struct req *r);
 enum MHD_Result h_link_get(struct req *r);
 enum MHD_Result h_link_access(struct req *r);
 enum MHD_Result h_box_export(struct req *r);

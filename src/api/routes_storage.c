@@ -19,6 +19,7 @@ static enum MHD_Result store_err(struct req *r, const struct husk_err *err) {
   case STORE_ENOBUCKET: return api_reply_error(r, 404, "no_such_bucket", "%s", err->msg);
   case STORE_ENOKEY: return api_reply_error(r, 404, "no_such_key", "%s", err->msg);
   case STORE_ENOLINK: return api_reply_error(r, 404, "not_found", "no such link");
+  case STORE_ENOACCESSKEY: return api_reply_error(r, 404, "not_found", "no such S3 key");
   case STORE_EOWNED: return api_reply_error(r, 409, "conflict", "%s", err->msg);
   case STORE_EBADNAME:
   case STORE_EBADKEY:
@@ -49,10 +50,80 @@ enum MHD_Result h_s3_key_create(struct req *r) {
   return api_reply_json(r, 201, o);
 }
 
+static int key_cb(void *ctx, const struct store_key_info *k) {
+  json_array_append_new(ctx, json_pack("{s:s, s:o, s:o}", "access_key_id", k->id, "created_at",
+                                       json_time(k->created_ms), "revoked_at",
+                                       json_time(k->revoked_ms)));
+  return 0;
+}
+
+enum MHD_Result h_s3_key_list(struct req *r) {
+  struct store *st = r->srv->cfg.store;
+  if (!st)
+    return no_store(r);
+  json_t *arr = json_array();
+  struct husk_err err;
+  if (!arr)
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  if (store_key_list(st, r->tenant, key_cb, arr, &err) < 0) {
+    json_decref(arr);
+    return store_err(r, &err);
+  }
+  return api_reply_json(r, 200, json_pack("{s:o}", "keys", arr));
+}
+
+enum MHD_Result h_s3_key_revoke(struct req *r) {
+  struct store *st = r->srv->cfg.store;
+  if (!st)
+    return no_store(r);
+  struct husk_err err;
+  snprintf(r->audit_detail, sizeof r->audit_detail, "access_key_id=%s", r->params[0]);
+  if (store_key_revoke(st, r->tenant, r->params[0], &err) < 0)
+    return store_err(r, &err);
+  return api_reply_empty(r, 204);
+}
+
 static json_t *link_json(const struct store_link *l) {
-  return json_pack("{s:s, s:s, s:s, s:s, s:s?, s:o, s:o}", "id", l->id, "url", l->url, "bucket",
-                   l->bucket, "key", l->key, "filename", l->filename[0] ? l->filename : NULL,
-                   "created_at", json_time(l->created_ms), "expires_at", json_time(l->expires_ms));
+  json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:o, s:o}", "id", l->id, "url", l->url,
+                        "bucket", l->bucket, "key", l->key, "filename",
+                        l->filename[0] ? l->filename : NULL, "created_at",
+                        json_time(l->created_ms), "expires_at", json_time(l->expires_ms));
+  if (o && l->revoked_ms)
+    json_object_set_new(o, "revoked_at", json_time(l->revoked_ms));
+  return o;
+}
+
+static int link_cb(void *ctx, const struct store_link *l) {
+  json_t *j = link_json(l);
+  if (j)
+    json_array_append_new(ctx, j);
+  return 0;
+}
+
+enum MHD_Result h_link_list(struct req *r) {
+  struct store *st = r->srv->cfg.store;
+  if (!st)
+    return no_store(r);
+  json_t *arr = json_array();
+  struct husk_err err;
+  if (!arr)
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  if (store_link_list(st, r->tenant, link_cb, arr, &err) < 0) {
+    json_decref(arr);
+    return store_err(r, &err);
+  }
+  return api_reply_json(r, 200, json_pack("{s:o}", "links", arr));
+}
+
+enum MHD_Result h_link_revoke(struct req *r) {
+  struct store *st = r->srv->cfg.store;
+  if (!st)
+    return no_store(r);
+  struct husk_err err;
+  snprintf(r->audit_detail, sizeof r->audit_detail, "link=%s", r->params[0]);
+  if (store_link_revoke(st, r->tenant, r->params[0], &err) < 0)
+    return store_err(r, &err);
+  return api_reply_empty(r, 204);
 }
 
 static const char *const link_fields[] = {"bucket", "key", "expires_in", "filename", NULL};

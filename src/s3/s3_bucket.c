@@ -101,17 +101,71 @@ enum MHD_Result s3_op_bucket_versioning(struct s3_req *r) {
   return s3_reply_xml(r, 200, &b);
 }
 
+static int upload_cb(void *ctx, const struct store_upload *u) {
+  struct xbuf *b = ctx;
+  char d[40];
+  s3_iso_date(u->created_ms, d);
+  xb_str(b, "<Upload>");
+  xb_elem(b, "Key", u->key);
+  xb_elem(b, "UploadId", u->id);
+  xb_elem(b, "Initiated", d);
+  xb_str(b, "<StorageClass>STANDARD</StorageClass></Upload>");
+  return 0;
+}
+
+struct last_upload {
+  struct xbuf *b;
+  char *key;
+  char id[STORE_ID_SIZE];
+};
+static int upload_cb2(void *ctx, const struct store_upload *u) {
+  struct last_upload *l = ctx;
+  free(l->key);
+  l->key = strdup(u->key);
+  snprintf(l->id, sizeof l->id, "%s", u->id);
+  return upload_cb(l->b, u);
+}
+
 enum MHD_Result s3_op_list_uploads(struct s3_req *r) {
-  /* In-progress uploads are not listed (clients track their own ids); an
-   * empty, well-formed answer keeps tools that ask working. */
+  cleanup_free char *prefix = s3_query(r, "prefix");
+  cleanup_free char *km = s3_query(r, "key-marker");
+  cleanup_free char *im = s3_query(r, "upload-id-marker");
+  cleanup_free char *mu = s3_query(r, "max-uploads");
+  int max = 1000;
+  if (mu) {
+    if (!*mu || strspn(mu, "0123456789") != strlen(mu) || strlen(mu) > 6)
+      return s3_error(r, 400, "InvalidArgument", "max-uploads must be an integer");
+    max = atoi(mu) < 1 ? 1 : atoi(mu) > 1000 ? 1000 : atoi(mu);
+  }
+  struct xbuf items = {0};
+  struct last_upload lu = {&items, NULL, ""};
+  bool trunc = false;
   struct husk_err err;
-  if (store_bucket_exists(r->srv->cfg.store, r->tenant, r->bucket, &err) < 0)
+  if (store_upload_list(r->srv->cfg.store, r->tenant, r->bucket, prefix, km, im, max, upload_cb2,
+                        &lu, &trunc, &err) < 0) {
+    free(items.p);
+    free(lu.key);
     return s3_store_error(r, &err);
+  }
   struct xbuf b = {0};
   xb_str(&b, S3_XML_HEAD "<ListMultipartUploadsResult xmlns=\"" S3_XMLNS "\">");
   xb_elem(&b, "Bucket", r->bucket);
-  xb_str(&b, "<KeyMarker></KeyMarker><UploadIdMarker></UploadIdMarker><MaxUploads>1000</MaxUploads>"
-             "<IsTruncated>false</IsTruncated></ListMultipartUploadsResult>\n");
+  xb_elem(&b, "KeyMarker", km ? km : "");
+  xb_elem(&b, "UploadIdMarker", im ? im : "");
+  if (trunc) {
+    xb_elem(&b, "NextKeyMarker", lu.key ? lu.key : "");
+    xb_elem(&b, "NextUploadIdMarker", lu.id);
+  }
+  if (prefix)
+    xb_elem(&b, "Prefix", prefix);
+  xb_fmt(&b, "<MaxUploads>%d</MaxUploads><IsTruncated>%s</IsTruncated>", max,
+         trunc ? "true" : "false");
+  if (items.p)
+    xb_add(&b, items.p, items.n);
+  b.oom |= items.oom;
+  free(items.p);
+  free(lu.key);
+  xb_str(&b, "</ListMultipartUploadsResult>\n");
   return s3_reply_xml(r, 200, &b);
 }
 

@@ -172,11 +172,15 @@ static enum MHD_Result authenticate(struct s3_req *r, bool *ok) {
   /* A link fetch is recorded whatever the outcome, once we know whose
    * key it claims and that the link is that tenant's. */
   char *lid = s3_query(r, "x-husk-link");
-  if (lid && strlen(lid) < sizeof r->link_id && store_link_owned(st, lid, r->tenant))
+  bool live = false;
+  if (lid && strlen(lid) < sizeof r->link_id && store_link_owned(st, lid, r->tenant, &live))
     snprintf(r->link_id, sizeof r->link_id, "%s", lid);
   free(lid);
   if (res != SIGV4_OK)
     return auth_fail(r, res, why);
+  /* A link key works only through a registered, unrevoked link. */
+  if (r->internal_key && (!r->link_id[0] || !live))
+    return s3_error(r, 403, "AccessDenied", "This link has been revoked or does not exist");
   *ok = true;
   return MHD_YES;
 }

@@ -159,3 +159,60 @@ int store_internal_key(struct store *s, const char *tenant_id, char key_id[STORE
   }
   return store_key_create(s, tenant_id, true, key_id, secret, err);
 }
+
+int store_key_list(struct store *s, const char *tenant_id,
+                   int (*cb)(void *ctx, const struct store_key_info *k), void *ctx,
+                   struct husk_err *err) {
+  cleanup_rows struct db_rows rows = {.item_size = sizeof(struct store_key_info)};
+  {
+    cleanup_unlock struct state *locked = db_lock(s->st);
+    cleanup_stmt sqlite3_stmt *q = NULL;
+    if (db_prepare(s->st, &q,
+                   "SELECT id, created_ms, revoked_ms FROM s3_keys WHERE tenant_id = ? AND "
+                   "internal = 0 ORDER BY created_ms, id LIMIT 1000",
+                   err) < 0)
+      return -1;
+    int rc = db_text(q, 1, tenant_id);
+    if (rc != SQLITE_OK)
+      return db_fail(s->st, err, rc, "S3 keys");
+    int r;
+    while ((r = db_step_row(s->st, q, "S3 keys", err)) == 1) {
+      struct store_key_info *k = db_rows_push(&rows);
+      if (!k)
+        return husk_error(err, ENOMEM, "S3 keys");
+      db_col_text(q, 0, k->id, sizeof k->id);
+      k->created_ms = sqlite3_column_int64(q, 1);
+      k->revoked_ms = sqlite3_column_int64(q, 2);
+    }
+    if (r < 0)
+      return -1;
+  }
+  for (size_t i = 0; i < rows.n; i++) {
+    int v = cb(ctx, db_rows_at(&rows, i));
+    if (v)
+      return db_cb_verdict(v);
+  }
+  return 0;
+}
+
+int store_key_revoke(struct store *s, const char *tenant_id, const char *key_id,
+                     struct husk_err *err) {
+  cleanup_unlock struct state *locked = db_lock(s->st);
+  cleanup_txn struct db_txn txn = {0};
+  cleanup_stmt sqlite3_stmt *q = NULL;
+  if (db_begin(s->st, &txn, err) < 0 ||
+      db_prepare(s->st, &q,
+                 "UPDATE s3_keys SET revoked_ms = CASE revoked_ms WHEN 0 THEN ? ELSE revoked_ms END "
+                 "WHERE id = ? AND tenant_id = ? AND internal = 0",
+                 err) < 0)
+    return -1;
+  int rc = db_int(q, 1, state_now_ms()) || db_text(q, 2, key_id) || db_text(q, 3, tenant_id);
+  if (rc != SQLITE_OK)
+    return db_fail(s->st, err, rc, "S3 key");
+  int n = db_step_done(s->st, q, "cannot revoke the S3 key", err);
+  if (n < 0)
+    return -1;
+  if (n == 0)
+    return husk_fail(err, STORE_ENOACCESSKEY, "no such S3 key");
+  return db_commit(&txn, err);
+}

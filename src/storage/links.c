@@ -214,7 +214,7 @@ int store_link_get(struct store *s, const char *tenant_id, const char *id, struc
   cleanup_unlock struct state *locked = db_lock(s->st);
   cleanup_stmt sqlite3_stmt *q = NULL;
   if (db_prepare(s->st, &q,
-                 "SELECT id, bucket, key, url, filename, created_ms, expires_ms FROM links "
+                 "SELECT id, bucket, key, url, filename, created_ms, expires_ms, revoked_ms FROM links "
                  "WHERE id = ? AND tenant_id = ?",
                  err) < 0)
     return -1;
@@ -233,6 +233,7 @@ int store_link_get(struct store *s, const char *tenant_id, const char *id, struc
   db_col_text(q, 4, out->filename, sizeof out->filename);
   out->created_ms = sqlite3_column_int64(q, 5);
   out->expires_ms = sqlite3_column_int64(q, 6);
+  out->revoked_ms = sqlite3_column_int64(q, 7);
   if (!out->key || !out->url) {
     store_link_free(out);
     return husk_error(err, ENOMEM, "link");
@@ -240,13 +241,95 @@ int store_link_get(struct store *s, const char *tenant_id, const char *id, struc
   return 0;
 }
 
-bool store_link_owned(struct store *s, const char *id, const char *tenant_id) {
+bool store_link_owned(struct store *s, const char *id, const char *tenant_id, bool *live) {
   struct store_link l;
   struct husk_err err;
+  *live = false;
   if (store_link_get(s, tenant_id, id, &l, &err) < 0)
     return false;
+  *live = l.revoked_ms == 0;
   store_link_free(&l);
   return true;
+}
+
+int store_link_revoke(struct store *s, const char *tenant_id, const char *id, struct husk_err *err) {
+  cleanup_unlock struct state *locked = db_lock(s->st);
+  cleanup_txn struct db_txn txn = {0};
+  cleanup_stmt sqlite3_stmt *q = NULL;
+  if (db_begin(s->st, &txn, err) < 0 ||
+      db_prepare(s->st, &q,
+                 "UPDATE links SET revoked_ms = ? WHERE id = ? AND tenant_id = ? AND revoked_ms = 0",
+                 err) < 0)
+    return -1;
+  int rc = db_int(q, 1, state_now_ms()) || db_text(q, 2, id) || db_text(q, 3, tenant_id);
+  if (rc != SQLITE_OK)
+    return db_fail(s->st, err, rc, "link");
+  int n = db_step_done(s->st, q, "cannot revoke the link", err);
+  if (n < 0)
+    return -1;
+  if (n == 0) {
+    /* Unknown, another tenant's, or revoked already (then: fine). */
+    cleanup_stmt sqlite3_stmt *c = NULL;
+    if (db_prepare(s->st, &c, "SELECT 1 FROM links WHERE id = ? AND tenant_id = ?", err) < 0)
+      return -1;
+    rc = db_text(c, 1, id) || db_text(c, 2, tenant_id);
+    if (rc != SQLITE_OK)
+      return db_fail(s->st, err, rc, "link");
+    int r = db_step_row(s->st, c, "link", err);
+    if (r < 0)
+      return -1;
+    if (r == 0)
+      return husk_fail(err, STORE_ENOLINK, "no such link");
+  }
+  return db_commit(&txn, err);
+}
+
+struct link_row {
+  struct store_link l;
+};
+static void link_row_free(void *p) { store_link_free(&((struct link_row *)p)->l); }
+
+int store_link_list(struct store *s, const char *tenant_id,
+                    int (*cb)(void *ctx, const struct store_link *l), void *ctx,
+                    struct husk_err *err) {
+  cleanup_rows struct db_rows rows = {.item_size = sizeof(struct link_row), .free_item = link_row_free};
+  {
+    cleanup_unlock struct state *locked = db_lock(s->st);
+    cleanup_stmt sqlite3_stmt *q = NULL;
+    if (db_prepare(s->st, &q,
+                   "SELECT id, bucket, key, url, filename, created_ms, expires_ms, revoked_ms "
+                   "FROM links WHERE tenant_id = ? ORDER BY created_ms DESC, id LIMIT 1000",
+                   err) < 0)
+      return -1;
+    int rc = db_text(q, 1, tenant_id);
+    if (rc != SQLITE_OK)
+      return db_fail(s->st, err, rc, "links");
+    int r;
+    while ((r = db_step_row(s->st, q, "links", err)) == 1) {
+      struct link_row *lr = db_rows_push(&rows);
+      if (!lr)
+        return husk_error(err, ENOMEM, "links");
+      struct store_link *l = &lr->l;
+      db_col_text(q, 0, l->id, sizeof l->id);
+      db_col_text(q, 1, l->bucket, sizeof l->bucket);
+      l->key = db_col_strdup(q, 2);
+      l->url = db_col_strdup(q, 3);
+      db_col_text(q, 4, l->filename, sizeof l->filename);
+      l->created_ms = sqlite3_column_int64(q, 5);
+      l->expires_ms = sqlite3_column_int64(q, 6);
+      l->revoked_ms = sqlite3_column_int64(q, 7);
+      if (!l->key || !l->url)
+        return husk_error(err, ENOMEM, "links");
+    }
+    if (r < 0)
+      return -1;
+  }
+  for (size_t i = 0; i < rows.n; i++) {
+    int v = cb(ctx, &((struct link_row *)db_rows_at(&rows, i))->l);
+    if (v)
+      return db_cb_verdict(v);
+  }
+  return 0;
 }
 
 /* Printable ASCII only, cut to size: these come from anyone on the net. */

@@ -400,3 +400,60 @@ int store_upload_abort(struct store *s, const char *tenant_id, const char *bucke
     store_unlink(s, s->partfd, ((struct part_row *)db_rows_at(&rows, i))->file);
   return 0;
 }
+
+struct upload_row {
+  char *key;
+  char id[STORE_ID_SIZE];
+  int64_t created_ms;
+};
+static void upload_row_free(void *p) { free(((struct upload_row *)p)->key); }
+
+int store_upload_list(struct store *s, const char *tenant_id, const char *bucket,
+                      const char *prefix, const char *key_marker, const char *id_marker, int max,
+                      int (*cb)(void *ctx, const struct store_upload *u), void *ctx,
+                      bool *truncated, struct husk_err *err) {
+  if (max < 1 || max > 1000)
+    max = 1000;
+  *truncated = false;
+  cleanup_rows struct db_rows rows = {.item_size = sizeof(struct upload_row),
+                                      .free_item = upload_row_free};
+  {
+    cleanup_unlock struct state *locked = db_lock(s->st);
+    if (store_bucket_check_locked(s, tenant_id, bucket, err) < 0)
+      return -1;
+    cleanup_stmt sqlite3_stmt *q = NULL;
+    if (db_prepare(s->st, &q,
+                   "SELECT key, id, created_ms FROM uploads WHERE tenant_id = ?1 AND bucket = ?2 "
+                   "AND substr(key, 1, length(?3)) = ?3 AND (key > ?4 OR (key = ?4 AND id > ?5)) "
+                   "ORDER BY key, id LIMIT ?6",
+                   err) < 0)
+      return -1;
+    int rc = db_text(q, 1, tenant_id) || db_text(q, 2, bucket) || db_text(q, 3, prefix ? prefix : "") ||
+             db_text(q, 4, key_marker ? key_marker : "") || db_text(q, 5, id_marker ? id_marker : "") ||
+             db_int(q, 6, max + 1);
+    if (rc != SQLITE_OK)
+      return db_fail(s->st, err, rc, "uploads");
+    int r;
+    while ((r = db_step_row(s->st, q, "uploads", err)) == 1) {
+      struct upload_row *u = db_rows_push(&rows);
+      if (!u)
+        return husk_error(err, ENOMEM, "uploads");
+      u->key = db_col_strdup(q, 0);
+      db_col_text(q, 1, u->id, sizeof u->id);
+      u->created_ms = sqlite3_column_int64(q, 2);
+      if (!u->key)
+        return husk_error(err, ENOMEM, "uploads");
+    }
+    if (r < 0)
+      return -1;
+  }
+  *truncated = rows.n > (size_t)max;
+  for (size_t i = 0; i < rows.n && i < (size_t)max; i++) {
+    struct upload_row *u = db_rows_at(&rows, i);
+    struct store_upload su = {u->key, u->id, u->created_ms};
+    int v = cb(ctx, &su);
+    if (v)
+      return db_cb_verdict(v);
+  }
+  return 0;
+}

@@ -114,6 +114,17 @@ int store_tmpfile(struct store *s, struct husk_err *err);
 int store_key_create(struct store *s, const char *tenant_id, bool internal,
                      char key_id[STORE_ACCESS_KEY_SIZE], char secret[STORE_SECRET_SIZE],
                      struct husk_err *err);
+struct store_key_info {
+  char id[STORE_ACCESS_KEY_SIZE];
+  int64_t created_ms, revoked_ms;
+};
+/* The tenant's own (not internal) S3 keys, oldest first. */
+int store_key_list(struct store *s, const char *tenant_id,
+                   int (*cb)(void *ctx, const struct store_key_info *k), void *ctx,
+                   struct husk_err *err);
+/* Revoke one of the tenant's keys (STORE_ENOACCESSKEY if not its own). */
+int store_key_revoke(struct store *s, const char *tenant_id, const char *key_id,
+                     struct husk_err *err);
 /* The tenant and the secret of a live key (STORE_ENOACCESSKEY otherwise).
  * Wipe `secret` after use. */
 int store_key_lookup(struct store *s, const char *key_id, char tenant_id[32],
@@ -231,6 +242,18 @@ int store_list(struct store *s, const char *tenant_id, const char *bucket,
 
 /* ---- multipart uploads ---- */
 
+struct store_upload {
+  const char *key;
+  const char *id;
+  int64_t created_ms;
+};
+/* The bucket's uploads in progress, by key then id, those after
+ * (key_marker, id_marker); at most max (1..1000). */
+int store_upload_list(struct store *s, const char *tenant_id, const char *bucket,
+                      const char *prefix, const char *key_marker, const char *id_marker, int max,
+                      int (*cb)(void *ctx, const struct store_upload *u), void *ctx,
+                      bool *truncated, struct husk_err *err);
+
 int store_upload_create(struct store *s, const char *tenant_id, const char *bucket,
                         const char *key, const char *content_type, const char *meta_json,
                         char upload_id[STORE_ID_SIZE], struct husk_err *err);
@@ -272,6 +295,7 @@ struct store_link {
   char *url;      /* heap */
   char filename[256];
   int64_t created_ms, expires_ms;
+  int64_t revoked_ms; /* 0: live */
 };
 void store_link_free(struct store_link *l);
 
@@ -284,9 +308,15 @@ int store_link_create(struct store *s, const char *tenant_id, const char *bucket
                       struct husk_err *err);
 int store_link_get(struct store *s, const char *tenant_id, const char *id, struct store_link *out,
                    struct husk_err *err);
-/* Whether `id` names a link of the tenant that owns `key_id`'s key (only
- * then is a fetch recorded). */
-bool store_link_owned(struct store *s, const char *id, const char *tenant_id);
+/* The tenant's links, newest first (at most 1000). */
+int store_link_list(struct store *s, const char *tenant_id,
+                     int (*cb)(void *ctx, const struct store_link *l), void *ctx,
+                     struct husk_err *err);
+/* Revoke a link now: its URL is refused from then on (embedded store). */
+int store_link_revoke(struct store *s, const char *tenant_id, const char *id, struct husk_err *err);
+/* Whether `id` names a link of the tenant (only then is a fetch recorded),
+ * and whether it is still usable (not revoked). */
+bool store_link_owned(struct store *s, const char *id, const char *tenant_id, bool *live);
 /* Record one fetch of a link: time now, remote address, user agent (both
  * sanitised and cut), the reply's status. */
 int store_link_record(struct store *s, const char *id, const char *remote, const char *user_agent,

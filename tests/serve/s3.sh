@@ -219,6 +219,12 @@ check "abort-multipart-upload" awsc s3api abort-multipart-upload --bucket alpha 
 s3req GET "/alpha/mp/small?uploadId=$UP2" --payload UNSIGNED-PAYLOAD
 expect_s3 "an aborted upload is gone: 404 NoSuchUpload" 404 NoSuchUpload
 
+nu=$(awsc s3api list-multipart-uploads --bucket alpha --query 'length(Uploads)' 2>&1)
+UP3=$(awsc s3api create-multipart-upload --bucket alpha --key mp/pending --query UploadId --output text)
+awsc s3api list-multipart-uploads --bucket alpha >"$W/lu" 2>&1
+check "list-multipart-uploads shows the upload in progress" grep -q "$UP3" "$W/lu"
+awsc s3api abort-multipart-upload --bucket alpha --key mp/pending --upload-id "$UP3"
+
 # ---- DeleteObjects -------------------------------------------------------------------
 s3req POST "/alpha?delete" --payload UNSIGNED-PAYLOAD --data "<Delete><Object><Key>list/c</Key></Object></Delete>"
 expect_s3 "DeleteObjects without Content-MD5: 400 InvalidRequest" 400 InvalidRequest
@@ -278,6 +284,20 @@ KEY=$TWO_KEY
 api GET "/v1/links/$LID/access"
 expect_code "another tenant cannot read the access log: 404" 404
 KEY=$ONE_KEY
+api GET /v1/links
+check "GET /v1/links lists the link" [ "$(jf "[l['id'] for l in j['links']].count('$LID')")" = 1 ]
+api DELETE "/v1/links/$LID"
+expect_code "DELETE /v1/links/{id} revokes it" 204
+code=$(curl -s -o "$W/lo" -w '%{http_code}' -A after-revoke "$LURL")
+check "a revoked link: 403 AccessDenied" bash -c "[ $code = 403 ] && grep -q AccessDenied '$W/lo'"
+api GET "/v1/links/$LID/access"
+expect_eq "the refused fetch of the revoked link is logged" "$(jf '[a["status"] for a in j["accesses"] if a["user_agent"]=="after-revoke"]')" "[403]"
+api GET "/v1/links/$LID"
+check "the link shows when it was revoked" [ -n "$(jf 'j["revoked_at"]')" ]
+KEY=$TWO_KEY
+api DELETE "/v1/links/$LID"
+expect_code "another tenant cannot revoke it: 404" 404
+KEY=$ONE_KEY
 api POST /v1/links -d '{"bucket":"alpha","key":"dir/one","expires_in":604801}'
 expect_code "a link for longer than 7 days: 400" 400
 api POST /v1/links -d '{"bucket":"alpha","key":"no/such"}'
@@ -334,6 +354,24 @@ if new_box; then
 else
   not_ok "a box for the transfers ($CODE $BODY)"
 fi
+
+# ---- S3 keys: list and revoke -------------------------------------------------------------
+KEY=$ONE_KEY
+api POST /v1/s3-keys
+EXTRA_AK=$(jf 'j["access_key_id"]') EXTRA_SK=$(jf 'j["secret_access_key"]')
+api GET /v1/s3-keys
+check "GET /v1/s3-keys lists the tenant's keys, no secrets" bash -c "grep -q '$EXTRA_AK' <<<'$BODY' && grep -q '$ONE_AK' <<<'$BODY' && ! grep -q secret <<<'$BODY'"
+check "links' internal keys are not listed" [ "$(jf 'len(j["keys"])')" = 2 ]
+CAK=$EXTRA_AK CSK=$EXTRA_SK s3req GET / --payload UNSIGNED-PAYLOAD
+expect_eq "the new key works" "$CODE" 200
+api DELETE "/v1/s3-keys/$EXTRA_AK"
+expect_code "DELETE /v1/s3-keys/{id} revokes it" 204
+CAK=$EXTRA_AK CSK=$EXTRA_SK s3req GET / --payload UNSIGNED-PAYLOAD
+expect_s3 "a revoked key: 403 InvalidAccessKeyId" 403 InvalidAccessKeyId
+KEY=$TWO_KEY
+api DELETE "/v1/s3-keys/$ONE_AK"
+expect_code "another tenant cannot revoke a key: 404" 404
+KEY=$ONE_KEY
 
 # ---- rm --recursive, rb, and what is left on disk ----------------------------------------
 check "rm --recursive" awsc s3 rm --recursive s3://alpha/

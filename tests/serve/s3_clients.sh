@@ -133,6 +133,20 @@ s3req PUT /cmd/chunked-bad --data-file "$W/f200k" --chunked 65536 --bad-chunk
 expect_s3 "a tampered chunk: 403 SignatureDoesNotMatch" 403 SignatureDoesNotMatch
 s3req GET /cmd/chunked-bad --payload UNSIGNED-PAYLOAD
 expect_s3 "and nothing was stored" 404 NoSuchKey
+s3req PUT /cmd/trailer-signed --data-file "$W/f200k" --chunked 65536 --trailer signed
+expect_eq "aws-chunked with a signed CRC32 trailer: 200" "$CODE" 200
+check "... the checksum is echoed" grep -qi '^x-amz-checksum-crc32:' "$T_SCRATCH/s3hdr"
+s3req PUT /cmd/trailer-unsigned --data-file "$W/f200k" --chunked 65536 --trailer unsigned
+expect_eq "aws-chunked with an unsigned trailer (STREAMING-UNSIGNED-PAYLOAD-TRAILER): 200" "$CODE" 200
+rm -f "$W/out"
+awsc s3 cp s3://cmd/trailer-unsigned "$W/out"
+check "... stores the decoded bytes" cmp -s "$W/out" "$W/f200k"
+s3req PUT /cmd/trailer-bad --data-file "$W/f200k" --chunked 65536 --trailer unsigned --bad-trailer
+expect_s3 "a trailer checksum that does not match: 400 BadDigest" 400 BadDigest
+s3req PUT /cmd/trailer-bad2 --data-file "$W/f200k" --chunked 65536 --trailer signed --bad-trailer
+expect_s3 "a signed trailer whose value was changed: 403 SignatureDoesNotMatch" 403 SignatureDoesNotMatch
+s3req GET /cmd/trailer-bad --payload UNSIGNED-PAYLOAD
+expect_s3 "and nothing was stored" 404 NoSuchKey
 check "no temporary files are left" [ "$(store_files tmp)" = 0 ]
 serve_stop
 serve_finish

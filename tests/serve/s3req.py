@@ -21,6 +21,8 @@ ap.add_argument("--payload")
 ap.add_argument("--date")
 ap.add_argument("--chunked", type=int)
 ap.add_argument("--bad-chunk", action="store_true")
+ap.add_argument("--trailer", choices=["signed", "unsigned"])
+ap.add_argument("--bad-trailer", action="store_true")
 ap.add_argument("--region", default="us-east-1")
 ap.add_argument("--out", default=os.devnull)
 ap.add_argument("--headers", default=os.devnull)
@@ -62,10 +64,20 @@ for h in a.H:
     n, _, v = h.partition(":")
     headers[n.strip().lower()] = v.strip()
 wire = body
+import base64, zlib
+crc = base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode()
+# --bad-trailer sends another value than the one signed (signed trailer)
+# or than the body's (unsigned trailer).
+trailer_signed = f"x-amz-checksum-crc32:{crc}"
+trailer_line = "x-amz-checksum-crc32:AAAAAA==" if a.bad_trailer else trailer_signed
 if a.chunked:
-    payload = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
+    payload = {None: "STREAMING-AWS4-HMAC-SHA256-PAYLOAD",
+               "signed": "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER",
+               "unsigned": "STREAMING-UNSIGNED-PAYLOAD-TRAILER"}[a.trailer]
     headers["content-encoding"] = "aws-chunked"
     headers["x-amz-decoded-content-length"] = str(len(body))
+    if a.trailer:
+        headers["x-amz-trailer"] = "x-amz-checksum-crc32"
 else:
     payload = a.payload or hashlib.sha256(body).hexdigest()
 headers["x-amz-content-sha256"] = payload
@@ -90,27 +102,45 @@ def sign_headers(extra_len=None):
     return hs, sig
 
 if a.chunked:
-    # Frame first (to know the length), sign the request, then the chunks.
+    # The framed length depends only on the sizes: sign the request with
+    # it, then sign the chunks (chained from the request's signature).
     sizes = []
     rest = len(body)
     while rest > 0:
         sizes.append(min(a.chunked, rest))
         rest -= sizes[-1]
     sizes.append(0)
-    framed_len = sum(len(f"{n:x};chunk-signature=") + 64 + 2 + n + 2 for n in sizes)
+    signed = a.trailer != "unsigned"
+    ext = lambda n: f"{n:x};chunk-signature=" + "0" * 64 if signed else f"{n:x}"
+    framed_len = sum(len(ext(n)) + 2 + n + 2 for n in sizes)
+    if a.trailer:
+        framed_len += -2 + len(trailer_line) + 2 + (len("x-amz-trailer-signature:") + 64 + 2 if signed else 0) + 2
     hs, prev = sign_headers(framed_len)
     out, off = [], 0
     empty = hashlib.sha256(b"").hexdigest()
     for i, n in enumerate(sizes):
         data = body[off:off + n]
         off += n
-        sts = "\n".join(["AWS4-HMAC-SHA256-PAYLOAD", amz_date, scope, prev, empty,
-                         hashlib.sha256(data).hexdigest()])
-        prev = hmac.new(ksign, sts.encode(), hashlib.sha256).hexdigest()
+        if signed:
+            sts = "\n".join(["AWS4-HMAC-SHA256-PAYLOAD", amz_date, scope, prev, empty,
+                             hashlib.sha256(data).hexdigest()])
+            prev = hmac.new(ksign, sts.encode(), hashlib.sha256).hexdigest()
+            head = f"{n:x};chunk-signature={prev}\r\n"
+        else:
+            head = f"{n:x}\r\n"
         if a.bad_chunk and i == 1:
             data = b"X" + data[1:]
-        out.append(f"{n:x};chunk-signature={prev}\r\n".encode() + data + b"\r\n")
+        if n == 0 and a.trailer:
+            t = trailer_line + "\r\n"
+            if signed:
+                sts = "\n".join(["AWS4-HMAC-SHA256-TRAILER", amz_date, scope, prev,
+                                 hashlib.sha256((trailer_signed + "\n").encode()).hexdigest()])
+                t += "x-amz-trailer-signature:" + hmac.new(ksign, sts.encode(), hashlib.sha256).hexdigest() + "\r\n"
+            out.append(head.encode() + t.encode() + b"\r\n")
+        else:
+            out.append(head.encode() + data + b"\r\n")
     wire = b"".join(out)
+    assert len(wire) == framed_len, (len(wire), framed_len)
 else:
     hs, _ = sign_headers()
 
