@@ -226,7 +226,8 @@ static int sweep(struct store *s, int dirfd, const char *table, unsigned *remove
   return 0;
 }
 
-static int abort_stale_uploads(struct store *s, struct husk_err *err) {
+/* One batch of at most 64; *more when the batch was full. */
+static int abort_stale_batch(struct store *s, bool *more, struct husk_err *err) {
   char ids[64][STORE_ID_SIZE];
   struct {
     char tenant[32], bucket[STORE_BUCKET_MAX + 1];
@@ -252,14 +253,25 @@ static int abort_stale_uploads(struct store *s, struct husk_err *err) {
       n++;
     }
   }
+  bool failed = false;
   for (int i = 0; i < n; i++) {
     struct husk_err e2;
     if (info[i].key &&
-        store_upload_abort(s, info[i].tenant, info[i].bucket, info[i].key, ids[i], &e2) < 0)
+        store_upload_abort(s, info[i].tenant, info[i].bucket, info[i].key, ids[i], &e2) < 0) {
       store_log(s, "cannot abort abandoned upload %s: %s", ids[i], e2.msg);
+      failed = true;
+    }
     free(info[i].key);
   }
-  (void)err;
+  /* A batch that could not be aborted would come back forever: stop. */
+  *more = n == 64 && !failed;
+  return 0;
+}
+
+static int abort_stale_uploads(struct store *s, struct husk_err *err) {
+  for (bool more = true; more;)
+    if (abort_stale_batch(s, &more, err) < 0)
+      return -1;
   return 0;
 }
 
