@@ -33,10 +33,6 @@ check "mb" awsc s3 mb s3://alpha >/dev/null
 check "mb of an owned bucket again succeeds (s3api create-bucket)" awsc s3api create-bucket --bucket alpha >/dev/null
 awsc s3 ls >"$W/lsb" 2>&1
 check "ls lists the bucket" grep -q ' alpha$' "$W/lsb"
-s3req PUT /Bad_Name --payload UNSIGNED-PAYLOAD
-expect_s3 "an invalid bucket name: 400 InvalidBucketName" 400 InvalidBucketName
-s3req GET /nosuchbucket --payload UNSIGNED-PAYLOAD
-expect_s3 "an unknown bucket: 404 NoSuchBucket" 404 NoSuchBucket
 s3req GET "/alpha?location" --payload UNSIGNED-PAYLOAD
 check "GetBucketLocation answers" grep -q "<LocationConstraint" "$T_SCRATCH/s3body"
 
@@ -60,7 +56,7 @@ for k in empty dir/one big/twenty; do
   rm -f "$W/out"
   awsc s3 cp "s3://alpha/$k" "$W/out"
   case $k in empty) f=f0 ;; dir/one) f=f1k ;; *) f=f20m ;; esac
-  check "get $k returns the same bytes" cmp -s "$W/out" "$W/$f"
+  check "aws s3 cp gets $k back (the same bytes)" cmp -s "$W/out" "$W/$f"
 done
 e1=$(md5sum <"$W/f1k" | cut -c1-32)
 awsc s3api head-object --bucket alpha --key dir/one >"$W/h1" 2>&1
@@ -90,7 +86,7 @@ s3req GET /alpha/dir/one --payload UNSIGNED-PAYLOAD -H 'If-Match: "0000"'
 expect_s3 "If-Match with another ETag: 412" 412 PreconditionFailed
 
 # ---- listing: prefix, delimiter, pages, V1 and V2 ------------------------------------
-for k in list/a/1 list/a/2 list/b/1 list/c; do awsc s3 cp "$W/f0" "s3://alpha/$k"; done
+for k in list/a/1 list/a/2 list/b/1 list/c; do s3req PUT "/alpha/$k" --data ""; done
 awsc s3api list-objects-v2 --bucket alpha --prefix list/ --delimiter / >"$W/l" 2>&1
 check "delimiter: common prefixes list/a/ and list/b/" bash -c "grep -q '\"Prefix\": \"list/a/\"' '$W/l' && grep -q '\"Prefix\": \"list/b/\"' '$W/l'"
 check "delimiter: the key list/c" grep -q '"Key": "list/c"' "$W/l"
@@ -105,8 +101,6 @@ n1=$(awsc s3api list-objects --bucket alpha --prefix pages/ --page-size 4 --quer
 expect_eq "ListObjects V1 in pages of 4 (markers) finds all 23" "$n1" 23
 s3req GET "/alpha?list-type=2&prefix=pages/&max-keys=5" --payload UNSIGNED-PAYLOAD
 check "max-keys 5: truncated with a continuation token" bash -c "grep -q '<IsTruncated>true</IsTruncated>' '$T_SCRATCH/s3body' && grep -q '<NextContinuationToken>' '$T_SCRATCH/s3body'"
-s3req GET "/alpha?list-type=2&continuation-token=zz" --payload UNSIGNED-PAYLOAD
-expect_s3 "a bad continuation token: 400 InvalidArgument" 400 InvalidArgument
 
 # ---- odd keys ------------------------------------------------------------------
 ODD='odd dir/a+b%c/ü ñ//x.txt'
@@ -124,10 +118,6 @@ check "S3-to-S3 cp (CopyObject)" awsc s3 cp s3://alpha/dir/one s3://alpha/copy/o
 rm -f "$W/out"
 awsc s3 cp s3://alpha/copy/one "$W/out"
 check "the copy has the same bytes" cmp -s "$W/out" "$W/f1k"
-s3req PUT /alpha/dir/one --payload UNSIGNED-PAYLOAD -H "x-amz-copy-source: /alpha/dir/one"
-expect_s3 "copying onto itself without REPLACE: 400 InvalidRequest" 400 InvalidRequest
-s3req PUT /alpha/c2 --payload UNSIGNED-PAYLOAD -H "x-amz-copy-source: /alpha/missing"
-expect_s3 "copying a missing key: 404 NoSuchKey" 404 NoSuchKey
 
 # ---- presigned URLs (awscli's signer) -----------------------------------------------
 URLP=$(awsc s3 presign s3://alpha/dir/one --expires-in 300)
@@ -145,33 +135,11 @@ sleep 2
 code=$(curl -s -o "$W/pres" -w '%{http_code}' "$URLX")
 check "an expired presigned URL: 403 AccessDenied" bash -c "[ $code = 403 ] && grep -q 'Request has expired' '$W/pres'"
 
-# ---- bad input --------------------------------------------------------------------
-CSK=wrongwrongwrongwrongwrongwrongwrongwrong s3req GET /alpha --payload UNSIGNED-PAYLOAD
-expect_s3 "a wrong secret: 403 SignatureDoesNotMatch" 403 SignatureDoesNotMatch
-CAK=HKAAAAAAAAAAAAAAAAAA s3req GET /alpha --payload UNSIGNED-PAYLOAD
-expect_s3 "an unknown access key: 403 InvalidAccessKeyId" 403 InvalidAccessKeyId
-CODE=$(curl -s -o "$T_SCRATCH/s3body" -w '%{http_code}' "$S3/alpha/dir/one"); BODY=$(cat "$T_SCRATCH/s3body")
-expect_s3 "no signature at all: 403 AccessDenied" 403 AccessDenied
-s3req GET /alpha --payload UNSIGNED-PAYLOAD --date 20200101T000000Z
-expect_s3 "a request dated 2020: 403 RequestTimeTooSkewed" 403 RequestTimeTooSkewed
-s3req PUT /alpha/bad-sha --payload "$(printf x | sha256sum | cut -c1-64)" --data-file "$W/f1k"
-expect_s3 "a body that does not match x-amz-content-sha256: 400" 400 XAmzContentSHA256Mismatch
-s3req PUT /alpha/bad-md5 --payload UNSIGNED-PAYLOAD -H "Content-MD5: 1B2M2Y8AsgTpgAmY7PhCfg==" --data-file "$W/f1k"
-expect_s3 "a body that does not match Content-MD5: 400 BadDigest" 400 BadDigest
-s3req PUT /alpha/bad-md5 --payload UNSIGNED-PAYLOAD -H "Content-MD5: notbase64" --data-file "$W/f1k"
-expect_s3 "a malformed Content-MD5: 400 InvalidDigest" 400 InvalidDigest
-check "awscli put-object with a wrong --content-md5 fails" bash -c "! '$AWS' --endpoint-url '$S3' s3api put-object --bucket alpha --key bad-md5 --body '$W/f1k' --content-md5 1B2M2Y8AsgTpgAmY7PhCfg== 2>'$W/e' && grep -q BadDigest '$W/e'"
-crc=$(python3 -c 'import zlib,base64,sys; print(base64.b64encode(zlib.crc32(open(sys.argv[1],"rb").read()).to_bytes(4,"big")).decode())' "$W/f1k")
-s3req PUT /alpha/crc-bad --payload UNSIGNED-PAYLOAD -H "x-amz-checksum-crc32: AAAAAA==" --data-file "$W/f1k"
-expect_s3 "a wrong x-amz-checksum-crc32: 400 BadDigest" 400 BadDigest
-s3req PUT /alpha/crc-ok --payload UNSIGNED-PAYLOAD -H "x-amz-checksum-crc32: $crc" --data-file "$W/f1k"
-expect_eq "the right x-amz-checksum-crc32: 200" "$CODE" 200
-check "... and it is echoed" grep -qi "^x-amz-checksum-crc32: $crc" "$T_SCRATCH/s3hdr"
-awsc s3api list-objects-v2 --bucket alpha --prefix bad >"$W/lb" 2>&1
-check "none of the refused bodies was stored" not grep -q '"Key"' "$W/lb"
+# ---- flexible checksums from awscli ------------------------------------------------
 check "awscli with --checksum-algorithm CRC32 (checksum headers or trailer)" awsc s3api put-object --bucket alpha --key crc-cli --body "$W/f1k" --checksum-algorithm CRC32 >/dev/null
-s3req GET "/alpha?acl" --payload UNSIGNED-PAYLOAD
-expect_s3 "an unsupported subresource: 501 NotImplemented" 501 NotImplemented
+check "awscli put-object with a wrong --content-md5 fails with BadDigest" bash -c "! '$AWS' --endpoint-url '$S3' s3api put-object --bucket alpha --key bad-md5 --body '$W/f1k' --content-md5 1B2M2Y8AsgTpgAmY7PhCfg== 2>'$W/e' && grep -q BadDigest '$W/e'"
+s3req GET /alpha/bad-md5
+expect_s3 "... and stored nothing" 404 NoSuchKey
 
 # ---- multipart, by hand -------------------------------------------------------------
 head -c $((5 * 1024 * 1024)) /dev/urandom >"$W/p5m"
@@ -182,56 +150,20 @@ E1=$(awsc s3api upload-part --bucket alpha --key mp/obj --upload-id "$UP" --part
 check "parts upload in any order" bash -c "[ -n '$E1' ] && [ -n '$E2' ]"
 np=$(awsc s3api list-parts --bucket alpha --key mp/obj --upload-id "$UP" --query 'length(Parts)' 2>&1)
 expect_eq "list-parts shows both" "$np" 2
-s3req PUT "/alpha/mp/obj?partNumber=0&uploadId=$UP" --payload UNSIGNED-PAYLOAD --data x
-expect_s3 "part number 0: 400 InvalidArgument" 400 InvalidArgument
-s3req PUT "/alpha/mp/obj?partNumber=10001&uploadId=$UP" --payload UNSIGNED-PAYLOAD --data x
-expect_s3 "part number 10001: 400 InvalidArgument" 400 InvalidArgument
-s3req PUT "/alpha/mp/obj?partNumber=1&uploadId=unot-an-upload" --payload UNSIGNED-PAYLOAD --data x
-expect_s3 "an unknown upload: 404 NoSuchUpload" 404 NoSuchUpload
-s3req POST "/alpha/mp/obj?uploadId=$UP" --payload UNSIGNED-PAYLOAD --data "<CompleteMultipartUpload><Part><PartNumber>2</PartNumber><ETag>$E2</ETag></Part><Part><PartNumber>1</PartNumber><ETag>$E1</ETag></Part></CompleteMultipartUpload>"
-expect_s3 "complete with parts out of order: 400 InvalidPartOrder" 400 InvalidPartOrder
-s3req POST "/alpha/mp/obj?uploadId=$UP" --payload UNSIGNED-PAYLOAD --data "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"00000000000000000000000000000000\"</ETag></Part></CompleteMultipartUpload>"
-expect_s3 "complete with a wrong ETag: 400 InvalidPart" 400 InvalidPart
-s3req POST "/alpha/mp/obj?uploadId=$UP" --payload UNSIGNED-PAYLOAD --data "<CompleteMultipartUpload><Part><PartNumber>3</PartNumber><ETag>$E1</ETag></Part></CompleteMultipartUpload>"
-expect_s3 "complete with a part never uploaded: 400 InvalidPart" 400 InvalidPart
-s3req POST "/alpha/mp/obj?uploadId=$UP" --payload UNSIGNED-PAYLOAD --data "<CompleteMultipartUpload><Part><PartNumber>1"
-expect_s3 "complete with malformed XML: 400 MalformedXML" 400 MalformedXML
-python3 -c 'import sys; sys.stdout.write("<CompleteMultipartUpload>" + "<Part><PartNumber>1</PartNumber><ETag>x</ETag></Part>" * 60000 + "</CompleteMultipartUpload>")' >"$W/bigxml"
-s3req POST "/alpha/mp/obj?uploadId=$UP" --payload UNSIGNED-PAYLOAD --data-file "$W/bigxml"
-expect_s3 "complete with 3 MiB of XML: 400 MaxMessageLengthExceeded" 400 MaxMessageLengthExceeded
-s3req POST "/alpha/mp/obj?uploadId=$UP" --payload UNSIGNED-PAYLOAD --data '<!DOCTYPE x [<!ENTITY a "aaaa">]><CompleteMultipartUpload/>'
-expect_s3 "complete with a DTD: 400 MalformedXML" 400 MalformedXML
-s3req GET /alpha/mp/obj --payload UNSIGNED-PAYLOAD
-expect_s3 "nothing was stored by the failed completes" 404 NoSuchKey
-s3req POST "/alpha/mp/obj?uploadId=$UP" --payload UNSIGNED-PAYLOAD --data "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>$E1</ETag></Part><Part><PartNumber>2</PartNumber><ETag>$E2</ETag></Part></CompleteMultipartUpload>"
-expect_eq "complete: 200" "$CODE" 200
+awsc s3api complete-multipart-upload --bucket alpha --key mp/obj --upload-id "$UP" \
+  --multipart-upload "{\"Parts\":[{\"PartNumber\":1,\"ETag\":$E1},{\"PartNumber\":2,\"ETag\":$E2}]}" >"$W/cmp" 2>&1
+check "complete-multipart-upload" grep -q '"ETag": "\\"[0-9a-f]\{32\}-2\\""' "$W/cmp"
 rm -f "$W/out"
 awsc s3 cp s3://alpha/mp/obj "$W/out"
 check "the completed object is part 1 then part 2" cmp -s "$W/out" <(cat "$W/p5m" "$W/f1k")
-s3req POST "/alpha/mp/obj?uploadId=$UP" --payload UNSIGNED-PAYLOAD --data "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>$E1</ETag></Part></CompleteMultipartUpload>"
-expect_s3 "completing it again: 404 NoSuchUpload" 404 NoSuchUpload
 UP2=$(awsc s3api create-multipart-upload --bucket alpha --key mp/small --query UploadId --output text)
-S1=$(awsc s3api upload-part --bucket alpha --key mp/small --upload-id "$UP2" --part-number 1 --body "$W/f1k" --query ETag --output text)
-S2=$(awsc s3api upload-part --bucket alpha --key mp/small --upload-id "$UP2" --part-number 2 --body "$W/f1k" --query ETag --output text)
-s3req POST "/alpha/mp/small?uploadId=$UP2" --payload UNSIGNED-PAYLOAD --data "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>$S1</ETag></Part><Part><PartNumber>2</PartNumber><ETag>$S2</ETag></Part></CompleteMultipartUpload>"
-expect_s3 "a part under 5 MiB that is not the last: 400 EntityTooSmall" 400 EntityTooSmall
+awsc s3api list-multipart-uploads --bucket alpha >"$W/lu" 2>&1
+check "list-multipart-uploads shows the upload in progress" grep -q "$UP2" "$W/lu"
 check "abort-multipart-upload" awsc s3api abort-multipart-upload --bucket alpha --key mp/small --upload-id "$UP2"
-s3req GET "/alpha/mp/small?uploadId=$UP2" --payload UNSIGNED-PAYLOAD
+s3req GET "/alpha/mp/small?uploadId=$UP2"
 expect_s3 "an aborted upload is gone: 404 NoSuchUpload" 404 NoSuchUpload
 
-nu=$(awsc s3api list-multipart-uploads --bucket alpha --query 'length(Uploads)' 2>&1)
-UP3=$(awsc s3api create-multipart-upload --bucket alpha --key mp/pending --query UploadId --output text)
-awsc s3api list-multipart-uploads --bucket alpha >"$W/lu" 2>&1
-check "list-multipart-uploads shows the upload in progress" grep -q "$UP3" "$W/lu"
-awsc s3api abort-multipart-upload --bucket alpha --key mp/pending --upload-id "$UP3"
-
 # ---- DeleteObjects -------------------------------------------------------------------
-s3req POST "/alpha?delete" --payload UNSIGNED-PAYLOAD --data "<Delete><Object><Key>list/c</Key></Object></Delete>"
-expect_s3 "DeleteObjects without Content-MD5: 400 InvalidRequest" 400 InvalidRequest
-X='<Delete><Object><Key>list/c</Key>'
-MD=$(python3 -c 'import hashlib,base64,sys; print(base64.b64encode(hashlib.md5(sys.argv[1].encode()).digest()).decode())' "$X")
-s3req POST "/alpha?delete" --payload UNSIGNED-PAYLOAD -H "Content-MD5: $MD" --data "$X"
-expect_s3 "DeleteObjects with malformed XML: 400 MalformedXML" 400 MalformedXML
 s3req DELETE /alpha --payload UNSIGNED-PAYLOAD
 expect_s3 "deleting a bucket that is not empty: 409 BucketNotEmpty" 409 BucketNotEmpty
 awsc s3api delete-objects --bucket alpha --delete '{"Objects":[{"Key":"list/a/1"},{"Key":"list/a/2"},{"Key":"never/there"}]}' >"$W/do" 2>&1

@@ -40,7 +40,8 @@ date = amz_date[:8]
 scope = f"{date}/{a.region}/s3/aws4_request"
 
 def q(s, safe):
-    return urllib.parse.quote(s, safe=safe)
+    """Decode once (as bytes: keys need not be UTF-8), encode once."""
+    return urllib.parse.quote_from_bytes(urllib.parse.unquote_to_bytes(s), safe=safe)
 
 def canon_query(raw):
     pairs = []
@@ -48,7 +49,7 @@ def canon_query(raw):
         if not part:
             continue
         k, _, v = part.partition("=")
-        pairs.append((q(urllib.parse.unquote(k), "-_.~"), q(urllib.parse.unquote(v), "-_.~")))
+        pairs.append((q(k, "-_.~"), q(v, "-_.~")))
     return "&".join(f"{k}={v}" for k, v in sorted(pairs))
 
 def hm(key, msg):
@@ -60,9 +61,6 @@ ksvc = hm(kreg, "s3")
 ksign = hm(ksvc, "aws4_request")
 
 headers = {"host": u.netloc, "x-amz-date": amz_date}
-for h in a.H:
-    n, _, v = h.partition(":")
-    headers[n.strip().lower()] = v.strip()
 wire = body
 import base64, zlib
 crc = base64.b64encode(zlib.crc32(body).to_bytes(4, "big")).decode()
@@ -81,6 +79,10 @@ if a.chunked:
 else:
     payload = a.payload or hashlib.sha256(body).hexdigest()
 headers["x-amz-content-sha256"] = payload
+# Headers given with -H come last: they may override the ones above.
+for h in a.H:
+    n, _, v = h.partition(":")
+    headers[n.strip().lower()] = v.strip()
 
 def sign_headers(extra_len=None):
     hs = dict(headers)
@@ -89,7 +91,7 @@ def sign_headers(extra_len=None):
     names = sorted(hs)
     canon = "\n".join([
         a.method,
-        q(urllib.parse.unquote(u.path or "/"), "/-_.~"),
+        q(u.path or "/", "/-_.~"),
         canon_query(u.query),
         "".join(f"{n}:{' '.join(hs[n].split())}\n" for n in names),
         ";".join(names),
