@@ -20,6 +20,7 @@ static enum MHD_Result store_err(struct req *r, const struct husk_err *err) {
   case STORE_ENOKEY: return api_reply_error(r, 404, "no_such_key", "%s", err->msg);
   case STORE_ENOLINK: return api_reply_error(r, 404, "not_found", "no such link");
   case STORE_ENOACCESSKEY: return api_reply_error(r, 404, "not_found", "no such S3 key");
+  case EOPNOTSUPP: return api_reply_error(r, 503, "unavailable", "%s", err->msg);
   case STORE_EOWNED: return api_reply_error(r, 409, "conflict", "%s", err->msg);
   case STORE_EBADNAME:
   case STORE_EBADKEY:
@@ -44,8 +45,9 @@ enum MHD_Result h_s3_key_create(struct req *r) {
   if (store_key_create(st, r->tenant, false, id, secret, &err) < 0)
     return store_err(r, &err);
   snprintf(r->audit_detail, sizeof r->audit_detail, "access_key_id=%s", id);
-  json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "access_key_id", id, "secret_access_key", secret,
-                        "region", store_region(st), "endpoint", store_public_url(st));
+  json_t *o = json_pack("{s:s, s:s, s:s, s:s?}", "access_key_id", id, "secret_access_key", secret,
+                        "region", store_region(st), "endpoint",
+                        store_public_url(st)[0] ? store_public_url(st) : NULL);
   OPENSSL_cleanse(secret, sizeof secret);
   return api_reply_json(r, 201, o);
 }

@@ -403,7 +403,7 @@ int cmd_serve(int argc, char **argv) {
     return fail("%s", err.msg);
   }
   if (s3_on) {
-    struct s3_config sc = {.listen = s3_listen, .store = store,
+    struct s3_config sc = {.listen = s3_listen, .store = store, .state = st,
                            .max_connections = (unsigned)maxconn,
                            .idle_timeout_s = (unsigned)((idle_ms + 999) / 1000),
                            .log_requests = !quiet, .log = log_line};

@@ -13,11 +13,13 @@
 #include "util/error.h"
 
 struct store;
+struct state;
 struct s3_server;
 
 struct s3_config {
   const char *listen;        /* "ADDR:PORT" */
   struct store *store;
+  struct state *state;       /* for the audit records of bucket-level changes; may be NULL */
   unsigned max_connections;
   unsigned idle_timeout_s;
   bool log_requests;

@@ -18,6 +18,7 @@
 #include <openssl/evp.h>
 
 #include "api/api.h"
+#include "state/state.h"
 #include "s3/s3_internal.h"
 #include "util/cleanup.h"
 
@@ -629,6 +630,31 @@ static void remote_addr(struct MHD_Connection *conn, char *out, size_t size) {
     inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out, (socklen_t)size);
 }
 
+/* Bucket-level changes (and batch deletes) go to the audit log, like the
+ * API's state-changing routes; single-object writes are only in the
+ * request log (they are the store's traffic, not its configuration). */
+static void audit(struct s3_server *s, struct s3_req *r) {
+  const char *action = NULL;
+  switch (r->op) {
+  case OP_CREATE_BUCKET: action = "s3.bucket_create"; break;
+  case OP_DELETE_BUCKET: action = "s3.bucket_delete"; break;
+  case OP_DELETE_OBJECTS: action = "s3.delete_objects"; break;
+  default: return;
+  }
+  if (!s->cfg.state || !r->tenant[0] || !r->status)
+    return;
+  struct state_audit rec = {.status = r->status};
+  snprintf(rec.tenant_id, sizeof rec.tenant_id, "%s", r->tenant);
+  snprintf(rec.action, sizeof rec.action, "%s", action);
+  snprintf(rec.detail, sizeof rec.detail, "bucket=%.64s s3_key=%.32s", r->bucket ? r->bucket : "",
+           r->key_id);
+  snprintf(rec.outcome, sizeof rec.outcome, "%s",
+           r->status < 400 ? "ok" : r->status == 403 ? "denied" : "error");
+  struct husk_err err;
+  if (state_audit_add(s->cfg.state, &rec, NULL, &err) < 0)
+    s3_log(s, "cannot write an audit record: %s", err.msg);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
   struct s3_server *s = cls;
@@ -636,6 +662,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   if (!r)
     return;
   *con_cls = NULL;
+  audit(s, r);
   if (r->link_id[0]) {
     char ra[64];
     remote_addr(conn, ra, sizeof ra);

@@ -152,6 +152,9 @@ int store_link_create(struct store *s, const char *tenant_id, const char *bucket
     return -1;
   store_object_free(&o);
   char host[256];
+  if (!s->public_url[0])
+    return husk_fail(err, EOPNOTSUPP,
+                     "links need the S3 listener (--s3-listen), a --public-url or an external store");
   if (url_authority(s->public_url, host, sizeof host, err) < 0)
     return -1;
   char id[STORE_ID_SIZE];

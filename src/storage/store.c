@@ -284,7 +284,9 @@ int store_open(struct store **out, const struct store_config *cfg, struct husk_e
   s->log = cfg->log;
   s->log_ctx = cfg->log_ctx;
   snprintf(s->region, sizeof s->region, "%s", cfg->region ? cfg->region : "us-east-1");
-  s->public_url = strdup(cfg->public_url ? cfg->public_url : "http://127.0.0.1:7071");
+  /* No public URL: no links on the embedded store (until one is set,
+   * e.g. once the S3 listener has its port). */
+  s->public_url = strdup(cfg->public_url ? cfg->public_url : "");
   if (asprintf(&s->dir, "%s/storage", cfg->data_dir) < 0) {
     s->dir = NULL;
     husk_error(err, ENOMEM, "store");

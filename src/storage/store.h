@@ -79,7 +79,8 @@ struct store_config {
   const char *data_dir;   /* DATA: files go to DATA/storage */
   struct state *state;
   const char *region;     /* "us-east-1" if NULL */
-  const char *public_url; /* base of links, e.g. "http://127.0.0.1:7071" */
+  const char *public_url; /* base of links, e.g. "http://127.0.0.1:7071"; NULL: none yet
+                           * (links on the embedded store are refused, EOPNOTSUPP) */
   void (*log)(void *ctx, const char *line);
   void *log_ctx;
 };

@@ -33,6 +33,9 @@ check "mb" awsc s3 mb s3://alpha >/dev/null
 check "mb of an owned bucket again succeeds (s3api create-bucket)" awsc s3api create-bucket --bucket alpha >/dev/null
 awsc s3 ls >"$W/lsb" 2>&1
 check "ls lists the bucket" grep -q ' alpha$' "$W/lsb"
+KEY=$ONE_KEY
+api GET "/v1/audit?action=s3.bucket_create"
+check "bucket creation is in the audit log, with the S3 key id and no secret" bash -c "grep -q 'bucket=alpha s3_key=$ONE_AK' <<<'$BODY' && ! grep -qF '$ONE_SK' <<<'$BODY'"
 s3req GET "/alpha?location" --payload UNSIGNED-PAYLOAD
 check "GetBucketLocation answers" grep -q "<LocationConstraint" "$T_SCRATCH/s3body"
 
@@ -310,6 +313,8 @@ check "rm --recursive" awsc s3 rm --recursive s3://alpha/
 awsc s3 ls --recursive s3://alpha/ >"$W/l5" 2>&1
 check "the bucket is empty" [ ! -s "$W/l5" ]
 check "rb" awsc s3 rb s3://alpha >/dev/null
+api GET "/v1/audit?action=s3.bucket_delete"
+expect_eq "bucket deletions are audited (the refused one while not empty, then the real one)" "$(jf '[(r["outcome"], r["status"]) for r in j["records"]]')" '[["error", 409], ["ok", 204]]'
 check "no temporary files are left" [ "$(store_files tmp)" = 0 ]
 check "the store never logged a secret" not grep -qF -e "$ONE_SK" -e "$TWO_SK" "$SERVE_LOG"
 check "the secrets are not in the database in the clear" not grep -qaF "$ONE_SK" "$DATA/husk.db" "$DATA/husk.db-wal"

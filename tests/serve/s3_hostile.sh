@@ -288,6 +288,14 @@ check "the log has the fetch and the refused ones" [ "$(jf 'len(j["accesses"])')
 expect_eq "... the first one a 200" "$(jf 'j["accesses"][0]["status"]')" 200
 expect_eq "... the last one (after the revocation) a 403" "$(jf 'j["accesses"][-1]["status"]')" 403
 
+# ---- a client that hangs up mid-upload ---------------------------------------------------
+head -c $((32 * 1024 * 1024)) /dev/urandom >"$W/f32m"
+curl -s -o /dev/null --max-time 1 --limit-rate 4M --aws-sigv4 "aws:amz:us-east-1:s3" --user "$AK:$SK" \
+  -H "x-amz-content-sha256: UNSIGNED-PAYLOAD" -T "$W/f32m" "$S3/alpha/aborted"
+check "an upload the client abandons leaves no temporary file" wait_for 20 bash -c "[ \$(find '$DATA/storage/tmp' -type f | wc -l) = 0 ]"
+s3req GET /alpha/aborted
+expect_s3 "and no object" 404 NoSuchKey
+
 check "no temporary files are left" [ "$(store_files tmp)" = 0 ]
 check "the daemon is alive after all of it" healthy
 serve_stop

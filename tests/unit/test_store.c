@@ -327,6 +327,10 @@ TEST(links) {
   CHECK_ERR(store_link_create(s, t1, "bkt", "l/none", 60, NULL, &l, &err), STORE_ENOKEY);
   CHECK_ERR(store_link_create(s, t1, "bkt", "l/doc.txt", 604801, NULL, &l, &err), EINVAL);
   CHECK_ERR(store_link_create(s, t1, "bkt", "l/doc.txt", 60, "a/b", &l, &err), EINVAL);
+  /* Without an S3 listener (no public URL) and no external store: none. */
+  CHECK_OK(store_set_public_url(s, ""));
+  CHECK_ERR(store_link_create(s, t1, "bkt", "l/doc.txt", 60, NULL, &l, &err), EOPNOTSUPP);
+  CHECK_OK(store_set_public_url(s, "http://127.0.0.1:9"));
   CHECK_OK(store_object_delete(s, t1, "bkt", "l/doc.txt", &err));
 }
 
