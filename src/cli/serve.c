@@ -59,6 +59,7 @@ static void usage(FILE *f) {
           "  --public-url URL        base of presigned links, scheme://host[:port]\n"
           "                          [http://<s3-listen address>]\n"
           "  --s3-region REGION      the region clients sign for [us-east-1]\n"
+          "  --storage-quota SIZE    bytes each tenant may store (objects and parts) [no limit]\n"
           "  --store-endpoint URL    use an external S3-compatible store for links and box\n"
           "                          transfers (e.g. https://ACCOUNT.r2.cloudflarestorage.com);\n"
           "                          keys from HUSK_STORE_ACCESS_KEY_ID and\n"
@@ -204,7 +205,7 @@ static int parse_seconds(const char *opt, const char *s, uint64_t *ms) {
 
 enum { O_LISTEN = 256, O_DATA, O_MAXCONN, O_IDLE, O_GRACE, O_DTTL, O_MTTL, O_POOL, O_QUIET, O_HELP,
        O_S3_LISTEN, O_PUBLIC_URL, O_S3_REGION, O_STORE_ENDPOINT, O_STORE_BUCKET, O_STORE_REGION,
-       O_STORE_PART };
+       O_STORE_PART, O_STORAGE_QUOTA };
 
 int cmd_serve(int argc, char **argv) {
   static const struct option opts[] = {
@@ -226,6 +227,7 @@ int cmd_serve(int argc, char **argv) {
       {"store-bucket", required_argument, NULL, O_STORE_BUCKET},
       {"store-region", required_argument, NULL, O_STORE_REGION},
       {"store-part-size", required_argument, NULL, O_STORE_PART},
+      {"storage-quota", required_argument, NULL, O_STORAGE_QUOTA},
       {0},
   };
   const char *listen = DEFAULT_LISTEN, *data = NULL;
@@ -234,7 +236,7 @@ int cmd_serve(int argc, char **argv) {
   const char *s3_listen = DEFAULT_S3_LISTEN, *public_url = NULL, *s3_region = "us-east-1";
   bool s3_listen_given = false;
   const char *store_endpoint = NULL, *store_bucket = NULL, *store_region = "us-east-1";
-  uint64_t store_part = 0;
+  uint64_t store_part = 0, storage_quota = 0;
   struct husk_err err;
   int c;
   optind = 1;
@@ -279,6 +281,16 @@ int cmd_serve(int argc, char **argv) {
     case O_STORE_ENDPOINT: store_endpoint = optarg; break;
     case O_STORE_BUCKET: store_bucket = optarg; break;
     case O_STORE_REGION: store_region = optarg; break;
+    case O_STORAGE_QUOTA:
+      if (parse_size(optarg, &storage_quota, &err) < 0) {
+        fprintf(stderr, "husk serve: --storage-quota: %s\n", err.msg);
+        return 2;
+      }
+      if (storage_quota == 0) {
+        fprintf(stderr, "husk serve: --storage-quota: must be more than 0\n");
+        return 2;
+      }
+      break;
     case O_STORE_PART:
       if (parse_size(optarg, &store_part, &err) < 0) {
         fprintf(stderr, "husk serve: --store-part-size: %s\n", err.msg);
@@ -369,6 +381,7 @@ int cmd_serve(int argc, char **argv) {
   struct s3_server *s3 = NULL;
   char s3_url[256] = "";
   struct store_config stc = {.data_dir = data, .state = st, .region = s3_region,
+                             .quota_bytes = storage_quota,
                              .public_url = public_url, .log = log_line};
   if (store_open(&store, &stc, &err) < 0) {
     box_mgr_close(mgr, false);

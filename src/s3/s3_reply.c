@@ -225,6 +225,7 @@ enum MHD_Result s3_store_error(struct s3_req *r, const struct husk_err *err) {
   case STORE_EPARTORDER: return s3_error(r, 400, "InvalidPartOrder", m);
   case STORE_ENOACCESSKEY: return s3_error(r, 403, "InvalidAccessKeyId", m);
   case STORE_EBADCHECKSUM: return s3_error(r, 400, "InvalidRequest", m);
+  case STORE_EQUOTA: return s3_error(r, 403, "QuotaExceeded", m);
   case STORE_ENOLINK: return s3_error(r, 404, "NoSuchKey", m);
   case EINVAL: return s3_error(r, 400, "InvalidArgument", m);
   case EBADMSG: return s3_error(r, 400, "IncompleteBody", m);

@@ -371,6 +371,12 @@ static enum MHD_Result body_begin(struct s3_req *r) {
       return s3_error(r, 411, "MissingContentLength", "You must provide the Content-Length HTTP header.");
     if (r->exp.length > (int64_t)STORE_PUT_MAX)
       return s3_error(r, 400, "EntityTooLarge", "Your proposed upload exceeds the maximum allowed size");
+    /* Refuse before the body when the announced size cannot fit the
+     * tenant's quota (the commit checks again, with what arrived). */
+    if (r->exp.length > 0 &&
+        store_quota_check(r->srv->cfg.store, r->tenant, r->bucket,
+                          r->part_num ? NULL : r->key, (uint64_t)r->exp.length, &r->err) < 0)
+      return s3_store_error(r, &r->err);
     if (store_writer_open(r->srv->cfg.store, r->trailer_ck != CK_NONE ? r->trailer_ck : ck,
                           r->sha256_check, STORE_PUT_MAX, &r->w, &r->err) < 0)
       return s3_store_error(r, &r->err);

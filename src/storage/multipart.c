@@ -97,9 +97,10 @@ int store_part_commit(struct store_writer *w, const char *tenant_id, const char 
     if (db_begin(s->st, &txn, err) < 0 ||
         upload_check_locked(s, tenant_id, bucket, key, upload_id, NULL, 0, NULL, err) < 0)
       goto unpublish;
+    uint64_t old_size = 0;
     {
       cleanup_stmt sqlite3_stmt *q = NULL;
-      if (db_prepare(s->st, &q, "SELECT file FROM parts WHERE upload_id = ? AND num = ?", err) < 0)
+      if (db_prepare(s->st, &q, "SELECT file, size FROM parts WHERE upload_id = ? AND num = ?", err) < 0)
         goto unpublish;
       int r = db_text(q, 1, upload_id) || db_int(q, 2, num);
       if (r != SQLITE_OK) {
@@ -109,9 +110,13 @@ int store_part_commit(struct store_writer *w, const char *tenant_id, const char 
       r = db_step_row(s->st, q, "part", err);
       if (r < 0)
         goto unpublish;
-      if (r == 1)
+      if (r == 1) {
         db_col_text(q, 0, old, sizeof old);
+        old_size = (uint64_t)sqlite3_column_int64(q, 1);
+      }
     }
+    if (store_quota_locked(s, tenant_id, store_writer_size(w), old_size, err) < 0)
+      goto unpublish;
     cleanup_stmt sqlite3_stmt *u = NULL;
     if (db_prepare(s->st, &u,
                    "INSERT INTO parts (upload_id, num, file, size, md5, mtime_ms) VALUES "
@@ -298,9 +303,11 @@ int store_upload_complete(struct store *s, const char *tenant_id, const char *bu
   snprintf(etag + 32, sizeof etag - 32, "-%zu", nparts);
 
   /* Assemble into a new file (outside the lock: this is the long part). */
-  uint64_t total = 0;
+  uint64_t total = 0, all_parts = 0;
   for (size_t i = 0; i < nparts; i++)
     total += use[i]->size;
+  for (size_t i = 0; i < rows.n; i++)
+    all_parts += ((struct part_row *)db_rows_at(&rows, i))->size; /* dropped with the upload */
   if (store_writer_open(s, CK_NONE, false, total + 1, &w, err) < 0)
     goto out;
   char *buf = malloc(1 << 20);
@@ -360,7 +367,7 @@ int store_upload_complete(struct store *s, const char *tenant_id, const char *bu
     if (db_begin(s->st, &txn, err) < 0 ||
         upload_check_locked(s, tenant_id, bucket, key, upload_id, NULL, 0, NULL, err) < 0 ||
         store_object_upsert_locked(s, tenant_id, bucket, key, file, total, etag, ctype, meta, now,
-                                   old, err) < 0 ||
+                                   all_parts, old, err) < 0 ||
         upload_drop_locked(s, upload_id, err) < 0 || db_commit(&txn, err) < 0) {
       store_unlink(s, s->objfd, file);
       goto out;

@@ -284,6 +284,7 @@ int store_open(struct store **out, const struct store_config *cfg, struct husk_e
   s->log = cfg->log;
   s->log_ctx = cfg->log_ctx;
   snprintf(s->region, sizeof s->region, "%s", cfg->region ? cfg->region : "us-east-1");
+  s->quota = cfg->quota_bytes;
   /* No public URL: no links on the embedded store (until one is set,
    * e.g. once the S3 listener has its port). */
   s->public_url = strdup(cfg->public_url ? cfg->public_url : "");
@@ -690,16 +691,80 @@ void store_writer_abort(struct store_writer *w) {
 
 /* Point (tenant, bucket, key) at `file`; *old receives the file it
  * replaced ("" if none).  The caller holds the lock and a transaction. */
+static int usage_locked(struct store *s, const char *tenant_id, uint64_t *bytes,
+                        struct husk_err *err) {
+  cleanup_stmt sqlite3_stmt *q = NULL;
+  if (db_prepare(s->st, &q,
+                 "SELECT (SELECT coalesce(sum(size), 0) FROM objects WHERE tenant_id = ?1) + "
+                 "(SELECT coalesce(sum(p.size), 0) FROM parts p JOIN uploads u ON p.upload_id = "
+                 "u.id WHERE u.tenant_id = ?1)",
+                 err) < 0)
+    return -1;
+  int rc = db_text(q, 1, tenant_id);
+  if (rc != SQLITE_OK)
+    return db_fail(s->st, err, rc, "usage");
+  if (db_step_row(s->st, q, "usage", err) != 1)
+    return -1;
+  int64_t v = sqlite3_column_int64(q, 0);
+  *bytes = v > 0 ? (uint64_t)v : 0;
+  return 0;
+}
+
+int store_usage(struct store *s, const char *tenant_id, uint64_t *bytes, struct husk_err *err) {
+  cleanup_unlock struct state *locked = db_lock(s->st);
+  return usage_locked(s, tenant_id, bytes, err);
+}
+
+int store_quota_locked(struct store *s, const char *tenant_id, uint64_t add, uint64_t freed,
+                       struct husk_err *err) {
+  if (!s->quota)
+    return 0;
+  uint64_t used = 0;
+  if (usage_locked(s, tenant_id, &used, err) < 0)
+    return -1;
+  used = used > freed ? used - freed : 0;
+  if (add > s->quota || used > s->quota - add)
+    return husk_fail(err, STORE_EQUOTA,
+                     "The tenant's storage quota (%llu bytes) would be exceeded: %llu in use",
+                     (unsigned long long)s->quota, (unsigned long long)used);
+  return 0;
+}
+
+int store_quota_check(struct store *s, const char *tenant_id, const char *bucket, const char *key,
+                      uint64_t add, struct husk_err *err) {
+  if (!s->quota)
+    return 0;
+  cleanup_unlock struct state *locked = db_lock(s->st);
+  uint64_t freed = 0;
+  if (bucket && key) {
+    cleanup_stmt sqlite3_stmt *q = NULL;
+    if (db_prepare(s->st, &q, "SELECT size FROM objects WHERE tenant_id = ? AND bucket = ? AND key = ?",
+                   err) < 0)
+      return -1;
+    int rc = db_text(q, 1, tenant_id) || db_text(q, 2, bucket) || db_text(q, 3, key);
+    if (rc != SQLITE_OK)
+      return db_fail(s->st, err, rc, "quota");
+    int r = db_step_row(s->st, q, "quota", err);
+    if (r < 0)
+      return -1;
+    if (r == 1)
+      freed = (uint64_t)sqlite3_column_int64(q, 0);
+  }
+  return store_quota_locked(s, tenant_id, add, freed, err);
+}
+
 int store_object_upsert_locked(struct store *s, const char *tenant_id, const char *bucket,
                                const char *key, const char *file, uint64_t size, const char *etag,
                                const char *ctype, const char *meta, int64_t mtime,
-                               char old[STORE_ID_SIZE], struct husk_err *err) {
+                               uint64_t freed, char old[STORE_ID_SIZE], struct husk_err *err) {
   if (store_bucket_check_locked(s, tenant_id, bucket, err) < 0)
     return -1;
   old[0] = 0;
+  uint64_t old_size = 0;
   {
     cleanup_stmt sqlite3_stmt *q = NULL;
-    if (db_prepare(s->st, &q, "SELECT file FROM objects WHERE tenant_id = ? AND bucket = ? AND key = ?",
+    if (db_prepare(s->st, &q,
+                   "SELECT file, size FROM objects WHERE tenant_id = ? AND bucket = ? AND key = ?",
                    err) < 0)
       return -1;
     int rc = db_text(q, 1, tenant_id) || db_text(q, 2, bucket) || db_text(q, 3, key);
@@ -708,9 +773,14 @@ int store_object_upsert_locked(struct store *s, const char *tenant_id, const cha
     int r = db_step_row(s->st, q, "object", err);
     if (r < 0)
       return -1;
-    if (r == 1)
+    if (r == 1) {
       db_col_text(q, 0, old, STORE_ID_SIZE);
+      old_size = (uint64_t)sqlite3_column_int64(q, 1);
+    }
   }
+  /* The version replaced (and parts assembled into this one) free space. */
+  if (store_quota_locked(s, tenant_id, size, old_size + freed, err) < 0)
+    return -1;
   cleanup_stmt sqlite3_stmt *u = NULL;
   if (db_prepare(s->st, &u,
                  "INSERT INTO objects (tenant_id, bucket, key, file, size, etag, content_type, "
@@ -740,7 +810,7 @@ static int object_upsert(struct store *s, const char *tenant_id, const char *buc
   cleanup_txn struct db_txn txn = {0};
   if (db_begin(s->st, &txn, err) < 0 ||
       store_object_upsert_locked(s, tenant_id, bucket, key, file, size, etag, ctype, meta, mtime,
-                                 old, err) < 0)
+                                 0, old, err) < 0)
     return -1;
   return db_commit(&txn, err);
 }

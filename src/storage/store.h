@@ -56,6 +56,7 @@ enum {
   STORE_ENOLINK,          /* no such link */
   STORE_ENOACCESSKEY,     /* InvalidAccessKeyId */
   STORE_EBADCHECKSUM,     /* InvalidRequest: unsupported checksum algorithm */
+  STORE_EQUOTA,           /* QuotaExceeded (403): the tenant's storage quota */
 };
 
 /* Limits (S3's, so real clients fit). */
@@ -79,6 +80,7 @@ struct store_config {
   const char *data_dir;   /* DATA: files go to DATA/storage */
   struct state *state;
   const char *region;     /* "us-east-1" if NULL */
+  uint64_t quota_bytes;   /* per tenant: objects + uploaded parts; 0: no limit */
   const char *public_url; /* base of links, e.g. "http://127.0.0.1:7071"; NULL: none yet
                            * (links on the embedded store are refused, EOPNOTSUPP) */
   void (*log)(void *ctx, const char *line);
@@ -95,6 +97,14 @@ const char *store_public_url(const struct store *s);
 /* Set once at start, before any link is made (the S3 port is known only
  * after binding). */
 int store_set_public_url(struct store *s, const char *url);
+
+/* Bytes the tenant stores (objects and parts of uploads in progress). */
+int store_usage(struct store *s, const char *tenant_id, uint64_t *bytes, struct husk_err *err);
+/* STORE_EQUOTA if `add` more bytes would pass the tenant's quota: an early
+ * refusal for a body whose length is announced (the commit checks again).
+ * The object now at bucket/key (if both given) counts as freed. */
+int store_quota_check(struct store *s, const char *tenant_id, const char *bucket, const char *key,
+                      uint64_t add, struct husk_err *err);
 
 /* ---- the external store ---- */
 

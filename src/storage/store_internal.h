@@ -15,6 +15,7 @@ struct store {
   int tmpfd;       /* tmp/ */
   int partfd;      /* parts/ */
   char region[64];
+  uint64_t quota;
   char *public_url;
   unsigned char master[32]; /* seals the S3 secrets */
   struct remote *remote;    /* the external store, when configured (owned) */
@@ -46,7 +47,11 @@ int store_commit_with_etag(struct store_writer *w, const char *tenant_id, const 
 int store_object_upsert_locked(struct store *s, const char *tenant_id, const char *bucket,
                                const char *key, const char *file, uint64_t size, const char *etag,
                                const char *ctype, const char *meta, int64_t mtime,
-                               char old[STORE_ID_SIZE], struct husk_err *err);
+                               uint64_t freed, char old[STORE_ID_SIZE], struct husk_err *err);
+/* Under the lock: STORE_EQUOTA if the tenant's usage, minus `freed`, plus
+ * `add` passes the quota. */
+int store_quota_locked(struct store *s, const char *tenant_id, uint64_t add, uint64_t freed,
+                       struct husk_err *err);
 int store_fill_object(struct store_object *out, const char *key, const char *file, uint64_t size,
                       const char *etag, const char *ctype, const char *meta, int64_t mtime,
                       struct husk_err *err);

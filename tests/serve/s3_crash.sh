@@ -88,4 +88,19 @@ check "with another master key the old secrets do not open (refused, not crashed
   bash -c "! '$AWS' --endpoint-url '$S3' s3 ls 2>/dev/null"
 check "the daemon still answers" healthy
 serve_stop
+
+# A per-tenant storage quota (a daemon on a fresh data directory).
+DATA=$T_SCRATCH/data-quota
+s3_start --storage-quota 1M && s3_creds quota
+head -c 600000 /dev/urandom >"$W/f600k"
+s3req PUT /qbk
+s3req PUT /qbk/one --data-file "$W/f600k"
+expect_eq "with --storage-quota 1M, 600 kB fit" "$CODE" 200
+s3req PUT /qbk/two --data-file "$W/f600k"
+expect_s3 "another 600 kB do not: 403 QuotaExceeded" 403 QuotaExceeded
+s3req PUT /qbk/one --data-file "$W/f600k"
+expect_eq "replacing the first object does (its old version is freed)" "$CODE" 200
+check "awscli sees the refusal too" bash -c "! '$AWS' --endpoint-url '$S3' s3 cp '$W/f600k' s3://qbk/three 2>'$W/e' && grep -q QuotaExceeded '$W/e'"
+check "no temporary files are left" [ "$(store_files tmp)" = 0 ]
+serve_stop
 serve_finish

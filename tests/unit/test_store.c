@@ -45,6 +45,8 @@ static struct state *st;
 static struct store *s;
 static char t1[STATE_TENANT_ID_SIZE], t2[STATE_TENANT_ID_SIZE];
 
+static uint64_t quota;
+
 static void open_all(void) {
   struct husk_err err;
   char db[128];
@@ -53,7 +55,8 @@ static void open_all(void) {
     printf("# state_open: %s\n", err.msg);
     exit(2);
   }
-  struct store_config c = {.data_dir = dir, .state = st, .public_url = "http://127.0.0.1:9"};
+  struct store_config c = {.data_dir = dir, .state = st, .public_url = "http://127.0.0.1:9",
+                           .quota_bytes = quota};
   if (store_open(&s, &c, &err) < 0) {
     printf("# store_open: %s\n", err.msg);
     exit(2);
@@ -369,6 +372,53 @@ TEST(sigkill_between_file_and_row) {
   store_object_free(&o);
 }
 
+TEST(quota) {
+  struct husk_err err;
+  close_all();
+  quota = 100;
+  open_all();
+  char q60[61], q80[81];
+  memset(q60, 'q', 60);
+  q60[60] = 0;
+  memset(q80, 'q', 80);
+  q80[80] = 0;
+  CHECK_OK(store_bucket_create(s, t2, "quota", &err));
+  CHECK(put(t2, "quota", "a", q60) == 0);
+  CHECK(put(t2, "quota", "b", q60) == -1);
+  struct store_object o;
+  CHECK_ERR(store_put_buffer(s, t2, "quota", "b", q60, 60, NULL, &o, &err), STORE_EQUOTA);
+  CHECK(count_files("tmp") == 0);
+  CHECK(put(t2, "quota", "a", q80) == 0); /* the old version is freed */
+  CHECK_ERR(store_quota_check(s, t2, NULL, NULL, 21, &err), STORE_EQUOTA);
+  CHECK_OK(store_quota_check(s, t2, NULL, NULL, 20, &err));
+  CHECK_OK(store_quota_check(s, t2, "quota", "a", 100, &err)); /* replacing "a" */
+  uint64_t used = 0;
+  CHECK_OK(store_usage(s, t2, &used, &err));
+  CHECK(used == 80);
+  /* Parts count too. */
+  char up[STORE_ID_SIZE];
+  CHECK_OK(store_upload_create(s, t2, "quota", "mp", NULL, NULL, up, &err));
+  CHECK_ERR(store_part_commit(part_writer(q60, 60), t2, "quota", "mp", up, 1, &err), STORE_EQUOTA);
+  CHECK_OK(store_part_commit(part_writer(q60, 20), t2, "quota", "mp", up, 1, &err));
+  CHECK_OK(store_usage(s, t2, &used, &err));
+  CHECK(used == 100);
+  /* Completing turns the parts into the object: no double count. */
+  struct store_part p = {.num = 1};
+  char m[33];
+  md5hex(q60, 20, m);
+  snprintf(p.etag, sizeof p.etag, "%s", m);
+  CHECK_OK(store_upload_complete(s, t2, "quota", "mp", up, &p, 1, &o, &err));
+  store_object_free(&o);
+  CHECK_OK(store_usage(s, t2, &used, &err));
+  CHECK(used == 100);
+  /* Another tenant is not affected. */
+  CHECK(put(t1, "bkt", "big-for-t1", q80) == 0);
+  CHECK_OK(store_object_delete(s, t1, "bkt", "big-for-t1", &err));
+  close_all();
+  quota = 0;
+  open_all();
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/husk-store-XXXXXX");
   if (!mkdtemp(dir))
@@ -391,6 +441,7 @@ int main(void) {
   RUN(keys_are_sealed);
   RUN(links);
   RUN(sigkill_between_file_and_row);
+  RUN(quota);
   close_all();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
