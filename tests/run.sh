@@ -53,7 +53,8 @@ if [ -x build-asan/husk ]; then
   done
   # The daemon's request handling under the sanitizers (the suites that
   # feed it the most varied and hostile input).
-  for s in tests/serve/api.sh tests/serve/input.sh tests/serve/hostile_files.sh; do
+  for s in tests/serve/api.sh tests/serve/input.sh tests/serve/hostile_files.sh \
+    tests/serve/s3_hostile.sh; do
     [ -f "$s" ] && run_suite "asan/${s#tests/}" env HUSK="$root/build-asan/husk" HUSK_ASAN=1 \
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 bash "$s"
   done
