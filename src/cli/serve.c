@@ -23,6 +23,7 @@
 #include "husk/husk.h"
 #include "jail/limits.h"
 #include "mcp/mcp.h"
+#include "mcp/storage.h" /* storage plane: the MCP tools over the store */
 #include "s3/s3.h"
 #include "storage/remote.h"
 #include "storage/store.h"
@@ -428,6 +429,13 @@ int cmd_serve(int argc, char **argv) {
   }
   struct mcp_server *mcp = NULL;
   struct mcp_config mcfg = {.mgr = mcp_mgr, .mgr_ctx = mgr, .wait_ms = mcp_wait_ms, .log = log_line};
+  /* Storage plane over MCP: store_file, get_link, list_objects, load_file,
+   * and run_code's files as links.  Whether links can be made is known only
+   * once the S3 listener is up; until then (or without one) the tools that
+   * need a link answer an isError saying what to configure. */
+  static struct mcp_storage mcp_store;
+  mcp_storage_plane(&mcp_store, store);
+  mcfg.storage = &mcp_store;
   if (mcp_server_new(&mcp, &mcfg, &err) < 0) {
     store_close(store);
     box_mgr_close(mgr, false);
