@@ -120,8 +120,18 @@ static void put_stream(struct mcp_call *c, json_t *r, const char *name, struct s
     json_object_set_new(r, k, json_string(o->link));
     mcp_add_block(c, json_pack("{s:s, s:s, s:s, s:s}", "type", "resource_link", "uri", o->link,
                                "name", name, "mimeType", "text/plain"));
+    /* The URL whole (a cut one would be a broken link): it can be long. */
+    char *n = NULL;
+    if (asprintf(&n, "%s was %llu bytes: only the last %d are shown; the whole output: %s", name,
+                 (unsigned long long)o->bytes, MCP_INLINE_OUTPUT, o->link) >= 0) {
+      json_array_append_new(notes, json_string(n));
+      free(n);
+      free(o->link);
+      o->link = NULL;
+      return;
+    }
     snprintf(note, sizeof note, "%s was %llu bytes: only the last %d are shown; the whole "
-             "output: %s", name, (unsigned long long)o->bytes, MCP_INLINE_OUTPUT, o->link);
+             "output is at %s_url", name, (unsigned long long)o->bytes, MCP_INLINE_OUTPUT, name);
   } else if (running) {
     snprintf(note, sizeof note, "%s is %llu bytes so far: only the last %d are shown",
              name, (unsigned long long)o->bytes, MCP_INLINE_OUTPUT);

@@ -315,8 +315,10 @@ static int get_link(struct mcp_call *c) {
     return mcp_tool_error(c, NO_LINKS_MSG);
   struct store_link l;
   struct husk_err err;
-  if (store_link_create(s, c->caller->tenant, bucket, key, exp, filename ? filename : base_name(key),
-                        &l, &err) < 0)
+  /* Downloads are named after the key's last part unless told otherwise
+   * (a key ending in '/' has none to offer). */
+  const char *dl = filename ? filename : strchr(base_name(key), '/') ? NULL : base_name(key);
+  if (store_link_create(s, c->caller->tenant, bucket, key, exp, dl, &l, &err) < 0)
     return storage_error(c, bucket, key, "object", key, &err);
   json_t *r = json_pack("{s:s, s:s, s:s, s:o, s:s}", "bucket", bucket, "key", key, "url", l.url,
                         "expires_at", mcp_time(l.expires_ms), "link_id", l.id);

@@ -66,6 +66,14 @@ expect_eq "run_code: the link (curl) gives 200" "$(fetch "$url")" 200
 expect_eq "run_code: ... and exactly the bytes the code wrote" "$(sha "$T_SCRATCH/got")" "$want"
 check "run_code: the sha256 printed is a real one" test ${#want} -eq 64
 
+# Whole outputs too long to inline are linked too (the box is gone).
+tool "$KA" run_code '{"language":"python","code":"for i in range(8000):\n    print(\"row %05d\" % i)"}'
+expect_eq "run_code: a truncated stdout is linked (stdout_url, a resource_link)" \
+  "$(rq 'sc["stdout_truncated"] and links[0]["uri"] == sc["stdout_url"] and sc["stdout_url"] in " ".join(sc["notes"])')" true
+fetch "$(rq 'sc["stdout_url"]')" >/dev/null
+expect_eq "run_code: ... the link gives the whole output" "$(sha "$T_SCRATCH/got")" \
+  "$(python3 -c 'import sys; sys.stdout.write("".join("row %05d\n" % i for i in range(8000)))' | sha256sum | cut -d' ' -f1)"
+
 # ---- store_file from a sandbox ------------------------------------------------------------
 tool "$KA" sandbox_create '{}'
 SID=$(rq 'sc["sandbox_id"]')
@@ -217,6 +225,50 @@ for t in get_link list_objects load_file; do
 done
 api GET "/v1/audit?action=mcp.load_file&limit=100"
 expect_eq "mcp.load_file names the sandbox" "$(jf 'all(r["box_id"] for r in j["records"])')" true
+
+tool "$KA" store_file '{"content":"dir-like","key":"folder/"}'
+tool "$KA" get_link '{"key":"folder/"}'
+expect_eq "get_link: a key ending in / links without a download name" "$(rq 'err is False and "content-disposition" not in sc["url"]')" true
+
+# ---- an external store: husk B keeps its objects on husk A's store -------------------------------------
+awsc s3 mb s3://ext >/dev/null 2>&1
+BLOG=$T_SCRATCH/b.log
+HUSK_ADMIN_KEY=$ADMIN HUSK_STORE_ACCESS_KEY_ID=$AKA HUSK_STORE_SECRET_ACCESS_KEY=$SKA \
+  "$HUSK" serve --listen 127.0.0.1:0 --data "$T_SCRATCH/datab" --s3-listen off \
+  --store-endpoint "$S3" --store-bucket ext 2>"$BLOG" </dev/null &
+BPID=$!
+trap 'kill -9 $BPID 2>/dev/null; serve_cleanup' EXIT
+if wait_for 30 grep -q '^husk: links and box transfers use the external store' "$BLOG"; then
+  AURL=$URL
+  URL="http://127.0.0.1:$(sed -n 's|^husk: listening on http://127.0.0.1:\([0-9]*\)$|\1|p' "$BLOG")"
+  new_tenant mcp-ext && KX=$TKEY
+  tool "$KX" store_file '{"content":"on the external store\n","key":"e/x.txt"}'
+  expect_eq "external store: store_file links to the external store" \
+    "$(rq 'sc["url"].startswith("'"$S3"'/ext/")')$(fetch "$(rq 'sc["url"]')")$(cat "$T_SCRATCH/got")" "true200on the external store"
+  tool "$KX" get_link '{"key":"e/x.txt"}'
+  expect_eq "external store: get_link" "$(fetch "$(rq 'sc["url"]')")$(cat "$T_SCRATCH/got")" "200on the external store"
+  tool "$KX" get_link '{"key":"e/none.txt"}'
+  expect_err "external store: an unknown key" "not found"
+  tool "$KX" run_code '{"language":"python","code":"import os\nos.makedirs(\"output\", exist_ok=True)\nopen(\"output/z.bin\", \"wb\").write(bytes(range(256)) * 400)"}'
+  fetch "$(rq 'links[0]["uri"]')" >/dev/null
+  expect_eq "external store: run_code's file is linked there, byte-exact" "$(sha "$T_SCRATCH/got")" \
+    "$(python3 -c 'import sys; sys.stdout.buffer.write(bytes(range(256)) * 400)' | sha256sum | cut -d' ' -f1)"
+  tool "$KX" sandbox_create '{}'
+  XB=$(rq 'sc["sandbox_id"]')
+  tool "$KX" load_file "{\"sandbox_id\":\"$XB\",\"key\":\"e/x.txt\",\"path\":\"x.txt\"}"
+  tool "$KX" sandbox_read_file "{\"sandbox_id\":\"$XB\",\"path\":\"x.txt\"}"
+  expect_eq "external store: load_file" "$(rq 'sc["content"]')" "on the external store"
+  tool "$KX" list_objects '{}'
+  expect_err "external store: list_objects says it is not available" "external store"
+  tool "$KX" sandbox_destroy "{\"sandbox_id\":\"$XB\"}"
+  URL=$AURL
+else
+  not_ok "husk B starts on the external store"
+  sed 's/^/#   /' "$BLOG" | tail -5
+fi
+kill -TERM "$BPID" 2>/dev/null
+wait "$BPID" 2>/dev/null
+expect_eq "husk B stops cleanly" "$?" 0
 
 expect_eq "no box left running" "$(KEY=$KA; api GET '/v1/sandboxes?state=running&limit=1000'; jf 'len(j["sandboxes"])')" 0
 serve_stop
