@@ -230,6 +230,15 @@ tool "$KA" store_file '{"content":"dir-like","key":"folder/"}'
 tool "$KA" get_link '{"key":"folder/"}'
 expect_eq "get_link: a key ending in / links without a download name" "$(rq 'err is False and "content-disposition" not in sc["url"]')" true
 
+# husk mcp --server: stdio in front of this daemon offers its storage tools.
+OUT=$(printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' \
+  '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"store_file","arguments":{"content":"via stdio\n","key":"stdio/v.txt"}}}' |
+  HUSK_MCP_KEY=$KA python3 "$MCPDIR/stdio_run.py" "$HUSK" mcp --server "$URL" --quiet)
+expect_eq "husk mcp --server lists the storage tools of husk serve" \
+  "$(python3 -c 'import json,sys; m={x["id"]:x for x in json.loads(sys.argv[1])["msgs"]}; print(len(m[1]["result"]["tools"]), m[1]["result"]["tools"][11]["name"])' "$OUT")" "15 store_file"
+expect_eq "husk mcp --server: store_file through it gives a working link" \
+  "$(fetch "$(python3 -c 'import json,sys; m={x["id"]:x for x in json.loads(sys.argv[1])["msgs"]}; print(m[2]["result"]["structuredContent"]["url"])' "$OUT")")$(cat "$T_SCRATCH/got")" "200via stdio"
+
 # ---- an external store: husk B keeps its objects on husk A's store -------------------------------------
 awsc s3 mb s3://ext >/dev/null 2>&1
 BLOG=$T_SCRATCH/b.log
