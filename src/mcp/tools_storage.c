@@ -187,6 +187,18 @@ static int publish(void *ctx, const char *tenant, const char *name, const char *
 
 /* ---- store_file ----------------------------------------------------------------- */
 
+/* A Content-Type the S3 front will serve back as a header: printable ASCII
+ * (no CR/LF), "type/subtype" with optional parameters. */
+static bool ctype_ok(const char *t) {
+  const char *slash = strchr(t, '/');
+  if (!slash || slash == t || !slash[1])
+    return false;
+  for (const char *p = t; *p; p++)
+    if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+      return false;
+  return true;
+}
+
 static const char *const encodings[] = {"utf-8", "base64", NULL};
 
 static const struct mcp_param store_params[] = {
@@ -201,8 +213,8 @@ static const struct mcp_param store_params[] = {
     BUCKET_PARAM,
     {"key", MCP_P_STRING, false, "the object's name in the bucket, e.g. reports/q3.csv (default: "
      "a new unique key ending with the file name)", NULL, 0, 0, STORE_KEY_MAX},
-    {"content_type", MCP_P_STRING, false, "MIME type (default: from the key's extension)", NULL, 0,
-     0, STORE_CTYPE_MAX - 1},
+    {"content_type", MCP_P_STRING, false, "MIME type of `content`, e.g. text/csv (default: from "
+     "the key's extension, which also sets a sandbox file's type)", NULL, 0, 0, STORE_CTYPE_MAX - 1},
     FILENAME_PARAM,
     EXPIRY_PARAM,
     END_PARAM,
@@ -225,6 +237,12 @@ static int store_file(struct mcp_call *c) {
   if (!content && (!box || !path))
     return mcp_tool_error(c, "say what to store: `sandbox_id` and `path` (a file or directory of "
                           "a sandbox), or `content` (text, or base64 with encoding \"base64\")");
+  if (ctype && !content)
+    return mcp_tool_error(c, "`content_type` applies to `content` only: a sandbox file's type "
+                          "comes from the key's extension (e.g. .csv, .pdf)");
+  if (ctype && !ctype_ok(ctype))
+    return mcp_tool_error(c, "`content_type` must be a MIME type such as text/csv or "
+                          "application/pdf (printable ASCII, type/subtype)");
   if (!links_possible(s))
     return mcp_tool_error(c, NO_LINKS_MSG);
   cleanup_free char *auto_key = NULL;
@@ -259,6 +277,7 @@ static int store_file(struct mcp_call *c) {
   }
   if (rc < 0)
     return storage_error(c, bucket, key, "file", path, &err);
+  /* What the core stored: the given type of content, else by the key. */
   const char *mime = res.tar ? "application/x-tar" : ctype ? ctype : transfer_guess_type(key);
   json_t *r = json_pack("{s:s, s:s, s:I, s:s, s:s, s:o, s:s, s:s, s:b}", "bucket", bucket, "key",
                         key, "size", (json_int_t)res.size, "etag", res.etag, "url",

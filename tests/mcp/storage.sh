@@ -189,6 +189,13 @@ head -c 3300000 /dev/zero | tr '\0' a >"$T_SCRATCH/big"
 python3 -c 'import json,sys; print(json.dumps({"content": open(sys.argv[1]).read(), "key": "big.txt"}))' "$T_SCRATCH/big" >"$T_SCRATCH/bigargs"
 tool "$KA" store_file "@$T_SCRATCH/bigargs"
 expect_err "store_file: oversize inline content" "too large"
+tool "$KA" store_file '{"content":"x","content_type":"text/plain\r\nX-Evil: 1"}'
+expect_err "store_file: a content_type with CR/LF is refused" "must be a MIME type"
+tool "$KA" store_file "{\"sandbox_id\":\"$SID\",\"path\":\"report.csv\",\"content_type\":\"text/html\"}"
+expect_err "store_file: content_type with a sandbox file says where the type comes from" "key's extension"
+tool "$KA" store_file '{"content":"<b>x</b>","key":"t/page","content_type":"text/html; charset=utf-8"}'
+curl -sS -D "$T_SCRATCH/h" -o /dev/null "$(rq 'sc["url"]')"
+check "store_file: the given content_type is served back" grep -qi '^content-type: text/html; charset=utf-8' "$T_SCRATCH/h"
 tool "$KA" store_file '{"content":"!!not base64!!","encoding":"base64"}'
 expect_err "store_file: content that is not base64" "base64"
 tool "$KA" store_file "{\"content\":\"x\",\"sandbox_id\":\"$SID\",\"path\":\"report.csv\"}"
