@@ -5,23 +5,27 @@
 #   make bench  run the benchmarks (not part of the tests)
 
 CC ?= cc
-PKGS := libseccomp jansson sqlite3 libcrypto libmicrohttpd libarchive
+PKGS := libseccomp jansson sqlite3 libcrypto libmicrohttpd libarchive expat zlib libcurl
 CSTD := -std=c17
 WARN := -Wall -Wextra -Wshadow -Wformat=2 -Wno-unused-parameter
 CFLAGS ?= -O2 -g
 CPPFLAGS += -Iinclude -Isrc
-LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lseccomp -ljansson -lsqlite3 -lcrypto -lmicrohttpd -larchive) -lpthread -lm
+LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lseccomp -ljansson -lsqlite3 -lcrypto -lmicrohttpd -larchive -lexpat -lz -lcurl) -lpthread -lm
 
 BUILD ?= build
 LIB_SRC := $(sort $(wildcard src/util/*.c src/jail/*.c src/box/*.c src/state/*.c))
 # issue 7: the network and secrets plane (src/egress).
 LIB_SRC += $(sort $(wildcard src/egress/*.c))
 PKGS += libssl
+# Storage plane (issue 6): SigV4, the object store, links, the external-store client.
+LIB_SRC += $(sort $(wildcard src/storage/*.c))
 # Fronts on top of the core library: `husk` (the command line; `husk serve`
 # execs `husk-serve`, so that one-shot runs do not load the server's
 # libraries) and `husk-serve` (the HTTP API daemon).
 CLI_SRC := src/cli/main.c
 SERVE_SRC := $(sort $(wildcard src/api/*.c)) src/cli/serve.c src/cli/serve_main.c
+# The S3 front (issue 6).
+SERVE_SRC += $(sort $(wildcard src/s3/*.c))
 SERVE_OBJ := $(SERVE_SRC:%.c=$(BUILD)/%.o)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/seccomp_bpf.o
 CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)

@@ -15,6 +15,10 @@ test="clang python3 iproute2 procps curl"
 # (An npm already installed, e.g. NodeSource's nodejs, is used as is.)
 test="$test python3-matplotlib"
 command -v npm >/dev/null 2>&1 || test="$test nodejs npm"
+# Storage plane (issue 6): XML bodies (expat), CRC32 (zlib), the external
+# store client (libcurl); the real S3 clients the tests drive.
+build="$build libexpat1-dev zlib1g-dev"
+test="$test awscli s3cmd rclone"
 bench="bubblewrap runc util-linux hyperfine"
 # issue 7: network mode egress runs nft and ip; its tests make a test CA
 # (openssl) and capture packets (tcpdump).

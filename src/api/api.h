@@ -21,6 +21,7 @@
 
 struct box_mgr;
 struct state;
+struct store;
 struct api_server;
 struct mcp_server;
 
@@ -28,6 +29,7 @@ struct api_config {
   const char *listen;        /* "ADDR:PORT", IPv4 or [IPv6] */
   struct box_mgr *mgr;
   struct state *state;
+  struct store *store;       /* the storage plane (src/storage); may be NULL */
   const char *admin_key;     /* copied */
   unsigned max_connections;  /* concurrent connections */
   unsigned idle_timeout_s;   /* idle connection timeout */

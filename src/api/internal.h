@@ -258,6 +258,17 @@ enum MHD_Result h_mcp(struct req *r);
 enum MHD_Result h_mcp_begin(struct req *r);
 int h_mcp_upload(struct req *r, const char *data, size_t len);
 void h_mcp_cleanup(struct req *r);
+/* routes_storage.c (issue 6) */
+enum MHD_Result h_s3_key_create(struct req *r);
+enum MHD_Result h_s3_key_list(struct req *r);
+enum MHD_Result h_s3_key_revoke(struct req *r);
+enum MHD_Result h_link_create(struct req *r);
+enum MHD_Result h_link_list(struct req *r);
+enum MHD_Result h_link_revoke(struct req *r);
+enum MHD_Result h_link_get(struct req *r);
+enum MHD_Result h_link_access(struct req *r);
+enum MHD_Result h_box_export(struct req *r);
+enum MHD_Result h_box_import(struct req *r);
 
 /* ---- sse.c: queue-fed streaming responses --------------------------- */
 enum api_stream_fmt { STREAM_SSE, STREAM_NDJSON, STREAM_RAW /* bytes; caller sets the type */ };

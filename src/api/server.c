@@ -84,6 +84,17 @@ const struct route api_routes[] = {
     {"PUT", "/v1/tenants/{}/secrets/{}", AUTH_ADMIN, BODY_JSON, "secret.put", h_admin_secret_put, NULL, NULL, NULL},
     {"DELETE", "/v1/tenants/{}/secrets/{}", AUTH_ADMIN, BODY_NONE, "secret.delete", h_admin_secret_delete,
      NULL, NULL, NULL},
+    /* Storage plane (issue 6): routes_storage.c */
+    {"POST", "/v1/s3-keys", AUTH_TENANT, BODY_NONE, "s3_key.create", h_s3_key_create, NULL, NULL, NULL},
+    {"GET", "/v1/s3-keys", AUTH_TENANT, BODY_NONE, NULL, h_s3_key_list, NULL, NULL, NULL},
+    {"DELETE", "/v1/s3-keys/{}", AUTH_TENANT, BODY_NONE, "s3_key.revoke", h_s3_key_revoke, NULL, NULL, NULL},
+    {"POST", "/v1/links", AUTH_TENANT, BODY_JSON, "link.create", h_link_create, NULL, NULL, NULL},
+    {"GET", "/v1/links", AUTH_TENANT, BODY_NONE, NULL, h_link_list, NULL, NULL, NULL},
+    {"GET", "/v1/links/{}", AUTH_TENANT, BODY_NONE, NULL, h_link_get, NULL, NULL, NULL},
+    {"DELETE", "/v1/links/{}", AUTH_TENANT, BODY_NONE, "link.revoke", h_link_revoke, NULL, NULL, NULL},
+    {"GET", "/v1/links/{}/access", AUTH_TENANT, BODY_NONE, NULL, h_link_access, NULL, NULL, NULL},
+    {"POST", SB "/store", AUTH_TENANT, BODY_JSON, "sandbox.store", h_box_export, NULL, NULL, NULL},
+    {"POST", SB "/load", AUTH_TENANT, BODY_JSON, "sandbox.load", h_box_import, NULL, NULL, NULL},
 };
 const size_t api_nroutes = sizeof api_routes / sizeof api_routes[0];
 

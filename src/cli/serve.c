@@ -23,12 +23,17 @@
 #include "husk/husk.h"
 #include "jail/limits.h"
 #include "mcp/mcp.h"
+#include "mcp/storage.h" /* storage plane: the MCP tools over the store */
+#include "s3/s3.h"
+#include "storage/remote.h"
+#include "storage/store.h"
 #include "state/state.h"
 #include "util/cleanup.h"
 #include "util/fileio.h"
 #include "util/parse.h"
 
 #define DEFAULT_LISTEN "127.0.0.1:7070"
+#define DEFAULT_S3_LISTEN "127.0.0.1:7071"
 #define ADMIN_KEY_MIN 16
 #define ADMIN_KEY_MAX 256
 
@@ -62,6 +67,20 @@ static void usage(FILE *f) {
           "  --egress-ca-file FILE   extra trust roots for TLS the proxy re-originates\n"
           "  --egress-max-conns N    concurrent proxied connections per box [64]\n"
           "  --egress-idle-timeout SECONDS  idle proxied connections are closed [60]\n"
+          "\n"
+          "Storage (docs/storage.md):\n"
+          "  --s3-listen ADDR:PORT   the S3-compatible listener, or \"off\" [" DEFAULT_S3_LISTEN "]\n"
+          "  --public-url URL        base of presigned links, scheme://host[:port]\n"
+          "                          [http://<s3-listen address>]\n"
+          "  --s3-region REGION      the region clients sign for [us-east-1]\n"
+          "  --storage-quota SIZE    bytes each tenant may store (objects and parts) [no limit]\n"
+          "  --store-endpoint URL    use an external S3-compatible store for links and box\n"
+          "                          transfers (e.g. https://ACCOUNT.r2.cloudflarestorage.com);\n"
+          "                          keys from HUSK_STORE_ACCESS_KEY_ID and\n"
+          "                          HUSK_STORE_SECRET_ACCESS_KEY\n"
+          "  --store-bucket NAME     the external store's bucket\n"
+          "  --store-region REGION   the external store's region (\"auto\" for R2) [us-east-1]\n"
+          "  --store-part-size SIZE  multipart part size for the external store [8M]\n"
           "\n"
           "The admin key is HUSK_ADMIN_KEY if set, else DIR/admin.key (generated on first start).\n");
 }
@@ -173,7 +192,9 @@ static int parse_seconds(const char *opt, const char *s, uint64_t *ms) {
 enum { O_LISTEN = 256, O_DATA, O_MAXCONN, O_IDLE, O_GRACE, O_DTTL, O_MTTL, O_POOL, O_QUIET, O_HELP,
        O_MCP_WAIT, O_MCP_ORIGIN,
        /* issue 7 */
-       O_EG_RESOLVER, O_EG_ALLOW, O_EG_CA, O_EG_MAXCONN, O_EG_IDLE };
+       O_EG_RESOLVER, O_EG_ALLOW, O_EG_CA, O_EG_MAXCONN, O_EG_IDLE,
+       O_S3_LISTEN, O_PUBLIC_URL, O_S3_REGION, O_STORE_ENDPOINT, O_STORE_BUCKET, O_STORE_REGION,
+       O_STORE_PART, O_STORAGE_QUOTA };
 
 /* The MCP server reaches the core that serve opened at start. */
 static struct box_mgr *mcp_mgr(void *ctx, struct husk_err *err) {
@@ -201,6 +222,15 @@ int cmd_serve(int argc, char **argv) {
       {"egress-ca-file", required_argument, NULL, O_EG_CA},
       {"egress-max-conns", required_argument, NULL, O_EG_MAXCONN},
       {"egress-idle-timeout", required_argument, NULL, O_EG_IDLE},
+      /* storage */
+      {"s3-listen", required_argument, NULL, O_S3_LISTEN},
+      {"public-url", required_argument, NULL, O_PUBLIC_URL},
+      {"s3-region", required_argument, NULL, O_S3_REGION},
+      {"store-endpoint", required_argument, NULL, O_STORE_ENDPOINT},
+      {"store-bucket", required_argument, NULL, O_STORE_BUCKET},
+      {"store-region", required_argument, NULL, O_STORE_REGION},
+      {"store-part-size", required_argument, NULL, O_STORE_PART},
+      {"storage-quota", required_argument, NULL, O_STORAGE_QUOTA},
       {0},
   };
   /* issue 7 */
@@ -213,6 +243,10 @@ int cmd_serve(int argc, char **argv) {
   bool quiet = false;
   uint64_t mcp_wait_ms = 0;
   const char *mcp_origins = NULL;
+  const char *s3_listen = DEFAULT_S3_LISTEN, *public_url = NULL, *s3_region = "us-east-1";
+  bool s3_listen_given = false;
+  const char *store_endpoint = NULL, *store_bucket = NULL, *store_region = "us-east-1";
+  uint64_t store_part = 0, storage_quota = 0;
   struct husk_err err;
   int c;
   optind = 1;
@@ -278,6 +312,28 @@ int cmd_serve(int argc, char **argv) {
       if (parse_seconds("--egress-idle-timeout", optarg, &eg_idle_ms) < 0)
         return 2;
       break;
+    case O_S3_LISTEN: s3_listen = optarg; s3_listen_given = true; break;
+    case O_PUBLIC_URL: public_url = optarg; break;
+    case O_S3_REGION: s3_region = optarg; break;
+    case O_STORE_ENDPOINT: store_endpoint = optarg; break;
+    case O_STORE_BUCKET: store_bucket = optarg; break;
+    case O_STORE_REGION: store_region = optarg; break;
+    case O_STORAGE_QUOTA:
+      if (parse_size(optarg, &storage_quota, &err) < 0) {
+        fprintf(stderr, "husk serve: --storage-quota: %s\n", err.msg);
+        return 2;
+      }
+      if (storage_quota == 0) {
+        fprintf(stderr, "husk serve: --storage-quota: must be more than 0\n");
+        return 2;
+      }
+      break;
+    case O_STORE_PART:
+      if (parse_size(optarg, &store_part, &err) < 0) {
+        fprintf(stderr, "husk serve: --store-part-size: %s\n", err.msg);
+        return 2;
+      }
+      break;
     case 'h':
     case O_HELP: usage(stdout); return 0;
     default: usage(stderr); return 2;
@@ -293,6 +349,23 @@ int cmd_serve(int argc, char **argv) {
     fprintf(stderr, "husk serve: --listen: %s\n", err.msg);
     return 2;
   }
+  bool s3_on = strcmp(s3_listen, "off") != 0;
+  if (s3_on && api_parse_listen(s3_listen, &ss, &sslen, &err) < 0) {
+    fprintf(stderr, "husk serve: --s3-listen: %s\n", err.msg);
+    return 2;
+  }
+  if (!*s3_region || strlen(s3_region) > 32 ||
+      strspn(s3_region, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(s3_region)) {
+    fprintf(stderr, "husk serve: --s3-region: lower-case letters, digits and dashes\n");
+    return 2;
+  }
+  if (public_url && ((strncmp(public_url, "http://", 7) && strncmp(public_url, "https://", 8)) ||
+                     strlen(public_url) > 512)) {
+    fprintf(stderr, "husk serve: --public-url must be http://host[:port] or https://host[:port]\n");
+    return 2;
+  }
+  if (api_parse_listen(listen, &ss, &sslen, &err) < 0)
+    return 2;
   if (!data) {
     /* From the source tree (make run, tests): keep state beside it. */
     struct stat st;
@@ -344,24 +417,88 @@ int cmd_serve(int argc, char **argv) {
     state_close(st);
     return fail("%s", err.msg);
   }
+  /* The storage plane: opened before the API (whose storage routes use
+   * it); its S3 listener starts after the API's. */
+  struct store *store = NULL;
+  struct s3_server *s3 = NULL;
+  char s3_url[256] = "";
+  struct store_config stc = {.data_dir = data, .state = st, .region = s3_region,
+                             .quota_bytes = storage_quota,
+                             .public_url = public_url, .log = log_line};
+  if (store_open(&store, &stc, &err) < 0) {
+    box_mgr_close(mgr, false);
+    state_close(st);
+    return fail("storage: %s", err.msg);
+  }
+  if (store_endpoint || store_bucket) {
+    struct remote_config rc = {.endpoint = store_endpoint, .region = store_region,
+                               .bucket = store_bucket,
+                               .access_key = getenv("HUSK_STORE_ACCESS_KEY_ID"),
+                               .secret_key = getenv("HUSK_STORE_SECRET_ACCESS_KEY"),
+                               .part_size = store_part};
+    struct remote *rem = NULL;
+    if (remote_open(&rem, &rc, &err) < 0) {
+      store_close(store);
+      box_mgr_close(mgr, false);
+      state_close(st);
+      return fail("external store: %s", err.msg);
+    }
+    store_set_remote(store, rem);
+  }
   struct mcp_server *mcp = NULL;
   struct mcp_config mcfg = {.mgr = mcp_mgr, .mgr_ctx = mgr, .wait_ms = mcp_wait_ms, .log = log_line};
+  /* Storage plane over MCP: store_file, get_link, list_objects, load_file,
+   * and run_code's files as links.  Whether links can be made is known only
+   * once the S3 listener is up; until then (or without one) the tools that
+   * need a link answer an isError saying what to configure. */
+  static struct mcp_storage mcp_store;
+  mcp_storage_plane(&mcp_store, store);
+  mcfg.storage = &mcp_store;
   if (mcp_server_new(&mcp, &mcfg, &err) < 0) {
+    store_close(store);
     box_mgr_close(mgr, false);
     state_close(st);
     return fail("%s", err.msg);
   }
   struct api_config ac = {.listen = listen, .mgr = mgr, .state = st, .admin_key = key,
                           .mcp = mcp, .mcp_allowed_origins = mcp_origins,
+                          .store = store,
                           .max_connections = (unsigned)maxconn,
                           .idle_timeout_s = (unsigned)((idle_ms + 999) / 1000),
                           .log_requests = !quiet, .log = log_line};
   struct api_server *srv = NULL;
   if (api_start(&srv, &ac, &err) < 0) {
     mcp_server_free(mcp);
+    store_close(store);
     box_mgr_close(mgr, false);
     state_close(st);
     return fail("%s", err.msg);
+  }
+  if (s3_on) {
+    struct s3_config sc = {.listen = s3_listen, .store = store, .state = st,
+                           .max_connections = (unsigned)maxconn,
+                           .idle_timeout_s = (unsigned)((idle_ms + 999) / 1000),
+                           .log_requests = !quiet, .log = log_line};
+    if (s3_start(&s3, &sc, &err) < 0) {
+      if (s3_listen_given) {
+        api_stop(srv, 0);
+        mcp_server_free(mcp);
+        store_close(store);
+        box_mgr_close(mgr, false);
+        state_close(st);
+        return fail("--s3-listen: %s", err.msg);
+      }
+      /* The default port is taken (another daemon): serve the API anyway. */
+      fprintf(stderr, "husk: S3 listener disabled: %s (use --s3-listen)\n", err.msg);
+      s3 = NULL;
+    } else {
+      char h[128];
+      const char *colon = strrchr(s3_listen, ':');
+      snprintf(h, sizeof h, "%.*s", (int)(colon - s3_listen), s3_listen);
+      snprintf(s3_url, sizeof s3_url, "http://%s:%u", h, s3_port(s3));
+      if (!public_url)
+        store_set_public_url(store, s3_url);
+    }
   }
   memset(key, 0, sizeof key);
 
@@ -378,6 +515,12 @@ int cmd_serve(int argc, char **argv) {
   else
     fprintf(stderr, "husk: admin key in %s\n", keypath);
   fprintf(stderr, "husk: data in %s\n", data);
+  if (s3)
+    fprintf(stderr, "husk: S3 listening on %s (region %s, links on %s)\n", s3_url, s3_region,
+            store_remote(store) ? store_endpoint : store_public_url(store));
+  if (store_remote(store))
+    fprintf(stderr, "husk: links and box transfers use the external store %s, bucket %s\n",
+            store_endpoint, store_bucket);
 
   int sig = 0;
   while (sigwait(&set, &sig) != 0 || sig == SIGHUP) {
@@ -385,8 +528,10 @@ int cmd_serve(int argc, char **argv) {
   }
   fprintf(stderr, "husk: %s: stopping (boxes keep running; the next start adopts them)\n",
           strsignal(sig));
+  s3_stop(s3, (unsigned)grace_ms);
   api_stop(srv, (unsigned)grace_ms);
   mcp_server_free(mcp);
+  store_close(store);
   box_mgr_close(mgr, false);
   state_close(st);
   fprintf(stderr, "husk: stopped\n");

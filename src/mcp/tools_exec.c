@@ -120,8 +120,18 @@ static void put_stream(struct mcp_call *c, json_t *r, const char *name, struct s
     json_object_set_new(r, k, json_string(o->link));
     mcp_add_block(c, json_pack("{s:s, s:s, s:s, s:s}", "type", "resource_link", "uri", o->link,
                                "name", name, "mimeType", "text/plain"));
+    /* The URL whole (a cut one would be a broken link): it can be long. */
+    char *n = NULL;
+    if (asprintf(&n, "%s was %llu bytes: only the last %d are shown; the whole output: %s", name,
+                 (unsigned long long)o->bytes, MCP_INLINE_OUTPUT, o->link) >= 0) {
+      json_array_append_new(notes, json_string(n));
+      free(n);
+      free(o->link);
+      o->link = NULL;
+      return;
+    }
     snprintf(note, sizeof note, "%s was %llu bytes: only the last %d are shown; the whole "
-             "output: %s", name, (unsigned long long)o->bytes, MCP_INLINE_OUTPUT, o->link);
+             "output is at %s_url", name, (unsigned long long)o->bytes, MCP_INLINE_OUTPUT, name);
   } else if (running) {
     snprintf(note, sizeof note, "%s is %llu bytes so far: only the last %d are shown",
              name, (unsigned long long)o->bytes, MCP_INLINE_OUTPUT);
@@ -164,7 +174,7 @@ static int list_cb(void *ctx, const struct box_dirent *e) {
 static json_t *collect_files(struct mcp_call *c, struct box_mgr *m, const struct state_job *job,
                              json_t *notes) {
   json_t *files = json_array();
-  struct husk_err err;
+  struct husk_err err = {0};
   struct box_fs b;
   if (mcp_box_fs(m, job->tenant_id, job->box_id, &b, &err) < 0)
     return files;
@@ -201,10 +211,11 @@ static json_t *collect_files(struct mcp_call *c, struct box_mgr *m, const struct
                mcp_utf8_valid(buf, n)) {
       json_object_set_new(f, "content", json_stringn(buf, n));
       json_object_set_new(f, "returned_as", json_string("inline"));
-    } else if (sp && sp->publish) {
+    } else {
       char *url = NULL;
       int64_t exp = 0;
-      if (sp->publish(sp->ctx, job->tenant_id, name, mcp_mime_by_name(name), fd,
+      if (sp && sp->publish &&
+          sp->publish(sp->ctx, job->tenant_id, name, mcp_mime_by_name(name), fd,
                       (uint64_t)st.st_size, &url, &exp, &err) == 0 && url) {
         json_object_set_new(f, "url", json_string(url));
         json_object_set_new(f, "url_expires_at", mcp_time(exp));
@@ -213,14 +224,20 @@ static json_t *collect_files(struct mcp_call *c, struct box_mgr *m, const struct
                                    url, "name", name, "mimeType", mcp_mime_by_name(name), "size",
                                    (json_int_t)st.st_size));
         free(url);
+      } else {
+        /* No storage plane, or it could not publish (no address for
+         * links, quota): the file is named, with what to do instead. */
+        if (sp && sp->publish)
+          mcp_log(c->srv, "run_code: %s not published: %s", name, err.msg);
+        json_object_set_new(f, "returned_as", json_string("none"));
+        char note[400];
+        snprintf(note, sizeof note, "%s was not returned (binary or over %d KiB%s): to fetch it, "
+                 "run the code in a sandbox (sandbox_create, sandbox_exec) and use "
+                 "sandbox_read_file%s", path, MCP_INLINE_TEXT / 1024,
+                 sp && sp->publish ? "; no link could be made" : "",
+                 sp && sp->publish ? " or store_file" : "");
+        json_array_append_new(notes, json_string(note));
       }
-    } else {
-      json_object_set_new(f, "returned_as", json_string("none"));
-      char note[400];
-      snprintf(note, sizeof note, "%s was not returned (binary or over %d KiB): to fetch it, "
-               "run the code in a sandbox (sandbox_create, sandbox_exec) and use "
-               "sandbox_read_file", path, MCP_INLINE_TEXT / 1024);
-      json_array_append_new(notes, json_string(note));
     }
     json_array_append_new(files, f);
   }

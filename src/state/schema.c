@@ -156,8 +156,89 @@ static const char schema_egress[] =
     "  policy_json TEXT NOT NULL"
     ") STRICT;";
 
-static const char *const migrations[] = {schema_v1, schema_jobs, schema_egress};
+/* Storage plane (issue 6): S3 access keys, buckets, objects, multipart
+ * uploads, links and their access log.  Object bytes live in files under
+ * DATA/storage (src/storage/store.c); a row names its file, and a row
+ * exists only once its file is complete and fsynced.  Keys and names are
+ * TEXT compared as bytes (BINARY), which is S3's UTF-8 listing order. */
+static const char schema_storage[] =
+    /* The secret is kept sealed (AES-256-GCM under DATA/storage/master.key)
+     * because verifying a signature needs it in the clear: a copy of the
+     * database alone does not give it away.  `internal` keys sign links. */
+    "CREATE TABLE s3_keys ("
+    "  id TEXT PRIMARY KEY NOT NULL,"
+    "  tenant_id TEXT NOT NULL REFERENCES tenants(id),"
+    "  sealed BLOB NOT NULL,"
+    "  internal INTEGER NOT NULL DEFAULT 0,"
+    "  created_ms INTEGER NOT NULL,"
+    "  revoked_ms INTEGER NOT NULL DEFAULT 0"
+    ") STRICT;"
+    "CREATE INDEX s3_keys_tenant ON s3_keys(tenant_id, created_ms);"
+    "CREATE TABLE buckets ("
+    "  tenant_id TEXT NOT NULL REFERENCES tenants(id),"
+    "  name TEXT NOT NULL,"
+    "  created_ms INTEGER NOT NULL,"
+    "  PRIMARY KEY (tenant_id, name)"
+    ") STRICT, WITHOUT ROWID;"
+    "CREATE TABLE objects ("
+    "  tenant_id TEXT NOT NULL,"
+    "  bucket TEXT NOT NULL,"
+    "  key TEXT NOT NULL,"
+    "  file TEXT NOT NULL UNIQUE,"
+    "  size INTEGER NOT NULL CHECK (size >= 0),"
+    "  etag TEXT NOT NULL,"
+    "  content_type TEXT NOT NULL DEFAULT '',"
+    "  meta_json TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(meta_json)),"
+    "  mtime_ms INTEGER NOT NULL,"
+    "  PRIMARY KEY (tenant_id, bucket, key),"
+    "  FOREIGN KEY (tenant_id, bucket) REFERENCES buckets(tenant_id, name)"
+    ") STRICT;"
+    "CREATE TABLE uploads ("
+    "  id TEXT PRIMARY KEY NOT NULL,"
+    "  tenant_id TEXT NOT NULL,"
+    "  bucket TEXT NOT NULL,"
+    "  key TEXT NOT NULL,"
+    "  content_type TEXT NOT NULL DEFAULT '',"
+    "  meta_json TEXT NOT NULL DEFAULT '{}' CHECK (json_valid(meta_json)),"
+    "  created_ms INTEGER NOT NULL,"
+    "  FOREIGN KEY (tenant_id, bucket) REFERENCES buckets(tenant_id, name)"
+    ") STRICT;"
+    "CREATE INDEX uploads_bucket ON uploads(tenant_id, bucket, key);"
+    "CREATE TABLE parts ("
+    "  upload_id TEXT NOT NULL REFERENCES uploads(id) ON DELETE CASCADE,"
+    "  num INTEGER NOT NULL CHECK (num BETWEEN 1 AND 10000),"
+    "  file TEXT NOT NULL UNIQUE,"
+    "  size INTEGER NOT NULL CHECK (size >= 0),"
+    "  md5 TEXT NOT NULL,"
+    "  mtime_ms INTEGER NOT NULL,"
+    "  PRIMARY KEY (upload_id, num)"
+    ") STRICT;"
+    "CREATE TABLE links ("
+    "  id TEXT PRIMARY KEY NOT NULL,"
+    "  tenant_id TEXT NOT NULL REFERENCES tenants(id),"
+    "  bucket TEXT NOT NULL,"
+    "  key TEXT NOT NULL,"
+    "  filename TEXT NOT NULL DEFAULT '',"
+    "  url TEXT NOT NULL,"
+    "  created_ms INTEGER NOT NULL,"
+    "  expires_ms INTEGER NOT NULL,"
+    "  revoked_ms INTEGER NOT NULL DEFAULT 0"
+    ") STRICT;"
+    "CREATE INDEX links_tenant ON links(tenant_id, created_ms);"
+    "CREATE TABLE link_access ("
+    "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  link_id TEXT NOT NULL REFERENCES links(id) ON DELETE CASCADE,"
+    "  ts_ms INTEGER NOT NULL,"
+    "  remote TEXT NOT NULL DEFAULT '',"
+    "  user_agent TEXT NOT NULL DEFAULT '',"
+    "  status INTEGER NOT NULL"
+    ") STRICT;"
+    "CREATE INDEX link_access_link ON link_access(link_id, seq);";
+
+static const char *const migrations[] = {schema_v1, schema_jobs, schema_egress, schema_storage};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
+
+int state_schema_latest(void) { return SCHEMA_VERSION; }
 
 static int pragma_int(struct state *st, const char *sql, int64_t *out, struct husk_err *err) {
   cleanup_stmt sqlite3_stmt *s = NULL;

@@ -85,6 +85,8 @@ void state_close(struct state *st);
 
 /* Schema version of an open database (PRAGMA user_version). */
 int state_schema_version(struct state *st, int *version, struct husk_err *err);
+/* The schema version this husk brings a database to (its migration count). */
+int state_schema_latest(void);
 
 /* Wall-clock milliseconds since the epoch: the clock of every *_ms column. */
 int64_t state_now_ms(void);

@@ -349,6 +349,50 @@ if (MODE === 'http' && process.env.KEY2) {
   });
 }
 
+// The storage plane (husk serve only; tests/mcp/storage.sh covers the rest):
+// the SDK checks every structuredContent against the tool's outputSchema.
+if (MODE === 'http') {
+  await t('storage: run_code returns a large file as a resource_link whose URL gives the bytes', async () => {
+    const r = await call(c, 'run_code', { language: 'python', code:
+      'import os\nos.makedirs("output", exist_ok=True)\nopen("output/table.csv", "w").write("line,defects\\n" * 30000)' });
+    const s = structured(r);
+    assert.ok(!r.isError, JSON.stringify(s));
+    const link = r.content.find(b => b.type === 'resource_link');
+    assert.ok(link, 'a resource_link block');
+    assert.equal(link.name, 'table.csv');
+    assert.ok(r.content[0].text.includes(link.uri), 'the URL is in the text');
+    assert.equal(s.files[0].returned_as, 'link');
+    const res = await fetch(link.uri);
+    assert.equal(res.status, 200);
+    assert.equal(await res.text(), 'line,defects\n'.repeat(30000));
+  });
+
+  await t('storage: store_file, list_objects, get_link, load_file', async () => {
+    const key = `sdk/${SDK}/note.txt`;
+    let r = await call(c, 'store_file', { content: `hello from ${SDK}\n`, key });
+    let s = structured(r);
+    assert.ok(!r.isError, JSON.stringify(s));
+    assert.equal(s.bucket, 'husk-mcp');
+    assert.equal(s.key, key);
+    assert.equal(r.content.find(b => b.type === 'resource_link').uri, s.url);
+    assert.equal(await (await fetch(s.url)).text(), `hello from ${SDK}\n`);
+    r = await call(c, 'list_objects', { prefix: `sdk/${SDK}/` });
+    assert.deepEqual(structured(r).objects.map(o => o.key), [key]);
+    r = await call(c, 'get_link', { key, expires_in_seconds: 60 });
+    s = structured(r);
+    assert.equal(await (await fetch(s.url)).text(), `hello from ${SDK}\n`);
+    const b = structured(await call(c, 'sandbox_create', {})).sandbox_id;
+    r = await call(c, 'load_file', { sandbox_id: b, key, path: 'in/note.txt' });
+    assert.equal(structured(r).size, `hello from ${SDK}\n`.length);
+    r = await call(c, 'sandbox_read_file', { sandbox_id: b, path: 'in/note.txt' });
+    assert.equal(structured(r).content, `hello from ${SDK}\n`);
+    await call(c, 'sandbox_destroy', { sandbox_id: b });
+    r = await call(c, 'get_link', { key: 'sdk/none/missing.txt' });
+    assert.equal(r.isError, true);
+    assert.match(r.content[0].text, /not found/);
+  });
+}
+
 await t('sandbox_destroy, then the id is reported expired/not found', async () => {
   const d = await call(c, 'sandbox_destroy', { sandbox_id: box });
   assert.equal(structured(d).state, 'stopped');

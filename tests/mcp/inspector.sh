@@ -45,6 +45,8 @@ has() { # EXPR: Python on the JSON in $OUT (j)
   python3 -c 'import json, sys; j = json.loads(sys.argv[1]); assert eval(sys.argv[2]), j' "$OUT" "$1" 2>/dev/null
 }
 TOOLS='len(j.get("result", j)["tools"]) == 11 and j.get("result", j)["tools"][0]["name"] == "run_code"'
+# husk serve adds the storage plane's four tools after husk's own.
+TOOLS_HTTP='len(j.get("result", j)["tools"]) == 15 and j.get("result", j)["tools"][0]["name"] == "run_code" and j.get("result", j)["tools"][14]["name"] == "load_file"'
 PY='(j.get("result", j))["structuredContent"]["stdout"] == "42\n"'
 CALL=(--method tools/call --tool-name run_code --tool-args-json '{"language":"python","code":"print(6*7)"}' --format json)
 cat >"$T_SCRATCH/mcp.json" <<JSON
@@ -63,7 +65,7 @@ insp "$HUSK" mcp --data "$T_SCRATCH/sd" --quiet -- --method tools/call --tool-na
   --tool-args-json '{"language":"bash","code":"exit 4"}' --format json
 expect_eq "inspector, stdio: a failing run is an isError result (exit 5)" "$RC" 5
 insp "$URL/mcp" --transport http --header "Authorization: Bearer $KEY" --method tools/list --format json
-check "inspector, HTTP: tools/list" has "$TOOLS"
+check "inspector, HTTP: tools/list (with the storage tools)" has "$TOOLS_HTTP"
 insp "$URL/mcp" --transport http --header "Authorization: Bearer $KEY" "${CALL[@]}"
 check "inspector, HTTP: tools/call run_code" has "$PY"
 insp --config "$T_SCRATCH/mcp.json" --server stdio-modern --method tools/list --format json

@@ -34,7 +34,8 @@ if ! "$MCPDIR/setup.sh"; then
   finish
   exit 1
 fi
-if ! serve_start --mcp-wait "$WAIT_S"; then
+# An S3 listener on a free port: the storage tools' links point at it.
+if ! serve_start --mcp-wait "$WAIT_S" --s3-listen 127.0.0.1:0; then
   not_ok "the daemon starts"
   finish
   exit 1

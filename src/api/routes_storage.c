@@ -1,0 +1,292 @@
+/* Storage routes: S3 credentials, links and their access log, and the
+ * box <-> store transfers (docs/storage.md). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "api/internal.h"
+#include "box/box.h"
+#include "storage/store.h"
+#include "storage/transfer.h"
+
+/* A store error as the API's JSON error. */
+static enum MHD_Result store_err(struct req *r, const struct husk_err *err) {
+  switch (err->code) {
+  case STORE_ENOBUCKET: return api_reply_error(r, 404, "no_such_bucket", "%s", err->msg);
+  case STORE_ENOKEY: return api_reply_error(r, 404, "no_such_key", "%s", err->msg);
+  case STORE_ENOLINK: return api_reply_error(r, 404, "not_found", "no such link");
+  case STORE_ENOACCESSKEY: return api_reply_error(r, 404, "not_found", "no such S3 key");
+  case EOPNOTSUPP: return api_reply_error(r, 503, "unavailable", "%s", err->msg);
+  case STORE_EQUOTA: return api_reply_error(r, 403, "quota_exceeded", "%s", err->msg);
+  case STORE_EOWNED: return api_reply_error(r, 409, "conflict", "%s", err->msg);
+  case STORE_EBADNAME:
+  case STORE_EBADKEY:
+  case STORE_ETOOLARGE: return api_reply_error(r, 400, "bad_request", "%s", err->msg);
+  default:
+    if (err->code >= STORE_ENOBUCKET)
+      return api_reply_error(r, 400, "bad_request", "%s", err->msg);
+    return api_reply_err(r, err);
+  }
+}
+
+static enum MHD_Result no_store(struct req *r) {
+  return api_reply_error(r, 503, "unavailable", "the storage plane is not running");
+}
+
+enum MHD_Result h_s3_key_create(struct req *r) {
+  struct store *st = r->srv->cfg.store;
+  if (!st)
+    return no_store(r);
+  char id[STORE_ACCESS_KEY_SIZE], secret[STORE_SECRET_SIZE];
+  struct husk_err err;
+  if (store_key_create(st, r->tenant, false, id, secret, &err) < 0)
+    return store_err(r, &err);
+  snprintf(r->audit_detail, sizeof r->audit_detail, "access_key_id=%s", id);
+  json_t *o = json_pack("{s:s, s:s, s:s, s:s?}", "access_key_id", id, "secret_access_key", secret,
+                        "region", store_region(st), "endpoint",
+                        store_public_url(st)[0] ? store_public_url(st) : NULL);
+  OPENSSL_cleanse(secret, sizeof secret);
+  return api_reply_json(r, 201, o);
+}
+
+static int key_cb(void *ctx, const struct store_key_info *k) {
+  json_array_append_new(ctx, json_pack("{s:s, s:o, s:o}", "access_key_id", k->id, "created_at",
+                                       json_time(k->created_ms), "revoked_at",
+                                       json_time(k->revoked_ms)));
+  return 0;
+}
+
+enum MHD_Result h_s3_key_list(struct req *r) {
+  struct store *st = r->srv->cfg.store;
+  if (!st)
+    return no_store(r);
+  json_t *arr = json_array();
+  struct husk_err err;
+  if (!arr)
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  if (store_key_list(st, r->tenant, key_cb, arr, &err) < 0) {
+    json_decref(arr);
+    return store_err(r, &err);
+  }
+  return api_reply_json(r, 200, json_pack("{s:o}", "keys", arr));
+}
+
+enum MHD_Result h_s3_key_revoke(struct req *r) {
+  struct store *st = r->srv->cfg.store;
+  if (!st)
+    return no_store(r);
+  struct husk_err err;
+  snprintf(r->audit_detail, sizeof r->audit_detail, "access_key_id=%s", r->params[0]);
+  if (store_key_revoke(st, r->tenant, r->params[0], &err) < 0)
+    return store_err(r, &err);
+  return api_reply_empty(r, 204);
+}
+
+static json_t *link_json(const struct store_link *l) {
+  json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:o, s:o}", "id", l->id, "url", l->url,
+                        "bucket", l->bucket, "key", l->key, "filename",
+                        l->filename[0] ? l->filename : NULL, "created_at",
+                        json_time(l->created_ms), "expires_at", json_time(l->expires_ms));
+  if (o && l->revoked_ms)
+    json_object_set_new(o, "revoked_at", json_time(l->revoked_ms));
+  return o;
+}
+
+static int link_cb(void *ctx, const struct store_link *l) {
+  json_t *j = link_json(l);
+  if (j)
+    json_array_append_new(ctx, j);
+  return 0;
+}
+
+enum MHD_Result h_link_list(struct req *r) {
+  struct store *st = r->srv->cfg.store;
+  if (!st)
+    return no_store(r);
+  json_t *arr = json_array();
+  struct husk_err err;
+  if (!arr)
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  if (store_link_list(st, r->tenant, link_cb, arr, &err) < 0) {
+    json_decref(arr);
+    return store_err(r, &err);
+  }
+  return api_reply_json(r, 200, json_pack("{s:o}", "links", arr));
+}
+
+enum MHD_Result h_link_revoke(struct req *r) {
+  struct store *st = r->srv->cfg.store;
+  if (!st)
+    return no_store(r);
+  struct husk_err err;
+  snprintf(r->audit_detail, sizeof r->audit_detail, "link=%s", r->params[0]);
+  if (store_link_revoke(st, r->tenant, r->params[0], &err) < 0)
+    return store_err(r, &err);
+  return api_reply_empty(r, 204);
+}
+
+static const char *const link_fields[] = {"bucket", "key", "expires_in", "filename", NULL};
+
+enum MHD_Result h_link_create(struct req *r) {
+  struct store *st = r->srv->cfg.store;
+  if (!st)
+    return no_store(r);
+  json_t *o = api_body_object(r, link_fields);
+  if (!o)
+    return api_reply_bad(r);
+  const char *bucket = NULL, *key = NULL, *filename = NULL;
+  uint64_t exp = 0;
+  if (jget_string(o, "bucket", &bucket, &r->err) < 0 || jget_string(o, "key", &key, &r->err) < 0 ||
+      jget_string(o, "filename", &filename, &r->err) < 0 ||
+      jget_u64(o, "expires_in", STORE_LINK_MAX_S, &exp, &r->err) < 0) {
+    json_decref(o);
+    return api_reply_bad(r);
+  }
+  if (!bucket || !key) {
+    json_decref(o);
+    return api_reply_error(r, 400, "bad_request", "`bucket` and `key` are required");
+  }
+  if (json_object_get(o, "expires_in") && exp == 0) {
+    json_decref(o);
+    return api_reply_error(r, 400, "bad_request", "`expires_in` must be 1..%d seconds", STORE_LINK_MAX_S);
+  }
+  struct store_link l;
+  struct husk_err err;
+  int rc = store_link_create(st, r->tenant, bucket, key, (int64_t)exp, filename, &l, &err);
+  json_decref(o); /* bucket, key and filename are not used below */
+  if (rc < 0)
+    return store_err(r, &err);
+  snprintf(r->audit_detail, sizeof r->audit_detail, "link=%s", l.id);
+  json_t *j = link_json(&l);
+  store_link_free(&l);
+  return api_reply_json(r, 201, j);
+}
+
+enum MHD_Result h_link_get(struct req *r) {
+  struct store *st = r->srv->cfg.store;
+  if (!st)
+    return no_store(r);
+  struct store_link l;
+  struct husk_err err;
+  if (store_link_get(st, r->tenant, r->params[0], &l, &err) < 0)
+    return store_err(r, &err);
+  json_t *j = link_json(&l);
+  store_link_free(&l);
+  return api_reply_json(r, 200, j);
+}
+
+static int access_cb(void *ctx, const struct store_link_access *a) {
+  json_t *arr = ctx;
+  json_array_append_new(arr, json_pack("{s:o, s:s, s:s, s:i}", "time", json_time(a->ts_ms),
+                                       "remote_addr", a->remote, "user_agent", a->user_agent,
+                                       "status", a->status));
+  return 0;
+}
+
+enum MHD_Result h_link_access(struct req *r) {
+  struct store *st = r->srv->cfg.store;
+  if (!st)
+    return no_store(r);
+  json_t *arr = json_array();
+  struct husk_err err;
+  if (!arr)
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  if (store_link_log(st, r->tenant, r->params[0], access_cb, arr, &err) < 0) {
+    json_decref(arr);
+    return store_err(r, &err);
+  }
+  return api_reply_json(r, 200, json_pack("{s:s, s:o}", "link_id", r->params[0], "accesses", arr));
+}
+
+/* ---- box <-> store ---- */
+
+static const char *const export_fields[] = {"path", "bucket", "key", "link", "expires_in",
+                                            "filename", NULL};
+
+/* POST /v1/sandboxes/{id}/store: a box file (or a directory, as a tar)
+ * into the store, optionally with a link. */
+enum MHD_Result h_box_export(struct req *r) {
+  struct store *st = r->srv->cfg.store;
+  if (!st)
+    return no_store(r);
+  json_t *o = api_body_object(r, export_fields);
+  if (!o)
+    return api_reply_bad(r);
+  const char *path = NULL, *bucket = NULL, *key = NULL, *filename = NULL;
+  bool link = false;
+  uint64_t exp = 0;
+  if (jget_string(o, "path", &path, &r->err) < 0 || jget_string(o, "bucket", &bucket, &r->err) < 0 ||
+      jget_string(o, "key", &key, &r->err) < 0 || jget_bool(o, "link", &link, &r->err) < 0 ||
+      jget_string(o, "filename", &filename, &r->err) < 0 ||
+      jget_u64(o, "expires_in", STORE_LINK_MAX_S, &exp, &r->err) < 0) {
+    json_decref(o);
+    return api_reply_bad(r);
+  }
+  if (!path || !bucket || !key) {
+    json_decref(o);
+    return api_reply_error(r, 400, "bad_request", "`path`, `bucket` and `key` are required");
+  }
+  struct transfer_result res;
+  struct husk_err err;
+  int rc = transfer_box_to_store(r->srv->cfg.mgr, st, r->tenant, r->params[0], path, bucket, key,
+                                 link, (int64_t)exp, filename, &res, &err);
+  if (rc < 0) {
+    json_decref(o);
+    return store_err(r, &err);
+  }
+  snprintf(r->audit_detail, sizeof r->audit_detail, "bucket=%s", bucket);
+  json_error_t je;
+  json_t *j = json_pack_ex(&je, 0, "{s:s, s:s, s:I, s:s, s:b}", "bucket", bucket, "key", key,
+                           "size", (json_int_t)res.size, "etag", res.etag, "tar", (int)res.tar);
+  if (!j)
+    api_log(r->srv, "store reply: %s", je.text);
+  if (j && res.url) {
+    json_object_set_new(j, "url", json_string(res.url));
+    json_object_set_new(j, "link_id", json_string(res.link_id));
+    json_object_set_new(j, "expires_at", json_time(res.expires_ms));
+  }
+  transfer_result_free(&res);
+  json_decref(o); /* after the last use of bucket and key, which it holds */
+  return api_reply_json(r, 201, j);
+}
+
+static const char *const import_fields[] = {"path", "bucket", "key", "extract", NULL};
+
+/* POST /v1/sandboxes/{id}/load: an object into the box (a file, or with
+ * "extract": true a tar unpacked into a directory). */
+enum MHD_Result h_box_import(struct req *r) {
+  struct store *st = r->srv->cfg.store;
+  if (!st)
+    return no_store(r);
+  json_t *o = api_body_object(r, import_fields);
+  if (!o)
+    return api_reply_bad(r);
+  const char *path = NULL, *bucket = NULL, *key = NULL;
+  bool extract = false;
+  if (jget_string(o, "path", &path, &r->err) < 0 || jget_string(o, "bucket", &bucket, &r->err) < 0 ||
+      jget_string(o, "key", &key, &r->err) < 0 || jget_bool(o, "extract", &extract, &r->err) < 0) {
+    json_decref(o);
+    return api_reply_bad(r);
+  }
+  if (!path || !bucket || !key) {
+    json_decref(o);
+    return api_reply_error(r, 400, "bad_request", "`path`, `bucket` and `key` are required");
+  }
+  uint64_t size = 0;
+  struct husk_err err;
+  int rc = transfer_store_to_box(r->srv->cfg.mgr, st, r->tenant, bucket, key, r->params[0], path,
+                                 extract, &size, &err);
+  if (rc < 0) {
+    json_decref(o);
+    return store_err(r, &err);
+  }
+  snprintf(r->audit_detail, sizeof r->audit_detail, "bucket=%s", bucket);
+  json_t *j = json_pack("{s:s, s:I, s:b}", "path", path, "size", (json_int_t)size, "extracted",
+                        (int)extract);
+  json_decref(o); /* holds path */
+  return api_reply_json(r, 200, j);
+}

@@ -1,0 +1,186 @@
+/* Shared by the files of src/s3. */
+#ifndef HUSK_S3_INTERNAL_H
+#define HUSK_S3_INTERNAL_H
+
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "s3/s3.h"
+#include "storage/chunked.h"
+#include "storage/sigv4.h"
+#include "storage/store.h"
+
+/* XML request bodies (CompleteMultipartUpload with 10000 parts is about
+ * 1 MiB; DeleteObjects with 1000 keys of 1 KiB about the same). */
+#define S3_XML_MAX (2 * 1024 * 1024)
+/* Most keys one DeleteObjects may name. */
+#define S3_DELETE_MAX 1000
+/* After refusing a body, how much of it is still read so the client sees
+ * the reply. */
+#define S3_DRAIN_MAX (64ULL * 1024 * 1024)
+#define S3_MAX_HEADERS 128
+
+struct s3_server {
+  struct MHD_Daemon *daemon;
+  struct s3_config cfg;
+  unsigned port;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  unsigned inflight;
+  pthread_mutex_t log_lock;
+};
+
+/* A growable text buffer for replies. */
+struct xbuf {
+  char *p;
+  size_t n, cap;
+  bool oom;
+};
+void xb_add(struct xbuf *b, const char *s, size_t n);
+void xb_str(struct xbuf *b, const char *s);
+void xb_fmt(struct xbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* XML-escaped text (control characters as &#xN;). */
+void xb_esc(struct xbuf *b, const char *s);
+/* <tag>escaped</tag> */
+void xb_elem(struct xbuf *b, const char *tag, const char *text);
+/* <tag>text</tag>, text URL-encoded when `url` (encoding-type=url). */
+void xb_elem_enc(struct xbuf *b, const char *tag, const char *text, bool url);
+
+enum s3_op {
+  OP_NONE,
+  OP_LIST_BUCKETS,
+  OP_CREATE_BUCKET,
+  OP_HEAD_BUCKET,
+  OP_DELETE_BUCKET,
+  OP_BUCKET_LOCATION,
+  OP_BUCKET_VERSIONING,
+  OP_LIST_OBJECTS,
+  OP_LIST_UPLOADS,
+  OP_DELETE_OBJECTS,
+  OP_PUT_OBJECT,
+  OP_COPY_OBJECT,
+  OP_GET_OBJECT,
+  OP_HEAD_OBJECT,
+  OP_DELETE_OBJECT,
+  OP_CREATE_UPLOAD,
+  OP_UPLOAD_PART,
+  OP_COMPLETE_UPLOAD,
+  OP_ABORT_UPLOAD,
+  OP_LIST_PARTS,
+};
+
+enum s3_body { SB_NONE, SB_XML, SB_OBJECT };
+
+struct s3_req {
+  struct s3_server *srv;
+  struct MHD_Connection *conn;
+  char *raw_uri;
+  char method[16];
+  char *path_raw;  /* points into raw_uri copy */
+  char *query_raw; /* NULL if none */
+  char *bucket;    /* decoded, NULL for "/" */
+  char *key;       /* decoded, NULL for bucket-level */
+  char request_id[17];
+  int64_t t0_ms;
+  bool started;
+  bool in_first_call;
+  bool body_done; /* the whole body has been read */
+
+  /* Who. */
+  char tenant[32];
+  char key_id[SIGV4_KEY_ID_MAX];
+  bool internal_key;
+  struct sigv4_auth auth;
+  unsigned char signing_key[32];
+  char link_id[STORE_ID_SIZE];
+
+  enum s3_op op;
+  enum s3_body body;
+  /* SB_XML */
+  char *xml;
+  size_t xml_len;
+  /* SB_OBJECT */
+  struct store_writer *w;
+  int part_num;
+  char upload_id[STORE_ID_SIZE];
+  /* Both: framing and digests. */
+  bool chunked_on;
+  struct chunked ch;
+  struct store_expect exp;
+  enum store_checksum trailer_ck;
+  bool sha256_check;
+  char sha256_hex[65];
+  char ck_value[96];
+  bool md5_given;
+  uint64_t received;
+
+  /* Reply. */
+  bool responded;
+  int status;
+  struct MHD_Response *pending; /* held until the body is read */
+  uint64_t drained;
+  struct husk_err err;
+};
+
+/* ---- s3_server.c ---- */
+const char *s3_header(struct s3_req *r, const char *name);
+/* A decoded query parameter; NULL if absent ("" for a bare "?name"). */
+char *s3_query(struct s3_req *r, const char *name);
+bool s3_has_query(struct s3_req *r, const char *name);
+void s3_log(struct s3_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- replies (s3_reply.c) ---- */
+/* Queue (or hold, while a body is still coming) a response. */
+enum MHD_Result s3_queue(struct s3_req *r, unsigned status, struct MHD_Response *resp);
+/* S3 error XML. `resource` may be NULL. */
+enum MHD_Result s3_error(struct s3_req *r, unsigned status, const char *code, const char *msg);
+/* Map a store error (err->code) to its S3 error. */
+enum MHD_Result s3_store_error(struct s3_req *r, const struct husk_err *err);
+enum MHD_Result s3_reply_xml(struct s3_req *r, unsigned status, struct xbuf *b);
+enum MHD_Result s3_reply_empty(struct s3_req *r, unsigned status);
+void s3_add_common(struct s3_req *r, struct MHD_Response *resp);
+void s3_http_date(int64_t ms, char out[40]);
+void s3_iso_date(int64_t ms, char out[40]);
+#define S3_XMLNS "http://s3.amazonaws.com/doc/2006-03-01/"
+#define S3_XML_HEAD "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+
+/* ---- s3_xml.c: request bodies ---- */
+struct s3_complete_part {
+  int num;
+  char etag[STORE_ETAG_SIZE + 8];
+};
+/* 0, or -1 with a reason ("MalformedXML" cases) in err. */
+int s3_parse_complete(const char *xml, size_t n, struct store_part **parts, size_t *nparts,
+                      struct husk_err *err);
+int s3_parse_delete(const char *xml, size_t n, char ***keys, size_t *nkeys, bool *quiet,
+                    struct husk_err *err);
+/* A well-formed document whose root is `root` (CreateBucketConfiguration). */
+int s3_parse_check(const char *xml, size_t n, const char *root, struct husk_err *err);
+
+/* ---- operations ---- */
+enum MHD_Result s3_op_list_buckets(struct s3_req *r);
+enum MHD_Result s3_op_create_bucket(struct s3_req *r);
+enum MHD_Result s3_op_head_bucket(struct s3_req *r);
+enum MHD_Result s3_op_delete_bucket(struct s3_req *r);
+enum MHD_Result s3_op_bucket_location(struct s3_req *r);
+enum MHD_Result s3_op_bucket_versioning(struct s3_req *r);
+enum MHD_Result s3_op_list_objects(struct s3_req *r);
+enum MHD_Result s3_op_list_uploads(struct s3_req *r);
+enum MHD_Result s3_op_delete_objects(struct s3_req *r);
+enum MHD_Result s3_op_put_object(struct s3_req *r);
+enum MHD_Result s3_op_copy_object(struct s3_req *r);
+enum MHD_Result s3_op_get_object(struct s3_req *r);
+enum MHD_Result s3_op_delete_object(struct s3_req *r);
+enum MHD_Result s3_op_create_upload(struct s3_req *r);
+enum MHD_Result s3_op_upload_part(struct s3_req *r);
+enum MHD_Result s3_op_complete_upload(struct s3_req *r);
+enum MHD_Result s3_op_abort_upload(struct s3_req *r);
+enum MHD_Result s3_op_list_parts(struct s3_req *r);
+/* Content type and x-amz-meta-* of the request as JSON (malloc'd), or
+ * NULL with r->err set (metadata too large). */
+char *s3_request_meta(struct s3_req *r);
+
+#endif

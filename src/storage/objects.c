@@ -1,0 +1,311 @@
+/* Reading, deleting, copying and listing objects; one-call puts. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "storage/store_internal.h"
+#include "util/cleanup.h"
+
+#define OBJ_COLS "key, file, size, etag, content_type, meta_json, mtime_ms"
+
+static int object_row(struct store *s, const char *tenant_id, const char *bucket, const char *key,
+                      struct store_object *out, struct husk_err *err) {
+  cleanup_unlock struct state *locked = db_lock(s->st);
+  if (store_bucket_check_locked(s, tenant_id, bucket, err) < 0)
+    return -1;
+  cleanup_stmt sqlite3_stmt *q = NULL;
+  if (db_prepare(s->st, &q,
+                 "SELECT " OBJ_COLS " FROM objects WHERE tenant_id = ? AND bucket = ? AND key = ?",
+                 err) < 0)
+    return -1;
+  int rc = db_text(q, 1, tenant_id) || db_text(q, 2, bucket) || db_text(q, 3, key);
+  if (rc != SQLITE_OK)
+    return db_fail(s->st, err, rc, "object");
+  int r = db_step_row(s->st, q, "object", err);
+  if (r < 0)
+    return -1;
+  if (r == 0)
+    return husk_fail(err, STORE_ENOKEY, "The specified key does not exist.");
+  return store_object_from_row(q, out, err);
+}
+
+int store_object_get(struct store *s, const char *tenant_id, const char *bucket, const char *key,
+                     struct store_object *out, int *fd, struct husk_err *err) {
+  if (store_key_check(key, err) < 0) {
+    /* A key that cannot be stored cannot exist either. */
+    if (store_bucket_exists(s, tenant_id, bucket, err) < 0)
+      return -1;
+    return husk_fail(err, STORE_ENOKEY, "The specified key does not exist.");
+  }
+  /* A concurrent overwrite may unlink the file between the lookup and the
+   * open: look again then (the new row names the new file). */
+  for (int attempt = 0; attempt < 5; attempt++) {
+    if (object_row(s, tenant_id, bucket, key, out, err) < 0)
+      return -1;
+    if (!fd)
+      return 0;
+    *fd = openat(s->objfd, out->file, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (*fd >= 0)
+      return 0;
+    int e = errno;
+    store_object_free(out);
+    if (e != ENOENT)
+      return husk_error(err, e, "cannot open the object's data");
+  }
+  return husk_fail(err, EAGAIN, "the object changed too often while being read; retry");
+}
+
+int store_object_delete(struct store *s, const char *tenant_id, const char *bucket,
+                        const char *key, struct husk_err *err) {
+  char file[STORE_ID_SIZE] = "";
+  {
+    cleanup_unlock struct state *locked = db_lock(s->st);
+    cleanup_txn struct db_txn txn = {0};
+    if (db_begin(s->st, &txn, err) < 0)
+      return -1;
+    if (store_bucket_check_locked(s, tenant_id, bucket, err) < 0)
+      return -1;
+    cleanup_stmt sqlite3_stmt *q = NULL;
+    if (db_prepare(s->st, &q,
+                   "DELETE FROM objects WHERE tenant_id = ? AND bucket = ? AND key = ? RETURNING file",
+                   err) < 0)
+      return -1;
+    int rc = db_text(q, 1, tenant_id) || db_text(q, 2, bucket) || db_text(q, 3, key);
+    if (rc != SQLITE_OK)
+      return db_fail(s->st, err, rc, "object");
+    int r = db_step_row(s->st, q, "cannot delete the object", err);
+    if (r < 0)
+      return -1;
+    if (r == 1) {
+      db_col_text(q, 0, file, sizeof file);
+      if (db_step_row(s->st, q, "cannot delete the object", err) < 0)
+        return -1;
+    }
+    sqlite3_reset(q);
+    if (db_commit(&txn, err) < 0)
+      return -1;
+  }
+  if (file[0])
+    store_unlink(s, s->objfd, file);
+  return 0;
+}
+
+/* Copy all of `in` from its current offset into the writer. */
+static int pump(struct store_writer *w, int in, struct husk_err *err) {
+  char *buf = malloc(1 << 20);
+  if (!buf)
+    return husk_error(err, ENOMEM, "copy");
+  int rc = 0;
+  for (;;) {
+    ssize_t n = read(in, buf, 1 << 20);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      rc = husk_error(err, errno, "cannot read");
+      break;
+    }
+    if (n == 0)
+      break;
+    if (store_writer_write(w, buf, (size_t)n, err) < 0) {
+      rc = -1;
+      break;
+    }
+  }
+  free(buf);
+  return rc;
+}
+
+int store_object_copy(struct store *s, const char *tenant_id, const char *src_bucket,
+                      const char *src_key, const char *dst_bucket, const char *dst_key,
+                      const char *content_type, const char *meta_json, struct store_object *out,
+                      struct husk_err *err) {
+  struct store_object src;
+  cleanup_close int fd = -1;
+  if (store_object_get(s, tenant_id, src_bucket, src_key, &src, &fd, err) < 0)
+    return -1;
+  if (store_bucket_exists(s, tenant_id, dst_bucket, err) < 0) {
+    store_object_free(&src);
+    return -1;
+  }
+  struct store_writer *w = NULL;
+  if (store_writer_open(s, CK_NONE, false, STORE_PUT_MAX, &w, err) < 0) {
+    store_object_free(&src);
+    return -1;
+  }
+  char etag[STORE_ETAG_SIZE];
+  int rc = pump(w, fd, err);
+  if (rc == 0)
+    rc = store_writer_finish(w, NULL, etag, NULL, err);
+  if (rc < 0) {
+    store_writer_abort(w);
+    store_object_free(&src);
+    return -1;
+  }
+  /* S3 keeps the source's ETag (a multipart one stays "-N"). */
+  snprintf(etag, sizeof etag, "%s", src.etag);
+  rc = store_commit_with_etag(w, tenant_id, dst_bucket, dst_key, etag,
+                              content_type ? content_type : src.content_type,
+                              meta_json ? meta_json : src.meta_json, out, err);
+  store_object_free(&src);
+  return rc;
+}
+
+int store_put_fd(struct store *s, const char *tenant_id, const char *bucket, const char *key, int fd,
+                 const char *content_type, struct store_object *out, struct husk_err *err) {
+  if (store_key_check(key, err) < 0 || store_bucket_exists(s, tenant_id, bucket, err) < 0)
+    return -1;
+  struct store_writer *w = NULL;
+  if (store_writer_open(s, CK_NONE, false, STORE_PUT_MAX, &w, err) < 0)
+    return -1;
+  char etag[STORE_ETAG_SIZE];
+  if (pump(w, fd, err) < 0 || store_writer_finish(w, NULL, etag, NULL, err) < 0) {
+    store_writer_abort(w);
+    return -1;
+  }
+  return store_put_commit(w, tenant_id, bucket, key, content_type, NULL, out, err);
+}
+
+int store_put_buffer(struct store *s, const char *tenant_id, const char *bucket, const char *key,
+                     const void *buf, size_t n, const char *content_type,
+                     struct store_object *out, struct husk_err *err) {
+  if (store_key_check(key, err) < 0 || store_bucket_exists(s, tenant_id, bucket, err) < 0)
+    return -1;
+  struct store_writer *w = NULL;
+  if (store_writer_open(s, CK_NONE, false, STORE_PUT_MAX, &w, err) < 0)
+    return -1;
+  char etag[STORE_ETAG_SIZE];
+  if (store_writer_write(w, buf, n, err) < 0 || store_writer_finish(w, NULL, etag, NULL, err) < 0) {
+    store_writer_abort(w);
+    return -1;
+  }
+  return store_put_commit(w, tenant_id, bucket, key, content_type, NULL, out, err);
+}
+
+/* ---- listing ---- */
+
+struct list_row {
+  char *key;
+  uint64_t size;
+  char etag[STORE_ETAG_SIZE];
+  int64_t mtime_ms;
+};
+
+static void list_row_free(void *p) { free(((struct list_row *)p)->key); }
+
+#define LIST_BATCH 256
+
+/* Rows with key > cursor and key >= prefix, in order, at most LIST_BATCH. */
+static int fetch(struct store *s, const char *tenant_id, const char *bucket, const char *cursor,
+                 size_t cursor_len, const char *prefix, struct db_rows *rows, struct husk_err *err) {
+  cleanup_unlock struct state *locked = db_lock(s->st);
+  cleanup_stmt sqlite3_stmt *q = NULL;
+  if (db_prepare(s->st, &q,
+                 "SELECT key, size, etag, mtime_ms FROM objects WHERE tenant_id = ? AND bucket = ? "
+                 "AND key > ? AND key >= ? ORDER BY key LIMIT " "256",
+                 err) < 0)
+    return -1;
+  int rc = db_text(q, 1, tenant_id) || db_text(q, 2, bucket) ||
+           sqlite3_bind_text(q, 3, cursor, (int)cursor_len, SQLITE_STATIC) || db_text(q, 4, prefix);
+  if (rc != SQLITE_OK)
+    return db_fail(s->st, err, rc, "list");
+  int r;
+  while ((r = db_step_row(s->st, q, "list", err)) == 1) {
+    struct list_row *l = db_rows_push(rows);
+    if (!l)
+      return husk_error(err, ENOMEM, "list");
+    l->key = db_col_strdup(q, 0);
+    l->size = (uint64_t)sqlite3_column_int64(q, 1);
+    db_col_text(q, 2, l->etag, sizeof l->etag);
+    l->mtime_ms = sqlite3_column_int64(q, 3);
+    if (!l->key)
+      return husk_error(err, ENOMEM, "list");
+  }
+  return r < 0 ? -1 : 0;
+}
+
+int store_list(struct store *s, const char *tenant_id, const char *bucket,
+               const struct store_list_req *rq, int (*cb)(void *ctx, const struct store_entry *e),
+               void *ctx, bool *truncated, char **next, struct husk_err *err) {
+  *truncated = false;
+  *next = NULL;
+  if (store_bucket_exists(s, tenant_id, bucket, err) < 0)
+    return -1;
+  const char *prefix = rq->prefix ? rq->prefix : "";
+  const char *delim = rq->delimiter && *rq->delimiter ? rq->delimiter : NULL;
+  size_t pl = strlen(prefix), dl = delim ? strlen(delim) : 0;
+  /* The cursor: keys strictly after it.  Bytes 0xFF never occur in UTF-8,
+   * so "P\xff" is past every key that starts with P. */
+  size_t cap = STORE_KEY_MAX * 2 + 8;
+  cleanup_free char *cursor = malloc(cap);
+  if (!cursor)
+    return husk_error(err, ENOMEM, "list");
+  size_t cl = 0;
+  if (rq->after && strlen(rq->after) < STORE_KEY_MAX * 2) {
+    cl = strlen(rq->after);
+    memcpy(cursor, rq->after, cl);
+    /* A marker that is a common prefix (or inside one) skips the group. */
+    if (delim && cl >= pl && !memcmp(cursor, prefix, pl)) {
+      char *d = memmem(cursor + pl, cl - pl, delim, dl);
+      if (d) {
+        cl = (size_t)(d - cursor) + dl;
+        cursor[cl++] = '\xff';
+      }
+    }
+  }
+  cursor[cl] = 0;
+  unsigned count = 0;
+  cleanup_free char *last = NULL;
+  if (rq->max_keys == 0)
+    return 0;
+  for (;;) {
+    cleanup_rows struct db_rows rows = {.item_size = sizeof(struct list_row), .free_item = list_row_free};
+    if (fetch(s, tenant_id, bucket, cursor, cl, prefix, &rows, err) < 0)
+      return -1;
+    if (rows.n == 0)
+      return 0;
+    bool refetch = false;
+    for (size_t i = 0; i < rows.n && !refetch; i++) {
+      struct list_row *l = db_rows_at(&rows, i);
+      size_t kl = strlen(l->key);
+      if (kl < pl || memcmp(l->key, prefix, pl))
+        return 0; /* past the prefix */
+      if (count == rq->max_keys) {
+        *truncated = true;
+        *next = last ? strdup(last) : NULL;
+        if (!*next)
+          return husk_error(err, ENOMEM, "list");
+        return 0;
+      }
+      const char *d = delim ? memmem(l->key + pl, kl - pl, delim, dl) : NULL;
+      struct store_entry e = {.key = l->key, .size = l->size, .etag = l->etag, .mtime_ms = l->mtime_ms};
+      size_t el = kl;
+      if (d) {
+        el = (size_t)(d - l->key) + dl;
+        l->key[el] = 0;
+        e.is_prefix = true;
+      }
+      int v = cb(ctx, &e);
+      if (v)
+        return db_cb_verdict(v);
+      count++;
+      free(last);
+      last = strndup(l->key, el);
+      if (!last)
+        return husk_error(err, ENOMEM, "list");
+      memcpy(cursor, l->key, el);
+      cl = el;
+      if (d) {
+        cursor[cl++] = '\xff';
+        refetch = true; /* skip the rest of the group */
+      }
+      cursor[cl] = 0;
+    }
+    if (!refetch && rows.n < LIST_BATCH)
+      return 0;
+  }
+}

@@ -1,0 +1,336 @@
+/* Box <-> store transfers (see transfer.h). */
+#define _GNU_SOURCE
+#include "storage/transfer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "box/box.h"
+#include "box/files.h"
+#include "box/tar.h"
+#include "storage/remote.h"
+#include "util/cleanup.h"
+#include "util/fileio.h"
+
+void transfer_result_free(struct transfer_result *r) {
+  if (!r)
+    return;
+  free(r->url);
+  r->url = NULL;
+}
+
+const char *transfer_guess_type(const char *name) {
+  static const char *const map[][2] = {
+      {".txt", "text/plain"},        {".md", "text/markdown"},
+      {".csv", "text/csv"},          {".html", "text/html"},
+      {".htm", "text/html"},         {".json", "application/json"},
+      {".pdf", "application/pdf"},   {".png", "image/png"},
+      {".jpg", "image/jpeg"},        {".jpeg", "image/jpeg"},
+      {".gif", "image/gif"},         {".svg", "image/svg+xml"},
+      {".webp", "image/webp"},       {".zip", "application/zip"},
+      {".tar", "application/x-tar"}, {".gz", "application/gzip"},
+      {".xml", "application/xml"},   {".js", "text/javascript"},
+      {".css", "text/css"},          {".mp4", "video/mp4"},
+      {".pptx", "application/vnd.openxmlformats-officedocument.presentationml.presentation"},
+      {".xlsx", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"},
+      {".docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document"},
+  };
+  const char *dot = name ? strrchr(name, '.') : NULL;
+  if (dot && !strchr(dot, '/'))
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+      if (!strcasecmp(dot, map[i][0]))
+        return map[i][1];
+  return "application/octet-stream";
+}
+
+/* Copy all of `in` to `out`. */
+static int copy_fd(int in, int out, struct husk_err *err) {
+  cleanup_free char *buf = malloc(1 << 20);
+  if (!buf)
+    return husk_error(err, ENOMEM, "copy");
+  for (;;) {
+    ssize_t n = read(in, buf, 1 << 20);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return husk_error(err, errno, "cannot read");
+    if (n == 0)
+      return 0;
+    if (write_all(out, buf, (size_t)n) < 0)
+      return husk_error(err, errno, "cannot write");
+  }
+}
+
+static int ensure_bucket(struct store *s, const char *tenant_id, const char *bucket,
+                         struct husk_err *err) {
+  if (store_bucket_create(s, tenant_id, bucket, err) < 0 && err->code != STORE_EOWNED)
+    return -1;
+  return 0;
+}
+
+static int finish(struct store *s, const char *tenant_id, const char *bucket, const char *key,
+                  struct store_writer *w, const char *ctype, bool link, int64_t expires_s,
+                  const char *filename, struct transfer_result *out, struct husk_err *err) {
+  char etag[STORE_ETAG_SIZE];
+  if (store_writer_finish(w, NULL, etag, NULL, err) < 0) {
+    store_writer_abort(w);
+    return -1;
+  }
+  struct store_object o;
+  if (store_put_commit(w, tenant_id, bucket, key, ctype, NULL, &o, err) < 0)
+    return -1;
+  out->size = o.size;
+  snprintf(out->etag, sizeof out->etag, "%s", o.etag);
+  store_object_free(&o);
+  if (link) {
+    struct store_link l;
+    if (store_link_create(s, tenant_id, bucket, key, expires_s, filename, &l, err) < 0)
+      return -1;
+    out->url = l.url;
+    l.url = NULL;
+    snprintf(out->link_id, sizeof out->link_id, "%s", l.id);
+    out->expires_ms = l.expires_ms;
+    store_link_free(&l);
+  }
+  return 0;
+}
+
+static int tar_out(void *ctx, const void *buf, size_t len) {
+  struct store_writer *w = ctx;
+  struct husk_err e;
+  if (store_writer_write(w, buf, len, &e) < 0) {
+    errno = e.code == STORE_ETOOLARGE ? EFBIG : (e.code > 0 && e.code < 4096 ? e.code : EIO);
+    return -1;
+  }
+  return 0;
+}
+
+/* ---- the external store: stage in a temporary file, then upload ---- */
+
+static int fd_write(void *ctx, const void *buf, size_t len) {
+  return write_all(*(int *)ctx, buf, len);
+}
+
+static int remote_finish(struct store *s, const char *tenant_id, const char *bucket,
+                         const char *key, int fd, const char *ctype, bool link, int64_t expires_s,
+                         const char *filename, struct transfer_result *out, struct husk_err *err) {
+  struct stat sb;
+  if (fstat(fd, &sb) < 0)
+    return husk_error(err, errno, "staging file");
+  cleanup_free char *rk = remote_key(tenant_id, bucket, key);
+  if (!rk)
+    return husk_error(err, ENOMEM, "transfer");
+  if (remote_put_fd(store_remote(s), rk, fd, (uint64_t)sb.st_size, ctype, out->etag, err) < 0)
+    return -1;
+  out->size = (uint64_t)sb.st_size;
+  if (link) {
+    struct store_link l;
+    if (store_link_create(s, tenant_id, bucket, key, expires_s, filename, &l, err) < 0)
+      return -1;
+    out->url = l.url;
+    l.url = NULL;
+    snprintf(out->link_id, sizeof out->link_id, "%s", l.id);
+    out->expires_ms = l.expires_ms;
+    store_link_free(&l);
+  }
+  return 0;
+}
+
+int transfer_box_to_store(struct box_mgr *mgr, struct store *s, const char *tenant_id,
+                          const char *box_id, const char *path, const char *bucket, const char *key,
+                          bool link, int64_t expires_s, const char *filename,
+                          struct transfer_result *out, struct husk_err *err) {
+  memset(out, 0, sizeof *out);
+  if (box_path_check(path, strlen(path), err) < 0 || store_key_check(key, err) < 0)
+    return -1;
+  if (link && expires_s && (expires_s < 1 || expires_s > STORE_LINK_MAX_S))
+    return husk_fail(err, EINVAL, "the expiry must be 1..%d seconds", STORE_LINK_MAX_S);
+  struct box_fs b = {.fs = -1};
+  if (box_open_fs(mgr, tenant_id, box_id, &b.fs, &b.uid, &b.gid, err) < 0)
+    return -1;
+  cleanup_close int fs __attribute__((unused)) = b.fs; /* closes the box fs on return */
+  struct box_dirent st;
+  if (box_file_stat(&b, path, &st, err) < 0)
+    return -1;
+  char type = st.type;
+  box_dirent_free(&st);
+  if (type != 'f' && type != 'd' && type != 'l')
+    return husk_fail(err, EINVAL, "only files and directories can be stored");
+  if (store_remote(s)) {
+    if (!store_bucket_name_ok(bucket))
+      return husk_fail(err, STORE_EBADNAME, "The specified bucket is not valid");
+    cleanup_close int tmp = store_tmpfile(s, err);
+    if (tmp < 0)
+      return -1;
+    if (type == 'd') {
+      out->tar = true;
+      if (box_tar_write(&b, path, fd_write, &tmp, err) < 0)
+        return -1;
+    } else {
+      cleanup_close int in = -1;
+      struct stat sb;
+      if (box_file_open_read(&b, path, &in, &sb, err) < 0 || copy_fd(in, tmp, err) < 0)
+        return -1;
+    }
+    return remote_finish(s, tenant_id, bucket, key, tmp,
+                         type == 'd' ? "application/x-tar" : transfer_guess_type(key), link,
+                         expires_s, filename, out, err);
+  }
+  if (ensure_bucket(s, tenant_id, bucket, err) < 0)
+    return -1;
+  struct store_writer *w = NULL;
+  if (store_writer_open(s, CK_NONE, false, STORE_PUT_MAX, &w, err) < 0)
+    return -1;
+  if (type == 'd') {
+    out->tar = true;
+    if (box_tar_write(&b, path, tar_out, w, err) < 0) {
+      store_writer_abort(w);
+      return -1;
+    }
+    return finish(s, tenant_id, bucket, key, w, "application/x-tar", link, expires_s, filename,
+                  out, err);
+  }
+  cleanup_close int fd = -1;
+  struct stat sb;
+  if (box_file_open_read(&b, path, &fd, &sb, err) < 0) {
+    store_writer_abort(w);
+    return -1;
+  }
+  cleanup_free char *buf = malloc(1 << 20);
+  if (!buf) {
+    store_writer_abort(w);
+    return husk_error(err, ENOMEM, "transfer");
+  }
+  for (;;) {
+    ssize_t n = read(fd, buf, 1 << 20);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0) {
+      store_writer_abort(w);
+      return husk_error(err, errno, "cannot read the box file");
+    }
+    if (n == 0)
+      break;
+    if (store_writer_write(w, buf, (size_t)n, err) < 0) {
+      store_writer_abort(w);
+      return -1;
+    }
+  }
+  return finish(s, tenant_id, bucket, key, w, transfer_guess_type(key), link, expires_s, filename,
+                out, err);
+}
+
+int transfer_buffer_to_store(struct store *s, const char *tenant_id, const void *buf, size_t n,
+                             const char *content_type, const char *bucket, const char *key,
+                             bool link, int64_t expires_s, const char *filename,
+                             struct transfer_result *out, struct husk_err *err) {
+  memset(out, 0, sizeof *out);
+  if (store_remote(s)) {
+    if (store_key_check(key, err) < 0)
+      return -1;
+    if (!store_bucket_name_ok(bucket))
+      return husk_fail(err, STORE_EBADNAME, "The specified bucket is not valid");
+    cleanup_close int tmp = store_tmpfile(s, err);
+    if (tmp < 0)
+      return -1;
+    if (write_all(tmp, buf, n) < 0)
+      return husk_error(err, errno, "cannot stage the content");
+    return remote_finish(s, tenant_id, bucket, key, tmp,
+                         content_type ? content_type : transfer_guess_type(key), link, expires_s,
+                         filename, out, err);
+  }
+  if (store_key_check(key, err) < 0 || ensure_bucket(s, tenant_id, bucket, err) < 0)
+    return -1;
+  struct store_writer *w = NULL;
+  if (store_writer_open(s, CK_NONE, false, STORE_PUT_MAX, &w, err) < 0)
+    return -1;
+  if (store_writer_write(w, buf, n, err) < 0) {
+    store_writer_abort(w);
+    return -1;
+  }
+  return finish(s, tenant_id, bucket, key, w,
+                content_type ? content_type : transfer_guess_type(key), link, expires_s, filename,
+                out, err);
+}
+
+static ssize_t fd_in(void *ctx, void *buf, size_t cap) {
+  int fd = *(int *)ctx;
+  for (;;) {
+    ssize_t n = read(fd, buf, cap);
+    if (n < 0 && errno == EINTR)
+      continue;
+    return n;
+  }
+}
+
+int transfer_store_to_box(struct box_mgr *mgr, struct store *s, const char *tenant_id,
+                          const char *bucket, const char *key, const char *box_id,
+                          const char *path, bool extract, uint64_t *size, struct husk_err *err) {
+  if (box_path_check(path, strlen(path), err) < 0)
+    return -1;
+  cleanup_close int ofd = -1;
+  if (store_remote(s)) {
+    /* Fetch into a staging file first: a failed download leaves the box
+     * untouched. */
+    if (store_key_check(key, err) < 0)
+      return -1;
+    cleanup_free char *rk = remote_key(tenant_id, bucket, key);
+    if (!rk)
+      return husk_error(err, ENOMEM, "transfer");
+    ofd = store_tmpfile(s, err);
+    if (ofd < 0)
+      return -1;
+    uint64_t got = 0;
+    if (remote_get(store_remote(s), rk, fd_write, &ofd, &got, err) < 0) {
+      if (err->code == ENOENT)
+        return husk_fail(err, STORE_ENOKEY, "The specified key does not exist.");
+      return -1;
+    }
+    off_t end = lseek(ofd, 0, SEEK_CUR);
+    if (end < 0 || lseek(ofd, 0, SEEK_SET) < 0)
+      return husk_error(err, errno, "staging file");
+    *size = (uint64_t)end;
+  } else {
+    struct store_object o;
+    if (store_object_get(s, tenant_id, bucket, key, &o, &ofd, err) < 0)
+      return -1;
+    *size = o.size;
+    store_object_free(&o);
+  }
+  struct box_fs b = {.fs = -1};
+  if (box_open_fs(mgr, tenant_id, box_id, &b.fs, &b.uid, &b.gid, err) < 0)
+    return -1;
+  cleanup_close int fs __attribute__((unused)) = b.fs; /* closes the box fs on return */
+  if (extract)
+    return box_tar_read(&b, path, fd_in, &ofd, err) < 0 ? -1 : 0;
+  int fd = -1;
+  char tmpname[BOX_TMPNAME_MAX];
+  if (box_file_create(&b, path, true, 0644, &fd, tmpname, sizeof tmpname, err) < 0)
+    return -1;
+  cleanup_free char *buf = malloc(1 << 20);
+  int rc = 0;
+  if (!buf)
+    rc = husk_error(err, ENOMEM, "transfer");
+  while (rc == 0) {
+    ssize_t n = read(ofd, buf, 1 << 20);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      rc = husk_error(err, errno, "cannot read the object");
+    else if (n == 0)
+      break;
+    else if (write_all(fd, buf, (size_t)n) < 0)
+      rc = husk_error(err, errno, "cannot write into the box");
+  }
+  if (rc == 0)
+    rc = box_file_commit(&b, path, fd, tmpname, err);
+  else
+    box_file_abort(&b, path, fd, tmpname);
+  close_quiet(fd);
+  return rc;
+}
