@@ -179,11 +179,17 @@ enum MHD_Result h_link_get(struct req *r) {
   return api_reply_json(r, 200, j);
 }
 
+struct access_ctx {
+  json_t *arr;
+  int64_t last;
+};
+
 static int access_cb(void *ctx, const struct store_link_access *a) {
-  json_t *arr = ctx;
-  json_array_append_new(arr, json_pack("{s:o, s:s, s:s, s:i}", "time", json_time(a->ts_ms),
-                                       "remote_addr", a->remote, "user_agent", a->user_agent,
-                                       "status", a->status));
+  struct access_ctx *c = ctx;
+  json_array_append_new(c->arr, json_pack("{s:I, s:o, s:s, s:s, s:i}", "seq", (json_int_t)a->seq,
+                                          "time", json_time(a->ts_ms), "remote_addr", a->remote,
+                                          "user_agent", a->user_agent, "status", a->status));
+  c->last = a->seq;
   return 0;
 }
 
@@ -191,15 +197,25 @@ enum MHD_Result h_link_access(struct req *r) {
   struct store *st = r->srv->cfg.store;
   if (!st)
     return no_store(r);
-  json_t *arr = json_array();
+  uint64_t after = 0, limit = 100;
+  if (api_query_u64(r, "after", INT64_MAX, &after, NULL) < 0 ||
+      api_query_u64(r, "limit", 1000, &limit, NULL) < 0)
+    return api_reply_bad(r);
+  if (limit == 0)
+    return api_reply_error(r, 400, "bad_request", "limit must be 1..1000");
+  struct access_ctx c = {json_array(), 0};
   struct husk_err err;
-  if (!arr)
+  if (!c.arr)
     return api_reply_error(r, 500, "internal_error", "out of memory");
-  if (store_link_log(st, r->tenant, r->params[0], access_cb, arr, &err) < 0) {
-    json_decref(arr);
+  if (store_link_log(st, r->tenant, r->params[0], (int64_t)after, (int)limit, access_cb, &c,
+                     &err) < 0) {
+    json_decref(c.arr);
     return store_err(r, &err);
   }
-  return api_reply_json(r, 200, json_pack("{s:s, s:o}", "link_id", r->params[0], "accesses", arr));
+  /* A full page may have more after it. */
+  json_t *next = json_array_size(c.arr) == limit ? json_integer((json_int_t)c.last) : json_null();
+  return api_reply_json(r, 200, json_pack("{s:s, s:o, s:o}", "link_id", r->params[0], "accesses",
+                                          c.arr, "next_after", next));
 }
 
 /* ---- box <-> store ---- */

@@ -366,9 +366,13 @@ int store_link_record(struct store *s, const char *id, const char *remote, const
   return db_commit(&txn, err);
 }
 
-int store_link_log(struct store *s, const char *tenant_id, const char *id,
-                   int (*cb)(void *ctx, const struct store_link_access *a), void *ctx,
+int store_link_log(struct store *s, const char *tenant_id, const char *id, int64_t after_seq,
+                   int limit, int (*cb)(void *ctx, const struct store_link_access *a), void *ctx,
                    struct husk_err *err) {
+  if (limit == 0)
+    limit = 100;
+  if (limit < 1 || limit > 1000)
+    return husk_fail(err, EINVAL, "limit must be 1..1000");
   cleanup_rows struct db_rows rows = {.item_size = sizeof(struct store_link_access)};
   {
     cleanup_unlock struct state *locked = db_lock(s->st);
@@ -386,10 +390,10 @@ int store_link_log(struct store *s, const char *tenant_id, const char *id,
     cleanup_stmt sqlite3_stmt *l = NULL;
     if (db_prepare(s->st, &l,
                    "SELECT seq, ts_ms, remote, user_agent, status FROM link_access WHERE "
-                   "link_id = ? ORDER BY seq LIMIT 1000",
+                   "link_id = ? AND seq > ? ORDER BY seq LIMIT ?",
                    err) < 0)
       return -1;
-    rc = db_text(l, 1, id);
+    rc = db_text(l, 1, id) || db_int(l, 2, after_seq) || db_int(l, 3, limit);
     if (rc != SQLITE_OK)
       return db_fail(s->st, err, rc, "link");
     while ((r = db_step_row(s->st, l, "link", err)) == 1) {

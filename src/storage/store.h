@@ -338,8 +338,10 @@ struct store_link_access {
   char user_agent[256];
   int status;
 };
-int store_link_log(struct store *s, const char *tenant_id, const char *id,
-                   int (*cb)(void *ctx, const struct store_link_access *a), void *ctx,
+/* Fetches of the link, oldest first, those with seq > after_seq, at most
+ * `limit` (1..1000; 0: 100). */
+int store_link_log(struct store *s, const char *tenant_id, const char *id, int64_t after_seq,
+                   int limit, int (*cb)(void *ctx, const struct store_link_access *a), void *ctx,
                    struct husk_err *err);
 
 #endif

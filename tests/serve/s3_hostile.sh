@@ -287,6 +287,14 @@ api GET "/v1/links/$LID/access"
 check "the log has the fetch and the refused ones" [ "$(jf 'len(j["accesses"])')" -ge 7 ]
 expect_eq "... the first one a 200" "$(jf 'j["accesses"][0]["status"]')" 200
 expect_eq "... the last one (after the revocation) a 403" "$(jf 'j["accesses"][-1]["status"]')" 403
+n_all=$(jf 'len(j["accesses"])')
+api GET "/v1/links/$LID/access?limit=3"
+expect_eq "the access log pages: limit=3 gives 3" "$(jf 'len(j["accesses"])')" 3
+nx=$(jf 'j["next_after"]')
+api GET "/v1/links/$LID/access?limit=1000&after=$nx"
+expect_eq "and next_after continues where the page ended" "$(( $(jf 'len(j["accesses"])') + 3 ))" "$n_all"
+api GET "/v1/links/$LID/access?limit=0"
+expect_code "limit=0: 400" 400
 
 # ---- a client that hangs up mid-upload ---------------------------------------------------
 head -c $((32 * 1024 * 1024)) /dev/urandom >"$W/f32m"
