@@ -3,6 +3,7 @@
  * termination and secret substitution) is in inject.c. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <ifaddrs.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -274,6 +275,43 @@ void egress_reply(struct conn *c, int status, const char *reason) {
 
 /* ---- policy decisions --------------------------------------------------------- */
 
+/* Is `sa` an address of this host, on any interface (IPv4-mapped IPv6
+ * included)?  A box must not reach the host's own services through the
+ * proxy: the deny set covers loopback and private ranges, but a host with
+ * a public address would otherwise be one allow rule away.  Read at every
+ * decision (interfaces change); if they cannot be read, fail closed. */
+static bool host_local(const struct sockaddr *sa) {
+  struct in_addr v4;
+  bool is_v4 = false;
+  const struct in6_addr *v6 = NULL;
+  if (sa->sa_family == AF_INET) {
+    v4 = ((const struct sockaddr_in *)sa)->sin_addr;
+    is_v4 = true;
+  } else if (sa->sa_family == AF_INET6) {
+    v6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    if (IN6_IS_ADDR_V4MAPPED(v6)) {
+      memcpy(&v4, &v6->s6_addr[12], 4);
+      is_v4 = true;
+    }
+  } else {
+    return true;
+  }
+  struct ifaddrs *ifs;
+  if (getifaddrs(&ifs) < 0)
+    return true;
+  bool hit = false;
+  for (struct ifaddrs *i = ifs; i && !hit; i = i->ifa_next) {
+    if (!i->ifa_addr)
+      continue;
+    if (is_v4 && i->ifa_addr->sa_family == AF_INET)
+      hit = ((const struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr == v4.s_addr;
+    else if (!is_v4 && i->ifa_addr->sa_family == AF_INET6)
+      hit = !memcmp(&((const struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, v6, sizeof *v6);
+  }
+  freeifaddrs(ifs);
+  return hit;
+}
+
 static const char *addr_verdict(struct egress *e, const struct sockaddr *sa) {
   /* The links' own range is never a destination, whatever the operator
    * allows: it is where the proxy itself listens. */
@@ -282,6 +320,9 @@ static const char *addr_verdict(struct egress *e, const struct sockaddr *sa) {
     if ((a & 0xffffc000u) == 0x0aef0000u)
       return "proxy-address";
   }
+  /* Nor is the host itself, whatever the operator allows. */
+  if (host_local(sa))
+    return "host-address";
   for (size_t i = 0; i < e->cfg.nallow; i++)
     if (egress_cidr_contains(&e->cfg.allow[i], sa))
       return NULL;
@@ -419,27 +460,53 @@ static void relay(struct conn *c) {
 }
 
 /* Read the ClientHello without consuming it (it must still reach the
- * upstream or our own TLS server).  1 with sni, 0 not TLS / no SNI / timeout. */
+ * upstream or our own TLS server).  1 with sni, 0 not TLS / no SNI /
+ * timeout / closed.
+ *
+ * A peek never drains the socket, so once part of a hello is queued poll()
+ * reports it readable at every call and a peer that stops sending (or
+ * closes: the FIN stays behind the queued bytes) would keep this loop
+ * spinning.  So: the hello has its own short deadline, a peer that shut
+ * its side (POLLRDHUP) or a socket we shut (POLLHUP, box deleted) ends it,
+ * and while no new byte arrives the loop sleeps instead of polling. */
+#define HELLO_TIMEOUT_MS 10000
 static int peek_sni(struct conn *c, char *sni, size_t len) {
   unsigned char buf[16384 + 5];
+  int64_t hello_deadline = egress_now_ms() + HELLO_TIMEOUT_MS;
+  ssize_t seen = 0;
+  long nap_ms = 2;
   for (;;) {
-    struct pollfd p = {.fd = c->box.fd, .events = POLLIN};
     int t = remaining(c);
-    if (t == 0 || poll(&p, 1, t) <= 0)
+    int64_t hl = hello_deadline - egress_now_ms();
+    if (t == 0 || hl <= 0)
+      return 0;
+    if (hl < t)
+      t = (int)hl;
+    struct pollfd p = {.fd = c->box.fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, t) <= 0 || (p.revents & (POLLHUP | POLLERR | POLLNVAL)))
       return 0;
     ssize_t r = recv(c->box.fd, buf, sizeof buf, MSG_PEEK);
     if (r <= 0)
       return 0;
-    int s = egress_sni_peek(buf, (size_t)r, sni, len);
-    if (s < 0)
+    int st = egress_sni_peek(buf, (size_t)r, sni, len);
+    if (st < 0)
       return 0;
-    if (s == 1)
+    if (st == 1)
       return 1;
     if ((size_t)r == sizeof buf)
       return 0;
-    /* Partial hello: wait for more to arrive (the peek does not drain). */
-    struct timespec ts = {0, 5 * 1000 * 1000};
-    nanosleep(&ts, NULL);
+    if (r == seen) {
+      /* Nothing new.  A peer that has closed its side will send no more. */
+      if (p.revents & POLLRDHUP)
+        return 0;
+      struct timespec ts = {0, nap_ms * 1000 * 1000};
+      nanosleep(&ts, NULL);
+      if (nap_ms < 50)
+        nap_ms *= 2;
+    } else {
+      seen = r;
+      nap_ms = 2;
+    }
   }
 }
 

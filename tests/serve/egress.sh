@@ -137,6 +137,19 @@ check "wildcard: wild.test itself refused" lacks "$(up_requests)" "/wild-wild.te
 check "wildcard: badwild.test refused" lacks "$(up_requests)" "/wild-badwild.test"
 bx "curl -sS --max-time 20 --cacert /workspace/ca.pem https://$UP_IP:8443/iplit"
 check "an IP literal rule (allowed test range) works without SNI" has "$(up_requests)" "/iplit"
+# The host's own addresses are never a destination, even inside the
+# operator's allowed test range (10.250.0.1 is the host end of the test link).
+SAVED_BOX=$BOX
+new_box '{"network":"egress","egress":{"rules":[{"host":"10.250.0.1","ports":[8443]}]}}' || not_ok "a box whose rule names the host"
+HOSTBOX=$BOX
+upload "$BOX" /workspace/c.py "$CLIENT"
+bx 'echo "$HTTP_PROXY"'
+HPROXY=$(sed -n 's|^http://\([0-9.]*\):.*|\1|p' <<<"$OUT")
+bx "python3 /workspace/c.py raw $HPROXY 3128 \"b'CONNECT 10.250.0.1:8443 HTTP/1.1\\\\r\\\\nHost: 10.250.0.1:8443\\\\r\\\\n\\\\r\\\\n'\""
+check "a rule naming the host's own address is refused (403)" has "$OUT" "HTTP/1.1 403"
+check "audit: host-address" has "$(audit_of "$HOSTBOX" egress.connect)" "reason=host-address"
+api DELETE "/v1/sandboxes/$HOSTBOX"
+BOX=$SAVED_BOX
 
 # IP literal forms: rules name 127.0.0.1, 10.0.0.5 and the metadata address;
 # every spelling is the address, and the deny set wins over the rule.
@@ -241,6 +254,8 @@ check "another box is not affected by the first box's limits or bad input" has "
 BOX=$EG
 bx "python3 /workspace/c.py idle $PROXY"
 check "an idle connection is closed by the proxy" has "$OUT" "closed"
+bx "python3 /workspace/c.py halfhello $PROXY 6"
+check "partial TLS hellos that the box closed free their slots (no 429 after)" has "$OUT" "HTTP/1.1 200"
 check "audit: too-many-connections" has "$(audit_of "$EG" egress.connect)" "reason=too-many-connections"
 AUD=$(audit_of "$EG")
 check "allowed decisions are audited with bytes" grep -qE "egress.connect ok 200 host=api.ex.test port=443 addr=10.250.0.2 mode=tunnel via=proxy bytes_up=[1-9]" <<<"$AUD"
@@ -357,14 +372,20 @@ fdcount() { ls "/proc/$SPID/fd" 2>/dev/null | wc -l; }
 fds_at_least() { [ "$(fdcount)" -ge "$1" ]; }
 fds_equal() { [ "$(fdcount)" -eq "$1" ]; }
 no_links() { [ -z "$(links)" ]; }
+threads() { ls "/proc/$SPID/task" 2>/dev/null | wc -l; }
+threads_equal() { [ "$(threads)" -eq "$1" ]; }
 F0=$(fdcount)
+T0=$(threads)
 new_box '{"network":"egress","egress":{"rules":[{"host":"api.ex.test"}]}}' || not_ok "a last egress box"
 upload "$BOX" /workspace/c.py "$CLIENT"
 bx 'env | sed -n "s|^HTTP_PROXY=http://\([0-9.]*\):.*|\1|p"'
 P=$OUT
 api POST "/v1/sandboxes/$BOX/exec" -d "{\"cmd\":[\"python3\",\"/workspace/c.py\",\"idle\",\"$P\"],\"background\":true}"
 check "a proxied connection is open" wait_for 10 fds_at_least $((F0 + 6))
+api POST "/v1/sandboxes/$BOX/exec" -d "{\"cmd\":[\"python3\",\"/workspace/c.py\",\"halfhello\",\"$P\",\"4\",\"hold\"],\"background\":true}"
+check "partial hellos held open: their threads wait" wait_for 10 bash -c '[ "$(ls /proc/'"$SPID"'/task | wc -l)" -ge '"$((T0 + 5))"' ]'
 api DELETE "/v1/sandboxes/$BOX"
+check "after the delete no thread of the box's connections is left" wait_for 10 threads_equal "$T0"
 if wait_for 10 fds_equal "$F0"; then
   ok "after the delete the daemon holds exactly the fds it held before the box"
 else

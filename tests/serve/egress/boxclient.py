@@ -6,6 +6,9 @@
   boxclient.py plain PROXY_HOST HOST:PORT          CONNECT, then plain HTTP inside
   boxclient.py hold PROXY_HOST N                  N idle connections, then one
                                                   request: print its status
+  boxclient.py halfhello PROXY_HOST N [hold]      N partial TLS hellos on the
+                                                  transparent port, closed (then
+                                                  a CONNECT's status) or held
   boxclient.py idle PROXY_HOST                    print "closed" when the proxy
                                                   hangs up on an idle connection
   boxclient.py tcp HOST PORT                      direct TCP connect
@@ -65,6 +68,33 @@ elif cmd == "hold":
     s = socket.create_connection((sys.argv[2], 3128), timeout=10)
     s.sendall(b"CONNECT api.ex.test:443 HTTP/1.1\r\nHost: api.ex.test:443\r\n\r\n")
     print(status_line(s))
+elif cmd == "halfhello":
+    # N connections to the transparent TLS port, each with the first bytes
+    # of a ClientHello that announces more, then closed (or, with "hold",
+    # kept open); then a CONNECT, retried while it gets 429: print its status.
+    n, hold = int(sys.argv[3]), len(sys.argv) > 4 and sys.argv[4] == "hold"
+    partial = b"\x16\x03\x01" + struct.pack(">H", 200) + b"\x01\x00\x00\xc4\x03"
+    held = []
+    for _ in range(n):
+        c = socket.create_connection((sys.argv[2], 3443), timeout=10)
+        c.sendall(partial)
+        held.append(c)
+    if hold:
+        print("holding", flush=True)
+        time.sleep(120)
+        sys.exit(0)
+    for c in held:
+        c.close()
+    line = ""
+    for _ in range(20):
+        time.sleep(0.5)
+        s = socket.create_connection((sys.argv[2], 3128), timeout=10)
+        s.sendall(b"CONNECT api.ex.test:443 HTTP/1.1\r\nHost: api.ex.test:443\r\n\r\n")
+        line = status_line(s)
+        s.close()
+        if " 429 " not in line:
+            break
+    print(line)
 elif cmd == "idle":
     s = socket.create_connection((sys.argv[2], 3128), timeout=60)
     try:
