@@ -32,6 +32,7 @@ struct api_config {
   struct store *store;       /* the storage plane (src/storage); may be NULL */
   const char *admin_key;     /* copied */
   unsigned max_connections;  /* concurrent connections */
+  unsigned max_per_ip;       /* concurrent connections from one address (0: no limit) */
   unsigned idle_timeout_s;   /* idle connection timeout */
   bool log_requests;         /* one log line per request */
   void (*log)(void *ctx, const char *line);

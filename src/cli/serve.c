@@ -48,6 +48,9 @@ static void usage(FILE *f) {
           "  --data DIR              state and box runtime directory [./var/husk in the source\n"
           "                          tree, else /var/lib/husk]\n"
           "  --max-connections N     concurrent connections [256]\n"
+          "  --max-connections-per-ip N  concurrent connections from one address, so that one\n"
+          "                          client cannot hold them all; 0: no limit (behind a\n"
+          "                          reverse proxy on this host, every client is its address) [64]\n"
           "  --idle-timeout SECONDS  close idle connections after this long [120]\n"
           "  --grace SECONDS         on SIGTERM, how long requests in flight may finish [10]\n"
           "  --default-ttl SECONDS   lifetime of a box created without \"timeout\" [300]\n"
@@ -189,7 +192,7 @@ static int parse_seconds(const char *opt, const char *s, uint64_t *ms) {
   return 0;
 }
 
-enum { O_LISTEN = 256, O_DATA, O_MAXCONN, O_IDLE, O_GRACE, O_DTTL, O_MTTL, O_POOL, O_QUIET, O_HELP,
+enum { O_LISTEN = 256, O_DATA, O_MAXCONN, O_PERIP, O_IDLE, O_GRACE, O_DTTL, O_MTTL, O_POOL, O_QUIET, O_HELP,
        O_MCP_WAIT, O_MCP_ORIGIN,
        /* issue 7 */
        O_EG_RESOLVER, O_EG_ALLOW, O_EG_CA, O_EG_MAXCONN, O_EG_IDLE,
@@ -207,6 +210,7 @@ int cmd_serve(int argc, char **argv) {
       {"listen", required_argument, NULL, O_LISTEN},
       {"data", required_argument, NULL, O_DATA},
       {"max-connections", required_argument, NULL, O_MAXCONN},
+      {"max-connections-per-ip", required_argument, NULL, O_PERIP},
       {"idle-timeout", required_argument, NULL, O_IDLE},
       {"grace", required_argument, NULL, O_GRACE},
       {"default-ttl", required_argument, NULL, O_DTTL},
@@ -239,6 +243,7 @@ int cmd_serve(int argc, char **argv) {
   size_t eg_nallow = 0;
   uint64_t eg_maxconn = 0, eg_idle_ms = 0;
   const char *listen = DEFAULT_LISTEN, *data = NULL;
+  uint64_t perip = 64;
   uint64_t maxconn = 256, idle_ms = 120000, grace_ms = 10000, dttl = 0, mttl = 0, pool = 0;
   bool quiet = false;
   uint64_t mcp_wait_ms = 0;
@@ -254,6 +259,12 @@ int cmd_serve(int argc, char **argv) {
     switch (c) {
     case O_LISTEN: listen = optarg; break;
     case O_DATA: data = optarg; break;
+    case O_PERIP:
+      if (parse_u64_range(optarg, 0, 100000, &perip, &err) < 0) {
+        fprintf(stderr, "husk serve: --max-connections-per-ip: %s\n", err.msg);
+        return 2;
+      }
+      break;
     case O_MAXCONN:
       if (parse_u64_range(optarg, 1, 100000, &maxconn, &err) < 0) {
         fprintf(stderr, "husk serve: --max-connections: %s\n", err.msg);
@@ -463,7 +474,7 @@ int cmd_serve(int argc, char **argv) {
   struct api_config ac = {.listen = listen, .mgr = mgr, .state = st, .admin_key = key,
                           .mcp = mcp, .mcp_allowed_origins = mcp_origins,
                           .store = store,
-                          .max_connections = (unsigned)maxconn,
+                          .max_connections = (unsigned)maxconn, .max_per_ip = (unsigned)perip,
                           .idle_timeout_s = (unsigned)((idle_ms + 999) / 1000),
                           .log_requests = !quiet, .log = log_line};
   struct api_server *srv = NULL;
@@ -476,7 +487,7 @@ int cmd_serve(int argc, char **argv) {
   }
   if (s3_on) {
     struct s3_config sc = {.listen = s3_listen, .store = store, .state = st,
-                           .max_connections = (unsigned)maxconn,
+                           .max_connections = (unsigned)maxconn, .max_per_ip = (unsigned)perip,
                            .idle_timeout_s = (unsigned)((idle_ms + 999) / 1000),
                            .log_requests = !quiet, .log = log_line};
     if (s3_start(&s3, &sc, &err) < 0) {

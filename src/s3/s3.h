@@ -21,6 +21,7 @@ struct s3_config {
   struct store *store;
   struct state *state;       /* for the audit records of bucket-level changes; may be NULL */
   unsigned max_connections;
+  unsigned max_per_ip;       /* from one address (0: no limit) */
   unsigned idle_timeout_s;
   bool log_requests;
   void (*log)(void *ctx, const char *line);

@@ -718,6 +718,7 @@ int s3_start(struct s3_server **out, const struct s3_config *cfg, struct husk_er
       flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
       MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections ? cfg->max_connections : 256,
+      MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_per_ip,
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)S3_CONN_MEMORY, MHD_OPTION_CONNECTION_TIMEOUT,
       cfg->idle_timeout_s ? cfg->idle_timeout_s : 120, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
       MHD_OPTION_LISTEN_BACKLOG_SIZE, 128U, MHD_OPTION_END);
