@@ -200,6 +200,11 @@ json_t *api_body_object(struct req *r, const char *const *allowed) {
     if (!o) {
       char m[160];
       snprintf(m, sizeof m, "%s", je.text);
+      /* jansson quotes the input "near" the error: the body may be a
+       * secret's value, so say where, never what. */
+      char *near = strstr(m, " near ");
+      if (near)
+        *near = '\0';
       husk_sanitize_line(m);
       husk_fail(&r->err, EINVAL, "malformed JSON body: %s (line %d, column %d)", m, je.line,
                 je.column);

@@ -117,8 +117,16 @@ int mcp_parse(const char *text, size_t len, struct mcp_msg *out, json_t **error_
   /* REJECT_DUPLICATES: {"id":1,"id":2} has no one meaning. */
   json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
   if (!root) {
+    /* The position, not jansson's quote of the input near it (which could
+     * carry whatever the message held). */
+    char detail[sizeof je.text];
+    snprintf(detail, sizeof detail, "%s", je.text);
+    char *near = strstr(detail, " near ");
+    if (near)
+      *near = '\0';
     *error_reply = mcp_error(NULL, MCP_PARSE_ERROR, "Parse error: the message is not valid JSON",
-                             json_pack("{s:s}", "detail", je.text));
+                             json_pack("{s:s, s:i, s:i}", "detail", detail, "line", je.line,
+                                       "column", je.column));
     return -1;
   }
   if (json_is_array(root)) {
@@ -167,7 +175,9 @@ int mcp_parse(const char *text, size_t len, struct mcp_msg *out, json_t **error_
     out->era = MCP_ERA_MODERN;
     out->version = json_is_string(ver) ? json_string_value(ver) : "";
   }
-  out->has_progress = json_object_get(meta, "progressToken") != NULL;
+  json_t *tok = json_object_get(meta, "progressToken");
+  /* A progress token is a string or an integer; anything else is no token. */
+  out->has_progress = json_is_string(tok) || json_is_integer(tok);
   json_t *name = json_object_get(params, !strcmp(out->method, "resources/read") ? "uri" : "name");
   if (json_is_string(name))
     out->name = json_string_value(name);
@@ -340,6 +350,8 @@ static json_t *tools_call(struct mcp_server *s, const struct mcp_msg *msg, const
                           .cancel_fd = -1};
   call.args = json_is_object(args) ? json_incref(args) : json_object();
   call.progress_token = json_object_get(json_object_get(params, "_meta"), "progressToken");
+  if (!json_is_string(call.progress_token) && !json_is_integer(call.progress_token))
+    call.progress_token = NULL; /* only strings and integers are tokens */
   struct mcp_inflight *f = inflight_add(s, c->scope ? c->scope : c->tenant, msg->id);
   /* One fd for "stop": the cancel notification or the caller leaving. */
   int ep = epoll_create1(EPOLL_CLOEXEC);

@@ -216,6 +216,14 @@ expect_eq "after all that: exec works" "$(jf 'j["stdout"]')" "still fine"
 api GET /v1/sandboxes
 expect_eq "after all that: alpha has exactly its one box" "$(jf 'len(j["sandboxes"])')" 1
 
+# A malformed body is described by where it breaks, never by quoting it:
+# it may be a secret's value.
+KEY=$AKEY
+api PUT /v1/secrets/LEAKY -d '{"value":"SUPERSECRETxyz123'
+expect_code "a malformed secret body: 400" 400
+check "the error names the position, not the value" bash -c '! grep -q SUPERSECRET <<<"$1" && grep -q "column" <<<"$1"' _ "$BODY"
+check "nor does the daemon's log" not grep -q SUPERSECRET "$SERVE_LOG"
+
 api DELETE "$S"
 check "cleanup: alpha's box leaves nothing" wait_for 20 box_gone "$ABOX"
 serve_stop
