@@ -22,8 +22,10 @@
  * Secret values live in this connection's memory only while it runs and
  * are wiped at its end. */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <errno.h>
 #include <openssl/err.h>
+#include <openssl/evp.h>
 #include <openssl/x509v3.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -40,18 +42,145 @@
 #define PH_PREFIX "husk_ph_"
 #define PH_LEN (EGRESS_PLACEHOLDER_LEN - 1)
 
+/* Encoded forms of a value the response scrub also replaces: JSON-escaped
+ * (two ways), percent-encoded (two cases), base64 and base64url at each of
+ * the three byte alignments.  Best effort: an upstream that reflects a
+ * header back encoded (an echo, an error page quoting it) must not hand
+ * the value to the box in that form either. */
+#define SCRUB_VARIANTS 10
+#define SCRUB_VARIANT_MIN 8 /* shorter encoded cores would match by chance */
+
 struct secrets {
   size_t n;
   char *val[EGRESS_MAX_BINDINGS];
   size_t len[EGRESS_MAX_BINDINGS];
   const char *ph[EGRESS_MAX_BINDINGS];
   size_t maxlen;
+  /* What the scrub looks for: the values above and their variants. */
+  size_t nvar;
+  char *var[EGRESS_MAX_BINDINGS * SCRUB_VARIANTS];
+  size_t varlen[EGRESS_MAX_BINDINGS * SCRUB_VARIANTS];
+  const char *varph[EGRESS_MAX_BINDINGS * SCRUB_VARIANTS];
 };
 
 static void secrets_wipe(struct secrets *s) {
   for (size_t i = 0; i < s->n; i++)
     egress_vault_wipe(s->val[i], s->len[i]);
   s->n = 0;
+  for (size_t i = 0; i < s->nvar; i++) {
+    explicit_bzero(s->var[i], s->varlen[i]);
+    free(s->var[i]);
+  }
+  s->nvar = 0;
+}
+
+static void variant_add(struct secrets *s, char *v, size_t len, const char *ph, const char *raw,
+                        size_t rawlen) {
+  bool keep = v && len >= SCRUB_VARIANT_MIN && s->nvar < sizeof s->var / sizeof s->var[0] &&
+              !(len == rawlen && !memcmp(v, raw, len));
+  for (size_t i = 0; keep && i < s->nvar; i++)
+    keep = !(s->varlen[i] == len && !memcmp(s->var[i], v, len));
+  if (!keep) {
+    if (v) {
+      explicit_bzero(v, len);
+      free(v);
+    }
+    return;
+  }
+  s->var[s->nvar] = v;
+  s->varlen[s->nvar] = len;
+  s->varph[s->nvar++] = ph;
+  if (len > s->maxlen)
+    s->maxlen = len;
+}
+
+static char *json_escaped(const char *v, size_t n, bool slash, size_t *out) {
+  char *r = malloc(6 * n + 1), *w = r;
+  if (!r)
+    return NULL;
+  static const char hx[] = "0123456789abcdef";
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)v[i];
+    if (ch == '"' || ch == '\\' || (slash && ch == '/')) {
+      *w++ = '\\';
+      *w++ = (char)ch;
+    } else if (ch < 0x20) {
+      const char *e = ch == '\n' ? "\\n" : ch == '\r' ? "\\r" : ch == '\t' ? "\\t" : NULL;
+      if (e) {
+        memcpy(w, e, 2);
+        w += 2;
+      } else {
+        memcpy(w, "\\u00", 4);
+        w[4] = hx[ch >> 4];
+        w[5] = hx[ch & 15];
+        w += 6;
+      }
+    } else {
+      *w++ = (char)ch;
+    }
+  }
+  *out = (size_t)(w - r);
+  return r;
+}
+
+static char *pct_encoded(const char *v, size_t n, bool lower, size_t *out) {
+  char *r = malloc(3 * n + 1), *w = r;
+  if (!r)
+    return NULL;
+  const char *hx = lower ? "0123456789abcdef" : "0123456789ABCDEF";
+  for (size_t i = 0; i < n; i++) {
+    unsigned char ch = (unsigned char)v[i];
+    if (isalnum(ch) || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
+      *w++ = (char)ch;
+    } else {
+      *w++ = '%';
+      *w++ = hx[ch >> 4];
+      *w++ = hx[ch & 15];
+    }
+  }
+  *out = (size_t)(w - r);
+  return r;
+}
+
+/* The base64 characters that depend on the value's bytes alone when it
+ * starts `align` bytes into a 3-byte group of a longer encoded stream. */
+static char *b64_core(const char *v, size_t n, unsigned align, bool url, size_t *out) {
+  size_t in = align + n;
+  unsigned char *buf = calloc(in, 1);
+  char *enc = malloc(4 * (in / 3 + 1) + 1);
+  char *r = NULL;
+  if (buf && enc) {
+    memcpy(buf + align, v, n);
+    int el = EVP_EncodeBlock((unsigned char *)enc, buf, (int)in);
+    static const size_t first[3] = {0, 2, 3};
+    size_t start = first[align], end = in * 8 / 6;
+    if (el >= 0 && end > start && (r = malloc(end - start))) {
+      memcpy(r, enc + start, end - start);
+      if (url)
+        for (size_t i = 0; i < end - start; i++)
+          r[i] = r[i] == '+' ? '-' : r[i] == '/' ? '_' : r[i];
+      *out = end - start;
+    }
+  }
+  if (buf) {
+    explicit_bzero(buf, in);
+    free(buf);
+  }
+  if (enc) {
+    explicit_bzero(enc, 4 * (in / 3 + 1) + 1);
+    free(enc);
+  }
+  return r;
+}
+
+static void secrets_add_variants(struct secrets *s, const char *v, size_t n, const char *ph) {
+  for (int k = 0; k < SCRUB_VARIANTS; k++) {
+    size_t l = 0;
+    char *x = k < 2   ? json_escaped(v, n, k == 1, &l)
+              : k < 4 ? pct_encoded(v, n, k == 3, &l)
+                      : b64_core(v, n, (unsigned)(k - 4) / 2, (k - 4) % 2 == 1, &l);
+    variant_add(s, x, x ? l : 0, ph, v, n);
+  }
 }
 
 /* ---- response scrubbing ---------------------------------------------------- */
@@ -66,7 +195,7 @@ struct scrub {
  * placeholder; up to maxlen-1 bytes are held back between calls in case a
  * value straddles two reads. */
 static int scrub_feed(struct conn *c, struct scrub *sc, const char *data, size_t len, bool final) {
-  if (sc->s->n == 0)
+  if (sc->s->n == 0 && sc->s->nvar == 0)
     return len ? io_write_all(c, &c->box, data, len) : 0;
   size_t total = sc->tlen + len;
   char *buf = malloc(total ? total : 1);
@@ -81,19 +210,23 @@ static int scrub_feed(struct conn *c, struct scrub *sc, const char *data, size_t
   size_t i = 0, emitted = 0;
   int rc = 0;
   while (i < limit && rc == 0) {
-    size_t k = 0;
-    for (; k < sc->s->n; k++)
+    const char *ph = NULL;
+    size_t mlen = 0;
+    for (size_t k = 0; k < sc->s->n && !ph; k++)
       if (sc->s->len[k] && i + sc->s->len[k] <= total && !memcmp(buf + i, sc->s->val[k], sc->s->len[k]))
-        break;
-    if (k == sc->s->n) {
+        ph = sc->s->ph[k], mlen = sc->s->len[k];
+    for (size_t k = 0; k < sc->s->nvar && !ph; k++)
+      if (i + sc->s->varlen[k] <= total && !memcmp(buf + i, sc->s->var[k], sc->s->varlen[k]))
+        ph = sc->s->varph[k], mlen = sc->s->varlen[k];
+    if (!ph) {
       i++;
       continue;
     }
     if (i > emitted)
       rc = io_write_all(c, &c->box, buf + emitted, i - emitted);
     if (rc == 0)
-      rc = io_write_all(c, &c->box, sc->s->ph[k], PH_LEN);
-    i += sc->s->len[k];
+      rc = io_write_all(c, &c->box, ph, PH_LEN);
+    i += mlen;
     emitted = i;
   }
   if (rc == 0 && limit > emitted)
@@ -216,6 +349,7 @@ static int use_secret(struct conn *c, struct secrets *s, const struct egress_bin
   s->ph[s->n] = bd->placeholder;
   if (l > s->maxlen)
     s->maxlen = l;
+  secrets_add_variants(s, v, l, bd->placeholder);
   *idx = s->n++;
   return 0;
 }

@@ -320,13 +320,16 @@ static const char *addr_verdict(struct egress *e, const struct sockaddr *sa) {
     if ((a & 0xffffc000u) == 0x0aef0000u)
       return "proxy-address";
   }
-  /* Nor is the host itself, whatever the operator allows. */
+  bool allowed = false;
+  for (size_t i = 0; i < e->cfg.nallow && !allowed; i++)
+    allowed = egress_cidr_contains(&e->cfg.allow[i], sa);
+  const char *denied = egress_addr_denied(sa);
+  if (denied && !allowed)
+    return denied;
+  /* Nor is the host itself, whatever the rules or the operator allow. */
   if (host_local(sa))
     return "host-address";
-  for (size_t i = 0; i < e->cfg.nallow; i++)
-    if (egress_cidr_contains(&e->cfg.allow[i], sa))
-      return NULL;
-  return egress_addr_denied(sa);
+  return NULL;
 }
 
 static int connect_one(struct conn *c, const struct sockaddr_storage *ss) {

@@ -147,7 +147,7 @@ bx 'echo "$HTTP_PROXY"'
 HPROXY=$(sed -n 's|^http://\([0-9.]*\):.*|\1|p' <<<"$OUT")
 bx "python3 /workspace/c.py raw $HPROXY 3128 \"b'CONNECT 10.250.0.1:8443 HTTP/1.1\\\\r\\\\nHost: 10.250.0.1:8443\\\\r\\\\n\\\\r\\\\n'\""
 check "a rule naming the host's own address is refused (403)" has "$OUT" "HTTP/1.1 403"
-check "audit: host-address" has "$(audit_of "$HOSTBOX" egress.connect)" "reason=host-address"
+check "audit: host-address" has "$(audit_of "$HOSTBOX" egress.connect)" "reason=denied-address:host-address"
 api DELETE "/v1/sandboxes/$HOSTBOX"
 BOX=$SAVED_BOX
 
@@ -291,6 +291,27 @@ bx 'curl -sS --noproxy "*" --max-time 20 -H "Authorization: Bearer $TOKEN" https
 check "inject also works for a program that ignores the proxy (redirected 443)" has "$(grep '/transparent-inject' <<<"$(up_requests)")" "Bearer $SECRET"
 bx 'curl -sS --max-time 20 -H "Authorization: Bearer $TOKEN" https://api.ex.test/chunked'
 check "a chunked echo is scrubbed too" bash -c 'grep -qF "$2" <<<"$1" && ! grep -qF "$3" <<<"$1"' _ "$OUT" "$PH" "$SECRET"
+# An upstream that reflects the header encoded (this echo answers in JSON,
+# which escapes quotes, backslashes and slashes) must not hand the value to
+# the box either: the scrub also knows its JSON, percent and base64 forms.
+SECRET3="q\"uo\\te/sl-$(head -c 9 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+api PUT /v1/secrets/ENCODED -d "$(python3 -c 'import json,sys; print(json.dumps({"value": sys.argv[1]}))' "$SECRET3")"
+expect_code "a secret with quotes, a backslash and a slash is stored" 200
+SAVED_BOX=$BOX
+new_box '{"network":"egress","egress":{"rules":[{"host":"api.ex.test","mode":"inject"}],"secrets":[{"name":"ENCODED","env":"ENC","hosts":["api.ex.test"],"headers":["X-Api-Key"]}]}}' || not_ok "a box bound to the encoded secret"
+ENCBOX=$BOX
+bx 'curl -sS --max-time 20 -H "X-Api-Key: $ENC" https://api.ex.test/encoded'
+check "upstream receives the exact value" has "$(grep '/encoded' <<<"$(up_requests)")" "$(python3 -c 'import json,sys; print(json.dumps(sys.argv[1])[1:-1])' "$SECRET3")"
+forms() { python3 -c '
+import base64, json, sys, urllib.parse
+v = sys.argv[1]
+print(v); print(json.dumps(v)[1:-1]); print(json.dumps(v)[1:-1].replace("/", "\\/"))
+print(urllib.parse.quote(v, safe="")); print(base64.b64encode(v.encode()).decode().rstrip("="))' "$1"; }
+leaks() { while IFS= read -r f; do grep -qF -- "$f" <<<"$1" && echo "leak: $f"; done < <(forms "$2"); }
+check "the JSON echo reaching the box holds the placeholder" has "$OUT" "husk_ph_"
+check "and none of the value's raw, JSON, percent or base64 forms" test -z "$(leaks "$OUT" "$SECRET3")"
+api DELETE "/v1/sandboxes/$ENCBOX"
+BOX=$SAVED_BOX
 
 CAP=$T_SCRATCH/wire.pcap
 tcpdump -i "$UP_IF" -w "$CAP" -U >/dev/null 2>&1 &
