@@ -311,8 +311,6 @@ static enum MHD_Result body_begin(struct s3_req *r) {
     bool in_trailer = trailer && !strcasecmp(trailer, name);
     if (!v && !in_trailer)
       continue;
-    if (i == 4)
-      return s3_error(r, 400, "InvalidRequest", "the CRC64NVME checksum is not supported; use CRC32, CRC32C, SHA1 or SHA256");
     if (ck != CK_NONE)
       return s3_error(r, 400, "InvalidRequest", "Expecting a single x-amz-checksum- header");
     ck = store_checksum_parse(algs[i]);

@@ -175,7 +175,7 @@ struct store_object {
 void store_object_free(struct store_object *o);
 
 /* Digests a writer checks at the end (each optional). */
-enum store_checksum { CK_NONE, CK_CRC32, CK_CRC32C, CK_SHA1, CK_SHA256 };
+enum store_checksum { CK_NONE, CK_CRC32, CK_CRC32C, CK_SHA1, CK_SHA256, CK_CRC64NVME };
 struct store_expect {
   bool has_md5;
   unsigned char md5[16];      /* Content-MD5, decoded */
@@ -187,6 +187,9 @@ struct store_expect {
 /* Parse "crc32" / "CRC32C" ... (x-amz-checksum-algorithm); CK_NONE on no match. */
 enum store_checksum store_checksum_parse(const char *name);
 const char *store_checksum_name(enum store_checksum ck); /* "crc32" ... */
+/* CRC-64/NVME of a buffer (x-amz-checksum-crc64nvme is its 8 bytes, big
+ * endian, in base64). */
+uint64_t store_crc64nvme(const void *buf, size_t n);
 
 /* A body being received: a temporary file and running digests. */
 struct store_writer;

@@ -119,6 +119,15 @@ static void list(const char *prefix, const char *delim, const char *after, unsig
   snprintf(out, size, "%s", a.buf);
 }
 
+/* CRC-64/NVME's published check value (the CRC catalogue: "123456789"),
+ * the empty string, and a length that is not a multiple of 8. */
+TEST(crc64nvme) {
+  CHECK(store_crc64nvme("123456789", 9) == 0xAE8B14860A799888ull);
+  CHECK(store_crc64nvme("", 0) == 0);
+  CHECK(store_checksum_parse("CRC64NVME") == CK_CRC64NVME);
+  CHECK(!strcmp(store_checksum_name(CK_CRC64NVME), "crc64nvme"));
+}
+
 TEST(buckets) {
   struct husk_err err;
   CHECK_OK(store_bucket_create(s, t1, "bkt", &err));
@@ -434,6 +443,7 @@ int main(void) {
   }
   snprintf(t1, sizeof t1, "%s", a.id);
   snprintf(t2, sizeof t2, "%s", b.id);
+  RUN(crc64nvme);
   RUN(buckets);
   RUN(objects_and_isolation);
   RUN(listing);
