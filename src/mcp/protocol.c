@@ -31,14 +31,14 @@ static const struct mcp_tool *const own_tools[] = {
 };
 #define N_OWN_TOOLS (sizeof own_tools / sizeof own_tools[0])
 
-static const char instructions[] =
+static const char instructions_fmt[] =
     "husk gives you disposable Linux computers (sandboxes) to run code in. Use run_code for a "
     "one-shot script (Python with numpy and matplotlib, bash, node where installed): it runs in a "
     "fresh sandbox that is destroyed afterwards, and files written to /workspace/output come back "
     "(images inline). For multi-step work, sandbox_create a box and pass its sandbox_id to "
     "sandbox_exec / sandbox_write_file / sandbox_read_file / sandbox_list_files; it expires by "
     "itself after its TTL. Sandboxes have no network access and no credentials. A call that runs "
-    "longer than about 45 seconds returns a job_id: finish it with job_wait, or stop it with "
+    "longer than about %llu seconds returns a job_id: finish it with job_wait, or stop it with "
     "job_cancel.";
 
 int mcp_server_new(struct mcp_server **out, const struct mcp_config *cfg, struct husk_err *err) {
@@ -406,7 +406,15 @@ static json_t *tools_call(struct mcp_server *s, const struct mcp_msg *msg, const
 
 /* ---- dispatch ---------------------------------------------------------------------- */
 
-static json_t *initialize(const struct mcp_msg *msg) {
+/* The instructions, with this server's wait (--wait / --mcp-wait). */
+static json_t *instructions(const struct mcp_server *s) {
+  char text[sizeof instructions_fmt + 32];
+  snprintf(text, sizeof text, instructions_fmt,
+           (unsigned long long)((s->cfg.wait_ms + 999) / 1000));
+  return json_string(text);
+}
+
+static json_t *initialize(const struct mcp_server *s, const struct mcp_msg *msg) {
   json_t *params = json_object_get(msg->root, "params");
   json_t *pv = json_object_get(params, "protocolVersion");
   if (!json_is_string(pv))
@@ -417,15 +425,15 @@ static json_t *initialize(const struct mcp_msg *msg) {
    * initialize. */
   const char *want = json_string_value(pv);
   const char *v = !strcmp(want, MCP_VERSION_LEGACY_OLD) ? MCP_VERSION_LEGACY_OLD : MCP_VERSION_LEGACY;
-  return reply(msg, json_pack("{s:s, s:o, s:o, s:s}", "protocolVersion", v, "capabilities",
+  return reply(msg, json_pack("{s:s, s:o, s:o, s:o}", "protocolVersion", v, "capabilities",
                               capabilities(), "serverInfo", server_info(), "instructions",
-                              instructions));
+                              instructions(s)));
 }
 
-static json_t *discover(const struct mcp_msg *msg) {
-  json_t *r = json_pack("{s:[s], s:o, s:s, s:i, s:s, s:{s:o}}", "supportedVersions",
+static json_t *discover(const struct mcp_server *s, const struct mcp_msg *msg) {
+  json_t *r = json_pack("{s:[s], s:o, s:o, s:i, s:s, s:{s:o}}", "supportedVersions",
                         MCP_VERSION_MODERN, "capabilities", capabilities(), "instructions",
-                        instructions, "ttlMs", MCP_LIST_TTL_MS, "cacheScope", "public", "_meta",
+                        instructions(s), "ttlMs", MCP_LIST_TTL_MS, "cacheScope", "public", "_meta",
                         META_SERVER_INFO, server_info());
   return reply(msg, r);
 }
@@ -464,14 +472,14 @@ json_t *mcp_handle(struct mcp_server *s, const struct mcp_msg *msg, const struct
       return mcp_error(msg->id, MCP_INVALID_PARAMS,
                        "Invalid params: _meta `" META_CAPS "` (an object) is required", NULL);
     if (!strcmp(m, "server/discover"))
-      return discover(msg);
+      return discover(s, msg);
     /* The legacy lifecycle does not exist in this era. */
     if (!strcmp(m, "initialize") || !strcmp(m, "ping") || !strcmp(m, "logging/setLevel") ||
         !strcmp(m, "resources/subscribe") || !strcmp(m, "resources/unsubscribe"))
       return method_not_found(msg);
   } else {
     if (!strcmp(m, "initialize"))
-      return initialize(msg);
+      return initialize(s, msg);
     if (!strcmp(m, "ping"))
       return reply(msg, json_object());
     if (!strcmp(m, "server/discover"))

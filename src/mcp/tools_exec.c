@@ -147,15 +147,20 @@ static void put_stream(struct mcp_call *c, json_t *r, const char *name, struct s
 
 /* ---- output files of run_code ------------------------------------------------------ */
 
+#define OUTPUT_DEPTH 4
+
 struct file_list {
   char *paths[OUTPUT_FILES_MAX];
   uint64_t sizes[OUTPUT_FILES_MAX];
   size_t n;
   bool more;
+  bool too_deep; /* a directory at the depth limit: what is below it is not listed */
 };
 
 static int list_cb(void *ctx, const struct box_dirent *e) {
   struct file_list *fl = ctx;
+  if (e->type == 'd' && e->depth >= OUTPUT_DEPTH)
+    fl->too_deep = true;
   if (e->type != 'f')
     return 0;
   if (fl->n == OUTPUT_FILES_MAX) {
@@ -179,7 +184,7 @@ static json_t *collect_files(struct mcp_call *c, struct box_mgr *m, const struct
   if (mcp_box_fs(m, job->tenant_id, job->box_id, &b, &err) < 0)
     return files;
   struct file_list fl = {0};
-  box_file_list(&b, OUTPUT_DIR, 4, list_cb, &fl, &err);
+  box_file_list(&b, OUTPUT_DIR, OUTPUT_DEPTH, list_cb, &fl, &err);
   const struct mcp_storage *sp = mcp_storage(c->srv);
   uint64_t images = 0;
   for (size_t i = 0; i < fl.n; i++) {
@@ -243,6 +248,10 @@ static json_t *collect_files(struct mcp_call *c, struct box_mgr *m, const struct
   }
   if (fl.more)
     json_array_append_new(notes, json_string("more than 50 output files: only the first 50 are listed"));
+  if (fl.too_deep)
+    json_array_append_new(notes, json_string("files more than 4 directory levels below "
+                                             "/workspace/output are not returned: write results "
+                                             "closer to it, or tar the tree into one file there"));
   for (size_t i = 0; i < fl.n; i++)
     free(fl.paths[i]);
   close(b.fs);
@@ -566,7 +575,7 @@ const struct mcp_tool mcp_tool_run_code = {
     "disk. Pass input data with `files` (text) or `files_base64` (binary); they appear under "
     "/workspace. Write results to /workspace/output (the OUTPUT_DIR variable): PNG/JPEG/SVG images "
     "come back as images, small text files inline. Returns stdout, stderr and exit_code. If the "
-    "program runs longer than about 45 seconds you get status \"running\" and a job_id: call "
+    "program runs longer than the server's wait (45 s unless configured; see the instructions) you get status \"running\" and a job_id: call "
     "job_wait with it. For several steps that share files, use sandbox_create instead.",
     run_code_params, JOB_RESULT_SCHEMA, false, false, false, run_code,
 };
@@ -623,7 +632,7 @@ const struct mcp_tool mcp_tool_sandbox_exec = {
     "unless cwd is given). Files and installed state persist between calls in the same sandbox. "
     "Returns stdout, stderr and exit_code; a non-zero exit_code is reported as an error result. "
     "Output longer than 20 kB per stream is cut to its last 20 kB and kept whole in a file in the "
-    "sandbox (path in stdout_file / stderr_file). If the command runs longer than about 45 seconds "
+    "sandbox (path in stdout_file / stderr_file). If the command runs longer than the server's wait (45 s unless configured) "
     "you get status \"running\" and a job_id: call job_wait with it (or job_cancel). No network.",
     exec_params, JOB_RESULT_SCHEMA, false, false, false, sandbox_exec,
 };
@@ -639,7 +648,7 @@ static const struct mcp_param job_params[] = {
 static const struct mcp_param job_wait_params[] = {
     {"job_id", MCP_P_STRING, true, "the job_id a run_code or sandbox_exec call returned", NULL,
      0, 0, 64},
-    {"timeout_seconds", MCP_P_INT, false, "longest wait (default and maximum: about 45 s); "
+    {"timeout_seconds", MCP_P_INT, false, "longest wait (default and maximum: the server's wait, 45 s unless configured); "
      "call again if it is still running", NULL, 0, 3600, 0},
     {NULL, 0, false, NULL, NULL, 0, 0, 0},
 };
@@ -706,7 +715,7 @@ const struct mcp_tool mcp_tool_job_status = {
 
 const struct mcp_tool mcp_tool_job_wait = {
     "job_wait", "Wait for a job",
-    "Wait up to about 45 seconds for a job to finish and return its result (stdout, stderr, "
+    "Wait up to the server's wait (45 s unless configured) for a job to finish and return its result (stdout, stderr, "
     "exit_code, files, images). If it is still running you get status \"running\" with the "
     "output so far: call job_wait again.",
     job_wait_params, JOB_RESULT_SCHEMA, true, false, true, job_wait_run,

@@ -37,6 +37,7 @@ print("true" if v is True else "false" if v is False else "" if v is None else v
 stdio "$INIT" '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
   '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' '{"jsonrpc":"2.0","id":2,"method":"ping"}'
 expect_eq "stdio: initialize answered with 2025-11-25" "$(q 'r(0)["result"]["protocolVersion"]')" 2025-11-25
+check "stdio: the instructions name this server's wait (--wait 3)" grep -q "about 3 seconds" <<<"$(q 'r(0)["result"]["instructions"]')"
 expect_eq "stdio: tools/list lists 11 tools" "$(q 'len(r(1)["result"]["tools"])')" 11
 expect_eq "stdio: ping answers {}" "$(q 'r(2)["result"]')" "{}"
 expect_eq "stdio: a notification gets no reply (3 requests, 3 replies)" "$(q 'len(o["msgs"])')" 3
@@ -152,6 +153,10 @@ expect_eq "HTTP: GET /mcp is 405" "$CODE" 405
 check "HTTP: 405 says Allow: POST" grep -qi '^allow: POST' "$T_SCRATCH/h"
 CODE=$(curl -s -o /dev/null -w '%{http_code}' -X DELETE -H "Authorization: Bearer $KEY" "$URL/mcp")
 expect_eq "HTTP: DELETE /mcp is 405" "$CODE" 405
+# run_code's output files more than 4 levels down are named in a note, not dropped silently.
+ACCEPT=application/json mcp '{"jsonrpc":"2.0","id":"deep","method":"tools/call","params":{"name":"run_code","arguments":{"language":"bash","code":"mkdir -p output/a/b/c/d/e && echo x > output/a/b/c/d/e/deep.txt && echo y > output/top.txt"}}}'
+check "HTTP: run_code notes the output files it does not return (too deep)" \
+  bash -c 'grep -q "more than 4 directory levels" <<<"$1" && grep -q "top.txt" <<<"$1"' _ "$BODY"
 
 mcp "$INIT" -H 'Origin: https://evil.example'
 expect_code "HTTP: a foreign Origin is 403" 403
