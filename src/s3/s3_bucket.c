@@ -10,34 +10,34 @@
 #include "util/cleanup.h"
 
 static int bucket_cb(void *ctx, const char *name, int64_t created_ms) {
-  struct xbuf *b = ctx;
+  struct strbuf *b = ctx;
   char d[40];
   s3_iso_date(created_ms, d);
-  xb_str(b, "<Bucket>");
+  strbuf_str(b, "<Bucket>");
   xb_elem(b, "Name", name);
   xb_elem(b, "CreationDate", d);
-  xb_str(b, "</Bucket>");
+  strbuf_str(b, "</Bucket>");
   return 0;
 }
 
-static void owner(struct xbuf *b, const char *tenant) {
-  xb_str(b, "<Owner>");
+static void owner(struct strbuf *b, const char *tenant) {
+  strbuf_str(b, "<Owner>");
   xb_elem(b, "ID", tenant);
   xb_elem(b, "DisplayName", tenant);
-  xb_str(b, "</Owner>");
+  strbuf_str(b, "</Owner>");
 }
 
 enum MHD_Result s3_op_list_buckets(struct s3_req *r) {
-  struct xbuf b = {0};
-  xb_str(&b, S3_XML_HEAD "<ListAllMyBucketsResult xmlns=\"" S3_XMLNS "\">");
+  struct strbuf b = {0};
+  strbuf_str(&b, S3_XML_HEAD "<ListAllMyBucketsResult xmlns=\"" S3_XMLNS "\">");
   owner(&b, r->tenant);
-  xb_str(&b, "<Buckets>");
+  strbuf_str(&b, "<Buckets>");
   struct husk_err err;
   if (store_bucket_list(r->srv->cfg.store, r->tenant, bucket_cb, &b, &err) < 0) {
     free(b.p);
     return s3_store_error(r, &err);
   }
-  xb_str(&b, "</Buckets></ListAllMyBucketsResult>\n");
+  strbuf_str(&b, "</Buckets></ListAllMyBucketsResult>\n");
   return s3_reply_xml(r, 200, &b);
 }
 
@@ -83,12 +83,12 @@ enum MHD_Result s3_op_bucket_location(struct s3_req *r) {
   if (store_bucket_exists(r->srv->cfg.store, r->tenant, r->bucket, &err) < 0)
     return s3_store_error(r, &err);
   const char *region = store_region(r->srv->cfg.store);
-  struct xbuf b = {0};
-  xb_str(&b, S3_XML_HEAD "<LocationConstraint xmlns=\"" S3_XMLNS "\">");
+  struct strbuf b = {0};
+  strbuf_str(&b, S3_XML_HEAD "<LocationConstraint xmlns=\"" S3_XMLNS "\">");
   /* us-east-1 is reported as empty, as S3 does. */
   if (strcmp(region, "us-east-1"))
     xb_esc(&b, region);
-  xb_str(&b, "</LocationConstraint>\n");
+  strbuf_str(&b, "</LocationConstraint>\n");
   return s3_reply_xml(r, 200, &b);
 }
 
@@ -96,25 +96,25 @@ enum MHD_Result s3_op_bucket_versioning(struct s3_req *r) {
   struct husk_err err;
   if (store_bucket_exists(r->srv->cfg.store, r->tenant, r->bucket, &err) < 0)
     return s3_store_error(r, &err);
-  struct xbuf b = {0};
-  xb_str(&b, S3_XML_HEAD "<VersioningConfiguration xmlns=\"" S3_XMLNS "\"/>\n");
+  struct strbuf b = {0};
+  strbuf_str(&b, S3_XML_HEAD "<VersioningConfiguration xmlns=\"" S3_XMLNS "\"/>\n");
   return s3_reply_xml(r, 200, &b);
 }
 
 static int upload_cb(void *ctx, const struct store_upload *u) {
-  struct xbuf *b = ctx;
+  struct strbuf *b = ctx;
   char d[40];
   s3_iso_date(u->created_ms, d);
-  xb_str(b, "<Upload>");
+  strbuf_str(b, "<Upload>");
   xb_elem(b, "Key", u->key);
   xb_elem(b, "UploadId", u->id);
   xb_elem(b, "Initiated", d);
-  xb_str(b, "<StorageClass>STANDARD</StorageClass></Upload>");
+  strbuf_str(b, "<StorageClass>STANDARD</StorageClass></Upload>");
   return 0;
 }
 
 struct last_upload {
-  struct xbuf *b;
+  struct strbuf *b;
   char *key;
   char id[STORE_ID_SIZE];
 };
@@ -137,7 +137,7 @@ enum MHD_Result s3_op_list_uploads(struct s3_req *r) {
       return s3_error(r, 400, "InvalidArgument", "max-uploads must be an integer");
     max = atoi(mu) < 1 ? 1 : atoi(mu) > 1000 ? 1000 : atoi(mu);
   }
-  struct xbuf items = {0};
+  struct strbuf items = {0};
   struct last_upload lu = {&items, NULL, ""};
   bool trunc = false;
   struct husk_err err;
@@ -147,8 +147,8 @@ enum MHD_Result s3_op_list_uploads(struct s3_req *r) {
     free(lu.key);
     return s3_store_error(r, &err);
   }
-  struct xbuf b = {0};
-  xb_str(&b, S3_XML_HEAD "<ListMultipartUploadsResult xmlns=\"" S3_XMLNS "\">");
+  struct strbuf b = {0};
+  strbuf_str(&b, S3_XML_HEAD "<ListMultipartUploadsResult xmlns=\"" S3_XMLNS "\">");
   xb_elem(&b, "Bucket", r->bucket);
   xb_elem(&b, "KeyMarker", km ? km : "");
   xb_elem(&b, "UploadIdMarker", im ? im : "");
@@ -161,19 +161,19 @@ enum MHD_Result s3_op_list_uploads(struct s3_req *r) {
   xb_fmt(&b, "<MaxUploads>%d</MaxUploads><IsTruncated>%s</IsTruncated>", max,
          trunc ? "true" : "false");
   if (items.p)
-    xb_add(&b, items.p, items.n);
+    strbuf_add(&b, items.p, items.n);
   b.oom |= items.oom;
   free(items.p);
   free(lu.key);
-  xb_str(&b, "</ListMultipartUploadsResult>\n");
+  strbuf_str(&b, "</ListMultipartUploadsResult>\n");
   return s3_reply_xml(r, 200, &b);
 }
 
 /* ---- listing ---- */
 
 struct list_ctx {
-  struct xbuf items;   /* <Contents> */
-  struct xbuf prefixes; /* <CommonPrefixes> */
+  struct strbuf items;   /* <Contents> */
+  struct strbuf prefixes; /* <CommonPrefixes> */
   bool url;
   bool v1;
   const char *tenant;
@@ -184,24 +184,24 @@ static int list_cb(void *ctx, const struct store_entry *e) {
   struct list_ctx *c = ctx;
   c->count++;
   if (e->is_prefix) {
-    xb_str(&c->prefixes, "<CommonPrefixes>");
+    strbuf_str(&c->prefixes, "<CommonPrefixes>");
     xb_elem_enc(&c->prefixes, "Prefix", e->key, c->url);
-    xb_str(&c->prefixes, "</CommonPrefixes>");
+    strbuf_str(&c->prefixes, "</CommonPrefixes>");
     return 0;
   }
   char d[40];
   s3_iso_date(e->mtime_ms, d);
-  struct xbuf *b = &c->items;
-  xb_str(b, "<Contents>");
+  struct strbuf *b = &c->items;
+  strbuf_str(b, "<Contents>");
   xb_elem_enc(b, "Key", e->key, c->url);
   xb_elem(b, "LastModified", d);
-  xb_str(b, "<ETag>&quot;");
+  strbuf_str(b, "<ETag>&quot;");
   xb_esc(b, e->etag);
-  xb_str(b, "&quot;</ETag>");
+  strbuf_str(b, "&quot;</ETag>");
   xb_fmt(b, "<Size>%llu</Size><StorageClass>STANDARD</StorageClass>", (unsigned long long)e->size);
   if (c->v1)
     owner(b, c->tenant);
-  xb_str(b, "</Contents>");
+  strbuf_str(b, "</Contents>");
   return 0;
 }
 
@@ -289,15 +289,15 @@ enum MHD_Result s3_op_list_objects(struct s3_req *r) {
     free(c.prefixes.p);
     return s3_store_error(r, &err);
   }
-  struct xbuf b = {0};
-  xb_str(&b, S3_XML_HEAD "<ListBucketResult xmlns=\"" S3_XMLNS "\">");
+  struct strbuf b = {0};
+  strbuf_str(&b, S3_XML_HEAD "<ListBucketResult xmlns=\"" S3_XMLNS "\">");
   xb_elem(&b, "Name", r->bucket);
   xb_elem_enc(&b, "Prefix", prefix ? prefix : "", url);
   if (delim)
     xb_elem_enc(&b, "Delimiter", delim, url);
   xb_fmt(&b, "<MaxKeys>%u</MaxKeys>", max_keys);
   if (url)
-    xb_str(&b, "<EncodingType>url</EncodingType>");
+    strbuf_str(&b, "<EncodingType>url</EncodingType>");
   xb_fmt(&b, "<IsTruncated>%s</IsTruncated>", truncated ? "true" : "false");
   if (v2) {
     xb_fmt(&b, "<KeyCount>%u</KeyCount>", c.count);
@@ -315,13 +315,13 @@ enum MHD_Result s3_op_list_objects(struct s3_req *r) {
       xb_elem_enc(&b, "NextMarker", next, url);
   }
   if (c.items.p)
-    xb_add(&b, c.items.p, c.items.n);
+    strbuf_add(&b, c.items.p, c.items.n);
   if (c.prefixes.p)
-    xb_add(&b, c.prefixes.p, c.prefixes.n);
+    strbuf_add(&b, c.prefixes.p, c.prefixes.n);
   b.oom |= c.items.oom || c.prefixes.oom;
   free(c.items.p);
   free(c.prefixes.p);
-  xb_str(&b, "</ListBucketResult>\n");
+  strbuf_str(&b, "</ListBucketResult>\n");
   return s3_reply_xml(r, 200, &b);
 }
 
@@ -341,8 +341,8 @@ enum MHD_Result s3_op_delete_objects(struct s3_req *r) {
     free(keys);
     return s3_store_error(r, &err);
   }
-  struct xbuf b = {0};
-  xb_str(&b, S3_XML_HEAD "<DeleteResult xmlns=\"" S3_XMLNS "\">");
+  struct strbuf b = {0};
+  strbuf_str(&b, S3_XML_HEAD "<DeleteResult xmlns=\"" S3_XMLNS "\">");
   for (size_t i = 0; i < n; i++) {
     int rc = 0;
     if (store_key_check(keys[i], &err) == 0)
@@ -350,19 +350,19 @@ enum MHD_Result s3_op_delete_objects(struct s3_req *r) {
     else
       rc = 0; /* a key that cannot exist is deleted already */
     if (rc < 0) {
-      xb_str(&b, "<Error>");
+      strbuf_str(&b, "<Error>");
       xb_elem(&b, "Key", keys[i]);
       xb_elem(&b, "Code", "InternalError");
       xb_elem(&b, "Message", "We encountered an internal error. Please try again.");
-      xb_str(&b, "</Error>");
+      strbuf_str(&b, "</Error>");
     } else if (!quiet) {
-      xb_str(&b, "<Deleted>");
+      strbuf_str(&b, "<Deleted>");
       xb_elem(&b, "Key", keys[i]);
-      xb_str(&b, "</Deleted>");
+      strbuf_str(&b, "</Deleted>");
     }
     free(keys[i]);
   }
   free(keys);
-  xb_str(&b, "</DeleteResult>\n");
+  strbuf_str(&b, "</DeleteResult>\n");
   return s3_reply_xml(r, 200, &b);
 }

@@ -12,6 +12,7 @@
 #include "storage/chunked.h"
 #include "storage/sigv4.h"
 #include "storage/store.h"
+#include "util/strbuf.h"
 
 /* XML request bodies (CompleteMultipartUpload with 10000 parts is about
  * 1 MiB; DeleteObjects with 1000 keys of 1 KiB about the same). */
@@ -33,21 +34,14 @@ struct s3_server {
   pthread_mutex_t log_lock;
 };
 
-/* A growable text buffer for replies. */
-struct xbuf {
-  char *p;
-  size_t n, cap;
-  bool oom;
-};
-void xb_add(struct xbuf *b, const char *s, size_t n);
-void xb_str(struct xbuf *b, const char *s);
-void xb_fmt(struct xbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Replies are built in a struct strbuf (util/strbuf.h); these add XML. */
+void xb_fmt(struct strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* XML-escaped text (control characters as &#xN;). */
-void xb_esc(struct xbuf *b, const char *s);
+void xb_esc(struct strbuf *b, const char *s);
 /* <tag>escaped</tag> */
-void xb_elem(struct xbuf *b, const char *tag, const char *text);
+void xb_elem(struct strbuf *b, const char *tag, const char *text);
 /* <tag>text</tag>, text URL-encoded when `url` (encoding-type=url). */
-void xb_elem_enc(struct xbuf *b, const char *tag, const char *text, bool url);
+void xb_elem_enc(struct strbuf *b, const char *tag, const char *text, bool url);
 
 enum s3_op {
   OP_NONE,
@@ -139,7 +133,7 @@ enum MHD_Result s3_queue(struct s3_req *r, unsigned status, struct MHD_Response 
 enum MHD_Result s3_error(struct s3_req *r, unsigned status, const char *code, const char *msg);
 /* Map a store error (err->code) to its S3 error. */
 enum MHD_Result s3_store_error(struct s3_req *r, const struct husk_err *err);
-enum MHD_Result s3_reply_xml(struct s3_req *r, unsigned status, struct xbuf *b);
+enum MHD_Result s3_reply_xml(struct s3_req *r, unsigned status, struct strbuf *b);
 enum MHD_Result s3_reply_empty(struct s3_req *r, unsigned status);
 void s3_add_common(struct s3_req *r, struct MHD_Response *resp);
 void s3_http_date(int64_t ms, char out[40]);

@@ -158,12 +158,12 @@ enum MHD_Result s3_op_copy_object(struct s3_req *r) {
     return s3_store_error(r, &err);
   char d[40];
   s3_iso_date(o.mtime_ms, d);
-  struct xbuf b = {0};
-  xb_str(&b, S3_XML_HEAD "<CopyObjectResult xmlns=\"" S3_XMLNS "\">");
+  struct strbuf b = {0};
+  strbuf_str(&b, S3_XML_HEAD "<CopyObjectResult xmlns=\"" S3_XMLNS "\">");
   xb_elem(&b, "LastModified", d);
-  xb_str(&b, "<ETag>&quot;");
+  strbuf_str(&b, "<ETag>&quot;");
   xb_esc(&b, o.etag);
-  xb_str(&b, "&quot;</ETag></CopyObjectResult>\n");
+  strbuf_str(&b, "&quot;</ETag></CopyObjectResult>\n");
   store_object_free(&o);
   return s3_reply_xml(r, 200, &b);
 }
@@ -305,10 +305,10 @@ enum MHD_Result s3_op_get_object(struct s3_req *r) {
       char cr[64];
       snprintf(cr, sizeof cr, "bytes */%llu", (unsigned long long)o.size);
       store_object_free(&o);
-      struct xbuf b = {0};
-      xb_str(&b, S3_XML_HEAD "<Error><Code>InvalidRange</Code><Message>The requested range is not satisfiable</Message>");
+      struct strbuf b = {0};
+      strbuf_str(&b, S3_XML_HEAD "<Error><Code>InvalidRange</Code><Message>The requested range is not satisfiable</Message>");
       xb_elem(&b, "RequestId", r->request_id);
-      xb_str(&b, "</Error>\n");
+      strbuf_str(&b, "</Error>\n");
       struct MHD_Response *resp = MHD_create_response_from_buffer(b.n, b.p, MHD_RESPMEM_MUST_FREE);
       if (!resp) {
         free(b.p);
@@ -401,12 +401,12 @@ enum MHD_Result s3_op_create_upload(struct s3_req *r) {
   if (store_upload_create(r->srv->cfg.store, r->tenant, r->bucket, r->key, ct ? ct : "", meta, id,
                           &err) < 0)
     return s3_store_error(r, &err);
-  struct xbuf b = {0};
-  xb_str(&b, S3_XML_HEAD "<InitiateMultipartUploadResult xmlns=\"" S3_XMLNS "\">");
+  struct strbuf b = {0};
+  strbuf_str(&b, S3_XML_HEAD "<InitiateMultipartUploadResult xmlns=\"" S3_XMLNS "\">");
   xb_elem(&b, "Bucket", r->bucket);
   xb_elem(&b, "Key", r->key);
   xb_elem(&b, "UploadId", id);
-  xb_str(&b, "</InitiateMultipartUploadResult>\n");
+  strbuf_str(&b, "</InitiateMultipartUploadResult>\n");
   return s3_reply_xml(r, 200, &b);
 }
 
@@ -455,18 +455,18 @@ enum MHD_Result s3_op_complete_upload(struct s3_req *r) {
   free(parts);
   if (rc < 0)
     return s3_store_error(r, &err);
-  struct xbuf b = {0};
-  xb_str(&b, S3_XML_HEAD "<CompleteMultipartUploadResult xmlns=\"" S3_XMLNS "\">");
+  struct strbuf b = {0};
+  strbuf_str(&b, S3_XML_HEAD "<CompleteMultipartUploadResult xmlns=\"" S3_XMLNS "\">");
   char *ek = sigv4_uri_encode(r->key, strlen(r->key), true);
   xb_fmt(&b, "<Location>/%s/", r->bucket);
   xb_esc(&b, ek ? ek : "");
   free(ek);
-  xb_str(&b, "</Location>");
+  strbuf_str(&b, "</Location>");
   xb_elem(&b, "Bucket", r->bucket);
   xb_elem(&b, "Key", r->key);
-  xb_str(&b, "<ETag>&quot;");
+  strbuf_str(&b, "<ETag>&quot;");
   xb_esc(&b, o.etag);
-  xb_str(&b, "&quot;</ETag></CompleteMultipartUploadResult>\n");
+  strbuf_str(&b, "&quot;</ETag></CompleteMultipartUploadResult>\n");
   store_object_free(&o);
   return s3_reply_xml(r, 200, &b);
 }
@@ -482,19 +482,19 @@ enum MHD_Result s3_op_abort_upload(struct s3_req *r) {
 }
 
 static int part_cb(void *ctx, const struct store_part *p) {
-  struct xbuf *b = ctx;
+  struct strbuf *b = ctx;
   char d[40];
   s3_iso_date(p->mtime_ms, d);
   xb_fmt(b, "<Part><PartNumber>%d</PartNumber>", p->num);
   xb_elem(b, "LastModified", d);
-  xb_str(b, "<ETag>&quot;");
+  strbuf_str(b, "<ETag>&quot;");
   xb_esc(b, p->etag);
   xb_fmt(b, "&quot;</ETag><Size>%llu</Size></Part>", (unsigned long long)p->size);
   return 0;
 }
 
 struct last_part {
-  struct xbuf *b;
+  struct strbuf *b;
   int last;
 };
 static int part_cb2(void *ctx, const struct store_part *p) {
@@ -518,7 +518,7 @@ enum MHD_Result s3_op_list_parts(struct s3_req *r) {
     after = atoi(mk);
   if (mp)
     max = atoi(mp) < 1 ? 1 : atoi(mp) > 1000 ? 1000 : atoi(mp);
-  struct xbuf items = {0};
+  struct strbuf items = {0};
   struct last_part lp = {&items, 0};
   bool trunc = false;
   struct husk_err err;
@@ -527,8 +527,8 @@ enum MHD_Result s3_op_list_parts(struct s3_req *r) {
     free(items.p);
     return s3_store_error(r, &err);
   }
-  struct xbuf b = {0};
-  xb_str(&b, S3_XML_HEAD "<ListPartsResult xmlns=\"" S3_XMLNS "\">");
+  struct strbuf b = {0};
+  strbuf_str(&b, S3_XML_HEAD "<ListPartsResult xmlns=\"" S3_XMLNS "\">");
   xb_elem(&b, "Bucket", r->bucket);
   xb_elem(&b, "Key", r->key);
   xb_elem(&b, "UploadId", id);
@@ -536,9 +536,9 @@ enum MHD_Result s3_op_list_parts(struct s3_req *r) {
              "<MaxParts>%d</MaxParts><IsTruncated>%s</IsTruncated><StorageClass>STANDARD</StorageClass>",
          after, lp.last, max, trunc ? "true" : "false");
   if (items.p)
-    xb_add(&b, items.p, items.n);
+    strbuf_add(&b, items.p, items.n);
   b.oom |= items.oom;
   free(items.p);
-  xb_str(&b, "</ListPartsResult>\n");
+  strbuf_str(&b, "</ListPartsResult>\n");
   return s3_reply_xml(r, 200, &b);
 }

@@ -9,29 +9,8 @@
 
 #include "s3/s3_internal.h"
 
-void xb_add(struct xbuf *b, const char *s, size_t n) {
-  if (b->oom)
-    return;
-  if (b->n + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 1024;
-    while (cap < b->n + n + 1)
-      cap *= 2;
-    char *q = realloc(b->p, cap);
-    if (!q) {
-      b->oom = true;
-      return;
-    }
-    b->p = q;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->n, s, n);
-  b->n += n;
-  b->p[b->n] = 0;
-}
 
-void xb_str(struct xbuf *b, const char *s) { xb_add(b, s, strlen(s)); }
-
-void xb_fmt(struct xbuf *b, const char *fmt, ...) {
+void xb_fmt(struct strbuf *b, const char *fmt, ...) {
   char *s = NULL;
   va_list ap;
   va_start(ap, fmt);
@@ -41,7 +20,7 @@ void xb_fmt(struct xbuf *b, const char *fmt, ...) {
     b->oom = true;
     return;
   }
-  xb_add(b, s, (size_t)n);
+  strbuf_add(b, s, (size_t)n);
   free(s);
 }
 
@@ -62,7 +41,7 @@ static size_t utf8_len(const unsigned char *s) {
   return n;
 }
 
-void xb_esc(struct xbuf *b, const char *s) {
+void xb_esc(struct strbuf *b, const char *s) {
   for (; *s; s++) {
     unsigned char c = (unsigned char)*s;
     if (c >= 0x80) {
@@ -70,35 +49,35 @@ void xb_esc(struct xbuf *b, const char *s) {
        * become U+FFFD. */
       size_t n = utf8_len((const unsigned char *)s);
       if (n == 0) {
-        xb_str(b, "\xEF\xBF\xBD");
+        strbuf_str(b, "\xEF\xBF\xBD");
       } else {
-        xb_add(b, s, n);
+        strbuf_add(b, s, n);
         s += n - 1;
       }
       continue;
     }
     switch (c) {
-    case '<': xb_str(b, "&lt;"); break;
-    case '>': xb_str(b, "&gt;"); break;
-    case '&': xb_str(b, "&amp;"); break;
-    case '"': xb_str(b, "&quot;"); break;
-    case '\'': xb_str(b, "&apos;"); break;
+    case '<': strbuf_str(b, "&lt;"); break;
+    case '>': strbuf_str(b, "&gt;"); break;
+    case '&': strbuf_str(b, "&amp;"); break;
+    case '"': strbuf_str(b, "&quot;"); break;
+    case '\'': strbuf_str(b, "&apos;"); break;
     default:
       if (c < 0x20 || c == 0x7f)
         xb_fmt(b, "&#x%X;", c);
       else
-        xb_add(b, (const char *)&c, 1);
+        strbuf_add(b, (const char *)&c, 1);
     }
   }
 }
 
-void xb_elem(struct xbuf *b, const char *tag, const char *text) {
+void xb_elem(struct strbuf *b, const char *tag, const char *text) {
   xb_fmt(b, "<%s>", tag);
   xb_esc(b, text ? text : "");
   xb_fmt(b, "</%s>", tag);
 }
 
-void xb_elem_enc(struct xbuf *b, const char *tag, const char *text, bool url) {
+void xb_elem_enc(struct strbuf *b, const char *tag, const char *text, bool url) {
   if (!url) {
     xb_elem(b, tag, text);
     return;
@@ -170,7 +149,7 @@ enum MHD_Result s3_queue(struct s3_req *r, unsigned status, struct MHD_Response 
   return ret;
 }
 
-enum MHD_Result s3_reply_xml(struct s3_req *r, unsigned status, struct xbuf *b) {
+enum MHD_Result s3_reply_xml(struct s3_req *r, unsigned status, struct strbuf *b) {
   if (b->oom || !b->p) {
     free(b->p);
     return s3_error(r, 500, "InternalError", "out of memory");
@@ -191,8 +170,8 @@ enum MHD_Result s3_reply_empty(struct s3_req *r, unsigned status) {
 }
 
 enum MHD_Result s3_error(struct s3_req *r, unsigned status, const char *code, const char *msg) {
-  struct xbuf b = {0};
-  xb_str(&b, S3_XML_HEAD "<Error>");
+  struct strbuf b = {0};
+  strbuf_str(&b, S3_XML_HEAD "<Error>");
   xb_elem(&b, "Code", code);
   xb_elem(&b, "Message", msg);
   if (r->key)
@@ -201,7 +180,7 @@ enum MHD_Result s3_error(struct s3_req *r, unsigned status, const char *code, co
     xb_elem(&b, "BucketName", r->bucket);
   xb_elem(&b, "Resource", r->path_raw ? r->path_raw : "/");
   xb_elem(&b, "RequestId", r->request_id);
-  xb_str(&b, "</Error>\n");
+  strbuf_str(&b, "</Error>\n");
   return s3_reply_xml(r, status, &b);
 }
 

@@ -14,45 +14,7 @@
 #include <openssl/hmac.h>
 
 #include "util/cleanup.h"
-
-/* ---- small string builder ---- */
-
-struct sbuf {
-  char *p;
-  size_t n, cap;
-  bool oom;
-};
-
-static void sb_add(struct sbuf *b, const char *s, size_t n) {
-  if (b->oom)
-    return;
-  if (b->n + n + 1 > b->cap) {
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->n + n + 1)
-      cap *= 2;
-    char *q = realloc(b->p, cap);
-    if (!q) {
-      b->oom = true;
-      return;
-    }
-    b->p = q;
-    b->cap = cap;
-  }
-  memcpy(b->p + b->n, s, n);
-  b->n += n;
-  b->p[b->n] = '\0';
-}
-static void sb_str(struct sbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
-static void sb_chr(struct sbuf *b, char c) { sb_add(b, &c, 1); }
-static char *sb_take(struct sbuf *b) {
-  if (b->oom) {
-    free(b->p);
-    return NULL;
-  }
-  if (!b->p)
-    return strdup("");
-  return b->p;
-}
+#include "util/strbuf.h"
 
 static void why_set(char *why, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void why_set(char *why, size_t size, const char *fmt, ...) {
@@ -242,15 +204,15 @@ static char *canonical_query(const char *q, bool presigned, struct husk_err *err
     p = *e ? e + 1 : e;
   }
   qsort(v, n, sizeof *v, qpair_cmp);
-  struct sbuf b = {0};
+  struct strbuf b = {0};
   for (size_t i = 0; i < n; i++) {
     if (i)
-      sb_chr(&b, '&');
-    sb_str(&b, v[i].name);
-    sb_chr(&b, '=');
-    sb_str(&b, v[i].value);
+      strbuf_chr(&b, '&');
+    strbuf_str(&b, v[i].name);
+    strbuf_chr(&b, '=');
+    strbuf_str(&b, v[i].value);
   }
-  res = sb_take(&b);
+  res = strbuf_take(&b);
   if (!res)
     husk_error(err, ENOMEM, "query");
 out:
@@ -263,7 +225,7 @@ out:
 }
 
 /* Value trimmed, inner blank runs collapsed. */
-static void add_trimmed(struct sbuf *b, const char *v) {
+static void add_trimmed(struct strbuf *b, const char *v) {
   while (*v == ' ' || *v == '\t')
     v++;
   bool space = false;
@@ -273,17 +235,17 @@ static void add_trimmed(struct sbuf *b, const char *v) {
       continue;
     }
     if (space)
-      sb_chr(b, ' ');
+      strbuf_chr(b, ' ');
     space = false;
-    sb_chr(b, *v);
+    strbuf_chr(b, *v);
   }
 }
 
 char *sigv4_canonical_request(const struct sigv4_request *rq, const char *signed_headers,
                               const char *payload_hash, bool presigned, struct husk_err *err) {
-  struct sbuf b = {0};
-  sb_str(&b, rq->method);
-  sb_chr(&b, '\n');
+  struct strbuf b = {0};
+  strbuf_str(&b, rq->method);
+  strbuf_chr(&b, '\n');
   size_t dl;
   cleanup_free char *dpath = sigv4_uri_decode(rq->path, strlen(rq->path), &dl);
   if (!dpath) {
@@ -300,10 +262,10 @@ char *sigv4_canonical_request(const struct sigv4_request *rq, const char *signed
     husk_error(err, ENOMEM, "canonical request");
     return NULL;
   }
-  sb_str(&b, *epath ? epath : "/");
-  sb_chr(&b, '\n');
-  sb_str(&b, cq);
-  sb_chr(&b, '\n');
+  strbuf_str(&b, *epath ? epath : "/");
+  strbuf_chr(&b, '\n');
+  strbuf_str(&b, cq);
+  strbuf_chr(&b, '\n');
   /* The signed headers, in the order the list gives (which must be sorted:
    * the verifier checks that). */
   const char *p = signed_headers;
@@ -311,13 +273,13 @@ char *sigv4_canonical_request(const struct sigv4_request *rq, const char *signed
     const char *e = strchrnul(p, ';');
     size_t nl = (size_t)(e - p);
     bool found = false;
-    sb_add(&b, p, nl);
-    sb_chr(&b, ':');
+    strbuf_add(&b, p, nl);
+    strbuf_chr(&b, ':');
     for (size_t i = 0; i < rq->nheaders; i++) {
       if (strlen(rq->headers[i].name) != nl || strncasecmp(rq->headers[i].name, p, nl) != 0)
         continue;
       if (found)
-        sb_chr(&b, ',');
+        strbuf_chr(&b, ',');
       add_trimmed(&b, rq->headers[i].value ? rq->headers[i].value : "");
       found = true;
     }
@@ -327,14 +289,14 @@ char *sigv4_canonical_request(const struct sigv4_request *rq, const char *signed
                 (int)(nl > 64 ? 64 : nl), p);
       return NULL;
     }
-    sb_chr(&b, '\n');
+    strbuf_chr(&b, '\n');
     p = *e ? e + 1 : e;
   }
-  sb_chr(&b, '\n');
-  sb_str(&b, signed_headers);
-  sb_chr(&b, '\n');
-  sb_str(&b, payload_hash);
-  char *r = sb_take(&b);
+  strbuf_chr(&b, '\n');
+  strbuf_str(&b, signed_headers);
+  strbuf_chr(&b, '\n');
+  strbuf_str(&b, payload_hash);
+  char *r = strbuf_take(&b);
   if (!r)
     husk_error(err, ENOMEM, "canonical request");
   return r;
@@ -762,14 +724,14 @@ int sigv4_sign_headers(const struct sigv4_request *rq, const struct sigv4_creds 
       names[n++] = l;
   }
   qsort(names, n, sizeof *names, name_cmp);
-  struct sbuf sh = {0};
+  struct strbuf sh = {0};
   for (size_t i = 0; i < n; i++) {
     if (i)
-      sb_chr(&sh, ';');
-    sb_str(&sh, names[i]);
+      strbuf_chr(&sh, ';');
+    strbuf_str(&sh, names[i]);
     free(names[i]);
   }
-  cleanup_free char *signed_headers = sb_take(&sh);
+  cleanup_free char *signed_headers = strbuf_take(&sh);
   if (!signed_headers)
     return husk_error(err, ENOMEM, "sign");
   cleanup_free char *canon = sigv4_canonical_request(rq, signed_headers, payload_hash, false, err);
