@@ -266,8 +266,22 @@ int box_proc_stdin(struct box_mgr *m, const char *tenant, const char *id, int64_
       return 0;
   }
   struct live_box *b = running_proc(m, tenant, id, pid, err);
-  if (!b)
+  if (!b) {
+    /* It may have ended between the two looks at its state. */
+    if (eof && len == 0 && err->code == EBUSY) {
+      struct box_proc p = {0};
+      struct husk_err e2;
+      if (box_proc_get(m, tenant, id, pid, &p, &e2) == 0) {
+        bool ended = strcmp(p.state, STATE_PROC_RUNNING) != 0;
+        box_proc_free(&p);
+        if (ended) {
+          husk_err_clear(err);
+          return 0;
+        }
+      }
+    }
     return -1;
+  }
   int rc = 0;
   /* Write through our own dup, without the box lock: a program that does
    * not read its stdin must not stall other requests on the box. */
