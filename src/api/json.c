@@ -22,6 +22,25 @@ enum MHD_Result api_queue(struct req *r, unsigned status, struct MHD_Response *r
   }
   r->responded = true;
   r->status = (int)status;
+  if (r->route && r->route->action && (r->admin || r->tenant[0]))
+    api_audit(r, status < 400 ? "ok" : (status == 401 || status == 403) ? "denied" : "error");
+  /* What this reply acknowledges -- the change and its audit record --
+   * reaches the disk before the reply leaves (one sync for both, shared
+   * with concurrent requests: state_defer_begin in on_request). */
+  struct husk_err err;
+  if (state_defer_end(r->srv->cfg.state, &err) < 0) {
+    MHD_destroy_response(resp);
+    husk_sanitize_line(err.msg);
+    api_log(r->srv, "%s %s: %s", r->method, r->path, err.msg);
+    static const char msg[] = "{\"error\":{\"code\":\"internal_error\","
+                              "\"message\":\"the change could not be written to disk\"}}\n";
+    resp = MHD_create_response_from_buffer(sizeof msg - 1, (void *)msg, MHD_RESPMEM_PERSISTENT);
+    if (!resp)
+      return MHD_NO;
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    status = 500;
+    r->status = 500;
+  }
   MHD_add_response_header(resp, "Cache-Control", "no-store");
   MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
   enum MHD_Result ret;
@@ -32,8 +51,6 @@ enum MHD_Result api_queue(struct req *r, unsigned status, struct MHD_Response *r
     ret = MHD_queue_response(r->conn, status, resp);
     MHD_destroy_response(resp);
   }
-  if (r->route && r->route->action && (r->admin || r->tenant[0]))
-    api_audit(r, status < 400 ? "ok" : (status == 401 || status == 403) ? "denied" : "error");
   return ret;
 }
 

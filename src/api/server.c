@@ -416,12 +416,36 @@ static enum MHD_Result flush_pending(struct req *r) {
   return ret;
 }
 
+static enum MHD_Result on_request_deferred(struct api_server *s, struct req *r,
+                                           struct MHD_Connection *conn, const char *url,
+                                           const char *method, const char *upload_data,
+                                           size_t *upload_data_size, void **con_cls);
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls) {
   struct api_server *s = cls;
   struct req *r = *con_cls;
   (void)version;
+  /* The changes this call commits are synced once, before its reply is
+   * queued (api_queue), not one by one; whatever is committed after that
+   * is synced here before MHD sends anything. */
+  state_defer_begin(s->cfg.state);
+  enum MHD_Result ret = on_request_deferred(s, r, conn, url, method, upload_data, upload_data_size,
+                                            con_cls);
+  struct husk_err err;
+  if (state_defer_end(s->cfg.state, &err) < 0) {
+    husk_sanitize_line(err.msg);
+    api_log(s, "%s %s: %s", method, url, err.msg);
+    return MHD_NO; /* the reply must not acknowledge what is not on disk */
+  }
+  return ret;
+}
+
+static enum MHD_Result on_request_deferred(struct api_server *s, struct req *r,
+                                           struct MHD_Connection *conn, const char *url,
+                                           const char *method, const char *upload_data,
+                                           size_t *upload_data_size, void **con_cls) {
   if (!r) {
     r = calloc(1, sizeof *r);
     if (!r)

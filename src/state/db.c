@@ -306,12 +306,13 @@ static int configure(struct state *st, struct husk_err *err) {
   sqlite3_db_config(st->db, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, off, NULL);
   sqlite3_busy_timeout(st->db, DB_BUSY_TIMEOUT_MS);
   /* WAL: readers never block the writer, and a commit is one append plus
-   * one fsync.  synchronous=FULL: that fsync happens at every commit, so a
-   * committed change survives power loss, not only a process crash (NORMAL
-   * would lose the last commits on power loss -- after a reply said "done").
-   * foreign_keys: SQLite leaves them off unless asked, per connection. */
+   * one fsync.  synchronous=NORMAL leaves that fsync to durable.c, which
+   * does it after every commit (FULL's guarantee: a committed change
+   * survives power loss) unless a request defers it to one sync before its
+   * reply.  foreign_keys: SQLite leaves them off unless asked, per
+   * connection. */
   if (exec_pragma(st, "PRAGMA journal_mode=WAL", "wal", err) < 0 ||
-      exec_pragma(st, "PRAGMA synchronous=FULL", NULL, err) < 0 ||
+      exec_pragma(st, "PRAGMA synchronous=NORMAL", NULL, err) < 0 ||
       exec_pragma(st, "PRAGMA foreign_keys=ON", NULL, err) < 0 ||
       /* After a checkpoint the WAL is cut back to 64 MiB, so a burst of
        * writes does not leave a large file behind for good. */
@@ -340,9 +341,15 @@ int state_open(struct state **out, const char *path, struct husk_err *err) {
     sqlite3_close(st->db);
     return -1;
   }
-  if (configure(st, err) < 0 || schema_migrate(st, err) < 0) {
+  if (configure(st, err) < 0 || db_durable_init(st, err) < 0) {
     husk_error_wrap(err, "database `%s`", path);
     sqlite3_close(st->db);
+    return -1;
+  }
+  if (schema_migrate(st, err) < 0) {
+    husk_error_wrap(err, "database `%s`", path);
+    sqlite3_close(st->db);
+    db_durable_close(st);
     return -1;
   }
   pthread_mutex_init(&st->lock, NULL);
@@ -357,6 +364,7 @@ void state_close(struct state *st) {
    * close succeeds; as the last connection it also checkpoints the WAL
    * into the main file. */
   sqlite3_close(st->db);
+  db_durable_close(st);
   pthread_mutex_destroy(&st->lock);
   free(st);
 }

@@ -26,7 +26,25 @@
 struct state {
   pthread_mutex_t lock;
   sqlite3 *db;
+  /* durable.c: commits are numbered; synced_seq is the last one known to
+   * be on disk. */
+  uint64_t commit_seq; /* atomic */
+  pthread_mutex_t sync_lock;
+  pthread_cond_t sync_cond;
+  uint64_t synced_seq;
+  bool syncing;
+  int sync_failed; /* an errno once a sync failed: from then on, never durable */
+  uint64_t syncs;  /* fdatasync calls made (tests: group commit) */
+  int wal_fd;
+  char *wal_path, *wal_dir;
 };
+
+/* ---- durability (durable.c) ---- */
+/* Install the WAL hook that syncs commits; after configure(). */
+int db_durable_init(struct state *st, struct husk_err *err);
+void db_durable_close(struct state *st);
+/* fdatasync, replaceable by tests to simulate a failing disk. */
+extern int (*db_fdatasync)(int fd);
 
 /* ---- locking ---- */
 struct state *db_lock(struct state *st);

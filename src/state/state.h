@@ -4,8 +4,9 @@
  * API keys (as SHA-256 only), boxes, their background processes and the
  * audit log.  The rule the daemon is built on: every state change that a
  * reply acknowledges is committed first.  So every function below that
- * changes something returns 0 only after its transaction has committed with
- * synchronous=FULL; a change that returns -1 left nothing behind.  A crash
+ * changes something returns 0 only after its transaction has committed and
+ * reached the disk (but see state_defer_begin); a change that returns -1
+ * left nothing behind.  A crash
  * (SIGKILL, power loss) at any moment leaves the database as it was after
  * the last change that returned 0.
  *
@@ -82,6 +83,16 @@ struct state; /* opaque; thread-safe */
 int state_open(struct state **out, const char *path, struct husk_err *err);
 /* NULL is fine.  No call may be running on `st` or start after this. */
 void state_close(struct state *st);
+
+/* Group commit for a thread answering a request.  Between begin and end,
+ * the changes this thread commits are not synced one by one; end makes
+ * them all durable (one fdatasync, shared with concurrent requests) and
+ * must be called before the reply that acknowledges them leaves.  end
+ * returns -1 if they could not be made durable (a disk error: from then on
+ * every sync fails).  Commits outside begin/end are synced before the call
+ * that made them returns, as the promise above says. */
+void state_defer_begin(struct state *st);
+int state_defer_end(struct state *st, struct husk_err *err);
 
 /* Schema version of an open database (PRAGMA user_version). */
 int state_schema_version(struct state *st, int *version, struct husk_err *err);

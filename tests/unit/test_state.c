@@ -1354,6 +1354,130 @@ static void do_insert_box(struct state *st) {
     _exit(4);
 }
 
+/* ---- durability: every commit synced, or deferred to one sync ---- */
+
+static uint64_t seq_of(struct state *st, uint64_t *field) {
+  (void)st;
+  return __atomic_load_n(field, __ATOMIC_ACQUIRE);
+}
+
+TEST(commits_reach_the_disk_before_the_call_returns) {
+  struct husk_err err = {0};
+  struct state *st = open_fresh();
+  mk_tenant(st, "d1", -1, -1);
+  uint64_t c0 = seq_of(st, &st->commit_seq), s0 = st->syncs;
+  CHECK(c0 > 0);
+  CHECK(st->synced_seq == c0);
+  /* Two changes outside a deferral: two syncs, each before its return. */
+  struct state_tenant t = mk_tenant(st, "d2", -1, -1);
+  CHECK(st->synced_seq == seq_of(st, &st->commit_seq));
+  CHECK_OK(mk_box(st, t.id, "b_d1", 0, NULL, &err));
+  CHECK(st->synced_seq == seq_of(st, &st->commit_seq));
+  CHECK(st->syncs >= s0 + 2);
+  /* Deferred: nothing synced until the end, then one sync for all. */
+  state_defer_begin(st);
+  uint64_t before = st->syncs, synced = st->synced_seq;
+  CHECK_OK(mk_box(st, t.id, "b_d2", 0, NULL, &err));
+  struct state_audit rec = {.action = "box.create", .outcome = "ok", .status = 201};
+  snprintf(rec.tenant_id, sizeof rec.tenant_id, "%s", t.id);
+  CHECK_OK(state_audit_add(st, &rec, NULL, &err));
+  CHECK(seq_of(st, &st->commit_seq) >= synced + 2);
+  CHECK(st->synced_seq == synced);
+  CHECK(st->syncs == before);
+  CHECK_OK(state_defer_end(st, &err));
+  CHECK(st->synced_seq == seq_of(st, &st->commit_seq));
+  CHECK(st->syncs == before + 1);
+  /* A deferral that committed nothing costs nothing; a second end is a
+   * no-op. */
+  state_defer_begin(st);
+  CHECK_OK(state_defer_end(st, &err));
+  CHECK_OK(state_defer_end(st, &err));
+  CHECK(st->syncs == before + 1);
+  close_and_remove(st);
+}
+
+struct deferrer {
+  struct state *st;
+  const char *tenant;
+  int n, errors;
+};
+static void *deferrer_main(void *arg) {
+  struct deferrer *d = arg;
+  struct husk_err err;
+  for (int i = 0; i < 20; i++) {
+    state_defer_begin(d->st);
+    char id[STATE_BOX_ID_SIZE];
+    snprintf(id, sizeof id, "b_g%d_%d", d->n, i);
+    struct state_box b = box_template(d->tenant, id);
+    struct state_audit rec = {.action = "box.create", .outcome = "ok", .status = 201};
+    snprintf(rec.box_id, sizeof rec.box_id, "%s", id);
+    if (state_box_insert(d->st, &b, &err) < 0 || state_audit_add(d->st, &rec, NULL, &err) < 0)
+      d->errors++;
+    uint64_t mine = __atomic_load_n(&d->st->commit_seq, __ATOMIC_ACQUIRE);
+    if (state_defer_end(d->st, &err) < 0)
+      d->errors++;
+    /* Everything up to (at least) this thread's own commits is on disk. */
+    pthread_mutex_lock(&d->st->sync_lock);
+    if (d->st->synced_seq < mine && d->st->synced_seq < mine - THREADS * 2)
+      d->errors++;
+    pthread_mutex_unlock(&d->st->sync_lock);
+  }
+  return NULL;
+}
+
+TEST(deferred_commits_of_many_threads_share_syncs) {
+  struct state *st = open_fresh();
+  struct state_tenant t = mk_tenant(st, "group", -1, -1);
+  pthread_t th[THREADS];
+  struct deferrer d[THREADS];
+  uint64_t c0 = seq_of(st, &st->commit_seq), s0 = st->syncs;
+  for (int i = 0; i < THREADS; i++) {
+    d[i] = (struct deferrer){.st = st, .tenant = t.id, .n = i};
+    CHECK(pthread_create(&th[i], NULL, deferrer_main, &d[i]) == 0);
+  }
+  for (int i = 0; i < THREADS; i++) {
+    pthread_join(th[i], NULL);
+    CHECK(d[i].errors == 0);
+  }
+  uint64_t commits = seq_of(st, &st->commit_seq) - c0, syncs = st->syncs - s0;
+  printf("# %llu commits, %llu syncs\n", (unsigned long long)commits, (unsigned long long)syncs);
+  CHECK(commits == THREADS * 20 * 2);
+  CHECK(syncs <= THREADS * 20); /* at most one per deferral, never one per commit */
+  CHECK(st->synced_seq == seq_of(st, &st->commit_seq));
+  sqlite3 *db = raw_open(dbpath);
+  CHECK(raw_int(db, "SELECT count(*) FROM audit") == THREADS * 20);
+  sqlite3_close(db);
+  close_and_remove(st);
+}
+
+static int failing_fdatasync(int fd) {
+  (void)fd;
+  errno = EIO;
+  return -1;
+}
+
+TEST(a_failed_sync_is_reported_and_never_forgotten) {
+  struct husk_err err = {0};
+  struct state *st = open_fresh();
+  struct state_tenant t = mk_tenant(st, "disk", -1, -1);
+  /* Deferred: the end reports it. */
+  db_fdatasync = failing_fdatasync;
+  state_defer_begin(st);
+  CHECK_OK(mk_box(st, t.id, "b_io1", 0, NULL, &err));
+  CHECK_ERR(state_defer_end(st, &err), EIO);
+  CHECK(strstr(err.msg, "could not be written to disk") != NULL);
+  /* The disk "recovers": what failed to reach it may be lost, so every
+   * later change fails too instead of claiming durability. */
+  db_fdatasync = fdatasync;
+  husk_err_clear(&err);
+  CHECK(mk_box(st, t.id, "b_io2", 0, NULL, &err) < 0);
+  CHECK(err.code != 0);
+  state_defer_begin(st);
+  CHECK(mk_box(st, t.id, "b_io3", 0, NULL, &err) == 0);
+  CHECK_ERR(state_defer_end(st, &err), EIO);
+  close_and_remove(st);
+}
+
 TEST(crash_inside_transactions_is_all_or_nothing) {
   struct husk_err err = {0};
   fresh_dir();
@@ -1494,6 +1618,9 @@ TEST(random_sigkill_leaves_a_consistent_database) {
 
 int main(void) {
   RUN(fresh_file_is_migrated);
+  RUN(commits_reach_the_disk_before_the_call_returns);
+  RUN(deferred_commits_of_many_threads_share_syncs);
+  RUN(a_failed_sync_is_reported_and_never_forgotten);
   RUN(existing_file_keeps_data_and_version);
   RUN(refuses_files_that_are_not_husk_databases);
   RUN(database_fds_are_close_on_exec);
