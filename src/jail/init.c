@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -107,62 +108,85 @@ static int exec_search(const char *file, char *const argv[], char *const env[]) 
   return -err;
 }
 
-static _Noreturn void exec_fail(int errpipe, int stage, int error) {
-  struct exec_failure f = {.stage = stage, .error = error};
-  if (write(errpipe, &f, sizeof f) < 0) {
-    /* nothing more we can report */
-  }
+/* How a program's start failed, written by the child into memory it
+ * shares with init (CLONE_VM, below) before it exits. */
+static volatile struct exec_failure spawn_failure;
+
+static _Noreturn void exec_fail(int stage, int error) {
+  spawn_failure.stage = stage;
+  spawn_failure.error = error;
   _exit(127);
 }
 
-/* In the forked child: become the requested program. */
-static _Noreturn void exec_child(int errpipe, const int *fds, size_t nfds, const char *cwd,
-                                 char *const argv[], char *const env[]) {
-  /* Dispositions were reset once in init_main; only the mask (init blocks
-   * SIGCHLD for its signalfd) needs clearing here. */
+/* The child's stack.  It runs on init's memory (CLONE_VM) while init
+ * waits (CLONE_VFORK), so one stack serves every start. */
+static char spawn_stack[128 * 1024] __attribute__((aligned(64)));
+
+/* Landlock for programs, built once (landlock_box_ruleset); -1: build it per
+ * program instead (the first build failed; the failure is then reported by
+ * every start rather than silently skipped). */
+static int program_ruleset = -1;
+
+struct spawn_args {
+  const int *fds;
+  size_t nfds;
+  const char *cwd;
+  char *const *argv;
+  char *const *env;
+};
+
+/* In the child, on spawn_stack: become the requested program.  It shares
+ * init's memory until execve, so it writes nothing of init's but
+ * spawn_failure, calls nothing that allocates, and ends in execve or
+ * _exit. */
+static int exec_child(void *arg) {
+  const struct spawn_args *a = arg;
+  /* Dispositions were reset once in init_main; the mask (do_exec blocks
+   * everything around the clone) is cleared here. */
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
   /* Its own session and process group: the host can signal the group, and
    * the program has no controlling terminal to inject input into. */
   if (setsid() < 0)
-    exec_fail(errpipe, CTL_STAGE_SETUP, errno);
+    exec_fail(CTL_STAGE_SETUP, errno);
   int stdio[3] = {-1, -1, -1};
   for (int i = 0; i < 3; i++) {
-    int src = (size_t)i < nfds ? fds[i] : -1;
+    int src = (size_t)i < a->nfds ? a->fds[i] : -1;
     if (src < 0)
       src = open("/dev/null", i == 0 ? O_RDONLY : O_WRONLY);
     if (src < 0)
-      exec_fail(errpipe, CTL_STAGE_SETUP, errno);
+      exec_fail(CTL_STAGE_SETUP, errno);
     stdio[i] = fcntl(src, F_DUPFD, 10); /* out of the 0..2 range before dup2 */
     if (stdio[i] < 0)
-      exec_fail(errpipe, CTL_STAGE_SETUP, errno);
+      exec_fail(CTL_STAGE_SETUP, errno);
   }
   for (int i = 0; i < 3; i++)
     if (dup2(stdio[i], i) < 0)
-      exec_fail(errpipe, CTL_STAGE_SETUP, errno);
+      exec_fail(CTL_STAGE_SETUP, errno);
   /* init is uid 0 of the box with just enough to do this; the program
    * gets the box user and no capability at all. */
   const char *step;
   int prc = privs_drop_for_program(&step);
   if (prc < 0)
-    exec_fail(errpipe, CTL_STAGE_SETUP, -prc);
-  /* Everything else closes at exec; the error pipe stays usable until then. */
+    exec_fail(CTL_STAGE_SETUP, -prc);
+  /* Everything else closes at exec. */
   if (sys_close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
-    exec_fail(errpipe, CTL_STAGE_SETUP, errno);
+    exec_fail(CTL_STAGE_SETUP, errno);
   umask(022);
-  if (chdir(cwd) < 0) {
+  if (chdir(a->cwd) < 0) {
     int e = errno;
-    if (e != ENOENT || mkdir_p(cwd, 0755) < 0 || chdir(cwd) < 0)
-      exec_fail(errpipe, CTL_STAGE_CWD, e);
+    if (e != ENOENT || mkdir_p(a->cwd, 0755) < 0 || chdir(a->cwd) < 0)
+      exec_fail(CTL_STAGE_CWD, e);
   }
   /* A nested Landlock domain per program: on ABI 6+ it cannot signal or
    * connect to init, which lives in the outer domain. */
-  int rc = landlock_apply_box(config->landlock_abi);
+  int rc = program_ruleset >= 0 ? landlock_restrict(program_ruleset)
+                                : landlock_apply_box(config->landlock_abi);
   if (rc < 0)
-    exec_fail(errpipe, CTL_STAGE_SETUP, -rc);
-  rc = exec_search(argv[0], argv, env);
-  exec_fail(errpipe, CTL_STAGE_EXEC, -rc);
+    exec_fail(CTL_STAGE_SETUP, -rc);
+  rc = exec_search(a->argv[0], a->argv, a->env);
+  exec_fail(CTL_STAGE_EXEC, -rc);
 }
 
 static bool conn_send(int slot, const void *m, size_t len, const int *fds, size_t nfds) {
@@ -220,34 +244,28 @@ static void do_exec(size_t len, int *fds, size_t nfds) {
     reply_started(m->id, 0, CTL_STAGE_FORK, EAGAIN);
     return;
   }
-  int errpipe[2];
-  if (pipe2(errpipe, O_CLOEXEC) < 0) {
-    reply_started(m->id, 0, CTL_STAGE_FORK, errno);
-    return;
-  }
-  pid_t pid = fork();
+  /* posix_spawn's way: the child shares init's memory and init waits
+   * until it has called execve (or failed), so the start copies no page
+   * tables and needs no pipe to report a failure.  All signals are blocked
+   * meanwhile so that nothing runs a handler on the shared memory. */
+  struct spawn_args a = {.fds = fds, .nfds = nfds, .cwd = cwd, .argv = (char *const *)argv_buf,
+                         .env = (char *const *)env_buf};
+  spawn_failure.stage = 0;
+  spawn_failure.error = 0;
+  sigset_t all, old;
+  sigfillset(&all);
+  sigprocmask(SIG_SETMASK, &all, &old);
+  pid_t pid = clone(exec_child, spawn_stack + sizeof spawn_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+  int e = errno;
+  sigprocmask(SIG_SETMASK, &old, NULL);
   if (pid < 0) {
-    int e = errno;
-    close(errpipe[0]);
-    close(errpipe[1]);
     reply_started(m->id, 0, CTL_STAGE_FORK, e);
     return;
   }
-  if (pid == 0) {
-    close(errpipe[0]);
-    exec_child(errpipe[1], fds, nfds, cwd, (char *const *)argv_buf, (char *const *)env_buf);
-  }
-  close(errpipe[1]);
-  struct exec_failure f;
-  ssize_t n;
-  do
-    n = read(errpipe[0], &f, sizeof f);
-  while (n < 0 && errno == EINTR);
-  close(errpipe[0]);
-  if (n == (ssize_t)sizeof f) {
+  if (spawn_failure.error != 0) {
     int status;
     waitpid(pid, &status, 0);
-    reply_started(m->id, 0, f.stage, f.error);
+    reply_started(m->id, 0, spawn_failure.stage, spawn_failure.error);
     return;
   }
   tracked[slot] = (struct tracked){.pid = pid, .id = m->id, .conn = cur, .gen = conns[cur].gen,
@@ -345,6 +363,10 @@ _Noreturn void init_main(const struct init_config *cfg) {
   int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0)
     _exit(125);
+  if (cfg->landlock_abi > 0) {
+    int rs = landlock_box_ruleset(cfg->landlock_abi);
+    program_ruleset = rs >= 0 ? rs : -1;
+  }
   struct ctl_hdr ready = {.type = CTL_READY, .len = sizeof ready};
   if (!conn_send(0, &ready, sizeof ready, NULL, 0))
     _exit(125);

@@ -34,9 +34,9 @@ static int allow(int ruleset, const char *path, uint64_t access) {
   return rc < 0 ? -e : 0;
 }
 
-int landlock_apply_box(int abi) {
+int landlock_box_ruleset(int abi) {
   if (abi <= 0)
-    return 0;
+    return -ENOSYS;
   uint64_t handled = fs_handled(abi);
   struct husk_landlock_ruleset_attr attr = {.handled_access_fs = handled};
   size_t size = sizeof attr.handled_access_fs;
@@ -61,7 +61,20 @@ int landlock_apply_box(int abi) {
     close(rs);
     return rc;
   }
-  rc = sys_landlock_restrict_self(rs, 0) < 0 ? -errno : 0;
+  return rs;
+}
+
+int landlock_restrict(int ruleset) {
+  return sys_landlock_restrict_self(ruleset, 0) < 0 ? -errno : 0;
+}
+
+int landlock_apply_box(int abi) {
+  if (abi <= 0)
+    return 0;
+  int rs = landlock_box_ruleset(abi);
+  if (rs < 0)
+    return rs;
+  int rc = landlock_restrict(rs);
   close(rs);
   return rc;
 }

@@ -16,4 +16,10 @@ int landlock_abi(void);
  * is unavailable) or -errno. */
 int landlock_apply_box(int abi);
 
+/* The same in two steps, for a process that restricts many children: build
+ * the box's ruleset once (a close-on-exec fd; -errno, -ENOSYS without
+ * Landlock), then restrict each child with it.  Both async-signal-safe. */
+int landlock_box_ruleset(int abi);
+int landlock_restrict(int ruleset);
+
 #endif
