@@ -6,7 +6,9 @@
  * reply acknowledges is committed first.  So every function below that
  * changes something returns 0 only after its transaction has committed and
  * reached the disk (but see state_defer_begin); a change that returns -1
- * left nothing behind.  A crash
+ * left nothing behind -- except when the disk itself fails: a failed sync
+ * (EIO, ENOSPC...) after the commit returns -1 with the change in place but
+ * not known to be durable, and every later change fails the same way.  A crash
  * (SIGKILL, power loss) at any moment leaves the database as it was after
  * the last change that returned 0.
  *

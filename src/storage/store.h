@@ -2,8 +2,8 @@
  *
  * Buckets belong to a tenant (names are unique per tenant, not globally);
  * objects are immutable files under DATA/storage/objects, named by a random
- * id, with their metadata in the state database (SQLite, WAL,
- * synchronous=FULL).  The write discipline that makes a SIGKILL at any
+ * id, with their metadata in the state database (SQLite, WAL, each commit
+ * synced before it is acknowledged: state/durable.c).  The write discipline that makes a SIGKILL at any
  * moment harmless:
  *
  *   1. the body streams into DATA/storage/tmp/<random> while MD5 (the ETag)
