@@ -428,7 +428,7 @@ int box_create(struct box_mgr *m, const char *tenant, const struct box_create_re
       return -1;
     }
     if ((policy && state_box_egress_set(m->cfg.state, sb.id, "egress", policy, err) < 0) ||
-        box_make_jail(m, b, &lim, err) < 0 ||
+        box_make_jail(m, b, &lim, false, err) < 0 ||
         (policy && box_egress_attach(m, b, policy, true, err) < 0) ||
         state_box_set_runtime(m->cfg.state, sb.id, b->j.pid, box_proc_start_time(b->j.pid),
                               b->j.uid_base, b->j.slot, NULL, err) < 0 ||

@@ -2,6 +2,9 @@
 #ifndef HUSK_BOX_INTERNAL_H
 #define HUSK_BOX_INTERNAL_H
 
+/* The nice value the warm pool builds boxes at (box_pool.c). */
+#define BOX_POOL_NICE 19
+
 #include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -55,6 +58,7 @@ struct box_mgr {
   atomic_bool stop;
   int wake[2]; /* written to when the set of things to watch changes */
   struct spawner *spawner; /* creates boxes from a clean single-threaded process */
+  struct spawner *pool_spawner; /* the same at low priority, for the pool (or NULL) */
   int dir_lock;            /* flock on DATA/husk.lock: one daemon per data directory */
   /* "box-<8 hex of the data directory>-": this daemon's cgroups.  Daemons
    * with other data directories share the host's cgroup tree; the prefix
@@ -112,9 +116,10 @@ struct live_box *box_pool_claim(struct box_mgr *m, const struct husk_limits *lim
 void box_pool_return(struct box_mgr *m, struct live_box *b);
 /* A box with no references left: torn down by the reaper thread. */
 void box_reap_later(struct box_mgr *m, struct live_box *b);
-/* Create a box's jail (through the spawner) for `b`, whose id is set. */
+/* Create a box's jail (through the spawner) for `b`, whose id is set;
+ * `for_pool`: through the pool's low-priority spawner. */
 int box_make_jail(struct box_mgr *m, struct live_box *b, const struct husk_limits *lim,
-                  struct husk_err *err);
+                  bool for_pool, struct husk_err *err);
 
 /* box_egress.c */
 int box_egress_open(struct box_mgr *m, struct husk_err *err);

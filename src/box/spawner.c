@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -61,6 +62,7 @@ struct spawner {
   pthread_mutex_t lock;
   int sock;
   pid_t pid;
+  int nice; /* of the spawner process, and of each box while it is built */
 };
 
 static struct spawn_hello hello_of_this_build(void) {
@@ -134,16 +136,24 @@ static int launch(struct spawner *s, struct husk_err *err) {
         strcmp(small, self) != 0 && access(small, X_OK) == 0) {
       struct husk_err ignored;
       if (launch_binary(s, small, &ignored) == 0)
-        return 0;
+        goto launched;
     }
   }
-  return launch_binary(s, "/proc/self/exe", err);
+  if (launch_binary(s, "/proc/self/exe", err) < 0)
+    return -1;
+launched:
+  /* Best effort: a spawner left at normal priority only competes more. */
+  if (s->nice != 0 && setpriority(PRIO_PROCESS, (id_t)s->pid, s->nice) < 0) {
+    /* nothing to undo */
+  }
+  return 0;
 }
 
-int spawner_start(struct spawner **out, struct husk_err *err) {
+int spawner_start(struct spawner **out, int nice, struct husk_err *err) {
   struct spawner *s = calloc(1, sizeof *s);
   if (!s)
     return husk_fail(err, ENOMEM, "out of memory");
+  s->nice = nice;
   pthread_mutex_init(&s->lock, NULL);
   if (launch(s, err) < 0) {
     pthread_mutex_destroy(&s->lock);
@@ -287,6 +297,22 @@ int spawner_main(int sock) {
       rs.rc = -1;
       rs.code = err.code ? err.code : EIO;
       snprintf(rs.msg, sizeof rs.msg, "%s", err.msg);
+      ctl_send(sock, &rs, sizeof rs, NULL, 0);
+      continue;
+    }
+    /* A box built at low priority (the pool's spawner) runs its programs
+     * at the normal one: init is set back before anyone can use it, and
+     * every program inherits from init.  A box that cannot be is refused:
+     * its programs would silently run starved. */
+    errno = 0;
+    int prio = getpriority(PRIO_PROCESS, 0);
+    if (errno == 0 && prio != 0 && setpriority(PRIO_PROCESS, (id_t)j.pid, 0) < 0) {
+      int e = errno;
+      struct husk_err ignored;
+      jail_destroy(&j, true, NULL, &ignored);
+      rs.rc = -1;
+      rs.code = e;
+      snprintf(rs.msg, sizeof rs.msg, "cannot give the box normal priority: %s", strerror(e));
       ctl_send(sock, &rs, sizeof rs, NULL, 0);
       continue;
     }

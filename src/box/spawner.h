@@ -23,8 +23,12 @@ struct spawner;
 /* Start the spawner: the `husk` binary next to this one if it is of the
  * same build (it says so in its first message), else /proc/self/exe,
  * executed as HUSK_SPAWNER_ARGV0.  Every binary that may be a spawner
- * (husk, husk-serve, husk-mcp) calls spawner_main() under that name. */
-int spawner_start(struct spawner **out, struct husk_err *err);
+ * (husk, husk-serve, husk-mcp) calls spawner_main() under that name.
+ * `nice` (0: normal): the spawner's priority, so also that of the work of
+ * building each box; the box's init is set back to 0 before it is
+ * returned.  The warm pool builds at a low priority so that refilling it
+ * does not slow the requests it serves. */
+int spawner_start(struct spawner **out, int nice, struct husk_err *err);
 void spawner_stop(struct spawner *s);
 
 /* jail_create() in the spawner.  Thread-safe (requests are serialised).

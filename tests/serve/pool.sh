@@ -36,6 +36,13 @@ CMS=$(python3 -c 'import sys,datetime as d; print(int(d.datetime.fromisoformat(s
 check "created_at is the claim, not the pool's preparation" [ "$CMS" -ge "$START_MS" ]
 api POST "/v1/sandboxes/$A1/exec" -d '{"cmd":["sh","-c","echo $HOME; id -u"],"env":{"X":"1"}}'
 expect_eq "a pooled box runs commands" "$(jf 'j["stdout"]')" "$(printf '/workspace\n1000')"
+# The pool is refilled by a spawner of its own at nice 19, so that building
+# boxes does not compete with requests; the boxes it hands out run their
+# programs at the normal priority.
+pool_spawner_nice() { ps -o ni= -p "$(pgrep -P "$SPID" -f '^husk-spawner' | tr '\n' ',' | sed 's/,$//')" | tr -d ' ' | sort | tr '\n' ' '; }
+expect_eq "two spawners: on demand at nice 0, the pool's at nice 19" "$(pool_spawner_nice)" "0 19 "
+api POST "/v1/sandboxes/$A1/exec" -d '{"cmd":["nice"]}'
+expect_eq "a pooled box's programs run at nice 0" "$(jf 'j["stdout"]')" 0
 
 api POST /v1/sandboxes -d '{}'
 expect_code "the tenant's quota counts the claimed box (max_boxes 1)" 403
