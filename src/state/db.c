@@ -78,6 +78,7 @@ struct state *db_lock(struct state *st) {
 
 void db_unlockp(struct state **locked) {
   if (*locked) {
+    db_durable_seen(*locked);
     pthread_mutex_unlock(&(*locked)->lock);
     *locked = NULL;
   }

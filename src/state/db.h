@@ -43,6 +43,9 @@ struct state {
 /* Install the WAL hook that syncs commits; after configure(). */
 int db_durable_init(struct state *st, struct husk_err *err);
 void db_durable_close(struct state *st);
+/* Called as the state lock is released: everything committed so far may
+ * have been read by this thread, so its deferral must cover it. */
+void db_durable_seen(struct state *st);
 /* fdatasync, replaceable by tests to simulate a failing disk. */
 extern int (*db_fdatasync)(int fd);
 

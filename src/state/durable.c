@@ -17,9 +17,10 @@
  *   - A thread that answers a request can defer: between
  *     state_defer_begin() and state_defer_end() its commits are not synced
  *     one by one; state_defer_end() -- called before the reply leaves --
- *     makes everything this thread committed durable with one fdatasync,
- *     outside the connection mutex.  Concurrent requests share it: one
- *     fdatasync covers every commit made before it started (group commit).
+ *     makes everything committed so far durable (this thread's changes,
+ *     and any other's it may have read) with one fdatasync, outside the
+ *     connection mutex.  Concurrent requests share it: one fdatasync
+ *     covers every commit made before it started (group commit).
  *
  * One fdatasync of the WAL makes durable every frame appended to it before
  * the call, whoever appended it: the WAL is one file, and recovery replays
@@ -47,7 +48,8 @@ int (*db_fdatasync)(int fd) = fdatasync;
  * answered; `seq` is its last commit. */
 static _Thread_local struct {
   struct state *st;
-  uint64_t seq;
+  uint64_t seq;  /* its last commit */
+  uint64_t seen; /* the last commit there was when it last left the state lock */
 } defer;
 
 /* The WAL's descriptor, opened on first use (SQLite creates the file when
@@ -177,14 +179,26 @@ void db_durable_close(struct state *st) {
 
 void state_defer_begin(struct state *st) {
   defer.st = st;
-  defer.seq = 0;
+  defer.seq = defer.seen = 0;
+}
+
+void db_durable_seen(struct state *st) {
+  if (defer.st == st)
+    defer.seen = __atomic_load_n(&st->commit_seq, __ATOMIC_ACQUIRE);
 }
 
 int state_defer_end(struct state *st, struct husk_err *err) {
   if (defer.st != st)
     return 0;
-  uint64_t seq = defer.seq;
+  /* Not only this thread's commits: what it read may have been committed
+   * by another request still waiting for its sync, and a reply must not
+   * show what a power loss could take back.  With nothing pending (the
+   * usual case for a read) this costs nothing. */
+  uint64_t seq = defer.seq > defer.seen ? defer.seq : defer.seen;
   defer.st = NULL;
-  defer.seq = 0;
-  return seq ? sync_to(st, seq, err) : 0;
+  defer.seq = defer.seen = 0;
+  pthread_mutex_lock(&st->sync_lock);
+  bool done = st->synced_seq >= seq;
+  pthread_mutex_unlock(&st->sync_lock);
+  return done ? 0 : sync_to(st, seq, err);
 }

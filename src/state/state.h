@@ -88,8 +88,10 @@ void state_close(struct state *st);
 
 /* Group commit for a thread answering a request.  Between begin and end,
  * the changes this thread commits are not synced one by one; end makes
- * them all durable (one fdatasync, shared with concurrent requests) and
- * must be called before the reply that acknowledges them leaves.  end
+ * them, and every change committed before it by other threads (which this
+ * one may have read), durable -- one fdatasync shared with concurrent
+ * requests, none if nothing is pending -- and must be called before the
+ * reply leaves.  end
  * returns -1 if they could not be made durable (a disk error: from then on
  * every sync fails).  Commits outside begin/end are synced before the call
  * that made them returns, as the promise above says. */

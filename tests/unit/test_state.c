@@ -1396,6 +1396,50 @@ TEST(commits_reach_the_disk_before_the_call_returns) {
   close_and_remove(st);
 }
 
+/* A request that only reads must not reply with what another request
+ * committed but has not synced yet: its end syncs that too. */
+struct reader_arg {
+  struct state *st;
+  const char *tenant;
+  int rc;
+  uint64_t commit_seen, synced_after;
+};
+static void *reader_main(void *arg) {
+  struct reader_arg *a = arg;
+  struct husk_err err;
+  state_defer_begin(a->st);
+  struct state_box b;
+  a->rc = state_box_get(a->st, a->tenant, "b_seen", &b, &err); /* sees the other's box */
+  if (a->rc == 0)
+    state_box_free(&b);
+  a->commit_seen = __atomic_load_n(&a->st->commit_seq, __ATOMIC_ACQUIRE);
+  if (state_defer_end(a->st, &err) < 0)
+    a->rc = -1;
+  pthread_mutex_lock(&a->st->sync_lock);
+  a->synced_after = a->st->synced_seq;
+  pthread_mutex_unlock(&a->st->sync_lock);
+  return NULL;
+}
+
+TEST(a_reply_never_shows_what_is_not_yet_durable) {
+  struct husk_err err = {0};
+  struct state *st = open_fresh();
+  struct state_tenant t = mk_tenant(st, "seen", -1, -1);
+  /* This thread commits a box and has not ended its deferral yet. */
+  state_defer_begin(st);
+  CHECK_OK(mk_box(st, t.id, "b_seen", 0, NULL, &err));
+  CHECK(st->synced_seq < seq_of(st, &st->commit_seq));
+  /* Another request reads it and replies: by then it is durable. */
+  struct reader_arg a = {.st = st, .tenant = t.id};
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, reader_main, &a) == 0);
+  pthread_join(th, NULL);
+  CHECK(a.rc == 0);
+  CHECK(a.synced_after >= a.commit_seen);
+  CHECK_OK(state_defer_end(st, &err));
+  close_and_remove(st);
+}
+
 struct deferrer {
   struct state *st;
   const char *tenant;
@@ -1620,6 +1664,7 @@ int main(void) {
   RUN(fresh_file_is_migrated);
   RUN(commits_reach_the_disk_before_the_call_returns);
   RUN(deferred_commits_of_many_threads_share_syncs);
+  RUN(a_reply_never_shows_what_is_not_yet_durable);
   RUN(a_failed_sync_is_reported_and_never_forgotten);
   RUN(existing_file_keeps_data_and_version);
   RUN(refuses_files_that_are_not_husk_databases);
