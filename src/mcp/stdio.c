@@ -34,6 +34,7 @@ struct stdio_srv {
   pthread_mutex_t lock;
   pthread_cond_t cond;
   unsigned running;
+  char *ids[STDIO_MAX_CALLS]; /* the ids of the calls in flight, as JSON text */
 };
 
 static void emit(struct stdio_srv *s, json_t *msg) {
@@ -62,12 +63,20 @@ static void notify(void *ctx, json_t *msg) { emit(ctx, msg); }
 struct job {
   struct stdio_srv *s;
   struct mcp_msg msg;
+  int slot; /* in s->ids */
 };
 
 static void *run_request(void *arg) {
   struct job *j = arg;
   struct stdio_srv *s = j->s;
-  emit(s, s->handle(s->hctx, &j->msg, &s->caller));
+  json_t *reply = s->handle(s->hctx, &j->msg, &s->caller);
+  /* The id is free again before its reply is out: a client may reuse it as
+   * soon as it has the answer. */
+  pthread_mutex_lock(&s->lock);
+  free(s->ids[j->slot]);
+  s->ids[j->slot] = NULL;
+  pthread_mutex_unlock(&s->lock);
+  emit(s, reply);
   mcp_msg_free(&j->msg);
   free(j);
   pthread_mutex_lock(&s->lock);
@@ -91,14 +100,32 @@ static void dispatch(struct stdio_srv *s, const char *line, size_t len) {
     return;
   }
   struct job *j = calloc(1, sizeof *j);
+  char *id = mcp_dump(msg.id);
+  /* JSON-RPC: an id is never reused while its request is in flight.  A
+   * second one would make its replies and a cancellation ambiguous, so it
+   * is refused, and the first goes on. */
+  bool dup = false, room = false;
   pthread_mutex_lock(&s->lock);
-  bool room = s->running < STDIO_MAX_CALLS;
-  if (room && j)
-    s->running++;
+  for (int i = 0; id && i < STDIO_MAX_CALLS; i++)
+    if (s->ids[i] && !strcmp(s->ids[i], id))
+      dup = true;
+  if (!dup && j && id && s->running < STDIO_MAX_CALLS)
+    for (int i = 0; i < STDIO_MAX_CALLS; i++)
+      if (!s->ids[i]) {
+        s->ids[i] = id;
+        j->slot = i;
+        room = true;
+        s->running++;
+        break;
+      }
   pthread_mutex_unlock(&s->lock);
-  if (!j || !room) {
-    emit(s, mcp_error(msg.id, MCP_INTERNAL_ERROR, "Internal error: too many calls in flight", NULL));
+  if (!room) {
+    emit(s, dup ? mcp_error(msg.id, MCP_INVALID_REQUEST,
+                            "Invalid Request: this id is already used by a request in flight", NULL)
+                : mcp_error(msg.id, MCP_INTERNAL_ERROR, "Internal error: too many calls in flight",
+                            NULL));
     mcp_msg_free(&msg);
+    free(id);
     free(j);
     return;
   }

@@ -105,6 +105,14 @@ OUT=$(python3 "$MCPDIR/stdio_run.py" "$HUSK" mcp --data "$T_SCRATCH/sd" --quiet 
 expect_eq "an oversize message: -32600, then the next is answered" \
   "$(q '(o["msgs"][0]["error"]["code"], "large" in o["msgs"][0]["error"]["message"], r(2)["result"])')" "(-32600, True, {})"
 
+# An id already used by a request in flight is refused (-32600); the first
+# request goes on, and the id is free again once it is answered.
+stdio "$INIT" '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_code","arguments":{"language":"bash","code":"sleep 1; echo first"}}}' \
+  '{"jsonrpc":"2.0","id":1,"method":"ping"}' 'SLEEP 8' '{"jsonrpc":"2.0","id":1,"method":"ping"}'
+expect_eq "stdio: a duplicate id in flight is refused, the first call answered, the id reusable after" \
+  "$(q '[("error" in m and m["error"]["code"]) or ("first" in json.dumps(m.get("result")) and "call") or m.get("result") for m in o["msgs"] if m.get("id") == 1]')" \
+  "[-32600, 'call', {}]"
+
 # A tool call that keeps running when stdin ends: husk mcp still exits.
 stdio "$INIT" '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_code","arguments":{"language":"bash","code":"echo hi"}}}' \
   'SLEEP 0' '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_code","arguments":{"language":"bash","code":"sleep 60"}}}'
