@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sched.h>
+#include <sys/mman.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -119,8 +120,11 @@ static _Noreturn void exec_fail(int stage, int error) {
 }
 
 /* The child's stack.  It runs on init's memory (CLONE_VM) while init
- * waits (CLONE_VFORK), so one stack serves every start. */
-static char spawn_stack[128 * 1024] __attribute__((aligned(64)));
+ * waits (CLONE_VFORK), so one stack serves every start.  Mapped once, with
+ * a guard page below it: an overflow faults instead of writing over
+ * init's data. */
+#define SPAWN_STACK_SIZE (128 * 1024)
+static char *spawn_stack; /* the usable part, above the guard page */
 
 /* Landlock for programs, built once (landlock_box_ruleset); -1: build it per
  * program instead (the first build failed; the failure is then reported by
@@ -255,7 +259,7 @@ static void do_exec(size_t len, int *fds, size_t nfds) {
   sigset_t all, old;
   sigfillset(&all);
   sigprocmask(SIG_SETMASK, &all, &old);
-  pid_t pid = clone(exec_child, spawn_stack + sizeof spawn_stack, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+  pid_t pid = clone(exec_child, spawn_stack + SPAWN_STACK_SIZE, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
   int e = errno;
   sigprocmask(SIG_SETMASK, &old, NULL);
   if (pid < 0) {
@@ -363,6 +367,14 @@ _Noreturn void init_main(const struct init_config *cfg) {
   int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0)
     _exit(125);
+  long page = sysconf(_SC_PAGESIZE);
+  if (page <= 0)
+    page = 4096;
+  char *stack = mmap(NULL, SPAWN_STACK_SIZE + (size_t)page, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED || mprotect(stack, (size_t)page, PROT_NONE) < 0)
+    _exit(125);
+  spawn_stack = stack + page;
   if (cfg->landlock_abi > 0) {
     int rs = landlock_box_ruleset(cfg->landlock_abi);
     program_ruleset = rs >= 0 ? rs : -1;
