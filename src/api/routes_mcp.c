@@ -264,7 +264,10 @@ static void sse_notify(void *ctx, json_t *msg) {
 }
 
 static struct mcp_caller caller_of(struct call_ctx *cc, bool sse) {
-  struct mcp_caller c = {.tenant = cc->tenant, .key_id = cc->key_id,
+  /* Cancellations match calls made with the same API key: two agents of
+   * one tenant that happen to use the same request ids must not stop each
+   * other's calls (there is no session to tell them apart). */
+  struct mcp_caller c = {.tenant = cc->tenant, .key_id = cc->key_id, .scope = cc->key_id,
                          .notify = sse ? sse_notify : NULL, .notify_ctx = cc,
                          .cancel_fd = cc->cancel_fd,
                          /* 2026-07-28: closing the stream is the cancellation. */

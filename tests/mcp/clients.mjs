@@ -256,12 +256,17 @@ await t('cancellation stops the running process', async () => {
   const p = call(c, 'sandbox_exec', { sandbox_id: box, command: 'echo $$ > /tmp/victim.pid; exec sleep 300' },
                  { signal: ac.signal });
   await new Promise(res => setTimeout(res, 1500));
+  // Liveness from /proc: each program has its own Landlock domain, so
+  // `kill -0` on another exec's process is refused whether it lives or not.
+  const probe = 'test -d /proc/$(cat /tmp/victim.pid 2>/dev/null || echo none) && echo alive || echo gone';
+  const before = structured(await call(c, 'sandbox_exec', { sandbox_id: box, command: probe }));
+  assert.equal(before.stdout.trim(), 'alive', 'the command to cancel is not running');
   ac.abort('test');
   await assert.rejects(p);
   let alive = true;
   for (let i = 0; i < 20 && alive; i++) {
     await new Promise(res => setTimeout(res, 250));
-    const r = structured(await call(c, 'sandbox_exec', { sandbox_id: box, command: 'kill -0 $(cat /tmp/victim.pid) 2>/dev/null && echo alive || echo gone' }));
+    const r = structured(await call(c, 'sandbox_exec', { sandbox_id: box, command: probe }));
     alive = r.stdout.trim() === 'alive';
   }
   assert.equal(alive, false, 'the cancelled command still runs');

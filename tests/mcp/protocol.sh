@@ -261,14 +261,35 @@ OUT=$(printf '%s\n' "$INIT" '{"jsonrpc":"2.0","id":1,"method":"tools/call","para
   | HUSK_MCP_KEY=$KEY python3 "$MCPDIR/stdio_run.py" "$HUSK" mcp --server "$URL" --quiet)
 expect_eq "husk mcp --server forwards to husk serve" "$(q 'r(1)["result"]["structuredContent"]["stdout"].strip()')" 1024
 # Cancellation through the forwarder: the notification reaches the daemon,
-# which kills the command (the call itself gets no answer).
+# which kills the command (the call itself gets no answer).  (Liveness is
+# seen in /proc: each program has its own Landlock domain, so `kill -0` on
+# another exec's process is refused whether it lives or not.)
 OUT=$(printf '%s\n' "$INIT" \
   "{\"jsonrpc\":\"2.0\",\"id\":\"long\",\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_exec\",\"arguments\":{\"sandbox_id\":\"$BOX\",\"command\":\"echo \$\$ > /tmp/fwd.pid; exec sleep 300\"}}}" \
   'SLEEP 2' '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"long","reason":"test"}}' 'SLEEP 1' \
-  "{\"jsonrpc\":\"2.0\",\"id\":\"check\",\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_exec\",\"arguments\":{\"sandbox_id\":\"$BOX\",\"command\":\"sleep 0.5; kill -0 \$(cat /tmp/fwd.pid) 2>/dev/null && echo alive || echo gone\"}}}" \
+  "{\"jsonrpc\":\"2.0\",\"id\":\"check\",\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_exec\",\"arguments\":{\"sandbox_id\":\"$BOX\",\"command\":\"sleep 0.5; test -d /proc/\$(cat /tmp/fwd.pid) && echo alive || echo gone\"}}}" \
   | HUSK_MCP_KEY=$KEY python3 "$MCPDIR/stdio_run.py" "$HUSK" mcp --server "$URL" --quiet)
 expect_eq "husk mcp --server forwards a cancellation: the command is killed, the call unanswered" \
   "$(q '(r("check")["result"]["structuredContent"]["stdout"].strip(), r("long"))')" "('gone', None)"
+# A cancellation sent with another key of the same tenant (another agent
+# that happens to use the same request id) does not touch the call.
+save=$KEY; KEY=$ADMIN
+api POST "/v1/tenants/$TID/keys"
+KEY2=$(jf 'j["key"]'); KEY=$save
+OUT=$( (printf '%s\n' "$INIT" \
+  "{\"jsonrpc\":\"2.0\",\"id\":\"long2\",\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_exec\",\"arguments\":{\"sandbox_id\":\"$BOX\",\"command\":\"echo \$\$ > /tmp/fwd2.pid; exec sleep 300\"}}}" \
+  'SLEEP 3' \
+  "{\"jsonrpc\":\"2.0\",\"id\":\"check2\",\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_exec\",\"arguments\":{\"sandbox_id\":\"$BOX\",\"command\":\"sleep 0.5; test -d /proc/\$(cat /tmp/fwd2.pid) && echo alive || echo gone\"}}}" \
+  'SLEEP 2' '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"long2","reason":"test"}}' 'SLEEP 1' \
+  "{\"jsonrpc\":\"2.0\",\"id\":\"check3\",\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_exec\",\"arguments\":{\"sandbox_id\":\"$BOX\",\"command\":\"sleep 0.5; test -d /proc/\$(cat /tmp/fwd2.pid) && echo alive || echo gone\"}}}" \
+  | HUSK_MCP_KEY=$KEY python3 "$MCPDIR/stdio_run.py" "$HUSK" mcp --server "$URL" --quiet) &
+  sleep 1.5
+  KEY=$KEY2 mcp '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"long2","reason":"not yours"}}'
+  echo "$CODE" >"$T_SCRATCH/cancel2.code"
+  wait)
+expect_eq "HTTP: another key's cancellation of a call with the same id is accepted (202)..." "$(cat "$T_SCRATCH/cancel2.code")" 202
+expect_eq "... and leaves the call running; its own key's cancellation stops it" \
+  "$(q '(r("check2")["result"]["structuredContent"]["stdout"].strip(), r("check3")["result"]["structuredContent"]["stdout"].strip(), r("long2"))')" "('alive', 'gone', None)"
 OUT=$(printf '%s\n' "$INIT" | HUSK_MCP_KEY=hk_wrong python3 "$MCPDIR/stdio_run.py" "$HUSK" mcp --server "$URL" --quiet)
 check "husk mcp --server with a bad key: a JSON-RPC error that says so" python3 -c '
 import json, sys
