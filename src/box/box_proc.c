@@ -251,34 +251,33 @@ int box_proc_signal(struct box_mgr *m, const char *tenant, const char *id, int64
 
 #define STDIN_WRITE_TIMEOUT_MS 10000
 
+/* 1 if the process has ended, 0 if it runs, -1 on error. */
+static int proc_has_ended(struct box_mgr *m, const char *tenant, const char *id, int64_t pid,
+                          struct husk_err *err) {
+  struct box_proc p = {0};
+  if (box_proc_get(m, tenant, id, pid, &p, err) < 0)
+    return -1;
+  bool ended = strcmp(p.state, STATE_PROC_RUNNING) != 0;
+  box_proc_free(&p);
+  return ended;
+}
+
 int box_proc_stdin(struct box_mgr *m, const char *tenant, const char *id, int64_t pid,
                    const void *buf, size_t len, bool eof, struct husk_err *err) {
   /* Closing the stdin of a process that has ended is already done.  A
    * request that sends a line and then EOF races the program's own exit
-   * (`read l; ...` ends once it has its line), so this must not fail. */
-  if (eof && len == 0) {
-    struct box_proc p = {0};
-    if (box_proc_get(m, tenant, id, pid, &p, err) < 0)
-      return -1;
-    bool ended = strcmp(p.state, STATE_PROC_RUNNING) != 0;
-    box_proc_free(&p);
-    if (ended)
-      return 0;
-  }
+   * (`read l; ...` ends once it has its line), so this must not fail --
+   * also when it ends between this look and running_proc's. */
+  bool close_only = eof && len == 0;
+  int ended = close_only ? proc_has_ended(m, tenant, id, pid, err) : 0;
+  if (ended != 0)
+    return ended < 0 ? -1 : 0;
   struct live_box *b = running_proc(m, tenant, id, pid, err);
   if (!b) {
-    /* It may have ended between the two looks at its state. */
-    if (eof && len == 0 && err->code == EBUSY) {
-      struct box_proc p = {0};
-      struct husk_err e2;
-      if (box_proc_get(m, tenant, id, pid, &p, &e2) == 0) {
-        bool ended = strcmp(p.state, STATE_PROC_RUNNING) != 0;
-        box_proc_free(&p);
-        if (ended) {
-          husk_err_clear(err);
-          return 0;
-        }
-      }
+    struct husk_err e2;
+    if (close_only && err->code == EBUSY && proc_has_ended(m, tenant, id, pid, &e2) == 1) {
+      husk_err_clear(err);
+      return 0;
     }
     return -1;
   }

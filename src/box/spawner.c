@@ -125,27 +125,24 @@ static int launch_binary(struct spawner *s, const char *binary, struct husk_err 
  * command faster than a copy of the daemon with its server libraries),
  * else this very binary. */
 static int launch(struct spawner *s, struct husk_err *err) {
+  int rc = -1;
   char self[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n > 0) {
     self[n] = '\0';
     char *slash = strrchr(self, '/');
     char small[PATH_MAX + 8];
+    struct husk_err ignored;
     if (slash && snprintf(small, sizeof small, "%.*s/husk", (int)(slash - self), self) <
                      (int)sizeof small &&
-        strcmp(small, self) != 0 && access(small, X_OK) == 0) {
-      struct husk_err ignored;
-      if (launch_binary(s, small, &ignored) == 0)
-        goto launched;
-    }
+        strcmp(small, self) != 0 && access(small, X_OK) == 0)
+      rc = launch_binary(s, small, &ignored);
   }
-  if (launch_binary(s, "/proc/self/exe", err) < 0)
+  if (rc < 0 && launch_binary(s, "/proc/self/exe", err) < 0)
     return -1;
-launched:
   /* Best effort: a spawner left at normal priority only competes more. */
-  if (s->nice != 0 && setpriority(PRIO_PROCESS, (id_t)s->pid, s->nice) < 0) {
-    /* nothing to undo */
-  }
+  if (s->nice != 0)
+    setpriority(PRIO_PROCESS, (id_t)s->pid, s->nice);
   return 0;
 }
 

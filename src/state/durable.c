@@ -115,7 +115,8 @@ static int sync_to(struct state *st, uint64_t seq, struct husk_err *err) {
     st->syncing = false;
     pthread_cond_broadcast(&st->sync_cond);
   }
-  if (st->sync_failed)
+  /* A failed sync poisons only what was not already durable before it. */
+  if (st->sync_failed && st->synced_seq < seq)
     e = st->sync_failed;
   pthread_mutex_unlock(&st->sync_lock);
   if (e)
@@ -197,8 +198,5 @@ int state_defer_end(struct state *st, struct husk_err *err) {
   uint64_t seq = defer.seq > defer.seen ? defer.seq : defer.seen;
   defer.st = NULL;
   defer.seq = defer.seen = 0;
-  pthread_mutex_lock(&st->sync_lock);
-  bool done = st->synced_seq >= seq;
-  pthread_mutex_unlock(&st->sync_lock);
-  return done ? 0 : sync_to(st, seq, err);
+  return sync_to(st, seq, err);
 }
