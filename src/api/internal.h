@@ -212,6 +212,7 @@ enum MHD_Result h_health(struct req *r);
 /* routes_admin.c */
 enum MHD_Result h_tenant_create(struct req *r);
 enum MHD_Result h_tenant_list(struct req *r);
+enum MHD_Result h_pool(struct req *r);
 enum MHD_Result h_tenant_get(struct req *r);
 enum MHD_Result h_tenant_quota(struct req *r);
 enum MHD_Result h_key_create(struct req *r);

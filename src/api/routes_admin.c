@@ -1,4 +1,4 @@
-/* Admin routes (tenants, keys, quotas) and the audit log. */
+/* Admin routes (tenants, keys, quotas, the warm pools) and the audit log. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "api/internal.h"
+#include "box/box.h"
 
 static json_t *quota_json(int64_t v) { return v < 0 ? json_null() : json_integer((json_int_t)v); }
 
@@ -87,6 +88,30 @@ enum MHD_Result h_tenant_list(struct req *r) {
     return rc == -1 ? api_reply_err(r, &err) : api_reply_error(r, 500, "internal_error", "out of memory");
   }
   return api_reply_json(r, 200, json_pack("{s:o}", "tenants", arr));
+}
+
+/* GET /v1/pool: each warm pool's shape, size, ready boxes and how often it
+ * served or missed a create, for sizing --pool. */
+enum MHD_Result h_pool(struct req *r) {
+  struct box_pool_stat st[BOX_POOL_MAX_SHAPES];
+  uint64_t unmatched = 0;
+  size_t n = box_pool_stats(r->srv->cfg.mgr, st, BOX_POOL_MAX_SHAPES, &unmatched);
+  json_t *arr = json_array();
+  for (size_t i = 0; arr && i < n; i++) {
+    json_t *p = json_pack("{s:{s:I, s:f, s:I, s:I}, s:I, s:I, s:I, s:I}", "limits", "memory",
+                          (json_int_t)st[i].shape.memory_bytes, "cpus",
+                          (double)st[i].shape.cpu_milli / 1000.0, "pids", (json_int_t)st[i].shape.pids,
+                          "disk", (json_int_t)st[i].shape.disk_bytes, "size", (json_int_t)st[i].size,
+                          "ready", (json_int_t)st[i].ready, "claims", (json_int_t)st[i].claims,
+                          "empty", (json_int_t)st[i].empty);
+    if (!p || json_array_append_new(arr, p) < 0) {
+      json_decref(arr);
+      arr = NULL;
+    }
+  }
+  if (!arr)
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  return api_reply_json(r, 200, json_pack("{s:o, s:I}", "pools", arr, "unmatched", (json_int_t)unmatched));
 }
 
 static int key_cb(void *ctx, const struct state_key *k) {

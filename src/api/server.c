@@ -42,6 +42,7 @@ const struct route api_routes[] = {
     {"GET", "/v1/tenants/{}/keys", AUTH_ADMIN, BODY_NONE, NULL, h_key_list, NULL, NULL, NULL},
     {"DELETE", "/v1/tenants/{}/keys/{}", AUTH_ADMIN, BODY_NONE, "key.revoke", h_key_revoke, NULL, NULL, NULL},
 
+    {"GET", "/v1/pool", AUTH_ADMIN, BODY_NONE, NULL, h_pool, NULL, NULL, NULL},
     {"GET", "/v1/audit", AUTH_ANY, BODY_NONE, NULL, h_audit_list, NULL, NULL, NULL},
 
     {"POST", "/v1/sandboxes", AUTH_TENANT, BODY_JSON, "sandbox.create", h_box_create, NULL, NULL, NULL},

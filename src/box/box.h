@@ -25,12 +25,23 @@
 struct state;
 struct box_mgr;
 
+/* One warm pool: `size` ready boxes of one shape.  A create whose limits
+ * resolve to exactly this shape claims one.  The shape's timeout and output
+ * fields are ignored (they count from the claim). */
+struct box_pool_spec {
+  struct husk_limits shape; /* as a create would give them; resolved at open */
+  unsigned size;
+};
+#define BOX_POOL_MAX_SHAPES 16
+#define BOX_POOL_MAX_BOXES 4096 /* all pools together (and below HUSK_UID_SLOTS) */
+
 struct box_mgr_config {
   const char *data_dir;         /* boxes/<id>/ctl.sock are created under it */
   struct state *state;          /* opened by the caller */
   uint64_t default_ttl_ms;      /* box lifetime when create gives none */
   uint64_t max_ttl_ms;
-  unsigned pool_size;           /* ready boxes of the default shape kept warm (0: none) */
+  const struct box_pool_spec *pools; /* warm pools, distinct shapes (none: npools 0) */
+  size_t npools;
   void (*log)(void *ctx, const char *line);
   void *log_ctx;
   /* Network mode `egress` (src/egress): the proxy's upstream resolver
@@ -50,6 +61,16 @@ struct box_mgr_config {
  * database with the kernel (re-adopt, or destroy and mark failed), sweep
  * leftovers, start the monitor. */
 int box_mgr_open(struct box_mgr **out, const struct box_mgr_config *cfg, struct husk_err *err);
+
+/* The warm pools' state, in configuration order (at most `max`); the
+ * count of creates whose shape no pool keeps goes to *unmatched. */
+struct box_pool_stat {
+  struct husk_limits shape;
+  unsigned size, ready;
+  uint64_t claims; /* creates served from this pool */
+  uint64_t empty;  /* creates of this shape that found it empty */
+};
+size_t box_pool_stats(struct box_mgr *m, struct box_pool_stat *out, size_t max, uint64_t *unmatched);
 
 /* Stop the reaper and release in-memory state.  Boxes keep running (they
  * are re-adopted by the next daemon) unless `destroy_boxes`. */

@@ -25,6 +25,7 @@ struct bgproc {
 
 struct live_box {
   struct live_box *next;
+  struct pool_class *pool; /* the pool it was claimed from (for box_pool_return) */
   int refs;        /* under mgr->lock */
   bool listed;     /* in mgr->boxes */
   pthread_mutex_t lock; /* serialises lifecycle changes and bgproc list */
@@ -48,6 +49,15 @@ struct retired_env {
   char **env;
 };
 
+/* One warm pool (box_pool.c), under box_mgr.pool_lock. */
+struct pool_class {
+  struct husk_limits shape; /* resolved */
+  unsigned size, count;
+  struct live_box *boxes;   /* singly linked through ->next */
+  uint64_t claims;          /* creates it served */
+  uint64_t empty;           /* creates of its shape that found it empty */
+};
+
 struct box_mgr {
   struct box_mgr_config cfg;
   char data_dir[PATH_MAX];
@@ -65,13 +75,13 @@ struct box_mgr {
    * keeps each one's sweep to its own boxes. */
   char cg_prefix[32];
 
-  /* The warm pool (box_pool.c): ready boxes of one shape, not yet anyone's
-   * (no tenant, no database row: a crash leaves them to the sweep). */
+  /* The warm pools (box_pool.c): ready boxes, one list per shape, not yet
+   * anyone's (no tenant, no database row: a crash leaves them to the
+   * sweep). */
   pthread_mutex_t pool_lock;
   pthread_cond_t pool_cond;
-  struct live_box *pool;        /* singly linked through ->next */
-  unsigned pool_count;
-  struct husk_limits pool_shape;
+  struct pool_class *pools;     /* cfg.npools of them */
+  uint64_t pool_unmatched;      /* creates of a shape no pool keeps */
   pthread_t pool_thread;
   bool pool_running;
 
@@ -110,6 +120,7 @@ void bgproc_free_all(struct live_box *b);
 void box_cgroup_name(const struct box_mgr *m, const char *id, char *out, size_t len);
 
 /* box_pool.c */
+int box_pool_init(struct box_mgr *m, struct husk_err *err); /* checks cfg.pools */
 int box_pool_start(struct box_mgr *m, struct husk_err *err);
 void box_pool_stop(struct box_mgr *m);
 struct live_box *box_pool_claim(struct box_mgr *m, const struct husk_limits *lim);

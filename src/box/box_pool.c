@@ -1,11 +1,12 @@
 /* The warm pool and the reaper.
  *
- * Pool: a thread keeps `pool_size` boxes of the default shape ready
- * (namespaces, root, cgroup and init up, through the spawner).  A create
- * whose template and limits match claims one: it gets its tenant, env,
- * TTL and database row at that moment, so TTL and quota count from the
- * claim, and a pool box never serves two tenants (after use it is
- * destroyed like any other).  Pool boxes have no database row: after a
+ * Pools: a thread keeps, per configured shape (memory, cpus, pids, disk),
+ * that many boxes ready (namespaces, root, cgroup and init up, through the
+ * pool's spawner), refilling the emptiest pool first.  A create whose
+ * template and limits match a pool's shape claims one of its boxes: it
+ * gets its tenant, env, TTL and database row at that moment, so TTL and
+ * quota count from the claim, and a pool box never serves two tenants
+ * (after use it is destroyed like any other).  Pool boxes have no database row: after a
  * crash the start-up sweep removes them like any cgroup no row accounts
  * for.
  *
@@ -44,32 +45,104 @@ int box_make_jail(struct box_mgr *m, struct live_box *b, const struct husk_limit
   return jail_watch(b->j.ctl, err);
 }
 
+/* The fields a pool keeps apart; timeout and output count from the claim. */
 static bool same_shape(const struct husk_limits *a, const struct husk_limits *b) {
   return a->memory_bytes == b->memory_bytes && a->pids == b->pids && a->cpu_milli == b->cpu_milli &&
          a->disk_bytes == b->disk_bytes;
 }
 
+int box_pool_init(struct box_mgr *m, struct husk_err *err) {
+  size_t n = m->cfg.npools;
+  if (n > BOX_POOL_MAX_SHAPES)
+    return husk_fail(err, EINVAL, "at most %d pool shapes", BOX_POOL_MAX_SHAPES);
+  if (n && !(m->pools = calloc(n, sizeof *m->pools)))
+    return husk_fail(err, ENOMEM, "out of memory");
+  unsigned long total = 0;
+  for (size_t i = 0; i < n; i++) {
+    struct pool_class *c = &m->pools[i];
+    char msg[256];
+    c->shape = m->cfg.pools[i].shape;
+    c->shape.timeout_ms = c->shape.output_bytes = 0;
+    if (husk_limits_resolve(&c->shape, msg, sizeof msg) < 0)
+      return husk_fail(err, EINVAL, "pool %zu: %s", i + 1, msg);
+    c->size = m->cfg.pools[i].size;
+    if (c->size == 0)
+      return husk_fail(err, EINVAL, "pool %zu: a pool keeps at least 1 box", i + 1);
+    for (size_t j = 0; j < i; j++)
+      if (same_shape(&c->shape, &m->pools[j].shape))
+        return husk_fail(err, EINVAL, "pools %zu and %zu have the same shape (sizes add up in one pool)",
+                         j + 1, i + 1);
+    total += c->size;
+  }
+  if (total > BOX_POOL_MAX_BOXES)
+    return husk_fail(err, EINVAL, "the pools hold %lu boxes together; at most %d", total,
+                     BOX_POOL_MAX_BOXES);
+  return 0;
+}
+
 struct live_box *box_pool_claim(struct box_mgr *m, const struct husk_limits *lim) {
-  if (!m->pool_running || !same_shape(lim, &m->pool_shape))
+  if (!m->pool_running)
     return NULL;
+  struct live_box *b = NULL;
   pthread_mutex_lock(&m->pool_lock);
-  struct live_box *b = m->pool;
-  if (b) {
-    m->pool = b->next;
+  struct pool_class *c = NULL;
+  for (size_t i = 0; i < m->cfg.npools && !c; i++)
+    if (same_shape(lim, &m->pools[i].shape))
+      c = &m->pools[i];
+  if (!c) {
+    m->pool_unmatched++;
+  } else if ((b = c->boxes)) {
+    c->boxes = b->next;
     b->next = NULL;
-    m->pool_count--;
+    b->pool = c;
+    c->count--;
+    c->claims++;
     pthread_cond_signal(&m->pool_cond); /* refill */
+  } else {
+    c->empty++;
   }
   pthread_mutex_unlock(&m->pool_lock);
   return b;
 }
 
 void box_pool_return(struct box_mgr *m, struct live_box *b) {
+  struct pool_class *c = b->pool;
   pthread_mutex_lock(&m->pool_lock);
-  b->next = m->pool;
-  m->pool = b;
-  m->pool_count++;
+  b->next = c->boxes;
+  c->boxes = b;
+  c->count++;
+  c->claims--;
   pthread_mutex_unlock(&m->pool_lock);
+}
+
+size_t box_pool_stats(struct box_mgr *m, struct box_pool_stat *out, size_t max, uint64_t *unmatched) {
+  size_t n = 0;
+  pthread_mutex_lock(&m->pool_lock);
+  for (; n < m->cfg.npools && n < max; n++) {
+    const struct pool_class *c = &m->pools[n];
+    out[n] = (struct box_pool_stat){.shape = c->shape, .size = c->size, .ready = c->count,
+                                    .claims = c->claims, .empty = c->empty};
+  }
+  if (unmatched)
+    *unmatched = m->pool_unmatched;
+  pthread_mutex_unlock(&m->pool_lock);
+  return n;
+}
+
+/* The pool furthest from full, as a fraction of its size (the first on a
+ * tie), so that a burst on one shape does not starve the others' refill;
+ * NULL when all are full.  Under pool_lock. */
+static struct pool_class *neediest(struct box_mgr *m) {
+  struct pool_class *best = NULL;
+  for (size_t i = 0; i < m->cfg.npools; i++) {
+    struct pool_class *c = &m->pools[i];
+    if (c->count >= c->size)
+      continue;
+    /* count/size < best->count/best->size, without division */
+    if (!best || (uint64_t)c->count * best->size < (uint64_t)best->count * c->size)
+      best = c;
+  }
+  return best;
 }
 
 static void *pool_main(void *arg) {
@@ -77,16 +150,18 @@ static void *pool_main(void *arg) {
   unsigned failures = 0;
   pthread_mutex_lock(&m->pool_lock);
   while (!m->stop) {
-    if (m->pool_count >= m->cfg.pool_size) {
+    struct pool_class *c = neediest(m);
+    if (!c) {
       pthread_cond_wait(&m->pool_cond, &m->pool_lock);
       continue;
     }
+    struct husk_limits shape = c->shape;
     pthread_mutex_unlock(&m->pool_lock);
     struct husk_err err;
     struct live_box *b = lb_new();
     int rc = -1;
     if (b && state_new_id("b_", b->id, sizeof b->id, &err) == 0)
-      rc = box_make_jail(m, b, &m->pool_shape, true, &err);
+      rc = box_make_jail(m, b, &shape, true, &err);
     else if (!b)
       husk_fail(&err, ENOMEM, "out of memory");
     if (rc < 0) {
@@ -105,9 +180,9 @@ static void *pool_main(void *arg) {
     }
     failures = 0;
     pthread_mutex_lock(&m->pool_lock);
-    b->next = m->pool;
-    m->pool = b;
-    m->pool_count++;
+    b->next = c->boxes;
+    c->boxes = b;
+    c->count++;
   }
   pthread_mutex_unlock(&m->pool_lock);
   return NULL;
@@ -147,16 +222,13 @@ static void *reaper_main(void *arg) {
 }
 
 int box_pool_start(struct box_mgr *m, struct husk_err *err) {
-  char msg[256];
-  m->pool_shape = (struct husk_limits){0};
-  husk_limits_resolve(&m->pool_shape, msg, sizeof msg); /* all defaults */
   m->reaper_running = true;
   if ((errno = pthread_create(&m->reaper_thread, NULL, reaper_main, m)) != 0) {
     m->reaper_running = false;
     return husk_error(err, errno, "cannot start the reaper thread");
   }
   m->reaper_started = true;
-  if (m->cfg.pool_size == 0)
+  if (m->cfg.npools == 0)
     return 0;
   m->pool_running = true;
   if ((errno = pthread_create(&m->pool_thread, NULL, pool_main, m)) != 0) {
@@ -176,12 +248,15 @@ void box_pool_stop(struct box_mgr *m) {
     m->pool_running = false;
   }
   /* Unclaimed boxes belong to nobody: destroy them. */
-  for (struct live_box *b = m->pool, *n; b; b = n) {
-    n = b->next;
-    lb_free(m, b);
+  for (size_t i = 0; i < m->cfg.npools && m->pools; i++) {
+    struct pool_class *c = &m->pools[i];
+    for (struct live_box *b = c->boxes, *n; b; b = n) {
+      n = b->next;
+      lb_free(m, b);
+    }
+    c->boxes = NULL;
+    c->count = 0;
   }
-  m->pool = NULL;
-  m->pool_count = 0;
   /* reaper_running is the reaper's to clear (under the lock) when it
    * stops taking work; whether to join is only ours to know. */
   if (m->reaper_started) {

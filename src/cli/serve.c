@@ -55,8 +55,10 @@ static void usage(FILE *f) {
           "  --grace SECONDS         on SIGTERM, how long requests in flight may finish [10]\n"
           "  --default-ttl SECONDS   lifetime of a box created without \"timeout\" [300]\n"
           "  --max-ttl SECONDS       longest lifetime a box may ask for [604800]\n"
-          "  --pool N                ready boxes of the default shape kept warm; a create\n"
-          "                          without limits (or with the defaults) claims one [0]\n"
+          "  --pool N[:SHAPE]        keep N boxes ready; a create whose limits resolve to the\n"
+          "                          pool's shape claims one.  SHAPE: memory=SIZE,cpus=N,\n"
+          "                          pids=N,disk=SIZE (unset: the defaults); without SHAPE,\n"
+          "                          the default shape.  Repeatable, one per shape [none]\n"
           "  --quiet                 no log line per request\n"
           "  --mcp-wait SECONDS      longest an MCP tool call waits before answering with a\n"
           "                          job_id [45]\n"
@@ -192,6 +194,56 @@ static int parse_seconds(const char *opt, const char *s, uint64_t *ms) {
   return 0;
 }
 
+/* --pool N[:SHAPE]: N ready boxes of the default shape, or of SHAPE, a
+ * comma-separated list of memory=SIZE, cpus=N, pids=N, disk=SIZE (the
+ * fields of a create request; the others keep their defaults).  The core
+ * checks the ranges and that no two pools have one shape. */
+static int parse_pool(const char *arg, struct box_pool_spec *out, struct husk_err *err) {
+  *out = (struct box_pool_spec){0};
+  const char *colon = strchr(arg, ':');
+  cleanup_free char *count = strndup(arg, colon ? (size_t)(colon - arg) : strlen(arg));
+  if (!count)
+    return husk_fail(err, ENOMEM, "out of memory");
+  uint64_t n;
+  if (parse_u64_range(count, 0, BOX_POOL_MAX_BOXES, &n, err) < 0)
+    return husk_error_wrap(err, "the pool's size `%s`", count);
+  out->size = (unsigned)n;
+  if (!colon)
+    return 0;
+  if (!colon[1])
+    return husk_fail(err, EINVAL, "empty shape after `:` (give memory=, cpus=, pids= or disk=)");
+  cleanup_free char *shape = strdup(colon + 1);
+  if (!shape)
+    return husk_fail(err, ENOMEM, "out of memory");
+  unsigned seen = 0;
+  char *save = NULL;
+  for (char *kv = strtok_r(shape, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+    char *eq = strchr(kv, '=');
+    if (!eq)
+      return husk_fail(err, EINVAL, "`%s` is not KEY=VALUE", kv);
+    *eq = '\0';
+    const char *v = eq + 1;
+    static const char *const keys[] = {"memory", "cpus", "pids", "disk"};
+    unsigned k = 0;
+    while (k < 4 && strcmp(kv, keys[k]))
+      k++;
+    if (k == 4)
+      return husk_fail(err, EINVAL, "unknown shape key `%s` (memory, cpus, pids, disk)", kv);
+    if (seen & (1u << k))
+      return husk_fail(err, EINVAL, "`%s` given twice", kv);
+    seen |= 1u << k;
+    int rc = k == 0   ? parse_size(v, &out->shape.memory_bytes, err)
+             : k == 1 ? parse_milli(v, HUSK_MIN_CPU_MILLI, HUSK_MAX_CPU_MILLI, &out->shape.cpu_milli, err)
+             : k == 2 ? parse_u64_range(v, HUSK_MIN_PIDS, HUSK_MAX_PIDS, &out->shape.pids, err)
+                      : parse_size(v, &out->shape.disk_bytes, err);
+    if (rc < 0)
+      return husk_error_wrap(err, "%s", kv);
+  }
+  if (!seen)
+    return husk_fail(err, EINVAL, "empty shape after `:`");
+  return 0;
+}
+
 enum { O_LISTEN = 256, O_DATA, O_MAXCONN, O_PERIP, O_IDLE, O_GRACE, O_DTTL, O_MTTL, O_POOL, O_QUIET, O_HELP,
        O_MCP_WAIT, O_MCP_ORIGIN,
        /* issue 7 */
@@ -244,7 +296,9 @@ int cmd_serve(int argc, char **argv) {
   uint64_t eg_maxconn = 0, eg_idle_ms = 0;
   const char *listen = DEFAULT_LISTEN, *data = NULL;
   uint64_t perip = 64;
-  uint64_t maxconn = 256, idle_ms = 120000, grace_ms = 10000, dttl = 0, mttl = 0, pool = 0;
+  uint64_t maxconn = 256, idle_ms = 120000, grace_ms = 10000, dttl = 0, mttl = 0;
+  struct box_pool_spec pools[BOX_POOL_MAX_SHAPES];
+  size_t npools = 0;
   bool quiet = false;
   uint64_t mcp_wait_ms = 0;
   const char *mcp_origins = NULL;
@@ -290,10 +344,16 @@ int cmd_serve(int argc, char **argv) {
         return 2;
       break;
     case O_POOL:
-      if (parse_u64_range(optarg, 0, 4096, &pool, &err) < 0) {
-        fprintf(stderr, "husk serve: --pool: %s\n", err.msg);
+      if (npools == BOX_POOL_MAX_SHAPES) {
+        fprintf(stderr, "husk serve: at most %d --pool options\n", BOX_POOL_MAX_SHAPES);
         return 2;
       }
+      if (parse_pool(optarg, &pools[npools], &err) < 0) {
+        fprintf(stderr, "husk serve: --pool %s: %s\n", optarg, err.msg);
+        return 2;
+      }
+      if (pools[npools].size > 0) /* --pool 0: none (as before) */
+        npools++;
       break;
     case O_QUIET: quiet = true; break;
     case O_MCP_WAIT:
@@ -417,7 +477,7 @@ int cmd_serve(int argc, char **argv) {
     return fail("%s", err.msg);
   struct box_mgr *mgr = NULL;
   struct box_mgr_config mc = {.data_dir = data, .state = st, .default_ttl_ms = dttl,
-                              .max_ttl_ms = mttl, .pool_size = (unsigned)pool,
+                              .max_ttl_ms = mttl, .pools = pools, .npools = npools,
                               .log = log_line,
                               /* issue 7 */
                               .egress_resolver = eg_resolver, .egress_allow = eg_allow,
