@@ -2,6 +2,10 @@
 #ifndef HUSK_BOX_INTERNAL_H
 #define HUSK_BOX_INTERNAL_H
 
+/* The empty directory on which each spawner mounts, in its own mount
+ * namespace, the read-only root boxes share (rootfs_prepare). */
+#define BOX_PREPARED_ROOT "/run/husk/root"
+
 /* The nice value the warm pool builds boxes at (box_pool.c). */
 #define BOX_POOL_NICE 19
 

@@ -6,11 +6,13 @@
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -19,6 +21,7 @@
 
 #include "husk/husk.h"
 #include "jail/ctl.h"
+#include "jail/rootfs.h"
 #include "util/cleanup.h"
 
 #define SPAWNER_FD 3 /* the request socket, in the spawner */
@@ -31,12 +34,14 @@
 /* The spawner's first message: which protocol it speaks.  The daemon runs
  * the `husk` binary installed next to it as its spawner (see launch());
  * one from another build must not be trusted to read these structs. */
-#define SPAWN_PROTO 1
+#define SPAWN_PROTO 2
 struct spawn_hello {
   struct ctl_hdr h;
   uint32_t proto;
   uint32_t req_size, resp_size;
   char version[32];
+  int32_t prep_code;  /* 0, or why the shared root could not be prepared */
+  char prep_msg[256];
 };
 /* How long a freshly started spawner may take to say hello. */
 #define SPAWN_HELLO_MS 5000
@@ -63,6 +68,7 @@ struct spawner {
   int sock;
   pid_t pid;
   int nice; /* of the spawner process, and of each box while it is built */
+  char *root_dir; /* where it prepares the root boxes share, or NULL */
 };
 
 static struct spawn_hello hello_of_this_build(void) {
@@ -83,7 +89,7 @@ static int launch_binary(struct spawner *s, const char *binary, struct husk_err 
   posix_spawn_file_actions_init(&fa);
   /* dup2 clears close-on-exec on the copy; everything else closes. */
   posix_spawn_file_actions_adddup2(&fa, sv[1], SPAWNER_FD);
-  char *argv[] = {HUSK_SPAWNER_ARGV0, NULL};
+  char *argv[] = {HUSK_SPAWNER_ARGV0, s->root_dir, NULL};
   char *envp[] = {NULL}; /* nothing of the daemon's environment */
   pid_t pid;
   int rc = posix_spawn(&pid, binary, &fa, NULL, argv, envp);
@@ -113,6 +119,15 @@ static int launch_binary(struct spawner *s, const char *binary, struct husk_err 
     while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
       ;
     return husk_fail(err, EPROTO, "`%s` is not a box spawner of this build", binary);
+  }
+  if (got.prep_code != 0) {
+    got.prep_msg[sizeof got.prep_msg - 1] = '\0';
+    husk_fail(err, got.prep_code, "cannot prepare the boxes' root in `%s`: %s", s->root_dir,
+              got.prep_msg);
+    close(sv[0]);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) /* it exits after saying so */
+      ;
+    return -1;
   }
   s->sock = sv[0];
   s->pid = pid;
@@ -146,14 +161,19 @@ static int launch(struct spawner *s, struct husk_err *err) {
   return 0;
 }
 
-int spawner_start(struct spawner **out, int nice, struct husk_err *err) {
+int spawner_start(struct spawner **out, int nice, const char *root_dir, struct husk_err *err) {
   struct spawner *s = calloc(1, sizeof *s);
   if (!s)
     return husk_fail(err, ENOMEM, "out of memory");
   s->nice = nice;
+  if (root_dir && !(s->root_dir = strdup(root_dir))) {
+    free(s);
+    return husk_fail(err, ENOMEM, "out of memory");
+  }
   pthread_mutex_init(&s->lock, NULL);
   if (launch(s, err) < 0) {
     pthread_mutex_destroy(&s->lock);
+    free(s->root_dir);
     free(s);
     return -1;
   }
@@ -177,6 +197,7 @@ void spawner_stop(struct spawner *s) {
     return;
   reap_spawner(s);
   pthread_mutex_destroy(&s->lock);
+  free(s->root_dir);
   free(s);
 }
 
@@ -247,9 +268,29 @@ int spawner_create(struct spawner *s, const struct jail_config *cfg, struct jail
 
 /* ---- the spawner process --------------------------------------------------- */
 
-int spawner_main(int sock) {
+/* The root every box shares, prepared once in a mount namespace of the
+ * spawner's own: the host never sees the mount, and it goes when the
+ * spawner does.  Each box's namespace is a copy of this one. */
+static int prepare_root(const char *dir, struct spawn_hello *hello) {
+  char what[200] = "";
+  int rc = 0;
+  if (unshare(CLONE_NEWNS) < 0)
+    rc = -errno, snprintf(what, sizeof what, "cannot create a mount namespace");
+  else if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+    rc = -errno, snprintf(what, sizeof what, "cannot make mounts private");
+  else
+    rc = rootfs_prepare(dir, what, sizeof what);
+  if (rc < 0) {
+    hello->prep_code = -rc;
+    snprintf(hello->prep_msg, sizeof hello->prep_msg, "%s: %s", what, strerror(-rc));
+  }
+  return rc;
+}
+
+int spawner_main(int sock, const char *root_dir) {
   struct spawn_hello hello = hello_of_this_build();
-  if (ctl_send(sock, &hello, sizeof hello, NULL, 0) < 0)
+  bool prepared = root_dir && prepare_root(root_dir, &hello) == 0;
+  if (ctl_send(sock, &hello, sizeof hello, NULL, 0) < 0 || hello.prep_code != 0)
     return 1;
   sigset_t mask;
   sigemptyset(&mask);
@@ -286,7 +327,8 @@ int spawner_main(int sock) {
     rq.ctl_path[sizeof rq.ctl_path - 1] = '\0';
     struct jail_config cfg = {
         .limits = {.memory_bytes = rq.memory, .pids = rq.pids, .cpu_milli = rq.cpu_milli},
-        .disk_bytes = rq.disk, .name = rq.name, .die_with_parent = false, .ctl_path = rq.ctl_path};
+        .disk_bytes = rq.disk, .name = rq.name, .die_with_parent = false, .ctl_path = rq.ctl_path,
+        .prepared_root = prepared ? root_dir : NULL};
     struct jail j;
     struct husk_err err;
     struct spawn_resp rs = {.h = {.type = SPAWN_RESP, .len = sizeof rs}};

@@ -27,8 +27,12 @@ struct spawner;
  * `nice` (0: normal): the spawner's priority, so also that of the work of
  * building each box; the box's init is set back to 0 before it is
  * returned.  The warm pool builds at a low priority so that refilling it
- * does not slow the requests it serves. */
-int spawner_start(struct spawner **out, int nice, struct husk_err *err);
+ * does not slow the requests it serves.  `root_dir` (or NULL): an empty
+ * directory on which the spawner, in a mount namespace of its own,
+ * prepares once the read-only part of the root every box shares (the
+ * skeleton, /usr, the generated /etc: rootfs_prepare()); a spawner that
+ * cannot is not started. */
+int spawner_start(struct spawner **out, int nice, const char *root_dir, struct husk_err *err);
 void spawner_stop(struct spawner *s);
 
 /* jail_create() in the spawner.  Thread-safe (requests are serialised).
@@ -38,7 +42,8 @@ void spawner_stop(struct spawner *s);
 int spawner_create(struct spawner *s, const struct jail_config *cfg, struct jail *j,
                    struct husk_err *err);
 
-/* The spawner process: serve requests on `sock` until it closes. */
-int spawner_main(int sock);
+/* The spawner process (argv[1]: the root_dir, if any): serve requests on
+ * `sock` until it closes. */
+int spawner_main(int sock, const char *root_dir);
 
 #endif

@@ -243,7 +243,7 @@ int main(int argc, char **argv) {
   /* `husk serve` and `husk mcp` run this small binary as their box
    * spawner (src/box/spawner.h): every box's init is a copy of it. */
   if (argc >= 1 && !strcmp(argv[0], HUSK_SPAWNER_ARGV0))
-    return spawner_main(3);
+    return spawner_main(3, argc > 1 ? argv[1] : NULL);
   /* A closed 0, 1 or 2 would be reused by the next open() and relayed as
    * if it were stdio: hold them with /dev/null and remember. */
   for (int fd = 0; fd < 3; fd++) {

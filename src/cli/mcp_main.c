@@ -161,7 +161,7 @@ enum { O_DATA = 256, O_WAIT, O_TTL, O_SERVER, O_KEY, O_QUIET, O_HELP };
 int main(int argc, char **argv) {
   /* The daemon's box spawner is this binary re-executed under that name. */
   if (argc >= 1 && !strcmp(argv[0], HUSK_SPAWNER_ARGV0))
-    return spawner_main(3);
+    return spawner_main(3, argc > 1 ? argv[1] : NULL);
   /* The protocol's own copy of stdout; fd 1 becomes stderr for everything
    * else (libraries, children, the spawner). */
   int out = fcntl(1, F_DUPFD_CLOEXEC, 3);

@@ -10,6 +10,6 @@
 int main(int argc, char **argv) {
   /* The daemon re-executes itself under this name as its box spawner. */
   if (argc >= 1 && !strcmp(argv[0], HUSK_SPAWNER_ARGV0))
-    return spawner_main(3);
+    return spawner_main(3, argc > 1 ? argv[1] : NULL);
   return cmd_serve(argc, argv);
 }

@@ -27,6 +27,10 @@ struct jail_config {
   /* Long-lived boxes: init also listens on this unix socket path (created
    * here, mode 0600), so a restarted daemon can reconnect.  NULL: no socket. */
   const char *ctl_path;
+  /* A root prepared with rootfs_prepare() in this process's mount
+   * namespace, which every box binds instead of building its own; NULL:
+   * each box builds it. */
+  const char *prepared_root;
 };
 
 struct jail {

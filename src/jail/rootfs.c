@@ -4,6 +4,9 @@
  *      the host and nothing the host does propagates in.
  *   2. Mount a small tmpfs as the staging root (on /tmp, as bubblewrap does:
  *      in our own mount namespace this hides nothing from the host).
+ *      Steps 2 to 4 are the same for every box: a long-lived creator (the
+ *      daemon's spawner) does them once, read-only, with rootfs_prepare(),
+ *      and each box binds that instead.
  *   3. Bind the host's /usr read-only, nosuid, nodev (recursively), and
  *      mirror the host's /bin, /lib* links (or bind them on hosts without
  *      merged /usr).
@@ -35,9 +38,10 @@
 
 #include "jail/limits.h"
 #include "jail/syscalls.h"
+#include "util/cleanup.h"
 #include "util/fileio.h"
 
-#define NR "/tmp" /* staging root, before pivot_root */
+#define NR "/tmp" /* staging root of a box built from scratch, before pivot_root */
 
 __attribute__((format(printf, 4, 5))) static int fail(char *what, size_t len, int e,
                                                   const char *fmt, ...) {
@@ -143,23 +147,23 @@ static int build_etc(char *what, size_t wl) {
     const char *name;
     const char *content;
   } gen[] = {
-      {NR "/etc/passwd", passwd},
-      {NR "/etc/group", group},
-      {NR "/etc/hosts", "127.0.0.1\tlocalhost " HUSK_BOX_HOSTNAME "\n::1\tlocalhost ip6-localhost\n"},
-      {NR "/etc/hostname", HUSK_BOX_HOSTNAME "\n"},
-      {NR "/etc/nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"
+      {"etc/passwd", passwd},
+      {"etc/group", group},
+      {"etc/hosts", "127.0.0.1\tlocalhost " HUSK_BOX_HOSTNAME "\n::1\tlocalhost ip6-localhost\n"},
+      {"etc/hostname", HUSK_BOX_HOSTNAME "\n"},
+      {"etc/nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n"
                                 "networks: files\nprotocols: files\nservices: files\n"},
       /* Mode none: this address is unreachable (no route), lookups fail at
        * once.  Mode egress: UDP 53 leaving the box is redirected to husk's
        * DNS stub, which answers only names the policy allows
        * (src/egress/link.h, EGRESS_DNS_VIRTUAL). */
-      {NR "/etc/resolv.conf", "# husk: DNS answers only names the box's egress policy allows\n"
+      {"etc/resolv.conf", "# husk: DNS answers only names the box's egress policy allows\n"
                               "nameserver 169.254.0.53\noptions timeout:2 attempts:1\n"},
   };
   for (size_t i = 0; i < sizeof gen / sizeof gen[0]; i++) {
     int rc = write_new(gen[i].name, gen[i].content);
     if (rc < 0)
-      return fail(what, wl, -rc, "write `%s`", gen[i].name + strlen(NR));
+      return fail(what, wl, -rc, "write `/%s`", gen[i].name);
   }
   /* Host entries that hold package data, not host secrets. */
   static const char *const from_host[] = {
@@ -169,12 +173,12 @@ static int build_etc(char *what, size_t wl) {
   for (size_t i = 0; from_host[i]; i++) {
     char src[128], dst[128];
     snprintf(src, sizeof src, "/etc/%s", from_host[i]);
-    snprintf(dst, sizeof dst, NR "/etc/%s", from_host[i]);
+    snprintf(dst, sizeof dst, "etc/%s", from_host[i]);
     if (!strcmp(from_host[i], "ssl")) {
       /* Only the certificates, never /etc/ssl/private. */
       if (mkdir(dst, 0755) < 0)
         return fail(what, wl, errno, "mkdir `%s`", dst);
-      int rc = mirror("/etc/ssl/certs", NR "/etc/ssl/certs", what, wl);
+      int rc = mirror("/etc/ssl/certs", "etc/ssl/certs", what, wl);
       if (rc < 0)
         return rc;
       continue;
@@ -188,7 +192,7 @@ static int build_etc(char *what, size_t wl) {
 
 static int build_proc(char *what, size_t wl) {
   int rc;
-  if (mount("proc", NR "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+  if (mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
     return fail(what, wl, errno, "mount proc");
   /* Files that leak kernel or host information: covered with /dev/null. */
   static const char *const masked_files[] = {
@@ -197,7 +201,7 @@ static int build_proc(char *what, size_t wl) {
       "config.gz", "pagetypeinfo", "zoneinfo", NULL};
   for (size_t i = 0; masked_files[i]; i++) {
     char p[128];
-    snprintf(p, sizeof p, NR "/proc/%s", masked_files[i]);
+    snprintf(p, sizeof p, "proc/%s", masked_files[i]);
     /* Absent on this kernel: nothing to mask. */
     if (mount("/dev/null", p, NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
       return fail(what, wl, errno, "mask /proc/%s", masked_files[i]);
@@ -207,7 +211,7 @@ static int build_proc(char *what, size_t wl) {
                                             NULL};
   for (size_t i = 0; masked_dirs[i]; i++) {
     char p[128];
-    snprintf(p, sizeof p, NR "/proc/%s", masked_dirs[i]);
+    snprintf(p, sizeof p, "proc/%s", masked_dirs[i]);
     if (mount("tmpfs", p, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=0,nr_inodes=1") < 0 &&
         errno != ENOENT)
       return fail(what, wl, errno, "mask /proc/%s", masked_dirs[i]);
@@ -216,7 +220,7 @@ static int build_proc(char *what, size_t wl) {
   static const char *const readonly[] = {"sys", "sysrq-trigger", "irq", "bus", "fs", NULL};
   for (size_t i = 0; readonly[i]; i++) {
     char p[128];
-    snprintf(p, sizeof p, NR "/proc/%s", readonly[i]);
+    snprintf(p, sizeof p, "proc/%s", readonly[i]);
     if (mount(p, p, NULL, MS_BIND | MS_REC, NULL) < 0) {
       if (errno == ENOENT)
         continue;
@@ -231,13 +235,13 @@ static int build_proc(char *what, size_t wl) {
 
 static int build_dev(int shm_fd, char *what, size_t wl) {
   int rc;
-  if (mount("tmpfs", NR "/dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k,nr_inodes=64") < 0)
+  if (mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k,nr_inodes=64") < 0)
     return fail(what, wl, errno, "mount /dev");
   static const char *const devs[] = {"null", "zero", "full", "random", "urandom", "tty", NULL};
   for (size_t i = 0; devs[i]; i++) {
     char src[64], dst[64];
     snprintf(src, sizeof src, "/dev/%s", devs[i]);
-    snprintf(dst, sizeof dst, NR "/dev/%s", devs[i]);
+    snprintf(dst, sizeof dst, "dev/%s", devs[i]);
     if ((rc = touch(dst, 0666)) < 0)
       return fail(what, wl, -rc, "create `%s`", dst);
     if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
@@ -245,63 +249,106 @@ static int build_dev(int shm_fd, char *what, size_t wl) {
     if ((rc = set_attrs(dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false)) < 0)
       return fail(what, wl, -rc, "restrict `%s`", src);
   }
-  static const char *const dirs[] = {NR "/dev/pts", NR "/dev/shm", NULL};
+  static const char *const dirs[] = {"dev/pts", "dev/shm", NULL};
   if ((rc = mkdirs(dirs, 0755, what, wl)) < 0)
     return rc;
   char opts[128];
   snprintf(opts, sizeof opts, "newinstance,ptmxmode=0666,mode=0620,max=%d", HUSK_DEVPTS_MAX);
-  if (mount("devpts", NR "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, opts) < 0)
+  if (mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, opts) < 0)
     return fail(what, wl, errno, "mount devpts");
-  if (move_mount(shm_fd, "", AT_FDCWD, NR "/dev/shm", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+  if (move_mount(shm_fd, "", AT_FDCWD, "dev/shm", MOVE_MOUNT_F_EMPTY_PATH) < 0)
     return fail(what, wl, errno, "attach /dev/shm");
   static const struct {
     const char *target, *link;
-  } links[] = {{"pts/ptmx", NR "/dev/ptmx"},     {"/proc/self/fd", NR "/dev/fd"},
-               {"/proc/self/fd/0", NR "/dev/stdin"}, {"/proc/self/fd/1", NR "/dev/stdout"},
-               {"/proc/self/fd/2", NR "/dev/stderr"}};
+  } links[] = {{"pts/ptmx", "dev/ptmx"},     {"/proc/self/fd", "dev/fd"},
+               {"/proc/self/fd/0", "dev/stdin"}, {"/proc/self/fd/1", "dev/stdout"},
+               {"/proc/self/fd/2", "dev/stderr"}};
   for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
     if (symlink(links[i].target, links[i].link) < 0)
       return fail(what, wl, errno, "symlink `%s`", links[i].link);
   /* Nothing more may be created in /dev. */
-  if ((rc = set_attrs(NR "/dev", MOUNT_ATTR_RDONLY, false)) < 0)
+  if ((rc = set_attrs("dev", MOUNT_ATTR_RDONLY, false)) < 0)
     return fail(what, wl, -rc, "make /dev read-only");
   return 0;
 }
 
-int rootfs_enter(const struct rootfs_mounts *m, char *what, size_t wl) {
+/* Steps 2 to 4 in the current directory, a fresh tmpfs: the part of the
+ * root every box has in common. */
+static int build_base(char *what, size_t wl) {
+  int rc;
+  static const char *const dirs[] = {"usr", "etc", "proc", "dev", "workspace", "tmp",
+                                     "root", "var", "run", "home", NULL};
+  if ((rc = mkdirs(dirs, 0755, what, wl)) < 0)
+    return rc;
+  if (symlink("/tmp", "var/tmp") < 0)
+    return fail(what, wl, errno, "symlink /var/tmp");
+  /* 3. */
+  if ((rc = bind_ro("/usr", "usr", true)) < 0)
+    return fail(what, wl, -rc, "bind /usr read-only");
+  static const char *const top[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32", NULL};
+  for (size_t i = 0; top[i]; i++) {
+    char src[32];
+    snprintf(src, sizeof src, "/%s", top[i]);
+    if ((rc = mirror(src, top[i], what, wl)) < 0)
+      return rc;
+  }
+  /* 4. */
+  return build_etc(what, wl);
+}
+
+static int mount_staging(const char *dir, char *what, size_t wl) {
+  if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV,
+            "mode=0755,size=" HUSK_STAGING_ROOT_SIZE ",nr_inodes=1024") < 0)
+    return fail(what, wl, errno, "mount staging root");
+  return 0;
+}
+
+int rootfs_prepare(const char *dir, char *what, size_t wl) {
+  int rc;
+  cleanup_close int cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (cwd < 0)
+    return fail(what, wl, errno, "open the current directory");
+  if ((rc = mount_staging(dir, what, wl)) < 0)
+    return rc;
+  if (chdir(dir) < 0)
+    rc = fail(what, wl, errno, "chdir to `%s`", dir);
+  else if ((rc = build_base(what, wl)) == 0 &&
+           (rc = set_attrs(".", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true)) < 0)
+    rc = fail(what, wl, -rc, "make the prepared root read-only");
+  if (fchdir(cwd) < 0 && rc == 0)
+    rc = fail(what, wl, errno, "return to the previous directory");
+  if (rc < 0)
+    umount2(dir, MNT_DETACH); /* what was built goes with it */
+  return rc;
+}
+
+int rootfs_enter(const struct rootfs_mounts *m, const char *prepared, char *what, size_t wl) {
   int rc;
   /* 1. */
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
     return fail(what, wl, errno, "make mounts private");
-  /* 2. */
-  if (mount("tmpfs", NR, "tmpfs", MS_NOSUID | MS_NODEV,
-            "mode=0755,size=" HUSK_STAGING_ROOT_SIZE ",nr_inodes=1024") < 0)
-    return fail(what, wl, errno, "mount staging root");
-  static const char *const dirs[] = {NR "/usr",       NR "/etc",  NR "/proc", NR "/dev",
-                                     NR "/workspace", NR "/tmp",  NR "/root", NR "/var",
-                                     NR "/run",       NR "/home", NULL};
-  if ((rc = mkdirs(dirs, 0755, what, wl)) < 0)
-    return rc;
-  if (symlink("/tmp", NR "/var/tmp") < 0)
-    return fail(what, wl, errno, "symlink /var/tmp");
-  /* 3. */
-  if ((rc = bind_ro("/usr", NR "/usr", true)) < 0)
-    return fail(what, wl, -rc, "bind /usr read-only");
-  static const char *const top[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32", NULL};
-  for (size_t i = 0; top[i]; i++) {
-    char src[32], dst[32];
-    snprintf(src, sizeof src, "/%s", top[i]);
-    snprintf(dst, sizeof dst, NR "/%s", top[i]);
-    if ((rc = mirror(src, dst, what, wl)) < 0)
+  if (prepared) {
+    /* 2-4, done once: the prepared root, bound onto itself.  Copied into
+     * our namespace from a more privileged one, its mounts are locked
+     * (read-only for good); pivot_root wants a root mount of our own,
+     * which this bind is. */
+    if (mount(prepared, prepared, NULL, MS_BIND | MS_REC, NULL) < 0)
+      return fail(what, wl, errno, "bind the prepared root");
+    if (chdir(prepared) < 0)
+      return fail(what, wl, errno, "chdir to the prepared root");
+  } else {
+    /* 2. */
+    if ((rc = mount_staging(NR, what, wl)) < 0)
+      return rc;
+    if (chdir(NR) < 0)
+      return fail(what, wl, errno, "chdir to staging root");
+    if ((rc = build_base(what, wl)) < 0)
       return rc;
   }
-  /* 4. */
-  if ((rc = build_etc(what, wl)) < 0)
-    return rc;
   /* 5. */
-  if (move_mount(m->workspace, "", AT_FDCWD, NR "/workspace", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+  if (move_mount(m->workspace, "", AT_FDCWD, "workspace", MOVE_MOUNT_F_EMPTY_PATH) < 0)
     return fail(what, wl, errno, "attach /workspace");
-  if (move_mount(m->tmp, "", AT_FDCWD, NR "/tmp", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+  if (move_mount(m->tmp, "", AT_FDCWD, "tmp", MOVE_MOUNT_F_EMPTY_PATH) < 0)
     return fail(what, wl, errno, "attach /tmp");
   /* 6. */
   if ((rc = build_proc(what, wl)) < 0)
@@ -311,8 +358,6 @@ int rootfs_enter(const struct rootfs_mounts *m, char *what, size_t wl) {
     return rc;
   /* 8. pivot_root(".", ".") stacks the old root on top of the new one;
    * detaching it leaves only the new root, with no path back. */
-  if (chdir(NR) < 0)
-    return fail(what, wl, errno, "chdir to staging root");
   if (sys_pivot_root(".", ".") < 0)
     return fail(what, wl, errno, "pivot_root");
   if (umount2(".", MNT_DETACH) < 0)

@@ -13,8 +13,16 @@ struct rootfs_mounts {
   int shm;
 };
 
-/* Build the root under a staging tmpfs, pivot into it, and leave the root
- * read-only.  On failure returns -errno and writes what failed to `what`. */
-int rootfs_enter(const struct rootfs_mounts *m, char *what, size_t what_len);
+/* Build the part of the root every box shares (the skeleton, /usr, /etc)
+ * once, on a tmpfs mounted at `dir`, and make it read-only.  For a process
+ * that creates many boxes, in a mount namespace of its own (the mount
+ * stays there).  On failure nothing stays mounted. */
+int rootfs_prepare(const char *dir, char *what, size_t what_len);
+
+/* Build the root, pivot into it, and leave the root read-only: from
+ * `prepared` (a rootfs_prepare() directory visible in this mount
+ * namespace) or, when it is NULL, from scratch under a staging tmpfs.
+ * On failure returns -errno and writes what failed to `what`. */
+int rootfs_enter(const struct rootfs_mounts *m, const char *prepared, char *what, size_t what_len);
 
 #endif

@@ -68,6 +68,7 @@ struct child_args {
   bool die_with_parent;
   int landlock_abi;
   const struct seccomp_policy *seccomp;
+  const char *prepared_root; /* jail_config.prepared_root */
 };
 
 /* ---- uid-range slots ------------------------------------------------- */
@@ -297,7 +298,7 @@ static _Noreturn void child_main(const struct child_args *args) {
 
   char what[256] = "";
   struct rootfs_mounts m = {.workspace = CHILD_WS, .tmp = CHILD_TMP, .shm = CHILD_SHM};
-  if ((rc = rootfs_enter(&m, what, sizeof what)) < 0)
+  if ((rc = rootfs_enter(&m, args->prepared_root, what, sizeof what)) < 0)
     child_fail(ctl, -rc, "cannot build the box root: %s", what);
   close(CHILD_WS);
   close(CHILD_TMP);
@@ -495,7 +496,8 @@ int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *
                             .fs = cfg->ctl_path ? j->fs : -1, .listen = lfd,
                             .nattach = nattach, .attach_v2 = attach_v2,
                             .die_with_parent = cfg->die_with_parent,
-                            .landlock_abi = j->landlock_abi, .seccomp = policy};
+                            .landlock_abi = j->landlock_abi, .seccomp = policy,
+                            .prepared_root = cfg->prepared_root};
   memcpy(args.attach, attach, nattach * sizeof attach[0]);
   bool into_cgroup = false;
   int pidfd = -1;

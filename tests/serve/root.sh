@@ -1,0 +1,60 @@
+#!/bin/bash
+# The root the daemon's boxes share: prepared once per spawner, read-only,
+# in the spawner's own mount namespace (the host sees nothing mounted),
+# and locked read-only in every box, even for the box's own root.
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/serve.bash"
+
+PREP=/run/husk/root
+if ! serve_start --pool 1; then
+  not_ok "the daemon starts"
+  serve_finish
+  exit 1
+fi
+new_tenant rootfs || not_ok "a tenant"
+KEY=$TKEY
+new_box '{}' || not_ok "box A"
+A=$BOX
+new_box '{}' || not_ok "box B"
+B=$BOX
+
+spawners=$(pgrep -P "$SPID" -f '^husk-spawner' | tr '\n' ' ')
+check "the daemon has its spawners ($spawners)" [ -n "$spawners" ]
+for p in $spawners; do
+  check "spawner $p has the prepared root mounted in its own namespace" grep -q " $PREP " "/proc/$p/mountinfo"
+  check "spawner $p's mount namespace is not the host's" \
+    [ "$(readlink "/proc/$p/ns/mnt")" != "$(readlink /proc/self/ns/mnt)" ]
+done
+check "the host sees nothing mounted on $PREP" not grep -q " $PREP " /proc/self/mountinfo
+check "the host's $PREP is an empty directory" dir_empty "$PREP"
+
+api POST "/v1/sandboxes/$A/exec" -d '{"cmd":["sh","-c","cat /etc/passwd /etc/hostname; ls /usr/bin/sh /etc/ssl/certs | head -n 2"]}'
+check "a box sees the generated /etc and the host's /usr" \
+  grep -q '^user:x:1000:1000:box user:/workspace:/bin/bash' <<<"$(jf 'j["stdout"]')"
+for path in / /etc /etc/passwd /usr /home /root /var; do
+  # The shell reports a failed redirection on its own stderr: the group
+  # brings that into stdout too.
+  api POST "/v1/sandboxes/$A/exec" -d "{\"cmd\":[\"sh\",\"-c\",\"{ touch $path/x; echo . > $path; } 2>&1; true\"]}"
+  check "box A cannot write in $path" grep -qE 'Read-only file system|Permission denied' <<<"$(jf 'j["stdout"]')"
+done
+api POST "/v1/sandboxes/$A/exec" -d '{"cmd":["sh","-c","echo mine > /workspace/f && cat /workspace/f"]}'
+expect_eq "the box's own areas stay writable" "$(jf 'j["stdout"]')" mine
+api POST "/v1/sandboxes/$B/exec" -d '{"cmd":["sh","-c","ls /workspace | wc -l"]}'
+expect_eq "box B does not see box A's files" "$(jf 'j["stdout"]')" 0
+
+# As root of the box's user namespace, with every capability there: the
+# shared mounts were copied from the spawner's more privileged namespace,
+# so the kernel keeps them read-only and attached.
+INIT=$(box_pids "$A" | while read -r p; do [ "$(awk '/^NSpid/ {print $NF}' "/proc/$p/status")" = 1 ] && echo "$p"; done | head -n1)
+check "box A's init is found ($INIT)" [ -n "$INIT" ]
+as_box_root() { nsenter -t "$INIT" -U -m -- "$@" 2>/dev/null; }
+check "box root cannot remount / read-write" not as_box_root mount -o remount,bind,rw /
+check "box root cannot remount /usr read-write" not as_box_root mount -o remount,bind,rw /usr
+check "box root cannot unmount a shared /etc entry" not as_box_root umount /etc/ssl/certs
+check "box root cannot write /etc/passwd" not as_box_root sh -c 'echo x >> /etc/passwd'
+check "box root still sees the shared root (sanity: nsenter works)" as_box_root test -s /etc/passwd
+
+for b in "$A" "$B"; do api DELETE "/v1/sandboxes/$b"; done
+serve_stop
+check "after a stop nothing is mounted on $PREP" not grep -q " $PREP " /proc/self/mountinfo
+serve_finish
