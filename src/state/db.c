@@ -71,14 +71,20 @@ int state_new_id(const char *prefix, char *out, size_t size, struct husk_err *er
 
 /* ---- locking ---- */
 
+/* The state whose lock this thread holds, so that a statement's release,
+ * which only sees the statement, can find the cache it belongs to. */
+static _Thread_local struct state *held;
+
 struct state *db_lock(struct state *st) {
   pthread_mutex_lock(&st->lock);
+  held = st;
   return st;
 }
 
 void db_unlockp(struct state **locked) {
   if (*locked) {
     db_durable_seen(*locked);
+    held = NULL;
     pthread_mutex_unlock(&(*locked)->lock);
     *locked = NULL;
   }
@@ -132,11 +138,98 @@ int db_fail(struct state *st, struct husk_err *err, int rc, const char *fmt, ...
 
 /* ---- statements ---- */
 
+static uint64_t sql_hash(const char *sql) {
+  uint64_t h = 14695981039346656037ULL; /* FNV-1a */
+  for (const unsigned char *p = (const unsigned char *)sql; *p; p++)
+    h = (h ^ *p) * 1099511628211ULL;
+  return h;
+}
+
 int db_prepare(struct state *st, sqlite3_stmt **out, const char *sql, struct husk_err *err) {
-  int rc = sqlite3_prepare_v2(st->db, sql, -1, out, NULL);
+  bool cacheable = held == st;
+  uint64_t h = cacheable ? sql_hash(sql) : 0;
+  if (cacheable) {
+    for (unsigned i = 0; i < st->ncache; i++) {
+      struct db_cached_stmt *c = &st->cache[i];
+      if (!c->busy && c->hash == h && !strcmp(sqlite3_sql(c->s), sql)) {
+        c->busy = true;
+        *out = c->s;
+        return 0;
+      }
+    }
+  }
+  /* PERSISTENT: a hint that the statement lives long (SQLite then keeps
+   * it out of its short-lived lookaside memory). */
+  int rc = sqlite3_prepare_v3(st->db, sql, -1, cacheable ? SQLITE_PREPARE_PERSISTENT : 0, out, NULL);
   if (rc != SQLITE_OK)
     return db_fail(st, err, rc, "cannot prepare a statement");
+  if (cacheable && *out && st->ncache < DB_STMT_CACHE)
+    st->cache[st->ncache++] = (struct db_cached_stmt){.s = *out, .hash = h, .busy = true};
   return 0;
+}
+
+/* Open states, so that a statement released by a thread that does not
+ * (or no longer) hold its state's lock still finds its cache: finalizing
+ * a cached statement would leave the cache pointing at freed memory. */
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct state *open_states;
+
+static void open_add(struct state *st) {
+  pthread_mutex_lock(&open_lock);
+  st->next_open = open_states;
+  open_states = st;
+  pthread_mutex_unlock(&open_lock);
+}
+
+static void open_remove(struct state *st) {
+  pthread_mutex_lock(&open_lock);
+  for (struct state **p = &open_states; *p; p = &(*p)->next_open)
+    if (*p == st) {
+      *p = st->next_open;
+      break;
+    }
+  pthread_mutex_unlock(&open_lock);
+}
+
+static struct state *owner_of(sqlite3_stmt *s) {
+  sqlite3 *db = sqlite3_db_handle(s);
+  if (held && held->db == db)
+    return held;
+  pthread_mutex_lock(&open_lock);
+  struct state *st = open_states;
+  while (st && st->db != db)
+    st = st->next_open;
+  pthread_mutex_unlock(&open_lock);
+  return st;
+}
+
+void db_releasep(sqlite3_stmt **s) {
+  if (!*s)
+    return;
+  struct state *st = owner_of(*s);
+  for (unsigned i = 0; st && i < st->ncache; i++) {
+    struct db_cached_stmt *c = &st->cache[i];
+    if (c->s == *s) {
+      /* reset's result repeats the last step's error, already reported */
+      sqlite3_reset(*s);
+      sqlite3_clear_bindings(*s);
+      c->busy = false;
+      *s = NULL;
+      return;
+    }
+  }
+  sqlite3_finalize(*s);
+  *s = NULL;
+}
+
+/* The cache goes before sqlite3_close, which refuses while statements
+ * exist. */
+static void close_db(struct state *st) {
+  open_remove(st);
+  for (unsigned i = 0; i < st->ncache; i++)
+    sqlite3_finalize(st->cache[i].s);
+  st->ncache = 0;
+  sqlite3_close(st->db);
 }
 
 int db_text(sqlite3_stmt *s, int i, const char *v) {
@@ -200,8 +293,21 @@ char *db_col_strdup(sqlite3_stmt *s, int i) {
 
 /* ---- transactions ---- */
 
+/* A statement without rows or bindings, through the cache (every request
+ * begins and commits at least once).  Returns an SQLite result code. */
+static int exec_cached(struct state *st, const char *sql) {
+  cleanup_stmt sqlite3_stmt *s = NULL;
+  struct husk_err ignored;
+  if (db_prepare(st, &s, sql, &ignored) < 0) {
+    int rc = sqlite3_extended_errcode(st->db);
+    return rc != SQLITE_OK ? rc : SQLITE_ERROR;
+  }
+  int rc = sqlite3_step(s);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
 int db_begin(struct state *st, struct db_txn *t, struct husk_err *err) {
-  int rc = sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  int rc = exec_cached(st, "BEGIN IMMEDIATE");
   if (rc != SQLITE_OK)
     return db_fail(st, err, rc, "cannot begin a transaction");
   t->st = st;
@@ -211,7 +317,7 @@ int db_begin(struct state *st, struct db_txn *t, struct husk_err *err) {
 
 int db_commit(struct db_txn *t, struct husk_err *err) {
   db_fault_point("commit");
-  int rc = sqlite3_exec(t->st->db, "COMMIT", NULL, NULL, NULL);
+  int rc = exec_cached(t->st, "COMMIT");
   if (rc != SQLITE_OK)
     return db_fail(t->st, err, rc, "cannot commit"); /* cleanup rolls back */
   t->open = false;
@@ -222,7 +328,7 @@ void db_txn_cleanup(struct db_txn *t) {
   /* A failed COMMIT (SQLITE_BUSY, I/O error) may leave the transaction
    * open; ROLLBACK is then what makes "-1 left nothing behind" true. */
   if (t->open && !sqlite3_get_autocommit(t->st->db))
-    sqlite3_exec(t->st->db, "ROLLBACK", NULL, NULL, NULL);
+    exec_cached(t->st, "ROLLBACK");
   t->open = false;
 }
 
@@ -342,18 +448,21 @@ int state_open(struct state **out, const char *path, struct husk_err *err) {
     sqlite3_close(st->db);
     return -1;
   }
+  pthread_mutex_init(&st->lock, NULL);
+  open_add(st);
   if (configure(st, err) < 0 || db_durable_init(st, err) < 0) {
     husk_error_wrap(err, "database `%s`", path);
-    sqlite3_close(st->db);
+    close_db(st);
+    pthread_mutex_destroy(&st->lock);
     return -1;
   }
   if (schema_migrate(st, err) < 0) {
     husk_error_wrap(err, "database `%s`", path);
-    sqlite3_close(st->db);
+    close_db(st);
     db_durable_close(st);
+    pthread_mutex_destroy(&st->lock);
     return -1;
   }
-  pthread_mutex_init(&st->lock, NULL);
   *out = take_ptr(&st);
   return 0;
 }
@@ -361,10 +470,10 @@ int state_open(struct state **out, const char *path, struct husk_err *err) {
 void state_close(struct state *st) {
   if (!st)
     return;
-  /* Every statement is finalized by the call that prepared it, so plain
-   * close succeeds; as the last connection it also checkpoints the WAL
-   * into the main file. */
-  sqlite3_close(st->db);
+  /* Every other statement is finalized by the call that prepared it, so
+   * plain close succeeds; as the last connection it also checkpoints the
+   * WAL into the main file. */
+  close_db(st);
   db_durable_close(st);
   pthread_mutex_destroy(&st->lock);
   free(st);

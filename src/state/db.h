@@ -23,9 +23,21 @@
 #include "state/state.h"
 #include "util/error.h"
 
+/* Prepared statements kept for reuse (db_prepare), keyed by their SQL
+ * text: compiling SQL is a large part of SQLite's time per request. */
+#define DB_STMT_CACHE 64
+struct db_cached_stmt {
+  sqlite3_stmt *s;
+  uint64_t hash; /* of the SQL text */
+  bool busy;     /* handed out, not yet released */
+};
+
 struct state {
   pthread_mutex_t lock;
   sqlite3 *db;
+  struct db_cached_stmt cache[DB_STMT_CACHE];
+  unsigned ncache;
+  struct state *next_open; /* the list of open states (db.c) */
   /* durable.c: commits are numbered; synced_seq is the last one known to
    * be on disk. */
   uint64_t commit_seq; /* atomic */
@@ -58,12 +70,14 @@ void db_unlockp(struct state **locked);
 /* Release early (before running listing callbacks). */
 static inline void db_unlock_now(struct state **locked) { db_unlockp(locked); }
 
-/* ---- statements ---- */
-static inline void db_finalizep(sqlite3_stmt **s) {
-  sqlite3_finalize(*s); /* NULL is a no-op */
-  *s = NULL;
-}
-#define cleanup_stmt __attribute__((cleanup(db_finalizep)))
+/* ---- statements ----
+ * db_prepare hands out a cached statement when the calling thread holds
+ * the state lock (db_lock) and the same SQL was prepared before and is not
+ * in use; releasing it (cleanup_stmt, before the lock: declared after it)
+ * resets it and clears its bindings for the next caller.  Other
+ * statements are finalized as before. */
+void db_releasep(sqlite3_stmt **s);
+#define cleanup_stmt __attribute__((cleanup(db_releasep)))
 
 int db_prepare(struct state *st, sqlite3_stmt **out, const char *sql, struct husk_err *err);
 /* Binds return an SQLite result code; chain them with || and report with

@@ -210,6 +210,84 @@ TEST(fresh_file_is_migrated) {
   close_and_remove(st);
 }
 
+/* One SELECT through db_prepare, as the state files do; its first column. */
+static int64_t cached_select(struct state *st, const char *sql) {
+  struct husk_err err;
+  cleanup_unlock struct state *locked = db_lock(st);
+  cleanup_stmt sqlite3_stmt *s = NULL;
+  if (db_prepare(st, &s, sql, &err) < 0 || db_step_row(st, s, "select", &err) != 1)
+    return -1;
+  return sqlite3_column_int64(s, 0);
+}
+
+TEST(prepared_statements_are_reused_never_mixed_up) {
+  struct husk_err err = {0};
+  struct state *st = open_fresh();
+  struct state_tenant t;
+  CHECK_OK(state_tenant_create(st, "cache-a", -1, -1, &t, &err));
+  unsigned after_one = st->ncache;
+  CHECK(after_one > 0);
+  CHECK_OK(state_tenant_create(st, "cache-b", -1, -1, &t, &err));
+  CHECK(st->ncache == after_one); /* the same statements, not new ones */
+  for (unsigned i = 0; i < st->ncache; i++)
+    CHECK(!st->cache[i].busy); /* all handed back */
+  /* The key is the text, not where it lives: one buffer, two queries. */
+  char sql[64];
+  snprintf(sql, sizeof sql, "SELECT 41");
+  CHECK(cached_select(st, sql) == 41);
+  snprintf(sql, sizeof sql, "SELECT 42");
+  CHECK(cached_select(st, sql) == 42);
+  snprintf(sql, sizeof sql, "SELECT 41");
+  CHECK(cached_select(st, sql) == 41);
+  /* Two uses of one text at once get two statements. */
+  {
+    cleanup_unlock struct state *locked = db_lock(st);
+    cleanup_stmt sqlite3_stmt *a = NULL;
+    cleanup_stmt sqlite3_stmt *b = NULL;
+    CHECK_OK(db_prepare(st, &a, "SELECT ?1", &err));
+    CHECK_OK(db_prepare(st, &b, "SELECT ?1", &err));
+    CHECK(a && b && a != b);
+    CHECK(db_int(a, 1, 7) == SQLITE_OK && db_int(b, 1, 8) == SQLITE_OK);
+    CHECK(db_step_row(st, a, "a", &err) == 1 && sqlite3_column_int(a, 0) == 7);
+    CHECK(db_step_row(st, b, "b", &err) == 1 && sqlite3_column_int(b, 0) == 8);
+  }
+  /* A released statement comes back reset, its bindings cleared. */
+  {
+    cleanup_unlock struct state *locked = db_lock(st);
+    cleanup_stmt sqlite3_stmt *a = NULL;
+    CHECK_OK(db_prepare(st, &a, "SELECT ?1", &err));
+    CHECK(db_step_row(st, a, "a", &err) == 1 && sqlite3_column_type(a, 0) == SQLITE_NULL);
+  }
+  /* Released after its lock (not how the state files do it): it still
+   * goes back to its cache rather than being freed under it. */
+  unsigned n = st->ncache;
+  {
+    sqlite3_stmt *late = NULL;
+    struct state *locked = db_lock(st);
+    CHECK_OK(db_prepare(st, &late, "SELECT 43", &err));
+    db_unlockp(&locked);
+    db_releasep(&late);
+    CHECK(late == NULL);
+  }
+  CHECK(st->ncache == n + 1);
+  CHECK(cached_select(st, "SELECT 43") == 43);
+  CHECK(st->ncache == n + 1);
+  /* Without the lock nothing is cached (and nothing breaks). */
+  {
+    cleanup_stmt sqlite3_stmt *u = NULL;
+    CHECK_OK(db_prepare(st, &u, "SELECT 44", &err));
+    CHECK(db_step_row(st, u, "u", &err) == 1 && sqlite3_column_int(u, 0) == 44);
+  }
+  CHECK(st->ncache == n + 1);
+  /* More texts than the cache holds: the rest are prepared each time. */
+  for (int i = 0; i < DB_STMT_CACHE + 10; i++) {
+    snprintf(sql, sizeof sql, "SELECT %d", 1000 + i);
+    CHECK(cached_select(st, sql) == 1000 + i);
+  }
+  CHECK(st->ncache == DB_STMT_CACHE);
+  close_and_remove(st); /* finalizes the cache (ASan: no leak) */
+}
+
 TEST(existing_file_keeps_data_and_version) {
   struct husk_err err = {0};
   struct state *st = open_fresh();
@@ -1666,6 +1744,7 @@ int main(void) {
   RUN(deferred_commits_of_many_threads_share_syncs);
   RUN(a_reply_never_shows_what_is_not_yet_durable);
   RUN(a_failed_sync_is_reported_and_never_forgotten);
+  RUN(prepared_statements_are_reused_never_mixed_up);
   RUN(existing_file_keeps_data_and_version);
   RUN(refuses_files_that_are_not_husk_databases);
   RUN(database_fds_are_close_on_exec);
