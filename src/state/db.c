@@ -153,6 +153,7 @@ int db_prepare(struct state *st, sqlite3_stmt **out, const char *sql, struct hus
       struct db_cached_stmt *c = &st->cache[i];
       if (!c->busy && c->hash == h && !strcmp(sqlite3_sql(c->s), sql)) {
         c->busy = true;
+        c->used = ++st->cache_tick;
         *out = c->s;
         return 0;
       }
@@ -163,8 +164,22 @@ int db_prepare(struct state *st, sqlite3_stmt **out, const char *sql, struct hus
   int rc = sqlite3_prepare_v3(st->db, sql, -1, cacheable ? SQLITE_PREPARE_PERSISTENT : 0, out, NULL);
   if (rc != SQLITE_OK)
     return db_fail(st, err, rc, "cannot prepare a statement");
-  if (cacheable && *out && st->ncache < DB_STMT_CACHE)
-    st->cache[st->ncache++] = (struct db_cached_stmt){.s = *out, .hash = h, .busy = true};
+  if (!cacheable || !*out)
+    return 0;
+  struct db_cached_stmt *slot = NULL;
+  if (st->ncache < DB_STMT_CACHE) {
+    slot = &st->cache[st->ncache++];
+  } else {
+    /* Full (lists build their SQL from the filters given, so texts can
+     * outnumber the slots): the least recently used one not in use goes. */
+    for (unsigned i = 0; i < st->ncache; i++)
+      if (!st->cache[i].busy && (!slot || st->cache[i].used < slot->used))
+        slot = &st->cache[i];
+    if (!slot)
+      return 0; /* all in use: this one is finalized on release */
+    sqlite3_finalize(slot->s);
+  }
+  *slot = (struct db_cached_stmt){.s = *out, .hash = h, .busy = true, .used = ++st->cache_tick};
   return 0;
 }
 

@@ -30,6 +30,7 @@ struct db_cached_stmt {
   sqlite3_stmt *s;
   uint64_t hash; /* of the SQL text */
   bool busy;     /* handed out, not yet released */
+  uint64_t used; /* when last handed out (state.cache_tick): LRU eviction */
 };
 
 struct state {
@@ -37,6 +38,7 @@ struct state {
   sqlite3 *db;
   struct db_cached_stmt cache[DB_STMT_CACHE];
   unsigned ncache;
+  uint64_t cache_tick;
   struct state *next_open; /* the list of open states (db.c) */
   /* durable.c: commits are numbered; synced_seq is the last one known to
    * be on disk. */

@@ -279,12 +279,29 @@ TEST(prepared_statements_are_reused_never_mixed_up) {
     CHECK(db_step_row(st, u, "u", &err) == 1 && sqlite3_column_int(u, 0) == 44);
   }
   CHECK(st->ncache == n + 1);
-  /* More texts than the cache holds: the rest are prepared each time. */
-  for (int i = 0; i < DB_STMT_CACHE + 10; i++) {
-    snprintf(sql, sizeof sql, "SELECT %d", 1000 + i);
-    CHECK(cached_select(st, sql) == 1000 + i);
+  /* More texts than the cache holds: the least recently used make room,
+   * and a statement in use is never the one evicted. */
+  {
+    cleanup_unlock struct state *locked = db_lock(st);
+    cleanup_stmt sqlite3_stmt *held_long = NULL;
+    CHECK_OK(db_prepare(st, &held_long, "SELECT 45", &err));
+    for (int i = 0; i < DB_STMT_CACHE + 10; i++) {
+      snprintf(sql, sizeof sql, "SELECT %d", 1000 + i);
+      cleanup_stmt sqlite3_stmt *s = NULL;
+      CHECK_OK(db_prepare(st, &s, sql, &err));
+      CHECK(db_step_row(st, s, "s", &err) == 1 && sqlite3_column_int(s, 0) == 1000 + i);
+    }
+    CHECK(st->ncache == DB_STMT_CACHE);
+    CHECK(db_step_row(st, held_long, "held", &err) == 1 && sqlite3_column_int(held_long, 0) == 45);
+    bool last_kept = false, first_gone = true;
+    for (unsigned i = 0; i < st->ncache; i++) {
+      if (!strcmp(sqlite3_sql(st->cache[i].s), "SELECT 1073"))
+        last_kept = true;
+      if (!strcmp(sqlite3_sql(st->cache[i].s), "SELECT 1000"))
+        first_gone = false;
+    }
+    CHECK(last_kept && first_gone);
   }
-  CHECK(st->ncache == DB_STMT_CACHE);
   close_and_remove(st); /* finalizes the cache (ASan: no leak) */
 }
 
