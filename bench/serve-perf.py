@@ -14,7 +14,7 @@ summed by actor and by where they were allocated (system call, refined by
 the outermost kernel subsystem on the stack), and divided by BOXES.
 
 Actors (by command name): the daemon (`husk-serve` and its `MHD-connection`
-threads), the spawner (`exe`/`husk-spawner`: it builds every box), box init
+threads), the spawner (`husk`, `exe` or `husk-spawner`: it builds every box), box init
 (`husk-init`: the box's pid 1, and the copies it forks before they exec),
 the program (`true`), the load driver (`apibench`, `curl`), kernel threads,
 idle (`swapper`) and everything else (other work on the machine).
@@ -36,7 +36,9 @@ TOP = int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 12
 def actor(comm):
     if comm in ("husk-serve", "serve") or comm.startswith("MHD-"):
         return "daemon"
-    if comm in ("exe", "husk-spawner"):
+    # The spawner is the small `husk` binary executed as husk-spawner (its
+    # comm is the file's name), or the daemon's own (`exe`) as a fallback.
+    if comm in ("exe", "husk", "husk-spawner"):
         return "spawner"
     if comm == "husk-init":
         return "box init"
