@@ -60,6 +60,8 @@ struct pool_class {
   struct live_box *boxes;   /* singly linked through ->next */
   uint64_t claims;          /* creates it served */
   uint64_t empty;           /* creates of its shape that found it empty */
+  unsigned failures;        /* builds failed in a row (the pool thread's alone) */
+  int64_t retry_ms;         /* CLOCK_MONOTONIC ms: no build before (after a failure) */
 };
 
 struct box_mgr {

@@ -6,9 +6,9 @@
  * template and limits match a pool's shape claims one of its boxes: it
  * gets its tenant, env, TTL and database row at that moment, so TTL and
  * quota count from the claim, and a pool box never serves two tenants
- * (after use it is destroyed like any other).  Pool boxes have no database row: after a
- * crash the start-up sweep removes them like any cgroup no row accounts
- * for.
+ * (after use it is destroyed like any other).  Pool boxes have no
+ * database row: after a crash the start-up sweep removes them like any
+ * cgroup no row accounts for.
  *
  * Reaper: a box's teardown (reaping init, removing the cgroup) happens in a
  * thread of its own once its last reference goes, so DELETE answers as soon
@@ -129,15 +129,29 @@ size_t box_pool_stats(struct box_mgr *m, struct box_pool_stat *out, size_t max, 
   return n;
 }
 
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* The pool furthest from full, as a fraction of its size (the first on a
  * tie), so that a burst on one shape does not starve the others' refill;
- * NULL when all are full.  Under pool_lock. */
-static struct pool_class *neediest(struct box_mgr *m) {
+ * pools backing off after a failed build are skipped (*retry: the earliest
+ * moment one may be tried again, or 0).  NULL when none is to be built
+ * now.  Under pool_lock. */
+static struct pool_class *neediest(struct box_mgr *m, int64_t now, int64_t *retry) {
   struct pool_class *best = NULL;
+  *retry = 0;
   for (size_t i = 0; i < m->cfg.npools; i++) {
     struct pool_class *c = &m->pools[i];
     if (c->count >= c->size)
       continue;
+    if (c->retry_ms > now) {
+      if (!*retry || c->retry_ms < *retry)
+        *retry = c->retry_ms;
+      continue;
+    }
     /* count/size < best->count/best->size, without division */
     if (!best || (uint64_t)c->count * best->size < (uint64_t)best->count * c->size)
       best = c;
@@ -147,12 +161,26 @@ static struct pool_class *neediest(struct box_mgr *m) {
 
 static void *pool_main(void *arg) {
   struct box_mgr *m = arg;
-  unsigned failures = 0;
   pthread_mutex_lock(&m->pool_lock);
   while (!m->stop) {
-    struct pool_class *c = neediest(m);
-    if (!c) {
+    int64_t retry;
+    struct pool_class *c = neediest(m, mono_ms(), &retry);
+    if (!c && !retry) {
       pthread_cond_wait(&m->pool_cond, &m->pool_lock);
+      continue;
+    }
+    if (!c) { /* only pools that failed remain: wait for the first retry, or stop */
+      struct timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      int64_t wait = retry - mono_ms();
+      wait = wait < 1 ? 1 : wait;
+      ts.tv_sec += wait / 1000;
+      ts.tv_nsec += (wait % 1000) * 1000000;
+      if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+      }
+      pthread_cond_timedwait(&m->pool_cond, &m->pool_lock, &ts);
       continue;
     }
     struct husk_limits shape = c->shape;
@@ -167,18 +195,15 @@ static void *pool_main(void *arg) {
     if (rc < 0) {
       if (b)
         lb_free(m, b);
-      if (failures++ % 60 == 0)
-        box_log(m, "pool: cannot prepare a box: %s", err.msg);
-      /* Back off, but wake for stop. */
-      struct timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      ts.tv_sec += 1;
+      /* failures and retry_ms are this thread's alone */
+      if (c->failures++ % 60 == 0)
+        box_log(m, "pool %zu: cannot prepare a box: %s", (size_t)(c - m->pools) + 1, err.msg);
+      /* This pool backs off for a second; the others keep filling. */
+      c->retry_ms = mono_ms() + 1000;
       pthread_mutex_lock(&m->pool_lock);
-      if (!m->stop)
-        pthread_cond_timedwait(&m->pool_cond, &m->pool_lock, &ts);
       continue;
     }
-    failures = 0;
+    c->failures = 0;
     pthread_mutex_lock(&m->pool_lock);
     b->next = c->boxes;
     c->boxes = b;
