@@ -273,13 +273,16 @@ int spawner_create(struct spawner *s, const struct jail_config *cfg, struct jail
  * spawner does.  Each box's namespace is a copy of this one. */
 static int prepare_root(const char *dir, struct spawn_hello *hello) {
   char what[200] = "";
-  int rc = 0;
-  if (unshare(CLONE_NEWNS) < 0)
-    rc = -errno, snprintf(what, sizeof what, "cannot create a mount namespace");
-  else if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-    rc = -errno, snprintf(what, sizeof what, "cannot make mounts private");
-  else
+  int rc;
+  if (unshare(CLONE_NEWNS) < 0) {
+    rc = -errno;
+    snprintf(what, sizeof what, "cannot create a mount namespace");
+  } else if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+    rc = -errno;
+    snprintf(what, sizeof what, "cannot make mounts private");
+  } else {
     rc = rootfs_prepare(dir, what, sizeof what);
+  }
   if (rc < 0) {
     hello->prep_code = -rc;
     snprintf(hello->prep_msg, sizeof hello->prep_msg, "%s: %s", what, strerror(-rc));
