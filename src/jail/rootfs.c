@@ -4,9 +4,9 @@
  *      the host and nothing the host does propagates in.
  *   2. Mount a small tmpfs as the staging root (on /tmp, as bubblewrap does:
  *      in our own mount namespace this hides nothing from the host).
- *      Steps 2 to 4 are the same for every box: a long-lived creator (the
- *      daemon's spawner) does them once, read-only, with rootfs_prepare(),
- *      and each box binds that instead.
+ *      Steps 2 to 4 and the first half of 7 are the same for every box: a
+ *      long-lived creator (the daemon's spawner) does them once, read-only,
+ *      with rootfs_prepare(), and each box binds that instead.
  *   3. Bind the host's /usr read-only, nosuid, nodev (recursively), and
  *      mirror the host's /bin, /lib* links (or bind them on hosts without
  *      merged /usr).
@@ -18,7 +18,8 @@
  *      /tmp, /dev/shm (one size- and inode-limited filesystem).
  *   6. A fresh /proc for the new pid namespace, with kernel-information
  *      files masked and kernel knobs read-only.
- *   7. A minimal /dev: six device binds, a private devpts, links.
+ *   7. A minimal /dev, a directory of the root: six device binds and
+ *      links; then the box's own devpts instance and /dev/shm.
  *   8. pivot_root into the staging root, detach the old root, and make the
  *      staging root itself read-only. */
 #define _GNU_SOURCE
@@ -233,10 +234,11 @@ static int build_proc(char *what, size_t wl) {
   return 0;
 }
 
-static int build_dev(int shm_fd, char *what, size_t wl) {
+/* The part of /dev every box has: six device binds, the mount points of
+ * its own devpts and /dev/shm, the usual links.  A directory of the root
+ * (read-only with it), not a filesystem of its own. */
+static int build_dev(char *what, size_t wl) {
   int rc;
-  if (mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k,nr_inodes=64") < 0)
-    return fail(what, wl, errno, "mount /dev");
   static const char *const devs[] = {"null", "zero", "full", "random", "urandom", "tty", NULL};
   for (size_t i = 0; devs[i]; i++) {
     char src[64], dst[64];
@@ -252,12 +254,6 @@ static int build_dev(int shm_fd, char *what, size_t wl) {
   static const char *const dirs[] = {"dev/pts", "dev/shm", NULL};
   if ((rc = mkdirs(dirs, 0755, what, wl)) < 0)
     return rc;
-  char opts[128];
-  snprintf(opts, sizeof opts, "newinstance,ptmxmode=0666,mode=0620,max=%d", HUSK_DEVPTS_MAX);
-  if (mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, opts) < 0)
-    return fail(what, wl, errno, "mount devpts");
-  if (move_mount(shm_fd, "", AT_FDCWD, "dev/shm", MOVE_MOUNT_F_EMPTY_PATH) < 0)
-    return fail(what, wl, errno, "attach /dev/shm");
   static const struct {
     const char *target, *link;
   } links[] = {{"pts/ptmx", "dev/ptmx"},     {"/proc/self/fd", "dev/fd"},
@@ -266,9 +262,17 @@ static int build_dev(int shm_fd, char *what, size_t wl) {
   for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
     if (symlink(links[i].target, links[i].link) < 0)
       return fail(what, wl, errno, "symlink `%s`", links[i].link);
-  /* Nothing more may be created in /dev. */
-  if ((rc = set_attrs("dev", MOUNT_ATTR_RDONLY, false)) < 0)
-    return fail(what, wl, -rc, "make /dev read-only");
+  return 0;
+}
+
+/* The box's own part of /dev: a private devpts instance and its /dev/shm. */
+static int attach_dev(int shm_fd, char *what, size_t wl) {
+  char opts[128];
+  snprintf(opts, sizeof opts, "newinstance,ptmxmode=0666,mode=0620,max=%d", HUSK_DEVPTS_MAX);
+  if (mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, opts) < 0)
+    return fail(what, wl, errno, "mount devpts");
+  if (move_mount(shm_fd, "", AT_FDCWD, "dev/shm", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+    return fail(what, wl, errno, "attach /dev/shm");
   return 0;
 }
 
@@ -293,7 +297,10 @@ static int build_base(char *what, size_t wl) {
       return rc;
   }
   /* 4. */
-  return build_etc(what, wl);
+  if ((rc = build_etc(what, wl)) < 0)
+    return rc;
+  /* 7, the shared part. */
+  return build_dev(what, wl);
 }
 
 static int mount_staging(const char *dir, char *what, size_t wl) {
@@ -313,7 +320,9 @@ int rootfs_prepare(const char *dir, char *what, size_t wl) {
   if (chdir(dir) < 0)
     rc = fail(what, wl, errno, "chdir to `%s`", dir);
   else if ((rc = build_base(what, wl)) == 0 &&
-           (rc = set_attrs(".", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, true)) < 0)
+           /* Not recursive: the binds keep their own flags (the device
+            * binds must not become nodev). */
+           (rc = set_attrs(".", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false)) < 0)
     rc = fail(what, wl, -rc, "make the prepared root read-only");
   if (fchdir(cwd) < 0 && rc == 0)
     rc = fail(what, wl, errno, "return to the previous directory");
@@ -353,8 +362,8 @@ int rootfs_enter(const struct rootfs_mounts *m, const char *prepared, char *what
   /* 6. */
   if ((rc = build_proc(what, wl)) < 0)
     return rc;
-  /* 7. */
-  if ((rc = build_dev(m->shm, what, wl)) < 0)
+  /* 7, the box's own part. */
+  if ((rc = attach_dev(m->shm, what, wl)) < 0)
     return rc;
   /* 8. pivot_root(".", ".") stacks the old root on top of the new one;
    * detaching it leaves only the new root, with no path back. */

@@ -37,6 +37,14 @@ for path in / /etc /etc/passwd /usr /home /root /var; do
   api POST "/v1/sandboxes/$A/exec" -d "{\"cmd\":[\"sh\",\"-c\",\"{ touch $path/x; echo . > $path; } 2>&1; true\"]}"
   check "box A cannot write in $path" grep -qE 'Read-only file system|Permission denied' <<<"$(jf 'j["stdout"]')"
 done
+# /dev is part of the shared root: its devices work, the box's own devpts
+# and /dev/shm are mounted on it, and nothing can be added to it.
+api POST "/v1/sandboxes/$A/exec" -d '{"cmd":["sh","-c","echo x > /dev/null && head -c 3 /dev/zero | wc -c && python3 -c \"import os,pty; m,s=pty.openpty(); print(os.ttyname(s))\" && echo shm > /dev/shm/f && cat /dev/shm/f; { touch /dev/x; } 2>&1"]}'
+expect_eq "devices, a pty and /dev/shm work; /dev takes no new file" "$(jf 'j["stdout"]')" \
+  "$(printf '3\n/dev/pts/0\nshm\ntouch: cannot touch %s: Read-only file system' "'/dev/x'")"
+api POST "/v1/sandboxes/$B/exec" -d '{"cmd":["sh","-c","ls /dev/shm /dev/pts | sort | tr \"\\n\" \" \""]}'
+check "box B sees neither A's /dev/shm file nor A's pty ($(jf 'j["stdout"]'))" \
+  not grep -qE '(^| )(f|0) ' <<<"$(jf 'j["stdout"]') "
 api POST "/v1/sandboxes/$A/exec" -d '{"cmd":["sh","-c","echo mine > /workspace/f && cat /workspace/f"]}'
 expect_eq "the box's own areas stay writable" "$(jf 'j["stdout"]')" mine
 api POST "/v1/sandboxes/$B/exec" -d '{"cmd":["sh","-c","ls /workspace | wc -l"]}'
