@@ -332,6 +332,15 @@ int spawner_main(int sock, const char *root_dir) {
         .limits = {.memory_bytes = rq.memory, .pids = rq.pids, .cpu_milli = rq.cpu_milli},
         .disk_bytes = rq.disk, .name = rq.name, .die_with_parent = false, .ctl_path = rq.ctl_path,
         .prepared_root = prepared ? root_dir : NULL};
+    /* The host replaced a file the shared root binds (an update): build
+     * it again for this box and the next ones; boxes made before keep
+     * theirs.  If that fails, boxes are built from scratch. */
+    if (prepared && !rootfs_prepared_current()) {
+      char what[200];
+      umount2(root_dir, MNT_DETACH);
+      prepared = rootfs_prepare(root_dir, what, sizeof what) == 0;
+      cfg.prepared_root = prepared ? root_dir : NULL;
+    }
     struct jail j;
     struct husk_err err;
     struct spawn_resp rs = {.h = {.type = SPAWN_RESP, .len = sizeof rs}};

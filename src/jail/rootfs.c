@@ -99,12 +99,52 @@ static int write_new(const char *path, const char *content) {
   return rc;
 }
 
+/* The host entries a prepared root mirrors, as they were when it was
+ * prepared (rootfs_prepare, in the one single-threaded spawner).  A
+ * package update replaces files by renaming new ones over them, and a bind
+ * keeps showing the old file: rootfs_prepared_current() notices. */
+static struct mirrored {
+  char path[64];
+  bool present;
+  dev_t dev;
+  ino_t ino;
+} mirrored[32];
+static size_t nmirrored;
+static bool recording;
+
+static void remember(const char *host, const struct stat *st) {
+  if (!recording || nmirrored == sizeof mirrored / sizeof mirrored[0] ||
+      strlen(host) >= sizeof mirrored[0].path)
+    return;
+  struct mirrored *m = &mirrored[nmirrored++];
+  snprintf(m->path, sizeof m->path, "%s", host);
+  m->present = st != NULL;
+  m->dev = st ? st->st_dev : 0;
+  m->ino = st ? st->st_ino : 0;
+}
+
+bool rootfs_prepared_current(void) {
+  for (size_t i = 0; i < nmirrored; i++) {
+    struct stat st;
+    bool present = lstat(mirrored[i].path, &st) == 0;
+    if (present != mirrored[i].present ||
+        (present && (st.st_dev != mirrored[i].dev || st.st_ino != mirrored[i].ino)))
+      return false;
+  }
+  return true;
+}
+
 /* Mirror a host entry into the staging root: a symlink is recreated as the
  * same symlink, a directory or file is bound read-only.  Absent: skipped. */
 static int mirror(const char *host, const char *dst, char *what, size_t wl) {
   struct stat st;
-  if (lstat(host, &st) < 0)
-    return errno == ENOENT ? 0 : fail(what, wl, errno, "stat `%s`", host);
+  if (lstat(host, &st) < 0) {
+    if (errno != ENOENT)
+      return fail(what, wl, errno, "stat `%s`", host);
+    remember(host, NULL);
+    return 0;
+  }
+  remember(host, &st);
   if (S_ISLNK(st.st_mode)) {
     char target[PATH_MAX];
     ssize_t n = readlink(host, target, sizeof target - 1);
@@ -317,6 +357,8 @@ int rootfs_prepare(const char *dir, char *what, size_t wl) {
     return fail(what, wl, errno, "open the current directory");
   if ((rc = mount_staging(dir, what, wl)) < 0)
     return rc;
+  nmirrored = 0;
+  recording = true;
   if (chdir(dir) < 0)
     rc = fail(what, wl, errno, "chdir to `%s`", dir);
   else if ((rc = build_base(what, wl)) == 0 &&
@@ -324,6 +366,7 @@ int rootfs_prepare(const char *dir, char *what, size_t wl) {
             * binds must not become nodev). */
            (rc = set_attrs(".", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false)) < 0)
     rc = fail(what, wl, -rc, "make the prepared root read-only");
+  recording = false;
   if (fchdir(cwd) < 0 && rc == 0)
     rc = fail(what, wl, errno, "return to the previous directory");
   if (rc < 0)

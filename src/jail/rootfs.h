@@ -3,6 +3,7 @@
 #ifndef HUSK_JAIL_ROOTFS_H
 #define HUSK_JAIL_ROOTFS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Detached mounts prepared by the host side (all from one size-limited
@@ -18,6 +19,12 @@ struct rootfs_mounts {
  * that creates many boxes, in a mount namespace of its own (the mount
  * stays there).  On failure nothing stays mounted. */
 int rootfs_prepare(const char *dir, char *what, size_t what_len);
+
+/* Whether the host entries the last rootfs_prepare() mirrored (/etc files,
+ * /bin links...) are still the same files.  When not, the creator
+ * prepares again, so that a new box never gets a file the host replaced
+ * (a package update) through a bind that still shows the old one. */
+bool rootfs_prepared_current(void);
 
 /* Build the root, pivot into it, and leave the root read-only: from
  * `prepared` (a rootfs_prepare() directory visible in this mount

@@ -62,7 +62,39 @@ check "box root cannot unmount a shared /etc entry" not as_box_root umount /etc/
 check "box root cannot write /etc/passwd" not as_box_root sh -c 'echo x >> /etc/passwd'
 check "box root still sees the shared root (sanity: nsenter works)" as_box_root test -s /etc/passwd
 
-for b in "$A" "$B"; do api DELETE "/v1/sandboxes/$b"; done
+# A host file the shared root binds, replaced the way a package update
+# does (a new file renamed over it): the next box sees the new one, where
+# the prepared root's bind alone would keep showing the old one.
+MPL=/etc/matplotlibrc
+MARK="husk-root-test $$"
+mpl_marked() { # BOX: how many lines of the box's /etc/matplotlibrc carry MARK
+  api POST "/v1/sandboxes/$1/exec" -d "{\"cmd\":[\"sh\",\"-c\",\"grep -c '$MARK' $MPL; true\"]}"
+  jf 'j["stdout"]'
+}
+had_mpl=0
+[ -f "$MPL" ] && [ ! -L "$MPL" ] && had_mpl=1 && cp -p "$MPL" "$T_SCRATCH/mpl.orig"
+restore_mpl() {
+  if [ "$had_mpl" = 1 ]; then
+    cp -p "$T_SCRATCH/mpl.orig" "$MPL.husk-new" && mv -f "$MPL.husk-new" "$MPL"
+  else
+    rm -f "$MPL"
+  fi
+}
+trap 'restore_mpl; serve_cleanup' EXIT
+{ [ "$had_mpl" = 1 ] && cat "$T_SCRATCH/mpl.orig"; echo "# $MARK"; } >"$MPL.husk-new"
+chmod 644 "$MPL.husk-new" && mv -f "$MPL.husk-new" "$MPL"
+# A shape no pool keeps: built now, not taken ready-made from the pool.
+new_box '{"memory":"256M"}' || not_ok "box C"
+C=$BOX
+expect_eq "a box made after the host replaced $MPL sees the new file" "$(mpl_marked "$C")" 1
+restore_mpl
+trap serve_cleanup EXIT
+new_box '{"memory":"256M"}' || not_ok "box D"
+D=$BOX
+expect_eq "... and after it was put back, the next box sees the original" "$(mpl_marked "$D")" 0
+expect_eq "box C keeps the root it was made with" "$(mpl_marked "$C")" 1
+
+for b in "$A" "$B" "$C" "$D"; do api DELETE "/v1/sandboxes/$b"; done
 serve_stop
 check "after a stop nothing is mounted on $PREP" not grep -q " $PREP " /proc/self/mountinfo
 serve_finish
