@@ -71,12 +71,22 @@ int state_new_id(const char *prefix, char *out, size_t size, struct husk_err *er
 
 /* ---- locking ---- */
 
-/* The state whose lock this thread holds, so that a statement's release,
- * which only sees the statement, can find the cache it belongs to. */
+/* The state whose lock this thread took last (the others it holds follow
+ * through held_before), so that a statement's release, which only sees
+ * the statement, can find the cache it belongs to. */
 static _Thread_local struct state *held;
+
+/* Whether this thread holds st's lock (its locks nest through held_before). */
+static bool holds(const struct state *st) {
+  for (const struct state *p = held; p; p = p->held_before)
+    if (p == st)
+      return true;
+  return false;
+}
 
 struct state *db_lock(struct state *st) {
   pthread_mutex_lock(&st->lock);
+  st->held_before = held; /* locks nest: unlocking gives the outer one back */
   held = st;
   return st;
 }
@@ -84,7 +94,7 @@ struct state *db_lock(struct state *st) {
 void db_unlockp(struct state **locked) {
   if (*locked) {
     db_durable_seen(*locked);
-    held = NULL;
+    held = (*locked)->held_before;
     pthread_mutex_unlock(&(*locked)->lock);
     *locked = NULL;
   }
@@ -146,7 +156,7 @@ static uint64_t sql_hash(const char *sql) {
 }
 
 int db_prepare(struct state *st, sqlite3_stmt **out, const char *sql, struct husk_err *err) {
-  bool cacheable = held == st;
+  bool cacheable = holds(st);
   uint64_t h = cacheable ? sql_hash(sql) : 0;
   if (cacheable) {
     for (unsigned i = 0; i < st->ncache; i++) {
@@ -222,18 +232,26 @@ void db_releasep(sqlite3_stmt **s) {
   if (!*s)
     return;
   struct state *st = owner_of(*s);
-  for (unsigned i = 0; st && i < st->ncache; i++) {
+  /* Released without its lock (no state file does that): take it, so the
+   * cache is never read while another thread changes it. */
+  bool lock = st && !holds(st);
+  if (lock)
+    pthread_mutex_lock(&st->lock);
+  bool cached = false;
+  for (unsigned i = 0; st && i < st->ncache && !cached; i++) {
     struct db_cached_stmt *c = &st->cache[i];
     if (c->s == *s) {
       /* reset's result repeats the last step's error, already reported */
       sqlite3_reset(*s);
       sqlite3_clear_bindings(*s);
       c->busy = false;
-      *s = NULL;
-      return;
+      cached = true;
     }
   }
-  sqlite3_finalize(*s);
+  if (!cached)
+    sqlite3_finalize(*s);
+  if (lock)
+    pthread_mutex_unlock(&st->lock);
   *s = NULL;
 }
 

@@ -40,6 +40,7 @@ struct state {
   unsigned ncache;
   uint64_t cache_tick;
   struct state *next_open; /* the list of open states (db.c) */
+  struct state *held_before; /* the state this thread held when it locked this one */
   /* durable.c: commits are numbered; synced_seq is the last one known to
    * be on disk. */
   uint64_t commit_seq; /* atomic */

@@ -272,13 +272,43 @@ TEST(prepared_statements_are_reused_never_mixed_up) {
   CHECK(st->ncache == n + 1);
   CHECK(cached_select(st, "SELECT 43") == 43);
   CHECK(st->ncache == n + 1);
+  /* Two states locked at once, released out of order: no deadlock, and
+   * each statement goes back to its own cache. */
+  {
+    char dir2[64] = "/tmp/husk-state2-XXXXXX", path2[128];
+    CHECK(mkdtemp(dir2) != NULL);
+    snprintf(path2, sizeof path2, "%s/husk.db", dir2);
+    struct state *st2 = NULL;
+    CHECK_OK(state_open(&st2, path2, &err));
+    struct state *la = db_lock(st), *lb = db_lock(st2);
+    sqlite3_stmt *sa = NULL, *sb = NULL;
+    CHECK_OK(db_prepare(st, &sa, "SELECT 46", &err));
+    CHECK_OK(db_prepare(st2, &sb, "SELECT 47", &err));
+    db_releasep(&sa); /* st's, while st2 is the innermost lock */
+    db_unlockp(&lb);
+    db_releasep(&sb); /* st2's, after its lock */
+    db_unlockp(&la);
+    CHECK(sa == NULL && sb == NULL);
+    CHECK(cached_select(st, "SELECT 46") == 46 && cached_select(st2, "SELECT 47") == 47);
+    for (unsigned i = 0; i < st2->ncache; i++)
+      CHECK(!st2->cache[i].busy);
+    state_close(st2);
+    unlink(path2);
+    char side[160];
+    snprintf(side, sizeof side, "%s-wal", path2);
+    unlink(side);
+    snprintf(side, sizeof side, "%s-shm", path2);
+    unlink(side);
+    rmdir(dir2);
+  }
+  n = st->ncache;
   /* Without the lock nothing is cached (and nothing breaks). */
   {
     cleanup_stmt sqlite3_stmt *u = NULL;
     CHECK_OK(db_prepare(st, &u, "SELECT 44", &err));
     CHECK(db_step_row(st, u, "u", &err) == 1 && sqlite3_column_int(u, 0) == 44);
   }
-  CHECK(st->ncache == n + 1);
+  CHECK(st->ncache == n);
   /* More texts than the cache holds: the least recently used make room,
    * and a statement in use is never the one evicted. */
   {
