@@ -405,8 +405,11 @@ int box_create(struct box_mgr *m, const char *tenant, const struct box_create_re
     sb.uid_base = b->j.uid_base;
     sb.slot = b->j.slot;
     if (state_box_insert(m->cfg.state, &sb, err) < 0) {
+      /* unused: nobody's again, with nothing of this request kept */
       b->tenant[0] = '\0';
-      box_pool_return(m, b); /* unused: still nobody's */
+      box_env_free(b->env);
+      b->env = NULL;
+      box_pool_return(m, b);
       return -1;
     }
     if (policy && (state_box_egress_set(m->cfg.state, sb.id, "egress", policy, err) < 0 ||

@@ -33,7 +33,9 @@ struct box_pool_spec {
   unsigned size;
 };
 #define BOX_POOL_MAX_SHAPES 16
-#define BOX_POOL_MAX_BOXES 4096 /* all pools together (and below HUSK_UID_SLOTS) */
+/* All pools together.  As many as there are uid slots (HUSK_UID_SLOTS):
+ * pools that large leave no slot for creates no pool serves. */
+#define BOX_POOL_MAX_BOXES 4096
 
 struct box_mgr_config {
   const char *data_dir;         /* boxes/<id>/ctl.sock are created under it */

@@ -384,7 +384,13 @@ int box_mgr_open(struct box_mgr **out, const struct box_mgr_config *cfg, struct 
   m->dir_lock = -1;
   pthread_mutex_init(&m->lock, NULL);
   pthread_mutex_init(&m->pool_lock, NULL);
-  pthread_cond_init(&m->pool_cond, NULL);
+  /* Monotonic: the pool's back-off must not stretch when the wall clock
+   * is set back. */
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&m->pool_cond, &ca);
+  pthread_condattr_destroy(&ca);
   if (box_pool_init(m, err) < 0)
     goto fail;
   if (!realpath(cfg->data_dir, m->data_dir)) {

@@ -97,7 +97,9 @@ struct live_box *box_pool_claim(struct box_mgr *m, const struct husk_limits *lim
     b->pool = c;
     c->count--;
     c->claims++;
-    pthread_cond_signal(&m->pool_cond); /* refill */
+    /* refill; broadcast: the reaper waits on the same condition, and a
+     * signal that woke only it would leave the pool thread asleep */
+    pthread_cond_broadcast(&m->pool_cond);
   } else {
     c->empty++;
   }
@@ -170,16 +172,8 @@ static void *pool_main(void *arg) {
       continue;
     }
     if (!c) { /* only pools that failed remain: wait for the first retry, or stop */
-      struct timespec ts;
-      clock_gettime(CLOCK_REALTIME, &ts);
-      int64_t wait = retry - mono_ms();
-      wait = wait < 1 ? 1 : wait;
-      ts.tv_sec += wait / 1000;
-      ts.tv_nsec += (wait % 1000) * 1000000;
-      if (ts.tv_nsec >= 1000000000) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000;
-      }
+      /* pool_cond runs on CLOCK_MONOTONIC (box_mgr_open), as retry does */
+      struct timespec ts = {.tv_sec = retry / 1000, .tv_nsec = (retry % 1000) * 1000000};
       pthread_cond_timedwait(&m->pool_cond, &m->pool_lock, &ts);
       continue;
     }
