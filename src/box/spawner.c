@@ -17,6 +17,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "husk/husk.h"
@@ -277,7 +278,10 @@ static int prepare_root(const char *dir, struct spawn_hello *hello) {
   if (unshare(CLONE_NEWNS) < 0) {
     rc = -errno;
     snprintf(what, sizeof what, "cannot create a mount namespace");
-  } else if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0) {
+  } else if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0) {
+    /* Slave, not private: nothing of ours reaches the host, and the
+     * host's unmounts still reach us, so this copy never keeps a
+     * filesystem the host let go of busy. */
     rc = -errno;
     snprintf(what, sizeof what, "cannot make mounts private");
   } else {
@@ -290,9 +294,16 @@ static int prepare_root(const char *dir, struct spawn_hello *hello) {
   return rc;
 }
 
+static int64_t mono_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 int spawner_main(int sock, const char *root_dir) {
   struct spawn_hello hello = hello_of_this_build();
   bool prepared = root_dir && prepare_root(root_dir, &hello) == 0;
+  int64_t retry_ms = 0; /* when to try again to prepare it, if that failed */
   if (ctl_send(sock, &hello, sizeof hello, NULL, 0) < 0 || hello.prep_code != 0)
     return 1;
   sigset_t mask;
@@ -334,11 +345,20 @@ int spawner_main(int sock, const char *root_dir) {
         .prepared_root = prepared ? root_dir : NULL};
     /* The host replaced a file the shared root binds (an update): build
      * it again for this box and the next ones; boxes made before keep
-     * theirs.  If that fails, boxes are built from scratch. */
-    if (prepared && !rootfs_prepared_current()) {
-      char what[200];
-      umount2(root_dir, MNT_DETACH);
-      prepared = rootfs_prepare(root_dir, what, sizeof what) == 0;
+     * theirs.  While that fails, boxes are built from scratch (as safe,
+     * slower), and it is tried again every few seconds. */
+    if (root_dir && (prepared ? !rootfs_prepared_current() : mono_ms() >= retry_ms)) {
+      char what[200] = "unmount the old one";
+      int rc = prepared && umount2(root_dir, MNT_DETACH) < 0 ? -errno
+                                                           : rootfs_prepare(root_dir, what, sizeof what);
+      prepared = rc == 0;
+      if (!prepared) {
+        /* stderr is the daemon's log */
+        fprintf(stderr, "husk: spawner: cannot prepare the boxes' shared root again (%s: %s); "
+                        "building each box's root from scratch until it can\n",
+                what, strerror(-rc));
+        retry_ms = mono_ms() + 5000;
+      }
       cfg.prepared_root = prepared ? root_dir : NULL;
     }
     struct jail j;

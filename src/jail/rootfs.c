@@ -108,19 +108,23 @@ static struct mirrored {
   bool present;
   dev_t dev;
   ino_t ino;
-} mirrored[32];
+} mirrored[48];
 static size_t nmirrored;
 static bool recording;
 
-static void remember(const char *host, const struct stat *st) {
-  if (!recording || nmirrored == sizeof mirrored / sizeof mirrored[0] ||
-      strlen(host) >= sizeof mirrored[0].path)
-    return;
+/* -ENOSPC when the entry cannot be tracked: a prepared root whose
+ * freshness cannot be checked is not made. */
+static int remember(const char *host, const struct stat *st) {
+  if (!recording)
+    return 0;
+  if (nmirrored == sizeof mirrored / sizeof mirrored[0] || strlen(host) >= sizeof mirrored[0].path)
+    return -ENOSPC;
   struct mirrored *m = &mirrored[nmirrored++];
   snprintf(m->path, sizeof m->path, "%s", host);
   m->present = st != NULL;
   m->dev = st ? st->st_dev : 0;
   m->ino = st ? st->st_ino : 0;
+  return 0;
 }
 
 bool rootfs_prepared_current(void) {
@@ -141,10 +145,10 @@ static int mirror(const char *host, const char *dst, char *what, size_t wl) {
   if (lstat(host, &st) < 0) {
     if (errno != ENOENT)
       return fail(what, wl, errno, "stat `%s`", host);
-    remember(host, NULL);
-    return 0;
+    return remember(host, NULL) < 0 ? fail(what, wl, ENOSPC, "track `%s`", host) : 0;
   }
-  remember(host, &st);
+  if (remember(host, &st) < 0)
+    return fail(what, wl, ENOSPC, "track `%s`", host);
   if (S_ISLNK(st.st_mode)) {
     char target[PATH_MAX];
     ssize_t n = readlink(host, target, sizeof target - 1);
