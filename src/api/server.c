@@ -18,6 +18,7 @@
 #include "api/routes_egress.h" /* issue 7 */
 #include "husk/husk.h"
 #include "util/cleanup.h"
+#include "util/clock.h"
 
 /* Connection limits: per-connection memory bounds the request line and
  * headers (past it: 431) and the chunks uploads arrive in. */
@@ -176,12 +177,6 @@ static void mhd_logger(void *cls, const char *fmt, va_list ap) {
   while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
     line[--n] = '\0';
   api_log(s, "http: %s", line);
-}
-
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 void api_worker_enter(struct api_server *s) {

@@ -25,6 +25,7 @@
 #include "box/box_internal.h"
 #include "box/spawner.h"
 #include "jail/limits.h"
+#include "util/clock.h"
 
 int box_make_jail(struct box_mgr *m, struct live_box *b, const struct husk_limits *lim,
                   bool for_pool, struct husk_err *err) {
@@ -129,12 +130,6 @@ size_t box_pool_stats(struct box_mgr *m, struct box_pool_stat *out, size_t max, 
     *unmatched = m->pool_unmatched;
   pthread_mutex_unlock(&m->pool_lock);
   return n;
-}
-
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* The pool furthest from full, as a fraction of its size (the first on a

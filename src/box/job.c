@@ -13,17 +13,12 @@
 #include <time.h>
 
 #include "box/box_internal.h"
+#include "util/clock.h"
 
 /* How often a wait looks at the process's state. */
 #define JOB_POLL_MS 100
 /* How often a wait reports progress. */
 #define JOB_TICK_MS 1000
-
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int job_start(struct box_mgr *m, const char *tenant, const char *box_id, const char *kind,
               bool ephemeral, const struct box_exec_req *req, struct state_job *out,

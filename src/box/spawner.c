@@ -24,6 +24,7 @@
 #include "jail/ctl.h"
 #include "jail/rootfs.h"
 #include "util/cleanup.h"
+#include "util/clock.h"
 
 #define SPAWNER_FD 3 /* the request socket, in the spawner */
 
@@ -292,12 +293,6 @@ static int prepare_root(const char *dir, struct spawn_hello *hello) {
     snprintf(hello->prep_msg, sizeof hello->prep_msg, "%s: %s", what, strerror(-rc));
   }
   return rc;
-}
-
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 int spawner_main(int sock, const char *root_dir) {

@@ -21,14 +21,9 @@
 #include "state/state.h"
 #include "s3/s3_internal.h"
 #include "util/cleanup.h"
+#include "util/clock.h"
 
 #define S3_CONN_MEMORY (256 * 1024)
-
-static int64_t mono_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 void s3_log(struct s3_server *s, const char *fmt, ...) {
   char line[2048];
