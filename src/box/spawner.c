@@ -284,7 +284,7 @@ static int prepare_root(const char *dir, struct spawn_hello *hello) {
      * host's unmounts still reach us, so this copy never keeps a
      * filesystem the host let go of busy. */
     rc = -errno;
-    snprintf(what, sizeof what, "cannot make mounts private");
+    snprintf(what, sizeof what, "cannot keep its mounts from the host's");
   } else {
     rc = rootfs_prepare(dir, what, sizeof what);
   }
@@ -334,10 +334,6 @@ int spawner_main(int sock, const char *root_dir) {
       continue;
     rq.name[sizeof rq.name - 1] = '\0';
     rq.ctl_path[sizeof rq.ctl_path - 1] = '\0';
-    struct jail_config cfg = {
-        .limits = {.memory_bytes = rq.memory, .pids = rq.pids, .cpu_milli = rq.cpu_milli},
-        .disk_bytes = rq.disk, .name = rq.name, .die_with_parent = false, .ctl_path = rq.ctl_path,
-        .prepared_root = prepared ? root_dir : NULL};
     /* The host replaced a file the shared root binds (an update): build
      * it again for this box and the next ones; boxes made before keep
      * theirs.  While that fails, boxes are built from scratch (as safe,
@@ -354,8 +350,11 @@ int spawner_main(int sock, const char *root_dir) {
                 what, strerror(-rc));
         retry_ms = mono_ms() + 5000;
       }
-      cfg.prepared_root = prepared ? root_dir : NULL;
     }
+    struct jail_config cfg = {
+        .limits = {.memory_bytes = rq.memory, .pids = rq.pids, .cpu_milli = rq.cpu_milli},
+        .disk_bytes = rq.disk, .name = rq.name, .die_with_parent = false, .ctl_path = rq.ctl_path,
+        .prepared_root = prepared ? root_dir : NULL};
     struct jail j;
     struct husk_err err;
     struct spawn_resp rs = {.h = {.type = SPAWN_RESP, .len = sizeof rs}};
