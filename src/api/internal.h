@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "api/api.h"
+#include "husk/husk.h"
 #include "state/state.h"
 #include "util/error.h"
 
@@ -213,6 +214,8 @@ enum MHD_Result h_health(struct req *r);
 enum MHD_Result h_tenant_create(struct req *r);
 enum MHD_Result h_tenant_list(struct req *r);
 enum MHD_Result h_pool(struct req *r);
+/* {memory, cpus, pids, disk} as every reply shows limits (routes_boxes.c). */
+json_t *api_limits_json(const struct husk_limits *l);
 enum MHD_Result h_tenant_get(struct req *r);
 enum MHD_Result h_tenant_quota(struct req *r);
 enum MHD_Result h_key_create(struct req *r);

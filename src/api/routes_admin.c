@@ -98,12 +98,9 @@ enum MHD_Result h_pool(struct req *r) {
   size_t n = box_pool_stats(r->srv->cfg.mgr, st, BOX_POOL_MAX_SHAPES, &unmatched);
   json_t *arr = json_array();
   for (size_t i = 0; arr && i < n; i++) {
-    json_t *p = json_pack("{s:{s:I, s:f, s:I, s:I}, s:I, s:I, s:I, s:I}", "limits", "memory",
-                          (json_int_t)st[i].shape.memory_bytes, "cpus",
-                          (double)st[i].shape.cpu_milli / 1000.0, "pids", (json_int_t)st[i].shape.pids,
-                          "disk", (json_int_t)st[i].shape.disk_bytes, "size", (json_int_t)st[i].size,
-                          "ready", (json_int_t)st[i].ready, "claims", (json_int_t)st[i].claims,
-                          "empty", (json_int_t)st[i].empty);
+    json_t *p = json_pack("{s:o, s:I, s:I, s:I, s:I}", "limits", api_limits_json(&st[i].shape),
+                          "size", (json_int_t)st[i].size, "ready", (json_int_t)st[i].ready,
+                          "claims", (json_int_t)st[i].claims, "empty", (json_int_t)st[i].empty);
     if (!p || json_array_append_new(arr, p) < 0) {
       json_decref(arr);
       arr = NULL;

@@ -10,6 +10,12 @@
 
 json_t *api_box_json(const struct box_info *bi);
 
+json_t *api_limits_json(const struct husk_limits *l) {
+  return json_pack("{s:I, s:f, s:I, s:I}", "memory", (json_int_t)l->memory_bytes, "cpus",
+                   (double)l->cpu_milli / 1000.0, "pids", (json_int_t)l->pids, "disk",
+                   (json_int_t)l->disk_bytes);
+}
+
 json_t *api_box_json(const struct box_info *bi) {
   json_error_t je;
   json_t *meta = json_loads(bi->metadata_json ? bi->metadata_json : "{}", 0, &je);
@@ -17,15 +23,15 @@ json_t *api_box_json(const struct box_info *bi) {
     json_decref(meta);
     meta = json_object();
   }
+  json_t *limits = api_limits_json(&bi->limits);
+  if (limits)
+    json_object_set_new(limits, "timeout", json_real((double)bi->limits.timeout_ms / 1000.0));
   json_t *o = json_pack(
-      "{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:{s:I, s:f, s:I, s:I, s:f}, s:o}", "id", bi->id,
-      "state", bi->state, "reason", bi->reason, "template", bi->template_name, "network",
-      bi->network[0] ? bi->network : "none", "created_at",
-      json_time(bi->created_ms), "expires_at", json_time(bi->expires_ms), "ended_at",
-      json_time(bi->ended_ms), "limits", "memory", (json_int_t)bi->limits.memory_bytes, "cpus",
-      (double)bi->limits.cpu_milli / 1000.0, "pids", (json_int_t)bi->limits.pids, "disk",
-      (json_int_t)bi->limits.disk_bytes, "timeout", (double)bi->limits.timeout_ms / 1000.0,
-      "metadata", meta ? meta : json_object());
+      "{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o}", "id", bi->id, "state", bi->state,
+      "reason", bi->reason, "template", bi->template_name, "network",
+      bi->network[0] ? bi->network : "none", "created_at", json_time(bi->created_ms),
+      "expires_at", json_time(bi->expires_ms), "ended_at", json_time(bi->ended_ms), "limits",
+      limits, "metadata", meta ? meta : json_object());
   /* issue 7: the egress policy, placeholders included (not secrets). */
   if (o && bi->egress_json) {
     json_t *eg = json_loads(bi->egress_json, 0, &je);
