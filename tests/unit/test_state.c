@@ -275,9 +275,8 @@ TEST(prepared_statements_are_reused_never_mixed_up) {
   /* Two states locked at once, released out of order: no deadlock, and
    * each statement goes back to its own cache. */
   {
-    char dir2[64] = "/tmp/husk-state2-XXXXXX", path2[128];
-    CHECK(mkdtemp(dir2) != NULL);
-    snprintf(path2, sizeof path2, "%s/husk.db", dir2);
+    char path2[160]; /* in the fixture's directory: close_and_remove takes it */
+    snprintf(path2, sizeof path2, "%s/second.db", dir);
     struct state *st2 = NULL;
     CHECK_OK(state_open(&st2, path2, &err));
     struct state *la = db_lock(st), *lb = db_lock(st2);
@@ -293,13 +292,6 @@ TEST(prepared_statements_are_reused_never_mixed_up) {
     for (unsigned i = 0; i < st2->ncache; i++)
       CHECK(!st2->cache[i].busy);
     state_close(st2);
-    unlink(path2);
-    char side[160];
-    snprintf(side, sizeof side, "%s-wal", path2);
-    unlink(side);
-    snprintf(side, sizeof side, "%s-shm", path2);
-    unlink(side);
-    rmdir(dir2);
   }
   n = st->ncache;
   /* Without the lock nothing is cached (and nothing breaks). */
