@@ -21,7 +21,10 @@ mk() { # I: create one small box, print its id
 }
 export -f mk
 export KEY URL
-seq "$N" | xargs -P 8 -I{} bash -c mk >"$T_SCRATCH/ids"
+# Appended (O_APPEND), not written at a shared offset: with 8 writers a
+# plain redirection let two ids land on one line now and then.
+: >"$T_SCRATCH/ids"
+seq "$N" | xargs -P 8 -I{} bash -c mk >>"$T_SCRATCH/ids"
 made=$(grep -c '^b_' "$T_SCRATCH/ids")
 expect_eq "$N boxes created" "$made" "$N"
 FDS=$(ls /proc/"$SPID"/fd 2>/dev/null | wc -l)
@@ -32,7 +35,8 @@ api POST "/v1/sandboxes/$(head -n1 "$T_SCRATCH/ids")/exec" -d '{"cmd":["echo","o
 expect_eq "an exec on a new connection works" "$(jf 'j["stdout"]')" ok
 del() { curl -sS -o /dev/null -w '%{http_code}\n' --max-time 60 -X DELETE -H "Authorization: Bearer $KEY" "$URL/v1/sandboxes/$1"; }
 export -f del
-xargs -P 8 -I{} bash -c 'del {}' <"$T_SCRATCH/ids" >"$T_SCRATCH/codes"
+: >"$T_SCRATCH/codes"
+xargs -P 8 -I{} bash -c 'del {}' <"$T_SCRATCH/ids" >>"$T_SCRATCH/codes"
 expect_eq "every box deleted" "$(grep -c '^200$' "$T_SCRATCH/codes")" "$N"
 gone() { [ -z "$(live_box_cgroups)" ]; }
 check "nothing left" wait_for 60 gone
