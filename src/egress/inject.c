@@ -15,10 +15,14 @@
  *  4. one request per connection (Connection: close both ways), no
  *     upgrades, no 100-continue; the proxy never follows a redirect: the
  *     box sees the 3xx, and any next hop is a new, re-checked connection;
- *  5. best effort: the secret values used are replaced by their
- *     placeholders in the response head and body (Accept-Encoding is
- *     forced to identity so the body is scannable; chunked bodies are
- *     de-chunked, and the response is delimited by the connection close).
+ *  5. best effort: the value of every secret bound to the box -- not only
+ *     the ones this request used: an upstream may store a header and hand
+ *     it back to a later request that carries no placeholder -- is
+ *     replaced by its placeholder in the response head and body, raw and
+ *     in its common encodings (Accept-Encoding is forced to identity so
+ *     the body is scannable; chunked bodies are de-chunked, so a value
+ *     split across chunks is still found, and the response is delimited
+ *     by the connection close).
  * Secret values live in this connection's memory only while it runs and
  * are wiped at its end. */
 #define _GNU_SOURCE
@@ -354,6 +358,23 @@ static int use_secret(struct conn *c, struct secrets *s, const struct egress_bin
   return 0;
 }
 
+/* Every secret bound to the box, for the response scrub.  A secret no
+ * longer in the vault cannot be looked for (its value is gone); any other
+ * vault failure refuses the exchange rather than relay an unscrubbed
+ * response.  0, or a status with *why. */
+static int use_all_secrets(struct conn *c, struct secrets *s, const char **why) {
+  for (size_t i = 0; i < c->b->pol.nbindings; i++) {
+    size_t k;
+    const char *w = NULL;
+    int st = use_secret(c, s, &c->b->pol.bindings[i], &k, &w);
+    if (st && strcmp(w, "secret-not-in-vault")) {
+      *why = w;
+      return st;
+    }
+  }
+  return 0;
+}
+
 /* A growable buffer that wipes what it leaves behind: the upstream head
  * holds secret values, and a realloc would free a copy unwiped. */
 struct sbuf {
@@ -682,6 +703,9 @@ void egress_inject(struct conn *c, const struct egress_host *h) {
   size_t req_len = 0;
   st = build_request(c, &hd, h->name, &s, &req, &req_len, &why);
   egress_http_free(&hd);
+  size_t used_n = s.n;
+  if (!st)
+    st = use_all_secrets(c, &s, &why);
   if (!st)
     st = egress_dial(c, h, &why);
   if (!st)
@@ -693,7 +717,7 @@ void egress_inject(struct conn *c, const struct egress_host *h) {
   } else if (io_write_all(c, &c->up, req, req_len) == 0) {
     c->bytes_up += req_len;
     char used[64];
-    snprintf(used, sizeof used, "secrets=%zu", s.n);
+    snprintf(used, sizeof used, "secrets=%zu", used_n);
     exchange(c, &s, head_request, buf + end, got - end);
     egress_audit(c, "egress.inject", "ok", 200, used);
   } else {
@@ -706,4 +730,13 @@ void egress_inject(struct conn *c, const struct egress_host *h) {
   secrets_wipe(&s);
   if (c->box.ssl)
     SSL_shutdown(c->box.ssl);
+}
+
+int egress_scrubbed_relay(struct conn *c, bool head_request, const char **why) {
+  struct secrets s = {0};
+  int st = use_all_secrets(c, &s, why);
+  if (!st)
+    exchange(c, &s, head_request, NULL, 0);
+  secrets_wipe(&s);
+  return st;
 }

@@ -596,6 +596,12 @@ static void forward_http(struct conn *c, struct http_head *hd, const char *targe
                                     "te", "upgrade"};
   for (size_t i = 0; i < sizeof hop / sizeof hop[0]; i++)
     egress_http_remove(hd, hop[i]);
+  /* A box holding placeholders gets its plain HTTP responses scrubbed too
+   * (a host reached over HTTP may hand back what it was sent over HTTPS):
+   * the body must then be readable. */
+  bool scrub = c->b->pol.nbindings > 0;
+  if (scrub)
+    egress_http_remove(hd, "accept-encoding");
   size_t cap = EGRESS_HTTP_HEAD_MAX + 256, o = 0;
   cleanup_free char *out = malloc(cap);
   if (!out)
@@ -604,7 +610,8 @@ static void forward_http(struct conn *c, struct http_head *hd, const char *targe
   for (size_t i = 0; i < hd->nh && o < cap; i++)
     o += (size_t)snprintf(out + o, cap - o, "%s: %s\r\n", hd->h[i].name, hd->h[i].value);
   if (o < cap)
-    o += (size_t)snprintf(out + o, cap - o, "Connection: close\r\n\r\n");
+    o += (size_t)snprintf(out + o, cap - o, "%sConnection: close\r\n\r\n",
+                          scrub ? "Accept-Encoding: identity\r\n" : "");
   if (o >= cap) {
     egress_reply(c, 431, "request head too large");
     egress_audit(c, "egress.http", "denied", 431, "head-too-large");
@@ -615,7 +622,12 @@ static void forward_http(struct conn *c, struct http_head *hd, const char *targe
     return;
   }
   c->bytes_up += o + extra_len;
-  relay(c);
+  if (!scrub) {
+    relay(c);
+  } else if ((st = egress_scrubbed_relay(c, !strcmp(hd->start[0], "HEAD"), &why))) {
+    egress_audit(c, "egress.http", "error", st, why);
+    return;
+  }
   egress_audit(c, "egress.http", "ok", 200, NULL);
 }
 

@@ -127,6 +127,11 @@ int egress_dial(struct conn *c, const struct egress_host *h, const char **why);
  * accepted by the caller? no: the caller hands over the raw socket). */
 void egress_inject(struct conn *c, const struct egress_host *h);
 
+/* inject.c: relay the response of a request already sent upstream (plain
+ * HTTP) with every secret bound to the box scrubbed from it, as in inject
+ * mode.  0, or a status with *why (nothing relayed). */
+int egress_scrubbed_relay(struct conn *c, bool head_request, const char **why);
+
 /* Reply with a small HTTP error on the box connection. */
 void egress_reply(struct conn *c, int status, const char *reason);
 

@@ -313,6 +313,32 @@ check "and none of the value's raw, JSON, percent or base64 forms" test -z "$(le
 api DELETE "/v1/sandboxes/$ENCBOX"
 BOX=$SAVED_BOX
 
+# A stateful upstream: the secret sent once is stored there and handed back
+# later to requests that carry no placeholder, by the bound host, by
+# another inject host, and over plain HTTP; in a header and in the body,
+# raw, base64 and percent-encoded, and split across chunks.  Every secret
+# bound to the box is scrubbed from every response, not only the ones the
+# request used.
+bx 'curl -sS --max-time 20 -o /dev/null -H "Authorization: Bearer $TOKEN" https://api.ex.test/store'
+check "the stateful upstream stored the real secret" has "$(grep '"/store"' <<<"$(up_requests)")" "Bearer $SECRET"
+bx 'for u in https://api.ex.test/recall https://api.ex.test/recall-chunked https://other.test/recall-chunked http://plain.test/recall; do curl -sS -i --max-time 20 "$u"; echo; done'
+recalled() { python3 -c '
+import base64, json, sys, urllib.parse
+out, secret, ph = sys.argv[1], sys.argv[2], sys.argv[3]
+def b64(t):  # lenient: a scrubbed value is no longer valid base64
+    t = "".join(ch for ch in t if ch.isalnum() or ch in "+/")
+    return base64.b64decode(t[:len(t) // 4 * 4]).decode("latin-1")
+bodies = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+heads = [l for l in out.splitlines() if l.lower().startswith("x-stored:")]
+seen = [b["stored"] for b in bodies] + [b64(b["b64"]) for b in bodies] \
+    + [urllib.parse.unquote(b["pct"]) for b in bodies] + heads
+ok = len(bodies) == 4 and len(heads) == 4 and secret not in out and all(secret not in v for v in seen) \
+    and all(ph in b["stored"] for b in bodies)
+print("ok" if ok else "leak or missing: %d bodies %d heads, %d with the secret" % (
+    len(bodies), len(heads), sum(secret in v for v in seen + [out])))' "$@"; }
+R=$(recalled "$OUT" "$SECRET" "$PH")
+check "a stored secret handed back later (no placeholder in the request) reaches the box only as its placeholder ($R)" [ "$R" = ok ]
+
 CAP=$T_SCRATCH/wire.pcap
 tcpdump -i "$UP_IF" -w "$CAP" -U >/dev/null 2>&1 &
 TCPD=$!

@@ -15,13 +15,18 @@ serves, until killed:
     query: {"name": ["1.2.3.4", ...]} or {"name": [[first answers], [later
     answers]]} (rebinding: the first query of a name gets the first list,
     every later one the second); every question is logged to DIR/dns.log.
+  - a stateful endpoint: /store keeps the request's Authorization header,
+    /recall (on any host and port) answers it back in a header and in the
+    body raw, base64 and percent-encoded; /recall-chunked the same in
+    chunks of 3 bytes (a value split across chunks).
 """
-import json, os, socket, ssl, struct, sys, threading
+import base64, json, os, socket, ssl, struct, sys, threading, urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 DIR, ADDR = sys.argv[1], sys.argv[2]
 lock = threading.Lock()
 seen = {}
+stored = {}
 
 
 def log(name, obj):
@@ -57,6 +62,28 @@ class Echo(BaseHTTPRequestHandler):
                 k = min(n, len(block))
                 self.wfile.write(block[:k])
                 n -= k
+            return
+        if self.path.startswith("/store"):
+            with lock:
+                stored["auth"] = self.headers.get("Authorization") or ""
+        if self.path.startswith("/recall"):
+            with lock:
+                v = stored.get("auth", "")
+            out = json.dumps({"stored": v, "b64": base64.b64encode(v.encode()).decode(),
+                              "pct": urllib.parse.quote(v, safe="")}).encode()
+            self.send_response(200)
+            self.send_header("X-Stored", v)
+            if self.path.startswith("/recall-chunked"):
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for i in range(0, len(out), 3):
+                    part = out[i:i + 3]
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+                self.wfile.write(b"0\r\n\r\n")
+                return
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
             return
         if self.path.startswith("/redirect"):
             self.send_response(302)
