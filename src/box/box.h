@@ -56,6 +56,9 @@ struct box_mgr_config {
   const char *egress_ca_file;
   unsigned egress_max_conns;
   unsigned egress_idle_ms;
+  /* Audit records older than this are removed (bounded batches, on the
+   * egress audit thread); 0: kept forever. */
+  int64_t audit_retention_ms;
 };
 
 /* Open the manager: lock the data directory (one daemon per directory:

@@ -29,7 +29,9 @@ int box_egress_open(struct box_mgr *m, struct husk_err *err) {
     return -1;
   struct egress_config ec = {.state = m->cfg.state, .vault = m->vault,
                              .ca_file = m->cfg.egress_ca_file, .max_conns = m->cfg.egress_max_conns,
-                             .idle_ms = m->cfg.egress_idle_ms, .log = egress_log_cb, .log_ctx = m};
+                             .idle_ms = m->cfg.egress_idle_ms,
+                             .audit_retention_ms = m->cfg.audit_retention_ms,
+                             .log = egress_log_cb, .log_ctx = m};
   /* The daemon's id: the hex of its cgroup prefix ("box-<8 hex>-"). */
   char hash[9];
   snprintf(hash, sizeof hash, "%.8s", m->cg_prefix + 4);

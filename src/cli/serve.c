@@ -72,6 +72,8 @@ static void usage(FILE *f) {
           "  --egress-ca-file FILE   extra trust roots for TLS the proxy re-originates\n"
           "  --egress-max-conns N    concurrent proxied connections per box [64]\n"
           "  --egress-idle-timeout SECONDS  idle proxied connections are closed [60]\n"
+          "  --audit-retention DAYS  audit records older than this are removed; 0: keep\n"
+          "                          them all [30]\n"
           "\n"
           "Storage (docs/storage.md):\n"
           "  --s3-listen ADDR:PORT   the S3-compatible listener, or \"off\" [" DEFAULT_S3_LISTEN "]\n"
@@ -247,7 +249,7 @@ static int parse_pool(const char *arg, struct box_pool_spec *out, struct husk_er
 enum { O_LISTEN = 256, O_DATA, O_MAXCONN, O_PERIP, O_IDLE, O_GRACE, O_DTTL, O_MTTL, O_POOL, O_QUIET, O_HELP,
        O_MCP_WAIT, O_MCP_ORIGIN,
        /* issue 7 */
-       O_EG_RESOLVER, O_EG_ALLOW, O_EG_CA, O_EG_MAXCONN, O_EG_IDLE,
+       O_EG_RESOLVER, O_EG_ALLOW, O_EG_CA, O_EG_MAXCONN, O_EG_IDLE, O_AUDIT_RETENTION,
        O_S3_LISTEN, O_PUBLIC_URL, O_S3_REGION, O_STORE_ENDPOINT, O_STORE_BUCKET, O_STORE_REGION,
        O_STORE_PART, O_STORAGE_QUOTA };
 
@@ -278,6 +280,7 @@ int cmd_serve(int argc, char **argv) {
       {"egress-ca-file", required_argument, NULL, O_EG_CA},
       {"egress-max-conns", required_argument, NULL, O_EG_MAXCONN},
       {"egress-idle-timeout", required_argument, NULL, O_EG_IDLE},
+      {"audit-retention", required_argument, NULL, O_AUDIT_RETENTION},
       /* storage */
       {"s3-listen", required_argument, NULL, O_S3_LISTEN},
       {"public-url", required_argument, NULL, O_PUBLIC_URL},
@@ -294,6 +297,7 @@ int cmd_serve(int argc, char **argv) {
   const char *eg_allow[16];
   size_t eg_nallow = 0;
   uint64_t eg_maxconn = 0, eg_idle_ms = 0;
+  uint64_t audit_days = 30;
   const char *listen = DEFAULT_LISTEN, *data = NULL;
   uint64_t perip = 64;
   uint64_t maxconn = 256, idle_ms = 120000, grace_ms = 10000, dttl = 0, mttl = 0;
@@ -382,6 +386,12 @@ int cmd_serve(int argc, char **argv) {
     case O_EG_IDLE:
       if (parse_seconds("--egress-idle-timeout", optarg, &eg_idle_ms) < 0)
         return 2;
+      break;
+    case O_AUDIT_RETENTION:
+      if (parse_u64_range(optarg, 0, 36500, &audit_days, &err) < 0) {
+        fprintf(stderr, "husk serve: --audit-retention: %s\n", err.msg);
+        return 2;
+      }
       break;
     case O_S3_LISTEN: s3_listen = optarg; s3_listen_given = true; break;
     case O_PUBLIC_URL: public_url = optarg; break;
@@ -483,7 +493,8 @@ int cmd_serve(int argc, char **argv) {
                               .egress_resolver = eg_resolver, .egress_allow = eg_allow,
                               .egress_nallow = eg_nallow, .egress_ca_file = eg_ca,
                               .egress_max_conns = (unsigned)eg_maxconn,
-                              .egress_idle_ms = (unsigned)eg_idle_ms};
+                              .egress_idle_ms = (unsigned)eg_idle_ms,
+                              .audit_retention_ms = (int64_t)audit_days * 86400 * 1000};
   if (box_mgr_open(&mgr, &mc, &err) < 0) {
     state_close(st);
     return fail("%s", err.msg);

@@ -12,9 +12,10 @@
  *   - one acceptor thread and one thread per proxied connection (bounded
  *     per box), blocking I/O with idle and total deadlines;
  *   - per inject box, a CA (tls.h) whose key stays in this process.
- * Every decision is an audit record (action `egress.*`): box, host, port,
- * address, mode, bytes, outcome.  Secret values are never in a record, a
- * log line or an error message. */
+ * Every decision is audited (action `egress.*`): box, host, port,
+ * address, mode, bytes, outcome, and how many identical decisions the
+ * record stands for (audit_agg.h).  Secret values are never in a record,
+ * a log line or an error message. */
 #ifndef HUSK_EGRESS_EGRESS_H
 #define HUSK_EGRESS_EGRESS_H
 
@@ -24,6 +25,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
+#include "egress/audit_agg.h"
 #include "egress/host.h"
 #include "util/error.h"
 
@@ -43,6 +45,10 @@ struct egress_config {
   const char *ca_file;                 /* extra roots for upstream TLS (tests), or NULL */
   unsigned max_conns;                  /* per box; 0 = default */
   unsigned idle_ms, total_ms;          /* per connection; 0 = default */
+  struct egress_agg_limits audit;      /* audit aggregation and caps; 0s = defaults */
+  /* Audit records (all of them, not only egress) older than this are
+   * removed in bounded batches; 0 = kept forever. */
+  int64_t audit_retention_ms;
   void (*log)(void *ctx, const char *line);
   void *log_ctx;
 };

@@ -41,30 +41,74 @@ void egress_log(struct egress *e, const char *fmt, ...) {
   va_end(ap);
 }
 
-static void audit_suppressed(struct conn *c, unsigned n) {
-  struct state_audit a = {0};
-  snprintf(a.tenant_id, sizeof a.tenant_id, "%s", c->b->tenant);
-  snprintf(a.action, sizeof a.action, "egress.audit");
-  snprintf(a.box_id, sizeof a.box_id, "%s", c->b->id);
-  snprintf(a.outcome, sizeof a.outcome, "suppressed");
-  snprintf(a.detail, sizeof a.detail, "%u egress decisions over the audit rate limit (%d per second)",
-           n, EGRESS_AUDIT_PER_SEC);
-  struct husk_err err;
-  if (state_audit_add(c->e->cfg.state, &a, NULL, &err) < 0)
-    egress_log(c->e, "egress: box %s: cannot write audit record: %s", c->b->id, err.msg);
+/* ---- the audit writer ---------------------------------------------------------- */
+
+static void write_rows(struct egress *e, struct state_audit *rows, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    struct husk_err err;
+    if (state_audit_add(e->cfg.state, &rows[i], NULL, &err) < 0)
+      egress_log(e, "egress: box %s: cannot write audit record: %s", rows[i].box_id, err.msg);
+  }
+  free(rows);
 }
 
-/* ---- the audit writer ---------------------------------------------------------- */
+/* Retention: audit records older than the configured age go, in bounded
+ * batches, so that one pass never holds the database for long. */
+#define PRUNE_BATCH 1000
+#define PRUNE_BATCHES 10
+#define PRUNE_EVERY_MS (3600 * 1000)
+
+static void prune(struct egress *e, int64_t now) {
+  if (!e->cfg.audit_retention_ms || now < e->prune_at)
+    return;
+  size_t total = 0, n = PRUNE_BATCH;
+  for (int i = 0; i < PRUNE_BATCHES && n == PRUNE_BATCH; i++) {
+    struct husk_err err;
+    if (state_audit_prune(e->cfg.state, state_now_ms() - e->cfg.audit_retention_ms, PRUNE_BATCH,
+                          &n, &err) < 0) {
+      egress_log(e, "audit retention: %s", err.msg);
+      break;
+    }
+    total += n;
+  }
+  /* More left: continue at the next interval rather than in one go. */
+  e->prune_at = now + (n == PRUNE_BATCH ? e->agg_interval_ms : PRUNE_EVERY_MS);
+  if (total)
+    egress_log(e, "audit retention: %zu record(s) older than %lld day(s) removed", total,
+               (long long)(e->cfg.audit_retention_ms / 86400000));
+}
+
+/* Once a second: the aggregated records of an interval that ended, and
+ * the retention pass when due. */
+static void housekeeping(struct egress *e) {
+  int64_t now = egress_now_ms();
+  struct state_audit *rows;
+  size_t n = egress_agg_tick(e->agg, now, &rows);
+  write_rows(e, rows, n);
+  prune(e, now);
+}
 
 static void *audit_writer_main(void *arg) {
   struct egress *e = arg;
+  int64_t house_at = 0;
   pthread_mutex_lock(&e->aq_lock);
   for (;;) {
-    while (!e->aq_head && !e->aq_stop)
-      pthread_cond_wait(&e->aq_cond, &e->aq_lock);
+    if (egress_now_ms() >= house_at) {
+      pthread_mutex_unlock(&e->aq_lock);
+      housekeeping(e);
+      house_at = egress_now_ms() + 1000;
+      pthread_mutex_lock(&e->aq_lock);
+    }
     struct aud_item *it = e->aq_head;
-    if (!it)
-      break; /* stopping and drained */
+    if (!it) {
+      if (e->aq_stop)
+        break; /* stopping and drained */
+      struct timespec ts;
+      clock_gettime(CLOCK_MONOTONIC, &ts);
+      ts.tv_sec += 1;
+      pthread_cond_timedwait(&e->aq_cond, &e->aq_lock, &ts);
+      continue;
+    }
     e->aq_head = it->next;
     if (!e->aq_head)
       e->aq_tail = NULL;
@@ -78,8 +122,15 @@ static void *audit_writer_main(void *arg) {
   }
   unsigned dropped = e->aq_dropped;
   pthread_mutex_unlock(&e->aq_lock);
+  /* What is still counted goes in records before the daemon stops. */
+  struct state_audit *rows;
+  size_t n = egress_agg_drain(e->agg, NULL, &rows);
+  write_rows(e, rows, n);
   if (dropped)
     egress_log(e, "egress: %u audit records were dropped (queue full)", dropped);
+  uint64_t lost = egress_agg_lost(e->agg);
+  if (lost)
+    egress_log(e, "egress: %llu audit decisions were lost (out of memory)", (unsigned long long)lost);
   return NULL;
 }
 
@@ -113,40 +164,25 @@ void egress_audit(struct conn *c, const char *action, const char *outcome, int s
   audit_record(c, action, outcome, status, why, false);
 }
 
+/* A decision goes through the aggregation (audit_agg.h): written now if it
+ * is the first of its kind, else counted.  Once the box is stopped (its
+ * counts already written) the few decisions of its last connections are
+ * written on their own. */
 static void audit_record(struct conn *c, const char *action, const char *outcome, int status,
                          const char *why, bool queued) {
-  pthread_mutex_lock(&c->e->lock);
-  int64_t now = egress_now_ms();
-  unsigned dropped = 0;
-  if (now - c->b->aud_window >= 1000) {
-    dropped = c->b->aud_dropped;
-    c->b->aud_dropped = 0;
-    c->b->aud_n = 0;
-    c->b->aud_window = now;
-  }
-  bool write = c->b->aud_n < EGRESS_AUDIT_PER_SEC;
-  if (write)
-    c->b->aud_n++;
-  else
-    c->b->aud_dropped++;
-  pthread_mutex_unlock(&c->e->lock);
-  if (dropped)
-    audit_suppressed(c, dropped);
-  if (!write)
+  struct egress_agg_event ev = {
+      .box_id = c->b->id, .tenant = c->b->tenant, .action = action, .outcome = outcome,
+      .status = status, .host = c->host, .port = c->port, .addr = c->addr, .mode = c->mode,
+      .via = c->kind == L_PROXY  ? "proxy"
+             : c->kind == L_HTTP ? "transparent-80"
+                                 : "transparent-443",
+      .reason = why, .dns = !strcmp(action, "egress.dns"), .bytes_up = c->bytes_up,
+      .bytes_down = c->bytes_down};
+  struct state_audit a;
+  if (atomic_load(&c->b->dead))
+    egress_agg_row(&ev, &a);
+  else if (!egress_agg_add(c->e->agg, &ev, &a))
     return;
-  struct state_audit a = {0};
-  snprintf(a.tenant_id, sizeof a.tenant_id, "%s", c->b->tenant);
-  snprintf(a.action, sizeof a.action, "%s", action);
-  snprintf(a.box_id, sizeof a.box_id, "%s", c->b->id);
-  snprintf(a.outcome, sizeof a.outcome, "%s", outcome);
-  a.status = status;
-  snprintf(a.detail, sizeof a.detail,
-           "host=%s port=%u addr=%s mode=%s via=%s bytes_up=%llu bytes_down=%llu%s%s",
-           c->host[0] ? c->host : "-", c->port, c->addr[0] ? c->addr : "-",
-           c->mode ? c->mode : "-",
-           c->kind == L_PROXY ? "proxy" : c->kind == L_HTTP ? "transparent-80" : "transparent-443",
-           (unsigned long long)c->bytes_up, (unsigned long long)c->bytes_down, why ? " reason=" : "",
-           why ? why : "");
   if (queued) {
     audit_queue(c->e, &a);
     return;
@@ -1173,6 +1209,10 @@ void egress_box_stop(struct egress *e, const char *box_id) {
   if (e->net_ready && b->slot != (unsigned)-1)
     egress_link_down(&e->net, b->slot);
   b->slot = (unsigned)-1;
+  /* The box's counted decisions become records now. */
+  struct state_audit *rows;
+  size_t n = egress_agg_drain(e->agg, b->id, &rows);
+  write_rows(e, rows, n);
   box_unref(e, b);
 }
 
@@ -1248,8 +1288,15 @@ int egress_open(struct egress **out, const struct egress_config *cfg, struct hus
   }
   if (!(e->client_ctx = egress_tls_client_ctx(cfg->ca_file, err)))
     goto fail;
+  if (egress_agg_new(&e->agg, &cfg->audit, err) < 0)
+    goto fail;
+  e->agg_interval_ms = cfg->audit.interval_ms ? cfg->audit.interval_ms : EGRESS_AUDIT_INTERVAL_MS;
   pthread_mutex_init(&e->aq_lock, NULL);
-  pthread_cond_init(&e->aq_cond, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&e->aq_cond, &ca);
+  pthread_condattr_destroy(&ca);
   if (pthread_create(&e->aq_thread, NULL, audit_writer_main, e) != 0) {
     pthread_cond_destroy(&e->aq_cond);
     pthread_mutex_destroy(&e->aq_lock);
@@ -1317,6 +1364,7 @@ void egress_close(struct egress *e) {
     pthread_cond_destroy(&e->aq_cond);
     pthread_mutex_destroy(&e->aq_lock);
   }
+  egress_agg_free(e->agg);
   SSL_CTX_free(e->client_ctx);
   close_quiet(e->wake[0]);
   close_quiet(e->wake[1]);

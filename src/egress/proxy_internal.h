@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "egress/audit_agg.h"
 #include "egress/egress.h"
 #include "egress/link.h"
 #include "egress/policy.h"
@@ -20,10 +21,6 @@
 #define EGRESS_DNS_TIMEOUT_MS 3000
 #define EGRESS_CONNECT_TIMEOUT_MS 10000
 #define EGRESS_THREAD_STACK (256 * 1024)
-/* Audit records per box per second; past it decisions are counted and one
- * "suppressed" record says how many (a box spamming connections or DNS
- * questions must not flood the database every other box writes to). */
-#define EGRESS_AUDIT_PER_SEC 200
 
 enum listener { L_PROXY, L_HTTP, L_HTTPS, L_COUNT };
 
@@ -50,8 +47,6 @@ struct ebox {
   struct egress_ca ca;
   atomic_uint nconns;
   int in_poll;        /* under e->lock: the acceptor is polling our fds */
-  int64_t aud_window; /* under e->lock: the audit rate limit */
-  unsigned aud_n, aud_dropped;
   struct conn *conns; /* under e->lock: to cut them on stop */
 };
 
@@ -78,6 +73,11 @@ struct egress {
   bool aq_stop;
   pthread_t aq_thread;
   bool aq_running;
+  /* Repeated decisions are counted here and written once per interval
+   * (audit_agg.h); the retention pass runs on the same thread. */
+  struct egress_agg *agg;
+  unsigned agg_interval_ms;
+  int64_t prune_at; /* monotonic; the writer thread only */
   pthread_attr_t attr;
 };
 

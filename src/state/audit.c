@@ -1,4 +1,5 @@
-/* The audit log: one immutable record per state-changing call.
+/* The audit log: one immutable record per state-changing call, kept
+ * until the retention pass removes it (state_audit_prune).
  *
  * Who, what, which box, when, outcome -- never secrets or file contents; the
  * caller decides what goes in `detail`, this file only stores it.  The
@@ -147,5 +148,30 @@ int state_audit_list(struct state *st, const struct state_audit_filter *filter,
     if (r != 0)
       return db_cb_verdict(r);
   }
+  return 0;
+}
+
+int state_audit_prune(struct state *st, int64_t before_ms, unsigned max_rows, size_t *deleted,
+                      struct husk_err *err) {
+  *deleted = 0;
+  /* The database refuses to delete a record younger than a day. */
+  int64_t floor_ms = state_now_ms() - STATE_AUDIT_MIN_AGE_MS;
+  if (before_ms > floor_ms)
+    before_ms = floor_ms;
+  if (max_rows == 0 || before_ms <= 0)
+    return 0;
+  cleanup_unlock struct state *locked = db_lock(st);
+  cleanup_stmt sqlite3_stmt *s = NULL;
+  if (db_prepare(st, &s,
+                 "DELETE FROM audit WHERE id IN"
+                 " (SELECT id FROM audit WHERE ts_ms < ?1 ORDER BY ts_ms LIMIT ?2)",
+                 err) < 0)
+    return -1;
+  int rc;
+  if ((rc = db_int(s, 1, before_ms)) || (rc = db_int(s, 2, (int64_t)max_rows)))
+    return db_fail(st, err, rc, "cannot bind audit retention");
+  if (db_step_done(st, s, "cannot remove old audit records", err) < 0)
+    return -1;
+  *deleted = (size_t)sqlite3_changes(st->db);
   return 0;
 }

@@ -235,7 +235,17 @@ static const char schema_storage[] =
     ") STRICT;"
     "CREATE INDEX link_access_link ON link_access(link_id, seq);";
 
-static const char *const migrations[] = {schema_v1, schema_jobs, schema_egress, schema_storage};
+/* Audit retention: records older than a day may be deleted (by the
+ * retention pass, state_audit_prune); younger ones stay append-only, so
+ * no mistake can erase what just happened. */
+static const char schema_audit_retention[] =
+    "DROP TRIGGER audit_append_only;"
+    "CREATE TRIGGER audit_append_only BEFORE DELETE ON audit"
+    "  WHEN OLD.ts_ms > CAST(strftime('%s', 'now') AS INTEGER) * 1000 - 86400000"
+    "  BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;";
+
+static const char *const migrations[] = {schema_v1, schema_jobs, schema_egress, schema_storage,
+                                         schema_audit_retention};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 int state_schema_latest(void) { return SCHEMA_VERSION; }

@@ -352,8 +352,8 @@ void state_job_free(struct state_job *job);
 /* One state-changing call: who (tenant, key), what (action), on which box,
  * when, and how it ended.  Never secrets or file contents: `detail` is for
  * short context such as "memory=256M" or a path, which the caller builds.
- * Records are immutable (the database refuses UPDATE and DELETE on them)
- * and their ids only grow. */
+ * Records are immutable (the database refuses UPDATE, and DELETE of a
+ * record younger than STATE_AUDIT_MIN_AGE_MS) and their ids only grow. */
 struct state_audit {
   int64_t id;            /* assigned on insert */
   int64_t ts_ms;         /* 0 on insert means now */
@@ -389,5 +389,12 @@ struct state_audit_filter {
 int state_audit_list(struct state *st, const struct state_audit_filter *filter,
                      int (*cb)(void *ctx, const struct state_audit *rec), void *ctx,
                      struct husk_err *err);
+
+/* Retention: remove up to max_rows of the oldest records with ts_ms <
+ * before_ms (never one younger than STATE_AUDIT_MIN_AGE_MS: the cut-off is
+ * moved back to that); *deleted says how many went. */
+#define STATE_AUDIT_MIN_AGE_MS (86400LL * 1000)
+int state_audit_prune(struct state *st, int64_t before_ms, unsigned max_rows, size_t *deleted,
+                      struct husk_err *err);
 
 #endif

@@ -261,6 +261,35 @@ AUD=$(audit_of "$EG")
 check "allowed decisions are audited with bytes" grep -qE "egress.connect ok 200 host=api.ex.test port=443 addr=10.250.0.2 mode=tunnel via=proxy bytes_up=[1-9]" <<<"$AUD"
 check "DNS stub answers are audited" grep -q "egress.dns denied 3 host=echo.test" <<<"$AUD"
 
+# Audit volume: thousands of DNS questions, for the same names and for
+# distinct ones, give O(intervals x names) records, not a record each; the
+# counts add up, and a flood of distinct names stays under the per-box cap
+# (60 records per 10 s interval, plus one "suppressed" record counting the
+# rest).  The box's counts are written when it is deleted.
+T0=$(date +%s)
+new_box '{"network":"egress","egress":{"rules":[{"host":"api.ex.test"}]}}' || not_ok "a box for the DNS audit"
+DNSBOX=$BOX
+upload "$DNSBOX" /workspace/c.py "$CLIENT"
+bx "python3 /workspace/c.py dns 169.254.0.53 1000 api.ex.test echo.test; python3 /workspace/c.py dnsflood 169.254.0.53 3000 flood.test"
+check "the box asked 2000 + 3000 questions, all answered" has "$OUT" "sent=2000 answered=2000"$'\n'"sent=3000 answered=3000"
+api DELETE "/v1/sandboxes/$DNSBOX"
+IV=$(( ($(date +%s) - T0) / 10 + 2 )) # intervals the test spanned, rounded up, plus one
+BOX=$EG
+AUD=$(audit_of "$DNSBOX")
+dns_sum() { # NEEDLE: records and summed count= of the records holding NEEDLE
+  grep -F -- "$1" <<<"$AUD" | sed -n 's/.* count=\([0-9]*\).*/\1/p' | awk '{n++; s+=$1} END {print n+0, s+0}'
+}
+read -r N_API S_API <<<"$(dns_sum "egress.dns ok 0 host=api.ex.test ")"
+read -r N_ECHO S_ECHO <<<"$(dns_sum "egress.dns denied 3 host=echo.test ")"
+read -r N_ALL S_ALL <<<"$(dns_sum " count=")"
+check "1000 questions for one name: at most a record per interval ($N_API records, $IV intervals)" [ "$N_API" -ge 1 -a "$N_API" -le "$IV" ]
+check "and their counts add up to 1000 ($S_API)" [ "$S_API" = 1000 ]
+check "the same for a denied name ($N_ECHO records, counts $S_ECHO)" [ "$N_ECHO" -ge 1 -a "$N_ECHO" -le "$IV" -a "$S_ECHO" = 1000 ]
+N_ROWS=$(grep -c . <<<"$AUD")
+check "3000 distinct names stay under the cap: $N_ROWS records in all, at most $((IV * 61))" [ "$N_ROWS" -le $((IV * 61)) ]
+check "every question is counted, suppressed ones included ($S_ALL of 5000)" [ "$S_ALL" = 5000 ]
+check "the overflow is one record per interval saying how many" grep -qE "^egress.audit suppressed 0 count=[1-9][0-9]* egress decisions over the audit caps" <<<"$AUD"
+
 # ---- inject mode and secrets -------------------------------------------------------------
 IPOL='{"rules":[{"host":"api.ex.test","ports":[443,9443],"mode":"inject"},{"host":"echo.test","mode":"inject"},
  {"host":"other.test","mode":"inject"},{"host":"plain.test","ports":[80]}],
@@ -404,7 +433,18 @@ expect_code "a bad policy update is refused" 400
 # ---- restart: re-adoption, sweep ------------------------------------------------------------
 serve_kill9
 check "the daemon crashed with egress boxes: their links stay with them" test "$(links | wc -l)" -ge 4
-serve_start --egress-resolver "$UP_IP:53" --egress-allow-range "$UP_NET" --egress-ca-file "$UP_CA" || not_ok "restart"
+# Audit retention: records older than --audit-retention days go at start
+# (two planted while the daemon is down: 40 and 10 days old).
+audit_sql() { python3 -c 'import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); r=c.execute(sys.argv[2]).fetchall(); c.commit(); print(r[0][0] if r else "")' "$DATA/husk.db" "$1"; }
+audit_sql "INSERT INTO audit (ts_ms, action, outcome) VALUES
+  (CAST(strftime('%s','now') AS INTEGER) * 1000 - 40 * 86400000, 'test.retention-old', 'ok'),
+  (CAST(strftime('%s','now') AS INTEGER) * 1000 - 10 * 86400000, 'test.retention-young', 'ok') RETURNING id" >/dev/null
+serve_start --egress-resolver "$UP_IP:53" --egress-allow-range "$UP_NET" --egress-ca-file "$UP_CA" \
+  --audit-retention 30 || not_ok "restart"
+retention_done() { [ "$(audit_sql "SELECT count(*) FROM audit WHERE action = 'test.retention-old'")" = 0 ]; }
+check "audit retention: a record older than 30 days is removed" wait_for 20 retention_done
+check "audit retention: a younger one stays" [ "$(audit_sql "SELECT count(*) FROM audit WHERE action = 'test.retention-young'")" = 1 ]
+check "audit retention: the database still refuses to delete a fresh record" bash -c '! python3 -c "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute(\"DELETE FROM audit WHERE action = '"'"'egress.dns'"'"'\"); c.commit()" "$1" 2>/dev/null' _ "$DATA/husk.db"
 KEY=$TKEY
 BOX=$INJ
 bx 'curl -sS --max-time 20 -H "Authorization: Bearer $TOKEN" https://api.ex.test/after-restart'

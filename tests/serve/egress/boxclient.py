@@ -13,6 +13,10 @@
                                                   hangs up on an idle connection
   boxclient.py tcp HOST PORT                      direct TCP connect
   boxclient.py udp HOST PORT NAME                 one DNS A query
+  boxclient.py dns HOST N NAME...                 N A queries for each NAME, one
+                                                  at a time: print sent= answered=
+  boxclient.py dnsflood HOST N SUFFIX             the same for N distinct names
+                                                  d<i>.SUFFIX, one query each
 """
 import ast, os, socket, ssl, struct, sys, time
 
@@ -120,3 +124,29 @@ elif cmd == "udp":
         print("rcode", r[3] & 15, "answers", struct.unpack("!H", r[6:8])[0])
     except OSError as e:
         print("error", e.__class__.__name__)
+elif cmd in ("dns", "dnsflood"):
+    n = int(sys.argv[3])
+    if cmd == "dns":
+        names = [name for _ in range(n) for name in sys.argv[4:]]
+    else:
+        names = ["d%d.%s" % (i, sys.argv[4]) for i in range(n)]
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.settimeout(3)
+    sent = answered = 0
+    for i, name in enumerate(names):
+        qid = i & 0xffff
+        q = struct.pack("!HHHHHH", qid, 0x0100, 1, 0, 0, 0)
+        for l in name.split("."):
+            q += bytes([len(l)]) + l.encode()
+        q += b"\0" + struct.pack("!HH", 1, 1)
+        s.sendto(q, (sys.argv[2], 53))
+        sent += 1
+        try:
+            while True:  # no retry: each question is asked once
+                r = s.recv(1500)
+                if struct.unpack("!H", r[:2])[0] == qid:
+                    answered += 1
+                    break
+        except OSError:
+            pass
+    print("sent=%d answered=%d" % (sent, answered))
