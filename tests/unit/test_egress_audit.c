@@ -36,6 +36,18 @@ static void sink_take(struct sink *s, struct state_audit *rows, size_t n) {
   free(rows);
 }
 
+static void tick(struct sink *s, struct egress_agg *a, int64_t now) {
+  struct state_audit *rows = NULL;
+  size_t n = egress_agg_tick(a, now, &rows);
+  sink_take(s, rows, n);
+}
+
+static void drain(struct sink *s, struct egress_agg *a, const char *box) {
+  struct state_audit *rows = NULL;
+  size_t n = egress_agg_drain(a, box, &rows);
+  sink_take(s, rows, n);
+}
+
 static uint64_t count_of(const struct state_audit *r) {
   const char *c = strstr(r->detail, "count=");
   return c ? strtoull(c + 6, NULL, 10) : 0;
@@ -98,8 +110,7 @@ TEST(repeated_decisions_are_counted) {
   struct egress_agg *a = agg(0, 0, 0);
   struct sink s = {0};
   int64_t now = 1000000;
-  struct state_audit *rows;
-  sink_take(&s, rows, egress_agg_tick(a, now, &rows)); /* starts the first interval */
+  tick(&s, a, now); /* starts the first interval */
   const char *names[] = {"a.test", "b.test", "c.test"};
   for (int iv = 0; iv < 10; iv++) {
     for (int i = 0; i < 1000; i++)
@@ -108,9 +119,9 @@ TEST(repeated_decisions_are_counted) {
     for (int i = 0; i < 7; i++)
       conn(a, &s, "b_1", "api.test", 100);
     now += 1000;
-    sink_take(&s, rows, egress_agg_tick(a, now, &rows));
+    tick(&s, a, now);
   }
-  sink_take(&s, rows, egress_agg_drain(a, "b_1", &rows));
+  drain(&s, a, "b_1");
   uint64_t sum;
   for (int k = 0; k < 3; k++) {
     char needle[64];
@@ -140,8 +151,7 @@ TEST(a_flood_of_distinct_names_is_capped) {
   struct egress_agg *a = agg(20, 0, 64);
   struct sink s = {0};
   int64_t now = 1000000;
-  struct state_audit *rows;
-  sink_take(&s, rows, egress_agg_tick(a, now, &rows));
+  tick(&s, a, now);
   char name[64];
   for (int iv = 0; iv < 3; iv++) {
     for (int i = 0; i < 5000; i++) {
@@ -149,9 +159,9 @@ TEST(a_flood_of_distinct_names_is_capped) {
       dns(a, &s, "b_1", "t_1", name, false);
     }
     now += 1000;
-    sink_take(&s, rows, egress_agg_tick(a, now, &rows));
+    tick(&s, a, now);
   }
-  sink_take(&s, rows, egress_agg_drain(a, NULL, &rows));
+  drain(&s, a, NULL);
   uint64_t sum, sup;
   size_t n = rows_of(&s, "b_1", &sum);
   CHECK(n <= 4 * (20 + 1));
@@ -172,8 +182,7 @@ TEST(connections_survive_a_dns_flood) {
   struct egress_agg *a = agg(10, 0, 16);
   struct sink s = {0};
   int64_t now = 1000000;
-  struct state_audit *rows;
-  sink_take(&s, rows, egress_agg_tick(a, now, &rows));
+  tick(&s, a, now);
   char name[64];
   for (int i = 0; i < 2000; i++) {
     snprintf(name, sizeof name, "n%d.flood.test", i);
@@ -182,7 +191,7 @@ TEST(connections_survive_a_dns_flood) {
   for (int i = 0; i < 5; i++)
     conn(a, &s, "b_1", "reached.test", 1);
   now += 1000;
-  sink_take(&s, rows, egress_agg_tick(a, now, &rows));
+  tick(&s, a, now);
   uint64_t sum;
   CHECK(rows_with(&s, "b_1", "host=reached.test ", &sum) == 1);
   CHECK(sum == 5);
@@ -207,8 +216,7 @@ TEST(tenant_cap) {
   CHECK(rows_of(&s, "b_3", &sum) == 4);
   free(s.r);
   s = (struct sink){0};
-  struct state_audit *rows;
-  sink_take(&s, rows, egress_agg_drain(a, NULL, &rows));
+  drain(&s, a, NULL);
   uint64_t s1, s2, s3;
   rows_of(&s, "b_1", &s1);
   rows_of(&s, "b_2", &s2);
@@ -228,15 +236,14 @@ TEST(drain_one_box) {
     dns(a, &s, "b_2", "t_1", "a.test", true);
   }
   CHECK(s.n == 2);
-  struct state_audit *rows;
-  sink_take(&s, rows, egress_agg_drain(a, "b_1", &rows));
+  drain(&s, a, "b_1");
   uint64_t sum;
   CHECK(rows_of(&s, "b_1", &sum) == 2 && sum == 50);
   CHECK(rows_of(&s, "b_2", &sum) == 1 && sum == 1);
   /* b_1 is forgotten: its next decision is a first again. */
   dns(a, &s, "b_1", "t_1", "a.test", true);
   CHECK(rows_of(&s, "b_1", &sum) == 3);
-  sink_take(&s, rows, egress_agg_drain(a, NULL, &rows));
+  drain(&s, a, NULL);
   CHECK(rows_of(&s, "b_2", &sum) == 2 && sum == 50);
   CHECK(egress_agg_lost(a) == 0);
   free(s.r);
