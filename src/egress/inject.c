@@ -65,6 +65,13 @@ struct secrets {
   char *var[EGRESS_MAX_BINDINGS * SCRUB_VARIANTS];
   size_t varlen[EGRESS_MAX_BINDINGS * SCRUB_VARIANTS];
   const char *varph[EGRESS_MAX_BINDINGS * SCRUB_VARIANTS];
+  /* The patterns above (values first, then variants) by first byte, so the
+   * scan tries at each position only those that can match there: with
+   * every binding of a box scrubbed, trying all of them everywhere would
+   * cost a hundred comparisons per byte.  Rebuilt when a pattern is added. */
+  bool indexed;
+  uint16_t order[EGRESS_MAX_BINDINGS * (SCRUB_VARIANTS + 1)];
+  uint16_t first[257]; /* order[first[b] .. first[b + 1]) start with byte b */
 };
 
 static void secrets_wipe(struct secrets *s) {
@@ -94,6 +101,7 @@ static void variant_add(struct secrets *s, char *v, size_t len, const char *ph, 
   s->var[s->nvar] = v;
   s->varlen[s->nvar] = len;
   s->varph[s->nvar++] = ph;
+  s->indexed = false;
   if (len > s->maxlen)
     s->maxlen = len;
 }
@@ -189,6 +197,45 @@ static void secrets_add_variants(struct secrets *s, const char *v, size_t n, con
 
 /* ---- response scrubbing ---------------------------------------------------- */
 
+/* Pattern k: a value (k < n) or a variant. */
+static const char *pat(const struct secrets *s, size_t k, size_t *len, const char **ph) {
+  if (k < s->n) {
+    *len = s->len[k];
+    *ph = s->ph[k];
+    return s->val[k];
+  }
+  *len = s->varlen[k - s->n];
+  *ph = s->varph[k - s->n];
+  return s->var[k - s->n];
+}
+
+/* Counting sort by first byte, stable: values still win over variants. */
+static void secrets_index(struct secrets *s) {
+  size_t total = s->n + s->nvar, count[256] = {0};
+  for (size_t k = 0; k < total; k++) {
+    size_t l;
+    const char *ph, *p = pat(s, k, &l, &ph);
+    if (l)
+      count[(unsigned char)p[0]]++;
+  }
+  size_t at = 0;
+  for (int b = 0; b < 256; b++) {
+    s->first[b] = (uint16_t)at;
+    at += count[b];
+  }
+  s->first[256] = (uint16_t)at;
+  size_t fill[256];
+  for (int b = 0; b < 256; b++)
+    fill[b] = s->first[b];
+  for (size_t k = 0; k < total; k++) {
+    size_t l;
+    const char *ph, *p = pat(s, k, &l, &ph);
+    if (l)
+      s->order[fill[(unsigned char)p[0]]++] = (uint16_t)k;
+  }
+  s->indexed = true;
+}
+
 struct scrub {
   struct secrets *s;
   char *tail;
@@ -213,15 +260,18 @@ static int scrub_feed(struct conn *c, struct scrub *sc, const char *data, size_t
   size_t limit = total > hold ? total - hold : 0;
   size_t i = 0, emitted = 0;
   int rc = 0;
+  if (!sc->s->indexed)
+    secrets_index(sc->s);
   while (i < limit && rc == 0) {
     const char *ph = NULL;
     size_t mlen = 0;
-    for (size_t k = 0; k < sc->s->n && !ph; k++)
-      if (sc->s->len[k] && i + sc->s->len[k] <= total && !memcmp(buf + i, sc->s->val[k], sc->s->len[k]))
-        ph = sc->s->ph[k], mlen = sc->s->len[k];
-    for (size_t k = 0; k < sc->s->nvar && !ph; k++)
-      if (i + sc->s->varlen[k] <= total && !memcmp(buf + i, sc->s->var[k], sc->s->varlen[k]))
-        ph = sc->s->varph[k], mlen = sc->s->varlen[k];
+    unsigned char b0 = (unsigned char)buf[i];
+    for (size_t j = sc->s->first[b0]; j < sc->s->first[b0 + 1] && !ph; j++) {
+      size_t l;
+      const char *p_ph, *p = pat(sc->s, sc->s->order[j], &l, &p_ph);
+      if (i + l <= total && !memcmp(buf + i, p, l))
+        ph = p_ph, mlen = l;
+    }
     if (!ph) {
       i++;
       continue;
@@ -351,6 +401,7 @@ static int use_secret(struct conn *c, struct secrets *s, const struct egress_bin
   s->val[s->n] = v;
   s->len[s->n] = l;
   s->ph[s->n] = bd->placeholder;
+  s->indexed = false;
   if (l > s->maxlen)
     s->maxlen = l;
   secrets_add_variants(s, v, l, bd->placeholder);
