@@ -376,9 +376,10 @@ int spawner_main(int sock, const char *root_dir) {
     int created = jail_create(&j, &cfg, &err);
     /* Left on, the next box's view would be stacked on this one: a
      * spawner that cannot take it off ends (the daemon starts another). */
-    if (prepared && rootfs_instance_drop(view) < 0) {
+    int dropped = prepared ? rootfs_instance_drop(view) : 0;
+    if (dropped < 0) {
       fprintf(stderr, "husk: spawner: cannot take a box's view off the shared root: %s\n",
-              strerror(errno));
+              strerror(-dropped));
       if (created == 0) {
         struct husk_err ignored;
         jail_destroy(&j, true, NULL, &ignored);

@@ -179,6 +179,11 @@ static int copy_file(const char *host, const char *dst, const struct stat *st) {
   cleanup_close int in = open(host, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
   if (in < 0)
     return -errno;
+  struct stat now;
+  if (fstat(in, &now) < 0)
+    return -errno;
+  if (!S_ISREG(now.st_mode) || now.st_dev != st->st_dev || now.st_ino != st->st_ino)
+    return -ESTALE; /* replaced since it was looked at: the next check sees it */
   cleanup_close int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (out < 0)
     return -errno;
