@@ -353,12 +353,40 @@ int spawner_main(int sock, const char *root_dir) {
     }
     struct jail_config cfg = {
         .limits = {.memory_bytes = rq.memory, .pids = rq.pids, .cpu_milli = rq.cpu_milli},
-        .disk_bytes = rq.disk, .name = rq.name, .die_with_parent = false, .ctl_path = rq.ctl_path,
-        .prepared_root = prepared ? root_dir : NULL};
+        .disk_bytes = rq.disk, .name = rq.name, .die_with_parent = false, .ctl_path = rq.ctl_path};
     struct jail j;
     struct husk_err err;
     struct spawn_resp rs = {.h = {.type = SPAWN_RESP, .len = sizeof rs}};
-    if (jail_create(&j, &cfg, &err) < 0) {
+    /* The box's own view of the shared root, on top of it while the box
+     * is cloned (its namespace keeps a copy), then taken off again. */
+    char view[PATH_MAX];
+    if (prepared) {
+      char what[200] = "";
+      int rc = rootfs_instance(root_dir, view, sizeof view, what, sizeof what);
+      if (rc < 0) {
+        rs.rc = -1;
+        rs.code = -rc;
+        snprintf(rs.msg, sizeof rs.msg, "cannot build the box's view of the shared root (%s: %s)",
+                 what, strerror(-rc));
+        ctl_send(sock, &rs, sizeof rs, NULL, 0);
+        continue;
+      }
+      cfg.prepared_root = view;
+    }
+    int created = jail_create(&j, &cfg, &err);
+    /* Left on, the next box's view would be stacked on this one: a
+     * spawner that cannot take it off ends (the daemon starts another). */
+    int dropped = prepared ? rootfs_instance_drop(view) : 0;
+    if (dropped < 0) {
+      fprintf(stderr, "husk: spawner: cannot take a box's view off the shared root: %s\n",
+              strerror(-dropped));
+      if (created == 0) {
+        struct husk_err ignored;
+        jail_destroy(&j, true, NULL, &ignored);
+      }
+      return 1;
+    }
+    if (created < 0) {
       rs.rc = -1;
       rs.code = err.code ? err.code : EIO;
       snprintf(rs.msg, sizeof rs.msg, "%s", err.msg);

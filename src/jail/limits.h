@@ -59,5 +59,11 @@
 
 /* Size of the read-only staging root (holds /etc and mount points only). */
 #define HUSK_STAGING_ROOT_SIZE "4m"
+/* Host files the root copies (/etc/ld.so.cache, mime.types...): at most
+ * this large each. */
+#define HUSK_ROOT_COPY_MAX (1024 * 1024)
+/* Host directories a root shows through overlays of their own (/usr, the
+ * /etc directories it mirrors): at most this many. */
+#define HUSK_ROOT_LAYERS_MAX 16
 
 #endif

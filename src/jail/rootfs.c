@@ -7,19 +7,28 @@
  *      Steps 2 to 4 and the first half of 7 are the same for every box: a
  *      long-lived creator (the daemon's spawner) does them once, read-only,
  *      with rootfs_prepare(), and each box binds that instead.
- *   3. Bind the host's /usr read-only, nosuid, nodev (recursively), and
- *      mirror the host's /bin, /lib* links (or bind them on hosts without
- *      merged /usr).
+ *   3. Show the host's /usr read-only, nosuid, nodev, and mirror the
+ *      host's /bin, /lib* links (or show those directories on hosts
+ *      without merged /usr).
  *   4. Generate /etc: passwd, group, hosts, hostname, nsswitch.conf,
- *      resolv.conf; bind the few host entries common tools need that hold
- *      no secrets (CA certificates, fonts config, alternatives links, the
- *      dynamic linker cache, MIME and protocol tables).
+ *      resolv.conf; mirror the few host entries common tools need that
+ *      hold no secrets (CA certificates, fonts config, alternatives links,
+ *      the dynamic linker cache, MIME and protocol tables).
+ *   A host directory is shown through a read-only overlayfs of its own
+ *   (lower layers only), a host file is copied, never bound: a bind shares
+ *   the host's inodes, and inotify watches are on inodes, so a box
+ *   watching /usr/bin through a bind would see every program the host and
+ *   the other boxes run.  An overlay mount has inodes of its own: its
+ *   watches see only what is done through it.  A prepared root is shown
+ *   to each box through such an overlay too (rootfs_instance).
  *   5. Attach the writable tmpfs parts prepared by the host: /workspace,
  *      /tmp, /dev/shm (one size- and inode-limited filesystem).
  *   6. A fresh /proc for the new pid namespace, with kernel-information
  *      files masked and kernel knobs read-only.
  *   7. A minimal /dev, a directory of the root: six device binds and
- *      links; then the box's own devpts instance and /dev/shm.
+ *      links; then the box's own devpts instance and /dev/shm.  The
+ *      device binds are the one part still shared with the host: a watch
+ *      on /dev/null sees other processes write to it.
  *   8. pivot_root into the staging root, detach the old root, and make the
  *      staging root itself read-only. */
 #define _GNU_SOURCE
@@ -76,12 +85,6 @@ static int set_attrs(const char *path, unsigned attrs, bool recursive) {
   return mount(NULL, path, NULL, fl, NULL) < 0 ? -errno : 0;
 }
 
-static int bind_ro(const char *src, const char *dst, bool recursive) {
-  if (mount(src, dst, NULL, MS_BIND | (recursive ? MS_REC : 0), NULL) < 0)
-    return -errno;
-  return set_attrs(dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, recursive);
-}
-
 static int touch(const char *path, mode_t mode) {
   int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
   if (fd < 0)
@@ -108,9 +111,20 @@ static struct mirrored {
   bool present;
   dev_t dev;
   ino_t ino;
+  off_t size;             /* of a copied file: an edit in place changes these */
+  struct timespec mtime;
 } mirrored[48];
 static size_t nmirrored;
 static bool recording;
+
+/* The host directories a root shows through overlays of their own, and
+ * where (relative to the root).  Filled by build_base(); those of a
+ * prepared root are mounted for each box by rootfs_instance(). */
+static struct layer {
+  char host[64];
+  char dst[64];
+} layers[HUSK_ROOT_LAYERS_MAX];
+static size_t nlayers;
 
 /* -ENOSPC when the entry cannot be tracked: a prepared root whose
  * freshness cannot be checked is not made. */
@@ -124,6 +138,8 @@ static int remember(const char *host, const struct stat *st) {
   m->present = st != NULL;
   m->dev = st ? st->st_dev : 0;
   m->ino = st ? st->st_ino : 0;
+  m->size = st && S_ISREG(st->st_mode) ? st->st_size : 0;
+  m->mtime = st && S_ISREG(st->st_mode) ? st->st_mtim : (struct timespec){0};
   return 0;
 }
 
@@ -131,11 +147,89 @@ bool rootfs_prepared_current(void) {
   for (size_t i = 0; i < nmirrored; i++) {
     struct stat st;
     bool present = lstat(mirrored[i].path, &st) == 0;
-    if (present != mirrored[i].present ||
-        (present && (st.st_dev != mirrored[i].dev || st.st_ino != mirrored[i].ino)))
+    if (present != mirrored[i].present)
+      return false;
+    if (!present)
+      continue;
+    bool reg = S_ISREG(st.st_mode);
+    if (st.st_dev != mirrored[i].dev || st.st_ino != mirrored[i].ino ||
+        (reg ? st.st_size : 0) != mirrored[i].size ||
+        (reg ? st.st_mtim.tv_sec : 0) != mirrored[i].mtime.tv_sec ||
+        (reg ? st.st_mtim.tv_nsec : 0) != mirrored[i].mtime.tv_nsec)
       return false;
   }
   return true;
+}
+
+static int add_layer(const char *host, const char *dst, char *what, size_t wl) {
+  if (nlayers == sizeof layers / sizeof layers[0] || strlen(host) >= sizeof layers[0].host ||
+      strlen(dst) >= sizeof layers[0].dst)
+    return fail(what, wl, ENOSPC, "show `%s`", host);
+  snprintf(layers[nlayers].host, sizeof layers[0].host, "%s", host);
+  snprintf(layers[nlayers].dst, sizeof layers[0].dst, "%s", dst);
+  nlayers++;
+  return 0;
+}
+
+/* A copy of the host file `host` (as `st` found it) at `dst`: files of
+ * package data, small (HUSK_ROOT_COPY_MAX), read by the box. */
+static int copy_file(const char *host, const char *dst, const struct stat *st) {
+  if (st->st_size > HUSK_ROOT_COPY_MAX)
+    return -EFBIG;
+  cleanup_close int in = open(host, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (in < 0)
+    return -errno;
+  struct stat now;
+  if (fstat(in, &now) < 0)
+    return -errno;
+  if (!S_ISREG(now.st_mode) || now.st_dev != st->st_dev || now.st_ino != st->st_ino)
+    return -ESTALE; /* replaced since it was looked at: the next check sees it */
+  cleanup_close int out = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (out < 0)
+    return -errno;
+  char buf[16384];
+  off_t total = 0;
+  for (;;) {
+    ssize_t n = read(in, buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return -errno;
+    if (n == 0)
+      return 0;
+    if ((total += n) > HUSK_ROOT_COPY_MAX)
+      return -EFBIG; /* grew while read */
+    if (write_all(out, buf, (size_t)n) < 0)
+      return -errno;
+  }
+}
+
+/* Overlayfs options are a comma-separated list and lowerdir a
+ * colon-separated one: a path with either (or a backslash) is refused
+ * rather than escaped. */
+static bool overlay_safe(const char *path) {
+  return !strpbrk(path, ":,\\");
+}
+
+/* A detached read-only overlay of the directory `lower` (its own mount
+ * only, not what is mounted below it), nosuid, nodev.  Without an upper
+ * layer overlayfs wants two lower ones: the second is `empty`, an empty
+ * directory outside `lower` (layers may not overlap).  Returns the
+ * mount's fd or -errno. */
+static int overlay_ro(const char *lower, const char *empty) {
+  if (!overlay_safe(lower) || !overlay_safe(empty))
+    return -EINVAL;
+  char opt[2 * PATH_MAX + 2];
+  if (snprintf(opt, sizeof opt, "%s:%s", lower, empty) >= (int)sizeof opt)
+    return -ENAMETOOLONG;
+  cleanup_close int fs = fsopen("overlay", FSOPEN_CLOEXEC);
+  if (fs < 0)
+    return -errno;
+  if (fsconfig(fs, FSCONFIG_SET_STRING, "lowerdir", opt, 0) < 0 ||
+      fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+    return -errno;
+  int mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+  return mnt < 0 ? -errno : mnt;
 }
 
 /* Mirror a host entry into the staging root: a symlink is recreated as the
@@ -160,16 +254,13 @@ static int mirror(const char *host, const char *dst, char *what, size_t wl) {
     return 0;
   }
   int rc;
-  if (S_ISDIR(st.st_mode))
-    rc = mkdir(dst, 0755) < 0 ? -errno : 0;
-  else if (S_ISREG(st.st_mode))
-    rc = touch(dst, 0644);
-  else
-    return 0;
-  if (rc < 0)
-    return fail(what, wl, -rc, "create mount point `%s`", dst);
-  if ((rc = bind_ro(host, dst, S_ISDIR(st.st_mode))) < 0)
-    return fail(what, wl, -rc, "bind `%s` read-only", host);
+  if (S_ISDIR(st.st_mode)) {
+    if (mkdir(dst, 0755) < 0)
+      return fail(what, wl, errno, "create mount point `%s`", dst);
+    return add_layer(host, dst, what, wl);
+  }
+  if (S_ISREG(st.st_mode) && (rc = copy_file(host, dst, &st)) < 0)
+    return fail(what, wl, -rc, "copy `%s`", host);
   return 0;
 }
 
@@ -278,22 +369,18 @@ static int build_proc(char *what, size_t wl) {
   return 0;
 }
 
-/* The part of /dev every box has: six device binds, the mount points of
- * its own devpts and /dev/shm, the usual links.  A directory of the root
+static const char *const devices[] = {"null", "zero", "full", "random", "urandom", "tty", NULL};
+
+/* The part of /dev every box has: the mount points of six devices, of its
+ * own devpts and /dev/shm, the usual links.  A directory of the root
  * (read-only with it), not a filesystem of its own. */
 static int build_dev(char *what, size_t wl) {
   int rc;
-  static const char *const devs[] = {"null", "zero", "full", "random", "urandom", "tty", NULL};
-  for (size_t i = 0; devs[i]; i++) {
-    char src[64], dst[64];
-    snprintf(src, sizeof src, "/dev/%s", devs[i]);
-    snprintf(dst, sizeof dst, "dev/%s", devs[i]);
+  for (size_t i = 0; devices[i]; i++) {
+    char dst[64];
+    snprintf(dst, sizeof dst, "dev/%s", devices[i]);
     if ((rc = touch(dst, 0666)) < 0)
       return fail(what, wl, -rc, "create `%s`", dst);
-    if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
-      return fail(what, wl, errno, "bind `%s`", src);
-    if ((rc = set_attrs(dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false)) < 0)
-      return fail(what, wl, -rc, "restrict `%s`", src);
   }
   static const char *const dirs[] = {"dev/pts", "dev/shm", NULL};
   if ((rc = mkdirs(dirs, 0755, what, wl)) < 0)
@@ -309,6 +396,61 @@ static int build_dev(char *what, size_t wl) {
   return 0;
 }
 
+/* What a root shows of the host, mounted into the root at `root`: each
+ * layer (an overlay of a host directory) and the six device binds.  With
+ * `lower`, first a read-only overlay of that directory becomes `root`
+ * itself (*mounted then says so).  `empty`: an empty directory that no
+ * overlay covers, the second lower layer of each overlay. */
+static int attach_host(const char *root, const char *lower, const char *empty, bool *mounted,
+                       char *what, size_t wl) {
+  int fds[HUSK_ROOT_LAYERS_MAX];
+  size_t n = 0;
+  int rc = 0;
+  char path[PATH_MAX];
+  /* Every overlay is made before the root one covers the paths. */
+  for (; n < nlayers; n++)
+    if ((fds[n] = overlay_ro(layers[n].host, empty)) < 0) {
+      rc = fail(what, wl, -fds[n], "overlay `%s`", layers[n].host);
+      goto out;
+    }
+  if (lower) {
+    cleanup_close int fd = overlay_ro(lower, empty);
+    if (fd < 0) {
+      rc = fail(what, wl, -fd, "overlay the prepared root");
+      goto out;
+    }
+    if (move_mount(fd, "", AT_FDCWD, root, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+      rc = fail(what, wl, errno, "mount the box's view of the prepared root");
+      goto out;
+    }
+    *mounted = true;
+  }
+  for (size_t i = 0; i < n; i++) {
+    snprintf(path, sizeof path, "%s/%s", root, layers[i].dst);
+    if (move_mount(fds[i], "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) < 0) {
+      rc = fail(what, wl, errno, "mount `%s` on `/%s`", layers[i].host, layers[i].dst);
+      goto out;
+    }
+  }
+  for (size_t i = 0; devices[i]; i++) {
+    char src[64];
+    snprintf(src, sizeof src, "/dev/%s", devices[i]);
+    snprintf(path, sizeof path, "%s/dev/%s", root, devices[i]);
+    if (mount(src, path, NULL, MS_BIND, NULL) < 0) {
+      rc = fail(what, wl, errno, "bind `%s`", src);
+      goto out;
+    }
+    if ((rc = set_attrs(path, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false)) < 0) {
+      rc = fail(what, wl, -rc, "restrict `%s`", src);
+      goto out;
+    }
+  }
+out:
+  for (size_t i = 0; i < n; i++)
+    close(fds[i]);
+  return rc;
+}
+
 /* The box's own part of /dev: a private devpts instance and its /dev/shm. */
 static int attach_dev(int shm_fd, char *what, size_t wl) {
   char opts[128];
@@ -321,9 +463,11 @@ static int attach_dev(int shm_fd, char *what, size_t wl) {
 }
 
 /* Steps 2 to 4 in the current directory, a fresh tmpfs: the part of the
- * root every box has in common. */
+ * root every box has in common.  What it shows of the host's directories
+ * (and its devices) is only listed, in layers[]: attach_host() mounts it. */
 static int build_base(char *what, size_t wl) {
   int rc;
+  nlayers = 0;
   static const char *const dirs[] = {"usr", "etc", "proc", "dev", "workspace", "tmp",
                                      "root", "var", "run", "home", NULL};
   if ((rc = mkdirs(dirs, 0755, what, wl)) < 0)
@@ -331,8 +475,8 @@ static int build_base(char *what, size_t wl) {
   if (symlink("/tmp", "var/tmp") < 0)
     return fail(what, wl, errno, "symlink /var/tmp");
   /* 3. */
-  if ((rc = bind_ro("/usr", "usr", true)) < 0)
-    return fail(what, wl, -rc, "bind /usr read-only");
+  if ((rc = add_layer("/usr", "usr", what, wl)) < 0)
+    return rc;
   static const char *const top[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32", NULL};
   for (size_t i = 0; top[i]; i++) {
     char src[32];
@@ -354,6 +498,12 @@ static int mount_staging(const char *dir, char *what, size_t wl) {
   return 0;
 }
 
+/* A prepared root's tmpfs holds the tree and, beside it, the empty
+ * directory its overlays take as their second layer (overlayfs refuses a
+ * layer inside another). */
+#define PREPARED_TREE "root"
+#define PREPARED_EMPTY "empty"
+
 int rootfs_prepare(const char *dir, char *what, size_t wl) {
   int rc;
   cleanup_close int cwd = open(".", O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -365,10 +515,11 @@ int rootfs_prepare(const char *dir, char *what, size_t wl) {
   recording = true;
   if (chdir(dir) < 0)
     rc = fail(what, wl, errno, "chdir to `%s`", dir);
+  else if (mkdir(PREPARED_TREE, 0755) < 0 || mkdir(PREPARED_EMPTY, 0755) < 0 ||
+           chdir(PREPARED_TREE) < 0)
+    rc = fail(what, wl, errno, "create the prepared root's directories");
   else if ((rc = build_base(what, wl)) == 0 &&
-           /* Not recursive: the binds keep their own flags (the device
-            * binds must not become nodev). */
-           (rc = set_attrs(".", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false)) < 0)
+           (rc = set_attrs(dir, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false)) < 0)
     rc = fail(what, wl, -rc, "make the prepared root read-only");
   recording = false;
   if (fchdir(cwd) < 0 && rc == 0)
@@ -378,13 +529,30 @@ int rootfs_prepare(const char *dir, char *what, size_t wl) {
   return rc;
 }
 
+int rootfs_instance(const char *dir, char *at, size_t at_len, char *what, size_t wl) {
+  char empty[PATH_MAX];
+  if (snprintf(empty, sizeof empty, "%s/" PREPARED_EMPTY, dir) >= (int)sizeof empty ||
+      snprintf(at, at_len, "%s/" PREPARED_TREE, dir) >= (int)at_len)
+    return fail(what, wl, ENAMETOOLONG, "prepared root path");
+  bool mounted = false;
+  int rc = attach_host(at, at, empty, &mounted, what, wl);
+  if (rc < 0 && mounted)
+    umount2(at, MNT_DETACH); /* the partly built view goes with it */
+  return rc;
+}
+
+int rootfs_instance_drop(const char *at) {
+  return umount2(at, MNT_DETACH) < 0 ? -errno : 0;
+}
+
 int rootfs_enter(const struct rootfs_mounts *m, const char *prepared, char *what, size_t wl) {
   int rc;
   /* 1. */
   if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
     return fail(what, wl, errno, "make mounts private");
   if (prepared) {
-    /* 2-4, done once: the prepared root, bound onto itself.  Copied into
+    /* 2-4, done once: this box's view of the prepared root
+     * (rootfs_instance), bound onto itself.  Copied into
      * our namespace from a more privileged one, its mounts are locked
      * (read-only for good); pivot_root wants a root mount of our own,
      * which this bind is. */
@@ -398,7 +566,9 @@ int rootfs_enter(const struct rootfs_mounts *m, const char *prepared, char *what
       return rc;
     if (chdir(NR) < 0)
       return fail(what, wl, errno, "chdir to staging root");
-    if ((rc = build_base(what, wl)) < 0)
+    bool mounted = false;
+    if ((rc = build_base(what, wl)) < 0 ||
+        (rc = attach_host(".", NULL, NR "/run", &mounted, what, wl)) < 0)
       return rc;
   }
   /* 5. */

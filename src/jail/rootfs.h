@@ -14,16 +14,30 @@ struct rootfs_mounts {
   int shm;
 };
 
-/* Build the part of the root every box shares (the skeleton, /usr, /etc)
- * once, on a tmpfs mounted at `dir`, and make it read-only.  For a process
- * that creates many boxes, in a mount namespace of its own (the mount
- * stays there).  On failure nothing stays mounted. */
+/* Build the part of the root every box shares (the skeleton, the
+ * generated /etc, copies of the host's /etc files) once, on a tmpfs
+ * mounted at `dir`, and make it read-only.  For a process that creates
+ * many boxes, in a mount namespace of its own (the mount stays there).
+ * On failure nothing stays mounted. */
 int rootfs_prepare(const char *dir, char *what, size_t what_len);
 
+/* One box's view of the root prepared at `dir`, mounted at `at` (a path
+ * under `dir`, written there, for rootfs_enter()): a read-only overlay of
+ * the prepared tree, with overlays of /usr and the host's /etc
+ * directories and the device binds, so that the box sees the shared
+ * files through inodes of its own (inotify watches on them see only what
+ * the box itself does).  The box's mount namespace, cloned while it is
+ * there, keeps it (locked, as the copy of a more privileged namespace's
+ * mounts); rootfs_instance_drop(at) then takes it off again.  On failure
+ * nothing stays mounted. */
+int rootfs_instance(const char *dir, char *at, size_t at_len, char *what, size_t what_len);
+int rootfs_instance_drop(const char *at);
+
 /* Whether the host entries the last rootfs_prepare() mirrored (/etc files,
- * /bin links...) are still the same files.  When not, the creator
- * prepares again, so that a new box never gets a file the host replaced
- * (a package update) through a bind that still shows the old one. */
+ * /bin links...) are still the same files, and the files it copied still
+ * the same size and modification time.  When not, the creator prepares
+ * again, so that a new box never gets a file the host replaced or edited
+ * (a package update) as it was before. */
 bool rootfs_prepared_current(void);
 
 /* Build the root, pivot into it, and leave the root read-only: from

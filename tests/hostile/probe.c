@@ -48,6 +48,7 @@
 #include <string.h>
 #include <sys/fanotify.h>
 #include <sys/fsuid.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/ipc.h>
 #include <sys/klog.h>
@@ -1829,6 +1830,7 @@ static void p_misc_blocked(void) {
   EXPECT("modify_ldt(read)", syscall(SYS_modify_ldt, 0, buf, sizeof buf), EPERM);
   EXPECT("quotactl", quotactl(QCMD(Q_GETFMT, USRQUOTA), "/tmp/husk-no-such-dev", 0, buf), EPERM);
   EXPECT("fanotify_init", fanotify_init(FAN_CLASS_NOTIF, O_RDONLY), EPERM);
+  EXPECT("fanotify_mark", fanotify_mark(0, FAN_MARK_ADD, FAN_OPEN, AT_FDCWD, "/usr/bin"), EPERM, EBADF);
   EXPECT("memfd_secret", syscall(SYS_memfd_secret, 0), EPERM);
   EXPECT("vhangup", syscall(SYS_vhangup), EPERM);
   EXPECT("lookup_dcookie", syscall(SYS_lookup_dcookie, 0ULL, buf, sizeof buf), EPERM);
@@ -2451,6 +2453,106 @@ static void p_scm_creds_spoof(void) {
   close(sv[1]);
 }
 
+/* ---- inotify on the shared root ------------------------------------------ */
+
+/* Attacker watches the read-only root every box has in common (/usr/bin,
+ * /usr/lib, /etc, /) to see what other tenants' boxes and the host run and
+ * read.  The host side (run.sh, serve/root.sh) waits for the READY line,
+ * makes another box execute and read programs there and reads and creates
+ * files there itself, then ends this probe's stdin.  Events are queued
+ * when they happen, so anything leaked is in the queue before the probe's
+ * own events that follow: the probe must find only its own.  Its own
+ * accesses must reach its watches (the watches work), and watching its
+ * own /workspace and /tmp must keep working (dev servers, tail -f). */
+static const char *const inotify_shared[] = {"/usr/bin", "/usr/lib", "/etc", "/",
+                                             "/etc/ssl/certs"};
+#define NSHARED (sizeof inotify_shared / sizeof inotify_shared[0])
+
+/* Read what is queued; count events per watch; name the first foreign ones. */
+static void inotify_drain(int fd, const int *wds, size_t nwds, int *counts, char *seen, size_t cap) {
+  _Alignas(struct inotify_event) char buf[8192];
+  ssize_t n;
+  while ((n = read(fd, buf, sizeof buf)) > 0)
+    for (char *q = buf; q < buf + n;) {
+      const struct inotify_event *e = (const void *)q;
+      for (size_t i = 0; i < nwds; i++)
+        if (wds[i] == e->wd) {
+          counts[i]++;
+          size_t len = strlen(seen);
+          if (len + 64 < cap)
+            snprintf(seen + len, cap - len, " %s/%s:%#x", i < NSHARED ? inotify_shared[i] : "own",
+                     e->len ? e->name : "", e->mask);
+        }
+      q += sizeof *e + e->len;
+    }
+}
+
+static void p_inotify_isolated(void) {
+  int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (fd < 0) {
+    bad("inotify_init1: %s", en(errno));
+    return;
+  }
+  int wds[NSHARED + 2], counts[NSHARED + 2] = {0};
+  for (size_t i = 0; i < NSHARED; i++)
+    /* /etc/ssl/certs is there only when the host has it. */
+    if ((wds[i] = inotify_add_watch(fd, inotify_shared[i], IN_ALL_EVENTS)) < 0 &&
+        (errno != ENOENT || i < 4)) {
+      bad("inotify_add_watch %s: %s", inotify_shared[i], en(errno));
+      return;
+    }
+  if ((wds[NSHARED] = inotify_add_watch(fd, WS, IN_CREATE)) < 0 ||
+      (wds[NSHARED + 1] = inotify_add_watch(fd, "/tmp", IN_CREATE)) < 0) {
+    bad("inotify_add_watch on the box's own /workspace or /tmp: %s", en(errno));
+    return;
+  }
+  /* The box's own accesses reach its watches: a silent "no event" below
+   * then means something. */
+  static char seen[2048];
+  const char *own[] = {"/usr/bin/env", "/etc/passwd"};
+  for (size_t i = 0; i < 2; i++) {
+    int f = open(own[i], O_RDONLY | O_CLOEXEC);
+    if (f < 0) {
+      bad("open %s: %s", own[i], en(errno));
+      return;
+    }
+    close(f);
+  }
+  inotify_drain(fd, wds, NSHARED + 2, counts, seen, sizeof seen);
+  if (counts[0] == 0 || counts[2] == 0) {
+    bad("the box's own opens of /usr/bin/env and /etc/passwd reached no watch (%s)", seen);
+    return;
+  }
+  memset(counts, 0, sizeof counts);
+  seen[0] = '\0';
+  printf("READY inotify\n");
+  fflush(stdout);
+  char c;
+  ssize_t r;
+  while ((r = read(0, &c, 1)) > 0 || (r < 0 && errno == EINTR))
+    ;
+  int f1 = open(WS "/.inotify-own", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  int f2 = open("/tmp/.inotify-own", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  if (f1 < 0 || f2 < 0) {
+    bad("create own files: %s", en(errno));
+    return;
+  }
+  close(f1);
+  close(f2);
+  inotify_drain(fd, wds, NSHARED + 2, counts, seen, sizeof seen);
+  int foreign = 0;
+  for (size_t i = 0; i < NSHARED; i++)
+    foreign += counts[i];
+  if (foreign)
+    bad("%d events from other boxes or the host on the shared root:%.300s", foreign, seen);
+  if (counts[NSHARED] == 0 || counts[NSHARED + 1] == 0)
+    bad("the box's own creates in /workspace (%d) and /tmp (%d) were not seen", counts[NSHARED],
+        counts[NSHARED + 1]);
+  if (!nbad)
+    good("watches on %zu shared dirs saw only the box's own accesses; own /workspace and /tmp "
+         "events seen", NSHARED);
+}
+
 /* ---- table and main ---------------------------------------------------- */
 
 struct probe {
@@ -2562,6 +2664,8 @@ static const struct probe probes[] = {
     {"prev_run_check", p_prev_run_check},
     {"sleep_forever", p_sleep_forever},
     {"export_plant", p_export_plant},
+    /* needs the host side: run.sh, tests/serve/root.sh */
+    {"inotify_isolated", p_inotify_isolated},
 };
 
 #define NPROBES (sizeof probes / sizeof probes[0])

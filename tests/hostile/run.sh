@@ -205,6 +205,44 @@ export_checks() {
   fi
 }
 
+# The host's own use of the shared root while a box watches it: reads and
+# runs programs in /usr/bin, reads /usr/lib and the CA certificates, and
+# creates and removes a file of its own in /usr/lib.
+host_uses_root() {
+  local f=/usr/lib/.husk-inotify-$$
+  /usr/bin/env true
+  cat /usr/bin/env /etc/ssl/certs/ca-certificates.crt >/dev/null 2>&1
+  ls /usr/bin /usr/lib / /etc >/dev/null
+  : >"$f" && rm -f "$f"
+}
+
+# inotify_isolated: box A watches the root it shares with the host (and, in
+# husk run, its /usr and /etc entries) while box B and the host use it;
+# A's stdin ends once they are done.
+inotify_case() {
+  local fifo=$T_SCRATCH/inotify.in out=$T_SCRATCH/inotify.out apid
+  rm -f "$fifo" && mkfifo "$fifo"
+  "$HUSK" run --timeout 60 --workspace "$ws" -- /workspace/probe inotify_isolated \
+    <"$fifo" >"$out" 2>"$T_SCRATCH/inotify.err" &
+  apid=$!
+  exec 7>"$fifo"
+  for _ in $(seq 600); do
+    grep -q '^READY inotify' "$out" && break
+    kill -0 "$apid" 2>/dev/null || break
+    sleep 0.05
+  done
+  "$HUSK" run --timeout 30 -- sh -c 'env true; ls /usr/bin /usr/lib /etc / >/dev/null;
+    cat /etc/passwd /usr/bin/env /etc/ssl/certs/ca-certificates.crt >/dev/null 2>&1; true' \
+    </dev/null >/dev/null 2>&1
+  host_uses_root
+  exec 7>&-
+  wait "$apid"
+  RC=$?
+  OUT=$(cat "$out")
+  ERR=$(cat "$T_SCRATCH/inotify.err")
+  verdict inotify_isolated "inotify_isolated (husk run; another box and the host use /usr and /etc)"
+}
+
 for name in $("$ws/probe" --list); do
   case $name in
   pid_visibility | net_host_loopback | net_bind_host_port | net_host_abstract | proc_net_isolated | sysv_ipc)
@@ -271,6 +309,9 @@ for name in $("$ws/probe" --list); do
     else
       ok "$label # SKIP this host cannot raise those limits (no CAP_SYS_RESOURCE)"
     fi
+    ;;
+  inotify_isolated)
+    inotify_case
     ;;
   export_plant)
     run_probe "$name" --export "$exp" --disk 16M

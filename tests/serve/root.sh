@@ -50,6 +50,43 @@ expect_eq "the box's own areas stay writable" "$(jf 'j["stdout"]')" mine
 api POST "/v1/sandboxes/$B/exec" -d '{"cmd":["sh","-c","ls /workspace | wc -l"]}'
 expect_eq "box B does not see box A's files" "$(jf 'j["stdout"]')" 0
 
+# inotify on the shared root: box A watches /usr/bin, /usr/lib, /etc and /
+# (tests/hostile/probe.c, inotify_isolated) while box B runs and reads
+# programs there and the host reads and creates files there; A sees none
+# of that, and still sees its own /workspace and /tmp events.
+PROBE=$T_SCRATCH/probe
+if gcc -static -O1 -o "$PROBE" "$(dirname "$0")/../hostile/probe.c" 2>/dev/null ||
+  gcc -O1 -o "$PROBE" "$(dirname "$0")/../hostile/probe.c"; then
+  api PUT "/v1/sandboxes/$A/files?path=/workspace/probe&mode=0755" --data-binary @"$PROBE"
+  expect_code "the probe is uploaded to box A" 201
+  api POST "/v1/sandboxes/$A/exec" -d '{"cmd":["/workspace/probe","inotify_isolated"],"background":true}'
+  WPID=$(jf 'j["pid"]')
+  probe_out() {
+    api GET "/v1/sandboxes/$A/processes/$WPID/output?stream=stdout"
+    printf '%s' "$BODY"
+  }
+  probe_ready() { grep -q '^READY inotify' <<<"$(probe_out)"; }
+  check "box A's watcher is ready" wait_for 30 probe_ready
+  api POST "/v1/sandboxes/$B/exec" -d '{"cmd":["sh","-c","env true; ls /usr/bin /usr/lib /etc / >/dev/null; cat /etc/passwd /etc/hostname /usr/bin/env /etc/ssl/certs/ca-certificates.crt >/dev/null 2>&1; true"]}'
+  expect_code "box B runs and reads programs in the shared root" 200
+  f=/usr/lib/.husk-inotify-$$
+  /usr/bin/env true
+  cat /usr/bin/env /etc/ssl/certs/ca-certificates.crt >/dev/null 2>&1
+  ls /usr/bin /usr/lib / /etc >/dev/null
+  : >"$f" && rm -f "$f"
+  api POST "/v1/sandboxes/$A/processes/$WPID/stdin?eof=1" --data-binary ''
+  probe_ended() {
+    api GET "/v1/sandboxes/$A/processes/$WPID"
+    [ "$(jf 'j["state"]')" != running ]
+  }
+  check "box A's watcher ends" wait_for 30 probe_ended
+  line=$(grep -m1 -E '^(PASS|FAIL) inotify_isolated' <<<"$(probe_out)")
+  check "box A sees no event of box B or the host on the shared root, and its own ($line)" \
+    grep -q '^PASS' <<<"$line"
+else
+  not_ok "build tests/hostile/probe.c"
+fi
+
 # As root of the box's user namespace, with every capability there: the
 # shared mounts were copied from the spawner's more privileged namespace,
 # so the kernel keeps them read-only and attached.
