@@ -281,6 +281,19 @@ def tar():
     put("tar", "empty", b"\x00" + bytes(1024))
 
 
+def s3_request():
+    for i, (size, fields) in enumerate([
+        (4, ["partNumber=3&uploadId=u-1", "bytes=0-99", '"0cc175b9c0f1b6a831c399e269772661"',
+             "Sun, 06 Nov 1994 08:49:37 GMT", "612f622e747874", "1B2M2Y8AsgTpgAmY7PhCfg=="]),
+        (3, ["list-type=2&prefix=a%2Fb&delimiter=%2F&max-keys=10&continuation-token=6162",
+             "bytes=-5", 'W/"x", *', "Mon, 31 Dec 2029 23:59:59 GMT", "6162", "AAAAAAAAAAAAAAAAAAAAAA=="]),
+        (5, ["uploads&x-husk-link=l-1&X-Amz-Signature=00", "bytes=7-", "a, b ,c",
+             "Thu, 01 Jan 1970 00:00:00 GMT", "", ""]),
+        (1, ["delete=", "bytes=0-0", "", "", "zz", ""]),
+    ]):
+        put("s3_request", "r%d" % i, bytes([size]) + "\n".join(fields).encode())
+
+
 def ctl():
     def exec_msg(argv, env, cwd):
         s = b"".join(x.encode() + b"\0" for x in [cwd] + argv + env)
@@ -300,5 +313,5 @@ def ctl():
 if __name__ == "__main__":
     shutil.rmtree(OUT, ignore_errors=True)
     for g in (egress_http, egress_sni, egress_dns, egress_host, api_json, mcp, s3_xml, sigv4,
-              chunked, tar, ctl):
+              chunked, tar, s3_request, ctl):
         g()
