@@ -18,8 +18,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "corpus")
 
 
-def put(target, name, data):
+def put(target, name, data, keep=False):
     d = os.path.join(OUT, target)
+    if keep and os.path.exists(os.path.join(d, name)):
+        return
     os.makedirs(d, exist_ok=True)
     if isinstance(data, str):
         data = data.encode()
@@ -50,9 +52,10 @@ def client_hello(name):
 
 
 def egress_sni():
-    put("egress_sni", "hello-example.com", client_hello("example.com"))
-    put("egress_sni", "hello-long-name", client_hello("a-b.c-d.sub.example.org"))
-    put("egress_sni", "hello-ip", client_hello("192.0.2.1"))  # no SNI for an address
+    # Random bytes in each hello: committed ones are kept.
+    put("egress_sni", "hello-example.com", client_hello("example.com"), keep=True)
+    put("egress_sni", "hello-long-name", client_hello("a-b.c-d.sub.example.org"), keep=True)
+    put("egress_sni", "hello-ip", client_hello("192.0.2.1"), keep=True)  # no SNI for an address
 
 
 def dns_name(n):
@@ -281,6 +284,21 @@ def tar():
     put("tar", "empty", b"\x00" + bytes(1024))
 
 
+def multipart():
+    mib5 = 5 << 20
+    x = hashlib.md5(b"x" * mib5).hexdigest()
+    y = hashlib.md5(b"y" * mib5).hexdigest()
+    c = hashlib.md5(b"c").hexdigest()
+    def doc(parts):
+        return ("<CompleteMultipartUpload>" + "".join(
+            "<Part><PartNumber>%d</PartNumber><ETag>%s</ETag></Part>" % p for p in parts) +
+            "</CompleteMultipartUpload>")
+    put("multipart", "all", doc([(1, '"%s"' % x), (2, y), (3, '"%s"' % c)]))
+    put("multipart", "first-two", doc([(1, x), (2, y)]))
+    put("multipart", "last-only", doc([(3, c)]))
+    put("multipart", "too-small", doc([(1, x), (3, c), (2, y)]))
+
+
 def s3_request():
     for i, (size, fields) in enumerate([
         (4, ["partNumber=3&uploadId=u-1", "bytes=0-99", '"0cc175b9c0f1b6a831c399e269772661"',
@@ -311,7 +329,9 @@ def ctl():
 
 
 if __name__ == "__main__":
-    shutil.rmtree(OUT, ignore_errors=True)
+    for t in os.listdir(OUT) if os.path.isdir(OUT) else []:
+        if t != "egress_sni":
+            shutil.rmtree(os.path.join(OUT, t))
     for g in (egress_http, egress_sni, egress_dns, egress_host, api_json, mcp, s3_xml, sigv4,
-              chunked, tar, s3_request, ctl):
+              chunked, tar, multipart, s3_request, ctl):
         g()
