@@ -109,7 +109,8 @@ demo: deps
 
 # Every test: unit, end-to-end and hostile, on the normal build, then the
 # unit and end-to-end suites again under ASan+UBSan, then a clang -Werror
-# build to keep both compilers warning-free.
+# build to keep both compilers warning-free; the fuzz harnesses are built
+# for tests/run.sh's smoke run of them.
 test: deps-test
 	@$(MAKE) --no-print-directory all $(UNIT_BIN)
 	@$(MAKE) --no-print-directory BUILD=build-asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" LDFLAGS="-fsanitize=address,undefined" all $(UNIT_BIN:$(BUILD)/%=build-asan/%)
