@@ -95,9 +95,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       const char *cwd;
       if (ctl_unpack_exec(msgbuf, (size_t)len, &cwd, argv_buf, MAX_ARGS, env_buf, MAX_ARGS) ==
           0) {
-        for (size_t i = 0; argv_buf[i]; i++)
-          if (i >= MAX_ARGS)
-            abort();
+        size_t i = 0;
+        while (i < MAX_ARGS && argv_buf[i])
+          (void)strlen(argv_buf[i++]);
+        if (i == 0 || i == MAX_ARGS)
+          abort(); /* argc >= 1, and the array is NULL-terminated */
         (void)strlen(cwd);
       }
     }

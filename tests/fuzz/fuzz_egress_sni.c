@@ -12,8 +12,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int r = egress_sni_peek(buf, n, sni, sizeof sni);
   if (r == 1 && !memchr(sni, '\0', sizeof sni))
     abort();
-  /* Every prefix of the input must need more bytes, be refused, or give
-   * the same verdict: a hello is judged the same however it is split. */
+  /* One byte less must need more bytes, be refused, or name the same
+   * server: a complete hello is not judged from a shorter prefix. */
   if (r == 1 && n > 0) {
     char again[256];
     int r2 = egress_sni_peek(buf, n - 1, again, sizeof again);
