@@ -3,6 +3,7 @@
 #   make demo   build and run the one-shot demo (a Python script in a box)
 #   make test   install what is missing, build (normal + ASan/UBSan), run every test
 #   make bench  run the benchmarks (not part of the tests)
+#   make fuzz   run every libFuzzer harness for FUZZ_SECONDS each (docs/fuzzing.md)
 
 CC ?= cc
 PKGS := libseccomp jansson sqlite3 libcrypto libmicrohttpd libarchive expat zlib libcurl
@@ -42,7 +43,8 @@ SERVE_OBJ += $(MCP_OBJ)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps deps-test run demo test test-unit test-e2e test-hostile test-asan check-clang bench clean format
+.PHONY: all deps deps-test run demo test test-unit test-e2e test-hostile test-asan check-clang bench clean format \
+	fuzz fuzz-build fuzz-smoke
 
 all: $(BUILD)/husk $(BUILD)/husk-serve $(BUILD)/husk-mcp
 
@@ -107,11 +109,13 @@ demo: deps
 
 # Every test: unit, end-to-end and hostile, on the normal build, then the
 # unit and end-to-end suites again under ASan+UBSan, then a clang -Werror
-# build to keep both compilers warning-free.
+# build to keep both compilers warning-free; the fuzz harnesses are built
+# for tests/run.sh's smoke run of them.
 test: deps-test
 	@$(MAKE) --no-print-directory all $(UNIT_BIN)
 	@$(MAKE) --no-print-directory BUILD=build-asan CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" LDFLAGS="-fsanitize=address,undefined" all $(UNIT_BIN:$(BUILD)/%=build-asan/%)
 	@$(MAKE) --no-print-directory check-clang
+	@$(MAKE) --no-print-directory fuzz-build
 	@tests/run.sh
 
 check-clang:
@@ -123,10 +127,52 @@ bench:
 	@$(MAKE) --no-print-directory all
 	@bench/run.sh && bench/serve.sh
 
+# libFuzzer harnesses (tests/fuzz/fuzz_<target>.c), built with clang under
+# ASan+UBSan in their own tree: the library objects carry coverage
+# instrumentation (fuzzer-no-link), each harness links libFuzzer's main.
+# No harness installs a seccomp filter: the empty policy stands in for the
+# generated one.
+FUZZ_BUILD := build-fuzz
+FUZZ_CC := clang
+FUZZ_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+	-fno-sanitize-recover=undefined
+FUZZ_SECONDS ?= 60
+FUZZ_SMOKE_SECONDS ?= 4
+FUZZ_SRC := $(LIB_SRC) $(filter-out src/cli/serve_main.c,$(SERVE_SRC)) $(MCP_SRC) \
+	tools/seccomp-none.c
+FUZZ_OBJ := $(FUZZ_SRC:%.c=$(FUZZ_BUILD)/%.o)
+FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(sort $(wildcard tests/fuzz/fuzz_*.c)))
+FUZZ_BIN := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz/%)
+
+$(FUZZ_BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CSTD) $(WARN) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(CPPFLAGS) -MMD -MP -c $< -o $@
+
+$(FUZZ_BUILD)/libhusk-fuzz.a: $(FUZZ_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(FUZZ_BUILD)/fuzz/%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(FUZZ_BUILD)/libhusk-fuzz.a
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CSTD) $(WARN) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(CPPFLAGS) -Itests/fuzz -MMD -MP \
+		$< -o $@ $(FUZZ_BUILD)/libhusk-fuzz.a $(LDLIBS)
+
+fuzz-build: $(FUZZ_BIN)
+
+# Each harness for FUZZ_SECONDS on its seed corpus (new inputs are kept in
+# $(FUZZ_BUILD)/corpus, crashes in $(FUZZ_BUILD)/artifacts).
+fuzz: fuzz-build
+	@tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# The regression inputs, then a few seconds of each harness (tests/run.sh
+# runs this too).
+fuzz-smoke: fuzz-build
+	@tests/fuzz/run.sh $(FUZZ_SMOKE_SECONDS) $(FUZZ_TARGETS)
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf build build-asan build-clang build-gcc-werror
+	rm -rf build build-asan build-clang build-gcc-werror $(FUZZ_BUILD)
 
--include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) $(FUZZ_BUILD) -name '*.d' 2>/dev/null)

@@ -33,6 +33,9 @@ done
 for b in build-asan/tests/test_*; do
   [ -x "$b" ] && run_suite "unit-asan/$(basename "$b")" "$b"
 done
+# The libFuzzer harnesses (make fuzz-build): regression inputs, then a few
+# seconds of fuzzing each; a crash fails the suite.
+[ -d build-fuzz/fuzz ] && run_suite fuzz/smoke tests/fuzz/run.sh "${FUZZ_SMOKE_SECONDS:-4}"
 for s in tests/e2e/*.sh tests/hostile/run.sh; do
   [ -f "$s" ] && run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"
 done

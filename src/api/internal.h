@@ -196,6 +196,11 @@ bool api_utf8_valid(const char *s, size_t n);
  * multi-byte UTF-8 sequence. */
 size_t utf8_complete_prefix(const char *buf, size_t len);
 
+/* ---- routes_files.c ------------------------------------------------- */
+/* A Range header of a file download of `size` bytes: 1 with [*from, *to]
+ * (inclusive), 0 to ignore it, -1 unsatisfiable. */
+int api_parse_range(const char *h, uint64_t size, uint64_t *from, uint64_t *to);
+
 /* ---- auth.c --------------------------------------------------------- */
 /* Authenticate by the route's rule.  Returns MHD_YES to go on (r->admin or
  * r->tenant set), or the result of queuing 401/403/500. */

@@ -95,7 +95,7 @@ static json_t *dirent_json(const struct box_dirent *e) {
  * with [*from, *to] (inclusive), 0 to ignore the header (syntax we do not
  * serve, such as several ranges: the whole file is sent), -1 when
  * unsatisfiable. */
-static int parse_range(const char *h, uint64_t size, uint64_t *from, uint64_t *to) {
+int api_parse_range(const char *h, uint64_t size, uint64_t *from, uint64_t *to) {
   if (strncmp(h, "bytes=", 6) != 0)
     return 0;
   h += 6;
@@ -153,7 +153,7 @@ enum MHD_Result h_file_get(struct req *r) {
   unsigned status = 200;
   const char *range = api_header(r, MHD_HTTP_HEADER_RANGE);
   if (range) {
-    int pr = parse_range(range, size, &from, &to);
+    int pr = api_parse_range(range, size, &from, &to);
     if (pr < 0) {
       close(fd);
       snprintf(r->xhdr_name, sizeof r->xhdr_name, "Content-Range");

@@ -52,7 +52,8 @@ static bool skip_name(const uint8_t *p, size_t len, size_t *off) {
   return false;
 }
 
-static size_t build_query(uint8_t *buf, size_t cap, uint16_t id, const char *name, uint16_t type) {
+size_t egress_dns_build_query(uint8_t *buf, size_t cap, uint16_t id, const char *name,
+                              uint16_t type) {
   size_t o = 12;
   memset(buf, 0, 12);
   buf[0] = (uint8_t)(id >> 8);
@@ -80,8 +81,9 @@ static size_t build_query(uint8_t *buf, size_t cap, uint16_t id, const char *nam
 
 /* Parse an answer to query `id`/`type`: append addresses.  Returns the
  * rcode, or -1 if the packet is not that answer (ignored). */
-static int parse_answer(const uint8_t *p, size_t len, uint16_t id, const uint8_t *q, size_t qlen,
-                        uint16_t type, struct sockaddr_storage *out, size_t max, size_t *n) {
+int egress_dns_parse_answer(const uint8_t *p, size_t len, uint16_t id, const uint8_t *q,
+                            size_t qlen, uint16_t type, struct sockaddr_storage *out, size_t max,
+                            size_t *n) {
   if (len < 12 || rd16(p) != id || !(p[2] & 0x80))
     return -1;
   /* The question must be ours, byte for byte (0x20-insensitive is not
@@ -145,7 +147,7 @@ int egress_dns_resolve(const struct sockaddr_storage *server, const char *name, 
   uint8_t q[2][300];
   size_t ql[2];
   for (int i = 0; i < 2; i++) {
-    if (!(ql[i] = build_query(q[i], sizeof q[i], ids[i], name, types[i])))
+    if (!(ql[i] = egress_dns_build_query(q[i], sizeof q[i], ids[i], name, types[i])))
       return husk_fail(err, EINVAL, "name cannot be asked in DNS");
     if (send(fd, q[i], ql[i], 0) < 0)
       return husk_error(err, errno, "DNS query");
@@ -180,8 +182,8 @@ int egress_dns_resolve(const struct sockaddr_storage *server, const char *name, 
       if (done[i])
         continue;
       size_t k = 0;
-      int c = parse_answer(buf, (size_t)r, ids[i], q[i], ql[i], types[i], got[i],
-                           EGRESS_DNS_MAX_ADDRS, &k);
+      int c = egress_dns_parse_answer(buf, (size_t)r, ids[i], q[i], ql[i], types[i], got[i],
+                                      EGRESS_DNS_MAX_ADDRS, &k);
       if (c >= 0) {
         done[i] = true;
         rc[i] = c;

@@ -37,6 +37,18 @@ int egress_dns_parse_server(const char *s, struct sockaddr_storage *out, struct 
 int egress_dns_question(const uint8_t *pkt, size_t len, char *name, size_t name_len,
                         uint16_t *qtype);
 
+/* The resolver's two halves, also used by tests/fuzz: the query packet for
+ * `name` (canonical) and `type` (1 A, 28 AAAA) into buf, its length or 0
+ * if it does not fit; and the reading of an answer to that query `q` of
+ * qlen bytes with `id`, appending up to `max` addresses to out (*n of them
+ * so far).  parse_answer returns the rcode, or -1 for a packet that is not
+ * that answer (ignored). */
+size_t egress_dns_build_query(uint8_t *buf, size_t cap, uint16_t id, const char *name,
+                              uint16_t type);
+int egress_dns_parse_answer(const uint8_t *p, size_t len, uint16_t id, const uint8_t *q,
+                            size_t qlen, uint16_t type, struct sockaddr_storage *out, size_t max,
+                            size_t *n);
+
 /* Build the stub's answer to `query` into `out` (at most out_len bytes):
  * rcode 0 with one A record `a4` (network order) when a4 != 0 and the
  * question is A; rcode 0 and no answer for other types of an allowed

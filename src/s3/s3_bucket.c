@@ -213,7 +213,7 @@ static char *hex_encode(const char *s) {
   return o;
 }
 
-static char *hex_decode(const char *s) {
+char *s3_hex_decode(const char *s) {
   size_t n = strlen(s);
   if (n % 2 || n > 4 * STORE_KEY_MAX)
     return NULL;
@@ -269,7 +269,7 @@ enum MHD_Result s3_op_list_objects(struct s3_req *r) {
   cleanup_free char *after = NULL;
   if (v2) {
     if (token) {
-      after = hex_decode(token);
+      after = s3_hex_decode(token);
       if (!after)
         return s3_error(r, 400, "InvalidArgument", "The continuation token provided is incorrect");
     } else if (start_after) {

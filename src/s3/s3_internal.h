@@ -126,6 +126,22 @@ char *s3_query(struct s3_req *r, const char *name);
 bool s3_has_query(struct s3_req *r, const char *name);
 void s3_log(struct s3_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Content-MD5: 16 bytes from their 24-character base64, false if it is not that. */
+bool s3_b64_md5(const char *s, unsigned char out[16]);
+
+/* ---- header and token parsers (s3_object.c, s3_bucket.c) ---- */
+/* Does an If-Match / If-None-Match list name this ETag ("*", W/ and quotes allowed)? */
+bool s3_etag_listed(const char *list, const char *etag);
+/* An IMF-fixdate ("Sun, 06 Nov 1994 08:49:37 GMT") as ms since the epoch. */
+bool s3_parse_http_date(const char *s, int64_t *ms);
+/* A single "bytes=a-b" / "bytes=a-" / "bytes=-n" range of an object of
+ * `size` bytes: 1 with *start and *len, 0 to ignore the header, -1
+ * unsatisfiable. */
+int s3_parse_range(const char *h, uint64_t size, uint64_t *start, uint64_t *len);
+/* A ListObjectsV2 continuation token (lower-case hex of a key without NUL)
+ * decoded, malloc'd; NULL if it is not one. */
+char *s3_hex_decode(const char *s);
+
 /* ---- replies (s3_reply.c) ---- */
 /* Queue (or hold, while a body is still coming) a response. */
 enum MHD_Result s3_queue(struct s3_req *r, unsigned status, struct MHD_Response *resp);

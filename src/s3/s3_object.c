@@ -171,7 +171,7 @@ enum MHD_Result s3_op_copy_object(struct s3_req *r) {
 /* ---- GetObject / HeadObject ---- */
 
 /* Does the If-Match / If-None-Match list name this ETag? */
-static bool etag_listed(const char *list, const char *etag) {
+bool s3_etag_listed(const char *list, const char *etag) {
   const char *p = list;
   while (*p) {
     while (*p == ' ' || *p == ',')
@@ -197,7 +197,7 @@ static bool etag_listed(const char *list, const char *etag) {
   return false;
 }
 
-static bool parse_http_date(const char *s, int64_t *ms) {
+bool s3_parse_http_date(const char *s, int64_t *ms) {
   struct tm tm = {0};
   const char *e = strptime(s, "%a, %d %b %Y %H:%M:%S GMT", &tm);
   if (!e || *e)
@@ -208,7 +208,7 @@ static bool parse_http_date(const char *s, int64_t *ms) {
 
 /* "bytes=a-b" | "bytes=a-" | "bytes=-n"; 1 ok, 0 ignore (not a single
  * byte range), -1 unsatisfiable. */
-static int parse_range(const char *h, uint64_t size, uint64_t *start, uint64_t *len) {
+int s3_parse_range(const char *h, uint64_t size, uint64_t *start, uint64_t *len) {
   if (strncmp(h, "bytes=", 6))
     return 0;
   const char *p = h + 6;
@@ -282,13 +282,13 @@ enum MHD_Result s3_op_get_object(struct s3_req *r) {
   const char *im = s3_header(r, "if-match"), *inm = s3_header(r, "if-none-match");
   const char *ims = s3_header(r, "if-modified-since"), *ius = s3_header(r, "if-unmodified-since");
   unsigned cond = 0;
-  if (im && !etag_listed(im, o.etag))
+  if (im && !s3_etag_listed(im, o.etag))
     cond = 412;
-  else if (!im && ius && parse_http_date(ius, &t) && mt > t)
+  else if (!im && ius && s3_parse_http_date(ius, &t) && mt > t)
     cond = 412;
-  else if (inm && etag_listed(inm, o.etag))
+  else if (inm && s3_etag_listed(inm, o.etag))
     cond = 304;
-  else if (!inm && ims && parse_http_date(ims, &t) && mt <= t)
+  else if (!inm && ims && s3_parse_http_date(ims, &t) && mt <= t)
     cond = 304;
   if (cond == 412) {
     close_quiet(fd);
@@ -299,7 +299,7 @@ enum MHD_Result s3_op_get_object(struct s3_req *r) {
   int range = 0;
   const char *rh = s3_header(r, "range");
   if (rh && cond == 0) {
-    range = parse_range(rh, o.size, &start, &len);
+    range = s3_parse_range(rh, o.size, &start, &len);
     if (range < 0) {
       close_quiet(fd);
       char cr[64];

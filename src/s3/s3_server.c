@@ -265,7 +265,7 @@ static int sink(void *ctx, const char *buf, size_t n, struct husk_err *err) {
   return 0;
 }
 
-static bool b64_md5(const char *s, unsigned char out[16]) {
+bool s3_b64_md5(const char *s, unsigned char out[16]) {
   size_t n = strlen(s);
   if (n != 24)
     return false;
@@ -291,7 +291,7 @@ static enum MHD_Result body_begin(struct s3_req *r) {
   r->exp.length = -1;
   const char *md5 = s3_header(r, "content-md5");
   if (md5) {
-    if (!b64_md5(md5, r->exp.md5))
+    if (!s3_b64_md5(md5, r->exp.md5))
       return s3_error(r, 400, "InvalidDigest", "The Content-MD5 you specified was invalid");
     r->exp.has_md5 = true;
   }
