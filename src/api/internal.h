@@ -37,6 +37,18 @@ struct api_server {
   unsigned inflight;
   unsigned workers; /* worker threads of streaming execs */
   pthread_mutex_t log_lock;
+  /* Per-tenant concurrency (under `lock`): one entry per tenant with a
+   * request in flight, at most one per connection, so `load_cap` is the
+   * connection limit. */
+  struct tenant_load *loads;
+  size_t nloads, load_cap;
+  unsigned tenant_max_requests, tenant_max_execs; /* the defaults */
+};
+
+/* Requests of one tenant being handled now. */
+struct tenant_load {
+  char tenant[STATE_TENANT_ID_SIZE];
+  unsigned requests, execs;
 };
 
 enum api_auth {
@@ -86,6 +98,8 @@ struct req {
   bool admin;
   char tenant[STATE_TENANT_ID_SIZE];
   char key_id[STATE_KEY_ID_SIZE];
+  /* Counted in the tenant's load (released at completion). */
+  bool load_counted, load_exec;
 
   /* Body (BODY_JSON). */
   char *body;
@@ -221,6 +235,16 @@ enum MHD_Result h_tenant_quota(struct req *r);
 enum MHD_Result h_key_create(struct req *r);
 enum MHD_Result h_key_list(struct req *r);
 enum MHD_Result h_key_revoke(struct req *r);
+enum MHD_Result h_tenant_delete(struct req *r);
+enum MHD_Result h_admin_s3_key_list(struct req *r);
+enum MHD_Result h_admin_s3_key_revoke(struct req *r);
+/* tenant_delete.c: mark the tenant deleted, then remove what it owns
+ * (api_tenant_finish_delete, which a retry or a restart runs again). */
+int api_tenant_delete(const struct api_config *cfg, const char *tenant, struct husk_err *err);
+int api_tenant_finish_delete(const struct api_config *cfg, const char *tenant,
+                             struct husk_err *err);
+/* At start: finish the deletions a previous run left midway. */
+void api_tenant_resume(struct api_server *s);
 enum MHD_Result h_audit_list(struct req *r);
 /* routes_boxes.c */
 enum MHD_Result h_box_create(struct req *r);

@@ -51,6 +51,10 @@ static void usage(FILE *f) {
           "  --max-connections-per-ip N  concurrent connections from one address, so that one\n"
           "                          client cannot hold them all; 0: no limit (behind a\n"
           "                          reverse proxy on this host, every client is its address) [64]\n"
+          "  --tenant-max-requests N requests one tenant may have in progress at once (its\n"
+          "                          max_requests overrides); past it 429 [max-connections/2]\n"
+          "  --tenant-max-execs N    of those, requests running or streaming a command (exec,\n"
+          "                          process output/stdin, MCP) [max-connections/4]\n"
           "  --idle-timeout SECONDS  close idle connections after this long [120]\n"
           "  --grace SECONDS         on SIGTERM, how long requests in flight may finish [10]\n"
           "  --default-ttl SECONDS   lifetime of a box created without \"timeout\" [300]\n"
@@ -249,7 +253,7 @@ enum { O_LISTEN = 256, O_DATA, O_MAXCONN, O_PERIP, O_IDLE, O_GRACE, O_DTTL, O_MT
        /* issue 7 */
        O_EG_RESOLVER, O_EG_ALLOW, O_EG_CA, O_EG_MAXCONN, O_EG_IDLE,
        O_S3_LISTEN, O_PUBLIC_URL, O_S3_REGION, O_STORE_ENDPOINT, O_STORE_BUCKET, O_STORE_REGION,
-       O_STORE_PART, O_STORAGE_QUOTA };
+       O_STORE_PART, O_STORAGE_QUOTA, O_TENANT_REQS, O_TENANT_EXECS };
 
 /* The MCP server reaches the core that serve opened at start. */
 static struct box_mgr *mcp_mgr(void *ctx, struct husk_err *err) {
@@ -287,6 +291,8 @@ int cmd_serve(int argc, char **argv) {
       {"store-region", required_argument, NULL, O_STORE_REGION},
       {"store-part-size", required_argument, NULL, O_STORE_PART},
       {"storage-quota", required_argument, NULL, O_STORAGE_QUOTA},
+      {"tenant-max-requests", required_argument, NULL, O_TENANT_REQS},
+      {"tenant-max-execs", required_argument, NULL, O_TENANT_EXECS},
       {0},
   };
   /* issue 7 */
@@ -297,6 +303,7 @@ int cmd_serve(int argc, char **argv) {
   const char *listen = DEFAULT_LISTEN, *data = NULL;
   uint64_t perip = 64;
   uint64_t maxconn = 256, idle_ms = 120000, grace_ms = 10000, dttl = 0, mttl = 0;
+  uint64_t tenant_reqs = 0, tenant_execs = 0; /* 0: shares of --max-connections */
   struct box_pool_spec pools[BOX_POOL_MAX_SHAPES];
   size_t npools = 0;
   bool quiet = false;
@@ -322,6 +329,15 @@ int cmd_serve(int argc, char **argv) {
     case O_MAXCONN:
       if (parse_u64_range(optarg, 1, 100000, &maxconn, &err) < 0) {
         fprintf(stderr, "husk serve: --max-connections: %s\n", err.msg);
+        return 2;
+      }
+      break;
+    case O_TENANT_REQS:
+    case O_TENANT_EXECS:
+      if (parse_u64_range(optarg, 1, 100000, c == O_TENANT_REQS ? &tenant_reqs : &tenant_execs,
+                          &err) < 0) {
+        fprintf(stderr, "husk serve: --%s: %s\n",
+                c == O_TENANT_REQS ? "tenant-max-requests" : "tenant-max-execs", err.msg);
         return 2;
       }
       break;
@@ -536,6 +552,8 @@ int cmd_serve(int argc, char **argv) {
                           .store = store,
                           .max_connections = (unsigned)maxconn, .max_per_ip = (unsigned)perip,
                           .idle_timeout_s = (unsigned)((idle_ms + 999) / 1000),
+                          .tenant_max_requests = (unsigned)tenant_reqs,
+                          .tenant_max_execs = (unsigned)tenant_execs,
                           .log_requests = !quiet, .log = log_line};
   struct api_server *srv = NULL;
   if (api_start(&srv, &ac, &err) < 0) {
