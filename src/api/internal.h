@@ -22,6 +22,18 @@
 #define API_PARAM_MAX STATE_BOX_ID_SIZE
 #define API_MAX_PARAMS 4
 
+/* conn_watch.c: the request timeout's bookkeeping. */
+struct conn_entry;
+struct conn_watch {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  struct conn_entry *entries; /* one per connection slot */
+  size_t cap;
+  unsigned timeout_s;
+  pthread_t thread;
+  bool initialized, running, stop;
+};
+
 struct api_server {
   struct MHD_Daemon *daemon;
   struct api_config cfg;
@@ -43,6 +55,7 @@ struct api_server {
   struct tenant_load *loads;
   size_t nloads, load_cap;
   unsigned tenant_max_requests, tenant_max_execs; /* the defaults */
+  struct conn_watch watch;
 };
 
 /* Requests of one tenant being handled now. */
@@ -155,6 +168,20 @@ const char *api_query(struct req *r, const char *name);
 int api_query_u64(struct req *r, const char *name, uint64_t max, uint64_t *out, bool *present);
 int api_query_bool(struct req *r, const char *name, bool *out);
 const char *api_header(struct req *r, const char *name);
+
+/* ---- conn_watch.c: the request timeout ------------------------------- */
+/* MHD_OPTION_NOTIFY_CONNECTION: track each connection from its start. */
+void api_conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                     enum MHD_ConnectionNotificationCode toe);
+/* The request the connection was waiting for is in (or is an upload,
+ * whose body may take as long as it needs): stop its clock. */
+void api_conn_request_in(struct api_server *s, struct MHD_Connection *conn);
+/* Its reply is done: the wait for the next request starts now. */
+void api_conn_request_done(struct api_server *s, struct MHD_Connection *conn);
+/* Start the watchdog over `cap` connection slots; 0 or an errno. */
+int api_conn_watch_start(struct api_server *s, size_t cap, unsigned timeout_s);
+void api_conn_watch_stop(struct api_server *s);
+void api_conn_watch_free(struct api_server *s);
 
 /* ---- json.c: replies ------------------------------------------------ */
 /* Queue a reply; records the status, writes the audit record of the route

@@ -482,6 +482,8 @@ static enum MHD_Result route_request(struct req *r, const char *url, const char 
       return api_reply_error(r, 413, "payload_too_large", "JSON bodies are limited to %d bytes",
                              API_JSON_BODY_MAX);
   }
+  if (r->route->body == BODY_STREAM)
+    api_conn_request_in(r->srv, r->conn); /* an upload takes as long as it needs */
   if (r->route->body == BODY_STREAM && r->route->begin) {
     ret = r->route->begin(r);
     if (r->responded || ret != MHD_YES)
@@ -605,6 +607,7 @@ static enum MHD_Result on_request_deferred(struct api_server *s, struct req *r,
   }
   /* The whole request is in. */
   r->in_body = false;
+  api_conn_request_in(s, conn);
   if (r->pending)
     return flush_pending(r);
   if (r->responded)
@@ -621,7 +624,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
   struct api_server *s = cls;
   struct req *r = *con_cls;
-  (void)conn;
   if (!r)
     return;
   *con_cls = NULL;
@@ -640,6 +642,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   }
   free(r->body);
   free(r);
+  api_conn_request_done(s, conn);
   pthread_mutex_lock(&s->lock);
   s->inflight--;
   pthread_cond_broadcast(&s->cond);
@@ -733,6 +736,12 @@ int api_start(struct api_server **out, const struct api_config *cfg, struct husk
     husk_error(err, ENOMEM, "server setup");
     goto fail;
   }
+  unsigned rto = cfg->request_timeout_s ? cfg->request_timeout_s : API_REQUEST_TIMEOUT_S;
+  int e = api_conn_watch_start(s, maxc, rto);
+  if (e != 0) {
+    husk_error(err, e, "server setup");
+    goto fail;
+  }
   /* Deletions a previous run left midway end before anyone can call. */
   api_tenant_resume(s);
   s->daemon = MHD_start_daemon(
@@ -741,6 +750,7 @@ int api_start(struct api_server **out, const struct api_config *cfg, struct husk
       MHD_OPTION_CONNECTION_LIMIT, maxc, MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_per_ip,
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,
       MHD_OPTION_CONNECTION_TIMEOUT, tmo, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+      MHD_OPTION_NOTIFY_CONNECTION, api_conn_notify, s,
       MHD_OPTION_LISTEN_BACKLOG_SIZE, 128U,
       MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_END);
   if (!s->daemon) {
@@ -752,6 +762,7 @@ int api_start(struct api_server **out, const struct api_config *cfg, struct husk
   *out = s;
   return 0;
 fail:
+  api_conn_watch_free(s);
   close_quiet(s->stop_fd);
   free(s->loads);
   free(s->admin_key);
@@ -802,6 +813,7 @@ void api_stop(struct api_server *s, unsigned grace_ms) {
     wait_idle(s, API_CANCEL_WAIT_MS);
   }
   /* 4. Close the connections (MHD joins their threads). */
+  api_conn_watch_stop(s);
   MHD_stop_daemon(s->daemon);
   if (lsock != MHD_INVALID_SOCKET)
     close(lsock);
@@ -811,6 +823,7 @@ void api_stop(struct api_server *s, unsigned grace_ms) {
   while (s->workers > 0)
     pthread_cond_wait(&s->cond, &s->lock);
   pthread_mutex_unlock(&s->lock);
+  api_conn_watch_free(s);
   close_quiet(s->stop_fd);
   free(s->loads);
   free(s->admin_key);
