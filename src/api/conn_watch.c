@@ -44,8 +44,8 @@ void api_conn_notify(void *cls, struct MHD_Connection *conn, void **socket_conte
         continue;
       const union MHD_ConnectionInfo *ci =
           MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-      *e = (struct conn_entry){.used = true, .timing = true, .fd = ci ? ci->connect_fd : -1,
-                               .since_ms = mono_ms()};
+      *e = (struct conn_entry){
+          .used = true, .timing = true, .fd = ci ? ci->connect_fd : -1, .since_ms = mono_ms()};
       *socket_context = e;
       break;
     }

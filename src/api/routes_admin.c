@@ -15,8 +15,8 @@ static json_t *tenant_json(const struct state_tenant *t) {
   return json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o}", "id", t->id, "name", t->name,
                    "max_boxes", quota_json(t->max_boxes), "max_memory", quota_json(t->max_memory),
                    "max_requests", quota_json(t->max_requests), "max_execs",
-                   quota_json(t->max_execs), "created_at", json_time(t->created_ms),
-                   "deleted_at", json_time(t->deleted_ms));
+                   quota_json(t->max_execs), "created_at", json_time(t->created_ms), "deleted_at",
+                   json_time(t->deleted_ms));
 }
 
 static json_t *key_json(const struct state_key *k) {
@@ -278,9 +278,9 @@ enum MHD_Result h_tenant_delete(struct req *r) {
 /* ---- a tenant's S3 keys (admin) ---------------------------------------- */
 
 static int s3_key_cb(void *ctx, const struct store_key_info *k) {
-  json_t *j = json_pack("{s:s, s:s, s:o, s:o}", "access_key_id", k->id, "api_key_id",
-                        k->api_key_id, "created_at", json_time(k->created_ms), "revoked_at",
-                        json_time(k->revoked_ms));
+  json_t *j =
+      json_pack("{s:s, s:s, s:o, s:o}", "access_key_id", k->id, "api_key_id", k->api_key_id,
+                "created_at", json_time(k->created_ms), "revoked_at", json_time(k->revoked_ms));
   if (!j || json_array_append_new(ctx, j) < 0)
     return -2;
   return 0;

@@ -54,10 +54,9 @@ enum MHD_Result h_s3_key_create(struct req *r) {
 }
 
 static int key_cb(void *ctx, const struct store_key_info *k) {
-  json_array_append_new(ctx, json_pack("{s:s, s:s, s:o, s:o}", "access_key_id", k->id,
-                                       "api_key_id", k->api_key_id, "created_at",
-                                       json_time(k->created_ms), "revoked_at",
-                                       json_time(k->revoked_ms)));
+  json_array_append_new(ctx, json_pack("{s:s, s:s, s:o, s:o}", "access_key_id", k->id, "api_key_id",
+                                       k->api_key_id, "created_at", json_time(k->created_ms),
+                                       "revoked_at", json_time(k->revoked_ms)));
   return 0;
 }
 

@@ -724,12 +724,15 @@ int api_start(struct api_server **out, const struct api_config *cfg, struct husk
     flags |= MHD_USE_IPv6;
   unsigned maxc = cfg->max_connections ? cfg->max_connections : 256;
   unsigned tmo = cfg->idle_timeout_s ? cfg->idle_timeout_s : 120;
-  s->tenant_max_requests = cfg->tenant_max_requests;
+  /* The default shares of the connection threads, at least one each. */
+  unsigned share_req = maxc / API_TENANT_REQUESTS_DIVISOR;
+  unsigned share_exec = maxc / API_TENANT_EXECS_DIVISOR;
+  s->tenant_max_requests = cfg->tenant_max_requests ? cfg->tenant_max_requests : share_req;
+  s->tenant_max_execs = cfg->tenant_max_execs ? cfg->tenant_max_execs : share_exec;
   if (!s->tenant_max_requests)
-    s->tenant_max_requests = maxc / API_TENANT_REQUESTS_DIVISOR ? maxc / API_TENANT_REQUESTS_DIVISOR : 1;
-  s->tenant_max_execs = cfg->tenant_max_execs;
+    s->tenant_max_requests = 1;
   if (!s->tenant_max_execs)
-    s->tenant_max_execs = maxc / API_TENANT_EXECS_DIVISOR ? maxc / API_TENANT_EXECS_DIVISOR : 1;
+    s->tenant_max_execs = 1;
   s->load_cap = maxc;
   s->loads = calloc(maxc, sizeof *s->loads);
   if (!s->loads) {

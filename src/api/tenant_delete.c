@@ -50,8 +50,8 @@ static int end_boxes(const struct api_config *cfg, const char *tenant, size_t *l
     char cursor[STATE_CURSOR_SIZE] = "";
     do {
       char next[STATE_CURSOR_SIZE];
-      struct state_box_filter f = {.tenant_id = tenant, .state = STATE_BOX_LIVE,
-                                   .cursor = cursor, .limit = STATE_LIST_MAX};
+      struct state_box_filter f = {
+          .tenant_id = tenant, .state = STATE_BOX_LIVE, .cursor = cursor, .limit = STATE_LIST_MAX};
       int rc = state_box_list(cfg->state, &f, collect_box, &l, next, sizeof next, err);
       if (rc < 0) {
         free(l.ids);

@@ -9,7 +9,7 @@
 #include "state/db.h"
 #include "util/cleanup.h"
 
-#define TENANT_COLUMNS \
+#define TENANT_COLUMNS                                                                             \
   "id, name, max_boxes, max_memory, created_ms, max_requests, max_execs, deleted_ms"
 
 static int check_quota(int64_t max_boxes, int64_t max_memory, struct husk_err *err) {

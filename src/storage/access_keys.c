@@ -178,10 +178,11 @@ int store_key_list(struct store *s, const char *tenant_id,
   {
     cleanup_unlock struct state *locked = db_lock(s->st);
     cleanup_stmt sqlite3_stmt *q = NULL;
-    if (db_prepare(s->st, &q,
-                   "SELECT id, created_ms, revoked_ms, api_key_id FROM s3_keys WHERE tenant_id = ? AND "
-                   "internal = 0 ORDER BY created_ms, id LIMIT 1000",
-                   err) < 0)
+    if (db_prepare(
+            s->st, &q,
+            "SELECT id, created_ms, revoked_ms, api_key_id FROM s3_keys WHERE tenant_id = ? AND "
+            "internal = 0 ORDER BY created_ms, id LIMIT 1000",
+            err) < 0)
       return -1;
     int rc = db_text(q, 1, tenant_id);
     if (rc != SQLITE_OK)

@@ -18,7 +18,7 @@
  * RETURNING file), then unlink their files in `dirfd`.  *n: rows deleted. */
 static int purge_batch(struct store *s, const char *sql, const char *tenant_id, int dirfd,
                        size_t *n, struct husk_err *err) {
-  char (*files)[STORE_ID_SIZE] = calloc(PURGE_BATCH, sizeof *files);
+  char(*files)[STORE_ID_SIZE] = calloc(PURGE_BATCH, sizeof *files);
   if (!files)
     return husk_error(err, ENOMEM, "tenant storage");
   *n = 0;
@@ -36,7 +36,8 @@ static int purge_batch(struct store *s, const char *sql, const char *tenant_id, 
     }
     int r;
     while ((r = db_step_row(s->st, q, "cannot remove the tenant's storage", err)) == 1) {
-      /* The LIMIT in the SQL bounds the rows; a longer name is no file of ours. */
+      /* The LIMIT in the SQL bounds the rows; a longer name is no file of ours.
+       */
       if (*n < PURGE_BATCH && db_col_text(q, 0, files[*n], STORE_ID_SIZE))
         (*n)++;
     }
@@ -64,10 +65,12 @@ int store_tenant_purge(struct store *s, const char *tenant_id, struct husk_err *
   if (check_id("tenant id", tenant_id, STATE_TENANT_ID_SIZE, err) < 0)
     return -1;
   static const char objects[] =
-      "DELETE FROM objects WHERE rowid IN (SELECT rowid FROM objects WHERE tenant_id = ?1 "
+      "DELETE FROM objects WHERE rowid IN (SELECT rowid FROM objects WHERE "
+      "tenant_id = ?1 "
       "LIMIT " BATCH_STR(PURGE_BATCH) ") RETURNING file";
   static const char parts[] =
-      "DELETE FROM parts WHERE rowid IN (SELECT p.rowid FROM parts p JOIN uploads u ON "
+      "DELETE FROM parts WHERE rowid IN (SELECT p.rowid FROM parts p JOIN "
+      "uploads u ON "
       "p.upload_id = u.id WHERE u.tenant_id = ?1 LIMIT " BATCH_STR(PURGE_BATCH) ") RETURNING file";
   size_t n;
   do
@@ -82,7 +85,8 @@ int store_tenant_purge(struct store *s, const char *tenant_id, struct husk_err *
   /* No files left: the rest is rows, children before parents. */
   static const char *const rest[] = {
       "DELETE FROM uploads WHERE tenant_id = ?1",
-      "DELETE FROM links WHERE tenant_id = ?1", /* link_access: ON DELETE CASCADE */
+      "DELETE FROM links WHERE tenant_id = ?1", /* link_access: ON DELETE
+                                                   CASCADE */
       "DELETE FROM buckets WHERE tenant_id = ?1",
       "DELETE FROM s3_keys WHERE tenant_id = ?1",
   };

@@ -19,23 +19,23 @@
 #include "storage/store.h"
 #include "unit.h"
 
-#define CHECK_OK(expr)                                                                            \
-  do {                                                                                            \
-    husk_err_clear(&err);                                                                         \
-    if ((expr) != 0) {                                                                            \
-      printf("#   %s:%d: %s: %s\n", __FILE__, __LINE__, #expr, err.msg);                          \
-      unit_cur_failed = 1;                                                                        \
-    }                                                                                             \
+#define CHECK_OK(expr)                                                                             \
+  do {                                                                                             \
+    husk_err_clear(&err);                                                                          \
+    if ((expr) != 0) {                                                                             \
+      printf("#   %s:%d: %s: %s\n", __FILE__, __LINE__, #expr, err.msg);                           \
+      unit_cur_failed = 1;                                                                         \
+    }                                                                                              \
   } while (0)
-#define CHECK_ERR(expr, want)                                                                     \
-  do {                                                                                            \
-    husk_err_clear(&err);                                                                         \
-    int r_ = (expr);                                                                              \
-    if (r_ != -1 || err.code != (want)) {                                                         \
-      printf("#   %s:%d: %s: got %d code %d (%s), want %d\n", __FILE__, __LINE__, #expr, r_,     \
-             err.code, err.msg, (want));                                                          \
-      unit_cur_failed = 1;                                                                        \
-    }                                                                                             \
+#define CHECK_ERR(expr, want)                                                                      \
+  do {                                                                                             \
+    husk_err_clear(&err);                                                                          \
+    int r_ = (expr);                                                                               \
+    if (r_ != -1 || err.code != (want)) {                                                          \
+      printf("#   %s:%d: %s: got %d code %d (%s), want %d\n", __FILE__, __LINE__, #expr, r_,       \
+             err.code, err.msg, (want));                                                           \
+      unit_cur_failed = 1;                                                                         \
+    }                                                                                              \
   } while (0)
 
 static char dir[64];
@@ -92,7 +92,7 @@ static int64_t count(const char *sql, const char *tenant) {
 
 /* Rows a tenant owns, over every table that names one. */
 static int64_t owned_rows(const char *tenant) {
-  static const char *const tables[] = {"api_keys", "boxes", "jobs",    "secrets", "s3_keys",
+  static const char *const tables[] = {"api_keys", "boxes",   "jobs",    "secrets", "s3_keys",
                                        "buckets",  "objects", "uploads", "links"};
   int64_t n = 0;
   for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
@@ -114,8 +114,13 @@ static struct state_tenant tenant(const char *name) {
 }
 
 static int box(const char *tenant_id, const char *id, const char *state_name) {
-  struct state_box b = {.memory = 100, .pids = 64, .cpu_milli = 1000, .disk = 1 << 20,
-                        .timeout_ms = 60000, .uid_base = -1, .slot = -1};
+  struct state_box b = {.memory = 100,
+                        .pids = 64,
+                        .cpu_milli = 1000,
+                        .disk = 1 << 20,
+                        .timeout_ms = 60000,
+                        .uid_base = -1,
+                        .slot = -1};
   snprintf(b.id, sizeof b.id, "%s", id);
   snprintf(b.tenant_id, sizeof b.tenant_id, "%s", tenant_id);
   snprintf(b.state, sizeof b.state, "%s", STATE_BOX_CREATING);
@@ -152,7 +157,8 @@ static void populate(const struct state_tenant *t, const char *tag) {
   CHECK_OK(state_box_set_state(st, bid, NULL, STATE_BOX_STOPPED, "test", 0, &err));
   sqlite3_stmt *q = NULL;
   CHECK(sqlite3_prepare_v2(st->db,
-                           "INSERT INTO secrets (tenant_id, name, sealed, created_ms, updated_ms) "
+                           "INSERT INTO secrets (tenant_id, name, sealed, "
+                           "created_ms, updated_ms) "
                            "VALUES (?1, 'TOKEN', x'00', 0, 0)",
                            -1, &q, NULL) == SQLITE_OK);
   sqlite3_bind_text(q, 1, t->id, -1, SQLITE_STATIC);
@@ -287,11 +293,11 @@ TEST(sigkill_at_any_step_then_a_rerun_finishes) {
     const char *point;
     int after;
   } points[] = {
-      {"tenant_mark_deleted", 0}, /* before the mark commits */
-      {"store_tenant_purge", 0},  /* the first batch of objects */
-      {"store_tenant_purge", 2},  /* the parts (after an empty batch of objects) */
+      {"tenant_mark_deleted", 0},          /* before the mark commits */
+      {"store_tenant_purge", 0},           /* the first batch of objects */
+      {"store_tenant_purge", 2},           /* the parts (after an empty batch of objects) */
       {"store_tenant_purge_committed", 0}, /* objects' rows gone, files not yet */
-      {"tenant_purge", 0},        /* the last transaction */
+      {"tenant_purge", 0},                 /* the last transaction */
   };
   for (size_t i = 0; i < sizeof points / sizeof points[0]; i++) {
     struct husk_err err;
