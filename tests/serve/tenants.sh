@@ -117,7 +117,7 @@ s3req GET /one-bkt/keep
 expect_code "the other tenant's object is intact" 200
 KEY=$ADMIN
 api GET "/v1/audit?action=tenant.delete"
-expect_eq "the deletion is audited" "$(jf "[(r['outcome'], r['status']) for r in j['records'] if '$TWO' in r['detail']][0]")" '["ok", 204]'
+expect_eq "the deletion is audited" "$(jf "[[r['outcome'], r['status']] for r in j['records'] if '$TWO' in r['detail']][0]")" '["ok", 204]'
 api GET "/v1/audit?tenant=$TWO&limit=1000"
 check "no secret in the audit log" not grep -qF "$SECRET" <<<"$BODY"
 api GET "/v1/audit?limit=1000"

@@ -169,7 +169,7 @@ static void populate(const struct state_tenant *t, const char *tag) {
   CHECK_OK(store_bucket_create(s, t->id, bucket, &err));
   struct store_object o;
   for (int i = 0; i < 3; i++) {
-    char key[8];
+    char key[16];
     snprintf(key, sizeof key, "k%d", i);
     CHECK_OK(store_put_buffer(s, t->id, bucket, key, "data", 4, NULL, &o, &err));
     store_object_free(&o);
