@@ -68,6 +68,12 @@ if [ -x build-asan/husk ]; then
       SDKS="v1 v2" MODES=http \
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 bash "$s"
   done
+  # Tenant lifecycle and bounds: deletion across every plane, connections
+  # held and trickled by hostile clients, the request-timeout watchdog.
+  for s in tests/serve/tenants.sh tests/serve/tenant_limits.sh tests/serve/request_timeout.sh; do
+    [ -f "$s" ] && run_suite "asan/${s#tests/}" env HUSK="$root/build-asan/husk" HUSK_ASAN=1 \
+      ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 bash "$s"
+  done
   # issue 7: the egress proxy parses hostile input from boxes.
   for s in tests/serve/egress.sh; do
     [ -f "$s" ] && run_suite "asan/${s#tests/}" env HUSK="$root/build-asan/husk" HUSK_ASAN=1 \

@@ -25,6 +25,12 @@ struct store;
 struct api_server;
 struct mcp_server;
 
+/* The default per-tenant shares of --max-connections (see api_config). */
+#define API_TENANT_REQUESTS_DIVISOR 2
+#define API_TENANT_EXECS_DIVISOR 4
+/* The default of api_config.request_timeout_s. */
+#define API_REQUEST_TIMEOUT_S 60
+
 struct api_config {
   const char *listen;        /* "ADDR:PORT", IPv4 or [IPv6] */
   struct box_mgr *mgr;
@@ -34,6 +40,17 @@ struct api_config {
   unsigned max_connections;  /* concurrent connections */
   unsigned max_per_ip;       /* concurrent connections from one address (0: no limit) */
   unsigned idle_timeout_s;   /* idle connection timeout */
+  /* A request's line, headers and (but for uploads) body must arrive
+   * within this long of the connection's start or of the previous reply,
+   * else the connection is closed.  0: API_REQUEST_TIMEOUT_S. */
+  unsigned request_timeout_s;
+  /* Per tenant, unless the tenant's own max_requests / max_execs say
+   * otherwise: requests handled at once, and of those the ones running or
+   * streaming a command (exec, process output and stdin, MCP).  0:
+   * max_connections / API_TENANT_*_DIVISOR, so that one tenant cannot hold
+   * every connection thread (past it: 429). */
+  unsigned tenant_max_requests;
+  unsigned tenant_max_execs;
   bool log_requests;         /* one log line per request */
   void (*log)(void *ctx, const char *line);
   void *log_ctx;

@@ -22,6 +22,18 @@
 #define API_PARAM_MAX STATE_BOX_ID_SIZE
 #define API_MAX_PARAMS 4
 
+/* conn_watch.c: the request timeout's bookkeeping. */
+struct conn_entry;
+struct conn_watch {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  struct conn_entry *entries; /* one per connection slot */
+  size_t cap;
+  unsigned timeout_s;
+  pthread_t thread;
+  bool initialized, running, stop;
+};
+
 struct api_server {
   struct MHD_Daemon *daemon;
   struct api_config cfg;
@@ -37,6 +49,19 @@ struct api_server {
   unsigned inflight;
   unsigned workers; /* worker threads of streaming execs */
   pthread_mutex_t log_lock;
+  /* Per-tenant concurrency (under `lock`): one entry per tenant with a
+   * request in flight, at most one per connection, so `load_cap` is the
+   * connection limit. */
+  struct tenant_load *loads;
+  size_t nloads, load_cap;
+  unsigned tenant_max_requests, tenant_max_execs; /* the defaults */
+  struct conn_watch watch;
+};
+
+/* Requests of one tenant being handled now. */
+struct tenant_load {
+  char tenant[STATE_TENANT_ID_SIZE];
+  unsigned requests, execs;
 };
 
 enum api_auth {
@@ -86,6 +111,8 @@ struct req {
   bool admin;
   char tenant[STATE_TENANT_ID_SIZE];
   char key_id[STATE_KEY_ID_SIZE];
+  /* Counted in the tenant's load (released at completion). */
+  bool load_counted, load_exec;
 
   /* Body (BODY_JSON). */
   char *body;
@@ -141,6 +168,20 @@ const char *api_query(struct req *r, const char *name);
 int api_query_u64(struct req *r, const char *name, uint64_t max, uint64_t *out, bool *present);
 int api_query_bool(struct req *r, const char *name, bool *out);
 const char *api_header(struct req *r, const char *name);
+
+/* ---- conn_watch.c: the request timeout ------------------------------- */
+/* MHD_OPTION_NOTIFY_CONNECTION: track each connection from its start. */
+void api_conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                     enum MHD_ConnectionNotificationCode toe);
+/* The request the connection was waiting for is in (or is an upload,
+ * whose body may take as long as it needs): stop its clock. */
+void api_conn_request_in(struct api_server *s, struct MHD_Connection *conn);
+/* Its reply is done: the wait for the next request starts now. */
+void api_conn_request_done(struct api_server *s, struct MHD_Connection *conn);
+/* Start the watchdog over `cap` connection slots; 0 or an errno. */
+int api_conn_watch_start(struct api_server *s, size_t cap, unsigned timeout_s);
+void api_conn_watch_stop(struct api_server *s);
+void api_conn_watch_free(struct api_server *s);
 
 /* ---- json.c: replies ------------------------------------------------ */
 /* Queue a reply; records the status, writes the audit record of the route
@@ -226,6 +267,16 @@ enum MHD_Result h_tenant_quota(struct req *r);
 enum MHD_Result h_key_create(struct req *r);
 enum MHD_Result h_key_list(struct req *r);
 enum MHD_Result h_key_revoke(struct req *r);
+enum MHD_Result h_tenant_delete(struct req *r);
+enum MHD_Result h_admin_s3_key_list(struct req *r);
+enum MHD_Result h_admin_s3_key_revoke(struct req *r);
+/* tenant_delete.c: mark the tenant deleted, then remove what it owns
+ * (api_tenant_finish_delete, which a retry or a restart runs again). */
+int api_tenant_delete(const struct api_config *cfg, const char *tenant, struct husk_err *err);
+int api_tenant_finish_delete(const struct api_config *cfg, const char *tenant,
+                             struct husk_err *err);
+/* At start: finish the deletions a previous run left midway. */
+void api_tenant_resume(struct api_server *s);
 enum MHD_Result h_audit_list(struct req *r);
 /* routes_boxes.c */
 enum MHD_Result h_box_create(struct req *r);

@@ -7,13 +7,16 @@
 
 #include "api/internal.h"
 #include "box/box.h"
+#include "storage/store.h"
 
 static json_t *quota_json(int64_t v) { return v < 0 ? json_null() : json_integer((json_int_t)v); }
 
 static json_t *tenant_json(const struct state_tenant *t) {
-  return json_pack("{s:s, s:s, s:o, s:o, s:o}", "id", t->id, "name", t->name, "max_boxes",
-                   quota_json(t->max_boxes), "max_memory", quota_json(t->max_memory), "created_at",
-                   json_time(t->created_ms));
+  return json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:o, s:o}", "id", t->id, "name", t->name,
+                   "max_boxes", quota_json(t->max_boxes), "max_memory", quota_json(t->max_memory),
+                   "max_requests", quota_json(t->max_requests), "max_execs",
+                   quota_json(t->max_execs), "created_at", json_time(t->created_ms), "deleted_at",
+                   json_time(t->deleted_ms));
 }
 
 static json_t *key_json(const struct state_key *k) {
@@ -41,17 +44,48 @@ static int get_quota(json_t *o, const char *k, bool size, int64_t *out, struct h
   return 1;
 }
 
-static const char *const tenant_fields[] = {"name", "max_boxes", "max_memory", NULL};
+/* A concurrency bound: absent (0), null or -1 (the daemon's default), or
+ * an integer >= 1. */
+static int get_concurrency(json_t *o, const char *k, int64_t *out, struct husk_err *err) {
+  json_t *v = json_object_get(o, k);
+  if (!v)
+    return 0;
+  if (json_is_null(v) || (json_is_integer(v) && json_integer_value(v) == -1)) {
+    *out = STATE_DEFAULT;
+    return 1;
+  }
+  uint64_t x = 0;
+  if (jget_u64(o, k, 1000000, &x, err) < 0)
+    return -1;
+  if (x < 1)
+    return husk_fail(err, EINVAL, "`%s` must be >= 1, or null for the daemon's default", k);
+  *out = (int64_t)x;
+  return 1;
+}
+
+/* The bounds fields of a tenant; absent ones keep what `t` holds. */
+static int get_bounds(json_t *o, struct state_tenant *t, struct husk_err *err) {
+  if (get_quota(o, "max_boxes", false, &t->max_boxes, err) < 0 ||
+      get_quota(o, "max_memory", true, &t->max_memory, err) < 0 ||
+      get_concurrency(o, "max_requests", &t->max_requests, err) < 0 ||
+      get_concurrency(o, "max_execs", &t->max_execs, err) < 0)
+    return -1;
+  return 0;
+}
+
+static const char *const tenant_fields[] = {"name",         "max_boxes", "max_memory",
+                                            "max_requests", "max_execs", NULL};
 
 enum MHD_Result h_tenant_create(struct req *r) {
   json_t *o = api_body_object(r, tenant_fields);
   if (!o)
     return api_reply_bad(r);
   const char *name = NULL;
-  int64_t max_boxes = STATE_UNLIMITED, max_memory = STATE_UNLIMITED;
-  if (jget_string(o, "name", &name, &r->err) < 0 ||
-      get_quota(o, "max_boxes", false, &max_boxes, &r->err) < 0 ||
-      get_quota(o, "max_memory", true, &max_memory, &r->err) < 0) {
+  struct state_tenant in = {.max_boxes = STATE_UNLIMITED,
+                            .max_memory = STATE_UNLIMITED,
+                            .max_requests = STATE_DEFAULT,
+                            .max_execs = STATE_DEFAULT};
+  if (jget_string(o, "name", &name, &r->err) < 0 || get_bounds(o, &in, &r->err) < 0) {
     json_decref(o);
     return api_reply_bad(r);
   }
@@ -59,11 +93,17 @@ enum MHD_Result h_tenant_create(struct req *r) {
     json_decref(o);
     return api_reply_error(r, 400, "bad_request", "`name` is required");
   }
+  if (strlen(name) >= sizeof in.name) {
+    json_decref(o);
+    return api_reply_error(r, 400, "bad_request", "`name` is too long (at most %zu bytes)",
+                           sizeof in.name - 1);
+  }
+  snprintf(in.name, sizeof in.name, "%s", name);
   snprintf(r->audit_detail, sizeof r->audit_detail, "name=%.100s", name);
+  json_decref(o);
   struct state_tenant t;
   struct husk_err err;
-  int rc = state_tenant_create(r->srv->cfg.state, name, max_boxes, max_memory, &t, &err);
-  json_decref(o);
+  int rc = state_tenant_create_with(r->srv->cfg.state, &in, &t, &err);
   if (rc < 0)
     return api_reply_err(r, &err);
   snprintf(r->audit_detail, sizeof r->audit_detail, "tenant=%s", t.id);
@@ -161,7 +201,8 @@ enum MHD_Result h_key_list(struct req *r) {
   return api_reply_json(r, 200, json_pack("{s:o}", "keys", keys));
 }
 
-static const char *const quota_fields[] = {"max_boxes", "max_memory", NULL};
+static const char *const quota_fields[] = {"max_boxes", "max_memory", "max_requests", "max_execs",
+                                           NULL};
 
 enum MHD_Result h_tenant_quota(struct req *r) {
   json_t *o = api_body_object(r, quota_fields);
@@ -175,14 +216,12 @@ enum MHD_Result h_tenant_quota(struct req *r) {
     return api_reply_err(r, &err);
   }
   /* Absent fields keep their value. */
-  int64_t max_boxes = t.max_boxes, max_memory = t.max_memory;
-  if (get_quota(o, "max_boxes", false, &max_boxes, &r->err) < 0 ||
-      get_quota(o, "max_memory", true, &max_memory, &r->err) < 0) {
+  if (get_bounds(o, &t, &r->err) < 0) {
     json_decref(o);
     return api_reply_bad(r);
   }
   json_decref(o);
-  if (state_tenant_set_quota(r->srv->cfg.state, t.id, max_boxes, max_memory, &err) < 0)
+  if (state_tenant_set_bounds(r->srv->cfg.state, &t, &err) < 0)
     return api_reply_err(r, &err);
   if (state_tenant_get(r->srv->cfg.state, t.id, &t, &err) < 0)
     return api_reply_err(r, &err);
@@ -216,6 +255,69 @@ enum MHD_Result h_key_revoke(struct req *r) {
   /* The key must belong to the tenant of the path. */
   if (state_key_revoke(r->srv->cfg.state, r->params[0], r->params[1], &err) < 0)
     return api_reply_err(r, &err);
+  return api_reply_empty(r, 204);
+}
+
+/* DELETE /v1/tenants/{id}: the tenant and everything it owns.  Once the
+ * mark is committed the tenant's keys no longer work; a failure after it
+ * (500, 409 while a box is still being created) leaves the tenant marked,
+ * and a repeated DELETE, or the next start, finishes the work. */
+enum MHD_Result h_tenant_delete(struct req *r) {
+  snprintf(r->audit_detail, sizeof r->audit_detail, "tenant=%s", r->params[0]);
+  struct husk_err err;
+  if (api_tenant_delete(&r->srv->cfg, r->params[0], &err) < 0) {
+    if (err.code == EBUSY)
+      return api_reply_error(r, 409, "conflict",
+                             "%s; the tenant is marked deleted: DELETE it again to finish",
+                             err.msg);
+    return api_reply_err(r, &err);
+  }
+  return api_reply_empty(r, 204);
+}
+
+/* ---- a tenant's S3 keys (admin) ---------------------------------------- */
+
+static int s3_key_cb(void *ctx, const struct store_key_info *k) {
+  json_t *j =
+      json_pack("{s:s, s:s, s:o, s:o}", "access_key_id", k->id, "api_key_id", k->api_key_id,
+                "created_at", json_time(k->created_ms), "revoked_at", json_time(k->revoked_ms));
+  if (!j || json_array_append_new(ctx, j) < 0)
+    return -2;
+  return 0;
+}
+
+enum MHD_Result h_admin_s3_key_list(struct req *r) {
+  struct store *st = r->srv->cfg.store;
+  if (!st)
+    return api_reply_error(r, 503, "unavailable", "the storage plane is not running");
+  struct state_tenant t;
+  struct husk_err err;
+  if (state_tenant_get(r->srv->cfg.state, r->params[0], &t, &err) < 0)
+    return api_reply_err(r, &err);
+  json_t *arr = json_array();
+  if (!arr)
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  int rc = store_key_list(st, t.id, s3_key_cb, arr, &err);
+  if (rc < 0) {
+    json_decref(arr);
+    return rc == -1 ? api_reply_err(r, &err)
+                    : api_reply_error(r, 500, "internal_error", "out of memory");
+  }
+  return api_reply_json(r, 200, json_pack("{s:o}", "keys", arr));
+}
+
+enum MHD_Result h_admin_s3_key_revoke(struct req *r) {
+  struct store *st = r->srv->cfg.store;
+  snprintf(r->audit_detail, sizeof r->audit_detail, "tenant=%s access_key_id=%s", r->params[0],
+           r->params[1]);
+  if (!st)
+    return api_reply_error(r, 503, "unavailable", "the storage plane is not running");
+  struct husk_err err;
+  if (store_key_revoke(st, r->params[0], r->params[1], &err) < 0) {
+    if (err.code == STORE_ENOACCESSKEY)
+      return api_reply_error(r, 404, "not_found", "no such S3 key");
+    return api_reply_err(r, &err);
+  }
   return api_reply_empty(r, 204);
 }
 

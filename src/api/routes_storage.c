@@ -43,7 +43,7 @@ enum MHD_Result h_s3_key_create(struct req *r) {
     return no_store(r);
   char id[STORE_ACCESS_KEY_SIZE], secret[STORE_SECRET_SIZE];
   struct husk_err err;
-  if (store_key_create(st, r->tenant, false, id, secret, &err) < 0)
+  if (store_key_mint(st, r->tenant, r->key_id, id, secret, &err) < 0)
     return store_err(r, &err);
   snprintf(r->audit_detail, sizeof r->audit_detail, "access_key_id=%s", id);
   json_t *o = json_pack("{s:s, s:s, s:s, s:s?}", "access_key_id", id, "secret_access_key", secret,
@@ -54,9 +54,9 @@ enum MHD_Result h_s3_key_create(struct req *r) {
 }
 
 static int key_cb(void *ctx, const struct store_key_info *k) {
-  json_array_append_new(ctx, json_pack("{s:s, s:o, s:o}", "access_key_id", k->id, "created_at",
-                                       json_time(k->created_ms), "revoked_at",
-                                       json_time(k->revoked_ms)));
+  json_array_append_new(ctx, json_pack("{s:s, s:s, s:o, s:o}", "access_key_id", k->id, "api_key_id",
+                                       k->api_key_id, "created_at", json_time(k->created_ms),
+                                       "revoked_at", json_time(k->revoked_ms)));
   return 0;
 }
 

@@ -42,6 +42,10 @@ const struct route api_routes[] = {
     {"POST", "/v1/tenants/{}/keys", AUTH_ADMIN, BODY_JSON, "key.create", h_key_create, NULL, NULL, NULL},
     {"GET", "/v1/tenants/{}/keys", AUTH_ADMIN, BODY_NONE, NULL, h_key_list, NULL, NULL, NULL},
     {"DELETE", "/v1/tenants/{}/keys/{}", AUTH_ADMIN, BODY_NONE, "key.revoke", h_key_revoke, NULL, NULL, NULL},
+    {"DELETE", "/v1/tenants/{}", AUTH_ADMIN, BODY_NONE, "tenant.delete", h_tenant_delete, NULL, NULL, NULL},
+    {"GET", "/v1/tenants/{}/s3-keys", AUTH_ADMIN, BODY_NONE, NULL, h_admin_s3_key_list, NULL, NULL, NULL},
+    {"DELETE", "/v1/tenants/{}/s3-keys/{}", AUTH_ADMIN, BODY_NONE, "s3_key.revoke", h_admin_s3_key_revoke,
+     NULL, NULL, NULL},
 
     {"GET", "/v1/pool", AUTH_ADMIN, BODY_NONE, NULL, h_pool, NULL, NULL, NULL},
     {"GET", "/v1/audit", AUTH_ANY, BODY_NONE, NULL, h_audit_list, NULL, NULL, NULL},
@@ -314,6 +318,99 @@ int api_query_bool(struct req *r, const char *name, bool *out) {
   return 0;
 }
 
+/* ---- per-tenant concurrency ------------------------------------------ */
+
+/* Routes whose request lasts as long as a command runs or streams. */
+static bool route_runs_command(const struct route *rt) {
+  return rt->handle == h_exec || rt->handle == h_proc_output || rt->handle == h_proc_stdin ||
+         rt->handle == h_mcp;
+}
+
+static unsigned bound_of(int64_t own, unsigned dflt) {
+  return own == STATE_DEFAULT || own < 1 || own > UINT32_MAX ? dflt : (unsigned)own;
+}
+
+/* Count an authenticated tenant request in its tenant's load, or refuse it
+ * (429) past the tenant's bounds: one tenant's slow streams must leave
+ * connection threads for the others. */
+static enum MHD_Result admit(struct req *r) {
+  struct api_server *s = r->srv;
+  if (r->admin || !r->tenant[0])
+    return MHD_YES;
+  struct state_tenant t = {0};
+  struct husk_err err = {0};
+  if (state_tenant_get(s->cfg.state, r->tenant, &t, &err) < 0 || t.deleted_ms) {
+    if (t.deleted_ms || err.code == ENOENT)
+      return api_reply_error(r, 401, "unauthorized", "invalid API key");
+    return api_reply_err(r, &err);
+  }
+  unsigned max_req = bound_of(t.max_requests, s->tenant_max_requests);
+  unsigned max_exec = bound_of(t.max_execs, s->tenant_max_execs);
+  bool exec = route_runs_command(r->route);
+  pthread_mutex_lock(&s->lock);
+  struct tenant_load *l = NULL;
+  for (size_t i = 0; i < s->nloads && !l; i++)
+    if (!strcmp(s->loads[i].tenant, r->tenant))
+      l = &s->loads[i];
+  unsigned reqs = l ? l->requests : 0, execs = l ? l->execs : 0;
+  bool over_req = reqs >= max_req, over_exec = exec && execs >= max_exec;
+  /* Every connection holds at most one request, so the table (sized by
+   * the connection limit) has room; refusing is the safe answer anyway. */
+  bool full = !l && s->nloads >= s->load_cap;
+  if (!over_req && !over_exec && !full) {
+    if (!l) {
+      l = &s->loads[s->nloads++];
+      memset(l, 0, sizeof *l);
+      snprintf(l->tenant, sizeof l->tenant, "%s", r->tenant);
+    }
+    l->requests++;
+    if (exec)
+      l->execs++;
+    r->load_counted = true;
+    r->load_exec = exec;
+  }
+  pthread_mutex_unlock(&s->lock);
+  if (r->load_counted)
+    return MHD_YES;
+  /* Refused at once, body or not, and the connection closed: holding the
+   * reply until a slow body is in would keep the very slot the refusal
+   * is there to free. */
+  r->in_body = false;
+  snprintf(r->xhdr_name, sizeof r->xhdr_name, "Connection");
+  snprintf(r->xhdr_value, sizeof r->xhdr_value, "close");
+  if (over_exec)
+    return api_reply_error(r, 429, "too_many_requests",
+                           "this tenant already runs %u command request(s) at once (at most %u): "
+                           "wait for one to end",
+                           execs, max_exec);
+  if (over_req)
+    return api_reply_error(r, 429, "too_many_requests",
+                           "this tenant already has %u request(s) in progress (at most %u): wait "
+                           "for one to end",
+                           reqs, max_req);
+  return api_reply_error(r, 503, "unavailable", "the server is at its connection limit");
+}
+
+static void release(struct req *r) {
+  struct api_server *s = r->srv;
+  if (!r->load_counted)
+    return;
+  r->load_counted = false;
+  pthread_mutex_lock(&s->lock);
+  for (size_t i = 0; i < s->nloads; i++) {
+    struct tenant_load *l = &s->loads[i];
+    if (strcmp(l->tenant, r->tenant) != 0)
+      continue;
+    l->requests--;
+    if (r->load_exec)
+      l->execs--;
+    if (l->requests == 0)
+      *l = s->loads[--s->nloads]; /* unordered: move the last one here */
+    break;
+  }
+  pthread_mutex_unlock(&s->lock);
+}
+
 /* ---- the life of a request ------------------------------------------ */
 
 static enum MHD_Result route_request(struct req *r, const char *url, const char *method) {
@@ -371,6 +468,9 @@ static enum MHD_Result route_request(struct req *r, const char *url, const char 
   enum MHD_Result ret = api_authenticate(r);
   if (r->responded || ret != MHD_YES)
     return ret;
+  ret = admit(r);
+  if (r->responded || ret != MHD_YES)
+    return ret;
   if (bad_param) {
     /* Not an id: it cannot name anything. */
     r->audit_box[0] = '\0';
@@ -382,6 +482,8 @@ static enum MHD_Result route_request(struct req *r, const char *url, const char 
       return api_reply_error(r, 413, "payload_too_large", "JSON bodies are limited to %d bytes",
                              API_JSON_BODY_MAX);
   }
+  if (r->route->body == BODY_STREAM)
+    api_conn_request_in(r->srv, r->conn); /* an upload takes as long as it needs */
   if (r->route->body == BODY_STREAM && r->route->begin) {
     ret = r->route->begin(r);
     if (r->responded || ret != MHD_YES)
@@ -505,6 +607,7 @@ static enum MHD_Result on_request_deferred(struct api_server *s, struct req *r,
   }
   /* The whole request is in. */
   r->in_body = false;
+  api_conn_request_in(s, conn);
   if (r->pending)
     return flush_pending(r);
   if (r->responded)
@@ -521,7 +624,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
   struct api_server *s = cls;
   struct req *r = *con_cls;
-  (void)conn;
   if (!r)
     return;
   *con_cls = NULL;
@@ -529,6 +631,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     MHD_destroy_response(r->pending);
   if (r->route && r->route->cleanup)
     r->route->cleanup(r);
+  release(r);
   if (!r->audited && r->route && r->route->action && (r->admin || r->tenant[0]))
     api_audit(r, "aborted"); /* the client went away before a reply */
   if (s->cfg.log_requests) {
@@ -539,6 +642,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   }
   free(r->body);
   free(r);
+  api_conn_request_done(s, conn);
   pthread_mutex_lock(&s->lock);
   s->inflight--;
   pthread_cond_broadcast(&s->cond);
@@ -620,12 +724,36 @@ int api_start(struct api_server **out, const struct api_config *cfg, struct husk
     flags |= MHD_USE_IPv6;
   unsigned maxc = cfg->max_connections ? cfg->max_connections : 256;
   unsigned tmo = cfg->idle_timeout_s ? cfg->idle_timeout_s : 120;
+  /* The default shares of the connection threads, at least one each. */
+  unsigned share_req = maxc / API_TENANT_REQUESTS_DIVISOR;
+  unsigned share_exec = maxc / API_TENANT_EXECS_DIVISOR;
+  s->tenant_max_requests = cfg->tenant_max_requests ? cfg->tenant_max_requests : share_req;
+  s->tenant_max_execs = cfg->tenant_max_execs ? cfg->tenant_max_execs : share_exec;
+  if (!s->tenant_max_requests)
+    s->tenant_max_requests = 1;
+  if (!s->tenant_max_execs)
+    s->tenant_max_execs = 1;
+  s->load_cap = maxc;
+  s->loads = calloc(maxc, sizeof *s->loads);
+  if (!s->loads) {
+    husk_error(err, ENOMEM, "server setup");
+    goto fail;
+  }
+  unsigned rto = cfg->request_timeout_s ? cfg->request_timeout_s : API_REQUEST_TIMEOUT_S;
+  int e = api_conn_watch_start(s, maxc, rto);
+  if (e != 0) {
+    husk_error(err, e, "server setup");
+    goto fail;
+  }
+  /* Deletions a previous run left midway end before anyone can call. */
+  api_tenant_resume(s);
   s->daemon = MHD_start_daemon(
       flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
       MHD_OPTION_CONNECTION_LIMIT, maxc, MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_per_ip,
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,
       MHD_OPTION_CONNECTION_TIMEOUT, tmo, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+      MHD_OPTION_NOTIFY_CONNECTION, api_conn_notify, s,
       MHD_OPTION_LISTEN_BACKLOG_SIZE, 128U,
       MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_END);
   if (!s->daemon) {
@@ -637,7 +765,9 @@ int api_start(struct api_server **out, const struct api_config *cfg, struct husk
   *out = s;
   return 0;
 fail:
+  api_conn_watch_free(s);
   close_quiet(s->stop_fd);
+  free(s->loads);
   free(s->admin_key);
   free(s);
   return -1;
@@ -686,6 +816,7 @@ void api_stop(struct api_server *s, unsigned grace_ms) {
     wait_idle(s, API_CANCEL_WAIT_MS);
   }
   /* 4. Close the connections (MHD joins their threads). */
+  api_conn_watch_stop(s);
   MHD_stop_daemon(s->daemon);
   if (lsock != MHD_INVALID_SOCKET)
     close(lsock);
@@ -695,7 +826,9 @@ void api_stop(struct api_server *s, unsigned grace_ms) {
   while (s->workers > 0)
     pthread_cond_wait(&s->cond, &s->lock);
   pthread_mutex_unlock(&s->lock);
+  api_conn_watch_free(s);
   close_quiet(s->stop_fd);
+  free(s->loads);
   free(s->admin_key);
   pthread_mutex_destroy(&s->lock);
   pthread_cond_destroy(&s->cond);

@@ -51,6 +51,13 @@ static void usage(FILE *f) {
           "  --max-connections-per-ip N  concurrent connections from one address, so that one\n"
           "                          client cannot hold them all; 0: no limit (behind a\n"
           "                          reverse proxy on this host, every client is its address) [64]\n"
+          "  --tenant-max-requests N requests one tenant may have in progress at once (its\n"
+          "                          max_requests overrides); past it 429 [max-connections/2]\n"
+          "  --tenant-max-execs N    of those, requests running or streaming a command (exec,\n"
+          "                          process output/stdin, MCP) [max-connections/4]\n"
+          "  --request-timeout SECONDS  a request (line, headers, body but for uploads) must\n"
+          "                          arrive within this long of the connection's start or\n"
+          "                          of the previous reply, else the connection is closed [60]\n"
           "  --idle-timeout SECONDS  close idle connections after this long [120]\n"
           "  --grace SECONDS         on SIGTERM, how long requests in flight may finish [10]\n"
           "  --default-ttl SECONDS   lifetime of a box created without \"timeout\" [300]\n"
@@ -251,7 +258,7 @@ enum { O_LISTEN = 256, O_DATA, O_MAXCONN, O_PERIP, O_IDLE, O_GRACE, O_DTTL, O_MT
        /* issue 7 */
        O_EG_RESOLVER, O_EG_ALLOW, O_EG_CA, O_EG_MAXCONN, O_EG_IDLE, O_AUDIT_RETENTION,
        O_S3_LISTEN, O_PUBLIC_URL, O_S3_REGION, O_STORE_ENDPOINT, O_STORE_BUCKET, O_STORE_REGION,
-       O_STORE_PART, O_STORAGE_QUOTA };
+       O_STORE_PART, O_STORAGE_QUOTA, O_TENANT_REQS, O_TENANT_EXECS, O_REQ_TIMEOUT };
 
 /* The MCP server reaches the core that serve opened at start. */
 static struct box_mgr *mcp_mgr(void *ctx, struct husk_err *err) {
@@ -290,6 +297,9 @@ int cmd_serve(int argc, char **argv) {
       {"store-region", required_argument, NULL, O_STORE_REGION},
       {"store-part-size", required_argument, NULL, O_STORE_PART},
       {"storage-quota", required_argument, NULL, O_STORAGE_QUOTA},
+      {"tenant-max-requests", required_argument, NULL, O_TENANT_REQS},
+      {"tenant-max-execs", required_argument, NULL, O_TENANT_EXECS},
+      {"request-timeout", required_argument, NULL, O_REQ_TIMEOUT},
       {0},
   };
   /* issue 7 */
@@ -301,6 +311,8 @@ int cmd_serve(int argc, char **argv) {
   const char *listen = DEFAULT_LISTEN, *data = NULL;
   uint64_t perip = 64;
   uint64_t maxconn = 256, idle_ms = 120000, grace_ms = 10000, dttl = 0, mttl = 0;
+  uint64_t tenant_reqs = 0, tenant_execs = 0; /* 0: shares of --max-connections */
+  uint64_t req_timeout_ms = (uint64_t)API_REQUEST_TIMEOUT_S * 1000;
   struct box_pool_spec pools[BOX_POOL_MAX_SHAPES];
   size_t npools = 0;
   bool quiet = false;
@@ -328,6 +340,19 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "husk serve: --max-connections: %s\n", err.msg);
         return 2;
       }
+      break;
+    case O_TENANT_REQS:
+    case O_TENANT_EXECS:
+      if (parse_u64_range(optarg, 1, 100000, c == O_TENANT_REQS ? &tenant_reqs : &tenant_execs,
+                          &err) < 0) {
+        fprintf(stderr, "husk serve: --%s: %s\n",
+                c == O_TENANT_REQS ? "tenant-max-requests" : "tenant-max-execs", err.msg);
+        return 2;
+      }
+      break;
+    case O_REQ_TIMEOUT:
+      if (parse_seconds("--request-timeout", optarg, &req_timeout_ms) < 0)
+        return 2;
       break;
     case O_IDLE:
       if (parse_seconds("--idle-timeout", optarg, &idle_ms) < 0)
@@ -547,6 +572,9 @@ int cmd_serve(int argc, char **argv) {
                           .store = store,
                           .max_connections = (unsigned)maxconn, .max_per_ip = (unsigned)perip,
                           .idle_timeout_s = (unsigned)((idle_ms + 999) / 1000),
+                          .tenant_max_requests = (unsigned)tenant_reqs,
+                          .tenant_max_execs = (unsigned)tenant_execs,
+                          .request_timeout_s = (unsigned)((req_timeout_ms + 999) / 1000),
                           .log_requests = !quiet, .log = log_line};
   struct api_server *srv = NULL;
   if (api_start(&srv, &ac, &err) < 0) {

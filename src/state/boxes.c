@@ -157,7 +157,10 @@ static int live_usage(struct state *st, const char *tenant_id, int64_t *boxes, i
 /* Under the write lock: refuse a box the tenant's quotas cannot take. */
 static int check_quota(struct state *st, const struct state_box *b, struct husk_err *err) {
   cleanup_stmt sqlite3_stmt *s = NULL;
-  if (db_prepare(st, &s, "SELECT max_boxes, max_memory FROM tenants WHERE id = ?1", err) < 0)
+  /* A tenant being deleted is gone for new boxes. */
+  if (db_prepare(st, &s,
+                 "SELECT max_boxes, max_memory FROM tenants WHERE id = ?1 AND deleted_ms = 0",
+                 err) < 0)
     return -1;
   int rc = db_text(s, 1, b->tenant_id);
   if (rc)

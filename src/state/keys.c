@@ -170,6 +170,9 @@ int state_key_revoke(struct state *st, const char *tenant_id, const char *key_id
       check_id("key id", key_id, STATE_KEY_ID_SIZE, err) < 0)
     return -1;
   cleanup_unlock struct state *locked = db_lock(st);
+  cleanup_txn struct db_txn txn = {0};
+  if (db_begin(st, &txn, err) < 0)
+    return -1;
   cleanup_stmt sqlite3_stmt *s = NULL;
   /* A second revocation matches the row (so it succeeds) but keeps the
    * first time: the audit trail says when the key stopped working. */
@@ -187,7 +190,19 @@ int state_key_revoke(struct state *st, const char *tenant_id, const char *key_id
     return -1;
   if (n == 0)
     return husk_fail(err, ENOENT, "key `%s` not found", key_id);
-  return 0;
+  /* What the key minted ends with it, in the same transaction: a caller
+   * holding a leaked API key cannot keep S3 access through keys it made. */
+  cleanup_stmt sqlite3_stmt *m = NULL;
+  if (db_prepare(st, &m,
+                 "UPDATE s3_keys SET revoked_ms = ?2 WHERE api_key_id = ?1 AND revoked_ms = 0",
+                 err) < 0)
+    return -1;
+  if ((rc = db_text(m, 1, key_id)) || (rc = db_int(m, 2, state_now_ms())))
+    return db_fail(st, err, rc, "cannot bind key");
+  if (db_step_done(st, m, "cannot revoke the key's S3 keys", err) < 0)
+    return -1;
+  db_fault_point("key_revoke");
+  return db_commit(&txn, err);
 }
 
 int state_key_list(struct state *st, const char *tenant_id,

@@ -244,8 +244,23 @@ static const char schema_audit_retention[] =
     "  WHEN OLD.ts_ms > CAST(strftime('%s', 'now') AS INTEGER) * 1000 - 86400000"
     "  BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;";
 
+/* Tenant lifecycle and per-tenant concurrency: the concurrent requests and
+ * execs a tenant may hold in the API (-1: the daemon's default), the time
+ * its deletion began (0: not being deleted; a deleted tenant's row goes
+ * once everything it owned is gone), and the API key that minted each S3
+ * key ('' for keys made before this step and for internal ones), so that
+ * revoking the API key revokes them too. */
+static const char schema_tenant_lifecycle[] =
+    "ALTER TABLE tenants ADD COLUMN max_execs INTEGER NOT NULL DEFAULT -1"
+    "  CHECK (max_execs >= -1);"
+    "ALTER TABLE tenants ADD COLUMN max_requests INTEGER NOT NULL DEFAULT -1"
+    "  CHECK (max_requests >= -1);"
+    "ALTER TABLE tenants ADD COLUMN deleted_ms INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE s3_keys ADD COLUMN api_key_id TEXT NOT NULL DEFAULT '';"
+    "CREATE INDEX s3_keys_api_key ON s3_keys(api_key_id) WHERE api_key_id != '';";
+
 static const char *const migrations[] = {schema_v1, schema_jobs, schema_egress, schema_storage,
-                                         schema_audit_retention};
+                                         schema_audit_retention, schema_tenant_lifecycle};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 int state_schema_latest(void) { return SCHEMA_VERSION; }

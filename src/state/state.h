@@ -120,8 +120,16 @@ struct state_tenant {
   char name[128];                /* unique */
   int64_t max_boxes;             /* >= 0 or STATE_UNLIMITED */
   int64_t max_memory;            /* bytes, >= 0 or STATE_UNLIMITED */
+  /* Concurrency in the API: requests being handled at once, and of those
+   * the ones that run or stream a command.  >= 1, or STATE_DEFAULT: the
+   * daemon's --tenant-max-requests / --tenant-max-execs. */
+  int64_t max_requests;
+  int64_t max_execs;
   int64_t created_ms;
+  int64_t deleted_ms; /* 0, or when its deletion began (see state_tenant_mark_deleted) */
 };
+/* A per-tenant concurrency bound that is not set: the daemon's applies. */
+#define STATE_DEFAULT (-1)
 
 /* EEXIST if the name is taken.  `out` (may be NULL) receives the new row. */
 int state_tenant_create(struct state *st, const char *name, int64_t max_boxes, int64_t max_memory,
@@ -135,6 +143,26 @@ int state_tenant_list(struct state *st, int (*cb)(void *ctx, const struct state_
  * running, new ones are refused until use falls below it. */
 int state_tenant_set_quota(struct state *st, const char *id, int64_t max_boxes, int64_t max_memory,
                            struct husk_err *err);
+/* Create from `in` (name and the four bounds; other fields ignored). */
+int state_tenant_create_with(struct state *st, const struct state_tenant *in,
+                             struct state_tenant *out, struct husk_err *err);
+/* Set all four bounds of `t->id` at once. */
+int state_tenant_set_bounds(struct state *st, const struct state_tenant *t, struct husk_err *err);
+
+/* Deleting a tenant, in three steps that each survive a crash:
+ *   1. state_tenant_mark_deleted: one transaction records deleted_ms and
+ *      revokes every API key and S3 key of the tenant, so nothing can act
+ *      for it from then on, and no box can be inserted for it (ENOENT);
+ *   2. the caller ends its live boxes and removes its storage (objects,
+ *      their files, buckets, uploads, links: store_tenant_purge);
+ *   3. state_tenant_purge: one transaction removes the rest (ended boxes,
+ *      processes, jobs, secrets, keys, links) and the tenant row.  EBUSY
+ *      while a box is live or storage remains: step 2 is not finished.
+ * A daemon killed in between finds the tenant marked (deleted_ms != 0) and
+ * runs 2 and 3 again at start.  Marking twice keeps the first time.  The
+ * audit records of the tenant stay: they are the log of what it did. */
+int state_tenant_mark_deleted(struct state *st, const char *id, struct husk_err *err);
+int state_tenant_purge(struct state *st, const char *id, struct husk_err *err);
 
 /* ---- API keys --------------------------------------------------------- */
 
@@ -161,9 +189,10 @@ int state_key_create(struct state *st, const char *tenant_id, char *plaintext,
  * (malformed, unknown, revoked) with one message that does not say which. */
 int state_key_authenticate(struct state *st, const char *presented, struct state_key *out,
                            struct husk_err *err);
-/* Revoke a key of `tenant_id` (NULL: of any tenant, for admin routes).
- * Revoking a revoked key succeeds and keeps the first revocation time;
- * another tenant's key is ENOENT. */
+/* Revoke a key of `tenant_id` (NULL: of any tenant, for admin routes), and
+ * in the same transaction every S3 key that was minted with it (the
+ * credentials it handed out end with it).  Revoking a revoked key succeeds
+ * and keeps the first revocation time; another tenant's key is ENOENT. */
 int state_key_revoke(struct state *st, const char *tenant_id, const char *key_id,
                      struct husk_err *err);
 /* Keys of `tenant_id` (NULL: all), oldest first, revoked ones included. */

@@ -68,6 +68,17 @@ static int unseal(struct store *s, const char *id, const unsigned char *in, size
 int store_key_create(struct store *s, const char *tenant_id, bool internal,
                      char key_id[STORE_ACCESS_KEY_SIZE], char secret[STORE_SECRET_SIZE],
                      struct husk_err *err) {
+  return store_key_mint(s, tenant_id, internal ? NULL : "", key_id, secret, err);
+}
+
+int store_key_mint(struct store *s, const char *tenant_id, const char *api_key_id,
+                   char key_id[STORE_ACCESS_KEY_SIZE], char secret[STORE_SECRET_SIZE],
+                   struct husk_err *err) {
+  bool internal = api_key_id == NULL;
+  if (!api_key_id)
+    api_key_id = "";
+  if (api_key_id[0] && check_id("API key id", api_key_id, STATE_KEY_ID_SIZE, err) < 0)
+    return -1;
   static const char b32[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
   unsigned char raw[SECRET_RAW];
   /* "HK" + 18 base32 characters (90 bits): AWS's shape, 20 characters. */
@@ -92,12 +103,12 @@ int store_key_create(struct store *s, const char *tenant_id, bool internal,
     return -1;
   cleanup_stmt sqlite3_stmt *q = NULL;
   if (db_prepare(s->st, &q,
-                 "INSERT INTO s3_keys (id, tenant_id, sealed, internal, created_ms) "
-                 "VALUES (?, ?, ?, ?, ?)",
+                 "INSERT INTO s3_keys (id, tenant_id, sealed, internal, created_ms, api_key_id) "
+                 "VALUES (?, ?, ?, ?, ?, ?)",
                  err) < 0)
     return -1;
   int rc = db_text(q, 1, key_id) || db_text(q, 2, tenant_id) || db_blob(q, 3, sealed, sl) ||
-           db_int(q, 4, internal) || db_int(q, 5, state_now_ms());
+           db_int(q, 4, internal) || db_int(q, 5, state_now_ms()) || db_text(q, 6, api_key_id);
   if (rc != SQLITE_OK)
     return db_fail(s->st, err, rc, "S3 key");
   if (db_step_done(s->st, q, "cannot store the S3 key", err) < 0)
@@ -167,10 +178,11 @@ int store_key_list(struct store *s, const char *tenant_id,
   {
     cleanup_unlock struct state *locked = db_lock(s->st);
     cleanup_stmt sqlite3_stmt *q = NULL;
-    if (db_prepare(s->st, &q,
-                   "SELECT id, created_ms, revoked_ms FROM s3_keys WHERE tenant_id = ? AND "
-                   "internal = 0 ORDER BY created_ms, id LIMIT 1000",
-                   err) < 0)
+    if (db_prepare(
+            s->st, &q,
+            "SELECT id, created_ms, revoked_ms, api_key_id FROM s3_keys WHERE tenant_id = ? AND "
+            "internal = 0 ORDER BY created_ms, id LIMIT 1000",
+            err) < 0)
       return -1;
     int rc = db_text(q, 1, tenant_id);
     if (rc != SQLITE_OK)
@@ -183,6 +195,7 @@ int store_key_list(struct store *s, const char *tenant_id,
       db_col_text(q, 0, k->id, sizeof k->id);
       k->created_ms = sqlite3_column_int64(q, 1);
       k->revoked_ms = sqlite3_column_int64(q, 2);
+      db_col_text(q, 3, k->api_key_id, sizeof k->api_key_id);
     }
     if (r < 0)
       return -1;

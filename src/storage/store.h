@@ -125,9 +125,16 @@ int store_tmpfile(struct store *s, struct husk_err *err);
 int store_key_create(struct store *s, const char *tenant_id, bool internal,
                      char key_id[STORE_ACCESS_KEY_SIZE], char secret[STORE_SECRET_SIZE],
                      struct husk_err *err);
+/* The same, recording the API key (`api_key_id`, an id; "" if none) that
+ * made it: revoking that API key revokes this key too (state_key_revoke).
+ * `api_key_id` NULL makes an internal key. */
+int store_key_mint(struct store *s, const char *tenant_id, const char *api_key_id,
+                   char key_id[STORE_ACCESS_KEY_SIZE], char secret[STORE_SECRET_SIZE],
+                   struct husk_err *err);
 struct store_key_info {
   char id[STORE_ACCESS_KEY_SIZE];
   int64_t created_ms, revoked_ms;
+  char api_key_id[32]; /* the API key that minted it, "" if unknown */
 };
 /* The tenant's own (not internal) S3 keys, oldest first. */
 int store_key_list(struct store *s, const char *tenant_id,
@@ -140,6 +147,14 @@ int store_key_revoke(struct store *s, const char *tenant_id, const char *key_id,
  * Wipe `secret` after use. */
 int store_key_lookup(struct store *s, const char *key_id, char tenant_id[32],
                      char secret[STORE_SECRET_SIZE], bool *internal, struct husk_err *err);
+
+/* Remove everything the storage plane holds for a tenant being deleted
+ * (state_tenant_mark_deleted): objects and their files, uploads and their
+ * parts, buckets, links and their access log, S3 keys.  In batches, each
+ * one transaction whose files are unlinked after its commit (a crash
+ * leaves unreferenced files, which store_open removes), so it can be run
+ * again after a crash and finishes where the last run stopped. */
+int store_tenant_purge(struct store *s, const char *tenant_id, struct husk_err *err);
 
 /* Object keys: 1..STORE_KEY_MAX bytes of valid UTF-8 (STORE_EBADKEY). */
 int store_key_check(const char *key, struct husk_err *err);
