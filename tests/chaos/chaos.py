@@ -15,8 +15,10 @@ checked.  Checks (each a TAP line with --tap; a summary of losses always):
   boxes       every created box not deleted is still there, and running
   files       every file written reads back byte-identical (the last write)
   processes   every background process has its true state: exited with
-              the exit code it chose (not "lost": its box kept running,
-              the daemon must learn how it ended, across crashes)
+              the exit code it chose (not "lost" or still "running": its
+              box kept running, the daemon must learn how it ended, across
+              crashes).  Before each kill the driver starts one more that
+              ends while no daemon runs.
   objects     every S3 object put reads back byte-identical
   buckets     every bucket created exists
   links       every link created can be read back
@@ -322,6 +324,11 @@ def main():
     key = until_acked(lambda: jreq("POST", f"/v1/tenants/{tid}/keys", None, ADMIN))["key"]
     k = until_acked(lambda: jreq("POST", "/v1/s3-keys", None, key))
     creds = (k["access_key_id"], k["secret_access_key"])
+    # The killer's own box: before each kill it starts a process that ends
+    # while the daemon is down, the case a restart must not lose.
+    probe_box = until_acked(lambda: jreq("POST", "/v1/sandboxes",
+                                         {"memory": "64M", "timeout": 3600}, key))["id"]
+    ack("box", box=probe_box, audit="sandbox.create")
     clients = [Client(i, key, creds) for i in range(args.clients)]
     for c in clients:
         c.start()
@@ -333,7 +340,20 @@ def main():
     gap = args.duration / max(args.kills, 1)
     while kills < args.kills:
         time.sleep(master.uniform(0.3 * gap, 1.0 * gap))
+        probe = True
+        if probe:
+            code = master.randrange(1, 100)
+            try:
+                j = jreq("POST", f"/v1/sandboxes/{probe_box}/exec",
+                         {"cmd": ["sh", "-c", f"sleep 0.3; exit {code}"], "background": True},
+                         key)
+                ack("process", box=probe_box, pid=j["pid"], code=code, secs=0.3,
+                    audit="sandbox.exec", probe=True)
+            except NotAcked:
+                probe = False
         kill_daemon()
+        if probe:
+            time.sleep(1.0)  # it ends while no daemon runs
         kills += 1
         again = master.random() < 0.35
         if again:
