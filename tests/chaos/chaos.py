@@ -411,21 +411,20 @@ def verify(key, creds, kills, readoption_kills):
             lose("boxes", f"{b}: {box_state[b]}")
     live = {b for b in boxes if box_state.get(b) == "running"}
 
+    # Files and processes of boxes deleted since (or lost: see boxes) are
+    # not counted.
     latest = {}
     for r in acked:
-        if r["kind"] == "file":
+        if r["kind"] == "file" and r["box"] in live:
             latest[(r["box"], r["path"])] = r
+    procs = [r for r in acked if r["kind"] == "process" and r["box"] in live]
     for (b, path), r in sorted(latest.items()):
-        if b in deleted or b not in live:
-            continue
         q = urllib.parse.urlencode({"path": path})
         st, data, _ = request("GET", f"/v1/sandboxes/{b}/files?{q}", key=key, timeout=60)
         if st != 200 or hashlib.sha256(data).hexdigest() != r["sha"]:
             lose("files", f"{b}:{path}: {st}, {len(data)} of {r['size']} bytes")
 
-    for r in acked:
-        if r["kind"] != "process" or r["box"] not in live:
-            continue
+    for r in procs:
         st, data, _ = request("GET", f"/v1/sandboxes/{r['box']}/processes/{r['pid']}", key=key)
         j = json.loads(data) if st == 200 else {}
         if st != 200 or j.get("state") != "exited" or j.get("exit_code") != r["code"]:
@@ -476,7 +475,7 @@ def verify(key, creds, kills, readoption_kills):
     for what in ("boxes", "files", "processes", "objects", "buckets", "links", "audit"):
         n = len(losses.get(what, []))
         total = {"boxes": len(boxes), "files": len(latest),
-                 "processes": sum(r["kind"] == "process" for r in acked),
+                 "processes": len(procs),
                  "objects": sum(r["kind"] == "object" for r in acked),
                  "buckets": sum(r["kind"] == "bucket" for r in acked),
                  "links": sum(r["kind"] == "link" for r in acked),
