@@ -251,7 +251,8 @@ class Client(threading.Thread):
         try:
             jreq("DELETE", f"/v1/sandboxes/{b}", key=self.key)
         except NotAcked:
-            self.boxes.append(b)  # unknown: keep using it; checked only if acked
+            # It may or may not be gone: no longer used nor checked.
+            ack("box_maybe_deleted", box=b)
             raise
         ack("box_deleted", box=b, audit="sandbox.delete")
 
@@ -396,7 +397,7 @@ def check(name, ok, detail=""):
 
 
 def verify(key, creds, kills, readoption_kills):
-    deleted = {r["box"] for r in acked if r["kind"] == "box_deleted"}
+    deleted = {r["box"] for r in acked if r["kind"] in ("box_deleted", "box_maybe_deleted")}
     boxes = {r["box"] for r in acked if r["kind"] == "box"} - deleted
     losses = {}
 
