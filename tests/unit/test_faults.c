@@ -48,8 +48,7 @@
 /* ---- the fault injector ---- */
 
 enum fault { F_NONE, F_MALLOC, F_MALLOC_PERSIST, F_WRITE, F_SYNC };
-static const char *const fault_names[] = {"none", "malloc", "malloc+", "write",
-                                          "sync"};
+static const char *const fault_names[] = {"none", "malloc", "malloc+", "write", "sync"};
 
 static enum fault armed;
 static long fault_at, fault_calls;
@@ -79,9 +78,7 @@ static void disarm(void) { armed = F_NONE; }
 
 /* SQLite's allocator, wrapped (installed before sqlite3_initialize). */
 static sqlite3_mem_methods real_mem;
-static void *fm_malloc(int n) {
-  return fault_now(F_MALLOC) ? NULL : real_mem.xMalloc(n);
-}
+static void *fm_malloc(int n) { return fault_now(F_MALLOC) ? NULL : real_mem.xMalloc(n); }
 static void fm_free(void *p) { real_mem.xFree(p); }
 static void *fm_realloc(void *p, int n) {
   return fault_now(F_MALLOC) ? NULL : real_mem.xRealloc(p, n);
@@ -156,12 +153,9 @@ static void install_faults(void) {
   real_write = (write_fn)vfs->xGetSystemCall(vfs, "write");
   real_ftruncate = (truncate_fn)vfs->xGetSystemCall(vfs, "ftruncate");
   if (!real_pwrite || !real_write || !real_ftruncate ||
-      vfs->xSetSystemCall(vfs, "pwrite64", (sqlite3_syscall_ptr)fv_pwrite) !=
-          SQLITE_OK ||
-      vfs->xSetSystemCall(vfs, "write", (sqlite3_syscall_ptr)fv_write) !=
-          SQLITE_OK ||
-      vfs->xSetSystemCall(vfs, "ftruncate",
-                          (sqlite3_syscall_ptr)fv_ftruncate) != SQLITE_OK) {
+      vfs->xSetSystemCall(vfs, "pwrite64", (sqlite3_syscall_ptr)fv_pwrite) != SQLITE_OK ||
+      vfs->xSetSystemCall(vfs, "write", (sqlite3_syscall_ptr)fv_write) != SQLITE_OK ||
+      vfs->xSetSystemCall(vfs, "ftruncate", (sqlite3_syscall_ptr)fv_ftruncate) != SQLITE_OK) {
     printf("Bail out! cannot replace the VFS's system calls\n");
     exit(2);
   }
@@ -190,8 +184,7 @@ static void open_all(void) {
     die("state_open", &err);
   if (!with_store)
     return;
-  struct store_config c = {
-      .data_dir = dir, .state = st, .public_url = "http://127.0.0.1:9"};
+  struct store_config c = {.data_dir = dir, .state = st, .public_url = "http://127.0.0.1:9"};
   if (store_open(&so, &c, &err) < 0)
     die("store_open", &err);
 }
@@ -204,8 +197,7 @@ static void close_all(void) {
 }
 
 static void rm_tree(int parent, const char *name) {
-  int fd =
-      openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd >= 0) {
     DIR *d = fdopendir(fd);
     struct dirent *e;
@@ -242,8 +234,7 @@ static int64_t q(const char *fmt, ...) {
   va_end(ap);
   sqlite3_stmt *s = NULL;
   int64_t v = -1;
-  if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) == SQLITE_OK &&
-      sqlite3_step(s) == SQLITE_ROW)
+  if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
     v = sqlite3_column_int64(s, 0);
   else
     printf("#   query `%s`: %s\n", sql, sqlite3_errmsg(st->db));
@@ -253,10 +244,8 @@ static int64_t q(const char *fmt, ...) {
 
 static bool integrity_ok(void) {
   sqlite3_stmt *s = NULL;
-  bool ok = sqlite3_prepare_v2(st->db, "PRAGMA integrity_check", -1, &s,
-                               NULL) == SQLITE_OK &&
-            sqlite3_step(s) == SQLITE_ROW &&
-            !strcmp((const char *)sqlite3_column_text(s, 0), "ok");
+  bool ok = sqlite3_prepare_v2(st->db, "PRAGMA integrity_check", -1, &s, NULL) == SQLITE_OK &&
+            sqlite3_step(s) == SQLITE_ROW && !strcmp((const char *)sqlite3_column_text(s, 0), "ok");
   sqlite3_finalize(s);
   if (!ok)
     printf("#   integrity_check failed\n");
@@ -275,10 +264,8 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
 static uint64_t fingerprint(void) {
   sqlite3_stmt *t = NULL;
   uint64_t sum = 0, rows = 0;
-  if (sqlite3_prepare_v2(
-          st->db,
-          "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY 1", -1,
-          &t, NULL) != SQLITE_OK)
+  if (sqlite3_prepare_v2(st->db, "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY 1",
+                         -1, &t, NULL) != SQLITE_OK)
     return 0;
   while (sqlite3_step(t) == SQLITE_ROW) {
     const char *name = (const char *)sqlite3_column_text(t, 0);
@@ -330,12 +317,10 @@ static int64_t stored_files(void) {
 static bool files_match_rows(void) {
   if (!with_store)
     return true;
-  int64_t rows =
-      q("SELECT (SELECT count(*) FROM objects) + (SELECT count(*) FROM parts)");
+  int64_t rows = q("SELECT (SELECT count(*) FROM objects) + (SELECT count(*) FROM parts)");
   int64_t files = stored_files();
   if (rows != files)
-    printf("#   %lld rows name files, %lld files\n", (long long)rows,
-           (long long)files);
+    printf("#   %lld rows name files, %lld files\n", (long long)rows, (long long)files);
   return rows == files;
 }
 
@@ -360,8 +345,7 @@ struct op {
 #define WARM_BASE 100000
 
 static int ins_box(const char *id, const char *state, struct husk_err *err) {
-  struct state_box b = {
-      .memory = 1 << 20, .pids = 16, .uid_base = -1, .slot = -1};
+  struct state_box b = {.memory = 1 << 20, .pids = 16, .uid_base = -1, .slot = -1};
   snprintf(b.id, sizeof b.id, "%s", id);
   snprintf(b.tenant_id, sizeof b.tenant_id, "%s", tenant);
   snprintf(b.state, sizeof b.state, "%s", state);
@@ -369,8 +353,7 @@ static int ins_box(const char *id, const char *state, struct husk_err *err) {
 }
 
 static int ins_proc(const char *box, int64_t pid, struct husk_err *err) {
-  struct state_proc p = {
-      .pid = pid, .cmd_json = "[\"sleep\",\"1\"]", .tag = "t"};
+  struct state_proc p = {.pid = pid, .cmd_json = "[\"sleep\",\"1\"]", .tag = "t"};
   snprintf(p.box_id, sizeof p.box_id, "%s", box);
   return state_proc_insert(st, &p, err);
 }
@@ -389,8 +372,7 @@ static int tenant_create_run(int v, struct husk_err *err) {
   return state_tenant_create(st, name, 4, STATE_UNLIMITED, &t, err);
 }
 static bool tenant_create_applied(int v) {
-  return q("SELECT count(*) FROM tenants WHERE name = 'tn%d' AND max_boxes = 4",
-           v) == 1;
+  return q("SELECT count(*) FROM tenants WHERE name = 'tn%d' AND max_boxes = 4", v) == 1;
 }
 
 static int quota_run(int v, struct husk_err *err) {
@@ -442,8 +424,7 @@ static int box_creating_prep(int v, struct husk_err *err) {
   return ins_box(box_id(v), STATE_BOX_CREATING, err);
 }
 static int box_running_run(int v, struct husk_err *err) {
-  return state_box_set_state(st, box_id(v), STATE_BOX_CREATING,
-                             STATE_BOX_RUNNING, "", 0, err);
+  return state_box_set_state(st, box_id(v), STATE_BOX_CREATING, STATE_BOX_RUNNING, "", 0, err);
 }
 static bool box_running_applied(int v) {
   return q("SELECT count(*) FROM boxes WHERE id = 'b_v%d' AND state = "
@@ -452,8 +433,7 @@ static bool box_running_applied(int v) {
 }
 
 static int box_runtime_run(int v, struct husk_err *err) {
-  return state_box_set_runtime(st, box_id(v), 1000 + v, 77, 100000, v,
-                               "box-x-1", err);
+  return state_box_set_runtime(st, box_id(v), 1000 + v, 77, 100000, v, "box-x-1", err);
 }
 static bool box_runtime_applied(int v) {
   return q("SELECT count(*) FROM boxes WHERE id = 'b_v%d' AND init_pid = %d "
@@ -464,14 +444,13 @@ static bool box_runtime_applied(int v) {
 
 /* A box with two background processes running: stopping it ends them. */
 static int box_with_procs_prep(int v, struct husk_err *err) {
-  return ins_box(box_id(v), STATE_BOX_RUNNING, err) ||
-                 ins_proc(box_id(v), 10, err) || ins_proc(box_id(v), 11, err)
+  return ins_box(box_id(v), STATE_BOX_RUNNING, err) || ins_proc(box_id(v), 10, err) ||
+                 ins_proc(box_id(v), 11, err)
              ? -1
              : 0;
 }
 static int box_stop_run(int v, struct husk_err *err) {
-  return state_box_set_state(st, box_id(v), NULL, STATE_BOX_STOPPED, "stopped",
-                             0, err);
+  return state_box_set_state(st, box_id(v), NULL, STATE_BOX_STOPPED, "stopped", 0, err);
 }
 static bool box_stop_applied(int v) {
   return q("SELECT count(*) FROM boxes WHERE id = 'b_v%d' AND state = "
@@ -516,9 +495,7 @@ static bool proc_insert_applied(int v) {
            1000 + v) == 1;
 }
 
-static int proc_exit_prep(int v, struct husk_err *err) {
-  return ins_proc("b_base", 5000 + v, err);
-}
+static int proc_exit_prep(int v, struct husk_err *err) { return ins_proc("b_base", 5000 + v, err); }
 static int proc_exit_run(int v, struct husk_err *err) {
   return state_proc_set_exit(st, "b_base", 5000 + v, 3, 0, 0, err);
 }
@@ -543,14 +520,12 @@ static int job_insert_run(int v, struct husk_err *err) {
   return state_job_insert(st, &j, err);
 }
 static bool job_insert_applied(int v) {
-  return q("SELECT count(*) FROM jobs WHERE id = 'j_v%d' AND state = 'running'",
-           v) == 1;
+  return q("SELECT count(*) FROM jobs WHERE id = 'j_v%d' AND state = 'running'", v) == 1;
 }
 static int job_end_run(int v, struct husk_err *err) {
   char id[32];
   snprintf(id, sizeof id, "j_v%d", v);
-  return state_job_end(st, tenant, id, STATE_JOB_DONE, "{\"exit_code\":0}",
-                       err);
+  return state_job_end(st, tenant, id, STATE_JOB_DONE, "{\"exit_code\":0}", err);
 }
 static bool job_end_applied(int v) {
   return q("SELECT count(*) FROM jobs WHERE id = 'j_v%d' AND state = 'done' "
@@ -598,8 +573,7 @@ static bool bucket_applied(int v) {
 
 static int put(const char *key, const char *data, struct husk_err *err) {
   struct store_object o;
-  int r = store_put_buffer(so, tenant, "bkt", key, data, strlen(data),
-                           "text/plain", &o, err);
+  int r = store_put_buffer(so, tenant, "bkt", key, data, strlen(data), "text/plain", &o, err);
   if (r == 0)
     store_object_free(&o);
   return r;
@@ -610,8 +584,7 @@ static int put_new_run(int v, struct husk_err *err) {
   return put(key, "fresh bytes", err);
 }
 static bool put_new_applied(int v) {
-  return q("SELECT count(*) FROM objects WHERE key = 'k%d' AND size = 11", v) ==
-         1;
+  return q("SELECT count(*) FROM objects WHERE key = 'k%d' AND size = 11", v) == 1;
 }
 
 static int put_old_prep(int v, struct husk_err *err) {
@@ -625,8 +598,7 @@ static int put_over_run(int v, struct husk_err *err) {
   return put(key, "the new version", err);
 }
 static bool put_over_applied(int v) {
-  return q("SELECT count(*) FROM objects WHERE key = 'o%d' AND size = 15", v) ==
-         1;
+  return q("SELECT count(*) FROM objects WHERE key = 'o%d' AND size = 15", v) == 1;
 }
 static int obj_delete_run(int v, struct husk_err *err) {
   char key[32];
@@ -641,15 +613,13 @@ static int copy_run(int v, struct husk_err *err) {
   char key[32];
   snprintf(key, sizeof key, "c%d", v);
   struct store_object o;
-  int r = store_object_copy(so, tenant, "bkt", "src", "bkt", key, NULL, NULL,
-                            &o, err);
+  int r = store_object_copy(so, tenant, "bkt", "src", "bkt", key, NULL, NULL, &o, err);
   if (r == 0)
     store_object_free(&o);
   return r;
 }
 static bool copy_applied(int v) {
-  return q("SELECT count(*) FROM objects WHERE key = 'c%d' AND size = 6", v) ==
-         1;
+  return q("SELECT count(*) FROM objects WHERE key = 'c%d' AND size = 6", v) == 1;
 }
 
 static int link_run(int v, struct husk_err *err) {
@@ -676,51 +646,39 @@ static int s3key_run(int v, struct husk_err *err) {
   return store_key_create(so, tenant, false, id, secret, err);
 }
 static int64_t s3key_count(void) {
-  return q(
-      "SELECT count(*) FROM s3_keys WHERE tenant_id = '%s' AND internal = 0",
-      tenant);
+  return q("SELECT count(*) FROM s3_keys WHERE tenant_id = '%s' AND internal = 0", tenant);
 }
 
 static int upload_run(int v, struct husk_err *err) {
   char key[32], id[STORE_ID_SIZE];
   snprintf(key, sizeof key, "u%d", v);
-  return store_upload_create(so, tenant, "bkt", key, "text/plain", NULL, id,
-                             err);
+  return store_upload_create(so, tenant, "bkt", key, "text/plain", NULL, id, err);
 }
 static bool upload_applied(int v) {
   return q("SELECT count(*) FROM uploads WHERE key = 'u%d'", v) == 1;
 }
 
 static const struct op ops[] = {
-    {"tenant_create", false, NULL, tenant_create_run, tenant_create_applied,
-     NULL},
+    {"tenant_create", false, NULL, tenant_create_run, tenant_create_applied, NULL},
     {"tenant_set_quota", false, NULL, quota_run, quota_applied, NULL},
     {"key_create", false, NULL, key_create_run, NULL, key_count},
-    {"key_revoke", false, key_revoke_prep, key_revoke_run, key_revoke_applied,
-     NULL},
+    {"key_revoke", false, key_revoke_prep, key_revoke_run, key_revoke_applied, NULL},
     {"box_insert", false, NULL, box_insert_run, box_insert_applied, NULL},
-    {"box_set_state", false, box_creating_prep, box_running_run,
-     box_running_applied, NULL},
-    {"box_set_runtime", false, box_creating_prep, box_runtime_run,
-     box_runtime_applied, NULL},
-    {"box_stop_ends_procs", false, box_with_procs_prep, box_stop_run,
-     box_stop_applied, NULL},
-    {"box_delete", false, box_stopped_prep, box_delete_run, box_delete_applied,
-     NULL},
+    {"box_set_state", false, box_creating_prep, box_running_run, box_running_applied, NULL},
+    {"box_set_runtime", false, box_creating_prep, box_runtime_run, box_runtime_applied, NULL},
+    {"box_stop_ends_procs", false, box_with_procs_prep, box_stop_run, box_stop_applied, NULL},
+    {"box_delete", false, box_stopped_prep, box_delete_run, box_delete_applied, NULL},
     {"box_egress_set", false, NULL, egress_run, egress_applied, NULL},
     {"proc_insert", false, NULL, proc_insert_run, proc_insert_applied, NULL},
-    {"proc_set_exit", false, proc_exit_prep, proc_exit_run, proc_exit_applied,
-     NULL},
+    {"proc_set_exit", false, proc_exit_prep, proc_exit_run, proc_exit_applied, NULL},
     {"job_insert", false, NULL, job_insert_run, job_insert_applied, NULL},
     {"job_end", false, job_insert_run, job_end_run, job_end_applied, NULL},
     {"audit_add", false, NULL, audit_run, audit_applied, NULL},
     {"secret_put", false, NULL, secret_run, secret_applied, NULL},
     {"bucket_create", true, NULL, bucket_run, bucket_applied, NULL},
     {"object_put_new", true, NULL, put_new_run, put_new_applied, NULL},
-    {"object_put_replace", true, put_old_prep, put_over_run, put_over_applied,
-     NULL},
-    {"object_delete", true, put_old_prep, obj_delete_run, obj_delete_applied,
-     NULL},
+    {"object_put_replace", true, put_old_prep, put_over_run, put_over_applied, NULL},
+    {"object_delete", true, put_old_prep, obj_delete_run, obj_delete_applied, NULL},
     {"object_copy", true, NULL, copy_run, copy_applied, NULL},
     {"link_create", true, NULL, link_run, NULL, link_count},
     {"link_record", true, NULL, link_record_run, NULL, link_record_count},
@@ -732,13 +690,11 @@ static const struct op ops[] = {
 static void setup(void) {
   struct husk_err err;
   struct state_tenant t;
-  if (state_tenant_create(st, "base", STATE_UNLIMITED, STATE_UNLIMITED, &t,
-                          &err) < 0)
+  if (state_tenant_create(st, "base", STATE_UNLIMITED, STATE_UNLIMITED, &t, &err) < 0)
     die("tenant", &err);
   snprintf(tenant, sizeof tenant, "%s", t.id);
   if (ins_box("b_base", STATE_BOX_RUNNING, &err) < 0 ||
-      store_bucket_create(so, tenant, "bkt", &err) < 0 ||
-      put("src", "source", &err) < 0)
+      store_bucket_create(so, tenant, "bkt", &err) < 0 || put("src", "source", &err) < 0)
     die("setup", &err);
   struct store_link l;
   if (store_link_create(so, tenant, "bkt", "src", 60, NULL, &l, &err) < 0)
@@ -771,11 +727,14 @@ struct variants {
 
 /* One call of op under fault k at n.  Returns true when the call met no
  * fault (the loop is done). */
-static bool one_run(const struct op *op, struct variants *vs, enum setting set,
-                    enum fault k, long n, struct tally *tl) {
+static bool one_run(const struct op *op, struct variants *vs, enum setting set, enum fault k,
+                    long n, struct tally *tl) {
   struct husk_err err = {0};
-  open_all();
-  if (set != COLD) {
+  /* Warm runs go on on the connection a failed allocation left. */
+  bool fresh = !st;
+  if (fresh)
+    open_all();
+  if (set != COLD && fresh) {
     /* The same call once before, so that its statements are cached. */
     int w = WARM_BASE + vs->warm++;
     if ((op->prep && op->prep(w, &err) < 0) || op->run(w, &err) < 0)
@@ -811,20 +770,20 @@ static bool one_run(const struct op *op, struct variants *vs, enum setting set,
   if (r == 0) {
     applied = is_applied(op, v, base);
     if (!applied) {
-      printf("#   %s %s %s@%ld: succeeded but not applied\n", op->name,
-             setting_names[set], fault_names[k], n);
+      printf("#   %s %s %s@%ld: succeeded but not applied\n", op->name, setting_names[set],
+             fault_names[k], n);
       bad = true;
     }
     done = !fired;
   } else {
     if (r != -1 || err.code == 0 || !err.msg[0]) {
-      printf("#   %s %s %s@%ld: returned %d, code %d\n", op->name,
-             setting_names[set], fault_names[k], n, r, err.code);
+      printf("#   %s %s %s@%ld: returned %d, code %d\n", op->name, setting_names[set],
+             fault_names[k], n, r, err.code);
       bad = true;
     }
     if (!fired) {
-      printf("#   %s %s %s@%ld: failed without a fault: %s\n", op->name,
-             setting_names[set], fault_names[k], n, err.msg);
+      printf("#   %s %s %s@%ld: failed without a fault: %s\n", op->name, setting_names[set],
+             fault_names[k], n, err.msg);
       bad = true;
       done = true;
     }
@@ -836,30 +795,30 @@ static bool one_run(const struct op *op, struct variants *vs, enum setting set,
       printf("#   state_schema_version: %s\n", e3.msg);
     applied = is_applied(op, v, base);
     if (!sqlite3_get_autocommit(st->db)) {
-      printf("#   %s %s %s@%ld: a transaction was left open\n", op->name,
-             setting_names[set], fault_names[k], n);
+      printf("#   %s %s %s@%ld: a transaction was left open\n", op->name, setting_names[set],
+             fault_names[k], n);
       bad = true;
     }
     if (k != F_SYNC && (applied || fingerprint() != before)) {
-      printf("#   %s %s %s@%ld: failed (%s) but %s\n", op->name,
-             setting_names[set], fault_names[k], n, err.msg,
-             applied ? "applied" : "changed rows");
+      printf("#   %s %s %s@%ld: failed (%s) but %s\n", op->name, setting_names[set], fault_names[k],
+             n, err.msg, applied ? "applied" : "changed rows");
       bad = true;
     }
   }
   if (!integrity_ok()) {
-    printf("#   %s %s %s@%ld: integrity\n", op->name, setting_names[set],
-           fault_names[k], n);
+    printf("#   %s %s %s@%ld: integrity\n", op->name, setting_names[set], fault_names[k], n);
     bad = true;
   }
-  close_all();
   /* Reopened: what a restart would find.  A failed allocation cannot make
    * the file differ from what the connection showed, so only acknowledged
    * changes and I/O faults are looked at again. */
   if (r == -1 && k != F_WRITE && k != F_SYNC) {
+    if (set == COLD)
+      close_all();
     tl->problems += bad;
     return done;
   }
+  close_all();
   open_all();
   bool applied_now = is_applied(op, v, base);
   if (r == -1 && !applied_now && fingerprint() != before) {
@@ -869,13 +828,13 @@ static bool one_run(const struct op *op, struct variants *vs, enum setting set,
     bad = true;
   }
   if (r == 0 && !applied_now) {
-    printf("#   %s %s %s@%ld: acknowledged, gone after reopening\n", op->name,
-           setting_names[set], fault_names[k], n);
+    printf("#   %s %s %s@%ld: acknowledged, gone after reopening\n", op->name, setting_names[set],
+           fault_names[k], n);
     bad = true;
   }
   if (!integrity_ok() || !files_match_rows()) {
-    printf("#   %s %s %s@%ld: after reopening: integrity or files\n", op->name,
-           setting_names[set], fault_names[k], n);
+    printf("#   %s %s %s@%ld: after reopening: integrity or files\n", op->name, setting_names[set],
+           fault_names[k], n);
     bad = true;
   }
   if (applied_now)
@@ -890,24 +849,24 @@ static bool one_run(const struct op *op, struct variants *vs, enum setting set,
  * freshly opened database (where compiling statements makes the calls
  * allocate many times more), every STRIDE'th allocation, from a different
  * start for each operation. */
-#define STRIDE 5
+#define STRIDE 10
 static bool full;
 
-static void loop(const struct op *op, struct variants *vs, enum setting set,
-                 enum fault k, struct tally *tl) {
-  long step = !full && set == COLD && (k == F_MALLOC || k == F_MALLOC_PERSIST)
-                  ? STRIDE
-                  : 1;
+static void loop(const struct op *op, struct variants *vs, enum setting set, enum fault k,
+                 struct tally *tl) {
+  long step = !full && set == COLD && (k == F_MALLOC || k == F_MALLOC_PERSIST) ? STRIDE : 1;
   long first = step > 1 ? 1 + (long)(strlen(op->name) % STRIDE) : 1;
   for (long n = first;; n += step) {
     if (one_run(op, vs, set, k, n, tl))
-      return;
+      break;
     if (tl->problems > 20 || n > 100000) {
       printf("#   %s: giving up\n", op->name);
       tl->problems++;
-      return;
+      break;
     }
   }
+  if (st)
+    close_all();
 }
 
 static void check_op(const struct op *op) {
@@ -929,8 +888,8 @@ static void check_op(const struct op *op) {
       tl.faults += one.faults;
       tl.problems += one.problems;
       if (one.problems)
-        printf("#   %s: %d problems under %s faults (%s)\n", op->name,
-               one.problems, fault_names[k], setting_names[set]);
+        printf("#   %s: %d problems under %s faults (%s)\n", op->name, one.problems, fault_names[k],
+               setting_names[set]);
     }
   }
   printf("# %s: %ld runs, %ld with a fault\n", op->name, tl.runs, tl.faults);
@@ -971,8 +930,8 @@ static void run_ops(void) {
     unit_n++;
     if (unit_cur_failed)
       unit_failed++;
-    printf("%s %d - %s under every fault\n", unit_cur_failed ? "not ok" : "ok",
-           unit_n, ops[i].name);
+    printf("%s %d - %s under every fault\n", unit_cur_failed ? "not ok" : "ok", unit_n,
+           ops[i].name);
   }
 }
 
