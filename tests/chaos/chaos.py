@@ -17,8 +17,8 @@ checked.  Checks (each a TAP line with --tap; a summary of losses always):
   processes   every background process has its true state: exited with
               the exit code it chose (not "lost" or still "running": its
               box kept running, the daemon must learn how it ended, across
-              crashes).  Before each kill the driver starts one more that
-              ends while no daemon runs.
+              crashes).  Before each kill the driver starts five more
+              that end around the kill or while no daemon runs.
   objects     every S3 object put reads back byte-identical
   buckets     every bucket created exists
   links       every link created can be read back
@@ -248,6 +248,7 @@ class Client(threading.Thread):
         if len(self.boxes) < 2:
             return self.exec_sync()
         b = self.boxes.pop(self.rnd.randrange(len(self.boxes)))
+        check_box_items(self.key, b, early=True)
         try:
             jreq("DELETE", f"/v1/sandboxes/{b}", key=self.key)
         except NotAcked:
@@ -314,6 +315,68 @@ class Client(threading.Thread):
         ack("link", link=j["id"], bucket=bk, key=key, audit="link.create")
 
 
+# ---- checking acknowledged items ----
+
+def file_verdict(key, r):
+    """True: intact; False: lost; None: no reply (not counted)."""
+    q = urllib.parse.urlencode({"path": r["path"]})
+    try:
+        st, data, _ = request("GET", f"/v1/sandboxes/{r['box']}/files?{q}", key=key, timeout=60)
+    except NotAcked:
+        return None, ""
+    if st == 200 and hashlib.sha256(data).hexdigest() == r["sha"]:
+        return True, ""
+    return False, f"{r['box']}:{r['path']}: {st}, {len(data)} of {r['size']} bytes"
+
+
+def proc_verdict(key, r):
+    try:
+        st, data, _ = request("GET", f"/v1/sandboxes/{r['box']}/processes/{r['pid']}", key=key)
+    except NotAcked:
+        return None, ""
+    j = json.loads(data) if st == 200 else {}
+    if st == 200 and j.get("state") == "exited" and j.get("exit_code") == r["code"]:
+        return True, ""
+    return False, (f"{r['box']} pid {r['pid']}: {st} state {j.get('state')} "
+                   f"exit {j.get('exit_code')}, want exited {r['code']}")
+
+
+# Verdicts on the files and processes of boxes, taken just before a client
+# deletes the box (after that they cannot be read): (kind, box, id) -> verdict.
+early = {}
+early_lock = threading.Lock()
+
+
+def box_items(b):
+    with acked_lock:
+        mine = [r for r in acked if r.get("box") == b]
+    files = {}
+    for r in mine:
+        if r["kind"] == "file":
+            files[r["path"]] = r
+    return list(files.values()), [r for r in mine if r["kind"] == "process"]
+
+
+def check_box_items(key, b, early=False):
+    """Verdicts on a box's files (the last write of each) and processes.
+    Early (before a delete, with the daemon running and crashing): only
+    processes that ended more than 3 s ago; no reply means no verdict."""
+    files, procs = box_items(b)
+    out = []
+    for r in files:
+        out.append((("file", b, r["path"]), file_verdict(key, r)))
+    for r in procs:
+        if early and time.time() - r["t"] < r["secs"] + 3:
+            continue
+        out.append((("process", b, r["pid"]), proc_verdict(key, r)))
+    if early:
+        with early_lock:
+            for k, v in out:
+                if v[0] is not None:
+                    globals()["early"][k] = v
+    return out
+
+
 # ---- the run ----
 
 def main():
@@ -325,8 +388,9 @@ def main():
     key = until_acked(lambda: jreq("POST", f"/v1/tenants/{tid}/keys", None, ADMIN))["key"]
     k = until_acked(lambda: jreq("POST", "/v1/s3-keys", None, key))
     creds = (k["access_key_id"], k["secret_access_key"])
-    # The killer's own box: before each kill it starts a process that ends
-    # while the daemon is down, the case a restart must not lose.
+    # The killer's own box: before each kill it starts processes that end
+    # as the daemon dies or while it is down, the cases a restart must not
+    # lose.
     probe_box = until_acked(lambda: jreq("POST", "/v1/sandboxes",
                                          {"memory": "64M", "timeout": 3600}, key))["id"]
     ack("box", box=probe_box, audit="sandbox.create")
@@ -341,20 +405,23 @@ def main():
     gap = args.duration / max(args.kills, 1)
     while kills < args.kills:
         time.sleep(master.uniform(0.3 * gap, 1.0 * gap))
-        probe = True
-        if probe:
+        # Probes: background processes ending around the kill (their exit
+        # on its way to the daemon as it dies) and after it (while no
+        # daemon runs).
+        t0 = time.time()
+        for secs in (0.1, 0.2, 0.3, 0.4, 1.0):
             code = master.randrange(1, 100)
             try:
                 j = jreq("POST", f"/v1/sandboxes/{probe_box}/exec",
-                         {"cmd": ["sh", "-c", f"sleep 0.3; exit {code}"], "background": True},
-                         key)
-                ack("process", box=probe_box, pid=j["pid"], code=code, secs=0.3,
+                         {"cmd": ["sh", "-c", f"sleep {secs}; exit {code}"],
+                          "background": True}, key)
+                ack("process", box=probe_box, pid=j["pid"], code=code, secs=secs,
                     audit="sandbox.exec", probe=True)
             except NotAcked:
-                probe = False
+                pass
+        time.sleep(max(0.0, t0 + master.uniform(0.1, 0.5) - time.time()))
         kill_daemon()
-        if probe:
-            time.sleep(1.0)  # it ends while no daemon runs
+        time.sleep(1.0)
         kills += 1
         again = master.random() < 0.35
         if again:
@@ -412,25 +479,19 @@ def verify(key, creds, kills, readoption_kills):
             lose("boxes", f"{b}: {box_state[b]}")
     live = {b for b in boxes if box_state.get(b) == "running"}
 
-    # Files and processes of boxes deleted since (or lost: see boxes) are
-    # not counted.
-    latest = {}
-    for r in acked:
-        if r["kind"] == "file" and r["box"] in live:
-            latest[(r["box"], r["path"])] = r
-    procs = [r for r in acked if r["kind"] == "process" and r["box"] in live]
-    for (b, path), r in sorted(latest.items()):
-        q = urllib.parse.urlencode({"path": path})
-        st, data, _ = request("GET", f"/v1/sandboxes/{b}/files?{q}", key=key, timeout=60)
-        if st != 200 or hashlib.sha256(data).hexdigest() != r["sha"]:
-            lose("files", f"{b}:{path}: {st}, {len(data)} of {r['size']} bytes")
-
-    for r in procs:
-        st, data, _ = request("GET", f"/v1/sandboxes/{r['box']}/processes/{r['pid']}", key=key)
-        j = json.loads(data) if st == 200 else {}
-        if st != 200 or j.get("state") != "exited" or j.get("exit_code") != r["code"]:
-            lose("processes", f"{r['box']} pid {r['pid']}: {st} state {j.get('state')} "
-                 f"exit {j.get('exit_code')}, want exited {r['code']}")
+    # Files and processes: of live boxes now, of deleted ones the verdicts
+    # taken before their delete; the rest (no verdict) are not counted.
+    verdicts = dict(early)
+    for b in sorted(live):
+        for k, v in check_box_items(key, b):
+            verdicts[k] = v
+    counted = {"file": 0, "process": 0}
+    for (kind, b, _), (ok, detail) in sorted(verdicts.items(), key=str):
+        if ok is None:
+            continue
+        counted[kind] += 1
+        if not ok:
+            lose("files" if kind == "file" else "processes", detail)
 
     for r in acked:
         if r["kind"] == "bucket":
@@ -475,8 +536,8 @@ def verify(key, creds, kills, readoption_kills):
 
     for what in ("boxes", "files", "processes", "objects", "buckets", "links", "audit"):
         n = len(losses.get(what, []))
-        total = {"boxes": len(boxes), "files": len(latest),
-                 "processes": len(procs),
+        total = {"boxes": len(boxes), "files": counted["file"],
+                 "processes": counted["process"],
                  "objects": sum(r["kind"] == "object" for r in acked),
                  "buckets": sum(r["kind"] == "bucket" for r in acked),
                  "links": sum(r["kind"] == "link" for r in acked),
