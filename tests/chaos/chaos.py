@@ -248,7 +248,7 @@ class Client(threading.Thread):
         if len(self.boxes) < 2:
             return self.exec_sync()
         b = self.boxes.pop(self.rnd.randrange(len(self.boxes)))
-        check_box_items(self.key, b, early=True)
+        check_box_items(self.key, b, before_delete=True)
         try:
             jreq("DELETE", f"/v1/sandboxes/{b}", key=self.key)
         except NotAcked:
@@ -357,7 +357,7 @@ def box_items(b):
     return list(files.values()), [r for r in mine if r["kind"] == "process"]
 
 
-def check_box_items(key, b, early=False):
+def check_box_items(key, b, before_delete=False):
     """Verdicts on a box's files (the last write of each) and processes.
     Early (before a delete, with the daemon running and crashing): only
     processes that ended more than 3 s ago; no reply means no verdict."""
@@ -366,14 +366,14 @@ def check_box_items(key, b, early=False):
     for r in files:
         out.append((("file", b, r["path"]), file_verdict(key, r)))
     for r in procs:
-        if early and time.time() - r["t"] < r["secs"] + 3:
+        if before_delete and time.time() - r["t"] < r["secs"] + 3:
             continue
         out.append((("process", b, r["pid"]), proc_verdict(key, r)))
-    if early:
+    if before_delete:
         with early_lock:
             for k, v in out:
                 if v[0] is not None:
-                    globals()["early"][k] = v
+                    early[k] = v
     return out
 
 
