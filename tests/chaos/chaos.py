@@ -28,7 +28,8 @@ checked.  Checks (each a TAP line with --tap; a summary of losses always):
               no process in those cgroups, no runtime directory left
 
 Every acknowledged operation is also written, one JSON line each, to
-acked.jsonl in the run's directory (kept with --keep).  The seed is
+acked.jsonl in the run's directory (kept with --keep), and every loss found
+to losses.txt.  The seed is
 printed; the same seed gives the same operation mix and kill times (not
 the same interleaving: the daemon's threads are not replayed).
 
@@ -567,8 +568,11 @@ def verify(key, creds, kills, readoption_kills):
     print(f"# chaos: {kills} kills ({readoption_kills} more during re-adoption), "
           f"{attempts['acked']} operations acknowledged, {attempts['not_acked']} not",
           flush=True)
-    for what in sorted(losses):
-        print(f"# lost {what}: {len(losses[what])}", flush=True)
+    with open(os.path.join(run_dir, "losses.txt"), "w") as f:
+        for what in sorted(losses):
+            print(f"# lost {what}: {len(losses[what])}", flush=True)
+            for d in losses[what]:
+                f.write(f"{what}: {d}\n")
     n = 0
     for name, ok, detail in results:
         n += 1
