@@ -395,6 +395,23 @@ def main():
     probe_box = until_acked(lambda: jreq("POST", "/v1/sandboxes",
                                          {"memory": "64M", "timeout": 3600}, key))["id"]
     ack("box", box=probe_box, audit="sandbox.create")
+    probe_bucket = "probe-" + os.urandom(4).hex()
+
+    def make_bucket():
+        st, body, _ = s3("PUT", f"/{probe_bucket}", creds=creds)
+        if st != 200:
+            raise NotAcked(f"bucket {st}")
+
+    until_acked(make_bucket)
+    ack("bucket", bucket=probe_bucket, audit="s3.bucket_create")
+
+    def put_object():
+        st, _, _ = s3("PUT", f"/{probe_bucket}/obj", b"probe", creds)
+        if st != 200:
+            raise NotAcked(f"put {st}")
+
+    until_acked(put_object)
+    ack("object", bucket=probe_bucket, key="obj", sha=hashlib.sha256(b"probe").hexdigest(), size=5)
     clients = [Client(i, key, creds) for i in range(args.clients)]
     for c in clients:
         c.start()
@@ -421,6 +438,23 @@ def main():
             except NotAcked:
                 pass
         time.sleep(max(0.0, t0 + master.uniform(0.1, 0.5) - time.time()))
+        # A record probe: a bucket or a link created, and the kill the
+        # moment its reply arrives (a record committed after its reply is
+        # then lost).
+        try:
+            if kills % 2 == 0:
+                name = f"probe-{kills}-{os.urandom(3).hex()}"
+                st, body, _ = s3("PUT", f"/{name}", creds=creds)
+                if st == 200:
+                    kill_daemon()
+                    ack("bucket", bucket=name, audit="s3.bucket_create", probe=True)
+            else:
+                j = jreq("POST", "/v1/links", {"bucket": probe_bucket, "key": "obj"}, key)
+                kill_daemon()
+                ack("link", link=j["id"], bucket=probe_bucket, key="obj", audit="link.create",
+                    probe=True)
+        except NotAcked:
+            pass
         kill_daemon()
         time.sleep(1.0)
         kills += 1
