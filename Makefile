@@ -4,6 +4,8 @@
 #   make test   install what is missing, build (normal + ASan/UBSan), run every test
 #   make bench  run the benchmarks (not part of the tests)
 #   make fuzz   run every libFuzzer harness for FUZZ_SECONDS each (docs/fuzzing.md)
+#   make chaos  a long chaos run: the daemon SIGKILLed under load, then every
+#               acknowledged item checked (docs/reliability.md)
 
 CC ?= cc
 PKGS := libseccomp jansson sqlite3 libcrypto libmicrohttpd libarchive expat zlib libcurl
@@ -43,7 +45,7 @@ SERVE_OBJ += $(MCP_OBJ)
 UNIT_SRC := $(sort $(wildcard tests/unit/test_*.c))
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all deps deps-test run demo test test-unit test-e2e test-hostile test-asan check-clang bench clean format \
+.PHONY: all deps deps-test run demo test test-unit test-e2e test-hostile test-asan check-clang bench chaos clean format \
 	fuzz fuzz-build fuzz-smoke
 
 all: $(BUILD)/husk $(BUILD)/husk-serve $(BUILD)/husk-mcp
@@ -121,6 +123,13 @@ test: deps-test
 check-clang:
 	@$(MAKE) --no-print-directory BUILD=build-clang CC=clang CFLAGS="-O2 -g -Werror" all
 	@$(MAKE) --no-print-directory BUILD=build-gcc-werror CC=gcc CFLAGS="-O2 -g -Werror" all
+
+# CHAOS_SEED=N repeats a run's operation mix and kill times.
+CHAOS_DURATION ?= 300
+CHAOS_KILLS ?= 24
+chaos: all
+	@python3 tests/chaos/chaos.py --husk $(BUILD)/husk --tap --duration $(CHAOS_DURATION) \
+	  --kills $(CHAOS_KILLS) --clients 6 $(if $(CHAOS_SEED),--seed $(CHAOS_SEED))
 
 bench:
 	@scripts/deps.sh bench

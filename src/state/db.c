@@ -84,10 +84,24 @@ static bool holds(const struct state *st) {
   return false;
 }
 
+/* Roll back a transaction that a failed call could not: no transaction
+ * outlives the call that began it, so one open here is such a leftover.
+ * Undoing it can itself need memory (SQLite's rollback does, when every
+ * allocation fails): then it stays open until a later call succeeds in
+ * rolling it back, and no call sees its changes or commits them.  The
+ * statement is the one compiled at open (struct state). */
+static void rollback_leftover(struct state *st) {
+  if (st->db && st->rollback && !sqlite3_get_autocommit(st->db)) {
+    sqlite3_step(st->rollback);
+    sqlite3_reset(st->rollback);
+  }
+}
+
 struct state *db_lock(struct state *st) {
   pthread_mutex_lock(&st->lock);
   st->held_before = held; /* locks nest: unlocking gives the outer one back */
   held = st;
+  rollback_leftover(st);
   return st;
 }
 
@@ -262,6 +276,8 @@ static void close_db(struct state *st) {
   for (unsigned i = 0; i < st->ncache; i++)
     sqlite3_finalize(st->cache[i].s);
   st->ncache = 0;
+  sqlite3_finalize(st->rollback);
+  st->rollback = NULL;
   sqlite3_close(st->db);
 }
 
@@ -340,6 +356,9 @@ static int exec_cached(struct state *st, const char *sql) {
 }
 
 int db_begin(struct state *st, struct db_txn *t, struct husk_err *err) {
+  rollback_leftover(st);
+  if (!sqlite3_get_autocommit(st->db))
+    return husk_fail(err, ENOMEM, "an earlier failed transaction could not be rolled back");
   int rc = exec_cached(st, "BEGIN IMMEDIATE");
   if (rc != SQLITE_OK)
     return db_fail(st, err, rc, "cannot begin a transaction");
@@ -360,8 +379,8 @@ int db_commit(struct db_txn *t, struct husk_err *err) {
 void db_txn_cleanup(struct db_txn *t) {
   /* A failed COMMIT (SQLITE_BUSY, I/O error) may leave the transaction
    * open; ROLLBACK is then what makes "-1 left nothing behind" true. */
-  if (t->open && !sqlite3_get_autocommit(t->st->db))
-    exec_cached(t->st, "ROLLBACK");
+  if (t->open)
+    rollback_leftover(t->st);
   t->open = false;
 }
 
@@ -483,6 +502,14 @@ int state_open(struct state **out, const char *path, struct husk_err *err) {
   }
   pthread_mutex_init(&st->lock, NULL);
   open_add(st);
+  rc = sqlite3_prepare_v3(st->db, "ROLLBACK", -1, SQLITE_PREPARE_PERSISTENT, &st->rollback, NULL);
+  if (rc != SQLITE_OK) {
+    db_fail(st, err, rc, "cannot prepare a statement");
+    husk_error_wrap(err, "database `%s`", path);
+    close_db(st);
+    pthread_mutex_destroy(&st->lock);
+    return -1;
+  }
   if (configure(st, err) < 0 || db_durable_init(st, err) < 0) {
     husk_error_wrap(err, "database `%s`", path);
     close_db(st);

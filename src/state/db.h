@@ -39,6 +39,10 @@ struct state {
   struct db_cached_stmt cache[DB_STMT_CACHE];
   unsigned ncache;
   uint64_t cache_tick;
+  /* Compiled when the database is opened: undoing a failed transaction
+   * must not need memory (compiling it then could fail for the very lack
+   * of memory that failed the transaction, and leave it open). */
+  sqlite3_stmt *rollback;
   struct state *next_open; /* the list of open states (db.c) */
   struct state *held_before; /* the state this thread held when it locked this one */
   /* durable.c: commits are numbered; synced_seq is the last one known to
@@ -61,8 +65,10 @@ void db_durable_close(struct state *st);
 /* Called as the state lock is released: everything committed so far may
  * have been read by this thread, so its deferral must cover it. */
 void db_durable_seen(struct state *st);
-/* fdatasync, replaceable by tests to simulate a failing disk. */
+/* fdatasync of the WAL and fsync of its directory, replaceable by tests to
+ * simulate a failing disk (tests/unit/test_faults.c). */
 extern int (*db_fdatasync)(int fd);
+extern int (*db_fsync)(int fd);
 
 /* ---- locking ---- */
 struct state *db_lock(struct state *st);

@@ -43,6 +43,7 @@
 #define CHECKPOINT_FRAMES 1000
 
 int (*db_fdatasync)(int fd) = fdatasync;
+int (*db_fsync)(int fd) = fsync;
 
 /* The deferral of the calling thread: on while a request is being
  * answered; `seq` is its last commit. */
@@ -71,7 +72,7 @@ static int wal_open(struct state *st) {
     return errno;
   /* Its directory entry must be durable too (what FULL's DIRSYNC does). */
   int dfd = open(st->wal_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0 || (fsync(dfd) < 0 && errno != EINVAL)) {
+  if (dfd < 0 || (db_fsync(dfd) < 0 && errno != EINVAL)) {
     int e = errno;
     if (dfd >= 0)
       close(dfd);

@@ -875,6 +875,22 @@ int store_fill_object(struct store_object *out, const char *key, const char *fil
   return 0;
 }
 
+/* Whether the object's row names `file` (false when unsure). */
+static bool row_names_file(struct store *s, const char *tenant_id, const char *bucket,
+                           const char *key, const char *file) {
+  cleanup_unlock struct state *locked = db_lock(s->st);
+  cleanup_stmt sqlite3_stmt *q = NULL;
+  struct husk_err ignored;
+  if (db_prepare(s->st, &q,
+                 "SELECT 1 FROM objects WHERE tenant_id = ? AND bucket = ? AND key = ? AND file = ?",
+                 &ignored) < 0)
+    return false;
+  if (db_text(q, 1, tenant_id) || db_text(q, 2, bucket) || db_text(q, 3, key) ||
+      db_text(q, 4, file))
+    return false;
+  return db_step_row(s->st, q, "object", &ignored) == 1;
+}
+
 /* Steps 3-5 for a finished file already named `etag`. */
 static int commit_object(struct store_writer *w, const char *tenant_id, const char *bucket,
                          const char *key, const char *etag, const char *ctype, const char *meta,
@@ -891,7 +907,10 @@ static int commit_object(struct store_writer *w, const char *tenant_id, const ch
   char old[STORE_ID_SIZE];
   uint64_t size = w->size;
   if (object_upsert(s, tenant_id, bucket, key, file, size, etag, ctype, meta, now, old, err) < 0) {
-    store_unlink(s, s->objfd, file);
+    /* A failed sync fails the call with the row committed (state.h):
+     * then the file is the object's, and must stay. */
+    if (!row_names_file(s, tenant_id, bucket, key, file))
+      store_unlink(s, s->objfd, file);
     return -1;
   }
   if (old[0])
