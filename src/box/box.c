@@ -32,6 +32,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "box/box_internal.h"
@@ -125,7 +126,13 @@ struct live_box *lb_new(void) {
   pthread_mutex_init(&b->lock, NULL);
   b->j = (struct jail)JAIL_INIT;
   b->refs = 1;
-  b->next_exec_id = 1;
+  /* Exec ids name a background process in its row and in the exit init
+   * reports (again, after a daemon crash): a daemon restarted on the same
+   * box must not hand out an id an earlier one used. */
+  uint64_t r = 0;
+  if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+    r = (uint64_t)state_now_ms() << 20;
+  b->next_exec_id = (r & ((UINT64_C(1) << 62) - 1)) | 1; /* fits an SQLite INTEGER, never 0 */
   return b;
 }
 

@@ -42,7 +42,9 @@ struct live_box {
   struct husk_limits limits;
   int64_t expires_ms;
   struct bgproc *procs;
-  uint64_t next_exec_id;
+  uint64_t next_exec_id; /* starts at random: unique across daemon lifetimes */
+  bool init_acks;  /* its init keeps exits until CTL_EXIT_ACK (CTL_VERSION >= 1) */
+  bool need_watch; /* re-adopted: the monitor sends CTL_WATCH once it reads j.ctl */
   bool egress;          /* registered with the egress proxy (under lock) */
   char **user_env;      /* the env the box was created with (egress adds to b->env) */
   struct retired_env *retired; /* env arrays replaced while execs may still read them */

@@ -235,7 +235,15 @@ static const char schema_storage[] =
     ") STRICT;"
     "CREATE INDEX link_access_link ON link_access(link_id, seq);";
 
-static const char *const migrations[] = {schema_v1, schema_jobs, schema_egress, schema_storage};
+/* The exec id the daemon gave a background process: init reports it with
+ * the exit, and an exit init re-sends after a daemon crash must not end a
+ * newer process that got the same pid.  0: a row from before (matched by
+ * pid alone). */
+static const char schema_proc_exec_id[] =
+    "ALTER TABLE processes ADD COLUMN exec_id INTEGER NOT NULL DEFAULT 0;";
+
+static const char *const migrations[] = {schema_v1, schema_jobs, schema_egress, schema_storage,
+                                         schema_proc_exec_id};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 int state_schema_latest(void) { return SCHEMA_VERSION; }
