@@ -39,16 +39,19 @@
  * come more than once: a process already ended (or an exec that is no
  * background process) is ENOENT, and acknowledged all the same.  The exec
  * id keeps a stale exit off a newer process that got the same pid. */
-static void record_exit(struct box_mgr *m, struct live_box *b, const struct ctl_exited *e) {
+static void record_exit(struct box_mgr *m, struct live_box *b,
+                        const struct ctl_exited *e) {
   struct husk_err err;
   int64_t code = WIFEXITED(e->status) ? WEXITSTATUS(e->status) : -1;
   int64_t sig = WIFSIGNALED(e->status) ? WTERMSIG(e->status) : 0;
   if (e->pid <= 0 || e->id > INT64_MAX)
     return; /* from inside the box: nothing of ours */
-  if (state_proc_set_exit_of(m->cfg.state, b->id, e->pid, (int64_t)e->id, code, sig, 0, &err) < 0 &&
+  if (state_proc_set_exit_of(m->cfg.state, b->id, e->pid, (int64_t)e->id, code,
+                             sig, 0, &err) < 0 &&
       err.code != ENOENT) {
     /* Not acknowledged: init keeps it for the next daemon's watch. */
-    box_log(m, "box %s: cannot record exit of pid %lld: %s", b->id, (long long)e->pid, err.msg);
+    box_log(m, "box %s: cannot record exit of pid %lld: %s", b->id,
+            (long long)e->pid, err.msg);
     return;
   }
   if (b->init_acks && jail_ack_exit(b->j.ctl, e->id, e->pid, &err) < 0)
@@ -234,8 +237,7 @@ static void cleanup_row(struct box_mgr *m, const struct state_box *sb) {
 }
 
 static int adopt(struct box_mgr *m, const struct state_box *sb, struct husk_err *err) {
-  if (sb->init_pid <= 0 || !sb->init_start_time ||
-      box_proc_start_time((pid_t)sb->init_pid) != sb->init_start_time)
+  if (!box_init_alive((pid_t)sb->init_pid, sb->init_start_time))
     return husk_fail(err, ESRCH, "its init process is gone");
   struct live_box *b = lb_new();
   if (!b)

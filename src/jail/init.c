@@ -28,7 +28,7 @@
 /* Static storage only: init may be cloned from a multi-threaded daemon,
  * where malloc's locks could be held by a thread that does not exist here. */
 #define MAX_ARGS 8192
-#define MAX_TRACKED 1024
+#define MAX_TRACKED HUSK_INIT_TRACKED
 
 static char msgbuf[HUSK_CTL_MSG_MAX];
 static const char *argv_buf[MAX_ARGS];

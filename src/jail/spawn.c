@@ -595,9 +595,11 @@ int jail_watch(int fd, struct husk_err *err) {
 }
 
 int jail_ack_exit(int fd, uint64_t id, pid_t pid, struct husk_err *err) {
-  struct ctl_exit_ack m = {.h = {.type = CTL_EXIT_ACK, .len = sizeof m}, .id = id, .pid = pid};
+  struct ctl_exit_ack m = {
+      .h = {.type = CTL_EXIT_ACK, .len = sizeof m}, .id = id, .pid = pid};
   int rc = ctl_send(fd, &m, sizeof m, NULL, 0);
-  return rc < 0 ? husk_error(err, -rc, "cannot acknowledge an exit to the box") : 0;
+  return rc < 0 ? husk_error(err, -rc, "cannot acknowledge an exit to the box")
+                : 0;
 }
 
 int jail_get_fs(int fd, uint32_t *version, struct husk_err *err) {
@@ -619,7 +621,8 @@ int jail_get_fs(int fd, uint32_t *version, struct husk_err *err) {
   ssize_t n = ctl_recv(fd, &reply, sizeof reply, &got, &nfds);
   if (version) {
     *version = 0;
-    if (n == (ssize_t)sizeof reply.hello && reply.h.type == CTL_HELLO && nfds == 0) {
+    if (n == (ssize_t)sizeof reply.hello && reply.h.type == CTL_HELLO &&
+        nfds == 0) {
       *version = reply.hello.version;
       nfds = 1;
       n = ctl_recv(fd, &reply, sizeof reply, &got, &nfds);

@@ -242,8 +242,8 @@ static const char schema_storage[] =
 static const char schema_proc_exec_id[] =
     "ALTER TABLE processes ADD COLUMN exec_id INTEGER NOT NULL DEFAULT 0;";
 
-static const char *const migrations[] = {schema_v1, schema_jobs, schema_egress, schema_storage,
-                                         schema_proc_exec_id};
+static const char *const migrations[] = {schema_v1, schema_jobs, schema_egress,
+                                         schema_storage, schema_proc_exec_id};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 int state_schema_latest(void) { return SCHEMA_VERSION; }

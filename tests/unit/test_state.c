@@ -1150,7 +1150,8 @@ TEST(processes) {
   CHECK_STR(g.state, STATE_PROC_RUNNING);
   state_proc_free(&g);
   CHECK_OK(state_proc_set_exit_of(st, "b_p", 14, 501, 4, 0, 0, &err));
-  CHECK_ERR(state_proc_set_exit_of(st, "b_p", 14, 501, 4, 0, 0, &err), ENOENT); /* again */
+  CHECK_ERR(state_proc_set_exit_of(st, "b_p", 14, 501, 4, 0, 0, &err),
+            ENOENT); /* again */
   CHECK_OK(state_proc_get(st, NULL, "b_p", 14, &g, &err));
   CHECK(!strcmp(g.state, STATE_PROC_EXITED) && g.exit_code == 4);
   state_proc_free(&g);
