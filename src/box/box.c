@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
@@ -125,7 +126,14 @@ struct live_box *lb_new(void) {
   pthread_mutex_init(&b->lock, NULL);
   b->j = (struct jail)JAIL_INIT;
   b->refs = 1;
-  b->next_exec_id = 1;
+  /* Exec ids name a background process in its row and in the exit init
+   * reports (again, after a daemon crash): a daemon restarted on the same
+   * box must not hand out an id an earlier one used. */
+  uint64_t r = 0;
+  if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+    r = (uint64_t)state_now_ms() << 20;
+  /* Fits an SQLite INTEGER, never 0. */
+  b->next_exec_id = (r & ((UINT64_C(1) << 62) - 1)) | 1;
   return b;
 }
 
@@ -216,6 +224,27 @@ bool box_valid_id(const char *id) {
           (id[i] >= '0' && id[i] <= '9') || id[i] == '_' || id[i] == '-'))
       return false;
   return true;
+}
+
+bool box_init_alive(pid_t pid, uint64_t start_time) {
+  if (pid <= 0 || !start_time || box_proc_start_time(pid) != start_time)
+    return false;
+  /* A zombie (its parent, the spawner of an earlier daemon, did not reap
+   * it yet) keeps its start time but serves nothing any more. */
+  char path[64], buf[512];
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0)
+    return false;
+  buf[n] = '\0';
+  const char *p = strrchr(buf, ')'); /* the command name ends at the last ')' */
+  if (!p || p[1] != ' ')
+    return false;
+  return p[2] != 'Z' && p[2] != 'X' && p[2] != 'x' && p[2] != '\0';
 }
 
 uint64_t box_proc_start_time(pid_t pid) {

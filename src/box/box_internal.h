@@ -42,7 +42,10 @@ struct live_box {
   struct husk_limits limits;
   int64_t expires_ms;
   struct bgproc *procs;
-  uint64_t next_exec_id;
+  uint64_t next_exec_id; /* starts at random: unique across daemon lifetimes */
+  bool init_acks; /* its init keeps exits until CTL_EXIT_ACK (version 1+) */
+  bool
+      need_watch; /* re-adopted: the monitor sends CTL_WATCH (it reads j.ctl) */
   bool egress;          /* registered with the egress proxy (under lock) */
   char **user_env;      /* the env the box was created with (egress adds to b->env) */
   struct retired_env *retired; /* env arrays replaced while execs may still read them */
@@ -114,6 +117,8 @@ struct live_box *lb_get(struct box_mgr *m, const char *tenant, const char *id);
 void lb_list_add(struct box_mgr *m, struct live_box *b);
 bool box_valid_id(const char *id);
 uint64_t box_proc_start_time(pid_t pid);
+/* The process with this pid and start time exists and is not a zombie. */
+bool box_init_alive(pid_t pid, uint64_t start_time);
 int box_ctl_path(struct box_mgr *m, const char *id, char *out, size_t len, struct husk_err *err);
 int box_end(struct box_mgr *m, struct live_box *b, const char *state, const char *reason,
             struct husk_err *err);

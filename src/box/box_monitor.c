@@ -33,12 +33,29 @@
 
 /* ---- the monitor ------------------------------------------------------------------ */
 
-static void record_exit(struct box_mgr *m, const char *box_id, int64_t pid, int status) {
+/* Commit an exit, then acknowledge it: until init has the ack it keeps the
+ * exit and gives it to every new watch connection, so a daemon that dies in
+ * between gets it again after its restart.  The same exit may therefore
+ * come more than once: a process already ended (or an exec that is no
+ * background process) is ENOENT, and acknowledged all the same.  The exec
+ * id keeps a stale exit off a newer process that got the same pid. */
+static void record_exit(struct box_mgr *m, struct live_box *b,
+                        const struct ctl_exited *e) {
   struct husk_err err;
-  int64_t code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  int64_t sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-  if (state_proc_set_exit(m->cfg.state, box_id, pid, code, sig, 0, &err) < 0 && err.code != ENOENT)
-    box_log(m, "box %s: cannot record exit of pid %lld: %s", box_id, (long long)pid, err.msg);
+  int64_t code = WIFEXITED(e->status) ? WEXITSTATUS(e->status) : -1;
+  int64_t sig = WIFSIGNALED(e->status) ? WTERMSIG(e->status) : 0;
+  if (e->pid <= 0 || e->id > INT64_MAX)
+    return; /* from inside the box: nothing of ours */
+  if (state_proc_set_exit_of(m->cfg.state, b->id, e->pid, (int64_t)e->id, code,
+                             sig, 0, &err) < 0 &&
+      err.code != ENOENT) {
+    /* Not acknowledged: init keeps it for the next daemon's watch. */
+    box_log(m, "box %s: cannot record exit of pid %lld: %s", b->id,
+            (long long)e->pid, err.msg);
+    return;
+  }
+  if (b->init_acks && jail_ack_exit(b->j.ctl, e->id, e->pid, &err) < 0)
+    box_log(m, "box %s: %s", b->id, err.msg);
 }
 
 enum watch_kind { W_WAKE, W_PIDFD, W_WATCH, W_PROC };
@@ -84,6 +101,14 @@ void *box_monitor_main(void *arg) {
     wi[n++] = (struct watch_item){.kind = W_WAKE};
     for (struct live_box *b = m->boxes; b; b = b->next) {
       b->refs++;
+      if (b->need_watch) {
+        /* A re-adopted box: its init now re-sends the exits it holds, and
+         * this thread reads them from here on. */
+        struct husk_err err;
+        b->need_watch = false;
+        if (jail_watch(b->j.ctl, &err) < 0)
+          box_log(m, "box %s: %s", b->id, err.msg);
+      }
       if (b->expires_ms && b->expires_ms < next)
         next = b->expires_ms;
       pf[n] = (struct pollfd){.fd = b->j.pidfd, .events = POLLIN};
@@ -127,9 +152,8 @@ void *box_monitor_main(void *arg) {
         int fd = wi[i].kind == W_WATCH ? b->j.ctl : wi[i].p->conn;
         union jail_event ev;
         int rc = jail_recv_fd(fd, &ev, &err);
-        if (rc > 0 && ev.h.type == CTL_EXITED) {
-          record_exit(m, b->id, ev.exited.pid, ev.exited.status);
-        }
+        if (rc > 0 && ev.h.type == CTL_EXITED)
+          record_exit(m, b, &ev.exited);
         if (wi[i].kind == W_PROC && (rc <= 0 || ev.h.type == CTL_EXITED)) {
           pthread_mutex_lock(&b->lock);
           close_quiet(wi[i].p->conn);
@@ -213,8 +237,7 @@ static void cleanup_row(struct box_mgr *m, const struct state_box *sb) {
 }
 
 static int adopt(struct box_mgr *m, const struct state_box *sb, struct husk_err *err) {
-  if (sb->init_pid <= 0 || !sb->init_start_time ||
-      box_proc_start_time((pid_t)sb->init_pid) != sb->init_start_time)
+  if (!box_init_alive((pid_t)sb->init_pid, sb->init_start_time))
     return husk_fail(err, ESRCH, "its init process is gone");
   struct live_box *b = lb_new();
   if (!b)
@@ -243,10 +266,15 @@ static int adopt(struct box_mgr *m, const struct state_box *sb, struct husk_err 
   }
   if ((b->j.ctl = jail_connect(b->ctl_path, err)) < 0)
     goto fail;
-  if ((b->j.fs = jail_get_fs(b->j.ctl, err)) < 0)
+  uint32_t version = 0;
+  if ((b->j.fs = jail_get_fs(b->j.ctl, &version, err)) < 0)
     goto fail;
-  if (jail_watch(b->j.ctl, err) < 0)
-    goto fail;
+  /* An init started by an older daemon delivers each exit once and knows
+   * no acks; it gets none. */
+  b->init_acks = version >= 1;
+  /* CTL_WATCH makes init flush the exits it holds: the monitor sends it,
+   * once it reads this connection. */
+  b->need_watch = true;
   if (cgroup_open(&b->j.cg, sb->cgroup, err) < 0)
     goto fail;
   {

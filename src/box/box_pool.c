@@ -41,6 +41,7 @@ int box_make_jail(struct box_mgr *m, struct live_box *b, const struct husk_limit
   struct spawner *sp = for_pool && m->pool_spawner ? m->pool_spawner : m->spawner;
   if (spawner_create(sp, &jc, &b->j, err) < 0)
     return -1;
+  b->init_acks = true; /* its init is this build's (the spawner checks) */
   /* The connection it was created with becomes the watch connection: it
    * receives exits nobody else is listening for. */
   return jail_watch(b->j.ctl, err);

@@ -97,7 +97,11 @@ int box_exec_background(struct box_mgr *m, const char *tenant, const char *id,
   if ((conn = jail_connect(b->ctl_path, err)) < 0)
     goto out;
   int fds[3] = {in[0], outf, errf};
-  if (jail_exec_fd(conn, eid, req->argv, env, req->cwd ? req->cwd : "/workspace", fds, 0, err) < 0)
+  /* Its exit is acknowledged once recorded (box_monitor.c): init keeps it
+   * until then, through daemon crashes. */
+  uint32_t flags = b->init_acks ? CTL_EXEC_ACK_EXIT : 0;
+  if (jail_exec_fd(conn, eid, req->argv, env,
+                   req->cwd ? req->cwd : "/workspace", fds, flags, err) < 0)
     goto out;
   close_quiet(in[0]);
   in[0] = -1;
@@ -128,7 +132,10 @@ int box_exec_background(struct box_mgr *m, const char *tenant, const char *id,
   if (renameat(b->j.fs, tmp_out, b->j.fs, final_out) < 0 ||
       renameat(b->j.fs, tmp_err, b->j.fs, final_err) < 0)
     box_log(m, "box %s: cannot name output of pid %lld: %s", b->id, (long long)pid, strerror(errno));
-  struct state_proc sp = {.pid = pid, .cmd_json = cmd_json, .exit_code = -1};
+  struct state_proc sp = {.pid = pid,
+                          .cmd_json = cmd_json,
+                          .exit_code = -1,
+                          .exec_id = (int64_t)eid};
   snprintf(sp.box_id, sizeof sp.box_id, "%s", b->id);
   snprintf(sp.state, sizeof sp.state, "%s", STATE_PROC_RUNNING);
   sp.started_ms = state_now_ms();

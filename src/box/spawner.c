@@ -22,6 +22,7 @@
 
 #include "husk/husk.h"
 #include "jail/ctl.h"
+#include "jail/privs.h"
 #include "jail/rootfs.h"
 #include "util/cleanup.h"
 #include "util/clock.h"
@@ -296,6 +297,10 @@ static int prepare_root(const char *dir, struct spawn_hello *hello) {
 }
 
 int spawner_main(int sock, const char *root_dir) {
+  /* It was exec'ed, which made it dumpable again. */
+  const char *step;
+  if (privs_no_dumps(&step) < 0)
+    return 1;
   struct spawn_hello hello = hello_of_this_build();
   bool prepared = root_dir && prepare_root(root_dir, &hello) == 0;
   int64_t retry_ms = 0; /* when to try again to prepare it, if that failed */

@@ -33,6 +33,7 @@
 #include "cli/mcp_remote.h"
 #include "husk/husk.h"
 #include "jail/limits.h"
+#include "jail/privs.h"
 #include "mcp/mcp.h"
 #include "state/state.h"
 #include "util/fileio.h"
@@ -162,6 +163,14 @@ int main(int argc, char **argv) {
   /* The daemon's box spawner is this binary re-executed under that name. */
   if (argc >= 1 && !strcmp(argv[0], HUSK_SPAWNER_ARGV0))
     return spawner_main(3, argc > 1 ? argv[1] : NULL);
+  /* No core file, no ptrace: this process holds tenant keys and, locally,
+   * the daemon's secrets. */
+  const char *step;
+  int prc = privs_no_dumps(&step);
+  if (prc < 0) {
+    fprintf(stderr, "husk mcp: %s: %s\n", step, strerror(-prc));
+    return 1;
+  }
   /* The protocol's own copy of stdout; fd 1 becomes stderr for everything
    * else (libraries, children, the spawner). */
   int out = fcntl(1, F_DUPFD_CLOEXEC, 3);

@@ -22,12 +22,13 @@
 #include "box/box.h"
 #include "husk/husk.h"
 #include "jail/limits.h"
+#include "jail/privs.h"
 #include "mcp/mcp.h"
 #include "mcp/storage.h" /* storage plane: the MCP tools over the store */
 #include "s3/s3.h"
+#include "state/state.h"
 #include "storage/remote.h"
 #include "storage/store.h"
-#include "state/state.h"
 #include "util/cleanup.h"
 #include "util/fileio.h"
 #include "util/parse.h"
@@ -267,6 +268,13 @@ static struct box_mgr *mcp_mgr(void *ctx, struct husk_err *err) {
 }
 
 int cmd_serve(int argc, char **argv) {
+  /* First: nothing secret is in memory yet. */
+  const char *step;
+  int prc = privs_no_dumps(&step);
+  if (prc < 0) {
+    fprintf(stderr, "husk serve: %s: %s\n", step, strerror(-prc));
+    return 1;
+  }
   static const struct option opts[] = {
       {"listen", required_argument, NULL, O_LISTEN},
       {"data", required_argument, NULL, O_DATA},

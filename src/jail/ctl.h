@@ -7,7 +7,20 @@
  * Init serves several connections at once: the one it was started with and,
  * for long-lived boxes, any accepted on its listening socket (a path in the
  * daemon's data directory, reachable only by root on the host).  Exits are
- * reported on the connection that started the process.
+ * reported on the connection that started the process, or, when that one is
+ * gone, on the CTL_WATCH connection.
+ *
+ * Exits of processes started with CTL_EXEC_ACK_EXIT stay queued in init
+ * until the host answers CTL_EXIT_ACK for them (after it has committed
+ * them): every new CTL_WATCH gets all of them again, so an exit reaches a
+ * daemon that crashed before recording it once it is back.  The host
+ * therefore sees an exit more than once and must take it idempotently.
+ * Init never blocks on the watch connection: what does not fit waits for
+ * the socket to drain.
+ *
+ * Versions: CTL_HELLO (answered with CTL_HELLO and CTL_VERSION) tells a
+ * host which of this it may use.  An init of version 0 (before CTL_HELLO)
+ * ignores CTL_HELLO, CTL_EXIT_ACK and the flag, and delivers an exit once.
  *
  *   host -> init  CTL_EXEC      run a program (argv, env, cwd; 3 fds)
  *   host -> init  CTL_SIGNAL    signal a process or its process group
@@ -17,7 +30,10 @@
  *   init -> host  CTL_READY     setup finished, box is idle
  *   init -> host  CTL_SETUP_ERROR  setup failed (text), init exits
  *   init -> host  CTL_STARTED   exec result: pid inside the box, or errno
- *   init -> host  CTL_EXITED    a started process ended (wait status) */
+ *   init -> host  CTL_EXITED    a started process ended (wait status)
+ *   host -> init  CTL_EXIT_ACK  that exit is recorded: forget it
+ *   host -> init  CTL_HELLO     which version are you?  init -> host: the
+ * answer */
 #ifndef HUSK_JAIL_CTL_H
 #define HUSK_JAIL_CTL_H
 
@@ -37,7 +53,13 @@ enum ctl_type {
                      whose own connection is gone (and those queued so far) */
   CTL_GET_FS = 8, /* host -> init: reply CTL_FS with the box filesystem's fd */
   CTL_FS = 9,     /* init -> host: the fd attached */
+  CTL_EXIT_ACK = 10, /* host -> init: struct ctl_exit_ack */
+  CTL_HELLO =
+      11, /* host -> init: header only; init -> host: struct ctl_hello */
 };
+
+/* 1: CTL_HELLO, CTL_EXIT_ACK, CTL_EXEC_ACK_EXIT. */
+#define CTL_VERSION 1u
 
 struct ctl_hdr {
   uint32_t type;
@@ -59,6 +81,8 @@ struct ctl_exec {
  * client or the daemon went away), init kills the program's process group.
  * Background processes are started without it and outlive connections. */
 #define CTL_EXEC_KILL_ON_HANGUP 1u
+/* Keep the exit until CTL_EXIT_ACK names it (see the top). */
+#define CTL_EXEC_ACK_EXIT 2u
 
 struct ctl_started {
   struct ctl_hdr h;
@@ -75,6 +99,20 @@ struct ctl_exited {
   uint64_t id;
   int32_t pid;
   int32_t status; /* as from waitpid() */
+};
+
+/* The exit of process `pid` started by exec `id` is recorded. */
+struct ctl_exit_ack {
+  struct ctl_hdr h;
+  uint64_t id;
+  int32_t pid;
+  int32_t pad; /* 0 */
+};
+
+struct ctl_hello {
+  struct ctl_hdr h;
+  uint32_t version; /* CTL_VERSION of the init */
+  uint32_t pad;     /* 0 */
 };
 
 struct ctl_signal {

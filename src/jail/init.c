@@ -28,7 +28,7 @@
 /* Static storage only: init may be cloned from a multi-threaded daemon,
  * where malloc's locks could be held by a thread that does not exist here. */
 #define MAX_ARGS 8192
-#define MAX_TRACKED 1024
+#define MAX_TRACKED HUSK_INIT_TRACKED
 
 static char msgbuf[HUSK_CTL_MSG_MAX];
 static const char *argv_buf[MAX_ARGS];
@@ -44,17 +44,24 @@ static struct conn {
 } conns[MAX_CONNS];
 static int watch = -1; /* slot of the CTL_WATCH connection */
 
+/* Started processes, and the exits not yet delivered or, for
+ * CTL_EXEC_ACK_EXIT, not yet acknowledged.  A slot is free when pid is 0.
+ * An exited slot keeps its pid for CTL_EXIT_ACK to name it, but is never
+ * matched by the reaper: the kernel may give that pid to a new process. */
 static struct tracked {
   pid_t pid;
   uint64_t id;
   int conn;
   unsigned gen;
   uint32_t flags; /* CTL_EXEC_* */
+  bool exited;
+  bool sent; /* delivered since the last CTL_WATCH (exited only) */
+  int status;
 } tracked[MAX_TRACKED];
 
-/* Exits nobody could be told about yet, delivered on CTL_WATCH. */
-static struct ctl_exited pending[MAX_TRACKED];
-static size_t npending;
+/* The watch connection has exits it could not take yet (its socket was
+ * full): poll it for POLLOUT and go on then. */
+static bool watch_backlog;
 
 static const struct init_config *config;
 static int cur = -1; /* slot of the connection being served */
@@ -197,15 +204,70 @@ static bool conn_send(int slot, const void *m, size_t len, const int *fds, size_
   return slot >= 0 && conns[slot].fd >= 0 && ctl_send(conns[slot].fd, m, len, fds, nfds) == 0;
 }
 
-static void send_or_queue_exit(const struct tracked *t, int status) {
-  struct ctl_exited m = {.h = {.type = CTL_EXITED, .len = sizeof m}, .id = t->id, .pid = t->pid,
-                         .status = status};
-  if (t->conn >= 0 && conns[t->conn].gen == t->gen && conn_send(t->conn, &m, sizeof m, NULL, 0))
+/* Non-blocking: init must never wait for the host to read. */
+static int conn_try_send(int slot, const void *m, size_t len) {
+  if (slot < 0 || conns[slot].fd < 0)
+    return -ENOTCONN;
+  ssize_t n;
+  do
+    n = send(conns[slot].fd, m, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  if (n < 0)
+    return -errno;
+  return (size_t)n == len ? 0 : -EIO;
+}
+
+/* Delivered: an exit nobody acknowledges is done with, the others wait for
+ * CTL_EXIT_ACK. */
+static void exit_sent(struct tracked *t) {
+  if (t->flags & CTL_EXEC_ACK_EXIT)
+    t->sent = true;
+  else
+    *t = (struct tracked){0};
+}
+
+static void exit_msg(const struct tracked *t, struct ctl_exited *m) {
+  *m = (struct ctl_exited){.h = {.type = CTL_EXITED, .len = sizeof *m},
+                           .id = t->id,
+                           .pid = t->pid,
+                           .status = t->status};
+}
+
+/* Send the watch connection every exit it has not had yet, until its
+ * socket is full. */
+static void flush_watch(void) {
+  watch_backlog = false;
+  if (watch < 0)
     return;
-  if (conn_send(watch, &m, sizeof m, NULL, 0))
+  for (size_t i = 0; i < MAX_TRACKED; i++) {
+    struct tracked *t = &tracked[i];
+    if (t->pid <= 0 || !t->exited || t->sent)
+      continue;
+    struct ctl_exited m;
+    exit_msg(t, &m);
+    int rc = conn_try_send(watch, &m, sizeof m);
+    if (rc == -EAGAIN || rc == -ENOBUFS) {
+      watch_backlog = true;
+      return;
+    }
+    if (rc < 0)
+      return; /* the connection is broken: its hangup closes it */
+    exit_sent(t);
+  }
+}
+
+/* To the connection that started it if that is still there (its reader
+ * waits for it), else to the watch connection, else kept for the next. */
+static void deliver_exit(struct tracked *t) {
+  struct ctl_exited m;
+  exit_msg(t, &m);
+  if (t->conn >= 0 && conns[t->conn].gen == t->gen &&
+      conn_send(t->conn, &m, sizeof m, NULL, 0)) {
+    exit_sent(t);
     return;
-  if (npending < MAX_TRACKED)
-    pending[npending++] = m;
+  }
+  if (!watch_backlog)
+    flush_watch();
 }
 
 static void reap(void) {
@@ -215,9 +277,11 @@ static void reap(void) {
     if (pid <= 0)
       return;
     for (size_t i = 0; i < MAX_TRACKED; i++) {
-      if (tracked[i].pid == pid) {
-        send_or_queue_exit(&tracked[i], status);
-        tracked[i].pid = 0;
+      if (tracked[i].pid == pid && !tracked[i].exited) {
+        tracked[i].exited = true;
+        tracked[i].sent = false;
+        tracked[i].status = status;
+        deliver_exit(&tracked[i]);
         break;
       }
     }
@@ -272,8 +336,12 @@ static void do_exec(size_t len, int *fds, size_t nfds) {
     reply_started(m->id, 0, spawn_failure.stage, spawn_failure.error);
     return;
   }
-  tracked[slot] = (struct tracked){.pid = pid, .id = m->id, .conn = cur, .gen = conns[cur].gen,
-                                   .flags = m->flags};
+  tracked[slot] = (struct tracked){
+      .pid = pid,
+      .id = m->id,
+      .conn = cur,
+      .gen = conns[cur].gen,
+      .flags = m->flags & (CTL_EXEC_KILL_ON_HANGUP | CTL_EXEC_ACK_EXIT)};
   reply_started(m->id, pid, CTL_STAGE_NONE, 0);
 }
 
@@ -284,13 +352,35 @@ static void do_signal(size_t len) {
   kill(s->group ? -s->pid : s->pid, s->sig);
 }
 
+/* A new watch connection gets every exit still held: those never
+ * delivered and those delivered but not acknowledged (the host that got
+ * them may have died before recording them). */
 static void do_watch(void) {
   watch = cur;
-  size_t sent = 0;
-  while (sent < npending && conn_send(watch, &pending[sent], sizeof pending[sent], NULL, 0))
-    sent++;
-  memmove(pending, pending + sent, (npending - sent) * sizeof pending[0]);
-  npending -= sent;
+  for (size_t i = 0; i < MAX_TRACKED; i++)
+    if (tracked[i].pid > 0 && tracked[i].exited)
+      tracked[i].sent = false;
+  flush_watch();
+}
+
+static void do_exit_ack(size_t len) {
+  const struct ctl_exit_ack *a = (const void *)msgbuf;
+  if (len != sizeof *a || a->pid <= 0)
+    return;
+  for (size_t i = 0; i < MAX_TRACKED; i++) {
+    struct tracked *t = &tracked[i];
+    if (t->pid == a->pid && t->id == a->id && t->exited &&
+        (t->flags & CTL_EXEC_ACK_EXIT)) {
+      *t = (struct tracked){0};
+      return;
+    }
+  }
+}
+
+static void do_hello(void) {
+  struct ctl_hello m = {.h = {.type = CTL_HELLO, .len = sizeof m},
+                        .version = CTL_VERSION};
+  conn_send(cur, &m, sizeof m, NULL, 0);
 }
 
 static void do_get_fs(void) {
@@ -314,14 +404,17 @@ static int conn_add(int fd) {
 static void conn_close(int i) {
   /* Programs that belong to this connection end with it. */
   for (size_t k = 0; k < MAX_TRACKED; k++)
-    if (tracked[k].pid > 0 && tracked[k].conn == i && tracked[k].gen == conns[i].gen &&
+    if (tracked[k].pid > 0 && !tracked[k].exited && tracked[k].conn == i &&
+        tracked[k].gen == conns[i].gen &&
         (tracked[k].flags & CTL_EXEC_KILL_ON_HANGUP))
       kill(-tracked[k].pid, SIGKILL);
   close(conns[i].fd);
   conns[i].fd = -1;
   conns[i].gen++;
-  if (watch == i)
+  if (watch == i) {
     watch = -1;
+    watch_backlog = false;
+  }
 }
 
 /* One message from connection i. */
@@ -343,6 +436,13 @@ static void serve(int i) {
     case CTL_SIGNAL: do_signal((size_t)n); break;
     case CTL_WATCH: if ((size_t)n == sizeof *h) do_watch(); break;
     case CTL_GET_FS: if ((size_t)n == sizeof *h) do_get_fs(); break;
+    case CTL_EXIT_ACK:
+      do_exit_ack((size_t)n);
+      break;
+    case CTL_HELLO:
+      if ((size_t)n == sizeof *h)
+        do_hello();
+      break;
     default: break; /* unknown requests are ignored */
     }
   }
@@ -395,7 +495,8 @@ _Noreturn void init_main(const struct init_config *cfg) {
     for (int i = 0; i < MAX_CONNS; i++)
       if (conns[i].fd >= 0) {
         slot_of[np] = i;
-        p[np++] = (struct pollfd){.fd = conns[i].fd, .events = POLLIN};
+        short ev = POLLIN | (i == watch && watch_backlog ? POLLOUT : 0);
+        p[np++] = (struct pollfd){.fd = conns[i].fd, .events = ev};
       }
     if (poll(p, np, -1) < 0) {
       if (errno == EINTR)
@@ -413,8 +514,12 @@ _Noreturn void init_main(const struct init_config *cfg) {
       if (c >= 0 && conn_add(c) < 0)
         close(c); /* too many connections: refuse this one */
     }
-    for (nfds_t k = (nfds_t)(ilisten >= 0 ? 2 : 1); k < np; k++)
+    for (nfds_t k = (nfds_t)(ilisten >= 0 ? 2 : 1); k < np; k++) {
       if (p[k].revents & (POLLIN | POLLHUP | POLLERR))
         serve(slot_of[k]);
+      if ((p[k].revents & POLLOUT) && slot_of[k] == watch &&
+          conns[watch].fd == p[k].fd)
+        flush_watch();
+    }
   }
 }

@@ -73,8 +73,14 @@ int jail_recv(struct jail *j, union jail_event *ev, struct husk_err *err);
  * restart, or one connection per concurrent exec).  Returns the fd. */
 int jail_connect(const char *ctl_path, struct husk_err *err);
 
-/* Over connection `fd`: ask init for the box filesystem's root fd. */
-int jail_get_fs(int fd, struct husk_err *err);
+/* Over connection `fd`: ask init for the box filesystem's root fd.  With
+ * `version`, ask for init's protocol version too (CTL_VERSION; 0 for an
+ * init from before versions). */
+int jail_get_fs(int fd, uint32_t *version, struct husk_err *err);
+
+/* Over connection `fd`: the exit of (exec id, pid) is recorded (an init of
+ * CTL_VERSION 1 or later). */
+int jail_ack_exit(int fd, uint64_t id, pid_t pid, struct husk_err *err);
 
 /* Over connection `fd`: become the sink for exits of orphaned processes. */
 int jail_watch(int fd, struct husk_err *err);

@@ -56,6 +56,10 @@
 
 /* The control protocol between husk and a box's init. */
 #define HUSK_CTL_MSG_MAX (256 * KiB) /* argv + env + cwd of one exec */
+/* Processes init tracks at once: running ones it started, and ended ones
+ * whose exit the daemon has not acknowledged yet (a full table refuses new
+ * execs with EAGAIN). */
+#define HUSK_INIT_TRACKED 1024
 
 /* Size of the read-only staging root (holds /etc and mount points only). */
 #define HUSK_STAGING_ROOT_SIZE "4m"

@@ -109,3 +109,15 @@ int privs_set_rlimits(const char **step) {
   }
   return 0;
 }
+
+int privs_no_dumps(const char **step) {
+  *step = "RLIMIT_CORE";
+  struct rlimit none = {0, 0};
+  if (setrlimit(RLIMIT_CORE, &none) < 0)
+    return -errno;
+  *step = "PR_SET_DUMPABLE";
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+    return -errno;
+  *step = NULL;
+  return 0;
+}

@@ -18,4 +18,11 @@ int privs_drop_for_program(const char **step);
 /* Per-process limits every box process inherits. Returns 0 or -errno. */
 int privs_set_rlimits(const char **step);
 
+/* For the host processes that hold keys and decrypted secrets (husk serve,
+ * husk mcp, the box spawner): not dumpable (no ptrace or /proc/PID/mem for
+ * anyone without CAP_SYS_PTRACE) and RLIMIT_CORE 0 (a crash writes no core
+ * file).  Dumpable comes back at execve: call it again after one.  Returns 0
+ * or -errno. */
+int privs_no_dumps(const char **step);
+
 #endif

@@ -594,16 +594,41 @@ int jail_watch(int fd, struct husk_err *err) {
   return rc < 0 ? husk_error(err, -rc, "cannot watch the box") : 0;
 }
 
-int jail_get_fs(int fd, struct husk_err *err) {
-  struct ctl_hdr m = {.type = CTL_GET_FS, .len = sizeof m};
+int jail_ack_exit(int fd, uint64_t id, pid_t pid, struct husk_err *err) {
+  struct ctl_exit_ack m = {
+      .h = {.type = CTL_EXIT_ACK, .len = sizeof m}, .id = id, .pid = pid};
   int rc = ctl_send(fd, &m, sizeof m, NULL, 0);
+  return rc < 0 ? husk_error(err, -rc, "cannot acknowledge an exit to the box")
+                : 0;
+}
+
+int jail_get_fs(int fd, uint32_t *version, struct husk_err *err) {
+  /* An init that predates CTL_HELLO ignores it: the answer to CTL_GET_FS,
+   * which is served after it, then comes first. */
+  struct ctl_hdr hello = {.type = CTL_HELLO, .len = sizeof hello};
+  int rc = version ? ctl_send(fd, &hello, sizeof hello, NULL, 0) : 0;
+  struct ctl_hdr m = {.type = CTL_GET_FS, .len = sizeof m};
+  if (rc == 0)
+    rc = ctl_send(fd, &m, sizeof m, NULL, 0);
   if (rc < 0)
     return husk_error(err, -rc, "cannot ask the box for its filesystem");
-  struct ctl_hdr reply;
+  union {
+    struct ctl_hdr h;
+    struct ctl_hello hello;
+  } reply;
   int got = -1;
   size_t nfds = 1;
   ssize_t n = ctl_recv(fd, &reply, sizeof reply, &got, &nfds);
-  if (n != (ssize_t)sizeof reply || reply.type != CTL_FS || nfds != 1) {
+  if (version) {
+    *version = 0;
+    if (n == (ssize_t)sizeof reply.hello && reply.h.type == CTL_HELLO &&
+        nfds == 0) {
+      *version = reply.hello.version;
+      nfds = 1;
+      n = ctl_recv(fd, &reply, sizeof reply, &got, &nfds);
+    }
+  }
+  if (n != (ssize_t)sizeof reply.h || reply.h.type != CTL_FS || nfds != 1) {
     if (nfds == 1)
       close(got);
     return husk_fail(err, EPROTO, "the box did not hand over its filesystem");

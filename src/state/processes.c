@@ -54,8 +54,10 @@ int state_proc_insert(struct state *st, const struct state_proc *p, struct husk_
       check_json("process command", p->cmd_json, err) < 0 ||
       check_text("process tag", p->tag, sizeof p->tag, true, err) < 0)
     return -1;
-  if (p->pid <= 0 || p->started_ms < 0)
-    return husk_fail(err, EINVAL, "process pid must be > 0 and its start time >= 0");
+  if (p->pid <= 0 || p->started_ms < 0 || p->exec_id < 0)
+    return husk_fail(
+        err, EINVAL,
+        "process pid must be > 0, its start time and exec id >= 0");
   int64_t started = p->started_ms ? p->started_ms : state_now_ms();
 
   cleanup_unlock struct state *locked = db_lock(st);
@@ -69,14 +71,15 @@ int state_proc_insert(struct state *st, const struct state_proc *p, struct husk_
     return husk_fail(err, ESTALE, "box `%s` is %s", p->box_id, box_state);
   cleanup_stmt sqlite3_stmt *s = NULL;
   if (db_prepare(st, &s,
-                 "INSERT INTO processes (box_id, pid, cmd_json, state, started_ms, tag)"
-                 " VALUES (?1, ?2, ?3, '" STATE_PROC_RUNNING "', ?4, ?5)",
+                 "INSERT INTO processes (box_id, pid, cmd_json, state, "
+                 "started_ms, tag, exec_id)"
+                 " VALUES (?1, ?2, ?3, '" STATE_PROC_RUNNING "', ?4, ?5, ?6)",
                  err) < 0)
     return -1;
   int rc;
   if ((rc = db_text(s, 1, p->box_id)) || (rc = db_int(s, 2, p->pid)) ||
       (rc = db_text(s, 3, p->cmd_json)) || (rc = db_int(s, 4, started)) ||
-      (rc = db_text(s, 5, p->tag)))
+      (rc = db_text(s, 5, p->tag)) || (rc = db_int(s, 6, p->exec_id)))
     return db_fail(st, err, rc, "cannot bind process");
   if (db_step_done(st, s, "cannot insert process", err) < 0) {
     if (err && err->code == EEXIST)
@@ -89,24 +92,29 @@ int state_proc_insert(struct state *st, const struct state_proc *p, struct husk_
   return db_commit(&txn, err);
 }
 
-static int proc_finish(struct state *st, const char *box_id, int64_t pid, const char *state,
-                       int64_t exit_code, int64_t signal, int64_t ended_ms,
-                       struct husk_err *err) {
+static int proc_finish(struct state *st, const char *box_id, int64_t pid,
+                       int64_t exec_id, const char *state, int64_t exit_code,
+                       int64_t signal, int64_t ended_ms, struct husk_err *err) {
   if (check_id("box id", box_id, STATE_BOX_ID_SIZE, err) < 0)
     return -1;
   if (pid <= 0 || ended_ms < 0)
     return husk_fail(err, EINVAL, "process pid must be > 0 and its end time >= 0");
   cleanup_unlock struct state *locked = db_lock(st);
   cleanup_stmt sqlite3_stmt *s = NULL;
-  if (db_prepare(st, &s,
-                 "UPDATE processes SET state = ?3, exit_code = ?4, signal = ?5, ended_ms = ?6"
-                 " WHERE box_id = ?1 AND pid = ?2 AND state = '" STATE_PROC_RUNNING "'",
-                 err) < 0)
+  if (db_prepare(
+          st, &s,
+          "UPDATE processes SET state = ?3, exit_code = ?4, signal = ?5, "
+          "ended_ms = ?6"
+          " WHERE box_id = ?1 AND pid = ?2 AND state = '" STATE_PROC_RUNNING "'"
+          " AND (?7 = 0 OR exec_id = 0 OR exec_id = ?7)",
+          err) < 0)
     return -1;
   int rc;
-  if ((rc = db_text(s, 1, box_id)) || (rc = db_int(s, 2, pid)) || (rc = db_text(s, 3, state)) ||
-      (rc = db_int(s, 4, exit_code)) || (rc = db_int(s, 5, signal)) ||
-      (rc = db_int(s, 6, ended_ms ? ended_ms : state_now_ms())))
+  if ((rc = db_text(s, 1, box_id)) || (rc = db_int(s, 2, pid)) ||
+      (rc = db_text(s, 3, state)) || (rc = db_int(s, 4, exit_code)) ||
+      (rc = db_int(s, 5, signal)) ||
+      (rc = db_int(s, 6, ended_ms ? ended_ms : state_now_ms())) ||
+      (rc = db_int(s, 7, exec_id)))
     return db_fail(st, err, rc, "cannot bind process");
   int n = db_step_done(st, s, "cannot record process end", err);
   if (n < 0)
@@ -118,17 +126,26 @@ static int proc_finish(struct state *st, const char *box_id, int64_t pid, const 
 
 int state_proc_set_exit(struct state *st, const char *box_id, int64_t pid, int64_t exit_code,
                         int64_t signal, int64_t ended_ms, struct husk_err *err) {
+  return state_proc_set_exit_of(st, box_id, pid, 0, exit_code, signal, ended_ms,
+                                err);
+}
+
+int state_proc_set_exit_of(struct state *st, const char *box_id, int64_t pid,
+                           int64_t exec_id, int64_t exit_code, int64_t signal,
+                           int64_t ended_ms, struct husk_err *err) {
+  if (exec_id < 0)
+    return husk_fail(err, EINVAL, "exec id must be >= 0");
   if (signal < 0 || signal > PROC_SIGNAL_MAX)
     return husk_fail(err, EINVAL, "signal must be between 0 and %d", PROC_SIGNAL_MAX);
   if (signal == 0 && (exit_code < 0 || exit_code > 255))
     return husk_fail(err, EINVAL, "exit code must be between 0 and 255");
-  return proc_finish(st, box_id, pid, STATE_PROC_EXITED, signal ? -1 : exit_code, signal,
-                     ended_ms, err);
+  return proc_finish(st, box_id, pid, exec_id, STATE_PROC_EXITED,
+                     signal ? -1 : exit_code, signal, ended_ms, err);
 }
 
 int state_proc_set_lost(struct state *st, const char *box_id, int64_t pid, int64_t ended_ms,
                         struct husk_err *err) {
-  return proc_finish(st, box_id, pid, STATE_PROC_LOST, -1, 0, ended_ms, err);
+  return proc_finish(st, box_id, pid, 0, STATE_PROC_LOST, -1, 0, ended_ms, err);
 }
 
 int state_proc_get(struct state *st, const char *tenant_id, const char *box_id, int64_t pid,

@@ -259,8 +259,16 @@ static const char schema_tenant_lifecycle[] =
     "ALTER TABLE s3_keys ADD COLUMN api_key_id TEXT NOT NULL DEFAULT '';"
     "CREATE INDEX s3_keys_api_key ON s3_keys(api_key_id) WHERE api_key_id != '';";
 
-static const char *const migrations[] = {schema_v1, schema_jobs, schema_egress, schema_storage,
-                                         schema_audit_retention, schema_tenant_lifecycle};
+/* The exec id the daemon gave a background process: init reports it with
+ * the exit, and an exit init re-sends after a daemon crash must not end a
+ * newer process that got the same pid.  0: a row from before (matched by
+ * pid alone). */
+static const char schema_proc_exec_id[] =
+    "ALTER TABLE processes ADD COLUMN exec_id INTEGER NOT NULL DEFAULT 0;";
+
+static const char *const migrations[] = {
+    schema_v1,           schema_jobs,  schema_egress, schema_storage, schema_audit_retention,
+    schema_tenant_lifecycle, schema_proc_exec_id};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 int state_schema_latest(void) { return SCHEMA_VERSION; }

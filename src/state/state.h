@@ -317,6 +317,8 @@ struct state_proc {
   int64_t started_ms; /* 0 on insert means now */
   int64_t ended_ms;
   char tag[64];      /* caller's label, may be "" */
+  int64_t
+      exec_id; /* the daemon's id of the exec that started it, >= 0; 0: none */
 };
 
 /* Insert a running process.  ENOENT if the box does not exist, ESTALE if it
@@ -327,6 +329,12 @@ int state_proc_insert(struct state *st, const struct state_proc *p, struct husk_
  * no process of the box is running with that pid.  `ended_ms` 0: now. */
 int state_proc_set_exit(struct state *st, const char *box_id, int64_t pid, int64_t exit_code,
                         int64_t signal, int64_t ended_ms, struct husk_err *err);
+/* The same for the process started by exec `exec_id` (a row inserted
+ * without one matches any): a repeated or stale exit of an earlier process
+ * with that pid is ENOENT and changes nothing. */
+int state_proc_set_exit_of(struct state *st, const char *box_id, int64_t pid,
+                           int64_t exec_id, int64_t exit_code, int64_t signal,
+                           int64_t ended_ms, struct husk_err *err);
 /* Mark the running process `pid` as lost (its status is gone). */
 int state_proc_set_lost(struct state *st, const char *box_id, int64_t pid, int64_t ended_ms,
                         struct husk_err *err);

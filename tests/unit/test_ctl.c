@@ -1,10 +1,13 @@
 /* Unit tests for src/jail/ctl.{h,c}: the host <-> init control protocol.
  * Packing and unpacking exec requests, every malformation the unpacker
- * must reject, fd passing over a real SOCK_SEQPACKET pair, and a
- * deterministic fuzz of the unpacker (ASan catches any overread). */
+ * must reject, fd passing over a real SOCK_SEQPACKET pair, a
+ * deterministic fuzz of the unpacker (ASan catches any overread), and a
+ * real init (init_main in a child process) keeping exits until they are
+ * acknowledged. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdalign.h>
 #include <stdbool.h>
@@ -15,9 +18,12 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "jail/ctl.h"
+#include "jail/init.h"
 #include "unit.h"
 
 #define CAP 16 /* argv/env capacity for unpack, NULL slot included */
@@ -732,6 +738,290 @@ TEST(end_to_end_exec_request) {
   close(sv[1]);
 }
 
+/* ---- a real init: exits kept until acknowledged ----------------------------
+ */
+
+/* init_main in a child process: no box around it, but the same protocol.
+ * Its programs drop to the box uid, which needs root. */
+struct test_init {
+  pid_t pid;
+  int ctl; /* the connection it was started with */
+  char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+};
+
+#define INIT_WAIT_MS 20000 /* a liveness bound: init answers long before */
+
+static ssize_t recv_wait(int fd, void *buf, size_t size) {
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  int r;
+  do
+    r = poll(&p, 1, INIT_WAIT_MS);
+  while (r < 0 && errno == EINTR);
+  if (r <= 0)
+    return -ETIMEDOUT;
+  return ctl_recv(fd, buf, size, NULL, NULL);
+}
+
+static bool init_start(struct test_init *ti, int sndbuf) {
+  static unsigned n;
+  int sv[2];
+  seqpair(sv);
+  if (sndbuf > 0 &&
+      setsockopt(sv[1], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf) < 0)
+    return false;
+  snprintf(ti->path, sizeof ti->path, "/tmp/husk-test-ctl-%d-%u.sock",
+           (int)getpid(), n++);
+  unlink(ti->path);
+  int l = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  memcpy(a.sun_path, ti->path, strlen(ti->path) + 1);
+  if (l < 0 || bind(l, (struct sockaddr *)&a, sizeof a) < 0 ||
+      listen(l, 16) < 0)
+    return false;
+  ti->pid = fork();
+  if (ti->pid < 0)
+    return false;
+  if (ti->pid == 0) {
+    close(sv[0]);
+    struct init_config cfg = {
+        .ctl = sv[1], .listen = l, .fs = -1, .landlock_abi = 0};
+    init_main(&cfg);
+  }
+  close(sv[1]);
+  close(l);
+  ti->ctl = sv[0];
+  struct ctl_hdr h;
+  return recv_wait(ti->ctl, &h, sizeof h) == (ssize_t)sizeof h &&
+         h.type == CTL_READY;
+}
+
+static void init_stop(struct test_init *ti) {
+  if (ti->pid > 0) {
+    kill(ti->pid, SIGKILL);
+    waitpid(ti->pid, NULL, 0);
+  }
+  close(ti->ctl);
+  unlink(ti->path);
+}
+
+static int init_connect(const struct test_init *ti) {
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  memcpy(a.sun_path, ti->path, strlen(ti->path) + 1);
+  if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) < 0)
+    abort();
+  return fd;
+}
+
+/* Start `sh -c script` with stdin from `in` (or /dev/null); its pid, or 0. */
+static pid_t init_exec(int fd, uint64_t id, const char *script, int in,
+                       uint32_t flags) {
+  static msgbuf mb;
+  char *argv[] = {"/bin/sh", "-c", (char *)script, NULL};
+  char *env[] = {"PATH=/usr/bin:/bin", NULL};
+  ssize_t n = ctl_pack_exec(&mb, sizeof mb, id, "/", argv, env, in >= 0);
+  if (n < 0)
+    return 0;
+  mb.m.flags = flags;
+  int fds[3] = {in, 2, 2};
+  if (ctl_send(fd, &mb, (size_t)n, fds, in >= 0 ? 3 : 0) < 0)
+    return 0;
+  struct ctl_started st;
+  if (recv_wait(fd, &st, sizeof st) != (ssize_t)sizeof st ||
+      st.h.type != CTL_STARTED || st.error)
+    return 0;
+  return st.pid;
+}
+
+static bool send_hdr(int fd, uint32_t type) {
+  struct ctl_hdr h = {.type = type, .len = sizeof h};
+  return ctl_send(fd, &h, sizeof h, NULL, 0) == 0;
+}
+
+static bool send_ack(int fd, uint64_t id, pid_t pid) {
+  struct ctl_exit_ack a = {
+      .h = {.type = CTL_EXIT_ACK, .len = sizeof a}, .id = id, .pid = pid};
+  return ctl_send(fd, &a, sizeof a, NULL, 0) == 0;
+}
+
+/* The next message: an exit (*e filled, returns CTL_EXITED), the answer to
+ * CTL_HELLO (CTL_HELLO), or 0 on anything else or nothing. */
+static uint32_t next_msg(int fd, struct ctl_exited *e) {
+  union {
+    struct ctl_exited e;
+    struct ctl_hello h;
+  } u;
+  ssize_t n = recv_wait(fd, &u, sizeof u);
+  if (n == (ssize_t)sizeof u.e && u.e.h.type == CTL_EXITED) {
+    *e = u.e;
+    return CTL_EXITED;
+  }
+  if (n == (ssize_t)sizeof u.h && u.h.h.type == CTL_HELLO &&
+      u.h.version == CTL_VERSION)
+    return CTL_HELLO;
+  return 0;
+}
+
+/* Everything sent on fd before is handled once this returns true. */
+static bool barrier(int fd) {
+  struct ctl_exited e;
+  return send_hdr(fd, CTL_HELLO) && next_msg(fd, &e) == CTL_HELLO;
+}
+
+/* On a new watch connection: the exits init still holds, then the answer
+ * to a CTL_HELLO sent after the watch (init serves a connection in order). */
+static size_t watch_and_collect(int fd, struct ctl_exited *out, size_t cap) {
+  if (!send_hdr(fd, CTL_WATCH) || !send_hdr(fd, CTL_HELLO))
+    return (size_t)-1;
+  size_t n = 0;
+  struct ctl_exited e;
+  for (;;) {
+    uint32_t t = next_msg(fd, &e);
+    if (t == CTL_HELLO)
+      return n;
+    if (t != CTL_EXITED || n == cap)
+      return (size_t)-1;
+    out[n++] = e;
+  }
+}
+
+static const struct ctl_exited *find_exit(const struct ctl_exited *v, size_t n,
+                                          uint64_t id) {
+  for (size_t i = 0; i < n; i++)
+    if (v[i].id == id)
+      return &v[i];
+  return NULL;
+}
+
+TEST(init_keeps_exits_until_acked) {
+  if (geteuid() != 0) {
+    printf("#   skipped: needs root (programs drop to the box uid)\n");
+    return;
+  }
+  struct test_init ti;
+  CHECK(init_start(&ti, 0));
+  CHECK(send_hdr(ti.ctl, CTL_HELLO) &&
+        next_msg(ti.ctl, &(struct ctl_exited){0}) == CTL_HELLO);
+
+  /* 1 ends while its connection is there: it hears the exit first. */
+  int c1 = init_connect(&ti);
+  pid_t p1 = init_exec(c1, 1, "exit 7", -1, CTL_EXEC_ACK_EXIT);
+  CHECK(p1 > 0);
+  struct ctl_exited e;
+  CHECK(next_msg(c1, &e) == CTL_EXITED && e.id == 1 && e.pid == p1 &&
+        WEXITSTATUS(e.status) == 7);
+  close(c1); /* as if the daemon died before recording it */
+
+  /* 2 (acknowledged) and 3 (not) end with nobody connected. */
+  int c2 = init_connect(&ti);
+  int in[2];
+  CHECK(pipe2(in, O_CLOEXEC) == 0);
+  pid_t p2 = init_exec(c2, 2, "read x; exit 9", in[0], CTL_EXEC_ACK_EXIT);
+  pid_t p3 = init_exec(c2, 3, "read x; exit 5", in[0], 0);
+  CHECK(p2 > 0 && p3 > 0);
+  close(in[0]);
+  close(c2);
+  close(in[1]);
+
+  /* A watch gets all three (the third may still be ending: wait for it). */
+  struct ctl_exited got[8];
+  int w1 = init_connect(&ti);
+  CHECK(send_hdr(w1, CTL_WATCH));
+  size_t n = 0;
+  while (n < 3 && next_msg(w1, &got[n]) == CTL_EXITED)
+    n++;
+  CHECK(n == 3);
+  const struct ctl_exited *x1 = find_exit(got, n, 1),
+                          *x2 = find_exit(got, n, 2),
+                          *x3 = find_exit(got, n, 3);
+  CHECK(x1 && x1->pid == p1 && WEXITSTATUS(x1->status) == 7);
+  CHECK(x2 && x2->pid == p2 && WEXITSTATUS(x2->status) == 9);
+  CHECK(x3 && x3->pid == p3 && WEXITSTATUS(x3->status) == 5);
+  CHECK(send_ack(w1, 1, p1));
+  CHECK(send_ack(w1, 2, p1));  /* names no exit: ignored */
+  CHECK(send_ack(w1, 77, p2)); /* wrong id: ignored */
+  CHECK(barrier(
+      w1)); /* init serves connections in turn: let it take the acks first */
+  close(w1);
+
+  /* The next watch: only 2 (1 was acknowledged, 3 needs none). */
+  int w2 = init_connect(&ti);
+  n = watch_and_collect(w2, got, 8);
+  CHECK(n == 1 && got[0].id == 2 && got[0].pid == p2 &&
+        WEXITSTATUS(got[0].status) == 9);
+  close(w2);
+  /* Again: unacknowledged exits are re-sent to every new watch. */
+  int w3 = init_connect(&ti);
+  n = watch_and_collect(w3, got, 8);
+  CHECK(n == 1 && got[0].id == 2);
+  CHECK(send_ack(w3, 2, p2));
+  CHECK(barrier(w3));
+  int w4 = init_connect(&ti);
+  n = watch_and_collect(w4, got, 8);
+  CHECK(n == 0);
+  close(w3);
+  close(w4);
+  init_stop(&ti);
+}
+
+/* Many exits to a watch connection nobody reads: init keeps serving the
+ * others, and hands every exit over once the reader is back. */
+TEST(init_never_blocks_on_the_watch) {
+  if (geteuid() != 0) {
+    printf("#   skipped: needs root (programs drop to the box uid)\n");
+    return;
+  }
+  enum { N = 64 };
+  struct test_init ti;
+  CHECK(init_start(&ti,
+                   1)); /* the smallest send buffer: a few messages fill it */
+  CHECK(send_hdr(ti.ctl, CTL_WATCH));
+  int c = init_connect(&ti);
+  int in[2];
+  CHECK(pipe2(in, O_CLOEXEC) == 0);
+  pid_t pids[N + 1] = {0};
+  for (uint64_t id = 1; id <= N; id++)
+    if ((pids[id] = init_exec(c, id, "read x; exit 3", in[0],
+                              CTL_EXEC_ACK_EXIT)) <= 0) {
+      CHECK(!"init starts the program");
+      break;
+    }
+  close(in[0]);
+  close(c); /* their exits go to the watch */
+  close(in[1]);
+  /* Every exit has happened once every pid is gone from init's children:
+   * init reaps them, so /proc shows no such process under it. */
+  for (uint64_t id = 1; id <= N; id++) {
+    for (int k = 0; k < INIT_WAIT_MS / 10 && kill(pids[id], 0) == 0; k++)
+      usleep(10000);
+  }
+  int other = init_connect(&ti);
+  CHECK(send_hdr(other, CTL_HELLO) &&
+        next_msg(other, &(struct ctl_exited){0}) == CTL_HELLO);
+  close(other);
+  bool seen[N + 1] = {false};
+  size_t n = 0, bad = 0;
+  struct ctl_exited e;
+  while (n < N && next_msg(ti.ctl, &e) == CTL_EXITED) {
+    if (e.id < 1 || e.id > N || seen[e.id] || e.pid != pids[e.id] ||
+        WEXITSTATUS(e.status) != 3)
+      bad++;
+    else
+      seen[e.id] = true;
+    n++;
+    CHECK(send_ack(ti.ctl, e.id, e.pid));
+  }
+  CHECK(n == N);
+  CHECK(bad == 0);
+  CHECK(barrier(ti.ctl));
+  /* All acknowledged: a new watch gets nothing. */
+  int w = init_connect(&ti);
+  struct ctl_exited got[4];
+  CHECK(watch_and_collect(w, got, 4) == 0);
+  close(w);
+  init_stop(&ti);
+}
+
 TEST(stage_names) {
   CHECK_STR(ctl_stage_name(CTL_STAGE_FORK), "fork");
   CHECK_STR(ctl_stage_name(CTL_STAGE_CWD), "working directory");
@@ -766,5 +1056,7 @@ int main(void) {
   RUN(recv_empty_packet_with_fds);
   RUN(end_to_end_exec_request);
   RUN(stage_names);
+  RUN(init_keeps_exits_until_acked);
+  RUN(init_never_blocks_on_the_watch);
   return unit_done();
 }

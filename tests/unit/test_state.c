@@ -1140,12 +1140,30 @@ TEST(processes) {
   CHECK_OK(state_proc_list(st, t.id, "b_p", 0, 1, collect_pids, out, &err));
   CHECK_STR(out, "10:running,");
 
+  /* An exit init re-sends after a daemon crash names the exec that started
+   * the process: it does not end a newer process with the same pid. */
+  p.pid = 14;
+  p.exec_id = 501;
+  CHECK_OK(state_proc_insert(st, &p, &err));
+  CHECK_ERR(state_proc_set_exit_of(st, "b_p", 14, 500, 1, 0, 0, &err), ENOENT);
+  CHECK_OK(state_proc_get(st, NULL, "b_p", 14, &g, &err));
+  CHECK_STR(g.state, STATE_PROC_RUNNING);
+  state_proc_free(&g);
+  CHECK_OK(state_proc_set_exit_of(st, "b_p", 14, 501, 4, 0, 0, &err));
+  CHECK_ERR(state_proc_set_exit_of(st, "b_p", 14, 501, 4, 0, 0, &err),
+            ENOENT); /* again */
+  CHECK_OK(state_proc_get(st, NULL, "b_p", 14, &g, &err));
+  CHECK(!strcmp(g.state, STATE_PROC_EXITED) && g.exit_code == 4);
+  state_proc_free(&g);
+  CHECK_ERR(state_proc_set_exit_of(st, "b_p", 12, -1, 4, 0, 0, &err), EINVAL);
+  p.exec_id = 0;
+
   CHECK_OK(state_proc_set_lost(st, "b_p", 12, 0, &err));
   /* Ending the box ends what still runs in it, in the same transaction. */
   CHECK_OK(state_box_set_state(st, "b_p", NULL, STATE_BOX_STOPPED, NULL, 0, &err));
   out[0] = '\0';
   CHECK_OK(state_proc_list(st, t.id, "b_p", 0, 0, collect_pids, out, &err));
-  CHECK_STR(out, "10:lost,12:lost,11:exited,10:exited,");
+  CHECK_STR(out, "14:exited,10:lost,12:lost,11:exited,10:exited,");
   p.pid = 13;
   CHECK_ERR(state_proc_insert(st, &p, &err), ESTALE);
 
