@@ -93,6 +93,11 @@ static json_t *link_json(const struct store_link *l) {
                         json_time(l->created_ms), "expires_at", json_time(l->expires_ms));
   if (o && l->revoked_ms)
     json_object_set_new(o, "revoked_at", json_time(l->revoked_ms));
+  /* Refused fetches are counted, not logged (storage.md). */
+  if (o)
+    json_object_set_new(o, "denied_fetches", json_integer(l->denied));
+  if (o && l->denied_last_ms)
+    json_object_set_new(o, "last_denied_at", json_time(l->denied_last_ms));
   return o;
 }
 

@@ -138,6 +138,7 @@ enum MHD_Result s3_queue(struct s3_req *r, unsigned status, struct MHD_Response 
   s3_add_common(r, resp);
   r->responded = true;
   r->status = (int)status;
+  s3_record(r);
   if (!r->body_done && has_body(r) && !(r->in_first_call && expects_100(r))) {
     if (r->pending)
       MHD_destroy_response(r->pending);

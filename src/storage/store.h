@@ -75,6 +75,7 @@ enum {
 #define STORE_SECRET_SIZE 48
 #define STORE_LINK_DEFAULT_S 3600
 #define STORE_LINK_MAX_S 604800
+#define STORE_LINK_LOG_MAX 10000 /* access records kept per link (the newest) */
 
 struct store_config {
   const char *data_dir;   /* DATA: files go to DATA/storage */
@@ -310,6 +311,8 @@ struct store_link {
   char filename[256];
   int64_t created_ms, expires_ms;
   int64_t revoked_ms; /* 0: live */
+  int64_t denied;     /* fetches refused (bad signature, expired, revoked) */
+  int64_t denied_last_ms;
 };
 void store_link_free(struct store_link *l);
 
@@ -331,10 +334,16 @@ int store_link_revoke(struct store *s, const char *tenant_id, const char *id, st
 /* Whether `id` names a link of the tenant (only then is a fetch recorded),
  * and whether it is still usable (not revoked). */
 bool store_link_owned(struct store *s, const char *id, const char *tenant_id, bool *live);
-/* Record one fetch of a link: time now, remote address, user agent (both
- * sanitised and cut), the reply's status. */
+/* Record one valid fetch of a link: time now, remote address, user agent
+ * (both sanitised and cut), the reply's status.  Only the newest
+ * STORE_LINK_LOG_MAX records of a link are kept. */
 int store_link_record(struct store *s, const char *id, const char *remote, const char *user_agent,
                       int status, struct husk_err *err);
+/* Count one refused fetch: on link `id` if it names a link, else (or id
+ * NULL) on the global counter.  Nothing about the request is stored. */
+int store_link_denied(struct store *s, const char *id, struct husk_err *err);
+/* The global counter of refused fetches no link could be named for. */
+int store_link_denied_total(struct store *s, int64_t *count, struct husk_err *err);
 struct store_link_access {
   int64_t seq, ts_ms;
   char remote[64];
