@@ -211,7 +211,8 @@ enum MHD_Result s3_store_error(struct s3_req *r, const struct husk_err *err) {
   case EBADMSG: return s3_error(r, 400, "IncompleteBody", m);
   case EACCES: return s3_error(r, 403, "SignatureDoesNotMatch", m);
   case ENOSPC:
-  case EDQUOT: return s3_error(r, 507, "InsufficientStorage", "the store is out of space");
+  case EDQUOT: return s3_error(r, 507, "InsufficientStorage", m);
+  case STORE_ESPARSE: return s3_error(r, 400, "EntityTooLarge", m);
   case EBUSY:
   case EAGAIN: return s3_error(r, 503, "SlowDown", "please retry");
   default:

@@ -405,6 +405,10 @@ static enum MHD_Result body_begin(struct s3_req *r) {
         store_quota_check(r->srv->cfg.store, r->tenant, r->bucket,
                           r->part_num ? NULL : r->key, (uint64_t)r->exp.length, &r->err) < 0)
       return s3_store_error(r, &r->err);
+    /* And when it would eat into the data disk's reserve. */
+    if (store_space_check(r->srv->cfg.store, r->exp.length > 0 ? (uint64_t)r->exp.length : 0,
+                          &r->err) < 0)
+      return s3_store_error(r, &r->err);
     if (store_writer_open(r->srv->cfg.store, r->trailer_ck != CK_NONE ? r->trailer_ck : ck,
                           r->sha256_check, STORE_PUT_MAX, &r->w, &r->err) < 0)
       return s3_store_error(r, &r->err);

@@ -148,6 +148,8 @@ int store_link_create(struct store *s, const char *tenant_id, const char *bucket
     expires_s = STORE_LINK_DEFAULT_S;
   if (expires_s < 1 || expires_s > STORE_LINK_MAX_S)
     return husk_fail(err, EINVAL, "the expiry must be 1..%d seconds (7 days)", STORE_LINK_MAX_S);
+  if (store_space_check(s, 0, err) < 0)
+    return -1;
   if (s->remote)
     return remote_link(s, tenant_id, bucket, key, expires_s, filename, out, err);
   struct store_object o;

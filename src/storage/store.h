@@ -57,6 +57,7 @@ enum {
   STORE_ENOACCESSKEY,     /* InvalidAccessKeyId */
   STORE_EBADCHECKSUM,     /* InvalidRequest: unsupported checksum algorithm */
   STORE_EQUOTA,           /* QuotaExceeded (403): the tenant's storage quota */
+  STORE_ESPARSE,          /* a box file (or tree) larger than the box's disk holds */
 };
 
 /* Limits (S3's, so real clients fit). */
@@ -84,9 +85,21 @@ struct store_config {
   uint64_t quota_bytes;   /* per tenant: objects + uploaded parts; 0: no limit */
   const char *public_url; /* base of links, e.g. "http://127.0.0.1:7071"; NULL: none yet
                            * (links on the embedded store are refused, EOPNOTSUPP) */
+  /* Free space kept on DATA's filesystem, which no object write may use
+   * (the database lives there too): "SIZE" (bytes, k/M/G suffixes) or
+   * "N%" of the filesystem; NULL: STORE_RESERVE_DEFAULT, at most
+   * STORE_RESERVE_DEFAULT_PCT of the filesystem. */
+  const char *data_reserve;
   void (*log)(void *ctx, const char *line);
   void *log_ctx;
 };
+
+#define STORE_RESERVE_DEFAULT (1ULL << 30)
+#define STORE_RESERVE_DEFAULT_PCT 5
+/* A box file may have this much more apparent size than allocated bytes
+ * (the filesystem's rounding) before it counts as sparse and is refused:
+ * its holes would be written out in full. */
+#define STORE_SPARSE_SLACK (64ULL * 1024)
 
 /* Open (creating DATA/storage and its master key if missing) and clean up
  * what a crash left: temporary files, files no row names, and uploads
@@ -106,6 +119,19 @@ int store_usage(struct store *s, const char *tenant_id, uint64_t *bytes, struct 
  * The object now at bucket/key (if both given) counts as freed. */
 int store_quota_check(struct store *s, const char *tenant_id, const char *bucket, const char *key,
                       uint64_t add, struct husk_err *err);
+/* The bytes the tenant may still store (UINT64_MAX without a quota),
+ * counting the object now at bucket/key (if both given) as freed. */
+int store_quota_room(struct store *s, const char *tenant_id, const char *bucket, const char *key,
+                     uint64_t *room, struct husk_err *err);
+/* ENOSPC (a clear message) if writing `add` more bytes would eat into the
+ * data disk's reserve.  Every object write checks it before it starts and
+ * as it goes (store_writer_*), as do links. */
+int store_space_check(struct store *s, uint64_t add, struct husk_err *err);
+/* For a box file about to be copied into the store: STORE_ESPARSE if its
+ * apparent size passes its allocated blocks (plus STORE_SPARSE_SLACK);
+ * else *bound is what the copy may read (allocated + slack), so a file
+ * the box extends meanwhile cannot push more. */
+int store_fd_bound(int fd, uint64_t *size, uint64_t *bound, struct husk_err *err);
 
 /* ---- the external store ---- */
 
@@ -217,7 +243,9 @@ void store_writer_abort(struct store_writer *w);
 int store_put_buffer(struct store *s, const char *tenant_id, const char *bucket, const char *key,
                      const void *buf, size_t n, const char *content_type,
                      struct store_object *out, struct husk_err *err);
-/* Store everything readable from `fd` (a box file opened by the caller). */
+/* Store everything readable from `fd` (a box file opened by the caller):
+ * refused if sparse (store_fd_bound), and checked against the quota and
+ * the data disk's reserve before a byte is written. */
 int store_put_fd(struct store *s, const char *tenant_id, const char *bucket, const char *key, int fd,
                  const char *content_type, struct store_object *out, struct husk_err *err);
 
