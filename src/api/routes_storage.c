@@ -22,7 +22,7 @@ static enum MHD_Result store_err(struct req *r, const struct husk_err *err) {
   case STORE_ENOACCESSKEY: return api_reply_error(r, 404, "not_found", "no such S3 key");
   case EOPNOTSUPP: return api_reply_error(r, 503, "unavailable", "%s", err->msg);
   case STORE_EQUOTA: return api_reply_error(r, 403, "quota_exceeded", "%s", err->msg);
-  case STORE_ESPARSE: return api_reply_error(r, 413, "too_large", "%s", err->msg);
+  case STORE_ESPARSE: return api_reply_error(r, 413, "payload_too_large", "%s", err->msg);
   case ENOSPC: return api_reply_error(r, 507, "insufficient_storage", "%s", err->msg);
   case STORE_EOWNED: return api_reply_error(r, 409, "conflict", "%s", err->msg);
   case STORE_EBADNAME:
