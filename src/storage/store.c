@@ -91,6 +91,15 @@ bool store_bucket_name_ok(const char *n) {
 }
 
 void store_unlink(struct store *s, int dirfd, const char *name) {
+  /* The commit that stopped naming the file must be on disk first (an
+   * API request defers its syncs): a power loss could bring the row back
+   * without its file.  If it cannot be, the file stays, for the next
+   * start's sweep. */
+  struct husk_err err;
+  if (state_durable_now(s->st, &err) < 0) {
+    store_log(s, "kept `%s`: %s", name, err.msg);
+    return;
+  }
   if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
     store_log(s, "cannot remove unused file `%s`: %s", name, strerror(errno));
 }
