@@ -22,6 +22,8 @@ static enum MHD_Result store_err(struct req *r, const struct husk_err *err) {
   case STORE_ENOACCESSKEY: return api_reply_error(r, 404, "not_found", "no such S3 key");
   case EOPNOTSUPP: return api_reply_error(r, 503, "unavailable", "%s", err->msg);
   case STORE_EQUOTA: return api_reply_error(r, 403, "quota_exceeded", "%s", err->msg);
+  case STORE_ESPARSE: return api_reply_error(r, 413, "payload_too_large", "%s", err->msg);
+  case ENOSPC: return api_reply_error(r, 507, "insufficient_storage", "%s", err->msg);
   case STORE_EOWNED: return api_reply_error(r, 409, "conflict", "%s", err->msg);
   case STORE_EBADNAME:
   case STORE_EBADKEY:
@@ -93,6 +95,11 @@ static json_t *link_json(const struct store_link *l) {
                         json_time(l->created_ms), "expires_at", json_time(l->expires_ms));
   if (o && l->revoked_ms)
     json_object_set_new(o, "revoked_at", json_time(l->revoked_ms));
+  /* Refused fetches are counted, not logged (storage.md). */
+  if (o)
+    json_object_set_new(o, "denied_fetches", json_integer(l->denied));
+  if (o && l->denied_last_ms)
+    json_object_set_new(o, "last_denied_at", json_time(l->denied_last_ms));
   return o;
 }
 

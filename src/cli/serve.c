@@ -89,6 +89,8 @@ static void usage(FILE *f) {
           "                          [http://<s3-listen address>]\n"
           "  --s3-region REGION      the region clients sign for [us-east-1]\n"
           "  --storage-quota SIZE    bytes each tenant may store (objects and parts) [no limit]\n"
+          "  --data-reserve SIZE|N%%  free space on the data directory's disk that no object\n"
+          "                          write may use [1G, at most 5%%]\n"
           "  --store-endpoint URL    use an external S3-compatible store for links and box\n"
           "                          transfers (e.g. https://ACCOUNT.r2.cloudflarestorage.com);\n"
           "                          keys from HUSK_STORE_ACCESS_KEY_ID and\n"
@@ -259,7 +261,7 @@ enum { O_LISTEN = 256, O_DATA, O_MAXCONN, O_PERIP, O_IDLE, O_GRACE, O_DTTL, O_MT
        /* issue 7 */
        O_EG_RESOLVER, O_EG_ALLOW, O_EG_CA, O_EG_MAXCONN, O_EG_IDLE, O_AUDIT_RETENTION,
        O_S3_LISTEN, O_PUBLIC_URL, O_S3_REGION, O_STORE_ENDPOINT, O_STORE_BUCKET, O_STORE_REGION,
-       O_STORE_PART, O_STORAGE_QUOTA, O_TENANT_REQS, O_TENANT_EXECS, O_REQ_TIMEOUT };
+       O_STORE_PART, O_STORAGE_QUOTA, O_TENANT_REQS, O_TENANT_EXECS, O_REQ_TIMEOUT, O_DATA_RESERVE };
 
 /* The MCP server reaches the core that serve opened at start. */
 static struct box_mgr *mcp_mgr(void *ctx, struct husk_err *err) {
@@ -308,6 +310,7 @@ int cmd_serve(int argc, char **argv) {
       {"tenant-max-requests", required_argument, NULL, O_TENANT_REQS},
       {"tenant-max-execs", required_argument, NULL, O_TENANT_EXECS},
       {"request-timeout", required_argument, NULL, O_REQ_TIMEOUT},
+      {"data-reserve", required_argument, NULL, O_DATA_RESERVE},
       {0},
   };
   /* issue 7 */
@@ -330,6 +333,7 @@ int cmd_serve(int argc, char **argv) {
   bool s3_listen_given = false;
   const char *store_endpoint = NULL, *store_bucket = NULL, *store_region = "us-east-1";
   uint64_t store_part = 0, storage_quota = 0;
+  const char *data_reserve = NULL;
   struct husk_err err;
   int c;
   optind = 1;
@@ -432,6 +436,7 @@ int cmd_serve(int argc, char **argv) {
     case O_STORE_ENDPOINT: store_endpoint = optarg; break;
     case O_STORE_BUCKET: store_bucket = optarg; break;
     case O_STORE_REGION: store_region = optarg; break;
+    case O_DATA_RESERVE: data_reserve = optarg; break;
     case O_STORAGE_QUOTA:
       if (parse_size(optarg, &storage_quota, &err) < 0) {
         fprintf(stderr, "husk serve: --storage-quota: %s\n", err.msg);
@@ -538,7 +543,7 @@ int cmd_serve(int argc, char **argv) {
   struct s3_server *s3 = NULL;
   char s3_url[256] = "";
   struct store_config stc = {.data_dir = data, .state = st, .region = s3_region,
-                             .quota_bytes = storage_quota,
+                             .quota_bytes = storage_quota, .data_reserve = data_reserve,
                              .public_url = public_url, .log = log_line};
   if (store_open(&store, &stc, &err) < 0) {
     box_mgr_close(mgr, false);

@@ -107,7 +107,11 @@ static int storage_error(struct mcp_call *c, const char *bucket, const char *key
   case STORE_EQUOTA:
     return mcp_tool_error(c, "storage quota exceeded: %s. Nothing was stored.", err->msg);
   case STORE_ETOOLARGE:
+  case STORE_ESPARSE:
     return mcp_tool_error(c, "too large to store: %s. Nothing was stored.", err->msg);
+  case ENOSPC:
+    return mcp_tool_error(c, "the server has no room to store it: %s. Nothing was stored.",
+                          err->msg);
   case EOPNOTSUPP:
     return mcp_tool_error(c, NO_LINKS_MSG);
   default:
@@ -163,9 +167,12 @@ static int publish(void *ctx, const char *tenant, const char *name, const char *
   if (store_remote(s)) {
     cleanup_free char *rk = remote_key(tenant, MCP_BUCKET, key);
     char etag[48];
+    uint64_t fsize = 0, bound = 0;
     if (!rk)
       return husk_error(err, ENOMEM, "publish");
-    if (remote_put_fd(store_remote(s), rk, fd, size, mime_type, etag, err) < 0)
+    if (store_fd_bound(fd, &fsize, &bound, err) < 0)
+      return -1;
+    if (remote_put_fd(store_remote(s), rk, fd, fsize, mime_type, etag, err) < 0)
       return -1;
   } else {
     if (store_bucket_create(s, tenant, MCP_BUCKET, err) < 0 && err->code != STORE_EOWNED)

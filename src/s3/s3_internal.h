@@ -23,6 +23,27 @@
  * the reply. */
 #define S3_DRAIN_MAX (64ULL * 1024 * 1024)
 #define S3_MAX_HEADERS 128
+/* Refused link fetches (bad signature, expired, revoked): each source
+ * address (an IPv6 one by its /64) may have S3_LINK_DENY_BURST counted,
+ * refilled at S3_LINK_DENY_PER_S; all sources together
+ * S3_LINK_DENY_SHARED_BURST at S3_LINK_DENY_SHARED_PER_S.  Past that,
+ * link fetches from the source get 429 and are not counted. */
+#define S3_LINK_DENY_BURST 20
+#define S3_LINK_DENY_PER_S 1.0
+#define S3_LINK_DENY_SHARED_BURST 1000
+#define S3_LINK_DENY_SHARED_PER_S 100.0
+/* Sources the limiter remembers (a fixed table: its memory never grows). */
+#define S3_RATE_SLOTS 4096
+#define S3_RATE_KEY_MAX 48
+
+/* ---- s3_ratelimit.c ---- */
+struct s3_rate;
+int s3_rate_init(struct s3_rate **out);
+void s3_rate_free(struct s3_rate *rl);
+/* Whether the source (or everyone) has no refusal left in its budget. */
+bool s3_rate_exhausted(struct s3_rate *rl, const char *key, int64_t now_ms);
+/* Spend one refusal of the source's budget; false if there was none. */
+bool s3_rate_take(struct s3_rate *rl, const char *key, int64_t now_ms);
 
 struct s3_server {
   struct MHD_Daemon *daemon;
@@ -32,6 +53,7 @@ struct s3_server {
   pthread_cond_t cond;
   unsigned inflight;
   pthread_mutex_t log_lock;
+  struct s3_rate *rate; /* refused link fetches per source */
 };
 
 /* Replies are built in a struct strbuf (util/strbuf.h); these add XML. */
@@ -89,7 +111,9 @@ struct s3_req {
   bool internal_key;
   struct sigv4_auth auth;
   unsigned char signing_key[32];
-  char link_id[STORE_ID_SIZE];
+  char link_id[STORE_ID_SIZE];   /* a valid link fetch: recorded with its reply */
+  char source[S3_RATE_KEY_MAX]; /* the client's address (IPv6: its /64) */
+  bool recorded;                /* audit / access records written */
 
   enum s3_op op;
   enum s3_body body;
@@ -141,6 +165,10 @@ int s3_parse_range(const char *h, uint64_t size, uint64_t *start, uint64_t *len)
 /* A ListObjectsV2 continuation token (lower-case hex of a key without NUL)
  * decoded, malloc'd; NULL if it is not one. */
 char *s3_hex_decode(const char *s);
+/* Before a reply is queued: the audit record of a bucket-level change and
+ * the access record of a link fetch, committed (and so durable: the S3
+ * front syncs every commit) before the client can see the reply. */
+void s3_record(struct s3_req *r);
 
 /* ---- replies (s3_reply.c) ---- */
 /* Queue (or hold, while a body is still coming) a response. */

@@ -138,6 +138,7 @@ enum MHD_Result s3_queue(struct s3_req *r, unsigned status, struct MHD_Response 
   s3_add_common(r, resp);
   r->responded = true;
   r->status = (int)status;
+  s3_record(r);
   if (!r->body_done && has_body(r) && !(r->in_first_call && expects_100(r))) {
     if (r->pending)
       MHD_destroy_response(r->pending);
@@ -210,7 +211,8 @@ enum MHD_Result s3_store_error(struct s3_req *r, const struct husk_err *err) {
   case EBADMSG: return s3_error(r, 400, "IncompleteBody", m);
   case EACCES: return s3_error(r, 403, "SignatureDoesNotMatch", m);
   case ENOSPC:
-  case EDQUOT: return s3_error(r, 507, "InsufficientStorage", "the store is out of space");
+  case EDQUOT: return s3_error(r, 507, "InsufficientStorage", m);
+  case STORE_ESPARSE: return s3_error(r, 400, "EntityTooLarge", m);
   case EBUSY:
   case EAGAIN: return s3_error(r, 503, "SlowDown", "please retry");
   default:

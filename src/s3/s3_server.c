@@ -134,8 +134,30 @@ static enum MHD_Result auth_fail(struct s3_req *r, enum sigv4_result res, const 
   return s3_error(r, 500, "InternalError", "auth");
 }
 
+static enum MHD_Result too_many(struct s3_req *r) {
+  return s3_error(r, 429, "SlowDown", "Too many refused link fetches from this address: retry later");
+}
+
+/* A link fetch about to be refused: false when the source's budget of
+ * refusals is spent (reply 429 instead, nothing written); else it is
+ * counted, on link `id` when known. */
+static bool refusal_counted(struct s3_req *r, const char *id) {
+  if (!s3_rate_take(r->srv->rate, r->source, mono_ms()))
+    return false;
+  struct husk_err err;
+  if (store_link_denied(r->srv->cfg.store, id, &err) < 0)
+    s3_log(r->srv, "cannot count a refused link fetch: %s", err.msg);
+  return true;
+}
+
 static enum MHD_Result authenticate(struct s3_req *r, bool *ok) {
   *ok = false;
+  /* A request naming a link is a link fetch: anyone holding (or
+   * guessing) a URL may send one, so its refusals are budgeted. */
+  cleanup_free char *lid = s3_query(r, "x-husk-link");
+  bool link_fetch = lid != NULL;
+  if (link_fetch && s3_rate_exhausted(r->srv->rate, r->source, mono_ms()))
+    return too_many(r);
   struct hdrs h = {0};
   MHD_get_connection_values(r->conn, MHD_HEADER_KIND, collect, &h);
   if (h.too_many)
@@ -143,40 +165,53 @@ static enum MHD_Result authenticate(struct s3_req *r, bool *ok) {
   struct sigv4_request rq = {r->method, r->path_raw, r->query_raw, h.h, h.n};
   char why[256];
   enum sigv4_result res = sigv4_parse(&rq, &r->auth, why, sizeof why);
-  if (res != SIGV4_OK)
-    return auth_fail(r, res, why);
+  if (res == SIGV4_OK && strcmp(r->auth.service, "s3") != 0) {
+    res = SIGV4_MALFORMED;
+    snprintf(why, sizeof why, "the credential's service must be s3");
+  }
   struct store *st = r->srv->cfg.store;
-  if (strcmp(r->auth.service, "s3") != 0)
-    return auth_fail(r, SIGV4_MALFORMED, "the credential's service must be s3");
   const char *region = store_region(st);
-  if (strcmp(r->auth.region, region) && strcmp(r->auth.region, "us-east-1") &&
+  if (res == SIGV4_OK && strcmp(r->auth.region, region) && strcmp(r->auth.region, "us-east-1") &&
       strcmp(r->auth.region, "auto")) {
-    char msg[160];
-    snprintf(msg, sizeof msg, "The authorization header is malformed; the region is wrong; expecting '%s'",
-             region);
-    return auth_fail(r, SIGV4_MALFORMED, msg);
+    res = SIGV4_MALFORMED;
+    snprintf(why, sizeof why,
+             "The authorization header is malformed; the region is wrong; expecting '%s'", region);
+  }
+  if (res != SIGV4_OK) {
+    if (link_fetch && !refusal_counted(r, NULL))
+      return too_many(r);
+    return auth_fail(r, res, why);
   }
   char secret[STORE_SECRET_SIZE];
   struct husk_err err;
   if (store_key_lookup(st, r->auth.key_id, r->tenant, secret, &r->internal_key, &err) < 0) {
     r->tenant[0] = 0;
+    if (link_fetch && !refusal_counted(r, NULL))
+      return too_many(r);
     return s3_store_error(r, &err);
   }
   snprintf(r->key_id, sizeof r->key_id, "%s", r->auth.key_id);
   res = sigv4_verify(&rq, &r->auth, secret, time(NULL), r->signing_key, why, sizeof why);
   OPENSSL_cleanse(secret, sizeof secret);
-  /* A link fetch is recorded whatever the outcome, once we know whose
-   * key it claims and that the link is that tenant's. */
-  char *lid = s3_query(r, "x-husk-link");
+  /* The link is counted on only if it is the tenant's whose key the
+   * request claims (else the global counter). */
   bool live = false;
-  if (lid && strlen(lid) < sizeof r->link_id && store_link_owned(st, lid, r->tenant, &live))
-    snprintf(r->link_id, sizeof r->link_id, "%s", lid);
-  free(lid);
-  if (res != SIGV4_OK)
+  bool owned = link_fetch && strlen(lid) < sizeof r->link_id &&
+               store_link_owned(st, lid, r->tenant, &live);
+  if (res != SIGV4_OK) {
+    if (link_fetch && !refusal_counted(r, owned ? lid : NULL))
+      return too_many(r);
     return auth_fail(r, res, why);
+  }
   /* A link key works only through a registered, unrevoked link. */
-  if (r->internal_key && (!r->link_id[0] || !live))
+  if (r->internal_key && (!owned || !live)) {
+    if (!refusal_counted(r, owned ? lid : NULL))
+      return too_many(r);
     return s3_error(r, 403, "AccessDenied", "This link has been revoked or does not exist");
+  }
+  /* A valid fetch of the tenant's link: recorded with its reply. */
+  if (owned)
+    snprintf(r->link_id, sizeof r->link_id, "%s", lid);
   *ok = true;
   return MHD_YES;
 }
@@ -370,6 +405,10 @@ static enum MHD_Result body_begin(struct s3_req *r) {
         store_quota_check(r->srv->cfg.store, r->tenant, r->bucket,
                           r->part_num ? NULL : r->key, (uint64_t)r->exp.length, &r->err) < 0)
       return s3_store_error(r, &r->err);
+    /* And when it would eat into the data disk's reserve. */
+    if (store_space_check(r->srv->cfg.store, r->exp.length > 0 ? (uint64_t)r->exp.length : 0,
+                          &r->err) < 0)
+      return s3_store_error(r, &r->err);
     if (store_writer_open(r->srv->cfg.store, r->trailer_ck != CK_NONE ? r->trailer_ck : ck,
                           r->sha256_check, STORE_PUT_MAX, &r->w, &r->err) < 0)
       return s3_store_error(r, &r->err);
@@ -478,7 +517,10 @@ static enum MHD_Result parse_target(struct s3_req *r) {
   return MHD_YES;
 }
 
+static void source_key(struct MHD_Connection *conn, char *out, size_t size);
+
 static enum MHD_Result start_request(struct s3_req *r) {
+  source_key(r->conn, r->source, sizeof r->source);
   bool bad = false;
   MHD_get_connection_values_n(r->conn, MHD_GET_ARGUMENT_KIND | MHD_HEADER_KIND, nul_check, &bad);
   if (bad)
@@ -629,6 +671,25 @@ static void remote_addr(struct MHD_Connection *conn, char *out, size_t size) {
     inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out, (socklen_t)size);
 }
 
+/* The rate limiter's name of the client: its IPv4 address, or the /64
+ * of its IPv6 one (one host is usually given a whole /64). */
+static void source_key(struct MHD_Connection *conn, char *out, size_t size) {
+  snprintf(out, size, "-");
+  const union MHD_ConnectionInfo *ci =
+      MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  if (!ci || !ci->client_addr)
+    return;
+  const struct sockaddr *sa = ci->client_addr;
+  if (sa->sa_family == AF_INET) {
+    inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)size);
+  } else if (sa->sa_family == AF_INET6) {
+    struct in6_addr a = ((const struct sockaddr_in6 *)sa)->sin6_addr;
+    if (!IN6_IS_ADDR_V4MAPPED(&a))
+      memset(a.s6_addr + 8, 0, 8);
+    inet_ntop(AF_INET6, &a, out, (socklen_t)size);
+  }
+}
+
 /* Bucket-level changes (and batch deletes) go to the audit log, like the
  * API's state-changing routes; single-object writes are only in the
  * request log (they are the store's traffic, not its configuration). */
@@ -654,22 +715,30 @@ static void audit(struct s3_server *s, struct s3_req *r) {
     s3_log(s, "cannot write an audit record: %s", err.msg);
 }
 
+void s3_record(struct s3_req *r) {
+  if (r->recorded)
+    return;
+  r->recorded = true;
+  struct s3_server *s = r->srv;
+  audit(s, r);
+  if (r->link_id[0]) {
+    char ra[64];
+    remote_addr(r->conn, ra, sizeof ra);
+    struct husk_err err;
+    const char *ua = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "User-Agent");
+    if (store_link_record(s->cfg.store, r->link_id, ra, ua, r->status, &err) < 0)
+      s3_log(s, "cannot record a link access: %s", err.msg);
+  }
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
   struct s3_server *s = cls;
   struct s3_req *r = *con_cls;
+  (void)conn;
   if (!r)
     return;
   *con_cls = NULL;
-  audit(s, r);
-  if (r->link_id[0]) {
-    char ra[64];
-    remote_addr(conn, ra, sizeof ra);
-    struct husk_err err;
-    const char *ua = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "User-Agent");
-    if (store_link_record(s->cfg.store, r->link_id, ra, ua, r->status, &err) < 0)
-      s3_log(s, "cannot record a link access: %s", err.msg);
-  }
   if (s->cfg.log_requests)
     s3_log(s, "%s %s %d %lldms %s%s", r->method, r->path_raw ? r->path_raw : "-", r->status,
            (long long)(mono_ms() - r->t0_ms), r->tenant[0] ? r->tenant : "-",
@@ -700,6 +769,10 @@ int s3_start(struct s3_server **out, const struct s3_config *cfg, struct husk_er
   if (!s)
     return husk_error(err, ENOMEM, "s3 server");
   s->cfg = *cfg;
+  if (s3_rate_init(&s->rate) < 0) {
+    free(s);
+    return husk_error(err, ENOMEM, "s3 server");
+  }
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->cond, NULL);
   pthread_mutex_init(&s->log_lock, NULL);
@@ -720,6 +793,7 @@ int s3_start(struct s3_server **out, const struct s3_config *cfg, struct husk_er
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->log_lock);
+    s3_rate_free(s->rate);
     free(s);
     return -1;
   }
@@ -752,5 +826,6 @@ void s3_stop(struct s3_server *s, unsigned grace_ms) {
   pthread_mutex_destroy(&s->lock);
   pthread_cond_destroy(&s->cond);
   pthread_mutex_destroy(&s->log_lock);
+  s3_rate_free(s->rate);
   free(s);
 }

@@ -189,6 +189,12 @@ void db_durable_seen(struct state *st) {
     defer.seen = __atomic_load_n(&st->commit_seq, __ATOMIC_ACQUIRE);
 }
 
+int state_durable_now(struct state *st, struct husk_err *err) {
+  if (defer.st != st)
+    return 0; /* not deferring: every commit was synced when made */
+  return sync_to(st, defer.seq > defer.seen ? defer.seq : defer.seen, err);
+}
+
 int state_defer_end(struct state *st, struct husk_err *err) {
   if (defer.st != st)
     return 0;

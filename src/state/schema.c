@@ -266,9 +266,19 @@ static const char schema_tenant_lifecycle[] =
 static const char schema_proc_exec_id[] =
     "ALTER TABLE processes ADD COLUMN exec_id INTEGER NOT NULL DEFAULT 0;";
 
-static const char *const migrations[] = {
-    schema_v1,           schema_jobs,  schema_egress, schema_storage, schema_audit_retention,
-    schema_tenant_lifecycle, schema_proc_exec_id};
+/* Refused link fetches (forged signature, expired, revoked) are counted,
+ * not logged one by one: per link when the fetch names a link of the
+ * tenant whose key it claims, in the single row of link_denied otherwise. */
+static const char schema_link_denied[] =
+    "ALTER TABLE links ADD COLUMN denied INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE links ADD COLUMN denied_last_ms INTEGER NOT NULL DEFAULT 0;"
+    "CREATE TABLE link_denied ("
+    "  id INTEGER PRIMARY KEY CHECK (id = 1),"
+    "  count INTEGER NOT NULL,"
+    "  last_ms INTEGER NOT NULL"
+    ") STRICT;";
+
+static const char *const migrations[] = {schema_v1, schema_jobs, schema_egress, schema_storage, schema_audit_retention, schema_tenant_lifecycle, schema_proc_exec_id, schema_link_denied};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 int state_schema_latest(void) { return SCHEMA_VERSION; }

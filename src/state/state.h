@@ -97,6 +97,10 @@ void state_close(struct state *st);
  * that made them returns, as the promise above says. */
 void state_defer_begin(struct state *st);
 int state_defer_end(struct state *st, struct husk_err *err);
+/* Between begin and end: make what this thread committed (or read) so far
+ * durable now, and keep deferring.  For a step that must follow a durable
+ * commit (removing the file a committed row no longer names). */
+int state_durable_now(struct state *st, struct husk_err *err);
 
 /* Schema version of an open database (PRAGMA user_version). */
 int state_schema_version(struct state *st, int *version, struct husk_err *err);

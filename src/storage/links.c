@@ -4,7 +4,10 @@
  * with the tenant's internal link key (never shown to anyone), carrying
  * its id as a signed query parameter (x-husk-link).  The S3 front checks
  * it as any presigned request -- a changed path, method, expiry, host or
- * id breaks the signature -- and records each fetch of a known link id.
+ * id breaks the signature -- and records each valid fetch (the newest
+ * STORE_LINK_LOG_MAX per link).  A refused one (forged, expired, revoked)
+ * only increments a counter: the link's when its id names a link of the
+ * tenant whose key it claims, a global one otherwise.
  * The link row also lets an owner list links and read their access log. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -145,6 +148,8 @@ int store_link_create(struct store *s, const char *tenant_id, const char *bucket
     expires_s = STORE_LINK_DEFAULT_S;
   if (expires_s < 1 || expires_s > STORE_LINK_MAX_S)
     return husk_fail(err, EINVAL, "the expiry must be 1..%d seconds (7 days)", STORE_LINK_MAX_S);
+  if (store_space_check(s, 0, err) < 0)
+    return -1;
   if (s->remote)
     return remote_link(s, tenant_id, bucket, key, expires_s, filename, out, err);
   struct store_object o;
@@ -217,8 +222,8 @@ int store_link_get(struct store *s, const char *tenant_id, const char *id, struc
   cleanup_unlock struct state *locked = db_lock(s->st);
   cleanup_stmt sqlite3_stmt *q = NULL;
   if (db_prepare(s->st, &q,
-                 "SELECT id, bucket, key, url, filename, created_ms, expires_ms, revoked_ms FROM links "
-                 "WHERE id = ? AND tenant_id = ?",
+                 "SELECT id, bucket, key, url, filename, created_ms, expires_ms, revoked_ms, denied, "
+                 "denied_last_ms FROM links WHERE id = ? AND tenant_id = ?",
                  err) < 0)
     return -1;
   int rc = db_text(q, 1, id) || db_text(q, 2, tenant_id);
@@ -237,6 +242,8 @@ int store_link_get(struct store *s, const char *tenant_id, const char *id, struc
   out->created_ms = sqlite3_column_int64(q, 5);
   out->expires_ms = sqlite3_column_int64(q, 6);
   out->revoked_ms = sqlite3_column_int64(q, 7);
+  out->denied = sqlite3_column_int64(q, 8);
+  out->denied_last_ms = sqlite3_column_int64(q, 9);
   if (!out->key || !out->url) {
     store_link_free(out);
     return husk_error(err, ENOMEM, "link");
@@ -300,8 +307,9 @@ int store_link_list(struct store *s, const char *tenant_id,
     cleanup_unlock struct state *locked = db_lock(s->st);
     cleanup_stmt sqlite3_stmt *q = NULL;
     if (db_prepare(s->st, &q,
-                   "SELECT id, bucket, key, url, filename, created_ms, expires_ms, revoked_ms "
-                   "FROM links WHERE tenant_id = ? ORDER BY created_ms DESC, id LIMIT 1000",
+                   "SELECT id, bucket, key, url, filename, created_ms, expires_ms, revoked_ms, "
+                   "denied, denied_last_ms FROM links WHERE tenant_id = ? "
+                   "ORDER BY created_ms DESC, id LIMIT 1000",
                    err) < 0)
       return -1;
     int rc = db_text(q, 1, tenant_id);
@@ -321,6 +329,8 @@ int store_link_list(struct store *s, const char *tenant_id,
       l->created_ms = sqlite3_column_int64(q, 5);
       l->expires_ms = sqlite3_column_int64(q, 6);
       l->revoked_ms = sqlite3_column_int64(q, 7);
+      l->denied = sqlite3_column_int64(q, 8);
+      l->denied_last_ms = sqlite3_column_int64(q, 9);
       if (!l->key || !l->url)
         return husk_error(err, ENOMEM, "links");
     }
@@ -363,7 +373,69 @@ int store_link_record(struct store *s, const char *id, const char *remote, const
     return db_fail(s->st, err, rc, "link access");
   if (db_step_done(s->st, q, "cannot record the link access", err) < 0)
     return -1;
+  /* Only the newest STORE_LINK_LOG_MAX fetches of a link are kept: a
+   * link's holder decides how often it is fetched, not how big the
+   * database grows. */
+  cleanup_stmt sqlite3_stmt *d = NULL;
+  if (db_prepare(s->st, &d,
+                 "DELETE FROM link_access WHERE link_id = ?1 AND seq <= (SELECT seq FROM "
+                 "link_access WHERE link_id = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)",
+                 err) < 0)
+    return -1;
+  rc = db_text(d, 1, id) || db_int(d, 2, STORE_LINK_LOG_MAX);
+  if (rc != SQLITE_OK)
+    return db_fail(s->st, err, rc, "link access");
+  if (db_step_done(s->st, d, "cannot prune the link access log", err) < 0)
+    return -1;
   return db_commit(&txn, err);
+}
+
+int store_link_denied(struct store *s, const char *id, struct husk_err *err) {
+  int64_t now = state_now_ms();
+  cleanup_unlock struct state *locked = db_lock(s->st);
+  cleanup_txn struct db_txn txn = {0};
+  if (db_begin(s->st, &txn, err) < 0)
+    return -1;
+  int n = 0;
+  if (id) {
+    cleanup_stmt sqlite3_stmt *q = NULL;
+    if (db_prepare(s->st, &q,
+                   "UPDATE links SET denied = denied + 1, denied_last_ms = ? WHERE id = ?",
+                   err) < 0)
+      return -1;
+    int rc = db_int(q, 1, now) || db_text(q, 2, id);
+    if (rc != SQLITE_OK)
+      return db_fail(s->st, err, rc, "link");
+    n = db_step_done(s->st, q, "cannot count the refused fetch", err);
+    if (n < 0)
+      return -1;
+  }
+  if (n == 0) {
+    cleanup_stmt sqlite3_stmt *g = NULL;
+    if (db_prepare(s->st, &g,
+                   "INSERT INTO link_denied (id, count, last_ms) VALUES (1, 1, ?1) "
+                   "ON CONFLICT (id) DO UPDATE SET count = count + 1, last_ms = ?1",
+                   err) < 0)
+      return -1;
+    int rc = db_int(g, 1, now);
+    if (rc != SQLITE_OK)
+      return db_fail(s->st, err, rc, "link");
+    if (db_step_done(s->st, g, "cannot count the refused fetch", err) < 0)
+      return -1;
+  }
+  return db_commit(&txn, err);
+}
+
+int store_link_denied_total(struct store *s, int64_t *count, struct husk_err *err) {
+  cleanup_unlock struct state *locked = db_lock(s->st);
+  cleanup_stmt sqlite3_stmt *q = NULL;
+  if (db_prepare(s->st, &q, "SELECT count FROM link_denied WHERE id = 1", err) < 0)
+    return -1;
+  int r = db_step_row(s->st, q, "link", err);
+  if (r < 0)
+    return -1;
+  *count = r ? sqlite3_column_int64(q, 0) : 0;
+  return 0;
 }
 
 int store_link_log(struct store *s, const char *tenant_id, const char *id, int64_t after_seq,

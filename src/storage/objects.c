@@ -159,12 +159,33 @@ int store_put_fd(struct store *s, const char *tenant_id, const char *bucket, con
                  const char *content_type, struct store_object *out, struct husk_err *err) {
   if (store_key_check(key, err) < 0 || store_bucket_exists(s, tenant_id, bucket, err) < 0)
     return -1;
+  /* Everything is checked on the file's size before a byte is written;
+   * the writer's limit then holds whatever the box does to it meanwhile. */
+  uint64_t size = 0, bound = 0, room = 0;
+  if (store_fd_bound(fd, &size, &bound, err) < 0)
+    return -1;
+  if (size > STORE_PUT_MAX)
+    return husk_fail(err, STORE_ETOOLARGE,
+                     "Your proposed upload exceeds the maximum allowed size (%llu bytes)",
+                     (unsigned long long)STORE_PUT_MAX);
+  if (store_quota_check(s, tenant_id, bucket, key, size, err) < 0 ||
+      store_quota_room(s, tenant_id, bucket, key, &room, err) < 0 ||
+      store_space_check(s, size, err) < 0)
+    return -1;
+  uint64_t limit = bound < STORE_PUT_MAX ? bound : STORE_PUT_MAX;
+  if (room < limit)
+    limit = room ? room : 1; /* the commit refuses what passes the quota */
   struct store_writer *w = NULL;
-  if (store_writer_open(s, CK_NONE, false, STORE_PUT_MAX, &w, err) < 0)
+  if (store_writer_open(s, CK_NONE, false, limit, &w, err) < 0)
     return -1;
   char etag[STORE_ETAG_SIZE];
   if (pump(w, fd, err) < 0 || store_writer_finish(w, NULL, etag, NULL, err) < 0) {
     store_writer_abort(w);
+    if (err->code == STORE_ETOOLARGE && limit == room)
+      return husk_fail(err, STORE_EQUOTA, "The tenant's storage quota would be exceeded");
+    if (err->code == STORE_ETOOLARGE && limit == bound)
+      return husk_fail(err, STORE_ESPARSE,
+                       "the file grew past what it held on disk while being stored");
     return -1;
   }
   return store_put_commit(w, tenant_id, bucket, key, content_type, NULL, out, err);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <openssl/crypto.h>
@@ -21,6 +22,7 @@
 #include "storage/store_internal.h"
 #include "util/cleanup.h"
 #include "util/fileio.h"
+#include "util/parse.h"
 
 /* ---- small helpers ---- */
 
@@ -89,6 +91,15 @@ bool store_bucket_name_ok(const char *n) {
 }
 
 void store_unlink(struct store *s, int dirfd, const char *name) {
+  /* The commit that stopped naming the file must be on disk first (an
+   * API request defers its syncs): a power loss could bring the row back
+   * without its file.  If it cannot be, the file stays, for the next
+   * start's sweep. */
+  struct husk_err err;
+  if (state_durable_now(s->st, &err) < 0) {
+    store_log(s, "kept `%s`: %s", name, err.msg);
+    return;
+  }
   if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
     store_log(s, "cannot remove unused file `%s`: %s", name, strerror(errno));
 }
@@ -285,6 +296,25 @@ int store_open(struct store **out, const struct store_config *cfg, struct husk_e
   s->log_ctx = cfg->log_ctx;
   snprintf(s->region, sizeof s->region, "%s", cfg->region ? cfg->region : "us-east-1");
   s->quota = cfg->quota_bytes;
+  if (!cfg->data_reserve) {
+    s->reserve_default = true;
+  } else {
+    size_t rl = strlen(cfg->data_reserve);
+    if (rl > 1 && cfg->data_reserve[rl - 1] == '%') {
+      char pct[8] = "";
+      uint64_t v = 0;
+      struct husk_err pe;
+      if (rl - 1 < sizeof pct)
+        memcpy(pct, cfg->data_reserve, rl - 1);
+      if (!pct[0] || parse_u64_range(pct, 0, 90, &v, &pe) < 0) {
+        husk_fail(err, EINVAL, "the data reserve must be SIZE or N%% with N 0..90");
+        goto fail;
+      }
+      s->reserve_pct = (unsigned)v;
+    } else if (parse_size(cfg->data_reserve, &s->reserve, err) < 0) {
+      goto fail;
+    }
+  }
   /* No public URL: no links on the embedded store (until one is set,
    * e.g. once the S3 listener has its port). */
   s->public_url = strdup(cfg->public_url ? cfg->public_url : "");
@@ -352,6 +382,48 @@ void store_set_remote(struct store *s, struct remote *r) {
 }
 
 struct remote *store_remote(const struct store *s) { return s->remote; }
+
+/* ---- the data disk's reserve ---- */
+
+int store_space_check(struct store *s, uint64_t add, struct husk_err *err) {
+  struct statvfs sv;
+  if (fstatvfs(s->dirfd, &sv) < 0)
+    return husk_error(err, errno, "cannot read the free space of `%s`", s->dir);
+  uint64_t total = (uint64_t)sv.f_blocks * sv.f_frsize;
+  uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
+  uint64_t reserve = s->reserve;
+  if (s->reserve_pct)
+    reserve = total / 100 * s->reserve_pct;
+  else if (s->reserve_default)
+    reserve = total / 100 * STORE_RESERVE_DEFAULT_PCT < STORE_RESERVE_DEFAULT
+                  ? total / 100 * STORE_RESERVE_DEFAULT_PCT
+                  : STORE_RESERVE_DEFAULT;
+  if (avail < reserve || avail - reserve < add)
+    return husk_fail(err, ENOSPC,
+                     "the server's data disk is full: %llu bytes free, %llu of them kept in "
+                     "reserve (--data-reserve), %llu asked for",
+                     (unsigned long long)avail, (unsigned long long)reserve,
+                     (unsigned long long)add);
+  return 0;
+}
+
+int store_fd_bound(int fd, uint64_t *size, uint64_t *bound, struct husk_err *err) {
+  struct stat sb;
+  if (fstat(fd, &sb) < 0)
+    return husk_error(err, errno, "cannot stat the file");
+  if (!S_ISREG(sb.st_mode))
+    return husk_fail(err, EINVAL, "not a regular file");
+  uint64_t alloc = (uint64_t)sb.st_blocks * 512;
+  uint64_t sz = sb.st_size > 0 ? (uint64_t)sb.st_size : 0;
+  if (sz > alloc + STORE_SPARSE_SLACK)
+    return husk_fail(err, STORE_ESPARSE,
+                     "the file is sparse (%llu bytes long, %llu bytes on disk): its holes are not "
+                     "stored; write it out in full or archive it first",
+                     (unsigned long long)sz, (unsigned long long)alloc);
+  *size = sz;
+  *bound = alloc + STORE_SPARSE_SLACK;
+  return 0;
+}
 
 int store_tmpfile(struct store *s, struct husk_err *err) {
   int fd = openat(s->tmpfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
@@ -609,6 +681,8 @@ int store_writer_open(struct store *s, enum store_checksum ck, bool sha256, uint
     }
   }
   pthread_once(&crc_tables_once, crc_tables_init);
+  if (store_space_check(s, 0, err) < 0)
+    goto fail;
   w->fd = openat(s->tmpfd, w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (w->fd < 0) {
     husk_error(err, errno, "cannot create a temporary file in `%s/tmp`", s->dir);
@@ -631,6 +705,10 @@ int store_writer_write(struct store_writer *w, const void *buf, size_t n, struct
   if (EVP_DigestUpdate(w->md5, buf, n) != 1 || (w->sha256 && EVP_DigestUpdate(w->sha256, buf, n) != 1) ||
       (w->ck_md && EVP_DigestUpdate(w->ck_md, buf, n) != 1))
     return husk_fail(err, ENOMEM, "digest");
+  /* The reserve is looked at again every MiB: a body of unknown length
+   * stops at most that far past it. */
+  if ((w->size + n) >> 20 != w->size >> 20 && store_space_check(w->s, n, err) < 0)
+    return -1;
   if (w->ck == CK_CRC32)
     w->crc = (uint32_t)crc32_z(w->crc, buf, n);
   else if (w->ck == CK_CRC32C)
@@ -767,6 +845,42 @@ int store_quota_locked(struct store *s, const char *tenant_id, uint64_t add, uin
     return husk_fail(err, STORE_EQUOTA,
                      "The tenant's storage quota (%llu bytes) would be exceeded: %llu in use",
                      (unsigned long long)s->quota, (unsigned long long)used);
+  return 0;
+}
+
+/* Under the lock: the size of the object at bucket/key (0 if none). */
+static int freed_locked(struct store *s, const char *tenant_id, const char *bucket,
+                        const char *key, uint64_t *freed, struct husk_err *err) {
+  *freed = 0;
+  if (!bucket || !key)
+    return 0;
+  cleanup_stmt sqlite3_stmt *q = NULL;
+  if (db_prepare(s->st, &q, "SELECT size FROM objects WHERE tenant_id = ? AND bucket = ? AND key = ?",
+                 err) < 0)
+    return -1;
+  int rc = db_text(q, 1, tenant_id) || db_text(q, 2, bucket) || db_text(q, 3, key);
+  if (rc != SQLITE_OK)
+    return db_fail(s->st, err, rc, "quota");
+  int r = db_step_row(s->st, q, "quota", err);
+  if (r < 0)
+    return -1;
+  if (r == 1)
+    *freed = (uint64_t)sqlite3_column_int64(q, 0);
+  return 0;
+}
+
+int store_quota_room(struct store *s, const char *tenant_id, const char *bucket, const char *key,
+                     uint64_t *room, struct husk_err *err) {
+  *room = UINT64_MAX;
+  if (!s->quota)
+    return 0;
+  cleanup_unlock struct state *locked = db_lock(s->st);
+  uint64_t freed = 0, used = 0;
+  if (freed_locked(s, tenant_id, bucket, key, &freed, err) < 0 ||
+      usage_locked(s, tenant_id, &used, err) < 0)
+    return -1;
+  used = used > freed ? used - freed : 0;
+  *room = used < s->quota ? s->quota - used : 0;
   return 0;
 }
 

@@ -57,6 +57,7 @@ enum {
   STORE_ENOACCESSKEY,     /* InvalidAccessKeyId */
   STORE_EBADCHECKSUM,     /* InvalidRequest: unsupported checksum algorithm */
   STORE_EQUOTA,           /* QuotaExceeded (403): the tenant's storage quota */
+  STORE_ESPARSE,          /* a box file (or tree) larger than the box's disk holds */
 };
 
 /* Limits (S3's, so real clients fit). */
@@ -75,6 +76,7 @@ enum {
 #define STORE_SECRET_SIZE 48
 #define STORE_LINK_DEFAULT_S 3600
 #define STORE_LINK_MAX_S 604800
+#define STORE_LINK_LOG_MAX 10000 /* access records kept per link (the newest) */
 
 struct store_config {
   const char *data_dir;   /* DATA: files go to DATA/storage */
@@ -83,9 +85,21 @@ struct store_config {
   uint64_t quota_bytes;   /* per tenant: objects + uploaded parts; 0: no limit */
   const char *public_url; /* base of links, e.g. "http://127.0.0.1:7071"; NULL: none yet
                            * (links on the embedded store are refused, EOPNOTSUPP) */
+  /* Free space kept on DATA's filesystem, which no object write may use
+   * (the database lives there too): "SIZE" (bytes, k/M/G suffixes) or
+   * "N%" of the filesystem; NULL: STORE_RESERVE_DEFAULT, at most
+   * STORE_RESERVE_DEFAULT_PCT of the filesystem. */
+  const char *data_reserve;
   void (*log)(void *ctx, const char *line);
   void *log_ctx;
 };
+
+#define STORE_RESERVE_DEFAULT (1ULL << 30)
+#define STORE_RESERVE_DEFAULT_PCT 5
+/* A box file may have this much more apparent size than allocated bytes
+ * (the filesystem's rounding) before it counts as sparse and is refused:
+ * its holes would be written out in full. */
+#define STORE_SPARSE_SLACK (64ULL * 1024)
 
 /* Open (creating DATA/storage and its master key if missing) and clean up
  * what a crash left: temporary files, files no row names, and uploads
@@ -105,6 +119,19 @@ int store_usage(struct store *s, const char *tenant_id, uint64_t *bytes, struct 
  * The object now at bucket/key (if both given) counts as freed. */
 int store_quota_check(struct store *s, const char *tenant_id, const char *bucket, const char *key,
                       uint64_t add, struct husk_err *err);
+/* The bytes the tenant may still store (UINT64_MAX without a quota),
+ * counting the object now at bucket/key (if both given) as freed. */
+int store_quota_room(struct store *s, const char *tenant_id, const char *bucket, const char *key,
+                     uint64_t *room, struct husk_err *err);
+/* ENOSPC (a clear message) if writing `add` more bytes would eat into the
+ * data disk's reserve.  Every object write checks it before it starts and
+ * as it goes (store_writer_*), as do links. */
+int store_space_check(struct store *s, uint64_t add, struct husk_err *err);
+/* For a box file about to be copied into the store: STORE_ESPARSE if its
+ * apparent size passes its allocated blocks (plus STORE_SPARSE_SLACK);
+ * else *bound is what the copy may read (allocated + slack), so a file
+ * the box extends meanwhile cannot push more. */
+int store_fd_bound(int fd, uint64_t *size, uint64_t *bound, struct husk_err *err);
 
 /* ---- the external store ---- */
 
@@ -231,7 +258,9 @@ void store_writer_abort(struct store_writer *w);
 int store_put_buffer(struct store *s, const char *tenant_id, const char *bucket, const char *key,
                      const void *buf, size_t n, const char *content_type,
                      struct store_object *out, struct husk_err *err);
-/* Store everything readable from `fd` (a box file opened by the caller). */
+/* Store everything readable from `fd` (a box file opened by the caller):
+ * refused if sparse (store_fd_bound), and checked against the quota and
+ * the data disk's reserve before a byte is written. */
 int store_put_fd(struct store *s, const char *tenant_id, const char *bucket, const char *key, int fd,
                  const char *content_type, struct store_object *out, struct husk_err *err);
 
@@ -325,6 +354,8 @@ struct store_link {
   char filename[256];
   int64_t created_ms, expires_ms;
   int64_t revoked_ms; /* 0: live */
+  int64_t denied;     /* fetches refused (bad signature, expired, revoked) */
+  int64_t denied_last_ms;
 };
 void store_link_free(struct store_link *l);
 
@@ -346,10 +377,16 @@ int store_link_revoke(struct store *s, const char *tenant_id, const char *id, st
 /* Whether `id` names a link of the tenant (only then is a fetch recorded),
  * and whether it is still usable (not revoked). */
 bool store_link_owned(struct store *s, const char *id, const char *tenant_id, bool *live);
-/* Record one fetch of a link: time now, remote address, user agent (both
- * sanitised and cut), the reply's status. */
+/* Record one valid fetch of a link: time now, remote address, user agent
+ * (both sanitised and cut), the reply's status.  Only the newest
+ * STORE_LINK_LOG_MAX records of a link are kept. */
 int store_link_record(struct store *s, const char *id, const char *remote, const char *user_agent,
                       int status, struct husk_err *err);
+/* Count one refused fetch: on link `id` if it names a link, else (or id
+ * NULL) on the global counter.  Nothing about the request is stored. */
+int store_link_denied(struct store *s, const char *id, struct husk_err *err);
+/* The global counter of refused fetches no link could be named for. */
+int store_link_denied_total(struct store *s, int64_t *count, struct husk_err *err);
 struct store_link_access {
   int64_t seq, ts_ms;
   char remote[64];

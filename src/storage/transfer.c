@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "box/box.h"
@@ -48,8 +49,38 @@ const char *transfer_guess_type(const char *name) {
   return "application/octet-stream";
 }
 
-/* Copy all of `in` to `out`. */
-static int copy_fd(int in, int out, struct husk_err *err) {
+/* A staging file for the external store: on the data disk, so bounded by
+ * what the box holds and kept out of the disk's reserve. */
+struct stage {
+  struct store *s;
+  int fd;
+  uint64_t n, limit;
+  struct husk_err err;
+};
+
+static int stage_write(struct stage *st, const void *buf, size_t len) {
+  if (st->n + len > st->limit) {
+    husk_fail(&st->err, STORE_ESPARSE,
+              "more than the box holds on disk (%llu bytes) would be stored: sparse files are not "
+              "stored in full",
+              (unsigned long long)st->limit);
+    errno = EFBIG;
+    return -1;
+  }
+  if ((st->n + len) >> 20 != st->n >> 20 && store_space_check(st->s, len, &st->err) < 0) {
+    errno = ENOSPC;
+    return -1;
+  }
+  if (write_all(st->fd, buf, len) < 0) {
+    husk_error(&st->err, errno, "cannot stage the content");
+    return -1;
+  }
+  st->n += len;
+  return 0;
+}
+
+/* Copy all of `in` to the staging file. */
+static int copy_fd(int in, struct stage *st, struct husk_err *err) {
   cleanup_free char *buf = malloc(1 << 20);
   if (!buf)
     return husk_error(err, ENOMEM, "copy");
@@ -61,9 +92,25 @@ static int copy_fd(int in, int out, struct husk_err *err) {
       return husk_error(err, errno, "cannot read");
     if (n == 0)
       return 0;
-    if (write_all(out, buf, (size_t)n) < 0)
-      return husk_error(err, errno, "cannot write");
+    if (stage_write(st, buf, (size_t)n) < 0) {
+      *err = st->err;
+      return -1;
+    }
   }
+}
+
+/* The most a box -> store copy of a tree may write: what the box's
+ * filesystem holds (which its disk limit bounds) plus the tar headers of
+ * its files.  A sparse file's holes would pass it. */
+#define TAR_ENTRY_MAX (8 * 1024) /* header, long-name records, padding */
+static int box_bound(int fs, uint64_t *bound, struct husk_err *err) {
+  struct statfs sf;
+  if (fstatfs(fs, &sf) < 0)
+    return husk_error(err, errno, "cannot read the box's disk usage");
+  uint64_t used = (uint64_t)(sf.f_blocks - sf.f_bfree) * (uint64_t)sf.f_bsize;
+  uint64_t files = sf.f_files > sf.f_ffree ? (uint64_t)(sf.f_files - sf.f_ffree) : 0;
+  *bound = used + files * TAR_ENTRY_MAX + (1 << 20);
+  return 0;
 }
 
 static int ensure_bucket(struct store *s, const char *tenant_id, const char *bucket,
@@ -72,6 +119,11 @@ static int ensure_bucket(struct store *s, const char *tenant_id, const char *buc
     return -1;
   return 0;
 }
+
+static int finish_link(struct store *s, const char *tenant_id, const char *bucket,
+                       const char *key, const struct store_object *o, bool link,
+                       int64_t expires_s, const char *filename, struct transfer_result *out,
+                       struct husk_err *err);
 
 static int finish(struct store *s, const char *tenant_id, const char *bucket, const char *key,
                   struct store_writer *w, const char *ctype, bool link, int64_t expires_s,
@@ -84,9 +136,17 @@ static int finish(struct store *s, const char *tenant_id, const char *bucket, co
   struct store_object o;
   if (store_put_commit(w, tenant_id, bucket, key, ctype, NULL, &o, err) < 0)
     return -1;
-  out->size = o.size;
-  snprintf(out->etag, sizeof out->etag, "%s", o.etag);
   store_object_free(&o);
+  return finish_link(s, tenant_id, bucket, key, &o, link, expires_s, filename, out, err);
+}
+
+/* The stored object's size and ETag (o's fixed fields), and the link. */
+static int finish_link(struct store *s, const char *tenant_id, const char *bucket,
+                       const char *key, const struct store_object *o, bool link,
+                       int64_t expires_s, const char *filename, struct transfer_result *out,
+                       struct husk_err *err) {
+  out->size = o->size;
+  snprintf(out->etag, sizeof out->etag, "%s", o->etag);
   if (link) {
     struct store_link l;
     if (store_link_create(s, tenant_id, bucket, key, expires_s, filename, &l, err) < 0)
@@ -100,11 +160,18 @@ static int finish(struct store *s, const char *tenant_id, const char *bucket, co
   return 0;
 }
 
+struct tar_sink {
+  struct store_writer *w;
+  bool failed;
+  struct husk_err err; /* the writer's refusal, reported as it is */
+};
+
 static int tar_out(void *ctx, const void *buf, size_t len) {
-  struct store_writer *w = ctx;
-  struct husk_err e;
-  if (store_writer_write(w, buf, len, &e) < 0) {
-    errno = e.code == STORE_ETOOLARGE ? EFBIG : (e.code > 0 && e.code < 4096 ? e.code : EIO);
+  struct tar_sink *t = ctx;
+  if (store_writer_write(t->w, buf, len, &t->err) < 0) {
+    t->failed = true;
+    errno = t->err.code == STORE_ETOOLARGE ? EFBIG
+                                           : (t->err.code > 0 && t->err.code < 4096 ? t->err.code : EIO);
     return -1;
   }
   return 0;
@@ -115,6 +182,8 @@ static int tar_out(void *ctx, const void *buf, size_t len) {
 static int fd_write(void *ctx, const void *buf, size_t len) {
   return write_all(*(int *)ctx, buf, len);
 }
+
+static int stage_out(void *ctx, const void *buf, size_t len) { return stage_write(ctx, buf, len); }
 
 static int remote_finish(struct store *s, const char *tenant_id, const char *bucket,
                          const char *key, int fd, const char *ctype, bool link, int64_t expires_s,
@@ -167,14 +236,23 @@ int transfer_box_to_store(struct box_mgr *mgr, struct store *s, const char *tena
     cleanup_close int tmp = store_tmpfile(s, err);
     if (tmp < 0)
       return -1;
+    struct stage sg = {.s = s, .fd = tmp};
     if (type == 'd') {
       out->tar = true;
-      if (box_tar_write(&b, path, fd_write, &tmp, err) < 0)
+      if (box_bound(b.fs, &sg.limit, err) < 0)
         return -1;
+      if (box_tar_write(&b, path, stage_out, &sg, err) < 0) {
+        if (sg.err.code)
+          *err = sg.err;
+        return -1;
+      }
     } else {
       cleanup_close int in = -1;
       struct stat sb;
-      if (box_file_open_read(&b, path, &in, &sb, err) < 0 || copy_fd(in, tmp, err) < 0)
+      uint64_t size = 0;
+      if (box_file_open_read(&b, path, &in, &sb, err) < 0 ||
+          store_fd_bound(in, &size, &sg.limit, err) < 0 || store_space_check(s, size, err) < 0 ||
+          copy_fd(in, &sg, err) < 0)
         return -1;
     }
     return remote_finish(s, tenant_id, bucket, key, tmp,
@@ -183,45 +261,43 @@ int transfer_box_to_store(struct box_mgr *mgr, struct store *s, const char *tena
   }
   if (ensure_bucket(s, tenant_id, bucket, err) < 0)
     return -1;
-  struct store_writer *w = NULL;
-  if (store_writer_open(s, CK_NONE, false, STORE_PUT_MAX, &w, err) < 0)
-    return -1;
-  if (type == 'd') {
-    out->tar = true;
-    if (box_tar_write(&b, path, tar_out, w, err) < 0) {
-      store_writer_abort(w);
+  if (type != 'd') {
+    cleanup_close int fd = -1;
+    struct stat sb;
+    struct store_object o;
+    if (box_file_open_read(&b, path, &fd, &sb, err) < 0 ||
+        store_put_fd(s, tenant_id, bucket, key, fd, transfer_guess_type(key), &o, err) < 0)
       return -1;
-    }
-    return finish(s, tenant_id, bucket, key, w, "application/x-tar", link, expires_s, filename,
-                  out, err);
+    store_object_free(&o);
+    return finish_link(s, tenant_id, bucket, key, &o, link, expires_s, filename, out, err);
   }
-  cleanup_close int fd = -1;
-  struct stat sb;
-  if (box_file_open_read(&b, path, &fd, &sb, err) < 0) {
-    store_writer_abort(w);
+  /* A tree: its archive's size is known only once written, so the writer
+   * stops at what the box holds and at the tenant's room. */
+  uint64_t bound = 0, room = 0;
+  if (box_bound(b.fs, &bound, err) < 0 ||
+      store_quota_room(s, tenant_id, bucket, key, &room, err) < 0)
+    return -1;
+  uint64_t limit = bound < STORE_PUT_MAX ? bound : STORE_PUT_MAX;
+  if (room < limit)
+    limit = room ? room : 1; /* the commit refuses what passes the quota */
+  struct tar_sink t = {0};
+  if (store_writer_open(s, CK_NONE, false, limit, &t.w, err) < 0)
+    return -1;
+  out->tar = true;
+  if (box_tar_write(&b, path, tar_out, &t, err) < 0) {
+    store_writer_abort(t.w);
+    if (t.failed)
+      *err = t.err;
+    if (err->code == STORE_ETOOLARGE && limit == room)
+      return husk_fail(err, STORE_EQUOTA, "The tenant's storage quota would be exceeded");
+    if (err->code == STORE_ETOOLARGE && limit == bound)
+      return husk_fail(err, STORE_ESPARSE,
+                       "the archive of `%s` would be larger than what the box holds on disk "
+                       "(%llu bytes): sparse files are not stored in full",
+                       path, (unsigned long long)bound);
     return -1;
   }
-  cleanup_free char *buf = malloc(1 << 20);
-  if (!buf) {
-    store_writer_abort(w);
-    return husk_error(err, ENOMEM, "transfer");
-  }
-  for (;;) {
-    ssize_t n = read(fd, buf, 1 << 20);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n < 0) {
-      store_writer_abort(w);
-      return husk_error(err, errno, "cannot read the box file");
-    }
-    if (n == 0)
-      break;
-    if (store_writer_write(w, buf, (size_t)n, err) < 0) {
-      store_writer_abort(w);
-      return -1;
-    }
-  }
-  return finish(s, tenant_id, bucket, key, w, transfer_guess_type(key), link, expires_s, filename,
+  return finish(s, tenant_id, bucket, key, t.w, "application/x-tar", link, expires_s, filename,
                 out, err);
 }
 

@@ -6,9 +6,12 @@ what real clients would not (wrong hashes, odd dates, aws-chunked bodies).
   s3req.py METHOD URL [-H 'Name: value']... [--data STR | --data-file F]
            [--payload HASH|UNSIGNED-PAYLOAD] [--date YYYYMMDDTHHMMSSZ]
            [--chunked SIZE [--bad-chunk]] [--out FILE] [--headers FILE]
+           [--raw] [--repeat N] [--kill PID]
 
 Credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.  Prints the
-status code."""
+status code.  --raw sends the URL as it is, unsigned (a presigned link);
+--repeat sends the request N times on one connection and prints every
+status; --kill SIGKILLs PID the moment the (last) reply is read."""
 import argparse, datetime, hashlib, hmac, http.client, os, sys, urllib.parse
 
 ap = argparse.ArgumentParser()
@@ -26,9 +29,13 @@ ap.add_argument("--bad-trailer", action="store_true")
 ap.add_argument("--region", default="us-east-1")
 ap.add_argument("--out", default=os.devnull)
 ap.add_argument("--headers", default=os.devnull)
+ap.add_argument("--raw", action="store_true")
+ap.add_argument("--repeat", type=int, default=1)
+ap.add_argument("--kill", type=int)
 a = ap.parse_args()
 
-ak, sk = os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"]
+ak = os.environ.get("AWS_ACCESS_KEY_ID", "")
+sk = os.environ.get("AWS_SECRET_ACCESS_KEY", "")
 u = urllib.parse.urlsplit(a.url)
 body = b""
 if a.data is not None:
@@ -143,22 +150,35 @@ if a.chunked:
             out.append(head.encode() + data + b"\r\n")
     wire = b"".join(out)
     assert len(wire) == framed_len, (len(wire), framed_len)
+elif a.raw:
+    hs = {"host": u.netloc}
+    for h in a.H:
+        n, _, v = h.partition(":")
+        hs[n.strip().lower()] = v.strip()
 else:
     hs, _ = sign_headers()
 
 c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
 path = u.path + ("?" + u.query if u.query else "")
-c.putrequest(a.method, path, skip_host=True, skip_accept_encoding=True)
-for n, v in hs.items():
-    c.putheader(n, v)
-if "content-length" not in hs:
-    c.putheader("content-length", str(len(wire)))
-c.endheaders()
-c.send(wire)
-r = c.getresponse()
-data = r.read()
+codes = []
+for i in range(a.repeat):
+    c.putrequest(a.method, path, skip_host=True, skip_accept_encoding=True)
+    for n, v in hs.items():
+        c.putheader(n, v)
+    if "content-length" not in hs:
+        c.putheader("content-length", str(len(wire)))
+    c.endheaders()
+    c.send(wire)
+    r = c.getresponse()
+    data = r.read()
+    codes.append(str(r.status))
+    if r.getheader("connection", "").lower() == "close":
+        c.close()
+if a.kill:
+    import signal
+    os.kill(a.kill, signal.SIGKILL)
 open(a.out, "wb").write(data)
 with open(a.headers, "w") as f:
     for n, v in r.getheaders():
         f.write(f"{n}: {v}\n")
-print(r.status)
+print(" ".join(codes))

@@ -346,6 +346,105 @@ TEST(links) {
   CHECK_OK(store_object_delete(s, t1, "bkt", "l/doc.txt", &err));
 }
 
+/* Refused fetches are counted (the link's, else the global counter) and
+ * the access log keeps only the newest STORE_LINK_LOG_MAX per link. */
+static int no_sync(int fd) {
+  (void)fd;
+  return 0;
+}
+static int count_cb(void *ctx, const struct store_link_access *a) {
+  (void)a;
+  (*(int *)ctx)++;
+  return 0;
+}
+TEST(link_counts_and_log_cap) {
+  struct husk_err err;
+  CHECK(put(t1, "bkt", "cap.txt", "cap") == 0);
+  struct store_link l, g;
+  CHECK_OK(store_link_create(s, t1, "bkt", "cap.txt", 0, NULL, &l, &err));
+  int64_t total0 = -1, total1 = -1;
+  CHECK_OK(store_link_denied_total(s, &total0, &err));
+  CHECK_OK(store_link_denied(s, l.id, &err));
+  CHECK_OK(store_link_denied(s, l.id, &err));
+  CHECK_OK(store_link_denied(s, "lnosuch", &err));
+  CHECK_OK(store_link_denied(s, NULL, &err));
+  CHECK_OK(store_link_get(s, t1, l.id, &g, &err));
+  CHECK(g.denied == 2 && g.denied_last_ms > 0);
+  store_link_free(&g);
+  CHECK_OK(store_link_denied_total(s, &total1, &err));
+  CHECK(total1 == total0 + 2);
+  /* The cap, without waiting for the disk 10000 times. */
+  int (*saved)(int) = db_fdatasync;
+  db_fdatasync = no_sync;
+  for (int i = 0; i < STORE_LINK_LOG_MAX + 5; i++)
+    if (store_link_record(s, l.id, "10.0.0.2", "ua", 200, &err) < 0)
+      break;
+  db_fdatasync = saved;
+  int n = 0;
+  CHECK_OK(store_link_log(s, t1, l.id, 0, 1000, count_cb, &n, &err));
+  CHECK(n == 1000);
+  /* Count all rows directly: at most the cap. */
+  sqlite3 *db = NULL;
+  char path[128];
+  snprintf(path, sizeof path, "%s/husk.db", dir);
+  CHECK(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+  sqlite3_stmt *q = NULL;
+  CHECK(sqlite3_prepare_v2(db, "SELECT count(*) FROM link_access WHERE link_id = ?", -1, &q,
+                           NULL) == SQLITE_OK);
+  sqlite3_bind_text(q, 1, l.id, -1, SQLITE_STATIC);
+  CHECK(sqlite3_step(q) == SQLITE_ROW);
+  CHECK(sqlite3_column_int64(q, 0) == STORE_LINK_LOG_MAX);
+  sqlite3_finalize(q);
+  sqlite3_close(db);
+  store_link_free(&l);
+  CHECK_OK(store_object_delete(s, t1, "bkt", "cap.txt", &err));
+}
+
+/* A sparse file is refused before it is read; a dense one bounded. */
+TEST(sparse_files) {
+  struct husk_err err;
+  char p[160];
+  snprintf(p, sizeof p, "%s/sparse", dir);
+  int fd = open(p, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  CHECK(fd >= 0);
+  CHECK(ftruncate(fd, (off_t)5 << 30) == 0);
+  uint64_t size = 0, bound = 0;
+  CHECK_ERR(store_fd_bound(fd, &size, &bound, &err), STORE_ESPARSE);
+  struct store_object o;
+  CHECK_ERR(store_put_fd(s, t1, "bkt", "sparse", fd, NULL, &o, &err), STORE_ESPARSE);
+  CHECK(count_files("tmp") == 0);
+  CHECK(ftruncate(fd, 0) == 0 && write(fd, "dense", 5) == 5 && lseek(fd, 0, SEEK_SET) == 0);
+  CHECK_OK(store_fd_bound(fd, &size, &bound, &err));
+  CHECK(size == 5 && bound >= 5);
+  CHECK_OK(store_put_fd(s, t1, "bkt", "dense", fd, NULL, &o, &err));
+  CHECK(o.size == 5);
+  store_object_free(&o);
+  close(fd);
+  unlink(p);
+  CHECK_OK(store_object_delete(s, t1, "bkt", "dense", &err));
+}
+
+/* Under a deferred sync (an API request), the file a commit replaced is
+ * removed only once that commit is on disk. */
+static int syncs;
+static int counting_sync(int fd) {
+  syncs++;
+  return fdatasync(fd);
+}
+TEST(unlink_after_durable_commit) {
+  struct husk_err err;
+  int (*saved)(int) = db_fdatasync;
+  db_fdatasync = counting_sync;
+  state_defer_begin(st);
+  CHECK(put(t1, "bkt", "twice", "one") == 0);
+  syncs = 0;
+  CHECK(put(t1, "bkt", "twice", "two") == 0); /* replaces (and unlinks) the first file */
+  CHECK(syncs >= 1);
+  CHECK_OK(state_defer_end(st, &err));
+  db_fdatasync = saved;
+  CHECK_OK(store_object_delete(s, t1, "bkt", "twice", &err));
+}
+
 /* A child publishes an object file and is killed before the commit: the
  * object is absent, and the next open removes the orphaned file. */
 static void kill_hook(const char *point) {
@@ -450,6 +549,9 @@ int main(void) {
   RUN(multipart);
   RUN(keys_are_sealed);
   RUN(links);
+  RUN(link_counts_and_log_cap);
+  RUN(sparse_files);
+  RUN(unlink_after_durable_commit);
   RUN(sigkill_between_file_and_row);
   RUN(quota);
   close_all();
