@@ -26,7 +26,8 @@ int mcp_box_fs(struct box_mgr *m, const char *tenant, const char *id, struct box
 /* Write `len` bytes as the whole file `path` (parents created). */
 int mcp_box_write(const struct box_fs *b, const char *path, const void *data, size_t len,
                   struct husk_err *err);
-/* Copy what `src` holds (from offset 0) into the file `path`. */
+/* Copy what `src` holds (from offset 0, as long as it is when called: what
+ * it gains meanwhile is not copied) into the file `path`. */
 int mcp_box_copy_in(const struct box_fs *b, const char *path, int src, struct husk_err *err);
 /* Read at most `max` bytes at `off` of `fd` (pread).  *out malloc'd. */
 int mcp_pread_max(int fd, uint64_t off, size_t max, char **out, size_t *len, struct husk_err *err);
