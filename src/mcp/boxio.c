@@ -41,22 +41,17 @@ int mcp_box_write(const struct box_fs *b, const char *path, const void *data, si
   return commit_or_abort(b, path, fd, tmp, rc, err);
 }
 
-int mcp_box_copy_in(const struct box_fs *b, const char *path, int src, struct husk_err *err) {
-  /* What src holds now: a writer the box still runs (a process left
-   * behind by the command holds its output open) must not keep the copy
-   * going. */
-  struct stat st;
-  if (fstat(src, &st) < 0)
-    return husk_error(err, errno, "cannot read output");
+int mcp_box_copy_in(const struct box_fs *b, const char *path, int src, uint64_t len,
+                    struct husk_err *err) {
   cleanup_close int fd = -1;
   char tmp[BOX_TMPNAME_MAX];
   if (box_file_create(b, path, true, 0644, &fd, tmp, sizeof tmp, err) < 0)
     return -1;
   int rc = 0;
   char buf[65536];
-  for (off_t off = 0; off < st.st_size;) {
-    size_t want = st.st_size - off < (off_t)sizeof buf ? (size_t)(st.st_size - off) : sizeof buf;
-    ssize_t n = pread(src, buf, want, off);
+  for (uint64_t off = 0; off < len;) {
+    size_t want = len - off < sizeof buf ? (size_t)(len - off) : sizeof buf;
+    ssize_t n = pread(src, buf, want, (off_t)off);
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0) {
@@ -69,7 +64,7 @@ int mcp_box_copy_in(const struct box_fs *b, const char *path, int src, struct hu
       rc = husk_error(err, errno, "cannot write `%s`", path);
       break;
     }
-    off += n;
+    off += (uint64_t)n;
   }
   return commit_or_abort(b, path, fd, tmp, rc, err);
 }

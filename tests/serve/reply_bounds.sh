@@ -41,7 +41,7 @@ echo "# daemon VmHWM before the big outputs: $BASE kB"
 
 # 200 MB of NULs on stdout (each would be 6 bytes of JSON) and 50 MB on
 # stderr, with an output_limit that lets all of it through.
-api POST "$S/exec" -d "$(exec_json 'head -c 200000000 /dev/zero; head -c 50000000 /dev/zero >&2' '{"output_limit":"1G"}')"
+API_TIMEOUT=300 api POST "$S/exec" -d "$(exec_json 'head -c 200000000 /dev/zero; head -c 50000000 /dev/zero >&2' '{"output_limit":"1G"}')"
 expect_code "200 MB of NULs: 200" 200
 expect_eq "the program ran to its end (output_limit not hit)" \
   "$(rj '[j["exit_code"], j["reason"], j["truncated"], j["output_bytes"]]')" "[0, 'exited', False, 250000000]"
@@ -79,7 +79,7 @@ for n in 1 2; do
     "$URL$S/exec" -d "$(exec_json "sleep 15; echo slow$n")" &
   eval "SLOW$n=\$!"
 done
-two_sleeping() { [ "$(box_procs_matching "$BOX" "sleep 15" | wc -l)" -ge 2 ]; }
+two_sleeping() { has_box_proc "$BOX" "echo slow1" && has_box_proc "$BOX" "echo slow2"; }
 check "two slow sync execs run" wait_for 30 two_sleeping
 api POST "$S/exec" -d "$(exec_json 'echo third')" -D "$T_SCRATCH/hdr"
 expect_code "a third sync exec past the budget: 503" 503
@@ -93,6 +93,28 @@ wait "$SLOW1" "$SLOW2"
 expect_eq "the two slow execs completed" "$(python3 -c 'import json,sys; print([json.load(open(f))["stdout"] for f in sys.argv[1:]])' "$T_SCRATCH/slow1" "$T_SCRATCH/slow2")" "['slow1\\n', 'slow2\\n']"
 api POST "$S/exec" -d "$(exec_json 'echo again')"
 expect_eq "the budget is back: another request works" "$(jf 'j["stdout"]')" again
+
+# MCP: sandbox_exec inlines the tail of each stream and keeps the whole in
+# the box -- as long as it was when the command ended, though a process it
+# left behind goes on writing to it.
+MCPCALL="$(dirname "$0")/../mcp/mcpcall.py"
+mcp_exec() { # COMMAND
+  python3 "$MCPCALL" "$URL/mcp" "$TKEY" call sandbox_exec \
+    "$(python3 -c 'import json,sys; print(json.dumps({"sandbox_id":sys.argv[1],"command":sys.argv[2]}))' "$BOX" "$1")" >"$T_SCRATCH/mcp"
+}
+mr() { python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))["reply"]["result"]["structuredContent"]; print(eval(sys.argv[2]))' "$T_SCRATCH/mcp" "$1"; }
+mcp_exec 'head -c 100000000 /dev/zero; (echo $BASHPID > /workspace/left.pid; while :; do head -c 1000000 /dev/zero; sleep 0.1; done) &'
+expect_eq "MCP: 100 MB of NULs: the tail inline, counted, flagged, kept in a file" \
+  "$(mr '[j["status"], len(j["stdout"]) <= 20000, j["stdout_bytes"] >= 100000000, j["stdout_truncated"], "stdout_file" in j]')" \
+  "['completed', True, True, True, True]"
+KEPT=$(mr 'j["stdout_file"]')
+WANT=$(mr 'j["stdout_bytes"]')
+boxsh_kill() { api POST "$S/exec" -d "$(exec_json 'kill $(cat /workspace/left.pid)')"; }
+boxsh_kill
+api GET "$S/files/stat?path=$KEPT"
+expect_eq "MCP: the kept file has the bytes reported, not what the leftover wrote since" "$(jf 'j["size"]')" "$WANT"
+check "MCP: the daemon's peak memory is still small" [ $(($(hwm_kb) - BASE)) -lt $SLACK ]
+api POST "$S/exec" -d "$(exec_json 'rm -rf /workspace/.husk /workspace/left.pid')"
 
 # Listings are paged: 2500 files, 1000 entries a page by default.
 api POST "$S/exec" -d "$(exec_json 'mkdir /workspace/many && cd /workspace/many && i=0; while [ $i -lt 2500 ]; do : > f$i; i=$((i + 1)); done; echo ok')"
