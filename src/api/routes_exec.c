@@ -150,10 +150,15 @@ static int sync_sink(void *ctx, int stream, const char *buf, size_t len) {
  * "stdout_b64" with the exact bytes when they are not UTF-8, the count of
  * all bytes written and whether the kept part is shorter. */
 static void add_output(struct jreply *j, const char *name, struct outbuf *o) {
-  bool cut = o->total > o->len;
-  /* A cut that splits a character is not "invalid UTF-8": end before it. */
-  size_t n = cut ? utf8_complete_prefix(o->d ? o->d : "", o->len) : o->len;
   const char *d = o->d ? o->d : "";
+  size_t n = o->len;
+  /* Text whose cut splits a character is not "invalid UTF-8": end before
+   * it (bytes that are not text are kept as they are). */
+  if (o->total > o->len) {
+    size_t m = utf8_complete_prefix(d, n);
+    if (m < n && api_utf8_valid(d, m))
+      n = m;
+  }
   char k[64];
   snprintf(k, sizeof k, ",\"%s\":", name);
   jreply_text(j, k);

@@ -74,9 +74,10 @@ expect_eq "output_limit: killed, reason output" \
 
 # The budget: two sync execs in flight hold 4 of its 5 MiB; a third, a
 # streaming exec and a listing do not fit: 503 with Retry-After.
+# They wait for /workspace/release, uploaded (no reply budget) at the end.
 for n in 1 2; do
-  curl -sS -o "$T_SCRATCH/slow$n" --max-time 120 -H "Authorization: Bearer $TKEY" \
-    "$URL$S/exec" -d "$(exec_json "sleep 15; echo slow$n")" &
+  curl -sS -o "$T_SCRATCH/slow$n" --max-time 300 -H "Authorization: Bearer $TKEY" \
+    "$URL$S/exec" -d "$(exec_json "while [ ! -e /workspace/release ]; do sleep 0.1; done; echo slow$n")" &
   eval "SLOW$n=\$!"
 done
 two_sleeping() { has_box_proc "$BOX" "echo slow1" && has_box_proc "$BOX" "echo slow2"; }
@@ -89,6 +90,7 @@ api POST "$S/exec" -d "$(exec_json 'echo s')" -H "Accept: application/x-ndjson"
 expect_code "a streaming exec past the budget: 503" 503
 api GET "$S/files/list?path=/workspace"
 expect_code "a listing past the budget: 503" 503
+api PUT "$S/files?path=/workspace/release" --data-binary go
 wait "$SLOW1" "$SLOW2"
 expect_eq "the two slow execs completed" "$(python3 -c 'import json,sys; print([json.load(open(f))["stdout"] for f in sys.argv[1:]])' "$T_SCRATCH/slow1" "$T_SCRATCH/slow2")" "['slow1\\n', 'slow2\\n']"
 api POST "$S/exec" -d "$(exec_json 'echo again')"
