@@ -270,11 +270,15 @@ void h_file_put_cleanup(struct req *r) {
  * always one), from `cursor` on, the number of entries of the walk that
  * earlier pages returned.  The page is built as JSON text in a buffer the
  * reply budget covers, never as a tree of the whole directory. */
+/* The most one entry's JSON takes (a page holds at least one): the path
+ * and the link target, each lossy (3 bytes a byte) and in base64. */
+#define LIST_ENTRY_MAX (4 * (PATH_MAX + BOX_LIST_MAX_DEPTH * (NAME_MAX + 1)) * 2 + 4096)
+
 struct list_ctx {
   uint64_t skip, limit, count;
   size_t cap; /* bytes of entries */
   char *text;
-  size_t len;
+  size_t len, alloc;
   bool more, oom;
 };
 
@@ -301,13 +305,21 @@ static int list_cb(void *ctx, const struct box_dirent *e) {
     lc->more = true;
     return 1;
   }
-  char *t = realloc(lc->text, lc->len + n + 2);
-  if (!t) {
-    free(d);
-    lc->oom = true;
-    return -1;
+  if (lc->len + n + 2 > lc->alloc) {
+    size_t a = lc->alloc ? lc->alloc : 16384;
+    while (a < lc->len + n + 2)
+      a *= 2;
+    if (a > lc->cap + LIST_ENTRY_MAX && lc->len + n + 2 <= lc->cap + LIST_ENTRY_MAX)
+      a = lc->cap + LIST_ENTRY_MAX; /* what the reservation covers */
+    char *t = realloc(lc->text, a);
+    if (!t) {
+      free(d);
+      lc->oom = true;
+      return -1;
+    }
+    lc->text = t;
+    lc->alloc = a;
   }
-  lc->text = t;
   if (lc->count)
     lc->text[lc->len++] = ',';
   memcpy(lc->text + lc->len, d, n);
@@ -317,10 +329,6 @@ static int list_cb(void *ctx, const struct box_dirent *e) {
   lc->count++;
   return 0;
 }
-
-/* The most one entry's JSON takes (a page holds at least one): the path
- * and the link target, each lossy (3 bytes a byte) and in base64. */
-#define LIST_ENTRY_MAX (4 * (PATH_MAX + BOX_LIST_MAX_DEPTH * (NAME_MAX + 1)) * 2 + 4096)
 
 enum MHD_Result h_file_list(struct req *r) {
   const char *path = api_query(r, "path");
