@@ -58,7 +58,22 @@ struct api_config {
    * the Origins allowed besides loopback and same-origin (comma list). */
   struct mcp_server *mcp;
   const char *mcp_allowed_origins;
+  /* Box data in replies (docs/limits.md): the most bytes of stdout and of
+   * stderr a sync exec reply holds, and of entries a files listing page
+   * holds (0: API_REPLY_MAX_DEFAULT); the bytes all requests in flight may
+   * reserve for such data, streams' queues included (0:
+   * API_REPLY_BUDGET_DEFAULT). */
+  uint64_t reply_max;
+  uint64_t reply_budget;
 };
+
+#define API_REPLY_MAX_DEFAULT (1024 * 1024)
+#define API_REPLY_MAX_MIN 1024
+#define API_REPLY_MAX_MAX (1024ULL * 1024 * 1024)
+#define API_REPLY_BUDGET_DEFAULT (256ULL * 1024 * 1024)
+/* Entries of a files listing page: by default, and at most. */
+#define API_LIST_LIMIT_DEFAULT 1000
+#define API_LIST_LIMIT_MAX 10000
 
 /* Parse "127.0.0.1:7070" or "[::1]:7070".  Port 0 = any free port. */
 int api_parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *len,

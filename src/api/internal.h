@@ -48,6 +48,8 @@ struct api_server {
   pthread_cond_t cond;
   unsigned inflight;
   unsigned workers; /* worker threads of streaming execs */
+  /* Bytes of reply data reserved by the requests in flight (reply_body.c). */
+  _Atomic uint64_t reply_reserved;
   pthread_mutex_t log_lock;
   /* Per-tenant concurrency (under `lock`): one entry per tenant with a
    * request in flight, at most one per connection, so `load_cap` is the
@@ -233,6 +235,9 @@ json_t *json_time(int64_t ms);
 json_t *json_bytes_string(const char *buf, size_t len, bool *lossy);
 char *b64_encode(const void *buf, size_t len, size_t *out_len);
 bool api_utf8_valid(const char *s, size_t n);
+/* Length of the valid UTF-8 sequence at s (n > 0 bytes available), 0 if
+ * it is invalid or cut short. */
+size_t api_utf8_seq(const unsigned char *s, size_t n);
 /* Length of the longest prefix of buf not ending inside a (so far valid)
  * multi-byte UTF-8 sequence. */
 size_t utf8_complete_prefix(const char *buf, size_t len);
@@ -329,6 +334,42 @@ enum MHD_Result h_link_get(struct req *r);
 enum MHD_Result h_link_access(struct req *r);
 enum MHD_Result h_box_export(struct req *r);
 enum MHD_Result h_box_import(struct req *r);
+
+/* ---- file_body.c: bodies read from a box-controlled file ------------ */
+/* A response of exactly `len` bytes from `fd` at `off` (takes the fd, also
+ * on failure: NULL).  A file that shrinks meanwhile ends it with a closed
+ * connection; what it gains is not sent. */
+struct MHD_Response *api_file_response(int fd, uint64_t off, uint64_t len);
+
+/* ---- reply_body.c: replies carrying box data, and their budget ----- */
+/* Bytes of box data one reply holds (--reply-max). */
+uint64_t api_reply_max(const struct api_server *s);
+/* Reserve n bytes of the daemon-wide reply budget (--reply-budget): false
+ * when they do not fit (reply api_reply_busy).  give returns them. */
+bool api_budget_take(struct api_server *s, uint64_t n);
+void api_budget_give(struct api_server *s, uint64_t n);
+/* 503 with Retry-After: the budget is spent. */
+enum MHD_Result api_reply_busy(struct req *r);
+/* A JSON reply built from parts, produced as it is sent (no escaped copy
+ * of the data in memory).  It owns `reserved` bytes of the budget (given
+ * back when it is freed, also by jreply_new's failure).  The add functions
+ * record a failure that api_reply_jreply reports as 500. */
+struct jreply;
+struct jreply *jreply_new(struct api_server *s, uint64_t reserved);
+void jreply_free(struct jreply *j);
+/* Free p with the reply (the data of string and base64 parts). */
+void jreply_own(struct jreply *j, void *p);
+/* Literal JSON text: copied / taken (malloc'd, freed with the reply). */
+void jreply_text(struct jreply *j, const char *text);
+void jreply_take_text(struct jreply *j, char *text, size_t len);
+/* The members of object o (stolen) without its braces. */
+void jreply_fields(struct jreply *j, json_t *o);
+/* buf as a JSON string (invalid UTF-8 as U+FFFD) / as base64 in quotes;
+ * buf must live as long as the reply (jreply_own). */
+void jreply_string(struct jreply *j, const void *buf, size_t len);
+void jreply_base64(struct jreply *j, const void *buf, size_t len);
+/* Queue the reply (consumes j). */
+enum MHD_Result api_reply_jreply(struct req *r, unsigned status, struct jreply *j);
 
 /* ---- sse.c: queue-fed streaming responses --------------------------- */
 enum api_stream_fmt { STREAM_SSE, STREAM_NDJSON, STREAM_RAW /* bytes; caller sets the type */ };

@@ -489,6 +489,11 @@ static size_t utf8_seq(const unsigned char *s, size_t n, bool *incomplete) {
   return len;
 }
 
+size_t api_utf8_seq(const unsigned char *s, size_t n) {
+  bool inc;
+  return utf8_seq(s, n, &inc);
+}
+
 bool api_utf8_valid(const char *str, size_t n) {
   const unsigned char *s = (const unsigned char *)str;
   size_t i = 0;

@@ -104,48 +104,75 @@ static int want_format(struct req *r, enum out_fmt *f) {
 
 /* ---- sync exec ------------------------------------------------------ */
 
+/* The output kept for the reply: at most `cap` bytes of each stream (the
+ * daemon's --reply-max, reserved from the reply budget beforehand); what
+ * the program writes past it is counted, not kept.  The program's own
+ * output_limit still decides when it is killed. */
 struct outbuf {
   char *d;
-  size_t len, cap;
+  size_t len, alloc;
+  uint64_t total; /* all the program wrote on the stream */
 };
 
 struct sync_ctx {
   struct outbuf b[2];
+  size_t cap;
   bool oom;
 };
 
 static int sync_sink(void *ctx, int stream, const char *buf, size_t len) {
   struct sync_ctx *sc = ctx;
   struct outbuf *o = &sc->b[stream == 2];
-  if (o->len + len > o->cap) {
-    size_t cap = o->cap ? o->cap : 4096;
-    while (cap < o->len + len)
-      cap *= 2;
-    char *d = realloc(o->d, cap);
+  o->total += len;
+  size_t take = len < sc->cap - o->len ? len : sc->cap - o->len;
+  if (take == 0)
+    return 0;
+  if (o->len + take > o->alloc) {
+    size_t a = o->alloc ? o->alloc : 4096;
+    while (a < o->len + take)
+      a *= 2;
+    if (a > sc->cap)
+      a = sc->cap;
+    char *d = realloc(o->d, a);
     if (!d) {
       sc->oom = true;
       return -1;
     }
     o->d = d;
-    o->cap = cap;
+    o->alloc = a;
   }
-  memcpy(o->d + o->len, buf, len);
-  o->len += len;
+  memcpy(o->d + o->len, buf, take);
+  o->len += take;
   return 0;
 }
 
-static void add_output(json_t *j, const char *name, const struct outbuf *o) {
-  bool lossy = false;
-  json_t *s = json_bytes_string(o->d ? o->d : "", o->len, &lossy);
-  json_object_set_new(j, name, s ? s : json_string(""));
-  if (lossy) {
-    char k[32];
-    snprintf(k, sizeof k, "%s_b64", name);
-    char *b = b64_encode(o->d, o->len, NULL);
-    if (b)
-      json_object_set_new(j, k, json_string(b));
-    free(b);
+/* "stdout": the kept bytes (as text, U+FFFD for invalid UTF-8), plus
+ * "stdout_b64" with the exact bytes when they are not UTF-8, the count of
+ * all bytes written and whether the kept part is shorter. */
+static void add_output(struct jreply *j, const char *name, struct outbuf *o) {
+  const char *d = o->d ? o->d : "";
+  size_t n = o->len;
+  /* Text whose cut splits a character is not "invalid UTF-8": end before
+   * it (bytes that are not text are kept as they are). */
+  if (o->total > o->len) {
+    size_t m = utf8_complete_prefix(d, n);
+    if (m < n && api_utf8_valid(d, m))
+      n = m;
   }
+  char k[64];
+  snprintf(k, sizeof k, ",\"%s\":", name);
+  jreply_text(j, k);
+  jreply_string(j, d, n);
+  if (!api_utf8_valid(d, n)) {
+    snprintf(k, sizeof k, ",\"%s_b64\":", name);
+    jreply_text(j, k);
+    jreply_base64(j, d, n);
+  }
+  snprintf(k, sizeof k, ",\"%s_bytes\":%llu,\"%s_truncated\":%s", name,
+           (unsigned long long)o->total, name, n < o->total ? "true" : "false");
+  jreply_text(j, k);
+  jreply_own(j, o->d);
+  o->d = NULL;
 }
 
 /* ---- streaming exec ------------------------------------------------- */
@@ -305,6 +332,7 @@ static enum MHD_Result exec_stream(struct req *r, enum api_stream_fmt fmt, char 
   xs->timeout_ms = timeout_ms;
   xs->output_limit = output_limit;
   xs->st = api_stream_new(r, fmt);
+  bool busy = !xs->st && errno == EAGAIN;
   /* Cancel when the client hangs up (also before the reply started), when
    * the response is released (the stream's gone fd) or at a stop. */
   xs->cancel_fd = api_cancel_fd(r);
@@ -315,7 +343,7 @@ static enum MHD_Result exec_stream(struct req *r, enum api_stream_fmt fmt, char 
   }
   if (!ok) {
     xs_unref(xs);
-    return api_reply_error(r, 500, "internal_error", "cannot set up the stream");
+    return busy ? api_reply_busy(r) : api_reply_error(r, 500, "internal_error", "cannot set up the stream");
   }
   xs->refs = 2; /* this handler and the worker */
   if (api_worker_start(r->srv, xs_worker, xs) != 0) {
@@ -394,8 +422,13 @@ enum MHD_Result h_exec(struct req *r) {
   } else if (stream || fmt != FMT_JSON) {
     ret = exec_stream(r, fmt == FMT_NDJSON ? STREAM_NDJSON : STREAM_SSE, argv, env, cwd, stdin_s,
                       stdin_len, timeout_ms, output_limit);
+  } else if (!api_budget_take(r->srv, 2 * api_reply_max(r->srv))) {
+    free(argv);
+    free(env);
+    ret = api_reply_busy(r);
   } else {
-    struct sync_ctx sc = {0};
+    uint64_t reserved = 2 * api_reply_max(r->srv);
+    struct sync_ctx sc = {.cap = (size_t)api_reply_max(r->srv)};
     int cancel = api_cancel_fd(r);
     struct box_exec_req er = {.argv = argv, .env = env, .cwd = cwd, .timeout_ms = timeout_ms,
                               .output_limit = output_limit, .stdin_buf = stdin_s,
@@ -406,16 +439,22 @@ enum MHD_Result h_exec(struct req *r) {
     int rc = box_exec(r->srv->cfg.mgr, r->tenant, r->params[0], &er, &out, &err);
     close_quiet(cancel);
     if (rc < 0) {
+      api_budget_give(r->srv, reserved);
       ret = api_reply_err(r, &err);
     } else if (sc.oom) {
+      api_budget_give(r->srv, reserved);
       ret = api_reply_error(r, 500, "internal_error", "out of memory collecting the output");
     } else {
-      json_t *j = outcome_json(&out);
+      /* The reply owns the reservation and the kept output from here. */
+      struct jreply *j = jreply_new(r->srv, reserved);
       if (j) {
+        jreply_text(j, "{");
+        jreply_fields(j, outcome_json(&out));
         add_output(j, "stdout", &sc.b[0]);
         add_output(j, "stderr", &sc.b[1]);
+        jreply_text(j, "}");
       }
-      ret = api_reply_json(r, 200, j);
+      ret = api_reply_jreply(r, 200, j);
     }
     free(sc.b[0].d);
     free(sc.b[1].d);
@@ -634,6 +673,17 @@ static ssize_t follow_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     bool done = false;
     struct box_proc p = {0};
     if (n == 0) {
+      /* The process can truncate its own output (it holds the file open
+       * for writing): below what was sent, the stream cannot go on. */
+      struct stat st;
+      if (fstat(f->fd, &st) < 0 || (uint64_t)st.st_size < f->pos) {
+        follow_event(f, "error",
+                     json_pack("{s:s, s:I}", "message", "the output was truncated below this offset",
+                               "offset", (json_int_t)f->pos),
+                     false);
+        f->ended = true;
+        continue;
+      }
       /* At the end of what was written: has the process ended?  Then read
        * once more (it may have written meanwhile) before the exit event. */
       struct husk_err err;
@@ -724,12 +774,9 @@ enum MHD_Result h_proc_output(struct req *r) {
     uint64_t size = (uint64_t)stt.st_size;
     if (offset > size)
       offset = size;
-    struct MHD_Response *resp =
-        MHD_create_response_from_fd_at_offset64(size - offset, fd, offset);
-    if (!resp) {
-      close(fd);
+    struct MHD_Response *resp = api_file_response(fd, offset, size - offset);
+    if (!resp)
       return api_reply_error(r, 500, "internal_error", "out of memory");
-    }
     char next[32];
     snprintf(next, sizeof next, "%llu", (unsigned long long)size);
     MHD_add_response_header(resp, "Content-Type", "application/octet-stream");

@@ -6,10 +6,12 @@
  * as libmicrohttpd delivers them (never the whole body in memory) into a
  * new unnamed file that replaces the target atomically at the end; a
  * failed or interrupted upload leaves nothing.  Downloads are served from
- * the opened fd (sendfile), with Range support. */
+ * the opened fd (api_file_response: a file the box shrinks meanwhile ends
+ * the response short), with Range support. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,11 +167,9 @@ enum MHD_Result h_file_get(struct req *r) {
       status = 206;
   }
   uint64_t len = status == 206 ? to - from + 1 : size;
-  struct MHD_Response *resp = MHD_create_response_from_fd_at_offset64(len, fd, status == 206 ? from : 0);
-  if (!resp) {
-    close(fd);
+  struct MHD_Response *resp = api_file_response(fd, status == 206 ? from : 0, len);
+  if (!resp)
     return api_reply_error(r, 500, "internal_error", "out of memory");
-  }
   MHD_add_response_header(resp, "Content-Type", "application/octet-stream");
   MHD_add_response_header(resp, "Accept-Ranges", "bytes");
   if (status == 206) {
@@ -265,15 +265,68 @@ void h_file_put_cleanup(struct req *r) {
 
 /* ---- list, stat, mkdir, move, remove -------------------------------- */
 
+/* A listing is paged: at most `limit` entries (API_LIST_LIMIT_DEFAULT,
+ * at most API_LIST_LIMIT_MAX) and at most --reply-max bytes of them (but
+ * always one), from `cursor` on, the number of entries of the walk that
+ * earlier pages returned.  The page is built as JSON text in a buffer the
+ * reply budget covers, never as a tree of the whole directory. */
+/* The most one entry's JSON takes (a page holds at least one): the path
+ * and the link target, each lossy (3 bytes a byte) and in base64. */
+#define LIST_ENTRY_MAX (4 * (PATH_MAX + BOX_LIST_MAX_DEPTH * (NAME_MAX + 1)) * 2 + 4096)
+
 struct list_ctx {
-  json_t *arr;
+  uint64_t skip, limit, count;
+  size_t cap; /* bytes of entries */
+  char *text;
+  size_t len, alloc;
+  bool more, oom;
 };
 
 static int list_cb(void *ctx, const struct box_dirent *e) {
   struct list_ctx *lc = ctx;
+  if (lc->skip) {
+    lc->skip--;
+    return 0;
+  }
+  if (lc->count == lc->limit) {
+    lc->more = true;
+    return 1;
+  }
   json_t *j = dirent_json(e);
-  if (!j || json_array_append_new(lc->arr, j) < 0)
+  char *d = j ? json_dumps(j, JSON_COMPACT) : NULL;
+  json_decref(j);
+  if (!d) {
+    lc->oom = true;
     return -1;
+  }
+  size_t n = strlen(d);
+  if (lc->count > 0 && lc->len + 1 + n > lc->cap) {
+    free(d);
+    lc->more = true;
+    return 1;
+  }
+  if (lc->len + n + 2 > lc->alloc) {
+    size_t a = lc->alloc ? lc->alloc : 16384;
+    while (a < lc->len + n + 2)
+      a *= 2;
+    if (a > lc->cap + LIST_ENTRY_MAX && lc->len + n + 2 <= lc->cap + LIST_ENTRY_MAX)
+      a = lc->cap + LIST_ENTRY_MAX; /* what the reservation covers */
+    char *t = realloc(lc->text, a);
+    if (!t) {
+      free(d);
+      lc->oom = true;
+      return -1;
+    }
+    lc->text = t;
+    lc->alloc = a;
+  }
+  if (lc->count)
+    lc->text[lc->len++] = ',';
+  memcpy(lc->text + lc->len, d, n);
+  lc->len += n;
+  lc->text[lc->len] = '\0';
+  free(d);
+  lc->count++;
   return 0;
 }
 
@@ -283,22 +336,52 @@ enum MHD_Result h_file_list(struct req *r) {
     path = "/workspace";
   if (box_path_check(path, strlen(path), &r->err) < 0)
     return api_reply_err(r, &r->err);
-  uint64_t depth = 1;
-  if (api_query_u64(r, "depth", 1000000, &depth, NULL) < 0)
+  uint64_t depth = 1, limit = API_LIST_LIMIT_DEFAULT, cursor = 0;
+  if (api_query_u64(r, "depth", 1000000, &depth, NULL) < 0 ||
+      api_query_u64(r, "limit", API_LIST_LIMIT_MAX, &limit, NULL) < 0 ||
+      api_query_u64(r, "cursor", UINT_MAX - API_LIST_LIMIT_MAX - 1, &cursor, NULL) < 0)
     return api_reply_bad(r);
+  if (limit == 0)
+    return api_reply_error(r, 400, "bad_request", "limit must be 1 to %d", API_LIST_LIMIT_MAX);
+  uint64_t cap = api_reply_max(r->srv);
+  uint64_t reserved = cap + LIST_ENTRY_MAX;
+  if (!api_budget_take(r->srv, reserved))
+    return api_reply_busy(r);
   struct box_fs b;
-  if (open_fs(r, &b) < 0)
-    return api_reply_err(r, &r->err);
-  struct list_ctx lc = {.arr = json_array()};
-  int rc = lc.arr ? box_file_list(&b, path, (int)depth, list_cb, &lc, &r->err) : -1;
-  close_quiet(b.fs);
-  if (!lc.arr)
-    return api_reply_error(r, 500, "internal_error", "out of memory");
-  if (rc < 0) {
-    json_decref(lc.arr);
+  if (open_fs(r, &b) < 0) {
+    api_budget_give(r->srv, reserved);
     return api_reply_err(r, &r->err);
   }
-  return api_reply_json(r, 200, json_pack("{s:o, s:b}", "entries", lc.arr, "truncated", rc == 1));
+  struct list_ctx lc = {.skip = cursor, .limit = limit, .cap = (size_t)cap};
+  /* The walk stops after this page and one more entry (to know there is
+   * more). */
+  b.list_max = (unsigned)(cursor + limit + 1);
+  int rc = box_file_list(&b, path, (int)depth, list_cb, &lc, &r->err);
+  close_quiet(b.fs);
+  if (rc < 0 || lc.oom) {
+    free(lc.text);
+    api_budget_give(r->srv, reserved);
+    if (lc.oom)
+      return api_reply_error(r, 500, "internal_error", "out of memory");
+    return api_reply_err(r, &r->err);
+  }
+  bool more = lc.more || rc == 1;
+  char tail[128];
+  if (more)
+    snprintf(tail, sizeof tail, "],\"truncated\":true,\"next_cursor\":\"%llu\"}",
+             (unsigned long long)(cursor + lc.count));
+  else
+    snprintf(tail, sizeof tail, "],\"truncated\":false,\"next_cursor\":null}");
+  struct jreply *j = jreply_new(r->srv, reserved);
+  if (!j) {
+    free(lc.text);
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  }
+  jreply_text(j, "{\"entries\":[");
+  if (lc.text)
+    jreply_take_text(j, lc.text, lc.len);
+  jreply_text(j, tail);
+  return api_reply_jreply(r, 200, j);
 }
 
 enum MHD_Result h_file_stat(struct req *r) {
@@ -486,8 +569,9 @@ enum MHD_Result h_tar_get(struct req *r) {
   t->path = strdup(path);
   t->st = api_stream_new(r, STREAM_RAW);
   if (!t->path || !t->st) {
+    bool busy = t->path && errno == EAGAIN;
     tar_out_unref(t);
-    return api_reply_error(r, 500, "internal_error", "out of memory");
+    return busy ? api_reply_busy(r) : api_reply_error(r, 500, "internal_error", "out of memory");
   }
   if (open_fs(r, &t->b) < 0) {
     tar_out_unref(t);

@@ -12,7 +12,9 @@
  *
  * Backpressure: push blocks while more than STREAM_QUEUE_MAX bytes wait,
  * so a client that reads slowly slows the producer instead of growing the
- * daemon's memory. */
+ * daemon's memory.  A stream holds at most STREAM_RESERVE bytes (the queue
+ * bound plus the event that passes it), reserved from the daemon's reply
+ * budget while it lives. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
@@ -26,6 +28,9 @@
 #include "util/cleanup.h"
 
 #define STREAM_QUEUE_MAX (1024 * 1024)
+/* The largest event: a 64 KiB relay chunk of NULs escaped ("\u0000"),
+ * or a raw chunk of 256 KiB; plus the queue. */
+#define STREAM_RESERVE (STREAM_QUEUE_MAX + 512 * 1024)
 #define SSE_HEARTBEAT_MS 15000
 
 struct chunk {
@@ -51,9 +56,16 @@ struct api_stream {
 };
 
 struct api_stream *api_stream_new(struct req *r, enum api_stream_fmt fmt) {
-  struct api_stream *s = calloc(1, sizeof *s);
-  if (!s)
+  if (!api_budget_take(r->srv, STREAM_RESERVE)) {
+    errno = EAGAIN;
     return NULL;
+  }
+  struct api_stream *s = calloc(1, sizeof *s);
+  if (!s) {
+    api_budget_give(r->srv, STREAM_RESERVE);
+    errno = ENOMEM;
+    return NULL;
+  }
   s->srv = r->srv;
   s->fmt = fmt;
   s->refs = 1;
@@ -64,6 +76,8 @@ struct api_stream *api_stream_new(struct req *r, enum api_stream_fmt fmt) {
     close_quiet(s->data_fd);
     close_quiet(s->gone_fd);
     free(s);
+    api_budget_give(r->srv, STREAM_RESERVE);
+    errno = ENOMEM;
     return NULL;
   }
   pthread_mutex_init(&s->mu, NULL);
@@ -93,6 +107,7 @@ void api_stream_unref(struct api_stream *s) {
   close_quiet(s->gone_fd);
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->room);
+  api_budget_give(s->srv, STREAM_RESERVE);
   free(s);
 }
 

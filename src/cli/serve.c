@@ -68,6 +68,11 @@ static void usage(FILE *f) {
           "                          pids=N,disk=SIZE (unset: the defaults); without SHAPE,\n"
           "                          the default shape.  Repeatable, one per shape [none]\n"
           "  --quiet                 no log line per request\n"
+          "  --reply-max SIZE        box data one reply holds: stdout and stderr of a sync\n"
+          "                          exec (each; the rest is counted and flagged truncated),\n"
+          "                          the entries of a files listing page [1M]\n"
+          "  --reply-budget SIZE     box data all requests in flight may hold for their replies\n"
+          "                          (sync execs, listings, streams); past it, 503 [256M]\n"
           "  --mcp-wait SECONDS      longest an MCP tool call waits before answering with a\n"
           "                          job_id [45]\n"
           "  --mcp-allow-origin LIST Origins allowed at /mcp besides loopback and the\n"
@@ -257,7 +262,7 @@ static int parse_pool(const char *arg, struct box_pool_spec *out, struct husk_er
 }
 
 enum { O_LISTEN = 256, O_DATA, O_MAXCONN, O_PERIP, O_IDLE, O_GRACE, O_DTTL, O_MTTL, O_POOL, O_QUIET, O_HELP,
-       O_MCP_WAIT, O_MCP_ORIGIN,
+       O_MCP_WAIT, O_MCP_ORIGIN, O_REPLY_MAX, O_REPLY_BUDGET,
        /* issue 7 */
        O_EG_RESOLVER, O_EG_ALLOW, O_EG_CA, O_EG_MAXCONN, O_EG_IDLE, O_AUDIT_RETENTION,
        O_S3_LISTEN, O_PUBLIC_URL, O_S3_REGION, O_STORE_ENDPOINT, O_STORE_BUCKET, O_STORE_REGION,
@@ -291,6 +296,8 @@ int cmd_serve(int argc, char **argv) {
       {"help", no_argument, NULL, O_HELP},
       {"mcp-wait", required_argument, NULL, O_MCP_WAIT},
       {"mcp-allow-origin", required_argument, NULL, O_MCP_ORIGIN},
+      {"reply-max", required_argument, NULL, O_REPLY_MAX},
+      {"reply-budget", required_argument, NULL, O_REPLY_BUDGET},
       /* issue 7 */
       {"egress-resolver", required_argument, NULL, O_EG_RESOLVER},
       {"egress-allow-range", required_argument, NULL, O_EG_ALLOW},
@@ -329,6 +336,7 @@ int cmd_serve(int argc, char **argv) {
   bool quiet = false;
   uint64_t mcp_wait_ms = 0;
   const char *mcp_origins = NULL;
+  uint64_t reply_max = API_REPLY_MAX_DEFAULT, reply_budget = API_REPLY_BUDGET_DEFAULT;
   const char *s3_listen = DEFAULT_S3_LISTEN, *public_url = NULL, *s3_region = "us-east-1";
   bool s3_listen_given = false;
   const char *store_endpoint = NULL, *store_bucket = NULL, *store_region = "us-east-1";
@@ -404,6 +412,14 @@ int cmd_serve(int argc, char **argv) {
       }
       break;
     case O_MCP_ORIGIN: mcp_origins = optarg; break;
+    case O_REPLY_MAX:
+    case O_REPLY_BUDGET:
+      if (parse_size(optarg, c == O_REPLY_MAX ? &reply_max : &reply_budget, &err) < 0) {
+        fprintf(stderr, "husk serve: --%s: %s\n", c == O_REPLY_MAX ? "reply-max" : "reply-budget",
+                err.msg);
+        return 2;
+      }
+      break;
     /* issue 7 */
     case O_EG_RESOLVER: eg_resolver = optarg; break;
     case O_EG_CA: eg_ca = optarg; break;
@@ -460,6 +476,16 @@ int cmd_serve(int argc, char **argv) {
   }
   if (optind < argc) {
     fprintf(stderr, "husk serve: unexpected argument `%s`\n", argv[optind]);
+    return 2;
+  }
+  if (reply_max < API_REPLY_MAX_MIN || reply_max > API_REPLY_MAX_MAX) {
+    fprintf(stderr, "husk serve: --reply-max: must be %d bytes to %llu MiB\n", API_REPLY_MAX_MIN,
+            API_REPLY_MAX_MAX >> 20);
+    return 2;
+  }
+  if (reply_budget < 4 * reply_max) {
+    fprintf(stderr, "husk serve: --reply-budget: must be at least 4 times --reply-max (a sync "
+            "exec reserves 2 times it)\n");
     return 2;
   }
   struct sockaddr_storage ss;
@@ -588,6 +614,7 @@ int cmd_serve(int argc, char **argv) {
                           .tenant_max_requests = (unsigned)tenant_reqs,
                           .tenant_max_execs = (unsigned)tenant_execs,
                           .request_timeout_s = (unsigned)((req_timeout_ms + 999) / 1000),
+                          .reply_max = reply_max, .reply_budget = reply_budget,
                           .log_requests = !quiet, .log = log_line};
   struct api_server *srv = NULL;
   if (api_start(&srv, &ac, &err) < 0) {

@@ -41,15 +41,17 @@ int mcp_box_write(const struct box_fs *b, const char *path, const void *data, si
   return commit_or_abort(b, path, fd, tmp, rc, err);
 }
 
-int mcp_box_copy_in(const struct box_fs *b, const char *path, int src, struct husk_err *err) {
+int mcp_box_copy_in(const struct box_fs *b, const char *path, int src, uint64_t len,
+                    struct husk_err *err) {
   cleanup_close int fd = -1;
   char tmp[BOX_TMPNAME_MAX];
   if (box_file_create(b, path, true, 0644, &fd, tmp, sizeof tmp, err) < 0)
     return -1;
   int rc = 0;
   char buf[65536];
-  for (off_t off = 0;;) {
-    ssize_t n = pread(src, buf, sizeof buf, off);
+  for (uint64_t off = 0; off < len;) {
+    size_t want = len - off < sizeof buf ? (size_t)(len - off) : sizeof buf;
+    ssize_t n = pread(src, buf, want, (off_t)off);
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0) {
@@ -62,7 +64,7 @@ int mcp_box_copy_in(const struct box_fs *b, const char *path, int src, struct hu
       rc = husk_error(err, errno, "cannot write `%s`", path);
       break;
     }
-    off += n;
+    off += (uint64_t)n;
   }
   return commit_or_abort(b, path, fd, tmp, rc, err);
 }

@@ -83,7 +83,7 @@ static void read_stream(struct mcp_call *c, struct box_mgr *m, const struct stat
     if (mcp_box_fs(m, job->tenant_id, job->box_id, &b, &err) == 0) {
       snprintf(o->kept, sizeof o->kept, KEPT_OUTPUT_DIR "/%s.%s", job->id,
                stream == 1 ? "stdout" : "stderr");
-      if (mcp_box_copy_in(&b, o->kept, fd, &err) < 0)
+      if (mcp_box_copy_in(&b, o->kept, fd, o->bytes, &err) < 0)
         o->kept[0] = '\0';
       close(b.fs);
     }
