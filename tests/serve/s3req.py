@@ -138,7 +138,9 @@ if a.chunked:
         else:
             head = f"{n:x}\r\n"
         if a.bad_chunk and i == 1:
-            data = b"X" + data[1:]
+            # Flip a bit, so the byte differs whatever it was (an empty
+            # chunk gains one).
+            data = bytes([data[0] ^ 0x01]) + data[1:] if data else b"X"
         if n == 0 and a.trailer:
             t = trailer_line + "\r\n"
             if signed:
