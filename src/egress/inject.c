@@ -345,11 +345,13 @@ static int chunk_feed(struct conn *c, struct chunker *k, struct scrub *sc, const
         return -1;
       k->st = CK_SIZE;
     } else if (k->st == CK_SIZE) {
-      char *end;
-      errno = 0;
-      unsigned long long v = strtoull(k->line, &end, 16);
-      if (errno || end == k->line || (*end && *end != ';' && *end != ' ' && *end != '\t'))
+      /* Hex digits only: strtoull alone would take a sign, a 0x prefix
+       * and leading blanks, which no chunk size has. */
+      size_t digits = strspn(k->line, "0123456789abcdefABCDEF");
+      char *end = k->line + digits;
+      if (!digits || digits > 16 || (*end && *end != ';' && *end != ' ' && *end != '\t'))
         return -1;
+      unsigned long long v = strtoull(k->line, NULL, 16);
       if (v == 0)
         k->st = CK_TRAILER;
       else
