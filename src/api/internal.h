@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "api/api.h"
+#include "box/box.h"
 #include "husk/husk.h"
 #include "state/state.h"
 #include "util/error.h"
@@ -275,13 +276,8 @@ enum MHD_Result h_key_revoke(struct req *r);
 enum MHD_Result h_tenant_delete(struct req *r);
 enum MHD_Result h_admin_s3_key_list(struct req *r);
 enum MHD_Result h_admin_s3_key_revoke(struct req *r);
-/* tenant_delete.c: mark the tenant deleted, then remove what it owns
- * (api_tenant_finish_delete, which a retry or a restart runs again). */
-int api_tenant_delete(const struct api_config *cfg, const char *tenant, struct husk_err *err);
-int api_tenant_finish_delete(const struct api_config *cfg, const char *tenant,
-                             struct husk_err *err);
-/* At start: finish the deletions a previous run left midway. */
-void api_tenant_resume(struct api_server *s);
+/* What a tenant owns beside its boxes, for box_tenant_delete: its storage. */
+struct box_tenant_purge api_tenant_purge(const struct api_config *cfg);
 enum MHD_Result h_audit_list(struct req *r);
 /* routes_boxes.c */
 enum MHD_Result h_box_create(struct req *r);

@@ -258,6 +258,15 @@ enum MHD_Result h_key_revoke(struct req *r) {
   return api_reply_empty(r, 204);
 }
 
+static int purge_storage(void *ctx, const char *tenant, struct husk_err *err) {
+  return store_tenant_purge(ctx, tenant, err);
+}
+
+struct box_tenant_purge api_tenant_purge(const struct api_config *cfg) {
+  return (struct box_tenant_purge){.storage = cfg->store ? purge_storage : NULL,
+                                   .ctx = cfg->store};
+}
+
 /* DELETE /v1/tenants/{id}: the tenant and everything it owns.  Once the
  * mark is committed the tenant's keys no longer work; a failure after it
  * (500, 409 while a box is still being created) leaves the tenant marked,
@@ -265,7 +274,8 @@ enum MHD_Result h_key_revoke(struct req *r) {
 enum MHD_Result h_tenant_delete(struct req *r) {
   snprintf(r->audit_detail, sizeof r->audit_detail, "tenant=%s", r->params[0]);
   struct husk_err err;
-  if (api_tenant_delete(&r->srv->cfg, r->params[0], &err) < 0) {
+  struct box_tenant_purge purge = api_tenant_purge(&r->srv->cfg);
+  if (box_tenant_delete(r->srv->cfg.mgr, r->params[0], &purge, &err) < 0) {
     if (err.code == EBUSY)
       return api_reply_error(r, 409, "conflict",
                              "%s; the tenant is marked deleted: DELETE it again to finish",

@@ -746,7 +746,8 @@ int api_start(struct api_server **out, const struct api_config *cfg, struct husk
     goto fail;
   }
   /* Deletions a previous run left midway end before anyone can call. */
-  api_tenant_resume(s);
+  struct box_tenant_purge purge = api_tenant_purge(&s->cfg);
+  box_tenant_resume(s->cfg.mgr, &purge);
   s->daemon = MHD_start_daemon(
       flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,

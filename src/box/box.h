@@ -133,6 +133,25 @@ int box_list(struct box_mgr *m, const char *tenant, const struct box_list_req *r
 int box_destroy(struct box_mgr *m, const char *tenant, const char *id, const char *final_state,
                 struct husk_err *err);
 
+/* Deleting a tenant with everything it owns (src/box/tenant.c).  The box
+ * plane ends the tenant's boxes and drops its rows; what it owns elsewhere
+ * (the object store) the caller removes through `storage` (NULL: nothing
+ * else), called after the boxes are gone and before the rows go.
+ * box_tenant_delete marks the tenant first (its keys stop working at once);
+ * a failure after the mark leaves it marked, and box_tenant_finish_delete
+ * (a repeated delete) or box_tenant_resume (at start) finishes it.  EBUSY:
+ * a box of the tenant is still being created. */
+struct box_tenant_purge {
+  int (*storage)(void *ctx, const char *tenant, struct husk_err *err);
+  void *ctx;
+};
+int box_tenant_delete(struct box_mgr *m, const char *tenant, const struct box_tenant_purge *purge,
+                      struct husk_err *err);
+int box_tenant_finish_delete(struct box_mgr *m, const char *tenant,
+                             const struct box_tenant_purge *purge, struct husk_err *err);
+/* Finish every deletion a previous run left midway (logged, audited). */
+void box_tenant_resume(struct box_mgr *m, const struct box_tenant_purge *purge);
+
 /* New TTL counted from now (extend or shorten). */
 int box_set_timeout(struct box_mgr *m, const char *tenant, const char *id, uint64_t ttl_ms,
                     struct box_info *out, struct husk_err *err);

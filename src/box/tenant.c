@@ -1,21 +1,20 @@
-/* Deleting a tenant with everything it owns (DELETE /v1/tenants/{id}).
+/* Deleting a tenant with everything it owns.
  *
  * The order makes every step safe to interrupt (state.h,
  * state_tenant_mark_deleted): the mark comes first and takes away every
  * key of the tenant, so nothing new can be made for it while the rest goes;
- * then its live boxes are ended through the box manager (killed, torn
- * down), its storage removed (store_tenant_purge), and the remaining rows
- * and the tenant itself dropped in one transaction.  A daemon killed midway
- * finds the mark at its next start and finishes (api_tenant_resume). */
+ * then its live boxes are ended (killed, torn down), its storage removed
+ * (the caller's purge: the box plane does not know the store), and the
+ * remaining rows and the tenant itself dropped in one transaction.  A
+ * daemon killed midway finds the mark at its next start and finishes
+ * (box_tenant_resume). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/internal.h"
-#include "box/box.h"
-#include "storage/store.h"
+#include "box/box_internal.h"
 
 /* Rounds of "list the live boxes, end them": a box whose create was in
  * flight at the mark may become live after a listing. */
@@ -41,10 +40,8 @@ static int collect_id(struct id_list *l, const char *id) {
 
 static int collect_box(void *ctx, const struct state_box *b) { return collect_id(ctx, b->id); }
 
-/* End every live box of the tenant.  *left: how many a listing still
- * found live in the last round (0: none). */
-static int end_boxes(const struct api_config *cfg, const char *tenant, size_t *left,
-                     struct husk_err *err) {
+/* End every live box of the tenant. */
+static int end_boxes(struct box_mgr *m, const char *tenant, struct husk_err *err) {
   for (int round = 0; round < DELETE_BOX_ROUNDS; round++) {
     struct id_list l = {0};
     char cursor[STATE_CURSOR_SIZE] = "";
@@ -52,19 +49,19 @@ static int end_boxes(const struct api_config *cfg, const char *tenant, size_t *l
       char next[STATE_CURSOR_SIZE];
       struct state_box_filter f = {
           .tenant_id = tenant, .state = STATE_BOX_LIVE, .cursor = cursor, .limit = STATE_LIST_MAX};
-      int rc = state_box_list(cfg->state, &f, collect_box, &l, next, sizeof next, err);
+      int rc = state_box_list(m->cfg.state, &f, collect_box, &l, next, sizeof next, err);
       if (rc < 0) {
         free(l.ids);
         return rc == -2 ? husk_error(err, ENOMEM, "listing the tenant's boxes") : -1;
       }
       snprintf(cursor, sizeof cursor, "%s", next);
     } while (cursor[0]);
-    *left = l.n;
+    size_t left = l.n;
     for (size_t i = 0; i < l.n; i++) {
       struct husk_err e;
       /* EBUSY: already ending, or still being created; the next round or
-       * the final check sees it. */
-      if (box_destroy(cfg->mgr, tenant, l.ids[i], "killed", &e) < 0 && e.code != EBUSY &&
+       * the final purge (which refuses a tenant with a live box) sees it. */
+      if (box_destroy(m, tenant, l.ids[i], "killed", &e) < 0 && e.code != EBUSY &&
           e.code != ENOENT) {
         *err = e;
         free(l.ids);
@@ -72,55 +69,55 @@ static int end_boxes(const struct api_config *cfg, const char *tenant, size_t *l
       }
     }
     free(l.ids);
-    if (*left == 0)
+    if (left == 0)
       return 0;
   }
   return 0;
 }
 
-int api_tenant_finish_delete(const struct api_config *cfg, const char *tenant,
-                             struct husk_err *err) {
-  size_t left = 0;
-  if (end_boxes(cfg, tenant, &left, err) < 0)
+int box_tenant_finish_delete(struct box_mgr *m, const char *tenant,
+                             const struct box_tenant_purge *purge, struct husk_err *err) {
+  if (end_boxes(m, tenant, err) < 0)
     return -1;
-  if (cfg->store && store_tenant_purge(cfg->store, tenant, err) < 0)
+  if (purge && purge->storage && purge->storage(purge->ctx, tenant, err) < 0)
     return -1;
-  return state_tenant_purge(cfg->state, tenant, err);
+  return state_tenant_purge(m->cfg.state, tenant, err);
 }
 
-int api_tenant_delete(const struct api_config *cfg, const char *tenant, struct husk_err *err) {
-  if (state_tenant_mark_deleted(cfg->state, tenant, err) < 0)
+int box_tenant_delete(struct box_mgr *m, const char *tenant, const struct box_tenant_purge *purge,
+                      struct husk_err *err) {
+  if (state_tenant_mark_deleted(m->cfg.state, tenant, err) < 0)
     return -1;
-  return api_tenant_finish_delete(cfg, tenant, err);
+  return box_tenant_finish_delete(m, tenant, purge, err);
 }
 
 static int collect_deleted(void *ctx, const struct state_tenant *t) {
   return t->deleted_ms ? collect_id(ctx, t->id) : 0;
 }
 
-void api_tenant_resume(struct api_server *s) {
+void box_tenant_resume(struct box_mgr *m, const struct box_tenant_purge *purge) {
   struct id_list l = {0};
   struct husk_err err;
-  int rc = state_tenant_list(s->cfg.state, collect_deleted, &l, &err);
+  int rc = state_tenant_list(m->cfg.state, collect_deleted, &l, &err);
   if (rc < 0) {
-    api_log(s, "cannot list the tenants being deleted: %s", rc == -1 ? err.msg : "out of memory");
+    box_log(m, "cannot list the tenants being deleted: %s", rc == -1 ? err.msg : "out of memory");
     free(l.ids);
     return;
   }
   for (size_t i = 0; i < l.n; i++) {
-    bool ok = api_tenant_finish_delete(&s->cfg, l.ids[i], &err) == 0;
+    bool ok = box_tenant_finish_delete(m, l.ids[i], purge, &err) == 0;
     if (ok)
-      api_log(s, "finished deleting tenant %s", l.ids[i]);
+      box_log(m, "finished deleting tenant %s", l.ids[i]);
     else
-      api_log(s, "deleting tenant %s: %s (DELETE it again to retry)", l.ids[i], err.msg);
+      box_log(m, "deleting tenant %s: %s (DELETE it again to retry)", l.ids[i], err.msg);
     /* The admin's call was audited when it began; its end is too. */
     struct state_audit rec = {0};
     snprintf(rec.action, sizeof rec.action, "tenant.delete");
     snprintf(rec.detail, sizeof rec.detail, "tenant=%s resumed at start", l.ids[i]);
     snprintf(rec.outcome, sizeof rec.outcome, "%s", ok ? "ok" : "error");
     struct husk_err aerr;
-    if (state_audit_add(s->cfg.state, &rec, NULL, &aerr) < 0)
-      api_log(s, "audit record for tenant.delete failed: %s", aerr.msg);
+    if (state_audit_add(m->cfg.state, &rec, NULL, &aerr) < 0)
+      box_log(m, "audit record for tenant.delete failed: %s", aerr.msg);
   }
   free(l.ids);
 }
