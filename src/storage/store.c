@@ -890,20 +890,8 @@ int store_quota_check(struct store *s, const char *tenant_id, const char *bucket
     return 0;
   cleanup_unlock struct state *locked = db_lock(s->st);
   uint64_t freed = 0;
-  if (bucket && key) {
-    cleanup_stmt sqlite3_stmt *q = NULL;
-    if (db_prepare(s->st, &q, "SELECT size FROM objects WHERE tenant_id = ? AND bucket = ? AND key = ?",
-                   err) < 0)
-      return -1;
-    int rc = db_text(q, 1, tenant_id) || db_text(q, 2, bucket) || db_text(q, 3, key);
-    if (rc != SQLITE_OK)
-      return db_fail(s->st, err, rc, "quota");
-    int r = db_step_row(s->st, q, "quota", err);
-    if (r < 0)
-      return -1;
-    if (r == 1)
-      freed = (uint64_t)sqlite3_column_int64(q, 0);
-  }
+  if (freed_locked(s, tenant_id, bucket, key, &freed, err) < 0)
+    return -1;
   return store_quota_locked(s, tenant_id, add, freed, err);
 }
 
