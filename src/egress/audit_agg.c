@@ -321,7 +321,11 @@ static size_t collect(struct egress_agg *a, const char *only, bool forget,
       }
       struct agg_box *b = x->box;
       if (x->pending) {
-        if (out && take_row(a, b)) {
+        /* A drain (the box goes, the daemon stops) writes every count it
+         * holds: at most one record per entry, once, so the entry bounds
+         * it; the interval's cap, which first-seen decisions may have
+         * used up, would turn the counts of known hosts into "suppressed". */
+        if (out && (forget || take_row(a, b))) {
           struct state_audit *r = &out[n++];
           base_row(r, b->id, b->tenant, x->action, x->outcome, x->status, x->last_ts);
           detail(r, x->host, x->port, x->addr, x->mode, x->via, x->bytes_up, x->bytes_down,

@@ -14,7 +14,8 @@
  * Bounded by configuration, never by what a box does:
  *   - records per box and per tenant per interval; past the cap decisions
  *     are counted and one `egress.audit suppressed` record per box and
- *     interval says how many;
+ *     interval says how many (a drain, when the box goes or the daemon
+ *     stops, writes every count it holds: at most one record per entry);
  *   - entries in memory, in all and per box (DNS names may take half of a
  *     box's entries, so a flood of distinct names leaves room for its
  *     connections); a decision that finds no room is written at once if

@@ -227,6 +227,33 @@ TEST(tenant_cap) {
   egress_agg_free(a);
 }
 
+
+/* A box deleted in the interval in which a flood of distinct names used up
+ * its cap: the counts of the names it asked again and again are still
+ * written when it goes, not turned into "suppressed". */
+TEST(drain_keeps_the_counts_of_known_names) {
+  struct egress_agg *a = agg(0, 0, 0);
+  struct sink s = {0};
+  int64_t now = 1000000;
+  tick(&s, a, now);
+  for (int i = 0; i < 1000; i++)
+    dns(a, &s, "b_1", "t_1", "api.ex.test", true);
+  for (int i = 0; i < 3000; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "n%d.flood.test", i);
+    dns(a, &s, "b_1", "t_1", name, true);
+  }
+  drain(&s, a, "b_1");
+  uint64_t sum;
+  size_t n = rows_with(&s, "b_1", "host=api.ex.test ", &sum);
+  CHECK(n == 2);
+  CHECK(sum == 1000);
+  rows_of(&s, "b_1", &sum);
+  CHECK(sum == 4000);
+  free(s.r);
+  egress_agg_free(a);
+}
+
 /* A box going away writes what was counted for it, and only for it. */
 TEST(drain_one_box) {
   struct egress_agg *a = agg(0, 0, 0);
@@ -321,6 +348,7 @@ int main(void) {
   RUN(connections_survive_a_dns_flood);
   RUN(tenant_cap);
   RUN(drain_one_box);
+  RUN(drain_keeps_the_counts_of_known_names);
   RUN(retention);
   return unit_done();
 }
