@@ -33,7 +33,8 @@ MPID=$!
 exec 7>"$T_SCRATCH/mcp.in"
 mcp_up() { [ "$(readlink "/proc/$MPID/exe")" = "$(readlink -f "$(dirname "$HUSK")/husk-mcp")" ]; }
 wait_for 10 mcp_up
-$CORE_ALLOWED && check "husk mcp: RLIMIT_CORE is 0" no_core "$MPID"
+# husk-mcp sets the limit first thing in main, a moment after the exec.
+$CORE_ALLOWED && check "husk mcp: RLIMIT_CORE is 0" wait_for 10 no_core "$MPID"
 exec 7>&-
 wait "$MPID" 2>/dev/null
 
