@@ -628,6 +628,8 @@ int cmd_serve(int argc, char **argv) {
     struct s3_config sc = {.listen = s3_listen, .store = store, .state = st,
                            .max_connections = (unsigned)maxconn, .max_per_ip = (unsigned)perip,
                            .idle_timeout_s = (unsigned)((idle_ms + 999) / 1000),
+                           .request_timeout_s = (unsigned)((req_timeout_ms + 999) / 1000),
+                           .tenant_max_requests = (unsigned)tenant_reqs,
                            .log_requests = !quiet, .log = log_line};
     if (s3_start(&s3, &sc, &err) < 0) {
       if (s3_listen_given) {
