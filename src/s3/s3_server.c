@@ -808,7 +808,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 }
 
 static void log_cut(void *ctx, unsigned cut, unsigned timeout_s) {
-  s3_log(ctx, "closed %u connection(s) that did not send a request within %us", cut, timeout_s);
+  s3_log(ctx, "closed %u S3 connection(s) that did not send a request within %us", cut,
+         timeout_s);
 }
 
 int s3_start(struct s3_server **out, const struct s3_config *cfg, struct husk_err *err) {
