@@ -232,7 +232,8 @@ static enum MHD_Result admit(struct s3_req *r, bool *ok) {
       return s3_store_error(r, &err);
   }
   unsigned reqs, execs;
-  enum tenant_admit res = tenant_load_acquire(&s->loads, r->tenant, max_req, false, 0, &reqs, &execs);
+  enum tenant_admit res =
+      tenant_load_acquire(&s->loads, r->tenant, max_req, false, 0, &reqs, &execs);
   if (res == TL_OK) {
     r->load_counted = true;
     *ok = true;
@@ -808,8 +809,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 }
 
 static void log_cut(void *ctx, unsigned cut, unsigned timeout_s) {
-  s3_log(ctx, "closed %u S3 connection(s) that did not send a request within %us", cut,
-         timeout_s);
+  s3_log(ctx, "closed %u S3 connection(s) that did not send a request within %us", cut, timeout_s);
 }
 
 int s3_start(struct s3_server **out, const struct s3_config *cfg, struct husk_err *err) {
@@ -844,13 +844,13 @@ int s3_start(struct s3_server **out, const struct s3_config *cfg, struct husk_er
     e = conn_watch_start(&s->watch, maxc, rto, log_cut, s);
   if (e == 0)
     s->daemon = MHD_start_daemon(
-      flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
-      MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
-      MHD_OPTION_CONNECTION_LIMIT, maxc,
-      MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_per_ip,
-      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)S3_CONN_MEMORY, MHD_OPTION_CONNECTION_TIMEOUT,
-      cfg->idle_timeout_s ? cfg->idle_timeout_s : 120, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-      MHD_OPTION_NOTIFY_CONNECTION, conn_watch_notify, &s->watch, MHD_OPTION_LISTEN_BACKLOG_SIZE, 128U, MHD_OPTION_END);
+        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
+        MHD_OPTION_CONNECTION_LIMIT, maxc, MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_per_ip,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)S3_CONN_MEMORY, MHD_OPTION_CONNECTION_TIMEOUT,
+        cfg->idle_timeout_s ? cfg->idle_timeout_s : 120, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        s, MHD_OPTION_NOTIFY_CONNECTION, conn_watch_notify, &s->watch,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, 128U, MHD_OPTION_END);
   if (!s->daemon) {
     if (e != 0)
       husk_error(err, e, "s3 server");

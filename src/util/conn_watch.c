@@ -22,8 +22,7 @@ struct conn_entry {
   int64_t since_ms;
 };
 
-void conn_watch_notify(void *cls, struct MHD_Connection *conn,
-                       void **socket_context,
+void conn_watch_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
                        enum MHD_ConnectionNotificationCode toe) {
   struct conn_watch *w = cls;
   pthread_mutex_lock(&w->lock);
@@ -35,10 +34,8 @@ void conn_watch_notify(void *cls, struct MHD_Connection *conn,
         continue;
       const union MHD_ConnectionInfo *ci =
           MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-      *e = (struct conn_entry){.used = true,
-                               .timing = true,
-                               .fd = ci ? ci->connect_fd : -1,
-                               .since_ms = mono_ms()};
+      *e = (struct conn_entry){
+          .used = true, .timing = true, .fd = ci ? ci->connect_fd : -1, .since_ms = mono_ms()};
       *socket_context = e;
       break;
     }
@@ -65,8 +62,7 @@ void conn_watch_request_in(struct conn_watch *w, struct MHD_Connection *conn) {
   pthread_mutex_unlock(&w->lock);
 }
 
-void conn_watch_request_done(struct conn_watch *w,
-                             struct MHD_Connection *conn) {
+void conn_watch_request_done(struct conn_watch *w, struct MHD_Connection *conn) {
   struct conn_entry *e = entry_of(conn);
   if (!e)
     return;
@@ -90,8 +86,7 @@ static void *watchdog(void *arg) {
     unsigned cut = 0;
     for (size_t i = 0; i < w->cap; i++) {
       struct conn_entry *e = &w->entries[i];
-      if (e->used && e->timing && !e->cut && e->fd >= 0 &&
-          now - e->since_ms > limit) {
+      if (e->used && e->timing && !e->cut && e->fd >= 0 && now - e->since_ms > limit) {
         /* ENOTCONN: the client is gone already; its thread closes it. */
         if (shutdown(e->fd, SHUT_RDWR) == 0 || errno == ENOTCONN)
           e->cut = true;
@@ -116,9 +111,7 @@ static void *watchdog(void *arg) {
 }
 
 int conn_watch_start(struct conn_watch *w, size_t cap, unsigned timeout_s,
-                     void (*on_cut)(void *ctx, unsigned cut,
-                                    unsigned timeout_s),
-                     void *ctx) {
+                     void (*on_cut)(void *ctx, unsigned cut, unsigned timeout_s), void *ctx) {
   pthread_mutex_init(&w->lock, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);

@@ -35,17 +35,14 @@ struct conn_watch {
 /* Start the watchdog over `cap` connection slots; 0 or an errno.  After
  * a failure conn_watch_free still has to be called. */
 int conn_watch_start(struct conn_watch *w, size_t cap, unsigned timeout_s,
-                     void (*on_cut)(void *ctx, unsigned cut,
-                                    unsigned timeout_s),
-                     void *ctx);
+                     void (*on_cut)(void *ctx, unsigned cut, unsigned timeout_s), void *ctx);
 /* Joins the watchdog; the entries stay valid (connections may live on). */
 void conn_watch_stop(struct conn_watch *w);
 void conn_watch_free(struct conn_watch *w);
 
 /* MHD_OPTION_NOTIFY_CONNECTION with the conn_watch as its closure: track
  * each connection from its start. */
-void conn_watch_notify(void *cls, struct MHD_Connection *conn,
-                       void **socket_context,
+void conn_watch_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
                        enum MHD_ConnectionNotificationCode toe);
 /* The request the connection was waiting for is in (or is an upload,
  * whose body may take as long as it needs): stop its clock. */

@@ -29,18 +29,16 @@ void tenant_loads_free(struct tenant_loads *t) {
   pthread_mutex_destroy(&t->lock);
 }
 
-static struct tenant_load_entry *find(struct tenant_loads *t,
-                                      const char *tenant) {
+static struct tenant_load_entry *find(struct tenant_loads *t, const char *tenant) {
   for (size_t i = 0; i < t->n; i++)
     if (!strcmp(t->e[i].tenant, tenant))
       return &t->e[i];
   return NULL;
 }
 
-enum tenant_admit tenant_load_acquire(struct tenant_loads *t,
-                                      const char *tenant, unsigned max_req,
-                                      bool exec, unsigned max_exec,
-                                      unsigned *reqs, unsigned *execs) {
+enum tenant_admit tenant_load_acquire(struct tenant_loads *t, const char *tenant, unsigned max_req,
+                                      bool exec, unsigned max_exec, unsigned *reqs,
+                                      unsigned *execs) {
   if (strlen(tenant) >= TENANT_LOAD_ID_SIZE) {
     *reqs = *execs = 0;
     return TL_FULL;
@@ -70,8 +68,7 @@ enum tenant_admit tenant_load_acquire(struct tenant_loads *t,
   return res;
 }
 
-void tenant_load_release(struct tenant_loads *t, const char *tenant,
-                         bool exec) {
+void tenant_load_release(struct tenant_loads *t, const char *tenant, bool exec) {
   pthread_mutex_lock(&t->lock);
   struct tenant_load_entry *l = find(t, tenant);
   if (l) {

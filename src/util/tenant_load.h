@@ -42,10 +42,9 @@ void tenant_loads_free(struct tenant_loads *t);
 /* Count one request of `tenant` (a command one if `exec`) unless it has
  * `max_req` requests (or, for `exec`, `max_exec` command ones) in
  * progress already.  `*reqs` / `*execs` get the counts found before. */
-enum tenant_admit tenant_load_acquire(struct tenant_loads *t,
-                                      const char *tenant, unsigned max_req,
-                                      bool exec, unsigned max_exec,
-                                      unsigned *reqs, unsigned *execs);
+enum tenant_admit tenant_load_acquire(struct tenant_loads *t, const char *tenant, unsigned max_req,
+                                      bool exec, unsigned max_exec, unsigned *reqs,
+                                      unsigned *execs);
 /* Undo one TL_OK of tenant_load_acquire with the same `tenant` and `exec`. */
 void tenant_load_release(struct tenant_loads *t, const char *tenant, bool exec);
 
