@@ -228,8 +228,12 @@ static enum MHD_Result admit(struct s3_req *r, bool *ok) {
     struct husk_err err = {0};
     if (state_tenant_get(s->cfg.state, r->tenant, &t, &err) == 0)
       max_req = tenant_load_bound(t.max_requests, s->tenant_max_requests);
-    else if (err.code != ENOENT)
-      return s3_store_error(r, &err);
+    else if (err.code != ENOENT) {
+      /* Fail closed: without the tenant's bound the request is not run. */
+      s3_log(s, "cannot read a tenant's bounds: %s", err.msg);
+      return s3_error(r, 500, "InternalError",
+                      "We encountered an internal error. Please try again.");
+    }
   }
   unsigned reqs, execs;
   enum tenant_admit res =
