@@ -57,7 +57,8 @@ if [ -x build-asan/husk ]; then
   # The daemon's request handling under the sanitizers (the suites that
   # feed it the most varied and hostile input).
   for s in tests/serve/api.sh tests/serve/input.sh tests/serve/hostile_files.sh \
-    tests/serve/s3_hostile.sh tests/serve/s3_records.sh tests/serve/reply_bounds.sh; do
+    tests/serve/s3_hostile.sh tests/serve/s3_records.sh tests/serve/reply_bounds.sh \
+    tests/serve/s3_tenant_limits.sh; do
     [ -f "$s" ] && run_suite "asan/${s#tests/}" env HUSK="$root/build-asan/husk" HUSK_ASAN=1 \
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 bash "$s"
   done

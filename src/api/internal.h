@@ -15,25 +15,15 @@
 #include "box/box.h"
 #include "husk/husk.h"
 #include "state/state.h"
+#include "util/conn_watch.h"
 #include "util/error.h"
+#include "util/tenant_load.h"
 
 /* JSON request bodies larger than this are refused with 413. */
 #define API_JSON_BODY_MAX (1024 * 1024)
 /* Path parameters longer than this cannot be ids: 404 at once. */
 #define API_PARAM_MAX STATE_BOX_ID_SIZE
 #define API_MAX_PARAMS 4
-
-/* conn_watch.c: the request timeout's bookkeeping. */
-struct conn_entry;
-struct conn_watch {
-  pthread_mutex_t lock;
-  pthread_cond_t cond;
-  struct conn_entry *entries; /* one per connection slot */
-  size_t cap;
-  unsigned timeout_s;
-  pthread_t thread;
-  bool initialized, running, stop;
-};
 
 struct api_server {
   struct MHD_Daemon *daemon;
@@ -52,19 +42,10 @@ struct api_server {
   /* Bytes of reply data reserved by the requests in flight (reply_body.c). */
   _Atomic uint64_t reply_reserved;
   pthread_mutex_t log_lock;
-  /* Per-tenant concurrency (under `lock`): one entry per tenant with a
-   * request in flight, at most one per connection, so `load_cap` is the
-   * connection limit. */
-  struct tenant_load *loads;
-  size_t nloads, load_cap;
+  /* Per-tenant concurrency, sized by the connection limit. */
+  struct tenant_loads loads;
   unsigned tenant_max_requests, tenant_max_execs; /* the defaults */
   struct conn_watch watch;
-};
-
-/* Requests of one tenant being handled now. */
-struct tenant_load {
-  char tenant[STATE_TENANT_ID_SIZE];
-  unsigned requests, execs;
 };
 
 enum api_auth {
@@ -171,20 +152,6 @@ const char *api_query(struct req *r, const char *name);
 int api_query_u64(struct req *r, const char *name, uint64_t max, uint64_t *out, bool *present);
 int api_query_bool(struct req *r, const char *name, bool *out);
 const char *api_header(struct req *r, const char *name);
-
-/* ---- conn_watch.c: the request timeout ------------------------------- */
-/* MHD_OPTION_NOTIFY_CONNECTION: track each connection from its start. */
-void api_conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
-                     enum MHD_ConnectionNotificationCode toe);
-/* The request the connection was waiting for is in (or is an upload,
- * whose body may take as long as it needs): stop its clock. */
-void api_conn_request_in(struct api_server *s, struct MHD_Connection *conn);
-/* Its reply is done: the wait for the next request starts now. */
-void api_conn_request_done(struct api_server *s, struct MHD_Connection *conn);
-/* Start the watchdog over `cap` connection slots; 0 or an errno. */
-int api_conn_watch_start(struct api_server *s, size_t cap, unsigned timeout_s);
-void api_conn_watch_stop(struct api_server *s);
-void api_conn_watch_free(struct api_server *s);
 
 /* ---- json.c: replies ------------------------------------------------ */
 /* Queue a reply; records the status, writes the audit record of the route

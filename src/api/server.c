@@ -326,10 +326,6 @@ static bool route_runs_command(const struct route *rt) {
          rt->handle == h_mcp;
 }
 
-static unsigned bound_of(int64_t own, unsigned dflt) {
-  return own == STATE_DEFAULT || own < 1 || own > UINT32_MAX ? dflt : (unsigned)own;
-}
-
 /* Count an authenticated tenant request in its tenant's load, or refuse it
  * (429) past the tenant's bounds: one tenant's slow streams must leave
  * connection threads for the others. */
@@ -344,32 +340,16 @@ static enum MHD_Result admit(struct req *r) {
       return api_reply_error(r, 401, "unauthorized", "invalid API key");
     return api_reply_err(r, &err);
   }
-  unsigned max_req = bound_of(t.max_requests, s->tenant_max_requests);
-  unsigned max_exec = bound_of(t.max_execs, s->tenant_max_execs);
+  unsigned max_req = tenant_load_bound(t.max_requests, s->tenant_max_requests);
+  unsigned max_exec = tenant_load_bound(t.max_execs, s->tenant_max_execs);
   bool exec = route_runs_command(r->route);
-  pthread_mutex_lock(&s->lock);
-  struct tenant_load *l = NULL;
-  for (size_t i = 0; i < s->nloads && !l; i++)
-    if (!strcmp(s->loads[i].tenant, r->tenant))
-      l = &s->loads[i];
-  unsigned reqs = l ? l->requests : 0, execs = l ? l->execs : 0;
-  bool over_req = reqs >= max_req, over_exec = exec && execs >= max_exec;
-  /* Every connection holds at most one request, so the table (sized by
-   * the connection limit) has room; refusing is the safe answer anyway. */
-  bool full = !l && s->nloads >= s->load_cap;
-  if (!over_req && !over_exec && !full) {
-    if (!l) {
-      l = &s->loads[s->nloads++];
-      memset(l, 0, sizeof *l);
-      snprintf(l->tenant, sizeof l->tenant, "%s", r->tenant);
-    }
-    l->requests++;
-    if (exec)
-      l->execs++;
+  unsigned reqs, execs;
+  enum tenant_admit res =
+      tenant_load_acquire(&s->loads, r->tenant, max_req, exec, max_exec, &reqs, &execs);
+  if (res == TL_OK) {
     r->load_counted = true;
     r->load_exec = exec;
   }
-  pthread_mutex_unlock(&s->lock);
   if (r->load_counted)
     return MHD_YES;
   /* Refused at once, body or not, and the connection closed: holding the
@@ -378,12 +358,12 @@ static enum MHD_Result admit(struct req *r) {
   r->in_body = false;
   snprintf(r->xhdr_name, sizeof r->xhdr_name, "Connection");
   snprintf(r->xhdr_value, sizeof r->xhdr_value, "close");
-  if (over_exec)
+  if (res == TL_OVER_EXEC)
     return api_reply_error(r, 429, "too_many_requests",
                            "this tenant already runs %u command request(s) at once (at most %u): "
                            "wait for one to end",
                            execs, max_exec);
-  if (over_req)
+  if (res == TL_OVER_REQ)
     return api_reply_error(r, 429, "too_many_requests",
                            "this tenant already has %u request(s) in progress (at most %u): wait "
                            "for one to end",
@@ -396,19 +376,7 @@ static void release(struct req *r) {
   if (!r->load_counted)
     return;
   r->load_counted = false;
-  pthread_mutex_lock(&s->lock);
-  for (size_t i = 0; i < s->nloads; i++) {
-    struct tenant_load *l = &s->loads[i];
-    if (strcmp(l->tenant, r->tenant) != 0)
-      continue;
-    l->requests--;
-    if (r->load_exec)
-      l->execs--;
-    if (l->requests == 0)
-      *l = s->loads[--s->nloads]; /* unordered: move the last one here */
-    break;
-  }
-  pthread_mutex_unlock(&s->lock);
+  tenant_load_release(&s->loads, r->tenant, r->load_exec);
 }
 
 /* ---- the life of a request ------------------------------------------ */
@@ -483,7 +451,7 @@ static enum MHD_Result route_request(struct req *r, const char *url, const char 
                              API_JSON_BODY_MAX);
   }
   if (r->route->body == BODY_STREAM)
-    api_conn_request_in(r->srv, r->conn); /* an upload takes as long as it needs */
+    conn_watch_request_in(&r->srv->watch, r->conn); /* an upload takes as long as it needs */
   if (r->route->body == BODY_STREAM && r->route->begin) {
     ret = r->route->begin(r);
     if (r->responded || ret != MHD_YES)
@@ -607,7 +575,7 @@ static enum MHD_Result on_request_deferred(struct api_server *s, struct req *r,
   }
   /* The whole request is in. */
   r->in_body = false;
-  api_conn_request_in(s, conn);
+  conn_watch_request_in(&s->watch, conn);
   if (r->pending)
     return flush_pending(r);
   if (r->responded)
@@ -642,7 +610,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   }
   free(r->body);
   free(r);
-  api_conn_request_done(s, conn);
+  conn_watch_request_done(&s->watch, conn);
   pthread_mutex_lock(&s->lock);
   s->inflight--;
   pthread_cond_broadcast(&s->cond);
@@ -693,6 +661,10 @@ int api_parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *len,
   return 0;
 }
 
+static void log_cut(void *ctx, unsigned cut, unsigned timeout_s) {
+  api_log(ctx, "closed %u connection(s) that did not send a request within %us", cut, timeout_s);
+}
+
 int api_start(struct api_server **out, const struct api_config *cfg, struct husk_err *err) {
   struct sockaddr_storage ss;
   socklen_t sslen;
@@ -733,14 +705,12 @@ int api_start(struct api_server **out, const struct api_config *cfg, struct husk
     s->tenant_max_requests = 1;
   if (!s->tenant_max_execs)
     s->tenant_max_execs = 1;
-  s->load_cap = maxc;
-  s->loads = calloc(maxc, sizeof *s->loads);
-  if (!s->loads) {
+  if (tenant_loads_init(&s->loads, maxc) != 0) {
     husk_error(err, ENOMEM, "server setup");
     goto fail;
   }
   unsigned rto = cfg->request_timeout_s ? cfg->request_timeout_s : API_REQUEST_TIMEOUT_S;
-  int e = api_conn_watch_start(s, maxc, rto);
+  int e = conn_watch_start(&s->watch, maxc, rto, log_cut, s);
   if (e != 0) {
     husk_error(err, e, "server setup");
     goto fail;
@@ -754,7 +724,7 @@ int api_start(struct api_server **out, const struct api_config *cfg, struct husk
       MHD_OPTION_CONNECTION_LIMIT, maxc, MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_per_ip,
       MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,
       MHD_OPTION_CONNECTION_TIMEOUT, tmo, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-      MHD_OPTION_NOTIFY_CONNECTION, api_conn_notify, s,
+      MHD_OPTION_NOTIFY_CONNECTION, conn_watch_notify, &s->watch,
       MHD_OPTION_LISTEN_BACKLOG_SIZE, 128U,
       MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_END);
   if (!s->daemon) {
@@ -766,9 +736,9 @@ int api_start(struct api_server **out, const struct api_config *cfg, struct husk
   *out = s;
   return 0;
 fail:
-  api_conn_watch_free(s);
+  conn_watch_free(&s->watch);
   close_quiet(s->stop_fd);
-  free(s->loads);
+  tenant_loads_free(&s->loads);
   free(s->admin_key);
   free(s);
   return -1;
@@ -817,7 +787,7 @@ void api_stop(struct api_server *s, unsigned grace_ms) {
     wait_idle(s, API_CANCEL_WAIT_MS);
   }
   /* 4. Close the connections (MHD joins their threads). */
-  api_conn_watch_stop(s);
+  conn_watch_stop(&s->watch);
   MHD_stop_daemon(s->daemon);
   if (lsock != MHD_INVALID_SOCKET)
     close(lsock);
@@ -827,9 +797,9 @@ void api_stop(struct api_server *s, unsigned grace_ms) {
   while (s->workers > 0)
     pthread_cond_wait(&s->cond, &s->lock);
   pthread_mutex_unlock(&s->lock);
-  api_conn_watch_free(s);
+  conn_watch_free(&s->watch);
   close_quiet(s->stop_fd);
-  free(s->loads);
+  tenant_loads_free(&s->loads);
   free(s->admin_key);
   pthread_mutex_destroy(&s->lock);
   pthread_cond_destroy(&s->cond);

@@ -53,12 +53,14 @@ static void usage(FILE *f) {
           "                          client cannot hold them all; 0: no limit (behind a\n"
           "                          reverse proxy on this host, every client is its address) [64]\n"
           "  --tenant-max-requests N requests one tenant may have in progress at once (its\n"
-          "                          max_requests overrides); past it 429 [max-connections/2]\n"
+          "                          max_requests overrides), on the API and on S3 (counted\n"
+          "                          apart); past it 429 (S3: 503 SlowDown) [max-connections/2]\n"
           "  --tenant-max-execs N    of those, requests running or streaming a command (exec,\n"
           "                          process output/stdin, MCP) [max-connections/4]\n"
           "  --request-timeout SECONDS  a request (line, headers, body but for uploads) must\n"
           "                          arrive within this long of the connection's start or\n"
-          "                          of the previous reply, else the connection is closed [60]\n"
+          "                          of the previous reply, else the connection is closed\n"
+          "                          (API and S3; S3 object bodies are uploads) [60]\n"
           "  --idle-timeout SECONDS  close idle connections after this long [120]\n"
           "  --grace SECONDS         on SIGTERM, how long requests in flight may finish [10]\n"
           "  --default-ttl SECONDS   lifetime of a box created without \"timeout\" [300]\n"
@@ -628,6 +630,8 @@ int cmd_serve(int argc, char **argv) {
     struct s3_config sc = {.listen = s3_listen, .store = store, .state = st,
                            .max_connections = (unsigned)maxconn, .max_per_ip = (unsigned)perip,
                            .idle_timeout_s = (unsigned)((idle_ms + 999) / 1000),
+                           .request_timeout_s = (unsigned)((req_timeout_ms + 999) / 1000),
+                           .tenant_max_requests = (unsigned)tenant_reqs,
                            .log_requests = !quiet, .log = log_line};
     if (s3_start(&s3, &sc, &err) < 0) {
       if (s3_listen_given) {

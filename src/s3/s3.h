@@ -23,6 +23,13 @@ struct s3_config {
   unsigned max_connections;
   unsigned max_per_ip;       /* from one address (0: no limit) */
   unsigned idle_timeout_s;
+  /* Time to deliver a request (its line, headers and, but for an object
+   * upload, its body); 0: API_REQUEST_TIMEOUT_S. */
+  unsigned request_timeout_s;
+  /* A tenant's S3 requests in progress, unless its own max_requests says
+   * otherwise; 0: max_connections / API_TENANT_REQUESTS_DIVISOR.  Past it:
+   * 503 SlowDown. */
+  unsigned tenant_max_requests;
   bool log_requests;
   void (*log)(void *ctx, const char *line);
   void *log_ctx;

@@ -12,7 +12,9 @@
 #include "storage/chunked.h"
 #include "storage/sigv4.h"
 #include "storage/store.h"
+#include "util/conn_watch.h"
 #include "util/strbuf.h"
+#include "util/tenant_load.h"
 
 /* XML request bodies (CompleteMultipartUpload with 10000 parts is about
  * 1 MiB; DeleteObjects with 1000 keys of 1 KiB about the same). */
@@ -54,6 +56,10 @@ struct s3_server {
   unsigned inflight;
   pthread_mutex_t log_lock;
   struct s3_rate *rate; /* refused link fetches per source */
+  /* Per-tenant requests in progress, sized by the connection limit. */
+  struct tenant_loads loads;
+  unsigned tenant_max_requests; /* the default */
+  struct conn_watch watch;      /* the request timeout */
 };
 
 /* Replies are built in a struct strbuf (util/strbuf.h); these add XML. */
@@ -114,6 +120,8 @@ struct s3_req {
   char link_id[STORE_ID_SIZE];   /* a valid link fetch: recorded with its reply */
   char source[S3_RATE_KEY_MAX]; /* the client's address (IPv6: its /64) */
   bool recorded;                /* audit / access records written */
+  bool load_counted;            /* in the tenant's load (s3_server.c) */
+  bool close_after;             /* the reply closes the connection */
 
   enum s3_op op;
   enum s3_body body;

@@ -136,6 +136,8 @@ enum MHD_Result s3_queue(struct s3_req *r, unsigned status, struct MHD_Response 
   if (!resp)
     return MHD_NO;
   s3_add_common(r, resp);
+  if (r->close_after)
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
   r->responded = true;
   r->status = (int)status;
   s3_record(r);

@@ -216,6 +216,49 @@ static enum MHD_Result authenticate(struct s3_req *r, bool *ok) {
   return MHD_YES;
 }
 
+/* Count an authenticated request in its tenant's load, or refuse it past
+ * the tenant's bound: one tenant's slow uploads and downloads must leave
+ * connection threads for the others. */
+static enum MHD_Result admit(struct s3_req *r, bool *ok) {
+  struct s3_server *s = r->srv;
+  *ok = false;
+  unsigned max_req = s->tenant_max_requests;
+  if (s->cfg.state) {
+    struct state_tenant t = {0};
+    struct husk_err err = {0};
+    if (state_tenant_get(s->cfg.state, r->tenant, &t, &err) == 0)
+      max_req = tenant_load_bound(t.max_requests, s->tenant_max_requests);
+    else if (err.code != ENOENT) {
+      /* Fail closed: without the tenant's bound the request is not run. */
+      s3_log(s, "cannot read a tenant's bounds: %s", err.msg);
+      return s3_error(r, 500, "InternalError",
+                      "We encountered an internal error. Please try again.");
+    }
+  }
+  unsigned reqs, execs;
+  enum tenant_admit res =
+      tenant_load_acquire(&s->loads, r->tenant, max_req, false, 0, &reqs, &execs);
+  if (res == TL_OK) {
+    r->load_counted = true;
+    *ok = true;
+    return MHD_YES;
+  }
+  /* Refused at once, body or not, and the connection closed: holding the
+   * reply until a slow body is in would keep the very thread the refusal
+   * is there to free. */
+  r->body_done = true;
+  r->close_after = true;
+  if (res == TL_OVER_REQ) {
+    char msg[160];
+    snprintf(msg, sizeof msg,
+             "This tenant already has %u S3 request(s) in progress (at most %u): retry when one "
+             "has ended",
+             reqs, max_req);
+    return s3_error(r, 503, "SlowDown", msg);
+  }
+  return s3_error(r, 503, "SlowDown", "The server is at its connection limit: retry later");
+}
+
 /* ---- which operation ---- */
 
 static enum s3_op pick_op(struct s3_req *r) {
@@ -532,6 +575,9 @@ static enum MHD_Result start_request(struct s3_req *r) {
   ret = authenticate(r, &ok);
   if (!ok)
     return ret;
+  ret = admit(r, &ok);
+  if (!ok)
+    return ret;
   enum s3_op op = pick_op(r);
   if (op == OP_NONE) {
     if (!strcmp(r->method, "GET") || !strcmp(r->method, "PUT") || !strcmp(r->method, "DELETE") ||
@@ -627,6 +673,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     snprintf(r->method, sizeof r->method, "%s", method);
     enum MHD_Result ret = start_request(r);
     r->in_first_call = false;
+    /* An object upload's body takes as long as it needs. */
+    if (!r->responded && r->body == SB_OBJECT)
+      conn_watch_request_in(&r->srv->watch, conn);
     return ret;
   }
   if (*upload_data_size > 0) {
@@ -646,6 +695,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return MHD_YES;
   }
   /* The whole request is in. */
+  conn_watch_request_in(&r->srv->watch, conn);
   if (r->pending)
     return flush_pending(r);
   r->body_done = true;
@@ -735,7 +785,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
   struct s3_server *s = cls;
   struct s3_req *r = *con_cls;
-  (void)conn;
   if (!r)
     return;
   *con_cls = NULL;
@@ -753,11 +802,18 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   free(r->raw_uri);
   free(r->bucket);
   free(r->key);
+  if (r->load_counted)
+    tenant_load_release(&s->loads, r->tenant, false);
   free(r);
+  conn_watch_request_done(&s->watch, conn);
   pthread_mutex_lock(&s->lock);
   s->inflight--;
   pthread_cond_broadcast(&s->cond);
   pthread_mutex_unlock(&s->lock);
+}
+
+static void log_cut(void *ctx, unsigned cut, unsigned timeout_s) {
+  s3_log(ctx, "closed %u S3 connection(s) that did not send a request within %us", cut, timeout_s);
 }
 
 int s3_start(struct s3_server **out, const struct s3_config *cfg, struct husk_err *err) {
@@ -780,16 +836,32 @@ int s3_start(struct s3_server **out, const struct s3_config *cfg, struct husk_er
                    MHD_USE_ERROR_LOG | MHD_USE_ITC;
   if (ss.ss_family == AF_INET6)
     flags |= MHD_USE_IPv6;
-  s->daemon = MHD_start_daemon(
-      flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
-      MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
-      MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections ? cfg->max_connections : 256,
-      MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_per_ip,
-      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)S3_CONN_MEMORY, MHD_OPTION_CONNECTION_TIMEOUT,
-      cfg->idle_timeout_s ? cfg->idle_timeout_s : 120, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-      MHD_OPTION_LISTEN_BACKLOG_SIZE, 128U, MHD_OPTION_END);
+  unsigned maxc = cfg->max_connections ? cfg->max_connections : 256;
+  /* The same default share of the connection threads as the API's. */
+  s->tenant_max_requests =
+      cfg->tenant_max_requests ? cfg->tenant_max_requests : maxc / API_TENANT_REQUESTS_DIVISOR;
+  if (!s->tenant_max_requests)
+    s->tenant_max_requests = 1;
+  unsigned rto = cfg->request_timeout_s ? cfg->request_timeout_s : API_REQUEST_TIMEOUT_S;
+  int e = tenant_loads_init(&s->loads, maxc);
+  if (e == 0)
+    e = conn_watch_start(&s->watch, maxc, rto, log_cut, s);
+  if (e == 0)
+    s->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
+        MHD_OPTION_CONNECTION_LIMIT, maxc, MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_per_ip,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)S3_CONN_MEMORY, MHD_OPTION_CONNECTION_TIMEOUT,
+        cfg->idle_timeout_s ? cfg->idle_timeout_s : 120, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        s, MHD_OPTION_NOTIFY_CONNECTION, conn_watch_notify, &s->watch,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, 128U, MHD_OPTION_END);
   if (!s->daemon) {
-    husk_error(err, errno ? errno : EADDRINUSE, "cannot listen on `%s`", cfg->listen);
+    if (e != 0)
+      husk_error(err, e, "s3 server");
+    else
+      husk_error(err, errno ? errno : EADDRINUSE, "cannot listen on `%s`", cfg->listen);
+    conn_watch_free(&s->watch);
+    tenant_loads_free(&s->loads);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->cond);
     pthread_mutex_destroy(&s->log_lock);
@@ -820,9 +892,12 @@ void s3_stop(struct s3_server *s, unsigned grace_ms) {
     pthread_cond_timedwait(&s->cond, &s->lock, &ts);
   }
   pthread_mutex_unlock(&s->lock);
+  conn_watch_stop(&s->watch);
   MHD_stop_daemon(s->daemon);
   if (lsock != MHD_INVALID_SOCKET)
     close(lsock);
+  conn_watch_free(&s->watch);
+  tenant_loads_free(&s->loads);
   pthread_mutex_destroy(&s->lock);
   pthread_cond_destroy(&s->cond);
   pthread_mutex_destroy(&s->log_lock);

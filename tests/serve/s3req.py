@@ -6,12 +6,13 @@ what real clients would not (wrong hashes, odd dates, aws-chunked bodies).
   s3req.py METHOD URL [-H 'Name: value']... [--data STR | --data-file F]
            [--payload HASH|UNSIGNED-PAYLOAD] [--date YYYYMMDDTHHMMSSZ]
            [--chunked SIZE [--bad-chunk]] [--out FILE] [--headers FILE]
-           [--raw] [--repeat N] [--kill PID]
+           [--raw] [--repeat N] [--kill PID] [--trickle SECONDS]
 
 Credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY.  Prints the
 status code.  --raw sends the URL as it is, unsigned (a presigned link);
 --repeat sends the request N times on one connection and prints every
-status; --kill SIGKILLs PID the moment the (last) reply is read."""
+status; --kill SIGKILLs PID the moment the (last) reply is read;
+--trickle sends the body one byte every SECONDS (a slow upload)."""
 import argparse, datetime, hashlib, hmac, http.client, os, sys, urllib.parse
 
 ap = argparse.ArgumentParser()
@@ -32,6 +33,7 @@ ap.add_argument("--headers", default=os.devnull)
 ap.add_argument("--raw", action="store_true")
 ap.add_argument("--repeat", type=int, default=1)
 ap.add_argument("--kill", type=int)
+ap.add_argument("--trickle", type=float)
 a = ap.parse_args()
 
 ak = os.environ.get("AWS_ACCESS_KEY_ID", "")
@@ -170,7 +172,13 @@ for i in range(a.repeat):
     if "content-length" not in hs:
         c.putheader("content-length", str(len(wire)))
     c.endheaders()
-    c.send(wire)
+    if a.trickle:
+        import time
+        for j in range(len(wire)):
+            c.send(wire[j:j + 1])
+            time.sleep(a.trickle)
+    else:
+        c.send(wire)
     r = c.getresponse()
     data = r.read()
     codes.append(str(r.status))

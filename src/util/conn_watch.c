@@ -1,13 +1,4 @@
-/* The request timeout: a connection must deliver each request -- its line,
- * headers and, unless it is an upload (BODY_STREAM), its body -- within
- * `request_timeout_s` of the connection's start or of the previous reply.
- *
- * libmicrohttpd's own timeout is an idle one: a client sending one byte
- * every minute keeps a connection, and its thread, forever.  Here every
- * connection has an entry (its socket context) with the time its current
- * wait began; a watchdog thread shuts down the socket of one that is over
- * its time.  The connection's own thread then sees the end of the stream
- * and closes it as for any client that went away.
+/* The request timeout's watchdog (util/conn_watch.h).
  *
  * The socket is shut down under `lock`, and libmicrohttpd notifies
  * MHD_CONNECTION_NOTIFY_CLOSED (which frees the entry under that lock)
@@ -20,8 +11,8 @@
 #include <sys/socket.h>
 #include <time.h>
 
-#include "api/internal.h"
 #include "util/clock.h"
+#include "util/conn_watch.h"
 
 struct conn_entry {
   bool used;
@@ -31,10 +22,9 @@ struct conn_entry {
   int64_t since_ms;
 };
 
-void api_conn_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
-                     enum MHD_ConnectionNotificationCode toe) {
-  struct api_server *s = cls;
-  struct conn_watch *w = &s->watch;
+void conn_watch_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                       enum MHD_ConnectionNotificationCode toe) {
+  struct conn_watch *w = cls;
   pthread_mutex_lock(&w->lock);
   if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
     *socket_context = NULL;
@@ -63,28 +53,27 @@ static struct conn_entry *entry_of(struct MHD_Connection *conn) {
   return ci ? ci->socket_context : NULL;
 }
 
-void api_conn_request_in(struct api_server *s, struct MHD_Connection *conn) {
+void conn_watch_request_in(struct conn_watch *w, struct MHD_Connection *conn) {
   struct conn_entry *e = entry_of(conn);
   if (!e)
     return;
-  pthread_mutex_lock(&s->watch.lock);
+  pthread_mutex_lock(&w->lock);
   e->timing = false;
-  pthread_mutex_unlock(&s->watch.lock);
+  pthread_mutex_unlock(&w->lock);
 }
 
-void api_conn_request_done(struct api_server *s, struct MHD_Connection *conn) {
+void conn_watch_request_done(struct conn_watch *w, struct MHD_Connection *conn) {
   struct conn_entry *e = entry_of(conn);
   if (!e)
     return;
-  pthread_mutex_lock(&s->watch.lock);
+  pthread_mutex_lock(&w->lock);
   e->timing = true;
   e->since_ms = mono_ms();
-  pthread_mutex_unlock(&s->watch.lock);
+  pthread_mutex_unlock(&w->lock);
 }
 
 static void *watchdog(void *arg) {
-  struct api_server *s = arg;
-  struct conn_watch *w = &s->watch;
+  struct conn_watch *w = arg;
   int64_t limit = (int64_t)w->timeout_s * 1000;
   /* Checked a few times per timeout: a connection is cut at most a
    * quarter of its timeout late. */
@@ -106,8 +95,8 @@ static void *watchdog(void *arg) {
     }
     if (cut) {
       pthread_mutex_unlock(&w->lock);
-      api_log(s, "closed %u connection(s) that did not send a request within %us", cut,
-              w->timeout_s);
+      if (w->on_cut)
+        w->on_cut(w->ctx, cut, w->timeout_s);
       pthread_mutex_lock(&w->lock);
     }
     struct timespec ts;
@@ -121,8 +110,8 @@ static void *watchdog(void *arg) {
   return NULL;
 }
 
-int api_conn_watch_start(struct api_server *s, size_t cap, unsigned timeout_s) {
-  struct conn_watch *w = &s->watch;
+int conn_watch_start(struct conn_watch *w, size_t cap, unsigned timeout_s,
+                     void (*on_cut)(void *ctx, unsigned cut, unsigned timeout_s), void *ctx) {
   pthread_mutex_init(&w->lock, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
@@ -131,18 +120,19 @@ int api_conn_watch_start(struct api_server *s, size_t cap, unsigned timeout_s) {
   pthread_condattr_destroy(&ca);
   w->initialized = true;
   w->timeout_s = timeout_s;
+  w->on_cut = on_cut;
+  w->ctx = ctx;
   w->cap = cap;
   w->entries = calloc(cap, sizeof *w->entries);
   if (!w->entries)
     return ENOMEM;
-  int e = pthread_create(&w->thread, NULL, watchdog, s);
+  int e = pthread_create(&w->thread, NULL, watchdog, w);
   if (e == 0)
     w->running = true;
   return e;
 }
 
-void api_conn_watch_stop(struct api_server *s) {
-  struct conn_watch *w = &s->watch;
+void conn_watch_stop(struct conn_watch *w) {
   if (!w->initialized)
     return;
   if (w->running) {
@@ -155,11 +145,10 @@ void api_conn_watch_stop(struct api_server *s) {
   }
 }
 
-void api_conn_watch_free(struct api_server *s) {
-  struct conn_watch *w = &s->watch;
+void conn_watch_free(struct conn_watch *w) {
   if (!w->initialized)
     return;
-  api_conn_watch_stop(s);
+  conn_watch_stop(w);
   free(w->entries);
   w->entries = NULL;
   pthread_mutex_destroy(&w->lock);
