@@ -412,19 +412,18 @@ static int build_dev(char *what, size_t wl) {
   return dev_rest(dev, what, wl);
 }
 
-/* A box's own /dev, mounted on `at`: a tiny tmpfs with the six devices
- * made anew (mknod, with the host's device numbers and modes) and
- * dev_rest, read-only, nosuid, noexec.  Its device nodes are inodes of
- * this box alone, so an inotify watch on /dev/null in the box sees only
- * the box's own opens and writes, not the host's or another box's (a bind
- * of the host's node would share its inode).  Made by a creator running as
- * root in the initial user namespace (the spawner), before the box's
- * namespaces are cloned from its own: the tmpfs then belongs to the
- * initial user namespace, where device nodes work, and the box's copy of
- * the mount is locked (it can neither remount it writable nor unmount it).
- * The box cannot add a node: mknod needs CAP_MKNOD in the initial user
- * namespace, and the filesystem is read-only. */
-static int dev_instance(const char *at, char *what, size_t wl) {
+/* A box's own /dev: a tiny tmpfs with the six devices made anew (mknod,
+ * with the host's device numbers and modes) and dev_rest, read-only,
+ * nosuid, noexec.  Its device nodes are inodes of this box alone, so an
+ * inotify watch on /dev/null in the box sees only the box's own opens and
+ * writes, not the host's or another box's (a bind of the host's node
+ * would share its inode).  Works for a creator that is root in the
+ * initial user namespace: the tmpfs then belongs to that namespace, where
+ * device nodes work.  Elsewhere mknod fails with EPERM.  The box cannot
+ * add a node: mknod needs CAP_MKNOD in the initial user namespace, the
+ * filesystem is read-only and its root directory belongs to a user the
+ * box does not map. */
+int rootfs_dev_make(char *what, size_t wl) {
   cleanup_close int fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
   if (fs < 0)
     return fail(what, wl, errno, "fsopen the box's /dev");
@@ -446,7 +445,7 @@ static int dev_instance(const char *at, char *what, size_t wl) {
       return fail(what, wl, ENODEV, "`%s` is not a character device", src);
     /* The umask does not apply: the mode is set again after. */
     if (mknodat(mnt, devices[i], S_IFCHR | 0600, st.st_rdev) < 0 ||
-        fchmodat(mnt, devices[i], st.st_mode & 07777 & ~(mode_t)(S_ISUID | S_ISGID), 0) < 0 ||
+        fchmodat(mnt, devices[i], st.st_mode & 0777, 0) < 0 ||
         fchownat(mnt, devices[i], st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) < 0)
       return fail(what, wl, errno, "create the box's `%s`", src);
   }
@@ -456,18 +455,48 @@ static int dev_instance(const char *at, char *what, size_t wl) {
   struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
   if (mount_setattr(mnt, "", AT_EMPTY_PATH, &ro, sizeof ro) < 0)
     return fail(what, wl, errno, "make the box's /dev read-only");
-  if (move_mount(mnt, "", AT_FDCWD, at, MOVE_MOUNT_F_EMPTY_PATH) < 0)
-    return fail(what, wl, errno, "mount the box's /dev");
+  return take_fd(&mnt);
+}
+
+/* The devices of the root at `root`: `dev` (a rootfs_dev_make() mount, or
+ * -1 to make one here) mounted on its /dev.  Where device nodes cannot be
+ * made (EPERM: not root in the initial user namespace, as in a box's own
+ * namespace when the host side could not make them either), binds of the
+ * host's six devices on the mount points build_dev left: they work, but
+ * share the host's inodes. */
+static int attach_devices(const char *root, int dev, char *what, size_t wl) {
+  char path[PATH_MAX];
+  cleanup_close int own = dev < 0 ? rootfs_dev_make(what, wl) : -1;
+  if (dev < 0 && own >= 0)
+    dev = own;
+  if (dev >= 0) {
+    snprintf(path, sizeof path, "%s/dev", root);
+    if (move_mount(dev, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+      return fail(what, wl, errno, "mount the box's /dev");
+    return 0;
+  }
+  if (own != -EPERM)
+    return own;
+  int rc;
+  for (size_t i = 0; devices[i]; i++) {
+    char src[64];
+    snprintf(src, sizeof src, "/dev/%s", devices[i]);
+    snprintf(path, sizeof path, "%s/dev/%s", root, devices[i]);
+    if (mount(src, path, NULL, MS_BIND, NULL) < 0)
+      return fail(what, wl, errno, "bind `%s`", src);
+    if ((rc = set_attrs(path, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false)) < 0)
+      return fail(what, wl, -rc, "restrict `%s`", src);
+  }
   return 0;
 }
 
 /* What a root shows of the host, mounted into the root at `root`: each
- * layer (an overlay of a host directory) and the six device binds.  With
- * `lower`, first a read-only overlay of that directory becomes `root`
+ * layer (an overlay of a host directory) and the devices (attach_devices,
+ * with `dev`).  With `lower`, first a read-only overlay of that directory becomes `root`
  * itself (*mounted then says so).  `empty`: an empty directory that no
  * overlay covers, the second lower layer of each overlay. */
-static int attach_host(const char *root, const char *lower, const char *empty, bool *mounted,
-                       char *what, size_t wl) {
+static int attach_host(const char *root, const char *lower, const char *empty, int dev,
+                       bool *mounted, char *what, size_t wl) {
   int fds[HUSK_ROOT_LAYERS_MAX];
   size_t n = 0;
   int rc = 0;
@@ -497,24 +526,7 @@ static int attach_host(const char *root, const char *lower, const char *empty, b
       goto out;
     }
   }
-  if (lower) {
-    snprintf(path, sizeof path, "%s/dev", root);
-    rc = dev_instance(path, what, wl);
-    goto out;
-  }
-  for (size_t i = 0; devices[i]; i++) {
-    char src[64];
-    snprintf(src, sizeof src, "/dev/%s", devices[i]);
-    snprintf(path, sizeof path, "%s/dev/%s", root, devices[i]);
-    if (mount(src, path, NULL, MS_BIND, NULL) < 0) {
-      rc = fail(what, wl, errno, "bind `%s`", src);
-      goto out;
-    }
-    if ((rc = set_attrs(path, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false)) < 0) {
-      rc = fail(what, wl, -rc, "restrict `%s`", src);
-      goto out;
-    }
-  }
+  rc = attach_devices(root, dev, what, wl);
 out:
   for (size_t i = 0; i < n; i++)
     close(fds[i]);
@@ -605,7 +617,7 @@ int rootfs_instance(const char *dir, char *at, size_t at_len, char *what, size_t
       snprintf(at, at_len, "%s/" PREPARED_TREE, dir) >= (int)at_len)
     return fail(what, wl, ENAMETOOLONG, "prepared root path");
   bool mounted = false;
-  int rc = attach_host(at, at, empty, &mounted, what, wl);
+  int rc = attach_host(at, at, empty, -1, &mounted, what, wl);
   if (rc < 0 && mounted)
     umount2(at, MNT_DETACH); /* the partly built view goes with it */
   return rc;
@@ -638,7 +650,7 @@ int rootfs_enter(const struct rootfs_mounts *m, const char *prepared, char *what
       return fail(what, wl, errno, "chdir to staging root");
     bool mounted = false;
     if ((rc = build_base(what, wl)) < 0 ||
-        (rc = attach_host(".", NULL, NR "/run", &mounted, what, wl)) < 0)
+        (rc = attach_host(".", NULL, NR "/run", m->dev, &mounted, what, wl)) < 0)
       return rc;
   }
   /* 5. */

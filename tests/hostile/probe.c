@@ -2465,9 +2465,7 @@ static void p_scm_creds_spoof(void) {
  * queued when they happen, so anything leaked is in the queue before the
  * probe's own events that follow: the probe must find only its own.  Its
  * own accesses must reach its watches (the watches work), and watching its
- * own /workspace and /tmp must keep working (dev servers, tail -f).  With
- * HUSK_PROBE_DEV_SHARED=1 in the environment (a box whose devices are
- * known to be the host's, husk run) the device watches are left out. */
+ * own /workspace and /tmp must keep working (dev servers, tail -f). */
 static const char *const inotify_shared[] = {"/usr/bin", "/usr/lib", "/etc", "/",
                                              "/etc/ssl/certs", "/dev/null", "/dev/zero",
                                              "/dev/full", "/dev/random", "/dev/urandom",
@@ -2483,7 +2481,7 @@ static void inotify_drain(int fd, const int *wds, size_t nwds, int *counts, char
     for (char *q = buf; q < buf + n;) {
       const struct inotify_event *e = (const void *)q;
       for (size_t i = 0; i < nwds; i++)
-        if (wds[i] >= 0 && wds[i] == e->wd) {
+        if (wds[i] == e->wd) {
           counts[i]++;
           size_t len = strlen(seen);
           if (len + 64 < cap)
@@ -2495,8 +2493,6 @@ static void inotify_drain(int fd, const int *wds, size_t nwds, int *counts, char
 }
 
 static void p_inotify_isolated(void) {
-  const char *dev_shared = getenv("HUSK_PROBE_DEV_SHARED");
-  size_t nshared = dev_shared && !strcmp(dev_shared, "1") ? FIRST_DEV : NSHARED;
   int fd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (fd < 0) {
     bad("inotify_init1: %s", en(errno));
@@ -2504,8 +2500,6 @@ static void p_inotify_isolated(void) {
   }
   int wds[NSHARED + 2], counts[NSHARED + 2] = {0};
   for (size_t i = 0; i < NSHARED; i++)
-    wds[i] = -1;
-  for (size_t i = 0; i < nshared; i++)
     /* /etc/ssl/certs and /proc/kcore are there only when the host has them. */
     if ((wds[i] = inotify_add_watch(fd, inotify_shared[i], IN_ALL_EVENTS)) < 0 &&
         (errno != ENOENT || (i != 4 && i != NSHARED - 1))) {
@@ -2530,7 +2524,7 @@ static void p_inotify_isolated(void) {
     close(f);
   }
   inotify_drain(fd, wds, NSHARED + 2, counts, seen, sizeof seen);
-  if (counts[0] == 0 || counts[2] == 0 || (nshared > FIRST_DEV && counts[FIRST_DEV] == 0)) {
+  if (counts[0] == 0 || counts[2] == 0 || counts[FIRST_DEV] == 0) {
     bad("the box's own opens of /usr/bin/env, /etc/passwd and /dev/null reached no watch (%s)",
         seen);
     return;
@@ -2562,7 +2556,7 @@ static void p_inotify_isolated(void) {
         counts[NSHARED + 1]);
   if (!nbad)
     good("watches on %zu shared dirs and %zu devices saw only the box's own accesses; own "
-         "/workspace and /tmp events seen", (size_t)FIRST_DEV, nshared - FIRST_DEV);
+         "/workspace and /tmp events seen", (size_t)FIRST_DEV, NSHARED - FIRST_DEV);
 }
 
 /* ---- table and main ---------------------------------------------------- */
