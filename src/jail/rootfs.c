@@ -25,13 +25,12 @@
  *      /tmp, /dev/shm (one size- and inode-limited filesystem).
  *   6. A fresh /proc for the new pid namespace, with kernel-information
  *      files masked and kernel knobs read-only.
- *   7. A minimal /dev: in a box of a prepared root, a tiny tmpfs of the
- *      box's own with six device nodes made for it and links
- *      (dev_instance); in a root built from scratch, a directory of the
- *      root with binds of the host's six devices, the one part still
- *      shared with the host there (a watch on its /dev/null sees other
- *      processes write to it).  Then the box's own devpts instance and
- *      /dev/shm.
+ *   7. A minimal /dev: a tiny tmpfs of the box's own with six device
+ *      nodes made for it and links (rootfs_dev_make; by the spawner for a
+ *      prepared root, by the host side for a root built from scratch).
+ *      Only where nodes cannot be made (EPERM), binds of the host's six
+ *      devices on a directory of the root, which share the host's inodes.
+ *      Then the box's own devpts instance and /dev/shm.
  *   8. pivot_root into the staging root, detach the old root, and make the
  *      staging root itself read-only. */
 #define _GNU_SOURCE
