@@ -63,6 +63,10 @@
 
 /* Size of the read-only staging root (holds /etc and mount points only). */
 #define HUSK_STAGING_ROOT_SIZE "4m"
+/* A box's own /dev (a box of a prepared root): six device nodes, two
+ * directories, five links and its root fit these. */
+#define HUSK_BOX_DEV_SIZE "4k"
+#define HUSK_BOX_DEV_INODES "16"
 /* Host files the root copies (/etc/ld.so.cache, mime.types...): at most
  * this large each. */
 #define HUSK_ROOT_COPY_MAX (1024 * 1024)

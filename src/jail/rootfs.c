@@ -25,10 +25,12 @@
  *      /tmp, /dev/shm (one size- and inode-limited filesystem).
  *   6. A fresh /proc for the new pid namespace, with kernel-information
  *      files masked and kernel knobs read-only.
- *   7. A minimal /dev, a directory of the root: six device binds and
- *      links; then the box's own devpts instance and /dev/shm.  The
- *      device binds are the one part still shared with the host: a watch
- *      on /dev/null sees other processes write to it.
+ *   7. A minimal /dev: a tiny tmpfs of the box's own with six device
+ *      nodes made for it and links (rootfs_dev_make; by the spawner for a
+ *      prepared root, by the host side for a root built from scratch).
+ *      Only where nodes cannot be made (EPERM), binds of the host's six
+ *      devices on a directory of the root, which share the host's inodes.
+ *      Then the box's own devpts instance and /dev/shm.
  *   8. pivot_root into the staging root, detach the old root, and make the
  *      staging root itself read-only. */
 #define _GNU_SOURCE
@@ -330,7 +332,9 @@ static int build_proc(char *what, size_t wl) {
   int rc;
   if (mount("proc", "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
     return fail(what, wl, errno, "mount proc");
-  /* Files that leak kernel or host information: covered with /dev/null. */
+  /* Files that leak kernel or host information: covered with the box's
+   * /dev/null (its own node in a box of a prepared root), not the host's:
+   * a watch on them would otherwise see the host's /dev/null. */
   static const char *const masked_files[] = {
       "kcore", "keys", "key-users", "timer_list", "timer_stats", "sched_debug", "latency_stats",
       "kallsyms", "kmsg", "kpagecount", "kpageflags", "kpagecgroup", "vmallocinfo", "slabinfo",
@@ -339,7 +343,7 @@ static int build_proc(char *what, size_t wl) {
     char p[128];
     snprintf(p, sizeof p, "proc/%s", masked_files[i]);
     /* Absent on this kernel: nothing to mask. */
-    if (mount("/dev/null", p, NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
+    if (mount("dev/null", p, NULL, MS_BIND, NULL) < 0 && errno != ENOENT)
       return fail(what, wl, errno, "mask /proc/%s", masked_files[i]);
   }
   /* Directories of hardware and driver details: an empty read-only tmpfs. */
@@ -371,9 +375,28 @@ static int build_proc(char *what, size_t wl) {
 
 static const char *const devices[] = {"null", "zero", "full", "random", "urandom", "tty", NULL};
 
-/* The part of /dev every box has: the mount points of six devices, of its
- * own devpts and /dev/shm, the usual links.  A directory of the root
- * (read-only with it), not a filesystem of its own. */
+/* What /dev holds besides the devices, in the directory `dev`: the mount
+ * points of the box's own devpts and /dev/shm, the usual links. */
+static int dev_rest(int dev, char *what, size_t wl) {
+  static const char *const dirs[] = {"pts", "shm", NULL};
+  for (size_t i = 0; dirs[i]; i++)
+    if (mkdirat(dev, dirs[i], 0755) < 0)
+      return fail(what, wl, errno, "mkdir `/dev/%s`", dirs[i]);
+  static const struct {
+    const char *target, *link;
+  } links[] = {{"pts/ptmx", "ptmx"},     {"/proc/self/fd", "fd"},
+               {"/proc/self/fd/0", "stdin"}, {"/proc/self/fd/1", "stdout"},
+               {"/proc/self/fd/2", "stderr"}};
+  for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
+    if (symlinkat(links[i].target, dev, links[i].link) < 0)
+      return fail(what, wl, errno, "symlink `/dev/%s`", links[i].link);
+  return 0;
+}
+
+/* The part of /dev every box has: the mount points of six devices (bound
+ * from the host's by a root built from scratch; a box of a prepared root
+ * gets its own /dev over this one, dev_instance) and dev_rest.  A
+ * directory of the root (read-only with it), not a filesystem of its own. */
 static int build_dev(char *what, size_t wl) {
   int rc;
   for (size_t i = 0; devices[i]; i++) {
@@ -382,27 +405,97 @@ static int build_dev(char *what, size_t wl) {
     if ((rc = touch(dst, 0666)) < 0)
       return fail(what, wl, -rc, "create `%s`", dst);
   }
-  static const char *const dirs[] = {"dev/pts", "dev/shm", NULL};
-  if ((rc = mkdirs(dirs, 0755, what, wl)) < 0)
+  cleanup_close int dev = open("dev", O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dev < 0)
+    return fail(what, wl, errno, "open `/dev`");
+  return dev_rest(dev, what, wl);
+}
+
+/* A box's own /dev: a tiny tmpfs with the six devices made anew (mknod,
+ * with the host's device numbers and modes) and dev_rest, read-only,
+ * nosuid, noexec.  Its device nodes are inodes of this box alone, so an
+ * inotify watch on /dev/null in the box sees only the box's own opens and
+ * writes, not the host's or another box's (a bind of the host's node
+ * would share its inode).  Works for a creator that is root in the
+ * initial user namespace: the tmpfs then belongs to that namespace, where
+ * device nodes work.  Elsewhere mknod fails with EPERM.  The box cannot
+ * add a node: mknod needs CAP_MKNOD in the initial user namespace, the
+ * filesystem is read-only and its root directory belongs to a user the
+ * box does not map. */
+int rootfs_dev_make(char *what, size_t wl) {
+  cleanup_close int fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
+  if (fs < 0)
+    return fail(what, wl, errno, "fsopen the box's /dev");
+  if (fsconfig(fs, FSCONFIG_SET_STRING, "size", HUSK_BOX_DEV_SIZE, 0) < 0 ||
+      fsconfig(fs, FSCONFIG_SET_STRING, "nr_inodes", HUSK_BOX_DEV_INODES, 0) < 0 ||
+      fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0755", 0) < 0 ||
+      fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+    return fail(what, wl, errno, "create the box's /dev");
+  cleanup_close int mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC);
+  if (mnt < 0)
+    return fail(what, wl, errno, "fsmount the box's /dev");
+  for (size_t i = 0; devices[i]; i++) {
+    char src[64];
+    snprintf(src, sizeof src, "/dev/%s", devices[i]);
+    struct stat st;
+    if (stat(src, &st) < 0)
+      return fail(what, wl, errno, "stat `%s`", src);
+    if (!S_ISCHR(st.st_mode))
+      return fail(what, wl, ENODEV, "`%s` is not a character device", src);
+    /* The umask does not apply: the mode is set again after. */
+    if (mknodat(mnt, devices[i], S_IFCHR | 0600, st.st_rdev) < 0 ||
+        fchmodat(mnt, devices[i], st.st_mode & 0777, 0) < 0 ||
+        fchownat(mnt, devices[i], st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) < 0)
+      return fail(what, wl, errno, "create the box's `%s`", src);
+  }
+  int rc = dev_rest(mnt, what, wl);
+  if (rc < 0)
     return rc;
-  static const struct {
-    const char *target, *link;
-  } links[] = {{"pts/ptmx", "dev/ptmx"},     {"/proc/self/fd", "dev/fd"},
-               {"/proc/self/fd/0", "dev/stdin"}, {"/proc/self/fd/1", "dev/stdout"},
-               {"/proc/self/fd/2", "dev/stderr"}};
-  for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
-    if (symlink(links[i].target, links[i].link) < 0)
-      return fail(what, wl, errno, "symlink `%s`", links[i].link);
+  struct mount_attr ro = {.attr_set = MOUNT_ATTR_RDONLY};
+  if (mount_setattr(mnt, "", AT_EMPTY_PATH, &ro, sizeof ro) < 0)
+    return fail(what, wl, errno, "make the box's /dev read-only");
+  return take_fd(&mnt);
+}
+
+/* The devices of the root at `root`: `dev` (a rootfs_dev_make() mount, or
+ * -1 to make one here) mounted on its /dev.  Where device nodes cannot be
+ * made (EPERM: not root in the initial user namespace, as in a box's own
+ * namespace when the host side could not make them either), binds of the
+ * host's six devices on the mount points build_dev left: they work, but
+ * share the host's inodes. */
+static int attach_devices(const char *root, int dev, char *what, size_t wl) {
+  char path[PATH_MAX];
+  cleanup_close int own = dev < 0 ? rootfs_dev_make(what, wl) : -1;
+  if (dev < 0 && own >= 0)
+    dev = own;
+  if (dev >= 0) {
+    snprintf(path, sizeof path, "%s/dev", root);
+    if (move_mount(dev, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+      return fail(what, wl, errno, "mount the box's /dev");
+    return 0;
+  }
+  if (own != -EPERM)
+    return own;
+  int rc;
+  for (size_t i = 0; devices[i]; i++) {
+    char src[64];
+    snprintf(src, sizeof src, "/dev/%s", devices[i]);
+    snprintf(path, sizeof path, "%s/dev/%s", root, devices[i]);
+    if (mount(src, path, NULL, MS_BIND, NULL) < 0)
+      return fail(what, wl, errno, "bind `%s`", src);
+    if ((rc = set_attrs(path, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false)) < 0)
+      return fail(what, wl, -rc, "restrict `%s`", src);
+  }
   return 0;
 }
 
 /* What a root shows of the host, mounted into the root at `root`: each
- * layer (an overlay of a host directory) and the six device binds.  With
- * `lower`, first a read-only overlay of that directory becomes `root`
+ * layer (an overlay of a host directory) and the devices (attach_devices,
+ * with `dev`).  With `lower`, first a read-only overlay of that directory becomes `root`
  * itself (*mounted then says so).  `empty`: an empty directory that no
  * overlay covers, the second lower layer of each overlay. */
-static int attach_host(const char *root, const char *lower, const char *empty, bool *mounted,
-                       char *what, size_t wl) {
+static int attach_host(const char *root, const char *lower, const char *empty, int dev,
+                       bool *mounted, char *what, size_t wl) {
   int fds[HUSK_ROOT_LAYERS_MAX];
   size_t n = 0;
   int rc = 0;
@@ -432,19 +525,7 @@ static int attach_host(const char *root, const char *lower, const char *empty, b
       goto out;
     }
   }
-  for (size_t i = 0; devices[i]; i++) {
-    char src[64];
-    snprintf(src, sizeof src, "/dev/%s", devices[i]);
-    snprintf(path, sizeof path, "%s/dev/%s", root, devices[i]);
-    if (mount(src, path, NULL, MS_BIND, NULL) < 0) {
-      rc = fail(what, wl, errno, "bind `%s`", src);
-      goto out;
-    }
-    if ((rc = set_attrs(path, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, false)) < 0) {
-      rc = fail(what, wl, -rc, "restrict `%s`", src);
-      goto out;
-    }
-  }
+  rc = attach_devices(root, dev, what, wl);
 out:
   for (size_t i = 0; i < n; i++)
     close(fds[i]);
@@ -535,7 +616,7 @@ int rootfs_instance(const char *dir, char *at, size_t at_len, char *what, size_t
       snprintf(at, at_len, "%s/" PREPARED_TREE, dir) >= (int)at_len)
     return fail(what, wl, ENAMETOOLONG, "prepared root path");
   bool mounted = false;
-  int rc = attach_host(at, at, empty, &mounted, what, wl);
+  int rc = attach_host(at, at, empty, -1, &mounted, what, wl);
   if (rc < 0 && mounted)
     umount2(at, MNT_DETACH); /* the partly built view goes with it */
   return rc;
@@ -568,7 +649,7 @@ int rootfs_enter(const struct rootfs_mounts *m, const char *prepared, char *what
       return fail(what, wl, errno, "chdir to staging root");
     bool mounted = false;
     if ((rc = build_base(what, wl)) < 0 ||
-        (rc = attach_host(".", NULL, NR "/run", &mounted, what, wl)) < 0)
+        (rc = attach_host(".", NULL, NR "/run", m->dev, &mounted, what, wl)) < 0)
       return rc;
   }
   /* 5. */

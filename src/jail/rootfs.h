@@ -12,7 +12,15 @@ struct rootfs_mounts {
   int workspace;
   int tmp;
   int shm;
+  int dev; /* the box's /dev (rootfs_dev_make), or -1; unused with a prepared root */
 };
+
+/* A box's own /dev as a detached mount: a tiny read-only tmpfs with the
+ * six devices (null, zero, full, random, urandom, tty) made for it, the
+ * mount points of devpts and /dev/shm, the usual links.  Returns its fd,
+ * or -errno (-EPERM where device nodes cannot be made: not root in the
+ * initial user namespace). */
+int rootfs_dev_make(char *what, size_t what_len);
 
 /* Build the part of the root every box shares (the skeleton, the
  * generated /etc, copies of the host's /etc files) once, on a tmpfs
@@ -24,7 +32,7 @@ int rootfs_prepare(const char *dir, char *what, size_t what_len);
 /* One box's view of the root prepared at `dir`, mounted at `at` (a path
  * under `dir`, written there, for rootfs_enter()): a read-only overlay of
  * the prepared tree, with overlays of /usr and the host's /etc
- * directories and the device binds, so that the box sees the shared
+ * directories and a /dev of its own (rootfs_dev_make), so that the box sees the shared
  * files through inodes of its own (inotify watches on them see only what
  * the box itself does).  The box's mount namespace, cloned while it is
  * there, keeps it (locked, as the copy of a more privileged namespace's

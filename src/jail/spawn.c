@@ -51,7 +51,7 @@
 /* Fixed fd numbers in the child, after it closed everything it inherited. */
 enum {
   CHILD_SYNC = 3, CHILD_CTL, CHILD_SLOT, CHILD_WS, CHILD_TMP, CHILD_SHM, CHILD_FS, CHILD_LISTEN,
-  CHILD_ATTACH, /* CGROUP_MAX_ATTACH fds from here */
+  CHILD_DEV, CHILD_ATTACH, /* CGROUP_MAX_ATTACH fds from here */
   CHILD_FIRST_FREE = CHILD_ATTACH + CGROUP_MAX_ATTACH
 };
 #define CHILD_NFDS (CHILD_FIRST_FREE - CHILD_SYNC)
@@ -61,7 +61,7 @@ enum {
 #define SYNC_GO_ATTACH_V2 '2' /* ... and it must move itself into v2 too */
 
 struct child_args {
-  int sync, ctl, slot, ws, tmp, shm, fs, listen;
+  int sync, ctl, slot, ws, tmp, shm, fs, listen, dev;
   int attach[CGROUP_MAX_ATTACH];
   size_t nattach;
   int attach_v2; /* index in attach[] of the v2 cgroup.procs, -1 if none */
@@ -205,7 +205,8 @@ __attribute__((format(printf, 3, 4))) static _Noreturn void child_fail(int ctl, 
 /* Put the fds the child keeps at fixed numbers and close everything else
  * it inherited from the host (terminals, sockets, cgroup dirs...). */
 static int child_fds(const struct child_args *a) {
-  int src[CHILD_NFDS] = {a->sync, a->ctl, a->slot, a->ws, a->tmp, a->shm, a->fs, a->listen};
+  int src[CHILD_NFDS] = {a->sync, a->ctl, a->slot, a->ws, a->tmp, a->shm, a->fs, a->listen,
+                            a->dev};
   for (size_t i = 0; i < CGROUP_MAX_ATTACH; i++)
     src[CHILD_ATTACH - CHILD_SYNC + i] = i < a->nattach ? a->attach[i] : -1;
   int tmp[CHILD_NFDS];
@@ -297,12 +298,14 @@ static _Noreturn void child_main(const struct child_args *args) {
     child_fail(ctl, errno, "cannot create cgroup namespace");
 
   char what[256] = "";
-  struct rootfs_mounts m = {.workspace = CHILD_WS, .tmp = CHILD_TMP, .shm = CHILD_SHM};
+  struct rootfs_mounts m = {.workspace = CHILD_WS, .tmp = CHILD_TMP, .shm = CHILD_SHM,
+                            .dev = args->dev >= 0 ? CHILD_DEV : -1};
   if ((rc = rootfs_enter(&m, args->prepared_root, what, sizeof what)) < 0)
     child_fail(ctl, -rc, "cannot build the box root: %s", what);
   close(CHILD_WS);
   close(CHILD_TMP);
   close(CHILD_SHM);
+  close(CHILD_DEV); /* absent or attached: nothing to keep either way */
 
   if (sethostname(HUSK_BOX_HOSTNAME, strlen(HUSK_BOX_HOSTNAME)) < 0)
     child_fail(ctl, errno, "sethostname");
@@ -469,7 +472,7 @@ int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *
   j->slot_lock = slot_fd;
   j->uid_base = HUSK_UID_BASE + j->slot * HUSK_UID_RANGE;
 
-  int mnts[3] = {-1, -1, -1};
+  int mnts[3] = {-1, -1, -1}, devfd = -1;
   int ctlpair[2] = {-1, -1}, sync[2] = {-1, -1}, lfd = -1;
   int attach[CGROUP_MAX_ATTACH];
   size_t nattach = 0;
@@ -479,6 +482,16 @@ int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *
     goto fail;
   if (make_fs(j, cfg->disk_bytes, mnts, err) < 0)
     goto fail;
+  /* A root built from scratch gets its /dev from here, where device
+   * nodes can be made (a prepared root's view has its own already).  Where
+   * they cannot (EPERM), the box binds the host's (rootfs.c). */
+  if (!cfg->prepared_root) {
+    char what[160] = "";
+    if ((devfd = rootfs_dev_make(what, sizeof what)) < 0 && devfd != -EPERM) {
+      husk_error(err, -devfd, "cannot make the box's /dev: %s", what);
+      goto fail;
+    }
+  }
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctlpair) < 0) {
     husk_error(err, errno, "socketpair");
     goto fail;
@@ -493,6 +506,7 @@ int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *
     goto fail;
   struct child_args args = {.sync = sync[0], .ctl = ctlpair[1], .slot = slot_fd,
                             .ws = mnts[0], .tmp = mnts[1], .shm = mnts[2],
+                            .dev = devfd >= 0 ? devfd : -1,
                             .fs = cfg->ctl_path ? j->fs : -1, .listen = lfd,
                             .nattach = nattach, .attach_v2 = attach_v2,
                             .die_with_parent = cfg->die_with_parent,
@@ -520,6 +534,8 @@ int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *
     close(mnts[i]);
     mnts[i] = -1;
   }
+  close_quiet(devfd);
+  devfd = -1;
   close_quiet(lfd);
   lfd = -1;
   for (size_t i = 0; i < nattach; i++)
@@ -542,6 +558,7 @@ fail:
     close(attach[i]);
   for (int i = 0; i < 3; i++)
     close_quiet(mnts[i]);
+  close_quiet(devfd);
   close_quiet(lfd);
   if (cfg->ctl_path && j->pid <= 0)
     unlink(cfg->ctl_path);

@@ -2456,17 +2456,22 @@ static void p_scm_creds_spoof(void) {
 /* ---- inotify on the shared root ------------------------------------------ */
 
 /* Attacker watches the read-only root every box has in common (/usr/bin,
- * /usr/lib, /etc, /) to see what other tenants' boxes and the host run and
- * read.  The host side (run.sh, serve/root.sh) waits for the READY line,
- * makes another box execute and read programs there and reads and creates
- * files there itself, then ends this probe's stdin.  Events are queued
- * when they happen, so anything leaked is in the queue before the probe's
- * own events that follow: the probe must find only its own.  Its own
- * accesses must reach its watches (the watches work), and watching its
+ * /usr/lib, /etc, /) and the devices every box has (/dev/null and the
+ * others, and /proc/kcore, which a /dev/null covers) to see what other
+ * tenants' boxes and the host run, read and write.  The host side (run.sh,
+ * serve/root.sh) waits for the READY line, makes another box execute and
+ * read programs there and write /dev/null, reads and creates files there
+ * itself and writes /dev/null, then ends this probe's stdin.  Events are
+ * queued when they happen, so anything leaked is in the queue before the
+ * probe's own events that follow: the probe must find only its own.  Its
+ * own accesses must reach its watches (the watches work), and watching its
  * own /workspace and /tmp must keep working (dev servers, tail -f). */
 static const char *const inotify_shared[] = {"/usr/bin", "/usr/lib", "/etc", "/",
-                                             "/etc/ssl/certs"};
+                                             "/etc/ssl/certs", "/dev/null", "/dev/zero",
+                                             "/dev/full", "/dev/random", "/dev/urandom",
+                                             "/dev/tty", "/proc/kcore"};
 #define NSHARED (sizeof inotify_shared / sizeof inotify_shared[0])
+#define FIRST_DEV 5 /* inotify_shared[FIRST_DEV...] are the devices */
 
 /* Read what is queued; count events per watch; name the first foreign ones. */
 static void inotify_drain(int fd, const int *wds, size_t nwds, int *counts, char *seen, size_t cap) {
@@ -2495,9 +2500,9 @@ static void p_inotify_isolated(void) {
   }
   int wds[NSHARED + 2], counts[NSHARED + 2] = {0};
   for (size_t i = 0; i < NSHARED; i++)
-    /* /etc/ssl/certs is there only when the host has it. */
+    /* /etc/ssl/certs and /proc/kcore are there only when the host has them. */
     if ((wds[i] = inotify_add_watch(fd, inotify_shared[i], IN_ALL_EVENTS)) < 0 &&
-        (errno != ENOENT || i < 4)) {
+        (errno != ENOENT || (i != 4 && i != NSHARED - 1))) {
       bad("inotify_add_watch %s: %s", inotify_shared[i], en(errno));
       return;
     }
@@ -2509,8 +2514,8 @@ static void p_inotify_isolated(void) {
   /* The box's own accesses reach its watches: a silent "no event" below
    * then means something. */
   static char seen[2048];
-  const char *own[] = {"/usr/bin/env", "/etc/passwd"};
-  for (size_t i = 0; i < 2; i++) {
+  const char *own[] = {"/usr/bin/env", "/etc/passwd", "/dev/null"};
+  for (size_t i = 0; i < 3; i++) {
     int f = open(own[i], O_RDONLY | O_CLOEXEC);
     if (f < 0) {
       bad("open %s: %s", own[i], en(errno));
@@ -2519,8 +2524,9 @@ static void p_inotify_isolated(void) {
     close(f);
   }
   inotify_drain(fd, wds, NSHARED + 2, counts, seen, sizeof seen);
-  if (counts[0] == 0 || counts[2] == 0) {
-    bad("the box's own opens of /usr/bin/env and /etc/passwd reached no watch (%s)", seen);
+  if (counts[0] == 0 || counts[2] == 0 || counts[FIRST_DEV] == 0) {
+    bad("the box's own opens of /usr/bin/env, /etc/passwd and /dev/null reached no watch (%s)",
+        seen);
     return;
   }
   memset(counts, 0, sizeof counts);
@@ -2549,8 +2555,8 @@ static void p_inotify_isolated(void) {
     bad("the box's own creates in /workspace (%d) and /tmp (%d) were not seen", counts[NSHARED],
         counts[NSHARED + 1]);
   if (!nbad)
-    good("watches on %zu shared dirs saw only the box's own accesses; own /workspace and /tmp "
-         "events seen", NSHARED);
+    good("watches on %zu shared dirs and %zu devices saw only the box's own accesses; own "
+         "/workspace and /tmp events seen", (size_t)FIRST_DEV, NSHARED - FIRST_DEV);
 }
 
 /* ---- table and main ---------------------------------------------------- */

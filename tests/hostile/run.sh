@@ -214,10 +214,14 @@ host_uses_root() {
   cat /usr/bin/env /etc/ssl/certs/ca-certificates.crt >/dev/null 2>&1
   ls /usr/bin /usr/lib / /etc >/dev/null
   : >"$f" && rm -f "$f"
+  echo x >/dev/null
+  head -c1 /dev/urandom >/dev/null
+  head -c1 /dev/zero >/dev/null
 }
 
 # inotify_isolated: box A watches the root it shares with the host (and, in
-# husk run, its /usr and /etc entries) while box B and the host use it;
+# husk run, its /usr and /etc entries) and its devices while box B and the
+# host use them;
 # A's stdin ends once they are done.
 inotify_case() {
   local fifo=$T_SCRATCH/inotify.in out=$T_SCRATCH/inotify.out apid
@@ -232,7 +236,8 @@ inotify_case() {
     sleep 0.05
   done
   "$HUSK" run --timeout 30 -- sh -c 'env true; ls /usr/bin /usr/lib /etc / >/dev/null;
-    cat /etc/passwd /usr/bin/env /etc/ssl/certs/ca-certificates.crt >/dev/null 2>&1; true' \
+    cat /etc/passwd /usr/bin/env /etc/ssl/certs/ca-certificates.crt >/dev/null 2>&1;
+    echo x >/dev/null; head -c1 /dev/urandom >/dev/null; head -c1 /dev/zero >/dev/full; true' \
     </dev/null >/dev/null 2>&1
   host_uses_root
   exec 7>&-
@@ -240,7 +245,7 @@ inotify_case() {
   RC=$?
   OUT=$(cat "$out")
   ERR=$(cat "$T_SCRATCH/inotify.err")
-  verdict inotify_isolated "inotify_isolated (husk run; another box and the host use /usr and /etc)"
+  verdict inotify_isolated "inotify_isolated (husk run; another box and the host use /usr, /etc and /dev/null)"
 }
 
 for name in $("$ws/probe" --list); do

@@ -37,8 +37,9 @@ for path in / /etc /etc/passwd /usr /home /root /var; do
   api POST "/v1/sandboxes/$A/exec" -d "{\"cmd\":[\"sh\",\"-c\",\"{ touch $path/x; echo . > $path; } 2>&1; true\"]}"
   check "box A cannot write in $path" grep -qE 'Read-only file system|Permission denied' <<<"$(jf 'j["stdout"]')"
 done
-# /dev is part of the shared root: its devices work, the box's own devpts
-# and /dev/shm are mounted on it, and nothing can be added to it.
+# /dev is the box's own read-only tmpfs (its device nodes are inodes of
+# its own): its devices work, the box's own devpts and /dev/shm are
+# mounted on it, and nothing can be added to it.
 api POST "/v1/sandboxes/$A/exec" -d '{"cmd":["sh","-c","echo x > /dev/null && head -c 3 /dev/zero | wc -c && python3 -c \"import os,pty; m,s=pty.openpty(); print(os.ttyname(s))\" && echo shm > /dev/shm/f && cat /dev/shm/f; { touch /dev/x; } 2>&1"]}'
 expect_eq "devices, a pty and /dev/shm work; /dev takes no new file" "$(jf 'j["stdout"]')" \
   "$(printf '3\n/dev/pts/0\nshm\ntouch: cannot touch %s: Read-only file system' "'/dev/x'")"
@@ -50,10 +51,11 @@ expect_eq "the box's own areas stay writable" "$(jf 'j["stdout"]')" mine
 api POST "/v1/sandboxes/$B/exec" -d '{"cmd":["sh","-c","ls /workspace | wc -l"]}'
 expect_eq "box B does not see box A's files" "$(jf 'j["stdout"]')" 0
 
-# inotify on the shared root: box A watches /usr/bin, /usr/lib, /etc and /
-# (tests/hostile/probe.c, inotify_isolated) while box B runs and reads
-# programs there and the host reads and creates files there; A sees none
-# of that, and still sees its own /workspace and /tmp events.
+# inotify on the shared root: box A watches /usr/bin, /usr/lib, /etc, /
+# and its devices, /dev/null and the others (tests/hostile/probe.c,
+# inotify_isolated) while box B runs and reads programs there and writes
+# and reads the devices, and the host does the same; A sees none of that,
+# and still sees its own /workspace and /tmp events.
 PROBE=$T_SCRATCH/probe
 if gcc -static -O1 -o "$PROBE" "$(dirname "$0")/../hostile/probe.c" 2>/dev/null ||
   gcc -O1 -o "$PROBE" "$(dirname "$0")/../hostile/probe.c"; then
@@ -67,13 +69,16 @@ if gcc -static -O1 -o "$PROBE" "$(dirname "$0")/../hostile/probe.c" 2>/dev/null 
   }
   probe_ready() { grep -q '^READY inotify' <<<"$(probe_out)"; }
   check "box A's watcher is ready" wait_for 30 probe_ready
-  api POST "/v1/sandboxes/$B/exec" -d '{"cmd":["sh","-c","env true; ls /usr/bin /usr/lib /etc / >/dev/null; cat /etc/passwd /etc/hostname /usr/bin/env /etc/ssl/certs/ca-certificates.crt >/dev/null 2>&1; true"]}'
-  expect_code "box B runs and reads programs in the shared root" 200
+  api POST "/v1/sandboxes/$B/exec" -d '{"cmd":["sh","-c","env true; ls /usr/bin /usr/lib /etc / >/dev/null; cat /etc/passwd /etc/hostname /usr/bin/env /etc/ssl/certs/ca-certificates.crt >/dev/null 2>&1; echo x >/dev/null; head -c1 /dev/urandom >/dev/null; head -c1 /dev/zero >/dev/full; true"]}'
+  expect_code "box B runs and reads programs in the shared root and uses its devices" 200
   f=/usr/lib/.husk-inotify-$$
   /usr/bin/env true
   cat /usr/bin/env /etc/ssl/certs/ca-certificates.crt >/dev/null 2>&1
   ls /usr/bin /usr/lib / /etc >/dev/null
   : >"$f" && rm -f "$f"
+  echo x >/dev/null
+  head -c1 /dev/urandom >/dev/null
+  head -c1 /dev/zero >/dev/null
   api POST "/v1/sandboxes/$A/processes/$WPID/stdin?eof=1" --data-binary ''
   probe_ended() {
     api GET "/v1/sandboxes/$A/processes/$WPID"
@@ -97,6 +102,16 @@ check "box root cannot remount / read-write" not as_box_root mount -o remount,bi
 check "box root cannot remount /usr read-write" not as_box_root mount -o remount,bind,rw /usr
 check "box root cannot unmount a shared /etc entry" not as_box_root umount /etc/ssl/certs
 check "box root cannot write /etc/passwd" not as_box_root sh -c 'echo x >> /etc/passwd'
+check "box root cannot remount /dev read-write" not as_box_root mount -o remount,bind,rw /dev
+check "box root cannot remount /dev suid or exec" \
+  not as_box_root mount -o remount,bind,suid,exec /dev
+check "box root cannot unmount /dev" not as_box_root umount /dev
+check "box root cannot create a device node" not as_box_root mknod /dev/shm/.husk-mem c 1 1
+check "box root cannot create a file in /dev" not as_box_root touch /dev/.husk-x
+api POST "/v1/sandboxes/$A/exec" -d '{"cmd":["sh","-c","head -c 4 /dev/urandom | wc -c; head -c 2 /dev/random | wc -c; { echo x > /dev/full; } 2>&1; { echo x > /dev/tty; } 2>&1; stat -c %t,%T /dev/null /dev/zero /dev/full /dev/random /dev/urandom /dev/tty; true"]}'
+want=$(printf '4\n2\nsh: 1: echo: echo: I/O error\nsh: 1: cannot create /dev/tty: No such device or address\n'; stat -c %t,%T /dev/null /dev/zero /dev/full /dev/random /dev/urandom /dev/tty)
+expect_eq "/dev/urandom, /dev/random, /dev/full and /dev/tty behave as the host's devices" \
+  "$(jf 'j["stdout"]')" "$want"
 check "box root still sees the shared root (sanity: nsenter works)" as_box_root test -s /etc/passwd
 
 # A host file the shared root binds, replaced the way a package update
