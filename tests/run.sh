@@ -14,8 +14,9 @@ run_suite() { # NAME COMMAND...
   local name=$1; shift
   [ -n "$filter" ] && [[ "$name" != *"$filter"* ]] && return 0
   echo "# --- $name"
-  local log
+  local log t0
   log=$(mktemp)
+  t0=$SECONDS
   "$@" 2>&1 | tee "$log"
   local rc=${PIPESTATUS[0]}
   local p f
@@ -24,6 +25,7 @@ run_suite() { # NAME COMMAND...
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "not ok - $name exited with $rc"; fi
   pass=$((pass + p)); fail=$((fail + f))
   [ "$f" -gt 0 ] && failed_suites+=("$name")
+  echo "# --- $name: $p passed, $f failed, $((SECONDS - t0)) s"
   rm -f "$log"
 }
 

@@ -37,6 +37,7 @@
 
 #include "box/box_internal.h"
 #include "box/spawner.h"
+#include "egress/egress.h"
 #include "state/egress_state.h"
 #include "jail/limits.h"
 #include "jail/syscalls.h"
@@ -499,7 +500,10 @@ int box_end(struct box_mgr *m, struct live_box *b, const char *state, const char
   int rc = state_box_set_state(m->cfg.state, b->id, NULL, state, reason, 0, err);
   jail_kill(&b->j);
   lb_list_remove(m, b);
-  /* Teardown (waitpid, cgroup removal) happens in lb_free. */
+  /* The box's egress records are written before the end is acknowledged;
+   * the rest of the teardown (waitpid, cgroup, link) happens in lb_free. */
+  if (b->egress && m->egress)
+    egress_box_flush(m->egress, b->id);
   if (rc < 0)
     return -1;
   box_log(m, "box %s ended: %s (%s)", b->id, state, reason);

@@ -76,6 +76,10 @@ struct egress_box_spec {
  * placeholders), NULL-terminated, malloc'd (free each and the array). */
 int egress_box_start(struct egress *e, const struct egress_box_spec *spec, bool fresh,
                      char ***env_add, struct husk_err *err);
+/* Write the box's counted decisions as audit records now (the box ended:
+ * its records are complete when the end is acknowledged); decisions that
+ * still arrive are written when it stops. */
+void egress_box_flush(struct egress *e, const char *box_id);
 /* Stop a box's egress: listeners closed, connections cut, link removed. */
 void egress_box_stop(struct egress *e, const char *box_id);
 /* After re-adoption: remove links of this daemon that no started box owns. */

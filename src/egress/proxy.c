@@ -1172,6 +1172,12 @@ fail:
   return -1;
 }
 
+void egress_box_flush(struct egress *e, const char *box_id) {
+  struct state_audit *rows;
+  size_t n = egress_agg_drain(e->agg, box_id, &rows);
+  write_rows(e, rows, n);
+}
+
 void egress_box_stop(struct egress *e, const char *box_id) {
   pthread_mutex_lock(&e->lock);
   struct ebox *b = NULL;

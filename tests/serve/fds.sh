@@ -14,10 +14,16 @@ if ! serve_start; then
 fi
 new_tenant many || not_ok "tenant"
 KEY=$TKEY
-mk() { # I: create one small box, print its id
-  curl -sS --max-time 60 -X POST -H "Authorization: Bearer $KEY" "$URL/v1/sandboxes" \
-    -d '{"memory":"16M","disk":"1M","pids":8,"timeout":600}' |
-    python3 -c 'import json,sys; print(json.load(sys.stdin).get("id",""))'
+mk() { # I: create one small box, print its id (a failure's reply goes to stderr)
+  local r
+  r=$(curl -sS --max-time 60 -w '\n%{http_code}' -X POST -H "Authorization: Bearer $KEY" \
+    "$URL/v1/sandboxes" -d '{"memory":"16M","disk":"1M","pids":8,"timeout":600}')
+  python3 -c 'import json,sys
+body, _, code = sys.argv[1].rpartition("\n")
+try: i = json.loads(body).get("id", "")
+except ValueError: i = ""
+if i: print(i)
+else: print("# create failed: HTTP %s %s" % (code, body[:300]), file=sys.stderr)' "$r"
 }
 export -f mk
 export KEY URL
@@ -33,7 +39,12 @@ api GET /v1/health
 expect_code "a new connection is still served" 200
 api POST "/v1/sandboxes/$(head -n1 "$T_SCRATCH/ids")/exec" -d '{"cmd":["echo","ok"]}'
 expect_eq "an exec on a new connection works" "$(jf 'j["stdout"]')" ok
-del() { curl -sS -o /dev/null -w '%{http_code}\n' --max-time 60 -X DELETE -H "Authorization: Bearer $KEY" "$URL/v1/sandboxes/$1"; }
+del() { # ID: delete one box, print the status (a failure's reply goes to stderr)
+  local r
+  r=$(curl -sS --max-time 60 -w '\n%{http_code}' -X DELETE -H "Authorization: Bearer $KEY" "$URL/v1/sandboxes/$1")
+  echo "${r##*$'\n'}"
+  [ "${r##*$'\n'}" = 200 ] || echo "# delete of $1 failed: ${r:0:300}" >&2
+}
 export -f del
 : >"$T_SCRATCH/codes"
 xargs -P 8 -I{} bash -c 'del {}' <"$T_SCRATCH/ids" >>"$T_SCRATCH/codes"

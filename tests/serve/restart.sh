@@ -102,7 +102,7 @@ api GET "/v1/sandboxes/$B1/processes/$BGPID/output"
 expect_eq "restart: the background process's output is still there" "$BODY" before
 api GET "/v1/sandboxes/$B1/processes/$BGPID"
 BGSTATE=$(jf 'j["state"]')
-check "restart: the background process is known (running or lost)" [ "$BGSTATE" = running ] || [ "$BGSTATE" = lost ]
+check "restart: the background process is known (running or lost)" [ "$BGSTATE" = running -o "$BGSTATE" = lost ]
 api POST "/v1/sandboxes/$B1/exec" -d '{"cmd":["echo","new work"]}'
 expect_eq "restart: new execs work" "$(jf 'j["stdout"]')" "new work"
 
