@@ -55,7 +55,7 @@ static const char hostdir[] = "/tmp/host";     /* a host directory */
 static const char secret[] = "/tmp/host/secret";
 static const char fake_passwd[] = "root:x:0:0:the jail's passwd:/root:/bin/sh\n";
 static char base[64];                          /* the jail, seen from outside */
-static struct box_fs B;
+static struct husk_fs B;
 static struct husk_err E;
 static int WS; /* fd of workspace/ for planting things as box code would */
 
@@ -67,11 +67,16 @@ static int mount_box(const char *dir, const char *opts) {
   if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
     return -1;
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0)
+    return -1;
   static const char *const areas[] = {"workspace", "tmp", "shm"};
   for (int i = 0; i < 3; i++) {
-    mkdirat(fd, areas[i], 0755);
-    fchownat(fd, areas[i], i == 0 ? UID : 0x40000000, i == 0 ? GID : 0x40000000, 0);
-    fchmodat(fd, areas[i], i == 0 ? 0755 : 01777, 0);
+    if ((mkdirat(fd, areas[i], 0755) < 0 && errno != EEXIST) ||
+        fchownat(fd, areas[i], i == 0 ? UID : 0x40000000, i == 0 ? GID : 0x40000000, 0) < 0 ||
+        fchmodat(fd, areas[i], i == 0 ? 0755 : 01777, 0) < 0) {
+      close(fd);
+      return -1;
+    }
   }
   return fd;
 }
@@ -97,7 +102,8 @@ static int enter_jail(void) {
   static const char *const links[][2] = {{"usr/bin", "bin"}, {"usr/lib", "lib"}, {"usr/lib64", "lib64"}};
   for (size_t i = 0; i < sizeof links / sizeof *links; i++) {
     snprintf(p, sizeof p, "%s/%s", base, links[i][1]);
-    symlink(links[i][0], p);
+    if (symlink(links[i][0], p) < 0)
+      return -1;
   }
   /* /usr read-only (for the sanitizers' symbolizer), a /proc of our own pid namespace. */
   snprintf(p, sizeof p, "%s/usr", base);
@@ -112,7 +118,7 @@ static int enter_jail(void) {
   write_host("/etc/passwd", fake_passwd);
   write_host(secret, "HOST SECRET\n");
   write_host("/tmp/host/sub/inner.txt", "host inner\n");
-  B = (struct box_fs){.uid = UID, .gid = GID};
+  B = (struct husk_fs){.uid = UID, .gid = GID};
   if ((B.fs = mount_box(boxdir, "size=64m,mode=0700")) < 0)
     return -1;
   WS = openat(B.fs, "workspace", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -163,18 +169,18 @@ static char *host_snapshot(void) {
 
 static int put(const char *path, const char *data, bool mkparents) {
   int fd;
-  char tmp[BOX_TMPNAME_MAX];
-  if (box_file_create(&B, path, mkparents, 0644, &fd, tmp, sizeof tmp, &E) < 0)
+  char tmp[HUSK_TMPNAME_MAX];
+  if (husk_file_create(&B, path, mkparents, 0644, &fd, tmp, sizeof tmp, &E) < 0)
     return -1;
   size_t n = strlen(data);
   if (write(fd, data, n) != (ssize_t)n) {
-    box_file_abort(&B, path, fd, tmp);
+    husk_file_abort(&B, path, fd, tmp);
     close(fd);
     return -1;
   }
-  int rc = box_file_commit(&B, path, fd, tmp, &E);
+  int rc = husk_file_commit(&B, path, fd, tmp, &E);
   if (rc < 0)
-    box_file_abort(&B, path, fd, tmp);
+    husk_file_abort(&B, path, fd, tmp);
   close(fd);
   return rc;
 }
@@ -182,7 +188,7 @@ static int put(const char *path, const char *data, bool mkparents) {
 static char *get(const char *path) {
   int fd;
   struct stat st;
-  if (box_file_open_read(&B, path, &fd, &st, &E) < 0)
+  if (husk_file_open_read(&B, path, &fd, &st, &E) < 0)
     return NULL;
   size_t cap = (size_t)st.st_size + 1, len = 0;
   char *buf = malloc(cap + 1);
@@ -228,7 +234,7 @@ static double now_s(void) {
 /* Tests plant copies of the host paths inside the box's own /tmp (where a
  * link to "/tmp/host" really points); later tests want them gone. */
 static void drop_decoys(void) {
-  box_file_remove(&B, hostdir, true, &E);
+  husk_file_remove(&B, hostdir, true, &E);
 }
 
 /* ---- tests ------------------------------------------------------------------ */
@@ -261,28 +267,28 @@ TEST(path_mapping) {
     /* ".." is not even an entry name to write to. */
     CHECK_E(put(denied[i], "x", true) < 0 && E.code == (strcmp(denied[i], "..") ? EACCES : EINVAL));
   }
-  CHECK_E(box_file_mkdir(&B, "/etc/x", true, &E) < 0 && E.code == EACCES);
-  CHECK_E(box_file_remove(&B, "/usr", true, &E) < 0 && E.code == EACCES);
+  CHECK_E(husk_file_mkdir(&B, "/etc/x", true, &E) < 0 && E.code == EACCES);
+  CHECK_E(husk_file_remove(&B, "/usr", true, &E) < 0 && E.code == EACCES);
 
   CHECK_E(get("") == NULL && E.code == EINVAL);
-  CHECK_E(box_path_check("a\0b", 3, &E) < 0 && E.code == EINVAL);
-  CHECK_E(box_path_check("a/b", 3, &E) == 0);
+  CHECK_E(husk_path_check("a\0b", 3, &E) < 0 && E.code == EINVAL);
+  CHECK_E(husk_path_check("a/b", 3, &E) == 0);
   char *longp = malloc(PATH_MAX + 100);
   memset(longp, 'a', PATH_MAX + 99);
   longp[PATH_MAX + 99] = '\0';
   CHECK_E(get(longp) == NULL && E.code == ENAMETOOLONG);
-  CHECK_E(box_path_check(longp, strlen(longp), &E) < 0 && E.code == ENAMETOOLONG);
+  CHECK_E(husk_path_check(longp, strlen(longp), &E) < 0 && E.code == ENAMETOOLONG);
   longp[300] = '\0'; /* one 300-byte component */
   CHECK_E(put(longp, "x", false) < 0 && E.code == ENAMETOOLONG);
   free(longp);
   /* Area roots are not entries. */
-  CHECK_E(box_file_remove(&B, "/workspace", true, &E) < 0 && E.code == EBUSY);
-  CHECK_E(box_file_remove(&B, "/dev/shm", false, &E) < 0 && E.code == EBUSY);
-  CHECK_E(box_file_move(&B, "/tmp", "/workspace/tmp2", false, &E) < 0 && E.code == EBUSY);
-  CHECK_E(box_file_move(&B, "a.txt", "/workspace", true, &E) < 0 && E.code == EBUSY);
+  CHECK_E(husk_file_remove(&B, "/workspace", true, &E) < 0 && E.code == EBUSY);
+  CHECK_E(husk_file_remove(&B, "/dev/shm", false, &E) < 0 && E.code == EBUSY);
+  CHECK_E(husk_file_move(&B, "/tmp", "/workspace/tmp2", false, &E) < 0 && E.code == EBUSY);
+  CHECK_E(husk_file_move(&B, "a.txt", "/workspace", true, &E) < 0 && E.code == EBUSY);
   CHECK_E(put("/workspace", "x", false) < 0 && E.code == EISDIR);
-  CHECK_E(box_file_remove(&B, "/workspace/..", true, &E) < 0 && E.code == EINVAL);
-  CHECK_E(box_file_remove(&B, ".", true, &E) < 0 && E.code == EINVAL);
+  CHECK_E(husk_file_remove(&B, "/workspace/..", true, &E) < 0 && E.code == EINVAL);
+  CHECK_E(husk_file_remove(&B, ".", true, &E) < 0 && E.code == EINVAL);
   CHECK(exists_at(B.fs, "workspace/a.txt"));
 }
 
@@ -304,16 +310,16 @@ TEST(write_read_roundtrip) {
   CHECK(fstatat(WS, "d1/d2/f.txt", &st, 0) == 0 && st.st_ino != old);
   /* setuid/setgid are never set. */
   int fd;
-  char tmp[BOX_TMPNAME_MAX];
-  CHECK_E(box_file_create(&B, "suid", false, 06755, &fd, tmp, sizeof tmp, &E) == 0);
+  char tmp[HUSK_TMPNAME_MAX];
+  CHECK_E(husk_file_create(&B, "suid", false, 06755, &fd, tmp, sizeof tmp, &E) == 0);
   CHECK(tmp[0] == '\0'); /* O_TMPFILE on tmpfs */
-  CHECK_E(box_file_commit(&B, "suid", fd, tmp, &E) == 0);
+  CHECK_E(husk_file_commit(&B, "suid", fd, tmp, &E) == 0);
   close(fd);
   CHECK(fstatat(WS, "suid", &st, 0) == 0 && (st.st_mode & 07777) == 0755);
   /* Abort leaves nothing behind. */
-  CHECK_E(box_file_create(&B, "aborted", false, 0644, &fd, tmp, sizeof tmp, &E) == 0);
+  CHECK_E(husk_file_create(&B, "aborted", false, 0644, &fd, tmp, sizeof tmp, &E) == 0);
   CHECK(write(fd, "zzz", 3) == 3);
-  box_file_abort(&B, "aborted", fd, tmp);
+  husk_file_abort(&B, "aborted", fd, tmp);
   close(fd);
   CHECK(!exists_at(WS, "aborted"));
   /* A directory is not overwritten by a file. */
@@ -325,15 +331,15 @@ TEST(write_read_roundtrip) {
   /* An empty body is a file too. */
   CHECK(put("empty", "", false) == 0 && get_is("empty", ""));
   /* A big one, streamed. */
-  CHECK_E(box_file_create(&B, "big", false, 0600, &fd, tmp, sizeof tmp, &E) == 0);
+  CHECK_E(husk_file_create(&B, "big", false, 0600, &fd, tmp, sizeof tmp, &E) == 0);
   char *chunk = malloc(1 << 20);
   memset(chunk, 'b', 1 << 20);
   for (int i = 0; i < 8; i++)
     CHECK(write(fd, chunk, 1 << 20) == 1 << 20);
-  CHECK_E(box_file_commit(&B, "big", fd, tmp, &E) == 0);
+  CHECK_E(husk_file_commit(&B, "big", fd, tmp, &E) == 0);
   close(fd);
   free(chunk);
-  CHECK_E(box_file_open_read(&B, "big", &fd, &st, &E) == 0 && st.st_size == 8 << 20);
+  CHECK_E(husk_file_open_read(&B, "big", &fd, &st, &E) == 0 && st.st_size == 8 << 20);
   CHECK((fcntl(fd, F_GETFL) & O_NONBLOCK) == 0);
   close(fd);
 }
@@ -341,17 +347,17 @@ TEST(write_read_roundtrip) {
 TEST(read_through_planted_symlinks) {
   CHECK(put("real.txt", "box file", false) == 0);
   CHECK(put("/tmp/intmp.txt", "tmp file", false) == 0);
-  symlinkat("/etc/passwd", WS, "l_etc");
-  symlinkat("../../../../../../../etc/passwd", WS, "l_dots");
-  symlinkat(secret, WS, "l_secret"); /* an absolute host path */
-  symlinkat("/", WS, "l_root");
-  symlinkat("loop_b", WS, "loop_a");
-  symlinkat("loop_a", WS, "loop_b");
-  symlinkat("/workspace/real.txt", WS, "l_abs_ws");
-  symlinkat("/tmp/intmp.txt", WS, "l_abs_tmp");
-  symlinkat("real.txt", WS, "l_rel");
-  symlinkat("..", WS, "l_up");
-  symlinkat("/proc/self/root/etc/passwd", WS, "l_proc");
+  CHECK(symlinkat("/etc/passwd", WS, "l_etc") == 0);
+  CHECK(symlinkat("../../../../../../../etc/passwd", WS, "l_dots") == 0);
+  CHECK(symlinkat(secret, WS, "l_secret") == 0); /* an absolute host path */
+  CHECK(symlinkat("/", WS, "l_root") == 0);
+  CHECK(symlinkat("loop_b", WS, "loop_a") == 0);
+  CHECK(symlinkat("loop_a", WS, "loop_b") == 0);
+  CHECK(symlinkat("/workspace/real.txt", WS, "l_abs_ws") == 0);
+  CHECK(symlinkat("/tmp/intmp.txt", WS, "l_abs_tmp") == 0);
+  CHECK(symlinkat("real.txt", WS, "l_rel") == 0);
+  CHECK(symlinkat("..", WS, "l_up") == 0);
+  CHECK(symlinkat("/proc/self/root/etc/passwd", WS, "l_proc") == 0);
   CHECK_E(get("l_etc") == NULL && E.code == EACCES);
   CHECK_E(get("l_dots") == NULL && E.code == EACCES);
   CHECK_E(get("l_secret") == NULL && E.code == ENOENT); /* the box's /tmp has no such path */
@@ -366,22 +372,22 @@ TEST(read_through_planted_symlinks) {
   CHECK(get_is("l_root/workspace/real.txt", "box file"));
   CHECK(get_is("l_up/tmp/intmp.txt", "tmp file"));
   /* A link to a path that also exists in the box's /tmp reads the box's copy. */
-  CHECK_E(box_file_mkdir(&B, hostdir, true, &E) == 0); /* the box's /tmp/host */
+  CHECK_E(husk_file_mkdir(&B, hostdir, true, &E) == 0); /* the box's /tmp/host */
   CHECK_E(put(secret, "decoy in the box", false) == 0);
   CHECK(get_is("l_secret", "decoy in the box"));
   /* Listing and stat never follow. */
-  struct box_dirent d;
-  CHECK_E(box_file_stat(&B, "l_secret", &d, &E) == 0);
+  struct husk_dirent d;
+  CHECK_E(husk_file_stat(&B, "l_secret", &d, &E) == 0);
   CHECK(d.type == 'l');
   CHECK_STR(d.link_target, secret);
-  box_dirent_free(&d);
+  husk_dirent_free(&d);
   drop_decoys();
 }
 
 TEST(write_replaces_symlinks) {
   char *before = host_snapshot();
-  symlinkat(secret, WS, "w_secret");
-  symlinkat("/etc/passwd", WS, "w_etc");
+  CHECK(symlinkat(secret, WS, "w_secret") == 0);
+  CHECK(symlinkat("/etc/passwd", WS, "w_etc") == 0);
   CHECK(put("w_secret", "mine", false) == 0);
   CHECK(put("w_etc", "mine too", false) == 0);
   struct stat st;
@@ -389,9 +395,9 @@ TEST(write_replaces_symlinks) {
   CHECK(fstatat(WS, "w_etc", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode));
   CHECK(get_is("w_secret", "mine"));
   /* Directory links on the way resolve in the box. */
-  symlinkat(hostdir, WS, "w_hostdir");
-  symlinkat("/", WS, "w_root");
-  symlinkat("../../../..", WS, "w_dots");
+  CHECK(symlinkat(hostdir, WS, "w_hostdir") == 0);
+  CHECK(symlinkat("/", WS, "w_root") == 0);
+  CHECK(symlinkat("../../../..", WS, "w_dots") == 0);
   CHECK_E(put("w_root/etc/evil", "x", true) < 0 && E.code == EACCES);
   CHECK_E(put("w_dots/evil", "x", true) < 0 && E.code == EACCES);
   CHECK(put("w_dots/workspace/via_dots", "ok", false) == 0);
@@ -399,7 +405,7 @@ TEST(write_replaces_symlinks) {
   /* Missing directories named only by a link's target are not created. */
   CHECK_E(put("w_hostdir/new.txt", "x", true) < 0 && E.code == ENOENT);
   /* ... and where the box has that path, the file lands in the box. */
-  CHECK_E(box_file_mkdir(&B, hostdir, true, &E) == 0);
+  CHECK_E(husk_file_mkdir(&B, hostdir, true, &E) == 0);
   CHECK_E(put("w_hostdir/new.txt", "in the box", false) == 0);
   CHECK(exists_at(B.fs, "tmp/host/new.txt"));
   drop_decoys();
@@ -415,31 +421,31 @@ TEST(write_replaces_symlinks) {
 }
 
 TEST(mkdir_cases) {
-  CHECK_E(box_file_mkdir(&B, "m/a/b/c", false, &E) < 0 && E.code == ENOENT);
-  CHECK_E(box_file_mkdir(&B, "m/a/b/c", true, &E) == 0);
-  CHECK_E(box_file_mkdir(&B, "m/a/b/c", true, &E) == 0);
-  CHECK_E(box_file_mkdir(&B, "m/a/b/c", false, &E) < 0 && E.code == EEXIST);
-  CHECK_E(box_file_mkdir(&B, "m/new", false, &E) == 0);
+  CHECK_E(husk_file_mkdir(&B, "m/a/b/c", false, &E) < 0 && E.code == ENOENT);
+  CHECK_E(husk_file_mkdir(&B, "m/a/b/c", true, &E) == 0);
+  CHECK_E(husk_file_mkdir(&B, "m/a/b/c", true, &E) == 0);
+  CHECK_E(husk_file_mkdir(&B, "m/a/b/c", false, &E) < 0 && E.code == EEXIST);
+  CHECK_E(husk_file_mkdir(&B, "m/new", false, &E) == 0);
   struct stat st;
   CHECK(fstatat(WS, "m/a/b/c", &st, AT_SYMLINK_NOFOLLOW) == 0);
   CHECK(S_ISDIR(st.st_mode) && st.st_uid == UID && (st.st_mode & 07777) == 0755);
   CHECK(fstatat(WS, "m/new", &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_uid == UID);
-  CHECK_E(box_file_mkdir(&B, "/workspace", true, &E) == 0);
-  CHECK_E(box_file_mkdir(&B, "/workspace", false, &E) < 0 && E.code == EEXIST);
+  CHECK_E(husk_file_mkdir(&B, "/workspace", true, &E) == 0);
+  CHECK_E(husk_file_mkdir(&B, "/workspace", false, &E) < 0 && E.code == EEXIST);
   CHECK(put("m/file", "f", false) == 0);
-  CHECK_E(box_file_mkdir(&B, "m/file", true, &E) < 0 && E.code == ENOTDIR);
-  CHECK_E(box_file_mkdir(&B, "m/file/sub", true, &E) < 0 && E.code == ENOTDIR);
+  CHECK_E(husk_file_mkdir(&B, "m/file", true, &E) < 0 && E.code == ENOTDIR);
+  CHECK_E(husk_file_mkdir(&B, "m/file/sub", true, &E) < 0 && E.code == ENOTDIR);
   /* Through symlinked parents: stays in the box, or is refused. */
   char *before = host_snapshot();
-  symlinkat("/", WS, "m/l_root");
-  symlinkat(hostdir, WS, "m/l_host");
-  symlinkat("a/b", WS, "m/l_in");
-  CHECK_E(box_file_mkdir(&B, "m/l_root/etc/evil", true, &E) < 0 && E.code == EACCES);
-  CHECK_E(box_file_mkdir(&B, "m/l_host/sub2", true, &E) < 0 && E.code == ENOENT);
-  CHECK_E(box_file_mkdir(&B, "m/l_in/x", true, &E) == 0);
+  CHECK(symlinkat("/", WS, "m/l_root") == 0);
+  CHECK(symlinkat(hostdir, WS, "m/l_host") == 0);
+  CHECK(symlinkat("a/b", WS, "m/l_in") == 0);
+  CHECK_E(husk_file_mkdir(&B, "m/l_root/etc/evil", true, &E) < 0 && E.code == EACCES);
+  CHECK_E(husk_file_mkdir(&B, "m/l_host/sub2", true, &E) < 0 && E.code == ENOENT);
+  CHECK_E(husk_file_mkdir(&B, "m/l_in/x", true, &E) == 0);
   CHECK(exists_at(WS, "m/a/b/x"));
-  CHECK_E(box_file_mkdir(&B, "m/l_in", true, &E) == 0); /* a link to a directory is one */
-  CHECK_E(box_file_mkdir(&B, "m/l_in", false, &E) < 0 && E.code == EEXIST);
+  CHECK_E(husk_file_mkdir(&B, "m/l_in", true, &E) == 0); /* a link to a directory is one */
+  CHECK_E(husk_file_mkdir(&B, "m/l_in", false, &E) < 0 && E.code == EEXIST);
   char *after = host_snapshot();
   CHECK_STR(after, before);
   free(before);
@@ -450,31 +456,31 @@ TEST(move_cases) {
   char *before = host_snapshot();
   CHECK(put("mv/a", "A", true) == 0);
   CHECK(put("mv/b", "B", false) == 0);
-  CHECK_E(box_file_move(&B, "mv/a", "mv/b", false, &E) < 0 && E.code == EEXIST);
-  CHECK_E(box_file_move(&B, "mv/a", "mv/c", false, &E) == 0);
+  CHECK_E(husk_file_move(&B, "mv/a", "mv/b", false, &E) < 0 && E.code == EEXIST);
+  CHECK_E(husk_file_move(&B, "mv/a", "mv/c", false, &E) == 0);
   CHECK(get_is("mv/c", "A") && !exists_at(WS, "mv/a"));
-  CHECK_E(box_file_move(&B, "mv/c", "mv/b", true, &E) == 0);
+  CHECK_E(husk_file_move(&B, "mv/c", "mv/b", true, &E) == 0);
   CHECK(get_is("mv/b", "A"));
   /* Onto a symlink: the link is replaced, its target untouched. */
-  symlinkat(secret, WS, "mv/l_secret");
-  CHECK_E(box_file_move(&B, "mv/b", "mv/l_secret", false, &E) < 0 && E.code == EEXIST);
-  CHECK_E(box_file_move(&B, "mv/b", "mv/l_secret", true, &E) == 0);
+  CHECK(symlinkat(secret, WS, "mv/l_secret") == 0);
+  CHECK_E(husk_file_move(&B, "mv/b", "mv/l_secret", false, &E) < 0 && E.code == EEXIST);
+  CHECK_E(husk_file_move(&B, "mv/b", "mv/l_secret", true, &E) == 0);
   struct stat st;
   CHECK(fstatat(WS, "mv/l_secret", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode));
   /* A symlink moves as itself. */
-  symlinkat(hostdir, WS, "mv/l_host");
-  CHECK_E(box_file_move(&B, "mv/l_host", "/tmp/moved_link", false, &E) == 0);
+  CHECK(symlinkat(hostdir, WS, "mv/l_host") == 0);
+  CHECK_E(husk_file_move(&B, "mv/l_host", "/tmp/moved_link", false, &E) == 0);
   CHECK(fstatat(B.fs, "tmp/moved_link", &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode));
   /* Through symlinked parents: resolved in the box. */
-  symlinkat("/", WS, "mv/l_root");
+  CHECK(symlinkat("/", WS, "mv/l_root") == 0);
   CHECK(put("mv/x", "X", false) == 0);
-  CHECK_E(box_file_move(&B, "mv/x", "mv/l_root/etc/x", false, &E) < 0 && E.code == EACCES);
-  CHECK_E(box_file_move(&B, "mv/x", "mv/l_root/tmp/x", false, &E) == 0);
+  CHECK_E(husk_file_move(&B, "mv/x", "mv/l_root/etc/x", false, &E) < 0 && E.code == EACCES);
+  CHECK_E(husk_file_move(&B, "mv/x", "mv/l_root/tmp/x", false, &E) == 0);
   CHECK(exists_at(B.fs, "tmp/x"));
-  CHECK_E(box_file_move(&B, "/tmp/moved_link/sub", "mv/y", false, &E) < 0); /* box /tmp has no host dir */
-  CHECK_E(box_file_move(&B, "mv/nope", "mv/z", false, &E) < 0 && E.code == ENOENT);
-  CHECK_E(box_file_mkdir(&B, "mv/dir/sub", true, &E) == 0);
-  CHECK_E(box_file_move(&B, "mv/dir", "mv/dir/sub/in", false, &E) < 0 && E.code == EINVAL);
+  CHECK_E(husk_file_move(&B, "/tmp/moved_link/sub", "mv/y", false, &E) < 0); /* box /tmp has no host dir */
+  CHECK_E(husk_file_move(&B, "mv/nope", "mv/z", false, &E) < 0 && E.code == ENOENT);
+  CHECK_E(husk_file_mkdir(&B, "mv/dir/sub", true, &E) == 0);
+  CHECK_E(husk_file_move(&B, "mv/dir", "mv/dir/sub/in", false, &E) < 0 && E.code == EINVAL);
   char *after = host_snapshot();
   CHECK_STR(after, before);
   free(before);
@@ -499,36 +505,36 @@ static void make_deep(int dirfd, const char *name, int levels) {
 TEST(remove_cases) {
   char *before = host_snapshot();
   CHECK(put("rm/f", "f", true) == 0);
-  CHECK_E(box_file_remove(&B, "rm/f", false, &E) == 0 && !exists_at(WS, "rm/f"));
-  CHECK_E(box_file_remove(&B, "rm/f", false, &E) < 0 && E.code == ENOENT);
+  CHECK_E(husk_file_remove(&B, "rm/f", false, &E) == 0 && !exists_at(WS, "rm/f"));
+  CHECK_E(husk_file_remove(&B, "rm/f", false, &E) < 0 && E.code == ENOENT);
   /* A symlink to a host file: the link goes, the file stays. */
-  symlinkat(secret, WS, "rm/l_secret");
-  CHECK_E(box_file_remove(&B, "rm/l_secret", false, &E) == 0 && !exists_at(WS, "rm/l_secret"));
+  CHECK(symlinkat(secret, WS, "rm/l_secret") == 0);
+  CHECK_E(husk_file_remove(&B, "rm/l_secret", false, &E) == 0 && !exists_at(WS, "rm/l_secret"));
   /* Recursive removal of a tree holding links to host directories. */
-  CHECK_E(box_file_mkdir(&B, "rm/t/a/b", true, &E) == 0);
+  CHECK_E(husk_file_mkdir(&B, "rm/t/a/b", true, &E) == 0);
   CHECK(put("rm/t/a/b/f", "x", false) == 0);
-  symlinkat(hostdir, WS, "rm/t/l_host");
-  symlinkat(hostdir, WS, "rm/t/a/l_host");
-  symlinkat("../../../../../../..", WS, "rm/t/a/b/l_up");
+  CHECK(symlinkat(hostdir, WS, "rm/t/l_host") == 0);
+  CHECK(symlinkat(hostdir, WS, "rm/t/a/l_host") == 0);
+  CHECK(symlinkat("../../../../../../..", WS, "rm/t/a/b/l_up") == 0);
   char p[256];
   snprintf(p, sizeof p, "%s/sub", hostdir);
-  symlinkat(p, WS, "rm/t/a/b/l_sub");
+  CHECK(symlinkat(p, WS, "rm/t/a/b/l_sub") == 0);
   mkfifoat(WS, "rm/t/a/fifo", 0644);
-  CHECK_E(box_file_remove(&B, "rm/t", false, &E) < 0 && E.code == ENOTEMPTY);
-  CHECK_E(box_file_remove(&B, "rm/t", true, &E) == 0);
+  CHECK_E(husk_file_remove(&B, "rm/t", false, &E) < 0 && E.code == ENOTEMPTY);
+  CHECK_E(husk_file_remove(&B, "rm/t", true, &E) == 0);
   CHECK(!exists_at(WS, "rm/t"));
   /* Removing a symlink to a directory, recursively, removes the link only. */
-  CHECK_E(box_file_mkdir(&B, "rm/keep/inner", true, &E) == 0);
-  symlinkat("keep", WS, "rm/l_keep");
-  CHECK_E(box_file_remove(&B, "rm/l_keep", true, &E) == 0);
+  CHECK_E(husk_file_mkdir(&B, "rm/keep/inner", true, &E) == 0);
+  CHECK(symlinkat("keep", WS, "rm/l_keep") == 0);
+  CHECK_E(husk_file_remove(&B, "rm/l_keep", true, &E) == 0);
   CHECK(exists_at(WS, "rm/keep/inner") && !exists_at(WS, "rm/l_keep"));
   /* Deeper than any fd budget: constant fds, no recursion. */
-  CHECK_E(box_file_mkdir(&B, "rm/deep", true, &E) == 0);
+  CHECK_E(husk_file_mkdir(&B, "rm/deep", true, &E) == 0);
   int d = openat(WS, "rm/deep", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   make_deep(d, "d", 1500);
   close(d);
   int fds = count_fds();
-  CHECK_E(box_file_remove(&B, "rm/deep", true, &E) == 0);
+  CHECK_E(husk_file_remove(&B, "rm/deep", true, &E) == 0);
   CHECK(!exists_at(WS, "rm/deep"));
   CHECK(count_fds() == fds);
   char *after = host_snapshot();
@@ -549,7 +555,7 @@ TEST(hardlink_across_fs_impossible) {
 
 TEST(fifo_does_not_hang) {
   CHECK(mkfifoat(WS, "fifo", 0644) == 0);
-  symlinkat("fifo", WS, "l_fifo");
+  CHECK(symlinkat("fifo", WS, "l_fifo") == 0);
   double t0 = now_s();
   CHECK_E(get("fifo") == NULL && E.code == EINVAL);
   CHECK_E(get("l_fifo") == NULL && E.code == EINVAL);
@@ -561,12 +567,12 @@ TEST(fifo_does_not_hang) {
   CHECK(bind(sk, (struct sockaddr *)&sa, sizeof sa) == 0);
   CHECK_E(get("sock") == NULL && E.code == EINVAL);
   close(sk);
-  CHECK_E(box_file_remove(&B, "sock", false, &E) == 0);
-  struct box_dirent d;
-  CHECK_E(box_file_stat(&B, "fifo", &d, &E) == 0 && d.type == 'o');
-  box_dirent_free(&d);
-  CHECK_E(box_file_remove(&B, "fifo", false, &E) == 0);
-  CHECK_E(box_file_remove(&B, "l_fifo", false, &E) == 0);
+  CHECK_E(husk_file_remove(&B, "sock", false, &E) == 0);
+  struct husk_dirent d;
+  CHECK_E(husk_file_stat(&B, "fifo", &d, &E) == 0 && d.type == 'o');
+  husk_dirent_free(&d);
+  CHECK_E(husk_file_remove(&B, "fifo", false, &E) == 0);
+  CHECK_E(husk_file_remove(&B, "l_fifo", false, &E) == 0);
 }
 
 struct collect {
@@ -576,7 +582,7 @@ struct collect {
   int n;
   int stop_after;
 };
-static int collect_cb(void *ctx, const struct box_dirent *e) {
+static int collect_cb(void *ctx, const struct husk_dirent *e) {
   struct collect *c = ctx;
   if (c->n < 64) {
     snprintf(c->names[c->n], sizeof c->names[c->n], "%s", e->path);
@@ -590,79 +596,79 @@ static int collect_cb(void *ctx, const struct box_dirent *e) {
 }
 
 TEST(list_cases) {
-  CHECK_E(box_file_mkdir(&B, "ls/a/b/c", true, &E) == 0);
+  CHECK_E(husk_file_mkdir(&B, "ls/a/b/c", true, &E) == 0);
   CHECK(put("ls/f1", "1", false) == 0);
   CHECK(put("ls/a/f2", "22", false) == 0);
   CHECK(put("ls/a/b/f3", "333", false) == 0);
-  symlinkat(hostdir, WS, "ls/l_host");
-  symlinkat("/", WS, "ls/l_root");
+  CHECK(symlinkat(hostdir, WS, "ls/l_host") == 0);
+  CHECK(symlinkat("/", WS, "ls/l_root") == 0);
   struct collect c = {0};
-  CHECK_E(box_file_list(&B, "ls", 1, collect_cb, &c, &E) == 0);
+  CHECK_E(husk_file_list(&B, "ls", 1, collect_cb, &c, &E) == 0);
   CHECK(c.n == 4);
   CHECK_STR(c.names[0], "/workspace/ls/a");
   CHECK_STR(c.names[1], "/workspace/ls/f1");
   CHECK_STR(c.names[2], "/workspace/ls/l_host");
   CHECK(c.types[0] == 'd' && c.types[1] == 'f' && c.types[2] == 'l' && c.types[3] == 'l');
   memset(&c, 0, sizeof c);
-  CHECK_E(box_file_list(&B, "/workspace/ls/", 2, collect_cb, &c, &E) == 0);
+  CHECK_E(husk_file_list(&B, "/workspace/ls/", 2, collect_cb, &c, &E) == 0);
   CHECK(c.n == 6); /* a, a/b, a/f2, f1, l_host, l_root */
   CHECK_STR(c.names[1], "/workspace/ls/a/b");
   CHECK(c.depths[1] == 2);
   memset(&c, 0, sizeof c);
-  CHECK_E(box_file_list(&B, "ls", 32, collect_cb, &c, &E) == 0);
+  CHECK_E(husk_file_list(&B, "ls", 32, collect_cb, &c, &E) == 0);
   CHECK(c.n == 8); /* + a/b/c, a/b/f3; links never descended */
-  CHECK_E(box_file_list(&B, "ls", 0, collect_cb, &c, &E) < 0 && E.code == EINVAL);
-  CHECK_E(box_file_list(&B, "ls", 33, collect_cb, &c, &E) < 0 && E.code == EINVAL);
-  CHECK_E(box_file_list(&B, "ls/f1", 1, collect_cb, &c, &E) < 0 && E.code == ENOTDIR);
-  CHECK_E(box_file_list(&B, "ls/l_host", 1, collect_cb, &c, &E) < 0 && E.code == ENOENT);
-  CHECK_E(box_file_list(&B, "ls/l_root", 1, collect_cb, &c, &E) < 0 && E.code == EACCES);
-  CHECK_E(box_file_list(&B, "/", 1, collect_cb, &c, &E) < 0 && E.code == EACCES);
+  CHECK_E(husk_file_list(&B, "ls", 0, collect_cb, &c, &E) < 0 && E.code == EINVAL);
+  CHECK_E(husk_file_list(&B, "ls", 33, collect_cb, &c, &E) < 0 && E.code == EINVAL);
+  CHECK_E(husk_file_list(&B, "ls/f1", 1, collect_cb, &c, &E) < 0 && E.code == ENOTDIR);
+  CHECK_E(husk_file_list(&B, "ls/l_host", 1, collect_cb, &c, &E) < 0 && E.code == ENOENT);
+  CHECK_E(husk_file_list(&B, "ls/l_root", 1, collect_cb, &c, &E) < 0 && E.code == EACCES);
+  CHECK_E(husk_file_list(&B, "/", 1, collect_cb, &c, &E) < 0 && E.code == EACCES);
   /* Bounded: at list_max entries the listing stops and says so. */
-  struct box_fs small = B;
+  struct husk_fs small = B;
   small.list_max = 3;
   memset(&c, 0, sizeof c);
-  CHECK_E(box_file_list(&small, "ls", 32, collect_cb, &c, &E) == 1);
+  CHECK_E(husk_file_list(&small, "ls", 32, collect_cb, &c, &E) == 1);
   CHECK(c.n == 3);
   small.list_max = 8;
   memset(&c, 0, sizeof c);
-  CHECK_E(box_file_list(&small, "ls", 32, collect_cb, &c, &E) == 0 && c.n == 8);
+  CHECK_E(husk_file_list(&small, "ls", 32, collect_cb, &c, &E) == 0 && c.n == 8);
   /* The consumer can stop early. */
   memset(&c, 0, sizeof c);
   c.stop_after = 2;
-  CHECK_E(box_file_list(&B, "ls", 32, collect_cb, &c, &E) == 0 && c.n == 2);
+  CHECK_E(husk_file_list(&B, "ls", 32, collect_cb, &c, &E) == 0 && c.n == 2);
   /* Depth bound on a deep tree. */
-  CHECK_E(box_file_mkdir(&B, "ls2", true, &E) == 0);
+  CHECK_E(husk_file_mkdir(&B, "ls2", true, &E) == 0);
   int d = openat(WS, "ls2", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   make_deep(d, "d", 100);
   close(d);
   memset(&c, 0, sizeof c);
-  CHECK_E(box_file_list(&B, "ls2", 32, collect_cb, &c, &E) == 0);
+  CHECK_E(husk_file_list(&B, "ls2", 32, collect_cb, &c, &E) == 0);
   CHECK(c.n == 32 + 1); /* 32 directories + the file at level 1 */
-  CHECK_E(box_file_remove(&B, "ls2", true, &E) == 0);
+  CHECK_E(husk_file_remove(&B, "ls2", true, &E) == 0);
 }
 
 TEST(stat_cases) {
-  struct box_dirent d;
+  struct husk_dirent d;
   CHECK(put("st/file", "12345", true) == 0);
-  CHECK_E(box_file_stat(&B, "st/file", &d, &E) == 0);
+  CHECK_E(husk_file_stat(&B, "st/file", &d, &E) == 0);
   CHECK(d.type == 'f' && d.size == 5 && d.mode == 0644 && d.depth == 0 && d.mtime_ms > 0);
   CHECK_STR(d.name, "file");
   CHECK_STR(d.path, "/workspace/st/file");
   CHECK(d.link_target == NULL);
-  box_dirent_free(&d);
-  symlinkat("/etc/shadow", WS, "st/link");
-  CHECK_E(box_file_stat(&B, "st/link", &d, &E) == 0 && d.type == 'l');
+  husk_dirent_free(&d);
+  CHECK(symlinkat("/etc/shadow", WS, "st/link") == 0);
+  CHECK_E(husk_file_stat(&B, "st/link", &d, &E) == 0 && d.type == 'l');
   CHECK_STR(d.link_target, "/etc/shadow");
-  box_dirent_free(&d);
-  CHECK_E(box_file_stat(&B, "/dev/shm", &d, &E) == 0 && d.type == 'd');
+  husk_dirent_free(&d);
+  CHECK_E(husk_file_stat(&B, "/dev/shm", &d, &E) == 0 && d.type == 'd');
   CHECK_STR(d.name, "shm");
   CHECK_STR(d.path, "/dev/shm");
-  box_dirent_free(&d);
-  CHECK_E(box_file_stat(&B, "/workspace/st/..", &d, &E) == 0 && d.type == 'd');
-  box_dirent_free(&d);
-  CHECK_E(box_file_stat(&B, "st/missing", &d, &E) < 0 && E.code == ENOENT);
-  CHECK_E(box_file_stat(&B, "/etc", &d, &E) < 0 && E.code == EACCES);
-  CHECK_E(box_file_stat(&B, "/workspace/..", &d, &E) < 0 && E.code == EACCES);
+  husk_dirent_free(&d);
+  CHECK_E(husk_file_stat(&B, "/workspace/st/..", &d, &E) == 0 && d.type == 'd');
+  husk_dirent_free(&d);
+  CHECK_E(husk_file_stat(&B, "st/missing", &d, &E) < 0 && E.code == ENOENT);
+  CHECK_E(husk_file_stat(&B, "/etc", &d, &E) < 0 && E.code == EACCES);
+  CHECK_E(husk_file_stat(&B, "/workspace/..", &d, &E) < 0 && E.code == EACCES);
 }
 
 /* ---- tar -------------------------------------------------------------------- */
@@ -750,14 +756,14 @@ static bool same_content(const char *a, const char *b) {
 }
 
 TEST(tar_roundtrip) {
-  CHECK_E(box_file_mkdir(&B, "src/dir/sub", true, &E) == 0);
-  CHECK_E(box_file_mkdir(&B, "src/emptydir", true, &E) == 0);
+  CHECK_E(husk_file_mkdir(&B, "src/dir/sub", true, &E) == 0);
+  CHECK_E(husk_file_mkdir(&B, "src/emptydir", true, &E) == 0);
   CHECK(put("src/a.txt", "alpha\n", false) == 0);
   CHECK(put("src/dir/b.txt", "bravo\n", false) == 0);
   CHECK(put("src/dir/sub/c.txt", "charlie\n", false) == 0);
-  symlinkat("a.txt", WS, "src/rel_link");
-  symlinkat("/etc/passwd", WS, "src/abs_link");
-  linkat(WS, "src/a.txt", WS, "src/dir/hard_a", 0);
+  CHECK(symlinkat("a.txt", WS, "src/rel_link") == 0);
+  CHECK(symlinkat("/etc/passwd", WS, "src/abs_link") == 0);
+  CHECK(linkat(WS, "src/a.txt", WS, "src/dir/hard_a", 0) == 0);
   /* sparse: data at 0 and at 8 MiB, 16 MiB long; and one all hole */
   pwrite_at(WS, "src/sparse", "AAAA", 0);
   pwrite_at(WS, "src/sparse", "BBBB", 8 << 20);
@@ -780,10 +786,10 @@ TEST(tar_roundtrip) {
   /* special files are skipped, setuid dropped */
   mkfifoat(WS, "src/fifo", 0644);
   CHECK(put("src/suid", "s", false) == 0);
-  fchmodat(WS, "src/suid", 04755, 0);
+  CHECK(fchmodat(WS, "src/suid", 04755, 0) == 0);
 
   struct membuf m = {0};
-  int skipped = box_tar_write(&B, "src", mem_out, &m, &E);
+  int skipped = husk_tar_write(&B, "src", mem_out, &m, &E);
   CHECK(skipped == 1); /* the FIFO */
   if (skipped < 0)
     printf("# %s\n", E.msg);
@@ -811,7 +817,7 @@ TEST(tar_roundtrip) {
   CHECK(uid0 && sawsuid && sawhard && sawsparse);
 
   m.chunk = 777; /* cut the input at odd places */
-  skipped = box_tar_read(&B, "dst/x", mem_in, &m, &E);
+  skipped = husk_tar_read(&B, "dst/x", mem_in, &m, &E);
   CHECK(skipped == 0);
   if (skipped < 0)
     printf("# %s\n", E.msg);
@@ -842,48 +848,48 @@ TEST(tar_roundtrip) {
   CHECK(fstatat(WS, "dst/x/a.txt", &s1, 0) == 0 && (s1.st_mode & 0777) == 0644);
   /* Extracting again over the same tree replaces files, merges dirs. */
   m.rpos = 0;
-  CHECK_E(box_tar_read(&B, "dst/x", mem_in, &m, &E) == 0);
+  CHECK_E(husk_tar_read(&B, "dst/x", mem_in, &m, &E) == 0);
   CHECK(same_content("src/a.txt", "dst/x/a.txt"));
   /* Writing an empty directory, and a missing one. */
   struct membuf m2 = {0};
-  CHECK_E(box_tar_write(&B, "src/emptydir", mem_out, &m2, &E) == 0 && m2.len > 0);
-  CHECK_E(box_tar_write(&B, "nope", mem_out, &m2, &E) < 0 && E.code == ENOENT);
-  CHECK_E(box_tar_write(&B, "src/a.txt", mem_out, &m2, &E) < 0 && E.code == ENOTDIR);
-  CHECK_E(box_tar_write(&B, "/etc", mem_out, &m2, &E) < 0 && E.code == EACCES);
+  CHECK_E(husk_tar_write(&B, "src/emptydir", mem_out, &m2, &E) == 0 && m2.len > 0);
+  CHECK_E(husk_tar_write(&B, "nope", mem_out, &m2, &E) < 0 && E.code == ENOENT);
+  CHECK_E(husk_tar_write(&B, "src/a.txt", mem_out, &m2, &E) < 0 && E.code == ENOTDIR);
+  CHECK_E(husk_tar_write(&B, "/etc", mem_out, &m2, &E) < 0 && E.code == EACCES);
   free(m2.p);
   /* An empty upload is an empty archive. */
   struct membuf m3 = {0};
-  CHECK_E(box_tar_read(&B, "dst/empty", mem_in, &m3, &E) == 0);
+  CHECK_E(husk_tar_read(&B, "dst/empty", mem_in, &m3, &E) == 0);
   CHECK(exists_at(WS, "dst/empty"));
   /* Garbage is an error, not a crash. */
   struct membuf m4 = {.p = strdup("this is not a tar archive, not even close................"), .len = 58};
-  CHECK_E(box_tar_read(&B, "dst/garbage", mem_in, &m4, &E) < 0 && E.code == EINVAL);
+  CHECK_E(husk_tar_read(&B, "dst/garbage", mem_in, &m4, &E) < 0 && E.code == EINVAL);
   free(m4.p);
   free(m.p);
-  CHECK_E(box_file_remove(&B, "dst", true, &E) == 0);
-  CHECK_E(box_file_remove(&B, "src", true, &E) == 0);
+  CHECK_E(husk_file_remove(&B, "dst", true, &E) == 0);
+  CHECK_E(husk_file_remove(&B, "src", true, &E) == 0);
 }
 
 TEST(tar_depth_bound) {
-  CHECK_E(box_file_mkdir(&B, "tdeep", true, &E) == 0);
+  CHECK_E(husk_file_mkdir(&B, "tdeep", true, &E) == 0);
   int d = openat(WS, "tdeep", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  make_deep(d, "d", BOX_TAR_MAX_DEPTH + 40);
+  make_deep(d, "d", HUSK_TAR_MAX_DEPTH + 40);
   close(d);
   int fds = count_fds();
   struct membuf m = {0};
-  CHECK_E(box_tar_write(&B, "tdeep", mem_out, &m, &E) == 1);
+  CHECK_E(husk_tar_write(&B, "tdeep", mem_out, &m, &E) == 1);
   CHECK(count_fds() == fds);
-  CHECK_E(box_tar_read(&B, "tdeep_out", mem_in, &m, &E) == 0);
-  char p[2 * BOX_TAR_MAX_DEPTH + 16] = "tdeep_out";
+  CHECK_E(husk_tar_read(&B, "tdeep_out", mem_in, &m, &E) == 0);
+  char p[2 * HUSK_TAR_MAX_DEPTH + 16] = "tdeep_out";
   size_t n = strlen(p);
-  for (int i = 0; i < BOX_TAR_MAX_DEPTH; i++, n += 2)
+  for (int i = 0; i < HUSK_TAR_MAX_DEPTH; i++, n += 2)
     memcpy(p + n, "/d", 3);
   CHECK(exists_at(WS, p));
   memcpy(p + n, "/d", 3);
   CHECK(!exists_at(WS, p));
   free(m.p);
-  CHECK_E(box_file_remove(&B, "tdeep", true, &E) == 0);
-  CHECK_E(box_file_remove(&B, "tdeep_out", true, &E) == 0);
+  CHECK_E(husk_file_remove(&B, "tdeep", true, &E) == 0);
+  CHECK_E(husk_file_remove(&B, "tdeep_out", true, &E) == 0);
 }
 
 static int failing_out(void *ctx, const void *buf, size_t len) {
@@ -902,21 +908,21 @@ static ssize_t failing_in(void *ctx, void *buf, size_t cap) {
 }
 
 TEST(tar_consumer_errors) {
-  CHECK_E(box_file_mkdir(&B, "ce", true, &E) == 0);
+  CHECK_E(husk_file_mkdir(&B, "ce", true, &E) == 0);
   int fd;
-  char tmp[BOX_TMPNAME_MAX];
-  CHECK_E(box_file_create(&B, "ce/big", false, 0644, &fd, tmp, sizeof tmp, &E) == 0);
+  char tmp[HUSK_TMPNAME_MAX];
+  CHECK_E(husk_file_create(&B, "ce/big", false, 0644, &fd, tmp, sizeof tmp, &E) == 0);
   char *chunk = calloc(1, 1 << 20);
   for (int i = 0; i < 4; i++)
     CHECK(write(fd, chunk, 1 << 20) == 1 << 20);
   free(chunk);
-  CHECK_E(box_file_commit(&B, "ce/big", fd, tmp, &E) == 0);
+  CHECK_E(husk_file_commit(&B, "ce/big", fd, tmp, &E) == 0);
   close(fd);
   int calls = 0;
-  CHECK_E(box_tar_write(&B, "ce", failing_out, &calls, &E) < 0 && E.code == EPIPE);
+  CHECK_E(husk_tar_write(&B, "ce", failing_out, &calls, &E) < 0 && E.code == EPIPE);
   CHECK(calls == 2); /* nothing after the failure, no trailer */
-  CHECK_E(box_tar_read(&B, "ce/out", failing_in, NULL, &E) < 0 && E.code == ECONNRESET);
-  CHECK_E(box_file_remove(&B, "ce", true, &E) == 0);
+  CHECK_E(husk_tar_read(&B, "ce/out", failing_in, NULL, &E) < 0 && E.code == ECONNRESET);
+  CHECK_E(husk_file_remove(&B, "ce", true, &E) == 0);
 }
 
 TEST(tar_hostile) {
@@ -961,9 +967,9 @@ TEST(tar_hostile) {
   ar_done(a);
 
   /* Planted by the box in the destination beforehand. */
-  CHECK_E(box_file_mkdir(&B, "hx", true, &E) == 0);
-  symlinkat(hostdir, WS, "hx/planted");
-  int skipped = box_tar_read(&B, "hx", mem_in, &m, &E);
+  CHECK_E(husk_file_mkdir(&B, "hx", true, &E) == 0);
+  CHECK(symlinkat(hostdir, WS, "hx/planted") == 0);
+  int skipped = husk_tar_read(&B, "hx", mem_in, &m, &E);
   if (skipped < 0)
     printf("# %s\n", E.msg);
   /* skipped: evil_up, evil_mid, link_etc/passwd, link_etc/sub/x, link_host/pwned,
@@ -992,19 +998,19 @@ TEST(tar_hostile) {
   ar_add(a, "planted/pwned2", AE_IFREG, 0644, "pwned", NULL, NULL);
   ar_add(a, "planted", AE_IFREG, 0644, "replaced the link", NULL, NULL);
   ar_done(a);
-  CHECK_E(box_tar_read(&B, "hx", mem_in, &m, &E) == 1);
+  CHECK_E(husk_tar_read(&B, "hx", mem_in, &m, &E) == 1);
   CHECK(get_is("hx/planted", "replaced the link"));
   free(m.p);
 
   /* The destination itself reached through a planted link: resolved in the box. */
-  symlinkat("/", WS, "hx/l_root");
+  CHECK(symlinkat("/", WS, "hx/l_root") == 0);
   memset(&m, 0, sizeof m);
   a = ar_new(&m);
   ar_add(a, "f", AE_IFREG, 0644, "f", NULL, NULL);
   ar_done(a);
-  CHECK_E(box_tar_read(&B, "hx/l_root/etc", mem_in, &m, &E) < 0 && E.code == EACCES);
+  CHECK_E(husk_tar_read(&B, "hx/l_root/etc", mem_in, &m, &E) < 0 && E.code == EACCES);
   m.rpos = 0;
-  CHECK_E(box_tar_read(&B, "hx/l_root/tmp/via_root", mem_in, &m, &E) == 0);
+  CHECK_E(husk_tar_read(&B, "hx/l_root/tmp/via_root", mem_in, &m, &E) == 0);
   CHECK(exists_at(B.fs, "tmp/via_root/f"));
   free(m.p);
 
@@ -1014,7 +1020,7 @@ TEST(tar_hostile) {
   free(after);
   CHECK(stat("/etc/passwd", &st) == 0);
   CHECK(st.st_mtim.tv_sec == passwd_mtime.tv_sec && st.st_mtim.tv_nsec == passwd_mtime.tv_nsec);
-  CHECK_E(box_file_remove(&B, "hx", true, &E) == 0);
+  CHECK_E(husk_file_remove(&B, "hx", true, &E) == 0);
 }
 
 TEST(enospc) {
@@ -1023,23 +1029,23 @@ TEST(enospc) {
   CHECK(fs >= 0);
   if (fs < 0)
     return;
-  struct box_fs small = {.fs = fs, .uid = UID, .gid = GID};
+  struct husk_fs small = {.fs = fs, .uid = UID, .gid = GID};
   /* The front's writes into the temp file fail; abort frees the space. */
   int fd;
-  char tmp[BOX_TMPNAME_MAX];
-  CHECK_E(box_file_create(&small, "big", false, 0644, &fd, tmp, sizeof tmp, &E) == 0);
+  char tmp[HUSK_TMPNAME_MAX];
+  CHECK_E(husk_file_create(&small, "big", false, 0644, &fd, tmp, sizeof tmp, &E) == 0);
   char *chunk = calloc(1, 256 << 10);
   ssize_t w = 0;
   int i;
   for (i = 0; i < 8 && (w = write(fd, chunk, 256 << 10)) > 0; i++)
     ;
   CHECK(w < 0 && errno == ENOSPC);
-  box_file_abort(&small, "big", fd, tmp);
+  husk_file_abort(&small, "big", fd, tmp);
   close(fd);
-  CHECK_E(box_file_create(&small, "after", false, 0644, &fd, tmp, sizeof tmp, &E) == 0);
+  CHECK_E(husk_file_create(&small, "after", false, 0644, &fd, tmp, sizeof tmp, &E) == 0);
   CHECK(write(fd, chunk, 256 << 10) == 256 << 10); /* the space came back */
   CHECK(write(fd, chunk, 256 << 10) == 256 << 10);
-  CHECK_E(box_file_commit(&small, "after", fd, tmp, &E) == 0);
+  CHECK_E(husk_file_commit(&small, "after", fd, tmp, &E) == 0);
   close(fd);
   /* Extraction reports ENOSPC as such. */
   struct membuf m = {0};
@@ -1055,7 +1061,7 @@ TEST(enospc) {
   archive_write_data(a, two, 2 << 20);
   archive_entry_free(e);
   ar_done(a);
-  CHECK_E(box_tar_read(&small, "x", mem_in, &m, &E) < 0 && E.code == ENOSPC);
+  CHECK_E(husk_tar_read(&small, "x", mem_in, &m, &E) < 0 && E.code == ENOSPC);
   CHECK(strstr(E.msg, "out of space") != NULL);
   free(m.p);
   free(two);
@@ -1068,7 +1074,7 @@ TEST(enospc) {
     ar_add(a, n, AE_IFREG, 0644, "", NULL, NULL);
   }
   ar_done(a);
-  CHECK_E(box_tar_read(&small, "y", mem_in, &m, &E) < 0 && E.code == ENOSPC);
+  CHECK_E(husk_tar_read(&small, "y", mem_in, &m, &E) < 0 && E.code == ENOSPC);
   free(m.p);
   free(chunk);
   close(fs);
@@ -1104,13 +1110,13 @@ static void stop_racer(pid_t pid) {
  * the removal must never climb ".." into the wrong parent and delete
  * siblings of its target. */
 TEST(remove_stays_in_target) {
-  CHECK_E(box_file_mkdir(&B, "rr/keep/deep", true, &E) == 0);
+  CHECK_E(husk_file_mkdir(&B, "rr/keep/deep", true, &E) == 0);
   CHECK_E(put("rr/keep/deep/precious", "keep me", false) == 0);
   CHECK_E(put("rr/sibling", "keep me too", false) == 0);
   int rr = openat(WS, "rr", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   int stopped = 0, done = 0;
   for (int round = 0; round < 40; round++) {
-    box_file_mkdir(&B, "rr/t/a/b", true, &E);
+    husk_file_mkdir(&B, "rr/t/a/b", true, &E);
     int b = openat(rr, "t/a/b", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     make_deep(b, "d", 60);
     for (int i = 0; i < 50; i++) {
@@ -1129,22 +1135,22 @@ TEST(remove_stays_in_target) {
       }
       _exit(0);
     }
-    if (box_file_remove(&B, "rr/t", true, &E) == 0)
+    if (husk_file_remove(&B, "rr/t", true, &E) == 0)
       done++;
     else if (E.code == EBUSY)
       stopped++;
     stop_racer(pid);
-    box_file_remove(&B, "rr/t", true, &E);
-    box_file_remove(&B, "rr/b", true, &E);
+    husk_file_remove(&B, "rr/t", true, &E);
+    husk_file_remove(&B, "rr/b", true, &E);
   }
   close(rr);
   printf("# remove race: %d completed, %d stopped on a moved directory\n", done, stopped);
   CHECK(get_is("rr/keep/deep/precious", "keep me"));
   CHECK(get_is("rr/sibling", "keep me too"));
-  CHECK_E(box_file_remove(&B, "rr", true, &E) == 0);
+  CHECK_E(husk_file_remove(&B, "rr", true, &E) == 0);
 }
 
-static int sink_cb(void *ctx, const struct box_dirent *e) {
+static int sink_cb(void *ctx, const struct husk_dirent *e) {
   (void)e;
   ++*(int *)ctx;
   return 0;
@@ -1152,20 +1158,20 @@ static int sink_cb(void *ctx, const struct box_dirent *e) {
 
 TEST(race_rename_exchange) {
   char *before = host_snapshot();
-  CHECK_E(box_file_mkdir(&B, "race/d", true, &E) == 0);
+  CHECK_E(husk_file_mkdir(&B, "race/d", true, &E) == 0);
   CHECK(put("race/d/f", "box", false) == 0);
-  symlinkat(hostdir, WS, "race/s_host");
-  symlinkat("../../../../../../../..", WS, "race/s_up");
-  symlinkat("/", WS, "race/s_root");
+  CHECK(symlinkat(hostdir, WS, "race/s_host") == 0);
+  CHECK(symlinkat("../../../../../../../..", WS, "race/s_up") == 0);
+  CHECK(symlinkat("/", WS, "race/s_root") == 0);
   char rel[256];
   snprintf(rel, sizeof rel, "../../../..%s", hostdir);
-  symlinkat(rel, WS, "race/s_relhost");
+  CHECK(symlinkat(rel, WS, "race/s_relhost") == 0);
   static const char *const others[] = {"s_host", "s_up", "s_root", "s_relhost"};
   /* The host path also exists in the box's own /tmp, so operations through
    * the swapped-in links succeed too: in the box. */
-  CHECK_E(box_file_mkdir(&B, hostdir, true, &E) == 0);
+  CHECK_E(husk_file_mkdir(&B, hostdir, true, &E) == 0);
   /* A second racer swaps the last component: a file and a link to the secret. */
-  symlinkat(secret, WS, "race/d/lf");
+  CHECK(symlinkat(secret, WS, "race/d/lf") == 0);
   static const char *const others_f[] = {"lf"};
   pid_t pid_f = start_racer("race/d", "f", others_f, 1);
   pid_t pid = start_racer("race", "d", others, 4);
@@ -1182,23 +1188,23 @@ TEST(race_rename_exchange) {
       ok++;
     }
     free(s);
-    ok += box_file_list(&B, "race/d", 3, sink_cb, &listed, &E) >= 0;
-    struct box_dirent d;
-    if (box_file_stat(&B, "race/d/f", &d, &E) == 0) {
-      box_dirent_free(&d);
+    ok += husk_file_list(&B, "race/d", 3, sink_cb, &listed, &E) >= 0;
+    struct husk_dirent d;
+    if (husk_file_stat(&B, "race/d/f", &d, &E) == 0) {
+      husk_dirent_free(&d);
       ok++;
     }
-    ok += box_file_mkdir(&B, "race/d/sub/x", true, &E) == 0;
-    ok += box_file_remove(&B, "race/d/sub", true, &E) == 0;
-    ok += box_file_move(&B, "race/d/f", "race/d/f2", true, &E) == 0;
-    ok += box_file_move(&B, "race/d/f2", "race/d/f", true, &E) == 0;
+    ok += husk_file_mkdir(&B, "race/d/sub/x", true, &E) == 0;
+    ok += husk_file_remove(&B, "race/d/sub", true, &E) == 0;
+    ok += husk_file_move(&B, "race/d/f", "race/d/f2", true, &E) == 0;
+    ok += husk_file_move(&B, "race/d/f2", "race/d/f", true, &E) == 0;
     m.len = m.rpos = 0;
-    if (box_tar_write(&B, "race/d", mem_out, &m, &E) >= 0) {
+    if (husk_tar_write(&B, "race/d", mem_out, &m, &E) >= 0) {
       ok++;
-      ok += box_tar_read(&B, "race/d/t", mem_in, &m, &E) >= 0;
+      ok += husk_tar_read(&B, "race/d/t", mem_in, &m, &E) >= 0;
     }
-    box_file_remove(&B, "race/d/t", true, &E);
-    box_file_remove(&B, "race/d/g", false, &E);
+    husk_file_remove(&B, "race/d/t", true, &E);
+    husk_file_remove(&B, "race/d/g", false, &E);
     ops += 12;
   }
   stop_racer(pid);
@@ -1209,20 +1215,20 @@ TEST(race_rename_exchange) {
   CHECK(ok > 0 && ok < ops);
 
   /* Recursive removal while the box swaps a subdirectory for host links. */
-  CHECK_E(box_file_mkdir(&B, "race2", true, &E) == 0);
-  symlinkat(hostdir, WS, "race2/s_host");
-  symlinkat("../../../../../..", WS, "race2/s_up");
+  CHECK_E(husk_file_mkdir(&B, "race2", true, &E) == 0);
+  CHECK(symlinkat(hostdir, WS, "race2/s_host") == 0);
+  CHECK(symlinkat("../../../../../..", WS, "race2/s_up") == 0);
   static const char *const others2[] = {"s_host", "s_up"};
   for (int round = 0; round < 20; round++) {
-    box_file_mkdir(&B, "race2/t/a/b/c", true, &E);
+    husk_file_mkdir(&B, "race2/t/a/b/c", true, &E);
     for (int i = 0; i < 20; i++) {
       char n[64];
       snprintf(n, sizeof n, "race2/t/a/b/f%d", i);
       put(n, "x", false);
     }
     pid = start_racer("race2", "t", others2, 2);
-    box_file_remove(&B, "race2/t", true, &E);
-    box_file_remove(&B, "race2/s_host/sub", true, &E);
+    husk_file_remove(&B, "race2/t", true, &E);
+    husk_file_remove(&B, "race2/s_host/sub", true, &E);
     stop_racer(pid);
   }
   char *after = host_snapshot();
