@@ -45,7 +45,11 @@ done
 for s in tests/serve/*.sh; do
   [ -f "$s" ] && run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"
 done
-# MCP (branch mcp): SDK clients, raw protocol, Inspector, conformance.
+# The library as a user gets it: installed, linked, packaged.
+for s in tests/lib/*.sh; do
+  [ -f "$s" ] && run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"
+done
+# MCP: SDK clients, raw protocol, Inspector, conformance.
 for s in tests/mcp/*.sh; do
   [ -f "$s" ] && [ "$(basename "$s")" != setup.sh ] &&
     run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"

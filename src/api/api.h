@@ -19,7 +19,7 @@
 
 #include "util/error.h"
 
-struct box_mgr;
+struct husk_mgr;
 struct state;
 struct store;
 struct api_server;
@@ -33,7 +33,7 @@ struct mcp_server;
 
 struct api_config {
   const char *listen;        /* "ADDR:PORT", IPv4 or [IPv6] */
-  struct box_mgr *mgr;
+  struct husk_mgr *mgr;
   struct state *state;
   struct store *store;       /* the storage plane (src/storage); may be NULL */
   const char *admin_key;     /* copied */

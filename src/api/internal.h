@@ -15,7 +15,7 @@
 #include "box/box.h"
 #include "husk/husk.h"
 #include "state/state.h"
-#include "util/conn_watch.h"
+#include "front/conn_watch.h"
 #include "util/error.h"
 #include "util/tenant_load.h"
 

@@ -8,7 +8,7 @@
 #include "api/internal.h"
 #include "box/box.h"
 
-json_t *api_box_json(const struct box_info *bi);
+json_t *api_box_json(const struct husk_box_info *bi);
 
 json_t *api_limits_json(const struct husk_limits *l) {
   return json_pack("{s:I, s:f, s:I, s:I}", "memory", (json_int_t)l->memory_bytes, "cpus",
@@ -16,7 +16,7 @@ json_t *api_limits_json(const struct husk_limits *l) {
                    (json_int_t)l->disk_bytes);
 }
 
-json_t *api_box_json(const struct box_info *bi) {
+json_t *api_box_json(const struct husk_box_info *bi) {
   json_error_t je;
   json_t *meta = json_loads(bi->metadata_json ? bi->metadata_json : "{}", 0, &je);
   if (!json_is_object(meta)) {
@@ -49,7 +49,7 @@ enum MHD_Result h_box_create(struct req *r) {
   json_t *o = api_body_object(r, create_fields);
   if (!o)
     return api_reply_bad(r);
-  struct box_create_req cr = {0};
+  struct husk_box_spec cr = {0};
   char **env = NULL;
   json_t *meta = NULL;
   char *meta_s = NULL;
@@ -94,9 +94,9 @@ enum MHD_Result h_box_create(struct req *r) {
   snprintf(r->audit_detail, sizeof r->audit_detail, "template=%s memory=%llu disk=%llu",
            cr.template_name ? cr.template_name : "default",
            (unsigned long long)cr.limits.memory_bytes, (unsigned long long)cr.limits.disk_bytes);
-  struct box_info bi = {0};
+  struct husk_box_info bi = {0};
   struct husk_err err;
-  int rc = box_create(r->srv->cfg.mgr, r->tenant, &cr, &bi, &err);
+  int rc = husk_box_create(r->srv->cfg.mgr, r->tenant, &cr, &bi, &err);
   free(egress_s);
   json_decref(o);
   free(env);
@@ -105,7 +105,7 @@ enum MHD_Result h_box_create(struct req *r) {
     return api_reply_err(r, &err);
   snprintf(r->audit_box, sizeof r->audit_box, "%s", bi.id);
   json_t *j = api_box_json(&bi);
-  box_info_free(&bi);
+  husk_box_info_free(&bi);
   return api_reply_json(r, 201, j);
 }
 
@@ -113,7 +113,7 @@ struct list_ctx {
   json_t *arr;
 };
 
-static int list_cb(void *ctx, const struct box_info *bi) {
+static int list_cb(void *ctx, const struct husk_box_info *bi) {
   struct list_ctx *lc = ctx;
   json_t *j = api_box_json(bi);
   if (!j || json_array_append_new(lc->arr, j) < 0)
@@ -146,7 +146,7 @@ static enum MHD_Result meta_arg(void *cls, enum MHD_ValueKind kind, const char *
 }
 
 enum MHD_Result h_box_list(struct req *r) {
-  struct box_list_req lr = {0};
+  struct husk_box_filter lr = {0};
   struct meta_args ma = {0};
   uint64_t limit = 0;
   lr.state = api_query(r, "state");
@@ -166,7 +166,7 @@ enum MHD_Result h_box_list(struct req *r) {
     return api_reply_error(r, 500, "internal_error", "out of memory");
   char next[STATE_CURSOR_SIZE] = "";
   struct husk_err err;
-  int rc = box_list(r->srv->cfg.mgr, r->tenant, &lr, list_cb, &lc, next, sizeof next, &err);
+  int rc = husk_box_list(r->srv->cfg.mgr, r->tenant, &lr, list_cb, &lc, next, sizeof next, &err);
   if (rc == -1) {
     json_decref(lc.arr);
     return api_reply_err(r, &err);
@@ -181,12 +181,12 @@ enum MHD_Result h_box_list(struct req *r) {
 }
 
 enum MHD_Result h_box_get(struct req *r) {
-  struct box_info bi = {0};
+  struct husk_box_info bi = {0};
   struct husk_err err;
-  if (box_get(r->srv->cfg.mgr, r->tenant, r->params[0], &bi, &err) < 0)
+  if (husk_box_get(r->srv->cfg.mgr, r->tenant, r->params[0], &bi, &err) < 0)
     return api_reply_err(r, &err);
   json_t *j = api_box_json(&bi);
-  box_info_free(&bi);
+  husk_box_info_free(&bi);
   return api_reply_json(r, 200, j);
 }
 
@@ -195,14 +195,14 @@ enum MHD_Result h_box_delete(struct req *r) {
   bool kill = false;
   if (api_query_bool(r, "kill", &kill) < 0)
     return api_reply_bad(r);
-  if (box_destroy(r->srv->cfg.mgr, r->tenant, r->params[0], kill ? "killed" : "stopped", &err) < 0)
+  if (husk_box_destroy(r->srv->cfg.mgr, r->tenant, r->params[0], kill ? "killed" : "stopped", &err) < 0)
     return api_reply_err(r, &err);
   /* The final state, as the reply. */
-  struct box_info bi = {0};
-  if (box_get(r->srv->cfg.mgr, r->tenant, r->params[0], &bi, &err) < 0)
+  struct husk_box_info bi = {0};
+  if (husk_box_get(r->srv->cfg.mgr, r->tenant, r->params[0], &bi, &err) < 0)
     return api_reply_empty(r, 204);
   json_t *j = api_box_json(&bi);
-  box_info_free(&bi);
+  husk_box_info_free(&bi);
   return api_reply_json(r, 200, j);
 }
 
@@ -220,19 +220,19 @@ enum MHD_Result h_box_timeout(struct req *r) {
   if (got == 0)
     return api_reply_error(r, 400, "bad_request", "`timeout` (seconds) is required");
   snprintf(r->audit_detail, sizeof r->audit_detail, "timeout_ms=%llu", (unsigned long long)ms);
-  struct box_info bi = {0};
+  struct husk_box_info bi = {0};
   struct husk_err err;
-  if (box_set_timeout(r->srv->cfg.mgr, r->tenant, r->params[0], ms, &bi, &err) < 0)
+  if (husk_box_set_timeout(r->srv->cfg.mgr, r->tenant, r->params[0], ms, &bi, &err) < 0)
     return api_reply_err(r, &err);
   json_t *j = api_box_json(&bi);
-  box_info_free(&bi);
+  husk_box_info_free(&bi);
   return api_reply_json(r, 200, j);
 }
 
 enum MHD_Result h_box_metrics(struct req *r) {
-  struct box_metrics bm = {0};
+  struct husk_box_metrics bm = {0};
   struct husk_err err;
-  if (box_metrics(r->srv->cfg.mgr, r->tenant, r->params[0], &bm, &err) < 0)
+  if (husk_box_metrics(r->srv->cfg.mgr, r->tenant, r->params[0], &bm, &err) < 0)
     return api_reply_err(r, &err);
   return api_reply_json(
       r, 200,

@@ -14,7 +14,7 @@
 
 #include "box/box.h"
 
-json_t *api_box_json(const struct box_info *bi);
+json_t *api_box_json(const struct husk_box_info *bi);
 
 static void wipe_body(struct req *r) {
   if (r->body)
@@ -39,7 +39,7 @@ static enum MHD_Result secret_put(struct req *r, const char *tenant, const char 
     /* jansson's copy is wiped before it is freed. */
     char *val = (char *)json_string_value(v);
     size_t len = json_string_length(v);
-    int rc = box_secret_put(r->srv->cfg.mgr, tenant, name, val, len, &err);
+    int rc = husk_secret_put(r->srv->cfg.mgr, tenant, name, val, len, &err);
     explicit_bzero(val, len);
     res = rc < 0 ? api_reply_err(r, &err)
                  : api_reply_json(r, 200, json_pack("{s:s, s:b}", "name", name, "stored", 1));
@@ -62,7 +62,7 @@ static enum MHD_Result secret_list(struct req *r, const char *tenant) {
   struct husk_err err;
   if (!arr)
     return api_reply_error(r, 500, "internal_error", "out of memory");
-  if (box_secret_list(r->srv->cfg.mgr, tenant, list_cb, arr, &err) < 0) {
+  if (husk_secret_list(r->srv->cfg.mgr, tenant, list_cb, arr, &err) < 0) {
     json_decref(arr);
     return api_reply_err(r, &err);
   }
@@ -72,7 +72,7 @@ static enum MHD_Result secret_list(struct req *r, const char *tenant) {
 static enum MHD_Result secret_delete(struct req *r, const char *tenant, const char *name) {
   snprintf(r->audit_detail, sizeof r->audit_detail, "name=%.64s", name);
   struct husk_err err;
-  if (box_secret_delete(r->srv->cfg.mgr, tenant, name, &err) < 0)
+  if (husk_secret_delete(r->srv->cfg.mgr, tenant, name, &err) < 0)
     return api_reply_err(r, &err);
   return api_reply_empty(r, 204);
 }
@@ -102,14 +102,14 @@ enum MHD_Result h_box_network(struct req *r) {
   }
   char *eg_s = eg ? json_dumps(eg, JSON_COMPACT) : NULL;
   snprintf(r->audit_detail, sizeof r->audit_detail, "network=%.16s", net ? net : (eg ? "egress" : "none"));
-  struct box_info bi = {0};
+  struct husk_box_info bi = {0};
   struct husk_err err;
-  int rc = box_set_network(r->srv->cfg.mgr, r->tenant, r->params[0], net, eg_s, &bi, &err);
+  int rc = husk_box_set_network(r->srv->cfg.mgr, r->tenant, r->params[0], net, eg_s, &bi, &err);
   free(eg_s);
   json_decref(o);
   if (rc < 0)
     return api_reply_err(r, &err);
   json_t *j = api_box_json(&bi);
-  box_info_free(&bi);
+  husk_box_info_free(&bi);
   return api_reply_json(r, 200, j);
 }

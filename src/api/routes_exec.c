@@ -1,10 +1,10 @@
 /* /v1/sandboxes/{id}/exec and /processes: commands in a box.
  *
- * Sync exec: box_exec() in the connection's thread, output collected, one
+ * Sync exec: husk_box_exec() in the connection's thread, output collected, one
  * JSON reply.  Its cancel fd is an epoll set of the connection's hang-up
  * and the server's stop: a client that goes away ends the command.
  *
- * Streaming exec (SSE or NDJSON): box_exec() runs in a worker thread whose
+ * Streaming exec (SSE or NDJSON): husk_box_exec() runs in a worker thread whose
  * sink pushes each chunk into a queue (src/api/sse.c) that the connection's
  * thread writes out as it comes.  The reply starts once the command runs
  * (or produced output); errors before that (unknown box, wrong state) are
@@ -28,7 +28,7 @@
 
 /* ---- shared formatting ---------------------------------------------- */
 
-static json_t *outcome_json(const struct exec_outcome *o) {
+static json_t *outcome_json(const struct husk_exec_result *o) {
   json_t *j = json_pack("{s:i, s:s, s:i, s:I, s:I, s:b, s:I}", "exit_code", o->exit_code, "reason",
                         husk_reason_name(o->reason), "signal", o->signal, "wall_ms",
                         (json_int_t)o->wall_ms, "output_bytes", (json_int_t)o->output_bytes,
@@ -42,7 +42,7 @@ static json_t *outcome_json(const struct exec_outcome *o) {
   return j;
 }
 
-static json_t *proc_json(const struct box_proc *p) {
+static json_t *proc_json(const struct husk_proc *p) {
   json_error_t je;
   json_t *cmd = json_loads(p->cmd_json ? p->cmd_json : "[]", 0, &je);
   bool running = strcmp(p->state, "running") == 0;
@@ -197,7 +197,7 @@ struct xstream {
   bool started, finished;
   int rc;
   struct husk_err err;
-  struct exec_outcome out;
+  struct husk_exec_result out;
 };
 
 static void xs_unref(struct xstream *xs) {
@@ -267,15 +267,15 @@ static int xs_sink(void *ctx, int stream, const char *buf, size_t len) {
 
 static void *xs_worker(void *arg) {
   struct xstream *xs = arg;
-  struct box_exec_req er = {.argv = xs->argv, .env = xs->env, .cwd = xs->cwd,
+  struct husk_exec_req er = {.argv = xs->argv, .env = xs->env, .cwd = xs->cwd,
                             .timeout_ms = xs->timeout_ms, .output_limit = xs->output_limit,
                             .stdin_buf = xs->stdin_buf, .stdin_len = xs->stdin_len,
                             .sink = xs_sink, .started = xs_started, .sink_ctx = xs,
                             .cancel_fd = xs->cancel_fd};
   struct husk_err err = {0};
-  struct exec_outcome out;
+  struct husk_exec_result out;
   memset(&out, 0, sizeof out);
-  int rc = box_exec(xs->srv->cfg.mgr, xs->tenant, xs->id, &er, &out, &err);
+  int rc = husk_box_exec(xs->srv->cfg.mgr, xs->tenant, xs->id, &er, &out, &err);
   pthread_mutex_lock(&xs->mu);
   xs->finished = true;
   xs->rc = rc;
@@ -407,15 +407,15 @@ enum MHD_Result h_exec(struct req *r) {
   enum MHD_Result ret;
   struct husk_err err = {0};
   if (background) {
-    struct box_exec_req er = {.argv = argv, .env = env, .cwd = cwd, .timeout_ms = timeout_ms,
+    struct husk_exec_req er = {.argv = argv, .env = env, .cwd = cwd, .timeout_ms = timeout_ms,
                               .output_limit = output_limit, .stdin_buf = stdin_s,
                               .stdin_len = stdin_len, .cancel_fd = -1};
-    struct box_proc bp = {0};
-    if (box_exec_background(r->srv->cfg.mgr, r->tenant, r->params[0], &er, &bp, &err) < 0) {
+    struct husk_proc bp = {0};
+    if (husk_box_exec_background(r->srv->cfg.mgr, r->tenant, r->params[0], &er, &bp, &err) < 0) {
       ret = api_reply_err(r, &err);
     } else {
       ret = api_reply_json(r, 201, proc_json(&bp));
-      box_proc_free(&bp);
+      husk_proc_free(&bp);
     }
     free(argv);
     free(env);
@@ -430,13 +430,13 @@ enum MHD_Result h_exec(struct req *r) {
     uint64_t reserved = 2 * api_reply_max(r->srv);
     struct sync_ctx sc = {.cap = (size_t)api_reply_max(r->srv)};
     int cancel = api_cancel_fd(r);
-    struct box_exec_req er = {.argv = argv, .env = env, .cwd = cwd, .timeout_ms = timeout_ms,
+    struct husk_exec_req er = {.argv = argv, .env = env, .cwd = cwd, .timeout_ms = timeout_ms,
                               .output_limit = output_limit, .stdin_buf = stdin_s,
                               .stdin_len = stdin_len, .sink = sync_sink, .sink_ctx = &sc,
                               .cancel_fd = cancel};
-    struct exec_outcome out;
+    struct husk_exec_result out;
     memset(&out, 0, sizeof out);
-    int rc = box_exec(r->srv->cfg.mgr, r->tenant, r->params[0], &er, &out, &err);
+    int rc = husk_box_exec(r->srv->cfg.mgr, r->tenant, r->params[0], &er, &out, &err);
     close_quiet(cancel);
     if (rc < 0) {
       api_budget_give(r->srv, reserved);
@@ -467,7 +467,7 @@ enum MHD_Result h_exec(struct req *r) {
 
 /* ---- processes ------------------------------------------------------ */
 
-static int proc_list_cb(void *ctx, const struct box_proc *p) {
+static int proc_list_cb(void *ctx, const struct husk_proc *p) {
   json_t *j = proc_json(p);
   if (!j || json_array_append_new(ctx, j) < 0)
     return -2;
@@ -479,7 +479,7 @@ enum MHD_Result h_proc_list(struct req *r) {
   struct husk_err err;
   if (!arr)
     return api_reply_error(r, 500, "internal_error", "out of memory");
-  int rc = box_proc_list(r->srv->cfg.mgr, r->tenant, r->params[0], proc_list_cb, arr, &err);
+  int rc = husk_proc_list(r->srv->cfg.mgr, r->tenant, r->params[0], proc_list_cb, arr, &err);
   if (rc < 0) {
     json_decref(arr);
     return rc == -1 ? api_reply_err(r, &err)
@@ -492,12 +492,12 @@ enum MHD_Result h_proc_get(struct req *r) {
   int64_t pid;
   if (parse_pid(r, &pid) < 0)
     return api_reply_error(r, 404, "not_found", "no such process");
-  struct box_proc p = {0};
+  struct husk_proc p = {0};
   struct husk_err err;
-  if (box_proc_get(r->srv->cfg.mgr, r->tenant, r->params[0], pid, &p, &err) < 0)
+  if (husk_proc_get(r->srv->cfg.mgr, r->tenant, r->params[0], pid, &p, &err) < 0)
     return api_reply_err(r, &err);
   json_t *j = proc_json(&p);
-  box_proc_free(&p);
+  husk_proc_free(&p);
   return api_reply_json(r, 200, j);
 }
 
@@ -558,7 +558,7 @@ enum MHD_Result h_proc_signal(struct req *r) {
   snprintf(r->audit_detail, sizeof r->audit_detail, "pid=%lld signal=%d group=%d", (long long)pid,
            sig, group);
   struct husk_err err;
-  if (box_proc_signal(r->srv->cfg.mgr, r->tenant, r->params[0], pid, sig, group, &err) < 0)
+  if (husk_proc_signal(r->srv->cfg.mgr, r->tenant, r->params[0], pid, sig, group, &err) < 0)
     return api_reply_err(r, &err);
   return api_reply_json(r, 200, json_pack("{s:I, s:i, s:b}", "pid", (json_int_t)pid, "signal", sig,
                                           "group", group));
@@ -570,7 +570,7 @@ enum MHD_Result h_proc_kill(struct req *r) {
     return api_reply_error(r, 404, "not_found", "no such process");
   snprintf(r->audit_detail, sizeof r->audit_detail, "pid=%lld", (long long)pid);
   struct husk_err err;
-  if (box_proc_signal(r->srv->cfg.mgr, r->tenant, r->params[0], pid, SIGKILL, true, &err) < 0)
+  if (husk_proc_signal(r->srv->cfg.mgr, r->tenant, r->params[0], pid, SIGKILL, true, &err) < 0)
     return api_reply_err(r, &err);
   return api_reply_empty(r, 204);
 }
@@ -593,21 +593,21 @@ enum MHD_Result h_proc_stdin_begin(struct req *r) {
     return api_reply_bad(r);
   snprintf(r->audit_detail, sizeof r->audit_detail, "pid=%lld eof=%d", (long long)u->pid, u->eof);
   /* Unknown box or process: fail before the body is sent. */
-  struct box_proc p = {0};
-  if (box_proc_get(r->srv->cfg.mgr, r->tenant, r->params[0], u->pid, &p, &r->err) < 0)
+  struct husk_proc p = {0};
+  if (husk_proc_get(r->srv->cfg.mgr, r->tenant, r->params[0], u->pid, &p, &r->err) < 0)
     return api_reply_err(r, &r->err);
-  box_proc_free(&p);
+  husk_proc_free(&p);
   return MHD_YES;
 }
 
 int h_proc_stdin_upload(struct req *r, const char *data, size_t len) {
   struct stdin_up *u = r->up;
-  return box_proc_stdin(r->srv->cfg.mgr, r->tenant, r->params[0], u->pid, data, len, false, &r->err);
+  return husk_proc_stdin(r->srv->cfg.mgr, r->tenant, r->params[0], u->pid, data, len, false, &r->err);
 }
 
 enum MHD_Result h_proc_stdin(struct req *r) {
   struct stdin_up *u = r->up;
-  if (u->eof && box_proc_stdin(r->srv->cfg.mgr, r->tenant, r->params[0], u->pid, NULL, 0, true,
+  if (u->eof && husk_proc_stdin(r->srv->cfg.mgr, r->tenant, r->params[0], u->pid, NULL, 0, true,
                                &r->err) < 0)
     return api_reply_err(r, &r->err);
   return api_reply_json(r, 200, json_pack("{s:I, s:b}", "written", (json_int_t)r->up_bytes, "eof",
@@ -671,7 +671,7 @@ static ssize_t follow_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     if (n < 0)
       return MHD_CONTENT_READER_END_WITH_ERROR;
     bool done = false;
-    struct box_proc p = {0};
+    struct husk_proc p = {0};
     if (n == 0) {
       /* The process can truncate its own output (it holds the file open
        * for writing): below what was sent, the stream cannot go on. */
@@ -687,7 +687,7 @@ static ssize_t follow_reader(void *cls, uint64_t pos, char *buf, size_t max) {
       /* At the end of what was written: has the process ended?  Then read
        * once more (it may have written meanwhile) before the exit event. */
       struct husk_err err;
-      if (box_proc_get(f->srv->cfg.mgr, f->tenant, f->id, f->pid, &p, &err) < 0) {
+      if (husk_proc_get(f->srv->cfg.mgr, f->tenant, f->id, f->pid, &p, &err) < 0) {
         follow_event(f, "error", json_pack("{s:s}", "message", "the process is gone"), false);
         f->ended = true;
         continue;
@@ -699,7 +699,7 @@ static ssize_t follow_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         n = 0;
     }
     if (n > 0) {
-      box_proc_free(&p);
+      husk_proc_free(&p);
       size_t take = utf8_complete_prefix(data, (size_t)n);
       if (take == 0)
         take = (size_t)n; /* a lone partial character: send it as base64 */
@@ -714,7 +714,7 @@ static ssize_t follow_reader(void *cls, uint64_t pos, char *buf, size_t max) {
     }
     if (done) {
       json_t *j = proc_json(&p);
-      box_proc_free(&p);
+      husk_proc_free(&p);
       if (j)
         json_object_set_new(j, "offset", json_integer((json_int_t)f->pos));
       f->ended = true;
@@ -722,7 +722,7 @@ static ssize_t follow_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         return MHD_CONTENT_READER_END_WITH_ERROR;
       continue;
     }
-    box_proc_free(&p);
+    husk_proc_free(&p);
     int w = api_wait_srv(f->srv, f->sock, -1, 250, true);
     if (w == -1)
       return MHD_CONTENT_READER_END_WITH_ERROR; /* the client went away */
@@ -763,7 +763,7 @@ enum MHD_Result h_proc_output(struct req *r) {
   int fd = -1;
   bool running = false;
   struct husk_err err;
-  if (box_proc_output(r->srv->cfg.mgr, r->tenant, r->params[0], pid, stream, &fd, &running, &err) < 0)
+  if (husk_proc_output(r->srv->cfg.mgr, r->tenant, r->params[0], pid, stream, &fd, &running, &err) < 0)
     return api_reply_err(r, &err);
   struct stat stt;
   if (fstat(fd, &stt) < 0) {

@@ -1,6 +1,6 @@
 /* /v1/sandboxes/{id}/files: the box's filesystem over HTTP.
  *
- * Every operation borrows the box's filesystem (box_open_fs) and calls one
+ * Every operation borrows the box's filesystem (husk_box_open_fs) and calls one
  * function of src/box/files.h or src/box/tar.h, which resolve box paths
  * safely; the front only moves bytes.  Uploads are written chunk by chunk
  * as libmicrohttpd delivers them (never the whole body in memory) into a
@@ -32,15 +32,13 @@ static const char *path_arg(struct req *r, const char *name) {
     husk_fail(&r->err, EINVAL, "query argument `%s` is required", name);
     return NULL;
   }
-  if (box_path_check(p, strlen(p), &r->err) < 0)
+  if (husk_path_check(p, strlen(p), &r->err) < 0)
     return NULL;
   return p;
 }
 
-static int open_fs(struct req *r, struct box_fs *b) {
-  memset(b, 0, sizeof *b);
-  b->fs = -1;
-  return box_open_fs(r->srv->cfg.mgr, r->tenant, r->params[0], &b->fs, &b->uid, &b->gid, &r->err);
+static int open_fs(struct req *r, struct husk_fs *b) {
+  return husk_box_open_fs(r->srv->cfg.mgr, r->tenant, r->params[0], b, &r->err);
 }
 
 static void audit_path(struct req *r, const char *what, const char *p) {
@@ -72,7 +70,7 @@ static void set_text(json_t *o, const char *k, const char *s) {
   }
 }
 
-static json_t *dirent_json(const struct box_dirent *e) {
+static json_t *dirent_json(const struct husk_dirent *e) {
   json_t *o = json_object();
   if (!o)
     return NULL;
@@ -142,12 +140,12 @@ enum MHD_Result h_file_get(struct req *r) {
   const char *path = path_arg(r, "path");
   if (!path)
     return api_reply_err(r, &r->err);
-  struct box_fs b;
+  struct husk_fs b;
   if (open_fs(r, &b) < 0)
     return api_reply_err(r, &r->err);
   int fd = -1;
   struct stat st;
-  int rc = box_file_open_read(&b, path, &fd, &st, &r->err);
+  int rc = husk_file_open_read(&b, path, &fd, &st, &r->err);
   close_quiet(b.fs);
   if (rc < 0)
     return api_reply_err(r, &r->err);
@@ -184,9 +182,9 @@ enum MHD_Result h_file_get(struct req *r) {
 /* ---- PUT /files?path=P: streamed upload ----------------------------- */
 
 struct put_up {
-  struct box_fs b;
+  struct husk_fs b;
   int fd;
-  char tmpname[BOX_TMPNAME_MAX];
+  char tmpname[HUSK_TMPNAME_MAX];
   char *path;
   bool committed;
 };
@@ -220,7 +218,7 @@ enum MHD_Result h_file_put_begin(struct req *r) {
     return api_reply_error(r, 500, "internal_error", "out of memory");
   if (open_fs(r, &u->b) < 0)
     return api_reply_err(r, &r->err);
-  if (box_file_create(&u->b, u->path, mkdirs, (mode_t)mode, &u->fd, u->tmpname, sizeof u->tmpname,
+  if (husk_file_create(&u->b, u->path, mkdirs, (mode_t)mode, &u->fd, u->tmpname, sizeof u->tmpname,
                       &r->err) < 0)
     return api_reply_err(r, &r->err);
   return MHD_YES;
@@ -235,15 +233,15 @@ int h_file_put_upload(struct req *r, const char *data, size_t len) {
 
 enum MHD_Result h_file_put(struct req *r) {
   struct put_up *u = r->up;
-  if (box_file_commit(&u->b, u->path, u->fd, u->tmpname, &r->err) < 0)
+  if (husk_file_commit(&u->b, u->path, u->fd, u->tmpname, &r->err) < 0)
     return api_reply_err(r, &r->err);
   u->committed = true;
   r->stream_ok = true;
   json_t *j = NULL;
-  struct box_dirent e = {0};
-  if (box_file_stat(&u->b, u->path, &e, &r->err) == 0) {
+  struct husk_dirent e = {0};
+  if (husk_file_stat(&u->b, u->path, &e, &r->err) == 0) {
     j = dirent_json(&e);
-    box_dirent_free(&e);
+    husk_dirent_free(&e);
   } else {
     j = json_pack("{s:s, s:I}", "path", u->path, "size", (json_int_t)r->up_bytes);
   }
@@ -255,7 +253,7 @@ void h_file_put_cleanup(struct req *r) {
   if (!u)
     return;
   if (u->fd >= 0 && !u->committed)
-    box_file_abort(&u->b, u->path, u->fd, u->tmpname);
+    husk_file_abort(&u->b, u->path, u->fd, u->tmpname);
   close_quiet(u->fd);
   close_quiet(u->b.fs);
   free(u->path);
@@ -272,7 +270,7 @@ void h_file_put_cleanup(struct req *r) {
  * reply budget covers, never as a tree of the whole directory. */
 /* The most one entry's JSON takes (a page holds at least one): the path
  * and the link target, each lossy (3 bytes a byte) and in base64. */
-#define LIST_ENTRY_MAX (4 * (PATH_MAX + BOX_LIST_MAX_DEPTH * (NAME_MAX + 1)) * 2 + 4096)
+#define LIST_ENTRY_MAX (4 * (PATH_MAX + HUSK_LIST_MAX_DEPTH * (NAME_MAX + 1)) * 2 + 4096)
 
 struct list_ctx {
   uint64_t skip, limit, count;
@@ -282,7 +280,7 @@ struct list_ctx {
   bool more, oom;
 };
 
-static int list_cb(void *ctx, const struct box_dirent *e) {
+static int list_cb(void *ctx, const struct husk_dirent *e) {
   struct list_ctx *lc = ctx;
   if (lc->skip) {
     lc->skip--;
@@ -334,7 +332,7 @@ enum MHD_Result h_file_list(struct req *r) {
   const char *path = api_query(r, "path");
   if (!path)
     path = "/workspace";
-  if (box_path_check(path, strlen(path), &r->err) < 0)
+  if (husk_path_check(path, strlen(path), &r->err) < 0)
     return api_reply_err(r, &r->err);
   uint64_t depth = 1, limit = API_LIST_LIMIT_DEFAULT, cursor = 0;
   if (api_query_u64(r, "depth", 1000000, &depth, NULL) < 0 ||
@@ -347,7 +345,7 @@ enum MHD_Result h_file_list(struct req *r) {
   uint64_t reserved = cap + LIST_ENTRY_MAX;
   if (!api_budget_take(r->srv, reserved))
     return api_reply_busy(r);
-  struct box_fs b;
+  struct husk_fs b;
   if (open_fs(r, &b) < 0) {
     api_budget_give(r->srv, reserved);
     return api_reply_err(r, &r->err);
@@ -356,7 +354,7 @@ enum MHD_Result h_file_list(struct req *r) {
   /* The walk stops after this page and one more entry (to know there is
    * more). */
   b.list_max = (unsigned)(cursor + limit + 1);
-  int rc = box_file_list(&b, path, (int)depth, list_cb, &lc, &r->err);
+  int rc = husk_file_list(&b, path, (int)depth, list_cb, &lc, &r->err);
   close_quiet(b.fs);
   if (rc < 0 || lc.oom) {
     free(lc.text);
@@ -388,16 +386,16 @@ enum MHD_Result h_file_stat(struct req *r) {
   const char *path = path_arg(r, "path");
   if (!path)
     return api_reply_err(r, &r->err);
-  struct box_fs b;
+  struct husk_fs b;
   if (open_fs(r, &b) < 0)
     return api_reply_err(r, &r->err);
-  struct box_dirent e = {0};
-  int rc = box_file_stat(&b, path, &e, &r->err);
+  struct husk_dirent e = {0};
+  int rc = husk_file_stat(&b, path, &e, &r->err);
   close_quiet(b.fs);
   if (rc < 0)
     return api_reply_err(r, &r->err);
   json_t *j = dirent_json(&e);
-  box_dirent_free(&e);
+  husk_dirent_free(&e);
   return api_reply_json(r, 200, j);
 }
 
@@ -418,10 +416,10 @@ enum MHD_Result h_file_mkdir(struct req *r) {
     return api_reply_error(r, 400, "bad_request", "`path` is required");
   }
   audit_path(r, "", path);
-  struct box_fs b;
+  struct husk_fs b;
   int rc = -1;
-  if (box_path_check(path, strlen(path), &r->err) == 0 && open_fs(r, &b) == 0) {
-    rc = box_file_mkdir(&b, path, parents, &r->err);
+  if (husk_path_check(path, strlen(path), &r->err) == 0 && open_fs(r, &b) == 0) {
+    rc = husk_file_mkdir(&b, path, parents, &r->err);
     close_quiet(b.fs);
   }
   json_t *reply = rc == 0 ? json_pack("{s:s}", "path", path) : NULL;
@@ -449,11 +447,11 @@ enum MHD_Result h_file_move(struct req *r) {
     return api_reply_error(r, 400, "bad_request", "`from` and `to` are required");
   }
   snprintf(r->audit_detail, sizeof r->audit_detail, "%.120s -> %.120s", from, to);
-  struct box_fs b;
+  struct husk_fs b;
   int rc = -1;
-  if (box_path_check(from, strlen(from), &r->err) == 0 &&
-      box_path_check(to, strlen(to), &r->err) == 0 && open_fs(r, &b) == 0) {
-    rc = box_file_move(&b, from, to, overwrite, &r->err);
+  if (husk_path_check(from, strlen(from), &r->err) == 0 &&
+      husk_path_check(to, strlen(to), &r->err) == 0 && open_fs(r, &b) == 0) {
+    rc = husk_file_move(&b, from, to, overwrite, &r->err);
     close_quiet(b.fs);
   }
   json_t *reply = rc == 0 ? json_pack("{s:s, s:s}", "from", from, "to", to) : NULL;
@@ -471,10 +469,10 @@ enum MHD_Result h_file_delete(struct req *r) {
   if (api_query_bool(r, "recursive", &recursive) < 0)
     return api_reply_bad(r);
   audit_path(r, recursive ? "recursive " : "", path);
-  struct box_fs b;
+  struct husk_fs b;
   if (open_fs(r, &b) < 0)
     return api_reply_err(r, &r->err);
-  int rc = box_file_remove(&b, path, recursive, &r->err);
+  int rc = husk_file_remove(&b, path, recursive, &r->err);
   close_quiet(b.fs);
   if (rc < 0)
     return api_reply_err(r, &r->err);
@@ -483,7 +481,7 @@ enum MHD_Result h_file_delete(struct req *r) {
 
 /* ---- GET /files/tar?path=DIR: a tar stream, produced as it is sent --- */
 
-/* box_tar_write() pushes the archive chunk by chunk; it runs in a worker
+/* husk_tar_write() pushes the archive chunk by chunk; it runs in a worker
  * thread feeding a queue that the connection's thread drains (chunked
  * encoding).  The reply starts with the first chunk, so errors before it
  * (no such directory) are ordinary HTTP errors; a failure later ends the
@@ -491,7 +489,7 @@ enum MHD_Result h_file_delete(struct req *r) {
 struct tar_out {
   struct api_server *srv;
   struct api_stream *st;
-  struct box_fs b;
+  struct husk_fs b;
   char *path;
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -533,7 +531,7 @@ static int tar_out_cb(void *ctx, const void *buf, size_t len) {
 static void *tar_out_worker(void *arg) {
   struct tar_out *t = arg;
   struct husk_err err = {0};
-  int rc = box_tar_write(&t->b, t->path, tar_out_cb, t, &err);
+  int rc = husk_tar_write(&t->b, t->path, tar_out_cb, t, &err);
   if (rc > 0)
     api_log(t->srv, "tar download of a box directory: %d entries skipped", rc);
   pthread_mutex_lock(&t->mu);
@@ -556,7 +554,7 @@ enum MHD_Result h_tar_get(struct req *r) {
   const char *path = api_query(r, "path");
   if (!path)
     path = "/workspace";
-  if (box_path_check(path, strlen(path), &r->err) < 0)
+  if (husk_path_check(path, strlen(path), &r->err) < 0)
     return api_reply_err(r, &r->err);
   struct tar_out *t = calloc(1, sizeof *t);
   if (!t)
@@ -607,12 +605,12 @@ enum MHD_Result h_tar_get(struct req *r) {
 
 /* ---- PUT /files/tar?path=DIR: extract the body as it arrives -------- */
 
-/* box_tar_read() pulls its input; the body is pushed to us chunk by chunk.
+/* husk_tar_read() pulls its input; the body is pushed to us chunk by chunk.
  * A pipe joins them: each upload chunk is written into it (blocking while
  * the extractor is behind: backpressure, nothing buffered beyond the pipe),
  * and a worker thread runs the extraction reading from it. */
 struct tar_in {
-  struct box_fs b;
+  struct husk_fs b;
   char *path;
   int pipe_r, pipe_w;
   pthread_t th;
@@ -633,7 +631,7 @@ static ssize_t tar_in_cb(void *ctx, void *buf, size_t cap) {
 
 static void *tar_in_worker(void *arg) {
   struct tar_in *t = arg;
-  t->rc = box_tar_read(&t->b, t->path, tar_in_cb, t, &t->err);
+  t->rc = husk_tar_read(&t->b, t->path, tar_in_cb, t, &t->err);
   /* Done reading: a writer still sending gets EPIPE instead of blocking. */
   close_quiet(t->pipe_r);
   t->pipe_r = -1;
@@ -659,7 +657,7 @@ enum MHD_Result h_tar_put_begin(struct req *r) {
   const char *path = api_query(r, "path");
   if (!path)
     path = "/workspace";
-  if (box_path_check(path, strlen(path), &r->err) < 0)
+  if (husk_path_check(path, strlen(path), &r->err) < 0)
     return api_reply_err(r, &r->err);
   audit_path(r, "", path);
   t->path = strdup(path);

@@ -44,21 +44,21 @@
 #include "util/cleanup.h"
 #include "util/fileio.h"
 
-void box_log(struct box_mgr *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void box_log(struct box_mgr *m, const char *fmt, ...) {
+void box_log(struct husk_mgr *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void box_log(struct husk_mgr *m, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   husk_vlog(m->cfg.log, m->cfg.log_ctx, fmt, ap);
   va_end(ap);
 }
 
-void box_wake_monitor(struct box_mgr *m) {
+void box_wake_monitor(struct husk_mgr *m) {
   if (m->wake[1] >= 0 && write(m->wake[1], "x", 1) < 0) {
     /* pipe full: the monitor is already due to wake up */
   }
 }
 
-void box_cgroup_name(const struct box_mgr *m, const char *id, char *out, size_t len) {
+void box_cgroup_name(const struct husk_mgr *m, const char *id, char *out, size_t len) {
   snprintf(out, len, "%s%s", m->cg_prefix, id);
 }
 
@@ -150,7 +150,7 @@ void bgproc_free_all(struct live_box *b) {
 
 /* Release host resources and memory.  The box must be dead already or
  * about to be killed here. */
-void lb_free(struct box_mgr *m, struct live_box *b) {
+void lb_free(struct husk_mgr *m, struct live_box *b) {
   struct husk_err err;
   if (jail_destroy(&b->j, true, NULL, &err) < 0)
     box_log(m, "box %s: teardown: %s", b->id, err.msg);
@@ -165,7 +165,7 @@ void lb_free(struct box_mgr *m, struct live_box *b) {
   free(b);
 }
 
-void lb_unref(struct box_mgr *m, struct live_box *b) {
+void lb_unref(struct husk_mgr *m, struct live_box *b) {
   pthread_mutex_lock(&m->lock);
   bool last = --b->refs == 0;
   pthread_mutex_unlock(&m->lock);
@@ -174,7 +174,7 @@ void lb_unref(struct box_mgr *m, struct live_box *b) {
 }
 
 /* Find a live box of `tenant` (NULL = any) and take a reference. */
-struct live_box *lb_get(struct box_mgr *m, const char *tenant, const char *id) {
+struct live_box *lb_get(struct husk_mgr *m, const char *tenant, const char *id) {
   pthread_mutex_lock(&m->lock);
   struct live_box *b = m->boxes;
   for (; b; b = b->next)
@@ -186,7 +186,7 @@ struct live_box *lb_get(struct box_mgr *m, const char *tenant, const char *id) {
   return b;
 }
 
-void lb_list_add(struct box_mgr *m, struct live_box *b) {
+void lb_list_add(struct husk_mgr *m, struct live_box *b) {
   pthread_mutex_lock(&m->lock);
   b->next = m->boxes;
   m->boxes = b;
@@ -197,7 +197,7 @@ void lb_list_add(struct box_mgr *m, struct live_box *b) {
 }
 
 /* Remove from the list; returns true if this call removed it. */
-static bool lb_list_remove(struct box_mgr *m, struct live_box *b) {
+static bool lb_list_remove(struct husk_mgr *m, struct live_box *b) {
   bool removed = false;
   pthread_mutex_lock(&m->lock);
   for (struct live_box **pp = &m->boxes; *pp; pp = &(*pp)->next)
@@ -257,7 +257,7 @@ uint64_t box_proc_start_time(pid_t pid) {
 
 /* ---- info ------------------------------------------------------------------ */
 
-void box_info_free(struct box_info *bi) {
+void husk_box_info_free(struct husk_box_info *bi) {
   if (!bi)
     return;
   free(bi->metadata_json);
@@ -267,7 +267,7 @@ void box_info_free(struct box_info *bi) {
 }
 
 /* Network mode and policy: a row in box_egress, or "none". */
-static void fill_network(struct box_mgr *m, struct box_info *bi) {
+static void fill_network(struct husk_mgr *m, struct husk_box_info *bi) {
   char net[16];
   struct husk_err ignored;
   char *pol = NULL;
@@ -281,7 +281,7 @@ static void fill_network(struct box_mgr *m, struct box_info *bi) {
 }
 
 /* The API's state: the database's, with "stopped" refined by its reason. */
-static void fill_info(struct box_info *bi, const struct state_box *sb) {
+static void fill_info(struct husk_box_info *bi, const struct state_box *sb) {
   memset(bi, 0, sizeof *bi);
   snprintf(bi->id, sizeof bi->id, "%s", sb->id);
   snprintf(bi->tenant_id, sizeof bi->tenant_id, "%s", sb->tenant_id);
@@ -304,7 +304,7 @@ static void fill_info(struct box_info *bi, const struct state_box *sb) {
   bi->env_json = strdup(sb->env_json ? sb->env_json : "{}");
 }
 
-int box_get(struct box_mgr *m, const char *tenant, const char *id, struct box_info *out,
+int husk_box_get(struct husk_mgr *m, const char *tenant, const char *id, struct husk_box_info *out,
             struct husk_err *err) {
   if (!box_valid_id(id))
     return husk_fail(err, ENOENT, "no such sandbox");
@@ -318,8 +318,8 @@ int box_get(struct box_mgr *m, const char *tenant, const char *id, struct box_in
 }
 
 struct list_ctx {
-  struct box_mgr *m;
-  int (*cb)(void *, const struct box_info *);
+  struct husk_mgr *m;
+  int (*cb)(void *, const struct husk_box_info *);
   void *ctx;
   const char *reason; /* only boxes with this reason, or NULL */
 };
@@ -328,16 +328,16 @@ static int list_cb(void *ctx, const struct state_box *sb) {
   struct list_ctx *lc = ctx;
   if (lc->reason && strcmp(sb->reason, lc->reason))
     return 0;
-  struct box_info bi;
+  struct husk_box_info bi;
   fill_info(&bi, sb);
   fill_network(lc->m, &bi);
   int rc = lc->cb(lc->ctx, &bi);
-  box_info_free(&bi);
+  husk_box_info_free(&bi);
   return rc;
 }
 
-int box_list(struct box_mgr *m, const char *tenant, const struct box_list_req *req,
-             int (*cb)(void *ctx, const struct box_info *bi), void *ctx, char *next_cursor,
+int husk_box_list(struct husk_mgr *m, const char *tenant, const struct husk_box_filter *req,
+             int (*cb)(void *ctx, const struct husk_box_info *bi), void *ctx, char *next_cursor,
              size_t next_len, struct husk_err *err) {
   struct list_ctx lc = {.m = m, .cb = cb, .ctx = ctx};
   const char *st = req->state;
@@ -356,7 +356,7 @@ int box_list(struct box_mgr *m, const char *tenant, const struct box_list_req *r
 
 /* ---- create ------------------------------------------------------------------ */
 
-int box_ctl_path(struct box_mgr *m, const char *id, char *out, size_t len,
+int box_ctl_path(struct husk_mgr *m, const char *id, char *out, size_t len,
                         struct husk_err *err) {
   int n = snprintf(out, len, "%s/boxes/%s.sock", m->data_dir, id);
   if (n < 0 || (size_t)n >= len || (size_t)n >= 108 /* sun_path */)
@@ -366,8 +366,8 @@ int box_ctl_path(struct box_mgr *m, const char *id, char *out, size_t len,
   return 0;
 }
 
-int box_create(struct box_mgr *m, const char *tenant, const struct box_create_req *req,
-               struct box_info *out, struct husk_err *err) {
+int husk_box_create(struct husk_mgr *m, const char *tenant, const struct husk_box_spec *req,
+               struct husk_box_info *out, struct husk_err *err) {
   if (req->template_name && req->template_name[0] && strcmp(req->template_name, "default"))
     return husk_fail(err, EINVAL, "unknown template `%s` (available: default)", req->template_name);
   /* Mode `none` costs nothing here: no policy, no link, no proxy state. */
@@ -382,9 +382,8 @@ int box_create(struct box_mgr *m, const char *tenant, const struct box_create_re
     return husk_fail(err, EINVAL, "timeout %llu s is above the maximum of %llu s",
                      (unsigned long long)(ttl / 1000), (unsigned long long)(m->cfg.max_ttl_ms / 1000));
   lim.timeout_ms = ttl;
-  char msg[256];
-  if (husk_limits_resolve(&lim, msg, sizeof msg) < 0)
-    return husk_fail(err, EINVAL, "%s", msg);
+  if (husk_limits_resolve(&lim, err) < 0)
+    return -1;
 
   cleanup_free char *env_json = env_to_json(req->env, err);
   if (!env_json)
@@ -475,7 +474,7 @@ int box_create(struct box_mgr *m, const char *tenant, const struct box_create_re
   lb_list_add(m, b);
   lb_unref(m, b); /* the list holds it now */
   box_log(m, "box %s created for tenant %s%s", sb.id, tenant, pooled ? " (from the pool)" : "");
-  return out ? box_get(m, tenant, sb.id, out, err) : 0;
+  return out ? husk_box_get(m, tenant, sb.id, out, err) : 0;
 }
 
 /* ---- destroy ------------------------------------------------------------------ */
@@ -483,7 +482,7 @@ int box_create(struct box_mgr *m, const char *tenant, const struct box_create_re
 /* End a listed box: record it, make it unreachable, kill it.  The jail is
  * torn down when the last reference goes (at once unless an exec is still
  * returning). */
-int box_end(struct box_mgr *m, struct live_box *b, const char *state, const char *reason,
+int box_end(struct husk_mgr *m, struct live_box *b, const char *state, const char *reason,
                    struct husk_err *err) {
   pthread_mutex_lock(&b->lock);
   if (b->ending) {
@@ -510,7 +509,7 @@ int box_end(struct box_mgr *m, struct live_box *b, const char *state, const char
   return 0;
 }
 
-int box_destroy(struct box_mgr *m, const char *tenant, const char *id, const char *final_state,
+int husk_box_destroy(struct husk_mgr *m, const char *tenant, const char *id, const char *final_state,
                 struct husk_err *err) {
   if (!box_valid_id(id))
     return husk_fail(err, ENOENT, "no such sandbox");
@@ -529,8 +528,8 @@ int box_destroy(struct box_mgr *m, const char *tenant, const char *id, const cha
   return rc;
 }
 
-int box_set_timeout(struct box_mgr *m, const char *tenant, const char *id, uint64_t ttl_ms,
-                    struct box_info *out, struct husk_err *err) {
+int husk_box_set_timeout(struct husk_mgr *m, const char *tenant, const char *id, uint64_t ttl_ms,
+                    struct husk_box_info *out, struct husk_err *err) {
   if (!box_valid_id(id))
     return husk_fail(err, ENOENT, "no such sandbox");
   if (ttl_ms == 0 || ttl_ms > m->cfg.max_ttl_ms)
@@ -555,14 +554,14 @@ int box_set_timeout(struct box_mgr *m, const char *tenant, const char *id, uint6
   lb_unref(m, b);
   if (rc < 0)
     return -1;
-  return out ? box_get(m, tenant, id, out, err) : 0;
+  return out ? husk_box_get(m, tenant, id, out, err) : 0;
 }
 
 /* ---- exec ---------------------------------------------------------------------- */
 
 /* A running box of `tenant`, with a reference, or an error that tells an
  * unknown id (ENOENT) from an ended box (EBUSY). */
-struct live_box *box_running(struct box_mgr *m, const char *tenant, const char *id,
+struct live_box *box_running(struct husk_mgr *m, const char *tenant, const char *id,
                                     struct husk_err *err) {
   if (!box_valid_id(id)) {
     husk_fail(err, ENOENT, "no such sandbox");
@@ -581,7 +580,7 @@ struct live_box *box_running(struct box_mgr *m, const char *tenant, const char *
   return NULL;
 }
 
-int box_check_exec(const struct box_exec_req *req, struct husk_err *err) {
+int box_check_exec(const struct husk_exec_req *req, struct husk_err *err) {
   if (!req->argv || !req->argv[0] || !req->argv[0][0])
     return husk_fail(err, EINVAL, "cmd must be a non-empty array of strings");
   if (req->cwd && req->cwd[0] != '/')
@@ -594,8 +593,8 @@ int box_check_exec(const struct box_exec_req *req, struct husk_err *err) {
   return 0;
 }
 
-int box_exec(struct box_mgr *m, const char *tenant, const char *id, const struct box_exec_req *req,
-             struct exec_outcome *out, struct husk_err *err) {
+int husk_box_exec(struct husk_mgr *m, const char *tenant, const char *id, const struct husk_exec_req *req,
+             struct husk_exec_result *out, struct husk_err *err) {
   if (box_check_exec(req, err) < 0)
     return -1;
   struct live_box *b = box_running(m, tenant, id, err);
@@ -625,7 +624,7 @@ int box_exec(struct box_mgr *m, const char *tenant, const char *id, const struct
 
 /* ---- metrics and files ------------------------------------------------------------ */
 
-int box_metrics(struct box_mgr *m, const char *tenant, const char *id, struct box_metrics *out,
+int husk_box_metrics(struct husk_mgr *m, const char *tenant, const char *id, struct husk_box_metrics *out,
                 struct husk_err *err) {
   struct live_box *b = box_running(m, tenant, id, err);
   if (!b)
@@ -646,19 +645,28 @@ int box_metrics(struct box_mgr *m, const char *tenant, const char *id, struct bo
   return 0;
 }
 
-int box_open_fs(struct box_mgr *m, const char *tenant, const char *id, int *fs, uid_t *uid,
-                gid_t *gid, struct husk_err *err) {
+int husk_box_open_fs(struct husk_mgr *m, const char *tenant, const char *id, struct husk_fs *out,
+                     struct husk_err *err) {
+  memset(out, 0, sizeof *out);
+  out->fs = -1;
   struct live_box *b = box_running(m, tenant, id, err);
   if (!b)
     return -1;
   int fd = fcntl(b->j.fs, F_DUPFD_CLOEXEC, 3);
   int e = errno;
-  *uid = jail_host_id(&b->j, HUSK_BOX_UID);
-  *gid = jail_host_id(&b->j, HUSK_BOX_GID);
+  out->uid = jail_host_id(&b->j, HUSK_BOX_UID);
+  out->gid = jail_host_id(&b->j, HUSK_BOX_GID);
   lb_unref(m, b);
   if (fd < 0)
     return husk_error(err, e, "cannot open the sandbox filesystem");
-  *fs = fd;
+  out->fs = fd;
   return 0;
+}
+
+void husk_fs_close(struct husk_fs *b) {
+  if (b && b->fs >= 0) {
+    close_quiet(b->fs);
+    b->fs = -1;
+  }
 }
 

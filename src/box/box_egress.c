@@ -19,12 +19,12 @@
 #include "util/cleanup.h"
 
 static void egress_log_cb(void *ctx, const char *line) {
-  struct box_mgr *m = ctx;
+  struct husk_mgr *m = ctx;
   if (m->cfg.log)
     m->cfg.log(m->cfg.log_ctx, line);
 }
 
-int box_egress_open(struct box_mgr *m, struct husk_err *err) {
+int box_egress_open(struct husk_mgr *m, struct husk_err *err) {
   if (egress_vault_open(&m->vault, m->cfg.state, m->data_dir, err) < 0)
     return -1;
   struct egress_config ec = {.state = m->cfg.state, .vault = m->vault,
@@ -46,14 +46,14 @@ int box_egress_open(struct box_mgr *m, struct husk_err *err) {
   return egress_open(&m->egress, &ec, err);
 }
 
-void box_egress_close(struct box_mgr *m) {
+void box_egress_close(struct husk_mgr *m) {
   egress_close(m->egress);
   m->egress = NULL;
   egress_vault_close(m->vault);
   m->vault = NULL;
 }
 
-int box_egress_prepare(struct box_mgr *m, const char *tenant, const char *network,
+int box_egress_prepare(struct husk_mgr *m, const char *tenant, const char *network,
                        const char *egress_json, char **policy, struct husk_err *err) {
   *policy = NULL;
   if (!network || !strcmp(network, "none")) {
@@ -123,7 +123,7 @@ static char **env_dup(char *const *a, char *const *add) {
   return out;
 }
 
-int box_egress_attach(struct box_mgr *m, struct live_box *b, const char *policy_json, bool fresh,
+int box_egress_attach(struct husk_mgr *m, struct live_box *b, const char *policy_json, bool fresh,
                       struct husk_err *err) {
   struct egress_box_spec spec = {.box_id = b->id, .tenant = b->tenant, .slot = b->j.slot,
                                  .init_pid = b->j.pid, .pidfd = b->j.pidfd, .fs = b->j.fs,
@@ -147,7 +147,7 @@ int box_egress_attach(struct box_mgr *m, struct live_box *b, const char *policy_
   return 0;
 }
 
-void box_egress_detach(struct box_mgr *m, struct live_box *b) {
+void box_egress_detach(struct husk_mgr *m, struct live_box *b) {
   if (m->egress)
     egress_box_stop(m->egress, b->id);
   b->egress = false;
@@ -175,8 +175,8 @@ void box_env_retire_all(struct live_box *b) {
  * from interleaving with another change of the same box. */
 static pthread_mutex_t net_change_lock = PTHREAD_MUTEX_INITIALIZER;
 
-int box_set_network(struct box_mgr *m, const char *tenant, const char *id, const char *network,
-                    const char *egress_json, struct box_info *out, struct husk_err *err) {
+int husk_box_set_network(struct husk_mgr *m, const char *tenant, const char *id, const char *network,
+                    const char *egress_json, struct husk_box_info *out, struct husk_err *err) {
   struct live_box *b = box_running(m, tenant, id, err);
   if (!b)
     return -1;
@@ -237,24 +237,24 @@ out:
   pthread_mutex_unlock(&net_change_lock);
   lb_unref(m, b);
   if (rc == 0 && out)
-    rc = box_get(m, tenant, id, out, err);
+    rc = husk_box_get(m, tenant, id, out, err);
   return rc;
 }
 
-int box_secret_put(struct box_mgr *m, const char *tenant, const char *name, const void *value,
+int husk_secret_put(struct husk_mgr *m, const char *tenant, const char *name, const void *value,
                    size_t len, struct husk_err *err) {
   if (!m->vault)
     return husk_fail(err, ENOTSUP, "the secrets vault is not available");
   return egress_vault_put(m->vault, tenant, name, value, len, err);
 }
 
-int box_secret_delete(struct box_mgr *m, const char *tenant, const char *name, struct husk_err *err) {
+int husk_secret_delete(struct husk_mgr *m, const char *tenant, const char *name, struct husk_err *err) {
   if (!m->vault)
     return husk_fail(err, ENOTSUP, "the secrets vault is not available");
   return egress_vault_delete(m->vault, tenant, name, err);
 }
 
-int box_secret_list(struct box_mgr *m, const char *tenant,
+int husk_secret_list(struct husk_mgr *m, const char *tenant,
                     int (*cb)(void *ctx, const char *name, int64_t created_ms, int64_t updated_ms),
                     void *ctx, struct husk_err *err) {
   if (!m->vault)

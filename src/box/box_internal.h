@@ -67,8 +67,9 @@ struct pool_class {
   int64_t retry_ms;         /* CLOCK_MONOTONIC ms: no build before (after a failure) */
 };
 
-struct box_mgr {
+struct husk_mgr {
   struct box_mgr_config cfg;
+  struct state *own_state; /* opened by husk_mgr_open, closed with the manager; else NULL */
   char data_dir[PATH_MAX];
   pthread_mutex_t lock;
   struct live_box *boxes;
@@ -106,53 +107,53 @@ struct box_mgr {
 };
 
 /* box.c */
-void box_log(struct box_mgr *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void box_wake_monitor(struct box_mgr *m);
+void box_log(struct husk_mgr *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void box_wake_monitor(struct husk_mgr *m);
 char **box_env_from_json(const char *s);
 void box_env_free(char **env);
 struct live_box *lb_new(void);
-void lb_free(struct box_mgr *m, struct live_box *b);
-void lb_unref(struct box_mgr *m, struct live_box *b);
-struct live_box *lb_get(struct box_mgr *m, const char *tenant, const char *id);
-void lb_list_add(struct box_mgr *m, struct live_box *b);
+void lb_free(struct husk_mgr *m, struct live_box *b);
+void lb_unref(struct husk_mgr *m, struct live_box *b);
+struct live_box *lb_get(struct husk_mgr *m, const char *tenant, const char *id);
+void lb_list_add(struct husk_mgr *m, struct live_box *b);
 bool box_valid_id(const char *id);
 uint64_t box_proc_start_time(pid_t pid);
 /* The process with this pid and start time exists and is not a zombie. */
 bool box_init_alive(pid_t pid, uint64_t start_time);
-int box_ctl_path(struct box_mgr *m, const char *id, char *out, size_t len, struct husk_err *err);
-int box_end(struct box_mgr *m, struct live_box *b, const char *state, const char *reason,
+int box_ctl_path(struct husk_mgr *m, const char *id, char *out, size_t len, struct husk_err *err);
+int box_end(struct husk_mgr *m, struct live_box *b, const char *state, const char *reason,
             struct husk_err *err);
-struct live_box *box_running(struct box_mgr *m, const char *tenant, const char *id,
+struct live_box *box_running(struct husk_mgr *m, const char *tenant, const char *id,
                              struct husk_err *err);
-int box_check_exec(const struct box_exec_req *req, struct husk_err *err);
+int box_check_exec(const struct husk_exec_req *req, struct husk_err *err);
 void bgproc_free_all(struct live_box *b);
 
 /* The cgroup name of box `id` of this daemon. */
-void box_cgroup_name(const struct box_mgr *m, const char *id, char *out, size_t len);
+void box_cgroup_name(const struct husk_mgr *m, const char *id, char *out, size_t len);
 
 /* box_pool.c */
-int box_pool_init(struct box_mgr *m, struct husk_err *err); /* checks cfg.pools */
-int box_pool_start(struct box_mgr *m, struct husk_err *err);
-void box_pool_stop(struct box_mgr *m);
-struct live_box *box_pool_claim(struct box_mgr *m, const struct husk_limits *lim);
-void box_pool_return(struct box_mgr *m, struct live_box *b);
+int box_pool_init(struct husk_mgr *m, struct husk_err *err); /* checks cfg.pools */
+int box_pool_start(struct husk_mgr *m, struct husk_err *err);
+void box_pool_stop(struct husk_mgr *m);
+struct live_box *box_pool_claim(struct husk_mgr *m, const struct husk_limits *lim);
+void box_pool_return(struct husk_mgr *m, struct live_box *b);
 /* A box with no references left: torn down by the reaper thread. */
-void box_reap_later(struct box_mgr *m, struct live_box *b);
+void box_reap_later(struct husk_mgr *m, struct live_box *b);
 /* Create a box's jail (through the spawner) for `b`, whose id is set;
  * `for_pool`: through the pool's low-priority spawner. */
-int box_make_jail(struct box_mgr *m, struct live_box *b, const struct husk_limits *lim,
+int box_make_jail(struct husk_mgr *m, struct live_box *b, const struct husk_limits *lim,
                   bool for_pool, struct husk_err *err);
 
 /* box_egress.c */
-int box_egress_open(struct box_mgr *m, struct husk_err *err);
-void box_egress_close(struct box_mgr *m);
+int box_egress_open(struct husk_mgr *m, struct husk_err *err);
+void box_egress_close(struct husk_mgr *m);
 /* Start egress for a live box with a stored policy (fresh: new link). */
-int box_egress_attach(struct box_mgr *m, struct live_box *b, const char *policy_json, bool fresh,
+int box_egress_attach(struct husk_mgr *m, struct live_box *b, const char *policy_json, bool fresh,
                       struct husk_err *err);
-void box_egress_detach(struct box_mgr *m, struct live_box *b);
+void box_egress_detach(struct husk_mgr *m, struct live_box *b);
 /* Validate a create request's network settings; *policy (stored form) is
  * malloc'd for egress, NULL for none. */
-int box_egress_prepare(struct box_mgr *m, const char *tenant, const char *network,
+int box_egress_prepare(struct husk_mgr *m, const char *tenant, const char *network,
                        const char *egress_json, char **policy, struct husk_err *err);
 /* Env for an exec: the box's (with egress variables) under the request's. */
 char **box_exec_env(struct live_box *b, char *const *req_env);
@@ -160,6 +161,6 @@ void box_env_retire_all(struct live_box *b);
 
 /* box_monitor.c */
 void *box_monitor_main(void *arg);
-void box_reconcile(struct box_mgr *m);
+void box_reconcile(struct husk_mgr *m);
 
 #endif

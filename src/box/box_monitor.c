@@ -39,7 +39,7 @@
  * come more than once: a process already ended (or an exec that is no
  * background process) is ENOENT, and acknowledged all the same.  The exec
  * id keeps a stale exit off a newer process that got the same pid. */
-static void record_exit(struct box_mgr *m, struct live_box *b,
+static void record_exit(struct husk_mgr *m, struct live_box *b,
                         const struct ctl_exited *e) {
   struct husk_err err;
   int64_t code = WIFEXITED(e->status) ? WEXITSTATUS(e->status) : -1;
@@ -66,7 +66,7 @@ struct watch_item {
 };
 
 void *box_monitor_main(void *arg) {
-  struct box_mgr *m = arg;
+  struct husk_mgr *m = arg;
   struct pollfd *pf = NULL;
   struct watch_item *wi = NULL;
   size_t cap = 0;
@@ -209,7 +209,7 @@ static int collect_row(void *ctx, const struct state_box *sb) {
 }
 
 /* Kill and remove whatever a box row points at, if it is still there. */
-static void cleanup_row(struct box_mgr *m, const struct state_box *sb) {
+static void cleanup_row(struct husk_mgr *m, const struct state_box *sb) {
   if (sb->init_pid > 0 && sb->init_start_time &&
       box_proc_start_time((pid_t)sb->init_pid) == sb->init_start_time) {
     int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)sb->init_pid, 0);
@@ -236,7 +236,7 @@ static void cleanup_row(struct box_mgr *m, const struct state_box *sb) {
     unlink(path);
 }
 
-static int adopt(struct box_mgr *m, const struct state_box *sb, struct husk_err *err) {
+static int adopt(struct husk_mgr *m, const struct state_box *sb, struct husk_err *err) {
   if (!box_init_alive((pid_t)sb->init_pid, sb->init_start_time))
     return husk_fail(err, ESRCH, "its init process is gone");
   struct live_box *b = lb_new();
@@ -297,7 +297,7 @@ fail:
   return rc;
 }
 
-static struct box_mgr *sweeping; /* for the cgroup sweep callback (open is single-threaded) */
+static struct husk_mgr *sweeping; /* for the cgroup sweep callback (open is single-threaded) */
 
 static bool stale_box_cgroup(const char *name) {
   const char *id = name + strlen(sweeping->cg_prefix);
@@ -317,7 +317,7 @@ static bool stale_box_cgroup(const char *name) {
   return true;
 }
 
-void box_reconcile(struct box_mgr *m) {
+void box_reconcile(struct husk_mgr *m) {
   struct row_list rl = {0};
   char cursor[STATE_CURSOR_SIZE] = "";
   struct husk_err err;
@@ -399,8 +399,8 @@ void box_reconcile(struct box_mgr *m) {
 
 /* ---- open / close --------------------------------------------------------------------- */
 
-int box_mgr_open(struct box_mgr **out, const struct box_mgr_config *cfg, struct husk_err *err) {
-  struct box_mgr *m = calloc(1, sizeof *m);
+int box_mgr_open(struct husk_mgr **out, const struct box_mgr_config *cfg, struct husk_err *err) {
+  struct husk_mgr *m = calloc(1, sizeof *m);
   if (!m)
     return husk_fail(err, ENOMEM, "out of memory");
   m->cfg = *cfg;
@@ -476,12 +476,13 @@ int box_mgr_open(struct box_mgr **out, const struct box_mgr_config *cfg, struct 
     goto fail;
   }
   close(rootdir);
-  if (spawner_start(&m->spawner, 0, BOX_PREPARED_ROOT, err) < 0)
+  if (spawner_start(&m->spawner, 0, BOX_PREPARED_ROOT, m->cfg.spawner_path, err) < 0)
     goto fail;
   /* The pool refills in the background: its builds must not take the
    * CPU from the requests it exists to speed up (measured: a pooled
    * lifecycle's exec 2.07 -> 1.80 ms, its p50 4.18 -> 3.91 ms). */
-  if (m->cfg.npools > 0 && spawner_start(&m->pool_spawner, BOX_POOL_NICE, BOX_PREPARED_ROOT, err) < 0)
+  if (m->cfg.npools > 0 && spawner_start(&m->pool_spawner, BOX_POOL_NICE, BOX_PREPARED_ROOT,
+                                          m->cfg.spawner_path, err) < 0)
     goto fail;
   /* The egress proxy (a thread) after the spawner, before re-adoption. */
   if (box_egress_open(m, err) < 0)
@@ -515,7 +516,7 @@ static void lb_detach(struct live_box *b) {
   free(b);
 }
 
-void box_mgr_close(struct box_mgr *m, bool destroy_boxes) {
+void box_mgr_close(struct husk_mgr *m, bool destroy_boxes) {
   if (!m)
     return;
   if (m->monitor_running) {

@@ -27,7 +27,7 @@
 #include "jail/limits.h"
 #include "util/clock.h"
 
-int box_make_jail(struct box_mgr *m, struct live_box *b, const struct husk_limits *lim,
+int box_make_jail(struct husk_mgr *m, struct live_box *b, const struct husk_limits *lim,
                   bool for_pool, struct husk_err *err) {
   char cg[96];
   box_cgroup_name(m, b->id, cg, sizeof cg);
@@ -53,7 +53,7 @@ static bool same_shape(const struct husk_limits *a, const struct husk_limits *b)
          a->disk_bytes == b->disk_bytes;
 }
 
-int box_pool_init(struct box_mgr *m, struct husk_err *err) {
+int box_pool_init(struct husk_mgr *m, struct husk_err *err) {
   size_t n = m->cfg.npools;
   if (n > BOX_POOL_MAX_SHAPES)
     return husk_fail(err, EINVAL, "at most %d pool shapes", BOX_POOL_MAX_SHAPES);
@@ -62,11 +62,10 @@ int box_pool_init(struct box_mgr *m, struct husk_err *err) {
   unsigned long total = 0;
   for (size_t i = 0; i < n; i++) {
     struct pool_class *c = &m->pools[i];
-    char msg[256];
     c->shape = m->cfg.pools[i].shape;
     c->shape.timeout_ms = c->shape.output_bytes = 0;
-    if (husk_limits_resolve(&c->shape, msg, sizeof msg) < 0)
-      return husk_fail(err, EINVAL, "pool %zu: %s", i + 1, msg);
+    if (husk_limits_resolve(&c->shape, err) < 0)
+      return husk_error_wrap(err, "pool %zu", i + 1);
     c->size = m->cfg.pools[i].size;
     if (c->size == 0)
       return husk_fail(err, EINVAL, "pool %zu: a pool keeps at least 1 box", i + 1);
@@ -82,7 +81,7 @@ int box_pool_init(struct box_mgr *m, struct husk_err *err) {
   return 0;
 }
 
-struct live_box *box_pool_claim(struct box_mgr *m, const struct husk_limits *lim) {
+struct live_box *box_pool_claim(struct husk_mgr *m, const struct husk_limits *lim) {
   if (!m->pool_running)
     return NULL;
   struct live_box *b = NULL;
@@ -109,7 +108,7 @@ struct live_box *box_pool_claim(struct box_mgr *m, const struct husk_limits *lim
   return b;
 }
 
-void box_pool_return(struct box_mgr *m, struct live_box *b) {
+void box_pool_return(struct husk_mgr *m, struct live_box *b) {
   struct pool_class *c = b->pool;
   pthread_mutex_lock(&m->pool_lock);
   b->next = c->boxes;
@@ -119,7 +118,7 @@ void box_pool_return(struct box_mgr *m, struct live_box *b) {
   pthread_mutex_unlock(&m->pool_lock);
 }
 
-size_t box_pool_stats(struct box_mgr *m, struct box_pool_stat *out, size_t max, uint64_t *unmatched) {
+size_t box_pool_stats(struct husk_mgr *m, struct box_pool_stat *out, size_t max, uint64_t *unmatched) {
   size_t n = 0;
   pthread_mutex_lock(&m->pool_lock);
   for (; n < m->cfg.npools && n < max; n++) {
@@ -138,7 +137,7 @@ size_t box_pool_stats(struct box_mgr *m, struct box_pool_stat *out, size_t max, 
  * pools backing off after a failed build are skipped (*retry: the earliest
  * moment one may be tried again, or 0).  NULL when none is to be built
  * now.  Under pool_lock. */
-static struct pool_class *neediest(struct box_mgr *m, int64_t now, int64_t *retry) {
+static struct pool_class *neediest(struct husk_mgr *m, int64_t now, int64_t *retry) {
   struct pool_class *best = NULL;
   *retry = 0;
   for (size_t i = 0; i < m->cfg.npools; i++) {
@@ -158,7 +157,7 @@ static struct pool_class *neediest(struct box_mgr *m, int64_t now, int64_t *retr
 }
 
 static void *pool_main(void *arg) {
-  struct box_mgr *m = arg;
+  struct husk_mgr *m = arg;
   pthread_mutex_lock(&m->pool_lock);
   while (!m->stop) {
     int64_t retry;
@@ -203,7 +202,7 @@ static void *pool_main(void *arg) {
   return NULL;
 }
 
-void box_reap_later(struct box_mgr *m, struct live_box *b) {
+void box_reap_later(struct husk_mgr *m, struct live_box *b) {
   pthread_mutex_lock(&m->pool_lock);
   if (!m->reaper_running) {
     pthread_mutex_unlock(&m->pool_lock);
@@ -217,7 +216,7 @@ void box_reap_later(struct box_mgr *m, struct live_box *b) {
 }
 
 static void *reaper_main(void *arg) {
-  struct box_mgr *m = arg;
+  struct husk_mgr *m = arg;
   pthread_mutex_lock(&m->pool_lock);
   for (;;) {
     while (m->reap) {
@@ -236,7 +235,7 @@ static void *reaper_main(void *arg) {
   return NULL;
 }
 
-int box_pool_start(struct box_mgr *m, struct husk_err *err) {
+int box_pool_start(struct husk_mgr *m, struct husk_err *err) {
   m->reaper_running = true;
   if ((errno = pthread_create(&m->reaper_thread, NULL, reaper_main, m)) != 0) {
     m->reaper_running = false;
@@ -253,7 +252,7 @@ int box_pool_start(struct box_mgr *m, struct husk_err *err) {
   return 0;
 }
 
-void box_pool_stop(struct box_mgr *m) {
+void box_pool_stop(struct husk_mgr *m) {
   pthread_mutex_lock(&m->pool_lock);
   m->stop = true;
   pthread_cond_broadcast(&m->pool_cond);

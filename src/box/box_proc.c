@@ -26,14 +26,14 @@
 
 /* ---- background processes --------------------------------------------------------- */
 
-void box_proc_free(struct box_proc *p) {
+void husk_proc_free(struct husk_proc *p) {
   if (p) {
     free(p->cmd_json);
     p->cmd_json = NULL;
   }
 }
 
-static void proc_from_state(struct box_proc *bp, const struct state_proc *sp) {
+static void proc_from_state(struct husk_proc *bp, const struct state_proc *sp) {
   memset(bp, 0, sizeof *bp);
   bp->pid = sp->pid;
   snprintf(bp->state, sizeof bp->state, "%s", sp->state);
@@ -62,8 +62,8 @@ static char *argv_to_json(char *const *argv) {
   return s;
 }
 
-int box_exec_background(struct box_mgr *m, const char *tenant, const char *id,
-                        const struct box_exec_req *req, struct box_proc *out, struct husk_err *err) {
+int husk_box_exec_background(struct husk_mgr *m, const char *tenant, const char *id,
+                        const struct husk_exec_req *req, struct husk_proc *out, struct husk_err *err) {
   if (box_check_exec(req, err) < 0)
     return -1;
   struct live_box *b = box_running(m, tenant, id, err);
@@ -181,21 +181,21 @@ out:
 }
 
 struct proc_list_ctx {
-  int (*cb)(void *, const struct box_proc *);
+  int (*cb)(void *, const struct husk_proc *);
   void *ctx;
 };
 
 static int proc_list_cb(void *ctx, const struct state_proc *sp) {
   struct proc_list_ctx *pc = ctx;
-  struct box_proc bp;
+  struct husk_proc bp;
   proc_from_state(&bp, sp);
   int rc = pc->cb(pc->ctx, &bp);
-  box_proc_free(&bp);
+  husk_proc_free(&bp);
   return rc;
 }
 
-int box_proc_list(struct box_mgr *m, const char *tenant, const char *id,
-                  int (*cb)(void *ctx, const struct box_proc *p), void *ctx, struct husk_err *err) {
+int husk_proc_list(struct husk_mgr *m, const char *tenant, const char *id,
+                  int (*cb)(void *ctx, const struct husk_proc *p), void *ctx, struct husk_err *err) {
   if (!box_valid_id(id))
     return husk_fail(err, ENOENT, "no such sandbox");
   struct state_box sb;
@@ -206,8 +206,8 @@ int box_proc_list(struct box_mgr *m, const char *tenant, const char *id,
   return state_proc_list(m->cfg.state, tenant, id, 0, STATE_LIST_MAX, proc_list_cb, &pc, err);
 }
 
-int box_proc_get(struct box_mgr *m, const char *tenant, const char *id, int64_t pid,
-                 struct box_proc *out, struct husk_err *err) {
+int husk_proc_get(struct husk_mgr *m, const char *tenant, const char *id, int64_t pid,
+                 struct husk_proc *out, struct husk_err *err) {
   if (!box_valid_id(id))
     return husk_fail(err, ENOENT, "no such sandbox");
   struct state_proc sp;
@@ -219,7 +219,7 @@ int box_proc_get(struct box_mgr *m, const char *tenant, const char *id, int64_t 
 }
 
 /* The running process `pid` of a running box, checked against the state. */
-static struct live_box *running_proc(struct box_mgr *m, const char *tenant, const char *id,
+static struct live_box *running_proc(struct husk_mgr *m, const char *tenant, const char *id,
                                      int64_t pid, struct husk_err *err) {
   struct live_box *b = box_running(m, tenant, id, err);
   if (!b)
@@ -239,7 +239,7 @@ static struct live_box *running_proc(struct box_mgr *m, const char *tenant, cons
   return b;
 }
 
-int box_proc_signal(struct box_mgr *m, const char *tenant, const char *id, int64_t pid, int sig,
+int husk_proc_signal(struct husk_mgr *m, const char *tenant, const char *id, int64_t pid, int sig,
                     bool group, struct husk_err *err) {
   if (sig <= 0 || sig >= NSIG)
     return husk_fail(err, EINVAL, "invalid signal %d", sig);
@@ -259,17 +259,17 @@ int box_proc_signal(struct box_mgr *m, const char *tenant, const char *id, int64
 #define STDIN_WRITE_TIMEOUT_MS 10000
 
 /* 1 if the process has ended, 0 if it runs, -1 on error. */
-static int proc_has_ended(struct box_mgr *m, const char *tenant, const char *id, int64_t pid,
+static int proc_has_ended(struct husk_mgr *m, const char *tenant, const char *id, int64_t pid,
                           struct husk_err *err) {
-  struct box_proc p = {0};
-  if (box_proc_get(m, tenant, id, pid, &p, err) < 0)
+  struct husk_proc p = {0};
+  if (husk_proc_get(m, tenant, id, pid, &p, err) < 0)
     return -1;
   bool ended = strcmp(p.state, STATE_PROC_RUNNING) != 0;
-  box_proc_free(&p);
+  husk_proc_free(&p);
   return ended;
 }
 
-int box_proc_stdin(struct box_mgr *m, const char *tenant, const char *id, int64_t pid,
+int husk_proc_stdin(struct husk_mgr *m, const char *tenant, const char *id, int64_t pid,
                    const void *buf, size_t len, bool eof, struct husk_err *err) {
   /* Closing the stdin of a process that has ended is already done.  A
    * request that sends a line and then EOF races the program's own exit
@@ -332,15 +332,15 @@ int box_proc_stdin(struct box_mgr *m, const char *tenant, const char *id, int64_
   return rc;
 }
 
-int box_proc_output(struct box_mgr *m, const char *tenant, const char *id, int64_t pid, int stream,
+int husk_proc_output(struct husk_mgr *m, const char *tenant, const char *id, int64_t pid, int stream,
                     int *fd_out, bool *running, struct husk_err *err) {
   if (stream != 1 && stream != 2)
     return husk_fail(err, EINVAL, "stream must be stdout or stderr");
-  struct box_proc bp;
-  if (box_proc_get(m, tenant, id, pid, &bp, err) < 0)
+  struct husk_proc bp;
+  if (husk_proc_get(m, tenant, id, pid, &bp, err) < 0)
     return -1;
   *running = !strcmp(bp.state, STATE_PROC_RUNNING);
-  box_proc_free(&bp);
+  husk_proc_free(&bp);
   struct live_box *b = box_running(m, tenant, id, err);
   if (!b)
     return -1;

@@ -55,7 +55,7 @@ char **exec_build_env(char *const *box_env, char *const *extra) {
   return env;
 }
 
-__attribute__((format(printf, 2, 3))) static void msg(struct exec_outcome *o, const char *fmt,
+__attribute__((format(printf, 2, 3))) static void msg(struct husk_exec_result *o, const char *fmt,
                                                          ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -64,19 +64,19 @@ __attribute__((format(printf, 2, 3))) static void msg(struct exec_outcome *o, co
   husk_sanitize_line(o->message);
 }
 
-static void failed(struct exec_outcome *o, const struct husk_err *err) {
+static void failed(struct husk_exec_result *o, const struct husk_err *err) {
   o->exit_code = 125;
   o->reason = HUSK_REASON_SETUP_ERROR;
   msg(o, "%s", err->msg);
 }
 
-static void forced(struct exec_outcome *o, enum husk_reason why) {
+static void forced(struct husk_exec_result *o, enum husk_reason why) {
   o->reason = why;
   o->signal = SIGKILL;
   o->exit_code = why == HUSK_REASON_TIMEOUT ? 124 : 128 + SIGKILL;
 }
 
-static void finish_status(struct exec_outcome *o, int status) {
+static void finish_status(struct husk_exec_result *o, int status) {
   if (WIFEXITED(status)) {
     o->exit_code = WEXITSTATUS(status);
     o->reason = HUSK_REASON_EXITED;
@@ -161,7 +161,7 @@ static void pump_stdin(struct relay *rl, bool readable, bool writable) {
 }
 
 int exec_relay(struct jail *j, int conn, bool whole_box, const struct exec_spec *spec,
-               struct exec_outcome *o) {
+               struct husk_exec_result *o) {
   struct husk_err err;
   memset(o, 0, sizeof *o);
   int out[2] = {-1, -1}, errp[2] = {-1, -1}, in[2] = {-1, -1};

@@ -16,7 +16,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "husk/husk.h"
+#include "husk/exec.h" /* struct husk_exec_result */
+#include "husk/run.h"
 #include "jail/jail.h"
 
 struct exec_spec {
@@ -42,23 +43,12 @@ struct exec_spec {
   int cancel_fd;
 };
 
-struct exec_outcome {
-  int exit_code;
-  int signal;
-  enum husk_reason reason;
-  pid_t pid;
-  uint64_t wall_ms;
-  uint64_t output_bytes;
-  bool truncated;
-  char message[512];
-};
-
 /* Run spec in the box whose init listens on `conn` (a connection of its
  * own, or j->ctl).  `j` gives the cgroup (limit trips) and, in whole-box
  * mode, the box to kill.  Always fills *out; returns 0, or -1 when husk
  * itself failed (out->reason == HUSK_REASON_SETUP_ERROR). */
 int exec_relay(struct jail *j, int conn, bool whole_box, const struct exec_spec *spec,
-               struct exec_outcome *out);
+               struct husk_exec_result *out);
 
 /* The default environment of a box program, with `extra` NAME=VALUE
  * entries applied on top (later ones win).  Free with free(); the strings

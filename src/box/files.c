@@ -64,7 +64,7 @@ static bool same_inode(const struct stat *a, const struct stat *b) {
   return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
 }
 
-static int open_area(const struct box_fs *b, int area, struct husk_err *err) {
+static int open_area(const struct husk_fs *b, int area, struct husk_err *err) {
   int fd = open_child(b->fs, area_dir[area], O_PATH | O_DIRECTORY);
   if (fd < 0)
     return husk_error(err, errno, "cannot open the box's `%s`", area_path[area]);
@@ -81,7 +81,7 @@ static void random_name(char *buf, size_t size) {
   snprintf(buf, size, ".husk-%016llx.tmp", (unsigned long long)r);
 }
 
-int box_path_check(const char *path, size_t len, struct husk_err *err) {
+int husk_path_check(const char *path, size_t len, struct husk_err *err) {
   if (!path || len == 0)
     return husk_fail(err, EINVAL, "empty path");
   if (memchr(path, '\0', len))
@@ -104,7 +104,7 @@ static int check_cpath(const char *path, struct husk_err *err) {
 enum node_kind { NODE_ROOT, NODE_DEV, NODE_DIR };
 
 struct walk {
-  const struct box_fs *b;
+  const struct husk_fs *b;
   const char *orig;  /* the caller's path, for messages */
   struct husk_err *err;
   struct stat root;  /* identity of the tmpfs root */
@@ -133,7 +133,7 @@ static void set_node(struct walk *w, enum node_kind kind, int fd) {
 
 /* Start a walk of `text` (a whole path or a prefix of one): absolute paths
  * start at the box's "/", relative ones at /workspace. */
-static int walk_init(struct walk *w, const struct box_fs *b, const char *orig, const char *text,
+static int walk_init(struct walk *w, const struct husk_fs *b, const char *orig, const char *text,
                      struct husk_err *err) {
   *w = (struct walk){.b = b, .orig = orig, .err = err, .kind = NODE_ROOT, .fd = -1};
   if (fstat(b->fs, &w->root) < 0)
@@ -256,7 +256,7 @@ static int step_virtual(struct walk *w, const char *comp) {
   return 0;
 }
 
-static int make_dir(const struct box_fs *b, int dirfd, const char *name, mode_t mode, const char *what,
+static int make_dir(const struct husk_fs *b, int dirfd, const char *name, mode_t mode, const char *what,
                     struct husk_err *err);
 
 /* Walk what is left of the text.  The last component is opened with
@@ -350,7 +350,7 @@ static int walk_rest(struct walk *w, int oflags, int *out) {
 }
 
 /* Open what `path` names, following symlinks in the box, with `oflags`. */
-static int resolve_open(const struct box_fs *b, const char *path, int oflags, bool mkdir, int *fd_out,
+static int resolve_open(const struct husk_fs *b, const char *path, int oflags, bool mkdir, int *fd_out,
                         struct husk_err *err) {
   if (check_cpath(path, err) < 0)
     return -1;
@@ -389,7 +389,7 @@ static void target_done(struct target *t) {
 }
 #define cleanup_target __attribute__((cleanup(target_done)))
 
-static int resolve_parent(const struct box_fs *b, const char *path, bool mkparents, struct target *t,
+static int resolve_parent(const struct husk_fs *b, const char *path, bool mkparents, struct target *t,
                           struct husk_err *err) {
   *t = (struct target){.dir = -1, .area = -1};
   if (check_cpath(path, err) < 0)
@@ -496,7 +496,7 @@ static char *display_path(const char *path) {
 
 /* ---- creating things that belong to the box ------------------------------- */
 
-int box_own_fd(const struct box_fs *b, int fd, mode_t mode, const char *what, struct husk_err *err) {
+int box_own_fd(const struct husk_fs *b, int fd, mode_t mode, const char *what, struct husk_err *err) {
   struct stat st;
   if (fstat(fd, &st) < 0)
     return husk_error(err, errno, "cannot inspect `%s`", what);
@@ -516,7 +516,7 @@ int box_own_fd(const struct box_fs *b, int fd, mode_t mode, const char *what, st
 
 /* mkdirat; created 0700 and root-owned until handed over, so box code cannot
  * put anything in it before it is complete.  EEXIST is fine. */
-static int make_dir(const struct box_fs *b, int dirfd, const char *name, mode_t mode, const char *what,
+static int make_dir(const struct husk_fs *b, int dirfd, const char *name, mode_t mode, const char *what,
                     struct husk_err *err) {
   if (mkdirat(dirfd, name, 0700) < 0) {
     if (errno == EEXIST)
@@ -529,7 +529,7 @@ static int make_dir(const struct box_fs *b, int dirfd, const char *name, mode_t 
   return box_own_fd(b, fd, mode, what, err);
 }
 
-int box_mkdir_at(const struct box_fs *b, int dirfd, const char *name, mode_t mode, const char *what,
+int box_mkdir_at(const struct husk_fs *b, int dirfd, const char *name, mode_t mode, const char *what,
                  struct husk_err *err) {
   if (make_dir(b, dirfd, name, mode, what, err) < 0)
     return -1;
@@ -539,7 +539,7 @@ int box_mkdir_at(const struct box_fs *b, int dirfd, const char *name, mode_t mod
   return fd;
 }
 
-int box_tmpfile_at(const struct box_fs *b, int dirfd, mode_t mode, const char *what,
+int box_tmpfile_at(const struct husk_fs *b, int dirfd, mode_t mode, const char *what,
                    struct husk_err *err) {
   cleanup_close int fd = openat(dirfd, ".", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
   if (fd < 0) {
@@ -565,7 +565,7 @@ static int rename_into_place(int dirfd, const char *tmp, const char *name, const
 
 int box_publish_at(int dirfd, const char *name, int fd, int srcdir, const char *srcname,
                    const char *what, struct husk_err *err) {
-  char tmp[BOX_TMPNAME_MAX];
+  char tmp[HUSK_TMPNAME_MAX];
   for (int tries = 0;; tries++) {
     random_name(tmp, sizeof tmp);
     int rc;
@@ -589,9 +589,9 @@ int box_publish_at(int dirfd, const char *name, int fd, int srcdir, const char *
   return rename_into_place(dirfd, tmp, name, what, err);
 }
 
-int box_symlink_at(const struct box_fs *b, int dirfd, const char *name, const char *target,
+int box_symlink_at(const struct husk_fs *b, int dirfd, const char *name, const char *target,
                    const struct timespec *mtime, const char *what, struct husk_err *err) {
-  char tmp[BOX_TMPNAME_MAX];
+  char tmp[HUSK_TMPNAME_MAX];
   for (int tries = 0;; tries++) {
     random_name(tmp, sizeof tmp);
     if (symlinkat(target, dirfd, tmp) == 0)
@@ -614,12 +614,12 @@ int box_symlink_at(const struct box_fs *b, int dirfd, const char *name, const ch
 
 /* ---- the API --------------------------------------------------------------- */
 
-int box_open_dir(const struct box_fs *b, const char *path, bool create, int *fd_out,
+int box_open_dir(const struct husk_fs *b, const char *path, bool create, int *fd_out,
                  struct husk_err *err) {
   return resolve_open(b, path, O_RDONLY | O_DIRECTORY, create, fd_out, err);
 }
 
-int box_file_open_read(const struct box_fs *b, const char *path, int *fd_out, struct stat *st_out,
+int husk_file_open_read(const struct husk_fs *b, const char *path, int *fd_out, struct stat *st_out,
                        struct husk_err *err) {
   cleanup_close int fd = -1;
   /* O_NONBLOCK: opening a FIFO (or a file under a lease) cannot block. */
@@ -646,7 +646,7 @@ int box_file_open_read(const struct box_fs *b, const char *path, int *fd_out, st
   return 0;
 }
 
-int box_file_create(const struct box_fs *b, const char *path, bool mkparents, mode_t mode,
+int husk_file_create(const struct husk_fs *b, const char *path, bool mkparents, mode_t mode,
                     int *fd_out, char *tmpname, size_t tmplen, struct husk_err *err) {
   if (tmpname && tmplen)
     tmpname[0] = '\0';
@@ -669,7 +669,7 @@ int box_file_create(const struct box_fs *b, const char *path, bool mkparents, mo
   if (!err || err->code != EOPNOTSUPP)
     return -1;
   /* No O_TMPFILE: a visible temp file with a random name, renamed on commit. */
-  if (!tmpname || tmplen < BOX_TMPNAME_MAX)
+  if (!tmpname || tmplen < HUSK_TMPNAME_MAX)
     return husk_fail(err, EINVAL, "no room for a temp file name");
   for (int tries = 0;; tries++) {
     random_name(tmpname, tmplen);
@@ -692,7 +692,7 @@ int box_file_create(const struct box_fs *b, const char *path, bool mkparents, mo
   return 0;
 }
 
-int box_file_commit(const struct box_fs *b, const char *path, int fd, const char *tmpname,
+int husk_file_commit(const struct husk_fs *b, const char *path, int fd, const char *tmpname,
                     struct husk_err *err) {
   cleanup_target struct target t = {.dir = -1};
   if (resolve_parent(b, path, false, &t, err) < 0)
@@ -706,7 +706,7 @@ int box_file_commit(const struct box_fs *b, const char *path, int fd, const char
   return box_publish_at(t.dir, t.name, fd, -1, NULL, path, err);
 }
 
-void box_file_abort(const struct box_fs *b, const char *path, int fd, const char *tmpname) {
+void husk_file_abort(const struct husk_fs *b, const char *path, int fd, const char *tmpname) {
   if (!tmpname || !*tmpname)
     return; /* an O_TMPFILE vanishes with its last fd */
   struct husk_err ignored;
@@ -726,7 +726,7 @@ static char type_char(mode_t m) {
   return S_ISREG(m) ? 'f' : S_ISDIR(m) ? 'd' : S_ISLNK(m) ? 'l' : 'o';
 }
 
-static void fill_dirent(struct box_dirent *d, const struct stat *st) {
+static void fill_dirent(struct husk_dirent *d, const struct stat *st) {
   d->type = type_char(st->st_mode);
   d->size = st->st_size > 0 ? (uint64_t)st->st_size : 0;
   d->mode = st->st_mode & 07777;
@@ -751,7 +751,7 @@ struct list_ctx {
   size_t path_cap;
   unsigned max, count;
   bool truncated;
-  int (*cb)(void *, const struct box_dirent *);
+  int (*cb)(void *, const struct husk_dirent *);
   void *ctx;
   struct husk_err *err;
 };
@@ -769,7 +769,7 @@ static int list_entry(void *vctx, const struct box_walk_entry *e) {
   lc->path[lc->base_len] = '/';
   memcpy(lc->path + lc->base_len + 1, e->rel, rl + 1);
   cleanup_free char *target = S_ISLNK(e->st->st_mode) ? read_link(e->dirfd, e->name) : NULL;
-  struct box_dirent d = {.name = (char *)e->name, .path = lc->path, .link_target = target, .depth = e->depth};
+  struct husk_dirent d = {.name = (char *)e->name, .path = lc->path, .link_target = target, .depth = e->depth};
   fill_dirent(&d, e->st);
   lc->count++;
   int r = lc->cb(lc->ctx, &d);
@@ -778,15 +778,15 @@ static int list_entry(void *vctx, const struct box_walk_entry *e) {
   return r > 0 ? BOX_WALK_STOP : 0;
 }
 
-int box_file_list(const struct box_fs *b, const char *path, int depth,
-                  int (*cb)(void *ctx, const struct box_dirent *e), void *ctx, struct husk_err *err) {
-  if (depth < 1 || depth > BOX_LIST_MAX_DEPTH)
-    return husk_fail(err, EINVAL, "listing depth must be 1 to %d", BOX_LIST_MAX_DEPTH);
+int husk_file_list(const struct husk_fs *b, const char *path, int depth,
+                  int (*cb)(void *ctx, const struct husk_dirent *e), void *ctx, struct husk_err *err) {
+  if (depth < 1 || depth > HUSK_LIST_MAX_DEPTH)
+    return husk_fail(err, EINVAL, "listing depth must be 1 to %d", HUSK_LIST_MAX_DEPTH);
   cleanup_close int fd = -1;
   if (resolve_open(b, path, O_RDONLY | O_DIRECTORY, false, &fd, err) < 0)
     return -1;
   cleanup_free char *base = display_path(path);
-  size_t cap = PATH_MAX + (size_t)BOX_LIST_MAX_DEPTH * (NAME_MAX + 1) + 2;
+  size_t cap = PATH_MAX + (size_t)HUSK_LIST_MAX_DEPTH * (NAME_MAX + 1) + 2;
   cleanup_free char *buf = malloc(cap);
   if (!base || !buf)
     return husk_error(err, ENOMEM, "listing `%s`", path);
@@ -794,14 +794,14 @@ int box_file_list(const struct box_fs *b, const char *path, int depth,
   if (bl == 1)
     bl = 0; /* "/" (cannot happen: the root is not listable) */
   struct list_ctx lc = {.base = base, .base_len = bl, .path = buf, .path_cap = cap,
-                        .max = b->list_max ? b->list_max : BOX_LIST_MAX_DEFAULT, .cb = cb,
+                        .max = b->list_max ? b->list_max : HUSK_LIST_MAX_DEFAULT, .cb = cb,
                         .ctx = ctx, .err = err};
   if (box_tree_walk(fd, depth, list_entry, &lc, err) < 0)
     return husk_error_wrap(err, "cannot list `%s`", path);
   return lc.truncated ? 1 : 0;
 }
 
-void box_dirent_free(struct box_dirent *e) {
+void husk_dirent_free(struct husk_dirent *e) {
   if (!e)
     return;
   free(e->name);
@@ -810,9 +810,9 @@ void box_dirent_free(struct box_dirent *e) {
   e->name = e->path = e->link_target = NULL;
 }
 
-int box_file_stat(const struct box_fs *b, const char *path, struct box_dirent *out,
+int husk_file_stat(const struct husk_fs *b, const char *path, struct husk_dirent *out,
                   struct husk_err *err) {
-  *out = (struct box_dirent){0};
+  *out = (struct husk_dirent){0};
   cleanup_target struct target t = {.dir = -1};
   if (resolve_parent(b, path, false, &t, err) < 0)
     return -1;
@@ -842,7 +842,7 @@ int box_file_stat(const struct box_fs *b, const char *path, struct box_dirent *o
   out->path = display_path(path);
   out->link_target = take_ptr(&target);
   if (!out->name || !out->path) {
-    box_dirent_free(out);
+    husk_dirent_free(out);
     return husk_error(err, ENOMEM, "stat `%s`", path);
   }
   fill_dirent(out, &st);
@@ -851,7 +851,7 @@ int box_file_stat(const struct box_fs *b, const char *path, struct box_dirent *o
 
 /* ---- mkdir, move ------------------------------------------------------------ */
 
-int box_file_mkdir(const struct box_fs *b, const char *path, bool parents, struct husk_err *err) {
+int husk_file_mkdir(const struct husk_fs *b, const char *path, bool parents, struct husk_err *err) {
   if (parents) {
     cleanup_close int fd = -1;
     if (resolve_open(b, path, O_PATH | O_DIRECTORY, true, &fd, err) < 0) {
@@ -880,7 +880,7 @@ int box_file_mkdir(const struct box_fs *b, const char *path, bool parents, struc
   return box_own_fd(b, fd, 0755, path, err);
 }
 
-int box_file_move(const struct box_fs *b, const char *from, const char *to, bool overwrite,
+int husk_file_move(const struct husk_fs *b, const char *from, const char *to, bool overwrite,
                   struct husk_err *err) {
   cleanup_target struct target f = {.dir = -1};
   cleanup_target struct target t = {.dir = -1};
@@ -909,7 +909,7 @@ struct level {
  * depth: we go down by name (O_NOFOLLOW) and back up by "..", checking that
  * ".." is the very directory we came from (box code may move things while
  * we work; then we stop rather than delete elsewhere). */
-static int empty_tree(const struct box_fs *b, int top, const char *what, struct husk_err *err) {
+static int empty_tree(const struct husk_fs *b, int top, const char *what, struct husk_err *err) {
   struct stat root, st;
   if (fstat(b->fs, &root) < 0 || fstat(top, &st) < 0)
     return husk_error(err, errno, "cannot inspect `%s`", what);
@@ -1013,7 +1013,7 @@ static int empty_tree(const struct box_fs *b, int top, const char *what, struct 
   }
 }
 
-static int remove_tree(const struct box_fs *b, int parent, const char *name, const char *what,
+static int remove_tree(const struct husk_fs *b, int parent, const char *name, const char *what,
                        struct husk_err *err) {
   for (int tries = 0; tries < MAX_RETRIES; tries++) {
     if (unlinkat(parent, name, 0) == 0)
@@ -1038,7 +1038,7 @@ static int remove_tree(const struct box_fs *b, int parent, const char *name, con
   return husk_fail(err, EBUSY, "`%s` keeps changing; removal gave up", what);
 }
 
-int box_file_remove(const struct box_fs *b, const char *path, bool recursive, struct husk_err *err) {
+int husk_file_remove(const struct husk_fs *b, const char *path, bool recursive, struct husk_err *err) {
   cleanup_target struct target t = {.dir = -1};
   if (resolve_parent(b, path, false, &t, err) < 0 || need_entry(&t, path, "remove", err) < 0)
     return -1;

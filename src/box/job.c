@@ -20,8 +20,8 @@
 /* How often a wait reports progress. */
 #define JOB_TICK_MS 1000
 
-int job_start(struct box_mgr *m, const char *tenant, const char *box_id, const char *kind,
-              bool ephemeral, const struct box_exec_req *req, struct state_job *out,
+int job_start(struct husk_mgr *m, const char *tenant, const char *box_id, const char *kind,
+              bool ephemeral, const struct husk_exec_req *req, struct state_job *out,
               struct husk_err *err) {
   struct state_job j;
   memset(&j, 0, sizeof j);
@@ -31,42 +31,42 @@ int job_start(struct box_mgr *m, const char *tenant, const char *box_id, const c
   snprintf(j.box_id, sizeof j.box_id, "%s", box_id);
   snprintf(j.kind, sizeof j.kind, "%s", kind);
   j.ephemeral = ephemeral;
-  struct box_proc bp = {0};
-  if (box_exec_background(m, tenant, box_id, req, &bp, err) < 0)
+  struct husk_proc bp = {0};
+  if (husk_box_exec_background(m, tenant, box_id, req, &bp, err) < 0)
     return -1;
   j.pid = bp.pid;
-  box_proc_free(&bp);
+  husk_proc_free(&bp);
   j.created_ms = state_now_ms();
   snprintf(j.state, sizeof j.state, "%s", STATE_JOB_RUNNING);
   if (state_job_insert(m->cfg.state, &j, err) < 0) {
     /* Nobody could ever find it: do not leave it running. */
     struct husk_err e2;
-    box_proc_signal(m, tenant, box_id, j.pid, SIGKILL, true, &e2);
+    husk_proc_signal(m, tenant, box_id, j.pid, SIGKILL, true, &e2);
     return -1;
   }
   *out = j;
   return 0;
 }
 
-int job_get(struct box_mgr *m, const char *tenant, const char *id, struct state_job *out,
+int job_get(struct husk_mgr *m, const char *tenant, const char *id, struct state_job *out,
             struct husk_err *err) {
   return state_job_get(m->cfg.state, tenant, id, out, err);
 }
 
-int job_proc(struct box_mgr *m, const struct state_job *job, struct box_proc *out,
+int job_proc(struct husk_mgr *m, const struct state_job *job, struct husk_proc *out,
              struct husk_err *err) {
-  return box_proc_get(m, job->tenant_id, job->box_id, job->pid, out, err);
+  return husk_proc_get(m, job->tenant_id, job->box_id, job->pid, out, err);
 }
 
-int job_wait(struct box_mgr *m, const struct state_job *job, uint64_t timeout_ms, int cancel_fd,
+int job_wait(struct husk_mgr *m, const struct state_job *job, uint64_t timeout_ms, int cancel_fd,
              void (*tick)(void *ctx, uint64_t waited_ms), void *tick_ctx, struct husk_err *err) {
   int64_t t0 = mono_ms(), next_tick = t0 + JOB_TICK_MS;
   for (;;) {
-    struct box_proc bp;
+    struct husk_proc bp;
     if (job_proc(m, job, &bp, err) < 0)
       return -1;
     bool running = !strcmp(bp.state, STATE_PROC_RUNNING);
-    box_proc_free(&bp);
+    husk_proc_free(&bp);
     if (!running)
       return 1;
     int64_t now = mono_ms();
@@ -87,20 +87,20 @@ int job_wait(struct box_mgr *m, const struct state_job *job, uint64_t timeout_ms
   }
 }
 
-int job_output(struct box_mgr *m, const struct state_job *job, int stream, int *fd,
+int job_output(struct husk_mgr *m, const struct state_job *job, int stream, int *fd,
                struct husk_err *err) {
   bool running;
-  return box_proc_output(m, job->tenant_id, job->box_id, job->pid, stream, fd, &running, err);
+  return husk_proc_output(m, job->tenant_id, job->box_id, job->pid, stream, fd, &running, err);
 }
 
-static void destroy_box(struct box_mgr *m, const struct state_job *job, const char *how) {
+static void destroy_box(struct husk_mgr *m, const struct state_job *job, const char *how) {
   struct husk_err e;
-  if (box_destroy(m, job->tenant_id, job->box_id, how, &e) < 0 && e.code != ENOENT &&
+  if (husk_box_destroy(m, job->tenant_id, job->box_id, how, &e) < 0 && e.code != ENOENT &&
       e.code != EBUSY)
     box_log(m, "job %s: cannot destroy box %s: %s", job->id, job->box_id, e.msg);
 }
 
-int job_end(struct box_mgr *m, const struct state_job *job, const char *result_json,
+int job_end(struct husk_mgr *m, const struct state_job *job, const char *result_json,
             struct husk_err *err) {
   if (state_job_end(m->cfg.state, job->tenant_id, job->id, STATE_JOB_DONE, result_json, err) < 0)
     return -1;
@@ -109,7 +109,7 @@ int job_end(struct box_mgr *m, const struct state_job *job, const char *result_j
   return 0;
 }
 
-int job_cancel(struct box_mgr *m, const char *tenant, const char *id, struct husk_err *err) {
+int job_cancel(struct husk_mgr *m, const char *tenant, const char *id, struct husk_err *err) {
   struct state_job j;
   if (state_job_get(m->cfg.state, tenant, id, &j, err) < 0)
     return -1;
@@ -118,7 +118,7 @@ int job_cancel(struct box_mgr *m, const char *tenant, const char *id, struct hus
     return husk_fail(err, EBUSY, "job %s has already ended (%s)", id, j.state);
   struct husk_err e;
   /* An ended process or a gone box is fine: the job is over either way. */
-  if (box_proc_signal(m, tenant, j.box_id, j.pid, SIGKILL, true, &e) < 0 && e.code != EBUSY &&
+  if (husk_proc_signal(m, tenant, j.box_id, j.pid, SIGKILL, true, &e) < 0 && e.code != EBUSY &&
       e.code != ENOENT)
     box_log(m, "job %s: cannot kill pid %lld: %s", id, (long long)j.pid, e.msg);
   if (state_job_end(m->cfg.state, tenant, id, STATE_JOB_CANCELLED, NULL, err) < 0)

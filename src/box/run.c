@@ -112,7 +112,7 @@ static void supervise(struct jail *j, const struct husk_run_spec *spec, int sfd,
                          .output_limit = spec->limits.output_bytes,
                          .stdin_fd = spec->stdin_fd, .sink = emit, .sink_ctx = &ectx,
                          .signal_fd = sfd, .cancel_fd = -1};
-  struct exec_outcome o;
+  struct husk_exec_result o;
   exec_relay(j, j->ctl, true, &es, &o);
   res->exit_code = o.exit_code;
   res->signal = o.signal;
@@ -166,7 +166,8 @@ int husk_run(const struct husk_run_spec *spec, struct husk_run_result *res) {
   memset(res, 0, sizeof *res);
   struct husk_err err;
   struct husk_limits lim = spec->limits;
-  if (husk_limits_resolve(&lim, res->message, sizeof res->message) < 0) {
+  if (husk_limits_resolve(&lim, &err) < 0) {
+    snprintf(res->message, sizeof res->message, "%s", err.msg);
     res->exit_code = 125;
     res->reason = HUSK_REASON_SETUP_ERROR;
     return res->exit_code;

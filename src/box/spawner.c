@@ -1,6 +1,13 @@
 #define _GNU_SOURCE
 #include "box/spawner.h"
 
+/* Where `make install` puts the binaries `husk` runs (the Makefile sets
+ * HUSK_LIBEXECDIR from LIBEXECDIR). */
+#ifndef HUSK_LIBEXECDIR
+#define HUSK_LIBEXECDIR "/usr/lib/husk"
+#endif
+#define HUSK_SPAWNER_PATH HUSK_LIBEXECDIR "/husk"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -72,6 +79,7 @@ struct spawner {
   pid_t pid;
   int nice; /* of the spawner process, and of each box while it is built */
   char *root_dir; /* where it prepares the root boxes share, or NULL */
+  char *binary;   /* the binary to run as the spawner, or NULL: found by launch() */
 };
 
 static struct spawn_hello hello_of_this_build(void) {
@@ -138,14 +146,21 @@ static int launch_binary(struct spawner *s, const char *binary, struct husk_err 
 }
 
 /* Which binary becomes the spawner, and so the image every box's init is
- * a copy of: the small `husk` next to this daemon when it is of the same
- * build (an init cloned from it costs less memory per box and forks each
- * command faster than a copy of the daemon with its server libraries),
- * else this very binary. */
+ * a copy of.  Given one (a program linked with libhusk names the `husk` it
+ * was installed with), that one.  Else the small `husk` next to this
+ * daemon when it is of the same build (an init cloned from it costs less
+ * memory per box and forks each command faster than a copy of the daemon
+ * with its server libraries), else the installed `husk` of the same build,
+ * else this very binary (every binary of husk is a spawner too). */
 static int launch(struct spawner *s, struct husk_err *err) {
   int rc = -1;
+  if (s->binary) {
+    if (launch_binary(s, s->binary, err) < 0)
+      return -1;
+    rc = 0;
+  }
   char self[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  ssize_t n = rc < 0 ? readlink("/proc/self/exe", self, sizeof self - 1) : -1;
   if (n > 0) {
     self[n] = '\0';
     char *slash = strrchr(self, '/');
@@ -156,6 +171,10 @@ static int launch(struct spawner *s, struct husk_err *err) {
         strcmp(small, self) != 0 && access(small, X_OK) == 0)
       rc = launch_binary(s, small, &ignored);
   }
+  if (rc < 0) {
+    struct husk_err ignored;
+    rc = launch_binary(s, HUSK_SPAWNER_PATH, &ignored);
+  }
   if (rc < 0 && launch_binary(s, "/proc/self/exe", err) < 0)
     return -1;
   /* Best effort: a spawner left at normal priority only competes more. */
@@ -164,12 +183,14 @@ static int launch(struct spawner *s, struct husk_err *err) {
   return 0;
 }
 
-int spawner_start(struct spawner **out, int nice, const char *root_dir, struct husk_err *err) {
+int spawner_start(struct spawner **out, int nice, const char *root_dir, const char *binary,
+                  struct husk_err *err) {
   struct spawner *s = calloc(1, sizeof *s);
   if (!s)
     return husk_fail(err, ENOMEM, "out of memory");
   s->nice = nice;
-  if (root_dir && !(s->root_dir = strdup(root_dir))) {
+  if ((root_dir && !(s->root_dir = strdup(root_dir))) || (binary && !(s->binary = strdup(binary)))) {
+    free(s->root_dir);
     free(s);
     return husk_fail(err, ENOMEM, "out of memory");
   }
@@ -177,6 +198,7 @@ int spawner_start(struct spawner **out, int nice, const char *root_dir, struct h
   if (launch(s, err) < 0) {
     pthread_mutex_destroy(&s->lock);
     free(s->root_dir);
+    free(s->binary);
     free(s);
     return -1;
   }
@@ -201,6 +223,7 @@ void spawner_stop(struct spawner *s) {
   reap_spawner(s);
   pthread_mutex_destroy(&s->lock);
   free(s->root_dir);
+  free(s->binary);
   free(s);
 }
 

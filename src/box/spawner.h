@@ -20,9 +20,10 @@
 
 struct spawner;
 
-/* Start the spawner: the `husk` binary next to this one if it is of the
- * same build (it says so in its first message), else /proc/self/exe,
- * executed as HUSK_SPAWNER_ARGV0.  Every binary that may be a spawner
+/* Start the spawner: `binary` if given, else the `husk` binary next to
+ * this one if it is of the same build (it says so in its first message),
+ * else the installed one if it is, else /proc/self/exe, executed as
+ * HUSK_SPAWNER_ARGV0.  Every binary that may be a spawner
  * (husk, husk-serve, husk-mcp) calls spawner_main() under that name.
  * `nice` (0: normal): the spawner's priority, so also that of the work of
  * building each box; the box's init is set back to 0 before it is
@@ -32,7 +33,8 @@ struct spawner;
  * prepares once the read-only part of the root every box shares (the
  * skeleton, /usr, the generated /etc: rootfs_prepare()); a spawner that
  * cannot is not started. */
-int spawner_start(struct spawner **out, int nice, const char *root_dir, struct husk_err *err);
+int spawner_start(struct spawner **out, int nice, const char *root_dir, const char *binary,
+                  struct husk_err *err);
 void spawner_stop(struct spawner *s);
 
 /* jail_create() in the spawner.  Thread-safe (requests are serialised).

@@ -53,7 +53,7 @@ struct region {
 };
 
 struct tw {
-  const struct box_fs *b;
+  const struct husk_fs *b;
   struct archive *a;
   int (*out)(void *, const void *, size_t);
   void *ctx;
@@ -324,7 +324,7 @@ static int tw_entry(void *ctx, const struct box_walk_entry *we) {
     archive_entry_set_filetype(e, AE_IFDIR);
     archive_entry_set_perm(e, st->st_mode & 01777);
     rc = tw_header(t, e, we->rel);
-    if (rc == 0 && we->depth >= BOX_TAR_MAX_DEPTH)
+    if (rc == 0 && we->depth >= HUSK_TAR_MAX_DEPTH)
       t->skipped++; /* archived, but not what is inside: too deep */
   } else if (S_ISLNK(st->st_mode)) {
     char target[PATH_MAX];
@@ -347,7 +347,7 @@ static int tw_entry(void *ctx, const struct box_walk_entry *we) {
   return rc > 0 ? 1 : 0;
 }
 
-int box_tar_write(const struct box_fs *b, const char *path,
+int husk_tar_write(const struct husk_fs *b, const char *path,
                   int (*out)(void *ctx, const void *buf, size_t len), void *ctx, struct husk_err *err) {
   cleanup_close int dir = -1;
   if (box_open_dir(b, path, false, &dir, err) < 0)
@@ -363,7 +363,7 @@ int box_tar_write(const struct box_fs *b, const char *path,
     tw_fail(&t, ".");
     goto out;
   }
-  if (box_tree_walk(dir, BOX_TAR_MAX_DEPTH, tw_entry, &t, err) < 0) {
+  if (box_tree_walk(dir, HUSK_TAR_MAX_DEPTH, tw_entry, &t, err) < 0) {
     t.abandon = true;
     goto out;
   }
@@ -392,7 +392,7 @@ out:
 #define IN_CHUNK ((size_t)64 * 1024)
 
 struct tr {
-  const struct box_fs *b;
+  const struct husk_fs *b;
   struct archive *a;
   ssize_t (*in)(void *, void *, size_t);
   void *ctx;
@@ -676,7 +676,7 @@ static int tr_entry(struct tr *t, struct archive_entry *e) {
   return tr_file(t, e, pfd, name, what);
 }
 
-int box_tar_read(const struct box_fs *b, const char *path,
+int husk_tar_read(const struct husk_fs *b, const char *path,
                  ssize_t (*in)(void *ctx, void *buf, size_t cap), void *ctx, struct husk_err *err) {
   cleanup_close int dest = -1;
   if (box_open_dir(b, path, true, &dest, err) < 0)

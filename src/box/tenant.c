@@ -41,7 +41,7 @@ static int collect_id(struct id_list *l, const char *id) {
 static int collect_box(void *ctx, const struct state_box *b) { return collect_id(ctx, b->id); }
 
 /* End every live box of the tenant. */
-static int end_boxes(struct box_mgr *m, const char *tenant, struct husk_err *err) {
+static int end_boxes(struct husk_mgr *m, const char *tenant, struct husk_err *err) {
   for (int round = 0; round < DELETE_BOX_ROUNDS; round++) {
     struct id_list l = {0};
     char cursor[STATE_CURSOR_SIZE] = "";
@@ -61,7 +61,7 @@ static int end_boxes(struct box_mgr *m, const char *tenant, struct husk_err *err
       struct husk_err e;
       /* EBUSY: already ending, or still being created; the next round or
        * the final purge (which refuses a tenant with a live box) sees it. */
-      if (box_destroy(m, tenant, l.ids[i], "killed", &e) < 0 && e.code != EBUSY &&
+      if (husk_box_destroy(m, tenant, l.ids[i], "killed", &e) < 0 && e.code != EBUSY &&
           e.code != ENOENT) {
         *err = e;
         free(l.ids);
@@ -75,7 +75,7 @@ static int end_boxes(struct box_mgr *m, const char *tenant, struct husk_err *err
   return 0;
 }
 
-int box_tenant_finish_delete(struct box_mgr *m, const char *tenant,
+int box_tenant_finish_delete(struct husk_mgr *m, const char *tenant,
                              const struct box_tenant_purge *purge, struct husk_err *err) {
   if (end_boxes(m, tenant, err) < 0)
     return -1;
@@ -84,7 +84,7 @@ int box_tenant_finish_delete(struct box_mgr *m, const char *tenant,
   return state_tenant_purge(m->cfg.state, tenant, err);
 }
 
-int box_tenant_delete(struct box_mgr *m, const char *tenant, const struct box_tenant_purge *purge,
+int box_tenant_delete(struct husk_mgr *m, const char *tenant, const struct box_tenant_purge *purge,
                       struct husk_err *err) {
   if (state_tenant_mark_deleted(m->cfg.state, tenant, err) < 0)
     return -1;
@@ -95,7 +95,7 @@ static int collect_deleted(void *ctx, const struct state_tenant *t) {
   return t->deleted_ms ? collect_id(ctx, t->id) : 0;
 }
 
-void box_tenant_resume(struct box_mgr *m, const struct box_tenant_purge *purge) {
+void box_tenant_resume(struct husk_mgr *m, const struct box_tenant_purge *purge) {
   struct id_list l = {0};
   struct husk_err err;
   int rc = state_tenant_list(m->cfg.state, collect_deleted, &l, &err);

@@ -220,8 +220,12 @@ static int cmd_run(int argc, char **argv) {
   return code;
 }
 
-/* `husk serve` runs build/husk-serve, `husk mcp` build/husk-mcp, both
- * installed next to this binary. */
+/* `husk serve` runs husk-serve, `husk mcp` husk-mcp: the ones next to this
+ * binary (a build tree), else the installed ones (make install puts them
+ * in LIBEXECDIR). */
+#ifndef HUSK_LIBEXECDIR
+#define HUSK_LIBEXECDIR "/usr/lib/husk"
+#endif
 static int exec_sibling(const char *name, char **argv) {
   char self[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -234,8 +238,11 @@ static int exec_sibling(const char *name, char **argv) {
   char path[PATH_MAX + 16];
   snprintf(path, sizeof path, "%.*s/%s", slash ? (int)(slash - self) : 1, slash ? self : ".", name);
   execv(path, argv);
-  fprintf(stderr, "%s: cannot run `%s`: %s (it is built and installed next to husk)\n", prog, path,
-          strerror(errno));
+  char installed[PATH_MAX + 16];
+  snprintf(installed, sizeof installed, "%s/%s", HUSK_LIBEXECDIR, name);
+  execv(installed, argv);
+  fprintf(stderr, "%s: cannot run `%s` nor `%s`: %s (it is built and installed with husk)\n",
+          prog, path, installed, strerror(errno));
   return 125;
 }
 

@@ -72,7 +72,7 @@ struct local {
   pthread_mutex_t lock;
   const char *data;
   struct state *st;
-  struct box_mgr *mgr;
+  struct husk_mgr *mgr;
   char tenant[STATE_TENANT_ID_SIZE];
 };
 
@@ -83,10 +83,10 @@ static int find_tenant(void *ctx, const struct state_tenant *t) {
   return 1;
 }
 
-static struct box_mgr *local_mgr(void *ctx, struct husk_err *err) {
+static struct husk_mgr *local_mgr(void *ctx, struct husk_err *err) {
   struct local *l = ctx;
   pthread_mutex_lock(&l->lock);
-  struct box_mgr *m = l->mgr;
+  struct husk_mgr *m = l->mgr;
   if (m) {
     pthread_mutex_unlock(&l->lock);
     return m;

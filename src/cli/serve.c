@@ -271,7 +271,7 @@ enum { O_LISTEN = 256, O_DATA, O_MAXCONN, O_PERIP, O_IDLE, O_GRACE, O_DTTL, O_MT
        O_STORE_PART, O_STORAGE_QUOTA, O_TENANT_REQS, O_TENANT_EXECS, O_REQ_TIMEOUT, O_DATA_RESERVE };
 
 /* The MCP server reaches the core that serve opened at start. */
-static struct box_mgr *mcp_mgr(void *ctx, struct husk_err *err) {
+static struct husk_mgr *mcp_mgr(void *ctx, struct husk_err *err) {
   (void)err;
   return ctx;
 }
@@ -551,7 +551,7 @@ int cmd_serve(int argc, char **argv) {
   struct state *st = NULL;
   if (state_open(&st, dbpath, &err) < 0)
     return fail("%s", err.msg);
-  struct box_mgr *mgr = NULL;
+  struct husk_mgr *mgr = NULL;
   struct box_mgr_config mc = {.data_dir = data, .state = st, .default_ttl_ms = dttl,
                               .max_ttl_ms = mttl, .pools = pools, .npools = npools,
                               .log = log_line,

@@ -12,28 +12,26 @@
 #include "util/cleanup.h"
 #include "util/fileio.h"
 
-int mcp_box_fs(struct box_mgr *m, const char *tenant, const char *id, struct box_fs *b,
+int mcp_box_fs(struct husk_mgr *m, const char *tenant, const char *id, struct husk_fs *b,
                struct husk_err *err) {
-  memset(b, 0, sizeof *b);
-  b->fs = -1;
-  return box_open_fs(m, tenant, id, &b->fs, &b->uid, &b->gid, err);
+  return husk_box_open_fs(m, tenant, id, b, err);
 }
 
-static int commit_or_abort(const struct box_fs *b, const char *path, int fd, const char *tmp,
+static int commit_or_abort(const struct husk_fs *b, const char *path, int fd, const char *tmp,
                            int rc, struct husk_err *err) {
-  if (rc == 0 && box_file_commit(b, path, fd, tmp, err) == 0)
+  if (rc == 0 && husk_file_commit(b, path, fd, tmp, err) == 0)
     return 0;
-  box_file_abort(b, path, fd, tmp);
+  husk_file_abort(b, path, fd, tmp);
   return -1;
 }
 
-int mcp_box_write(const struct box_fs *b, const char *path, const void *data, size_t len,
+int mcp_box_write(const struct husk_fs *b, const char *path, const void *data, size_t len,
                   struct husk_err *err) {
-  if (box_path_check(path, strlen(path), err) < 0)
+  if (husk_path_check(path, strlen(path), err) < 0)
     return -1;
   cleanup_close int fd = -1;
-  char tmp[BOX_TMPNAME_MAX];
-  if (box_file_create(b, path, true, 0644, &fd, tmp, sizeof tmp, err) < 0)
+  char tmp[HUSK_TMPNAME_MAX];
+  if (husk_file_create(b, path, true, 0644, &fd, tmp, sizeof tmp, err) < 0)
     return -1;
   int rc = 0;
   if (write_all(fd, data, len) < 0)
@@ -41,11 +39,11 @@ int mcp_box_write(const struct box_fs *b, const char *path, const void *data, si
   return commit_or_abort(b, path, fd, tmp, rc, err);
 }
 
-int mcp_box_copy_in(const struct box_fs *b, const char *path, int src, uint64_t len,
+int mcp_box_copy_in(const struct husk_fs *b, const char *path, int src, uint64_t len,
                     struct husk_err *err) {
   cleanup_close int fd = -1;
-  char tmp[BOX_TMPNAME_MAX];
-  if (box_file_create(b, path, true, 0644, &fd, tmp, sizeof tmp, err) < 0)
+  char tmp[HUSK_TMPNAME_MAX];
+  if (husk_file_create(b, path, true, 0644, &fd, tmp, sizeof tmp, err) < 0)
     return -1;
   int rc = 0;
   char buf[65536];

@@ -20,16 +20,16 @@
 #define MCP_IMAGE_MAX (5 * 1024 * 1024)
 #define MCP_IMAGES_TOTAL (10 * 1024 * 1024)
 
-/* Borrow a box's filesystem (box_open_fs) as a struct box_fs; close b->fs. */
-int mcp_box_fs(struct box_mgr *m, const char *tenant, const char *id, struct box_fs *b,
+/* Borrow a box's filesystem (husk_box_open_fs) as a struct husk_fs; close b->fs. */
+int mcp_box_fs(struct husk_mgr *m, const char *tenant, const char *id, struct husk_fs *b,
                struct husk_err *err);
 /* Write `len` bytes as the whole file `path` (parents created). */
-int mcp_box_write(const struct box_fs *b, const char *path, const void *data, size_t len,
+int mcp_box_write(const struct husk_fs *b, const char *path, const void *data, size_t len,
                   struct husk_err *err);
 /* Copy the first `len` bytes of `src` (fewer if it is shorter) into the
  * file `path`: what it gains meanwhile (a process the command left behind
  * may still write to its output) is not copied. */
-int mcp_box_copy_in(const struct box_fs *b, const char *path, int src, uint64_t len,
+int mcp_box_copy_in(const struct husk_fs *b, const char *path, int src, uint64_t len,
                     struct husk_err *err);
 /* Read at most `max` bytes at `off` of `fd` (pread).  *out malloc'd. */
 int mcp_pread_max(int fd, uint64_t off, size_t max, char **out, size_t *len, struct husk_err *err);

@@ -27,7 +27,7 @@
 
 #include "util/error.h"
 
-struct box_mgr;
+struct husk_mgr;
 struct mcp_server;
 struct mcp_call;
 
@@ -100,7 +100,7 @@ struct mcp_storage {
 struct mcp_config {
   /* The core, opened on first use (cheap start: a client probing the
    * server with tools/list never opens it).  NULL result: err says why. */
-  struct box_mgr *(*mgr)(void *ctx, struct husk_err *err);
+  struct husk_mgr *(*mgr)(void *ctx, struct husk_err *err);
   void *mgr_ctx;
   uint64_t wait_ms;        /* longest a call waits before answering with a job (0: default) */
   uint64_t box_ttl_ms;     /* TTL of sandbox_create boxes (0: default) */
@@ -188,7 +188,7 @@ struct mcp_call {
   uint64_t progress_last;
 };
 
-struct box_mgr *mcp_call_mgr(struct mcp_call *c);
+struct husk_mgr *mcp_call_mgr(struct mcp_call *c);
 uint64_t mcp_wait_ms(const struct mcp_server *s);
 uint64_t mcp_box_ttl_ms(const struct mcp_server *s);
 const struct mcp_storage *mcp_storage(const struct mcp_server *s);

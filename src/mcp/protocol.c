@@ -73,9 +73,9 @@ void mcp_log(struct mcp_server *s, const char *fmt, ...) {
   va_end(ap);
 }
 
-struct box_mgr *mcp_call_mgr(struct mcp_call *c) {
+struct husk_mgr *mcp_call_mgr(struct mcp_call *c) {
   struct husk_err err = {0};
-  struct box_mgr *m = c->srv->cfg.mgr ? c->srv->cfg.mgr(c->srv->cfg.mgr_ctx, &err) : NULL;
+  struct husk_mgr *m = c->srv->cfg.mgr ? c->srv->cfg.mgr(c->srv->cfg.mgr_ctx, &err) : NULL;
   if (!m)
     mcp_tool_error(c, "the sandbox service is not available: %s",
                    err.msg[0] ? err.msg : "no box manager");

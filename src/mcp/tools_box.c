@@ -20,7 +20,7 @@
 #define ID_PARAM {"sandbox_id", MCP_P_STRING, true, "the id from sandbox_create", NULL, 0, 0, 64}
 #define END_PARAM {NULL, 0, false, NULL, NULL, 0, 0, 0}
 
-static json_t *box_json(const struct box_info *bi) {
+static json_t *box_json(const struct husk_box_info *bi) {
   return json_pack("{s:s, s:s, s:o, s:o, s:I}", "sandbox_id", bi->id, "state", bi->state,
                    "created_at", mcp_time(bi->created_ms), "expires_at", mcp_time(bi->expires_ms),
                    "memory_bytes", (json_int_t)bi->limits.memory_bytes);
@@ -40,7 +40,7 @@ static const struct mcp_param create_params[] = {
 };
 
 static int sandbox_create(struct mcp_call *c) {
-  struct box_mgr *m = mcp_call_mgr(c);
+  struct husk_mgr *m = mcp_call_mgr(c);
   if (!m)
     return 0;
   int64_t ttl = (int64_t)(mcp_box_ttl_ms(c->srv) / 1000), mem = 0;
@@ -66,13 +66,13 @@ static int sandbox_create(struct mcp_call *c) {
     else
       i++;
   }
-  struct box_create_req cr = {.env = envv,
+  struct husk_box_spec cr = {.env = envv,
                               .metadata_json = "{\"created_by\":\"mcp sandbox_create\"}"};
   cr.limits.timeout_ms = (uint64_t)ttl * 1000;
   cr.limits.memory_bytes = (uint64_t)mem * 1024 * 1024;
-  struct box_info bi = {0};
+  struct husk_box_info bi = {0};
   struct husk_err err;
-  int rc = box_create(m, c->caller->tenant, &cr, &bi, &err);
+  int rc = husk_box_create(m, c->caller->tenant, &cr, &bi, &err);
   for (size_t j = 0; j < i; j++)
     free(envv[j]);
   if (rc < 0)
@@ -81,7 +81,7 @@ static int sandbox_create(struct mcp_call *c) {
   json_t *r = box_json(&bi);
   json_object_set_new(r, "ttl_seconds", json_integer(ttl));
   json_object_set_new(r, "workdir", json_string("/workspace"));
-  box_info_free(&bi);
+  husk_box_info_free(&bi);
   mcp_result(c, r, false);
   return 0;
 }
@@ -105,7 +105,7 @@ const struct mcp_tool mcp_tool_sandbox_create = {
 
 /* ---- files ------------------------------------------------------------------------- */
 
-static int open_fs(struct mcp_call *c, struct box_mgr **m, struct box_fs *b) {
+static int open_fs(struct mcp_call *c, struct husk_mgr **m, struct husk_fs *b) {
   const char *id = mcp_arg_str(c, "sandbox_id");
   snprintf(c->audit_box, sizeof c->audit_box, "%.40s", id);
   if (!(*m = mcp_call_mgr(c)))
@@ -139,8 +139,8 @@ static int write_file(struct mcp_call *c) {
   size_t len = json_string_length(content);
   if (b64 && mcp_b64_decode(json_string_value(content), len, &bin, &len) < 0)
     return mcp_tool_error(c, "content is not valid base64 (encoding is base64)");
-  struct box_mgr *m;
-  struct box_fs b;
+  struct husk_mgr *m;
+  struct husk_fs b;
   if (open_fs(c, &m, &b) < 0)
     return 0;
   struct husk_err err;
@@ -178,14 +178,14 @@ static int read_file(struct mcp_call *c) {
   mcp_arg_int(c, "offset", &off);
   mcp_arg_int(c, "max_bytes", &max);
   snprintf(c->audit_detail, sizeof c->audit_detail, "%.120s", path);
-  struct box_mgr *m;
-  struct box_fs b;
+  struct husk_mgr *m;
+  struct husk_fs b;
   if (open_fs(c, &m, &b) < 0)
     return 0;
   struct husk_err err;
   cleanup_close int fd = -1;
   struct stat st;
-  int rc = box_file_open_read(&b, path, &fd, &st, &err);
+  int rc = husk_file_open_read(&b, path, &fd, &st, &err);
   close(b.fs);
   if (rc < 0)
     return mcp_tool_core_error(c, "file", path, &err);
@@ -266,7 +266,7 @@ struct list_ctx {
   bool more;
 };
 
-static int list_cb(void *ctx, const struct box_dirent *e) {
+static int list_cb(void *ctx, const struct husk_dirent *e) {
   struct list_ctx *lc = ctx;
   if (lc->n >= LIST_ENTRIES_MAX) {
     lc->more = true;
@@ -287,14 +287,14 @@ static int list_files(struct mcp_call *c) {
   mcp_arg_int(c, "depth", &depth);
   if (!path)
     path = "/workspace";
-  struct box_mgr *m;
-  struct box_fs b;
+  struct husk_mgr *m;
+  struct husk_fs b;
   if (open_fs(c, &m, &b) < 0)
     return 0;
   struct list_ctx lc = {.arr = json_array()};
   struct husk_err err;
   b.list_max = LIST_ENTRIES_MAX + 1;
-  int rc = box_file_list(&b, path, (int)depth, list_cb, &lc, &err);
+  int rc = husk_file_list(&b, path, (int)depth, list_cb, &lc, &err);
   close(b.fs);
   if (rc < 0) {
     json_decref(lc.arr);
@@ -324,11 +324,11 @@ static const struct mcp_param destroy_params[] = {ID_PARAM, END_PARAM};
 static int sandbox_destroy(struct mcp_call *c) {
   const char *id = mcp_arg_str(c, "sandbox_id");
   snprintf(c->audit_box, sizeof c->audit_box, "%.40s", id);
-  struct box_mgr *m = mcp_call_mgr(c);
+  struct husk_mgr *m = mcp_call_mgr(c);
   if (!m)
     return 0;
   struct husk_err err;
-  if (box_destroy(m, c->caller->tenant, id, "stopped", &err) < 0) {
+  if (husk_box_destroy(m, c->caller->tenant, id, "stopped", &err) < 0) {
     if (err.code == EBUSY || err.code == ESTALE)
       return mcp_tool_error(c, "sandbox `%s` has already ended", id);
     return mcp_tool_core_error(c, "sandbox", id, &err);
@@ -348,19 +348,19 @@ const struct mcp_tool mcp_tool_sandbox_destroy = {
 
 static const struct mcp_param no_params[] = {END_PARAM};
 
-static int box_list_cb(void *ctx, const struct box_info *bi) {
+static int box_list_cb(void *ctx, const struct husk_box_info *bi) {
   return json_array_append_new(ctx, box_json(bi)) == 0 ? 0 : -1;
 }
 
 static int sandbox_list(struct mcp_call *c) {
-  struct box_mgr *m = mcp_call_mgr(c);
+  struct husk_mgr *m = mcp_call_mgr(c);
   if (!m)
     return 0;
   json_t *arr = json_array();
-  struct box_list_req lr = {.state = "running", .limit = 100};
+  struct husk_box_filter lr = {.state = "running", .limit = 100};
   char next[64] = "";
   struct husk_err err;
-  if (box_list(m, c->caller->tenant, &lr, box_list_cb, arr, next, sizeof next, &err) < 0) {
+  if (husk_box_list(m, c->caller->tenant, &lr, box_list_cb, arr, next, sizeof next, &err) < 0) {
     json_decref(arr);
     return mcp_tool_core_error(c, "sandbox list", "", &err);
   }

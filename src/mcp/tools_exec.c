@@ -48,7 +48,7 @@ struct stream_out {
 /* Read a job's stream: the whole output if short, else its tail; when cut,
  * keep the whole in the box (a box that lives on) or publish it (storage
  * plane). */
-static void read_stream(struct mcp_call *c, struct box_mgr *m, const struct state_job *job,
+static void read_stream(struct mcp_call *c, struct husk_mgr *m, const struct state_job *job,
                         int stream, bool keep, struct stream_out *o) {
   memset(o, 0, sizeof *o);
   struct husk_err err;
@@ -79,7 +79,7 @@ static void read_stream(struct mcp_call *c, struct box_mgr *m, const struct stat
     return;
   const struct mcp_storage *sp = mcp_storage(c->srv);
   if (keep) {
-    struct box_fs b;
+    struct husk_fs b;
     if (mcp_box_fs(m, job->tenant_id, job->box_id, &b, &err) == 0) {
       snprintf(o->kept, sizeof o->kept, KEPT_OUTPUT_DIR "/%s.%s", job->id,
                stream == 1 ? "stdout" : "stderr");
@@ -157,7 +157,7 @@ struct file_list {
   bool too_deep; /* a directory at the depth limit: what is below it is not listed */
 };
 
-static int list_cb(void *ctx, const struct box_dirent *e) {
+static int list_cb(void *ctx, const struct husk_dirent *e) {
   struct file_list *fl = ctx;
   if (e->type == 'd' && e->depth >= OUTPUT_DEPTH)
     fl->too_deep = true;
@@ -176,15 +176,15 @@ static int list_cb(void *ctx, const struct box_dirent *e) {
 
 /* Files the code wrote under /workspace/output: images as image content,
  * small text inline, others as links (storage plane) or named. */
-static json_t *collect_files(struct mcp_call *c, struct box_mgr *m, const struct state_job *job,
+static json_t *collect_files(struct mcp_call *c, struct husk_mgr *m, const struct state_job *job,
                              json_t *notes) {
   json_t *files = json_array();
   struct husk_err err = {0};
-  struct box_fs b;
+  struct husk_fs b;
   if (mcp_box_fs(m, job->tenant_id, job->box_id, &b, &err) < 0)
     return files;
   struct file_list fl = {0};
-  box_file_list(&b, OUTPUT_DIR, OUTPUT_DEPTH, list_cb, &fl, &err);
+  husk_file_list(&b, OUTPUT_DIR, OUTPUT_DEPTH, list_cb, &fl, &err);
   const struct mcp_storage *sp = mcp_storage(c->srv);
   uint64_t images = 0;
   for (size_t i = 0; i < fl.n; i++) {
@@ -194,7 +194,7 @@ static json_t *collect_files(struct mcp_call *c, struct box_mgr *m, const struct
                           "mime_type", mcp_mime_by_name(name));
     cleanup_close int fd = -1;
     struct stat st;
-    if (box_file_open_read(&b, path, &fd, &st, &err) < 0) {
+    if (husk_file_open_read(&b, path, &fd, &st, &err) < 0) {
       json_array_append_new(files, f);
       continue;
     }
@@ -275,7 +275,7 @@ static void finish_notes(json_t *r, json_t *notes) {
 }
 
 /* Still running after the wait: what it produced so far. */
-static int report_running(struct mcp_call *c, struct box_mgr *m, const struct state_job *job) {
+static int report_running(struct mcp_call *c, struct husk_mgr *m, const struct state_job *job) {
   json_t *r = base_result(job, "running");
   json_t *notes = json_array();
   struct stream_out o1, o2;
@@ -323,9 +323,9 @@ static int report_stored(struct mcp_call *c, const struct state_job *job) {
 
 /* The job's process ended: gather everything, record the job's end (which
  * destroys a run_code box), answer. */
-static int report_ended(struct mcp_call *c, struct box_mgr *m, struct state_job *job) {
+static int report_ended(struct mcp_call *c, struct husk_mgr *m, struct state_job *job) {
   struct husk_err err;
-  struct box_proc bp;
+  struct husk_proc bp;
   if (job_proc(m, job, &bp, &err) < 0)
     return mcp_tool_core_error(c, "job", job->id, &err);
   bool lost = strcmp(bp.state, STATE_PROC_EXITED) != 0;
@@ -354,7 +354,7 @@ static int report_ended(struct mcp_call *c, struct box_mgr *m, struct state_job 
                                              "memory limit; use less memory or a bigger sandbox"));
   if (!strcmp(job->kind, "run_code") && !lost)
     json_object_set_new(r, "files", collect_files(c, m, job, notes));
-  box_proc_free(&bp);
+  husk_proc_free(&bp);
   finish_notes(r, notes);
   /* The stored copy is the structured result: images are not kept. */
   cleanup_free char *stored = mcp_dump(r);
@@ -387,7 +387,7 @@ static void tick(void *ctx, uint64_t waited_ms) {
 }
 
 /* Wait at most `wait_ms` for the job, then report. */
-static int wait_and_report(struct mcp_call *c, struct box_mgr *m, struct state_job *job,
+static int wait_and_report(struct mcp_call *c, struct husk_mgr *m, struct state_job *job,
                            uint64_t wait_ms) {
   struct husk_err err;
   snprintf(c->audit_box, sizeof c->audit_box, "%s", job->box_id);
@@ -481,7 +481,7 @@ static const struct mcp_param run_code_params[] = {
     {NULL, 0, false, NULL, NULL, 0, 0, 0},
 };
 
-static int write_inputs(struct mcp_call *c, const struct box_fs *b, json_t *map, bool b64) {
+static int write_inputs(struct mcp_call *c, const struct husk_fs *b, json_t *map, bool b64) {
   const char *name;
   json_t *v;
   struct husk_err err;
@@ -510,7 +510,7 @@ static int run_code(struct mcp_call *c) {
   int64_t secs = RUN_TIMEOUT_DEFAULT_S;
   mcp_arg_int(c, "timeout_seconds", &secs);
   snprintf(c->audit_detail, sizeof c->audit_detail, "language=%s", lang);
-  struct box_mgr *m = mcp_call_mgr(c);
+  struct husk_mgr *m = mcp_call_mgr(c);
   if (!m)
     return 0;
   const char *interp = !strcmp(lang, "python") ? "python3" : !strcmp(lang, "bash") ? "bash" : "node";
@@ -518,21 +518,21 @@ static int run_code(struct mcp_call *c) {
                        : !strcmp(lang, "bash") ? "/workspace/main.sh"
                                                : "/workspace/main.js";
   struct husk_err err;
-  struct box_create_req cr = {.metadata_json = "{\"created_by\":\"mcp run_code\"}"};
+  struct husk_box_spec cr = {.metadata_json = "{\"created_by\":\"mcp run_code\"}"};
   cr.limits.timeout_ms = (uint64_t)secs * 1000 + RUN_BOX_GRACE_MS;
-  struct box_info bi = {0};
-  if (box_create(m, c->caller->tenant, &cr, &bi, &err) < 0)
+  struct husk_box_info bi = {0};
+  if (husk_box_create(m, c->caller->tenant, &cr, &bi, &err) < 0)
     return mcp_tool_core_error(c, "sandbox", "", &err);
   snprintf(c->audit_box, sizeof c->audit_box, "%s", bi.id);
   char box_id[sizeof bi.id];
   snprintf(box_id, sizeof box_id, "%s", bi.id);
-  box_info_free(&bi);
-  struct box_fs b;
+  husk_box_info_free(&bi);
+  struct husk_fs b;
   bool ok = false;
   if (mcp_box_fs(m, c->caller->tenant, box_id, &b, &err) < 0) {
     mcp_tool_core_error(c, "sandbox", box_id, &err);
   } else {
-    if (box_file_mkdir(&b, OUTPUT_DIR, true, &err) < 0 ||
+    if (husk_file_mkdir(&b, OUTPUT_DIR, true, &err) < 0 ||
         mcp_box_write(&b, script, code, strlen(code), &err) < 0)
       mcp_tool_core_error(c, "sandbox", box_id, &err);
     else if (write_inputs(c, &b, mcp_arg(c, "files"), false) == 0 &&
@@ -546,7 +546,7 @@ static int run_code(struct mcp_call *c) {
     cleanup_free char **argv = timeout_argv(secs, interp, script, NULL, num, sizeof num);
     char *env[] = {"MPLBACKEND=Agg", "MPLCONFIGDIR=/tmp/.matplotlib", "PYTHONUNBUFFERED=1",
                    "OUTPUT_DIR=" OUTPUT_DIR, NULL};
-    struct box_exec_req er = {.argv = argv, .env = env, .cwd = "/workspace", .cancel_fd = -1};
+    struct husk_exec_req er = {.argv = argv, .env = env, .cwd = "/workspace", .cancel_fd = -1};
     ok = false;
     if (!argv)
       mcp_tool_error(c, "out of memory");
@@ -556,11 +556,11 @@ static int run_code(struct mcp_call *c) {
       ok = true;
   }
   if (!ok) {
-    box_destroy(m, c->caller->tenant, box_id, "killed", &err);
+    husk_box_destroy(m, c->caller->tenant, box_id, "killed", &err);
     return 0;
   }
   /* No stdin: EOF at once, so a program reading it does not hang. */
-  box_proc_stdin(m, c->caller->tenant, box_id, job.pid, "", 0, true, &err);
+  husk_proc_stdin(m, c->caller->tenant, box_id, job.pid, "", 0, true, &err);
   int rc = wait_and_report(c, m, &job, mcp_wait_ms(c->srv));
   state_job_free(&job);
   return rc;
@@ -602,14 +602,14 @@ static int sandbox_exec(struct mcp_call *c) {
   snprintf(c->audit_detail, sizeof c->audit_detail, "bash -c");
   if (cwd && cwd[0] != '/')
     return mcp_tool_error(c, "cwd must be an absolute path such as /workspace/project");
-  struct box_mgr *m = mcp_call_mgr(c);
+  struct husk_mgr *m = mcp_call_mgr(c);
   if (!m)
     return 0;
   char num[24];
   cleanup_free char **argv = timeout_argv(secs, "bash", "-c", cmd, num, sizeof num);
   if (!argv)
     return mcp_tool_error(c, "out of memory");
-  struct box_exec_req er = {.argv = argv, .cwd = cwd, .cancel_fd = -1};
+  struct husk_exec_req er = {.argv = argv, .cwd = cwd, .cancel_fd = -1};
   struct state_job job = {0};
   struct husk_err err;
   if (job_start(m, c->caller->tenant, id, "exec", false, &er, &job, &err) < 0) {
@@ -618,7 +618,7 @@ static int sandbox_exec(struct mcp_call *c) {
                             "mkdir -p, or leave cwd out for /workspace)", cwd);
     return mcp_tool_core_error(c, "sandbox", id, &err);
   }
-  if (box_proc_stdin(m, c->caller->tenant, id, job.pid, in ? in : "", in ? strlen(in) : 0, true,
+  if (husk_proc_stdin(m, c->caller->tenant, id, job.pid, in ? in : "", in ? strlen(in) : 0, true,
                      &err) < 0 && err.code != EBUSY)
     mcp_log(c->srv, "job %s: stdin: %s", job.id, err.msg);
   int rc = wait_and_report(c, m, &job, mcp_wait_ms(c->srv));
@@ -656,7 +656,7 @@ static const struct mcp_param job_wait_params[] = {
 static int job_common(struct mcp_call *c, uint64_t wait_ms) {
   const char *id = mcp_arg_str(c, "job_id");
   snprintf(c->audit_detail, sizeof c->audit_detail, "%.60s", id);
-  struct box_mgr *m = mcp_call_mgr(c);
+  struct husk_mgr *m = mcp_call_mgr(c);
   if (!m)
     return 0;
   struct state_job job;
@@ -683,7 +683,7 @@ static int job_wait_run(struct mcp_call *c) {
 static int job_cancel_run(struct mcp_call *c) {
   const char *id = mcp_arg_str(c, "job_id");
   snprintf(c->audit_detail, sizeof c->audit_detail, "%.60s", id);
-  struct box_mgr *m = mcp_call_mgr(c);
+  struct husk_mgr *m = mcp_call_mgr(c);
   if (!m)
     return 0;
   struct husk_err err;

@@ -128,9 +128,9 @@ static void audit_obj(struct mcp_call *c, const char *bucket, const char *key) {
 
 /* Whether the sandbox exists and is the caller's: told apart from a
  * missing file, which the transfers report with the same errno. */
-static int check_box(struct mcp_call *c, struct box_mgr *m, const char *id) {
+static int check_box(struct mcp_call *c, struct husk_mgr *m, const char *id) {
   snprintf(c->audit_box, sizeof c->audit_box, "%.40s", id);
-  struct box_fs b;
+  struct husk_fs b;
   struct husk_err err;
   if (mcp_box_fs(m, c->caller->tenant, id, &b, &err) < 0) {
     mcp_tool_core_error(c, "sandbox", id, &err);
@@ -276,7 +276,7 @@ static int store_file(struct mcp_call *c) {
                                                             : json_string_value(content),
                                   len, ctype, bucket, key, true, exp, filename, &res, &err);
   } else {
-    struct box_mgr *m = mcp_call_mgr(c);
+    struct husk_mgr *m = mcp_call_mgr(c);
     if (!m || check_box(c, m, box) < 0)
       return 0;
     rc = transfer_box_to_store(m, s, c->caller->tenant, box, path, bucket, key, true, exp,
@@ -485,7 +485,7 @@ static int load_file(struct mcp_call *c) {
   if (!bucket)
     bucket = MCP_BUCKET;
   audit_obj(c, bucket, key);
-  struct box_mgr *m = mcp_call_mgr(c);
+  struct husk_mgr *m = mcp_call_mgr(c);
   if (!m || check_box(c, m, box) < 0)
     return 0;
   uint64_t size = 0;

@@ -12,7 +12,7 @@
 #include "storage/chunked.h"
 #include "storage/sigv4.h"
 #include "storage/store.h"
-#include "util/conn_watch.h"
+#include "front/conn_watch.h"
 #include "util/strbuf.h"
 #include "util/tenant_load.h"
 

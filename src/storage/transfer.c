@@ -210,24 +210,24 @@ static int remote_finish(struct store *s, const char *tenant_id, const char *buc
   return 0;
 }
 
-int transfer_box_to_store(struct box_mgr *mgr, struct store *s, const char *tenant_id,
+int transfer_box_to_store(struct husk_mgr *mgr, struct store *s, const char *tenant_id,
                           const char *box_id, const char *path, const char *bucket, const char *key,
                           bool link, int64_t expires_s, const char *filename,
                           struct transfer_result *out, struct husk_err *err) {
   memset(out, 0, sizeof *out);
-  if (box_path_check(path, strlen(path), err) < 0 || store_key_check(key, err) < 0)
+  if (husk_path_check(path, strlen(path), err) < 0 || store_key_check(key, err) < 0)
     return -1;
   if (link && expires_s && (expires_s < 1 || expires_s > STORE_LINK_MAX_S))
     return husk_fail(err, EINVAL, "the expiry must be 1..%d seconds", STORE_LINK_MAX_S);
-  struct box_fs b = {.fs = -1};
-  if (box_open_fs(mgr, tenant_id, box_id, &b.fs, &b.uid, &b.gid, err) < 0)
+  struct husk_fs b = {.fs = -1};
+  if (husk_box_open_fs(mgr, tenant_id, box_id, &b, err) < 0)
     return -1;
   cleanup_close int fs __attribute__((unused)) = b.fs; /* closes the box fs on return */
-  struct box_dirent st;
-  if (box_file_stat(&b, path, &st, err) < 0)
+  struct husk_dirent st;
+  if (husk_file_stat(&b, path, &st, err) < 0)
     return -1;
   char type = st.type;
-  box_dirent_free(&st);
+  husk_dirent_free(&st);
   if (type != 'f' && type != 'd' && type != 'l')
     return husk_fail(err, EINVAL, "only files and directories can be stored");
   if (store_remote(s)) {
@@ -241,7 +241,7 @@ int transfer_box_to_store(struct box_mgr *mgr, struct store *s, const char *tena
       out->tar = true;
       if (box_bound(b.fs, &sg.limit, err) < 0)
         return -1;
-      if (box_tar_write(&b, path, stage_out, &sg, err) < 0) {
+      if (husk_tar_write(&b, path, stage_out, &sg, err) < 0) {
         if (sg.err.code)
           *err = sg.err;
         return -1;
@@ -250,7 +250,7 @@ int transfer_box_to_store(struct box_mgr *mgr, struct store *s, const char *tena
       cleanup_close int in = -1;
       struct stat sb;
       uint64_t size = 0;
-      if (box_file_open_read(&b, path, &in, &sb, err) < 0 ||
+      if (husk_file_open_read(&b, path, &in, &sb, err) < 0 ||
           store_fd_bound(in, &size, &sg.limit, err) < 0 || store_space_check(s, size, err) < 0 ||
           copy_fd(in, &sg, err) < 0)
         return -1;
@@ -265,7 +265,7 @@ int transfer_box_to_store(struct box_mgr *mgr, struct store *s, const char *tena
     cleanup_close int fd = -1;
     struct stat sb;
     struct store_object o;
-    if (box_file_open_read(&b, path, &fd, &sb, err) < 0 ||
+    if (husk_file_open_read(&b, path, &fd, &sb, err) < 0 ||
         store_put_fd(s, tenant_id, bucket, key, fd, transfer_guess_type(key), &o, err) < 0)
       return -1;
     store_object_free(&o);
@@ -284,7 +284,7 @@ int transfer_box_to_store(struct box_mgr *mgr, struct store *s, const char *tena
   if (store_writer_open(s, CK_NONE, false, limit, &t.w, err) < 0)
     return -1;
   out->tar = true;
-  if (box_tar_write(&b, path, tar_out, &t, err) < 0) {
+  if (husk_tar_write(&b, path, tar_out, &t, err) < 0) {
     store_writer_abort(t.w);
     if (t.failed)
       *err = t.err;
@@ -344,10 +344,10 @@ static ssize_t fd_in(void *ctx, void *buf, size_t cap) {
   }
 }
 
-int transfer_store_to_box(struct box_mgr *mgr, struct store *s, const char *tenant_id,
+int transfer_store_to_box(struct husk_mgr *mgr, struct store *s, const char *tenant_id,
                           const char *bucket, const char *key, const char *box_id,
                           const char *path, bool extract, uint64_t *size, struct husk_err *err) {
-  if (box_path_check(path, strlen(path), err) < 0)
+  if (husk_path_check(path, strlen(path), err) < 0)
     return -1;
   cleanup_close int ofd = -1;
   if (store_remote(s)) {
@@ -378,15 +378,15 @@ int transfer_store_to_box(struct box_mgr *mgr, struct store *s, const char *tena
     *size = o.size;
     store_object_free(&o);
   }
-  struct box_fs b = {.fs = -1};
-  if (box_open_fs(mgr, tenant_id, box_id, &b.fs, &b.uid, &b.gid, err) < 0)
+  struct husk_fs b = {.fs = -1};
+  if (husk_box_open_fs(mgr, tenant_id, box_id, &b, err) < 0)
     return -1;
   cleanup_close int fs __attribute__((unused)) = b.fs; /* closes the box fs on return */
   if (extract)
-    return box_tar_read(&b, path, fd_in, &ofd, err) < 0 ? -1 : 0;
+    return husk_tar_read(&b, path, fd_in, &ofd, err) < 0 ? -1 : 0;
   int fd = -1;
-  char tmpname[BOX_TMPNAME_MAX];
-  if (box_file_create(&b, path, true, 0644, &fd, tmpname, sizeof tmpname, err) < 0)
+  char tmpname[HUSK_TMPNAME_MAX];
+  if (husk_file_create(&b, path, true, 0644, &fd, tmpname, sizeof tmpname, err) < 0)
     return -1;
   cleanup_free char *buf = malloc(1 << 20);
   int rc = 0;
@@ -404,9 +404,9 @@ int transfer_store_to_box(struct box_mgr *mgr, struct store *s, const char *tena
       rc = husk_error(err, errno, "cannot write into the box");
   }
   if (rc == 0)
-    rc = box_file_commit(&b, path, fd, tmpname, err);
+    rc = husk_file_commit(&b, path, fd, tmpname, err);
   else
-    box_file_abort(&b, path, fd, tmpname);
+    husk_file_abort(&b, path, fd, tmpname);
   close_quiet(fd);
   return rc;
 }

@@ -23,7 +23,7 @@
 #include "storage/store.h"
 #include "util/error.h"
 
-struct box_mgr;
+struct husk_mgr;
 
 struct transfer_result {
   uint64_t size;
@@ -38,7 +38,7 @@ void transfer_result_free(struct transfer_result *r);
 /* A box file -> object; a box directory -> a tar of it (content type
  * application/x-tar).  With `link`, also a presigned link valid
  * `expires_s` (0: 1 hour), downloaded as `filename` if given. */
-int transfer_box_to_store(struct box_mgr *mgr, struct store *s, const char *tenant_id,
+int transfer_box_to_store(struct husk_mgr *mgr, struct store *s, const char *tenant_id,
                           const char *box_id, const char *path, const char *bucket, const char *key,
                           bool link, int64_t expires_s, const char *filename,
                           struct transfer_result *out, struct husk_err *err);
@@ -51,7 +51,7 @@ int transfer_buffer_to_store(struct store *s, const char *tenant_id, const void 
 
 /* An object -> a box file at `path` (parents created), or with `extract`
  * a tar object unpacked into directory `path`. */
-int transfer_store_to_box(struct box_mgr *mgr, struct store *s, const char *tenant_id,
+int transfer_store_to_box(struct husk_mgr *mgr, struct store *s, const char *tenant_id,
                           const char *bucket, const char *key, const char *box_id,
                           const char *path, bool extract, uint64_t *size, struct husk_err *err);
 

@@ -10,12 +10,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 
-#define HUSK_ERR_MSG_MAX 1024
-
-struct husk_err {
-  int code;                   /* errno value, 0 if none applies */
-  char msg[HUSK_ERR_MSG_MAX]; /* human-readable, single line */
-};
+#include "husk/base.h" /* struct husk_err, husk_log_fn */
 
 /* Fill `err` with `errnum` and a formatted message; if errnum != 0 the
  * strerror text is appended as ": <text>".  Always returns -1. */
@@ -37,10 +32,6 @@ void husk_err_clear(struct husk_err *err);
  * U+0080..U+009F in UTF-8) so text taken from a box can be printed on one
  * host log line safely. */
 void husk_sanitize_line(char *s);
-
-/* The log callback every part of the core and the fronts is configured
- * with (NULL: no logging). */
-typedef void (*husk_log_fn)(void *ctx, const char *line);
 
 /* Format one log line (cut at 1 KiB), sanitise it, hand it to `log`. */
 void husk_vlog(husk_log_fn log, void *ctx, const char *fmt, va_list ap)

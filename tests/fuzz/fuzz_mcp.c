@@ -8,7 +8,7 @@
 #include "fuzz.h"
 #include "mcp/mcp.h"
 
-static struct box_mgr *no_mgr(void *ctx, struct husk_err *err) {
+static struct husk_mgr *no_mgr(void *ctx, struct husk_err *err) {
   husk_fail(err, ENODEV, "no core in the fuzzer");
   return NULL;
 }

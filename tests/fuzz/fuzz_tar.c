@@ -1,5 +1,5 @@
 /* The tar reader (src/box/tar.c): an archive uploaded into a box, as
- * PUT /v1/sandboxes/{id}/tar hands it to box_tar_read(), extracted for
+ * PUT /v1/sandboxes/{id}/tar hands it to husk_tar_read(), extracted for
  * real into a scratch tree on /dev/shm (a tmpfs, like a box's) through
  * the same fd-based file layer (src/box/files.c).  Each run extracts into
  * workspace/x and removes it again; the scratch tree is removed at exit.
@@ -18,7 +18,7 @@
 #include "fuzz.h"
 
 static char root[] = "/dev/shm/husk-fuzz-tar.XXXXXX";
-static struct box_fs B = {.fs = -1};
+static struct husk_fs B = {.fs = -1};
 
 static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw) {
   return remove(p) < 0 ? 0 : 0;
@@ -65,10 +65,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint8_t *buf = fz_rest(&f, &n);
   struct src s = {buf, n, step};
   struct husk_err err;
-  box_tar_read(&B, "x", in, &s, &err);
+  husk_tar_read(&B, "x", in, &s, &err);
   struct stat st;
   if (fstatat(B.fs, "workspace/x", &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-      box_file_remove(&B, "x", true, &err) < 0)
+      husk_file_remove(&B, "x", true, &err) < 0)
     abort();
   /* Nothing may land outside the extraction directory. */
   int ws = openat(B.fs, "workspace", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

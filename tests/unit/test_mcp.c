@@ -12,7 +12,7 @@
 
 static struct mcp_server *srv;
 
-static struct box_mgr *no_mgr(void *ctx, struct husk_err *err) {
+static struct husk_mgr *no_mgr(void *ctx, struct husk_err *err) {
   (void)ctx;
   husk_fail(err, ENOENT, "no core in this test");
   return NULL;

@@ -1,0 +1,129 @@
+/* A complete program on libhusk: a box that lives across calls.
+ *
+ *   cc boxes.c $(pkg-config --cflags --libs husk) -o boxes
+ *   sudo ./boxes /tmp/husk-example
+ *
+ * It opens a manager on a data directory, makes (or finds) a tenant,
+ * creates a box, writes a script into it, runs the script with its output
+ * streamed back, reads the file the script wrote, lists /workspace, shows
+ * the box's usage, deletes the box, and finally runs one program in a
+ * throw-away box with husk_run.  HUSK_BINARY names the `husk` program boxes
+ * are started from when it is not where the library was installed. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <husk/husk.h>
+
+static int die(const char *what, const struct husk_err *err) {
+  fprintf(stderr, "boxes: %s: %s\n", what, err->msg);
+  return 1;
+}
+
+/* Output of the command, as it comes. */
+static int sink(void *ctx, int stream, const char *buf, size_t len) {
+  (void)ctx;
+  fprintf(stream == HUSK_STDOUT ? stdout : stderr, "%.*s", (int)len, buf);
+  return 0;
+}
+
+static int print_entry(void *ctx, const struct husk_dirent *e) {
+  (void)ctx;
+  printf("  %c %6llu %s\n", e->type, (unsigned long long)e->size, e->path);
+  return 0;
+}
+
+/* Write `text` to `path` in the box: a new unnamed file, then put in place. */
+static int write_file(const struct husk_fs *fs, const char *path, const char *text,
+                      struct husk_err *err) {
+  int fd;
+  char tmp[HUSK_TMPNAME_MAX];
+  if (husk_file_create(fs, path, true, 0755, &fd, tmp, sizeof tmp, err) < 0)
+    return -1;
+  size_t len = strlen(text);
+  if (write(fd, text, len) != (ssize_t)len) {
+    snprintf(err->msg, sizeof err->msg, "cannot write `%s`: %s", path, strerror(errno));
+    husk_file_abort(fs, path, fd, tmp);
+    close(fd);
+    return -1;
+  }
+  int rc = husk_file_commit(fs, path, fd, tmp, err);
+  close(fd);
+  return rc;
+}
+
+int main(int argc, char **argv) {
+  const char *data = argc > 1 ? argv[1] : "/tmp/husk-example";
+  struct husk_err err = {0};
+  printf("libhusk %s (compiled against %s)\n", husk_version(), HUSK_VERSION);
+
+  struct husk_mgr_config cfg = {.data_dir = data, .husk_binary = getenv("HUSK_BINARY")};
+  struct husk_mgr *m;
+  if (husk_mgr_open(&m, &cfg, &err) < 0)
+    return die("open the manager", &err);
+
+  char tenant[HUSK_TENANT_ID_MAX];
+  if (husk_tenant_find(m, "example", tenant, &err) < 0 &&
+      husk_tenant_create(m, "example", tenant, &err) < 0)
+    return die("tenant", &err);
+
+  struct husk_box_spec spec = {.limits = {.memory_bytes = 256 << 20, .timeout_ms = 600000}};
+  struct husk_box_info box;
+  if (husk_box_create(m, tenant, &spec, &box, &err) < 0)
+    return die("create a box", &err);
+  printf("box %s is %s\n", box.id, box.state);
+
+  struct husk_fs fs;
+  if (husk_box_open_fs(m, tenant, box.id, &fs, &err) < 0)
+    return die("open the box's files", &err);
+  if (write_file(&fs, "/workspace/count.sh",
+                 "#!/bin/sh\nfor i in 1 2 3; do echo \"line $i\"; done\n"
+                 "echo done >/workspace/result.txt\n",
+                 &err) < 0)
+    return die("write the script", &err);
+
+  char *cmd[] = {"/workspace/count.sh", NULL};
+  struct husk_exec_req req = {.argv = cmd, .sink = sink, .cancel_fd = -1};
+  struct husk_exec_result res;
+  if (husk_box_exec(m, tenant, box.id, &req, &res, &err) < 0)
+    return die("run the script", &err);
+  printf("the script %s with %d after %llu ms\n", husk_reason_name(res.reason), res.exit_code,
+         (unsigned long long)res.wall_ms);
+
+  int fd;
+  struct stat st;
+  if (husk_file_open_read(&fs, "/workspace/result.txt", &fd, &st, &err) < 0)
+    return die("read the result", &err);
+  char buf[64] = "";
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  printf("result.txt: %s", n > 0 ? buf : "(empty)\n");
+
+  printf("/workspace:\n");
+  if (husk_file_list(&fs, "/workspace", 1, print_entry, NULL, &err) < 0)
+    return die("list /workspace", &err);
+  husk_fs_close(&fs);
+
+  struct husk_box_metrics use;
+  if (husk_box_metrics(m, tenant, box.id, &use, &err) < 0)
+    return die("usage", &err);
+  printf("memory peak %llu KiB, cpu %llu ms\n", (unsigned long long)use.memory_peak >> 10,
+         (unsigned long long)use.cpu_usec / 1000);
+
+  if (husk_box_destroy(m, tenant, box.id, "stopped", &err) < 0)
+    return die("delete the box", &err);
+  husk_box_info_free(&box);
+  husk_mgr_close(m, false);
+
+  /* One program, one box, nothing left afterwards. */
+  char *once[] = {"sh", "-c", "echo one-shot: $(id -u)", NULL};
+  struct husk_run_spec rs = {.argv = once, .stdin_fd = -1, .stdout_fd = 1, .stderr_fd = 2};
+  struct husk_run_result rr;
+  int code = husk_run(&rs, &rr);
+  if (rr.message[0])
+    fprintf(stderr, "boxes: husk_run: %s\n", rr.message);
+  return code;
+}

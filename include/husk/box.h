@@ -1,0 +1,136 @@
+/* husk: long-lived boxes: create, look up, list, end, and their lifetime,
+ * network, secrets and usage.
+ *
+ * A box is an isolated computer: its own namespaces, cgroup limits, a
+ * read-only root, and a writable /workspace, /tmp and /dev/shm that vanish
+ * with it.  Its state moves "creating" -> "running" -> one terminal state:
+ * "stopped" (deleted by request), "killed" (killed by request or by the
+ * operator), "expired" (its lifetime ran out), "failed" (it could not start,
+ * died, or could not be adopted after a restart).
+ *
+ * Every function takes the manager, the tenant making the call and the
+ * box's id; a box of another tenant is ENOENT, never a distinct error. */
+#ifndef HUSK_BOX_H
+#define HUSK_BOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "husk/base.h"
+#include "husk/manager.h"
+#include "husk/run.h"
+
+#define HUSK_BOX_ID_MAX 40 /* size of a box id buffer, NUL included */
+
+/* What a new box is made of.  Every field may be zero/NULL. */
+struct husk_box_spec {
+  const char *template_name; /* NULL or "default" (the host's /usr, read-only) */
+  const char *network;       /* NULL or "none" (loopback only), or "egress": the outside
+                                only through husk's proxy, by egress_json's policy */
+  const char *egress_json;   /* egress mode: {"rules":[...],"secrets":[...]} (docs/egress.md) */
+  struct husk_limits limits; /* 0 = default; timeout_ms is the box's lifetime */
+  char *const *env;          /* NAME=VALUE for every command, NULL-terminated, or NULL */
+  const char *metadata_json; /* a JSON object of strings the caller can filter on, or NULL */
+};
+
+/* A box as the manager knows it.  The three malloc'd strings belong to the
+ * struct: release them with husk_box_info_free. */
+struct husk_box_info {
+  char id[HUSK_BOX_ID_MAX];
+  char tenant_id[HUSK_TENANT_ID_MAX];
+  char state[16]; /* creating | running | stopped | killed | expired | failed */
+  char reason[256];
+  char template_name[64];
+  char network[16];  /* "none" or "egress" */
+  char *egress_json; /* egress mode: the policy, secrets shown as placeholders; else NULL */
+  struct husk_limits limits;
+  int64_t created_ms, expires_ms, ended_ms; /* Unix time in ms; 0 when not applicable */
+  char *metadata_json; /* "{}" at least */
+  char *env_json;      /* JSON array of NAME=VALUE */
+};
+
+/* Free the strings of *bi (not bi itself); a zeroed struct is fine. */
+HUSK_PUBLIC void husk_box_info_free(struct husk_box_info *bi);
+
+/* Create a box and wait until it runs (a warm pool's box when one of the
+ * same limits is ready).  The box is recorded before any kernel object
+ * exists, so a crash midway leaves nothing the next open does not clean.
+ * *out describes the running box.
+ * Errors: EINVAL (a limit out of range, bad env or metadata or policy),
+ * EDQUOT (the tenant's box or memory quota), ENOENT (no such tenant), others
+ * (the box could not be built: the message says which step). */
+HUSK_PUBLIC int husk_box_create(struct husk_mgr *m, const char *tenant,
+                                const struct husk_box_spec *spec, struct husk_box_info *out,
+                                struct husk_err *err);
+
+/* Look a box up (running or ended).  Errors: ENOENT. */
+HUSK_PUBLIC int husk_box_get(struct husk_mgr *m, const char *tenant, const char *id,
+                             struct husk_box_info *out, struct husk_err *err);
+
+/* Which boxes husk_box_list reports. */
+struct husk_box_filter {
+  const char *state;                /* NULL: any */
+  const char *const *meta_keys;     /* metadata that must match, nmeta pairs */
+  const char *const *meta_values;
+  size_t nmeta;
+  const char *cursor;               /* NULL or "": from the start; else a next_cursor */
+  int limit;                        /* boxes per page, 1..1000; 0: 100 */
+};
+
+/* Call cb for each of the tenant's boxes that match, oldest first, one
+ * page; the struct is valid only during the call.  cb returns 0 to go on,
+ * > 0 to stop (the listing returns 0), < 0 to fail (the listing returns
+ * that value; err is not filled: cb reports its own error).
+ * next_cursor (next_len bytes) receives the cursor of the next page, "" at
+ * the end.  Errors: EINVAL (bad filter or cursor). */
+HUSK_PUBLIC int husk_box_list(struct husk_mgr *m, const char *tenant,
+                              const struct husk_box_filter *filter,
+                              int (*cb)(void *ctx, const struct husk_box_info *bi), void *ctx,
+                              char *next_cursor, size_t next_len, struct husk_err *err);
+
+/* End a running box: final_state "stopped" (a delete) or "killed".  Its
+ * processes are killed at once; the end is recorded before this returns;
+ * the rest of the teardown (cgroup, mounts) follows in the background.
+ * Errors: ENOENT, EBUSY (the box already ended). */
+HUSK_PUBLIC int husk_box_destroy(struct husk_mgr *m, const char *tenant, const char *id,
+                                 const char *final_state, struct husk_err *err);
+
+/* A new lifetime counted from now (longer or shorter); *out (may be NULL)
+ * receives the box.  Errors: ENOENT, EBUSY, EINVAL (0 or above the
+ * manager's max_ttl_ms). */
+HUSK_PUBLIC int husk_box_set_timeout(struct husk_mgr *m, const char *tenant, const char *id,
+                                     uint64_t ttl_ms, struct husk_box_info *out,
+                                     struct husk_err *err);
+
+/* Change a running box's network: "none" removes its link at once (open
+ * connections are cut); "egress" with a policy creates the link or
+ * replaces the policy (new connections use it).  Commands started
+ * afterwards see the proxy variables.  Errors: ENOENT, EBUSY, EINVAL. */
+HUSK_PUBLIC int husk_box_set_network(struct husk_mgr *m, const char *tenant, const char *id,
+                                     const char *network, const char *egress_json,
+                                     struct husk_box_info *out, struct husk_err *err);
+
+/* Usage of a running box. */
+struct husk_box_metrics {
+  uint64_t cpu_usec, memory_current, memory_peak, pids, disk_used, disk_total;
+};
+/* Errors: ENOENT, EBUSY. */
+HUSK_PUBLIC int husk_box_metrics(struct husk_mgr *m, const char *tenant, const char *id,
+                                 struct husk_box_metrics *out, struct husk_err *err);
+
+/* The tenant's secrets: values are write-only (no call returns one); an
+ * egress box's policy binds a secret to hosts, and husk's proxy adds it to
+ * requests for those hosts after they leave the box.  Names: 1..64 of
+ * [A-Za-z0-9_], not starting with a digit.  Values: 1..8192 bytes of
+ * printable ASCII (they go into HTTP headers).
+ * Errors: EINVAL, ENOENT (delete of an unknown name). */
+HUSK_PUBLIC int husk_secret_put(struct husk_mgr *m, const char *tenant, const char *name,
+                                const void *value, size_t len, struct husk_err *err);
+HUSK_PUBLIC int husk_secret_delete(struct husk_mgr *m, const char *tenant, const char *name,
+                                   struct husk_err *err);
+HUSK_PUBLIC int husk_secret_list(struct husk_mgr *m, const char *tenant,
+                                 int (*cb)(void *ctx, const char *name, int64_t created_ms,
+                                           int64_t updated_ms),
+                                 void *ctx, struct husk_err *err);
+
+#endif
