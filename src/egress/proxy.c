@@ -202,7 +202,7 @@ static int remaining(struct conn *c) {
   return left < idle ? (int)left : (int)idle;
 }
 
-ssize_t io_read(struct conn *c, struct io *io, void *buf, size_t n) {
+ssize_t egress_io_read(struct conn *c, struct io *io, void *buf, size_t n) {
   if (io->ssl) {
     if (!SSL_pending(io->ssl)) {
       struct pollfd p = {.fd = io->fd, .events = POLLIN};
@@ -233,7 +233,7 @@ ssize_t io_read(struct conn *c, struct io *io, void *buf, size_t n) {
   }
 }
 
-int io_write_all(struct conn *c, struct io *io, const void *buf, size_t n) {
+int egress_io_write_all(struct conn *c, struct io *io, const void *buf, size_t n) {
   const char *p = buf;
   while (n > 0) {
     if (io->ssl) {
@@ -263,7 +263,7 @@ int io_write_all(struct conn *c, struct io *io, const void *buf, size_t n) {
 }
 
 /* Wait until a or b has data (or the idle/total deadline): 1, or 0 on timeout. */
-int io_wait(struct conn *c, struct io *a, struct io *b, int *ra, int *rb) {
+int egress_io_wait(struct conn *c, struct io *a, struct io *b, int *ra, int *rb) {
   *ra = a->ssl && SSL_pending(a->ssl);
   *rb = b->ssl && SSL_pending(b->ssl);
   if (*ra || *rb)
@@ -290,7 +290,7 @@ void egress_reply(struct conn *c, int status, const char *reason) {
                    "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
                    "Connection: close\r\n\r\n%s\n",
                    status, reason, strlen(reason) + 1, reason);
-  if (io_write_all(c, &c->box, buf, (size_t)n) < 0 || c->box.ssl)
+  if (egress_io_write_all(c, &c->box, buf, (size_t)n) < 0 || c->box.ssl)
     return;
   /* Close gracefully: a client still sending (an oversize head) would
    * get a reset, and lose this reply, if we closed with unread data. */
@@ -481,17 +481,17 @@ static void relay(struct conn *c) {
   char buf[65536];
   for (;;) {
     int ra, rb;
-    if (!io_wait(c, &c->box, &c->up, &ra, &rb))
+    if (!egress_io_wait(c, &c->box, &c->up, &ra, &rb))
       return;
     if (ra) {
-      ssize_t r = io_read(c, &c->box, buf, sizeof buf);
-      if (r <= 0 || io_write_all(c, &c->up, buf, (size_t)r) < 0)
+      ssize_t r = egress_io_read(c, &c->box, buf, sizeof buf);
+      if (r <= 0 || egress_io_write_all(c, &c->up, buf, (size_t)r) < 0)
         return;
       c->bytes_up += (uint64_t)r;
     }
     if (rb) {
-      ssize_t r = io_read(c, &c->up, buf, sizeof buf);
-      if (r <= 0 || io_write_all(c, &c->box, buf, (size_t)r) < 0)
+      ssize_t r = egress_io_read(c, &c->up, buf, sizeof buf);
+      if (r <= 0 || egress_io_write_all(c, &c->box, buf, (size_t)r) < 0)
         return;
       c->bytes_down += (uint64_t)r;
     }
@@ -569,7 +569,7 @@ static void tls_destination(struct conn *c, const struct egress_host *h, unsigne
     return;
   }
   if (via_connect)
-    io_write_all(c, &c->box, "HTTP/1.1 200 Connection established\r\n\r\n", 39);
+    egress_io_write_all(c, &c->box, "HTTP/1.1 200 Connection established\r\n\r\n", 39);
   char sni[256] = "";
   if (!peek_sni(c, sni, sizeof sni)) {
     /* Not a TLS ClientHello (or none in time): tunnels carry TLS only. */
@@ -653,7 +653,8 @@ static void forward_http(struct conn *c, struct http_head *hd, const char *targe
     egress_audit(c, "egress.http", "denied", 431, "head-too-large");
     return;
   }
-  if (io_write_all(c, &c->up, out, o) < 0 || (extra_len && io_write_all(c, &c->up, extra, extra_len) < 0)) {
+  if (egress_io_write_all(c, &c->up, out, o) < 0 ||
+      (extra_len && egress_io_write_all(c, &c->up, extra, extra_len) < 0)) {
     egress_audit(c, "egress.http", "error", 502, "upstream-write");
     return;
   }
@@ -677,7 +678,7 @@ static size_t read_head(struct conn *c, char *buf, size_t cap, size_t *got) {
       return end;
     if (*got == cap)
       return 0;
-    ssize_t r = io_read(c, &c->box, buf + *got, cap - *got);
+    ssize_t r = egress_io_read(c, &c->box, buf + *got, cap - *got);
     if (r <= 0)
       return 0;
     *got += (size_t)r;

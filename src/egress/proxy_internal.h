@@ -111,9 +111,9 @@ void egress_audit(struct conn *c, const char *action, const char *outcome, int s
                   const char *why);
 void egress_log(struct egress *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-ssize_t io_read(struct conn *c, struct io *io, void *buf, size_t n);
-int io_write_all(struct conn *c, struct io *io, const void *buf, size_t n);
-int io_wait(struct conn *c, struct io *a, struct io *b, int *ready_a, int *ready_b);
+ssize_t egress_io_read(struct conn *c, struct io *io, void *buf, size_t n);
+int egress_io_write_all(struct conn *c, struct io *io, const void *buf, size_t n);
+int egress_io_wait(struct conn *c, struct io *a, struct io *b, int *ready_a, int *ready_b);
 
 /* Resolve host once and check every address (c->addrs).  Returns the
  * status to refuse with (403, 502) and sets `why`, or 0. */
