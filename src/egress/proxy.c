@@ -25,14 +25,9 @@
 #include "egress/proxy_internal.h"
 #include "egress/sni.h"
 #include "util/cleanup.h"
+#include "util/clock.h"
 
 #include <openssl/err.h>
-
-int64_t egress_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 void egress_log(struct egress *e, const char *fmt, ...) {
   va_list ap;
@@ -81,7 +76,7 @@ static void prune(struct egress *e, int64_t now) {
 /* Once a second: the aggregated records of an interval that ended, and
  * the retention pass when due. */
 static void housekeeping(struct egress *e) {
-  int64_t now = egress_now_ms();
+  int64_t now = mono_ms();
   struct state_audit *rows;
   size_t n = egress_agg_tick(e->agg, now, &rows);
   write_rows(e, rows, n);
@@ -93,10 +88,10 @@ static void *audit_writer_main(void *arg) {
   int64_t house_at = 0;
   pthread_mutex_lock(&e->aq_lock);
   for (;;) {
-    if (egress_now_ms() >= house_at) {
+    if (mono_ms() >= house_at) {
       pthread_mutex_unlock(&e->aq_lock);
       housekeeping(e);
-      house_at = egress_now_ms() + 1000;
+      house_at = mono_ms() + 1000;
       pthread_mutex_lock(&e->aq_lock);
     }
     struct aud_item *it = e->aq_head;
@@ -195,7 +190,7 @@ static void audit_record(struct conn *c, const char *action, const char *outcome
 /* ---- I/O with deadlines ------------------------------------------------------ */
 
 static int remaining(struct conn *c) {
-  int64_t left = c->deadline - egress_now_ms();
+  int64_t left = c->deadline - mono_ms();
   unsigned idle = c->e->cfg.idle_ms;
   if (left <= 0)
     return 0;
@@ -297,8 +292,8 @@ void egress_reply(struct conn *c, int status, const char *reason) {
   shutdown(c->box.fd, SHUT_WR);
   char sink[4096];
   size_t drained = 0;
-  int64_t until = egress_now_ms() + 1000;
-  while (drained < 256 * 1024 && egress_now_ms() < until) {
+  int64_t until = mono_ms() + 1000;
+  while (drained < 256 * 1024 && mono_ms() < until) {
     struct pollfd p = {.fd = c->box.fd, .events = POLLIN};
     if (poll(&p, 1, 200) <= 0)
       break;
@@ -511,12 +506,12 @@ static void relay(struct conn *c) {
 #define HELLO_TIMEOUT_MS 10000
 static int peek_sni(struct conn *c, char *sni, size_t len) {
   unsigned char buf[16384 + 5];
-  int64_t hello_deadline = egress_now_ms() + HELLO_TIMEOUT_MS;
+  int64_t hello_deadline = mono_ms() + HELLO_TIMEOUT_MS;
   ssize_t seen = 0;
   long nap_ms = 2;
   for (;;) {
     int t = remaining(c);
-    int64_t hl = hello_deadline - egress_now_ms();
+    int64_t hl = hello_deadline - mono_ms();
     if (t == 0 || hl <= 0)
       return 0;
     if (hl < t)
@@ -845,7 +840,7 @@ static void accept_one(struct egress *e, struct ebox *b, enum listener kind) {
   c->kind = kind;
   c->box.fd = fd;
   c->up.fd = -1;
-  c->deadline = egress_now_ms() + e->cfg.total_ms;
+  c->deadline = mono_ms() + e->cfg.total_ms;
   atomic_fetch_add(&e->live, 1);
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);

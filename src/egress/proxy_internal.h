@@ -106,7 +106,6 @@ struct conn {
   size_t naddrs;
 };
 
-int64_t egress_now_ms(void);
 void egress_audit(struct conn *c, const char *action, const char *outcome, int status,
                   const char *why);
 void egress_log(struct egress *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
