@@ -1250,19 +1250,6 @@ void egress_sweep(struct egress *e) {
   pthread_mutex_unlock(&e->lock);
 }
 
-char *egress_policy_prepare(const char *json, struct husk_err *err) {
-  struct egress_policy *p = calloc(1, sizeof *p);
-  if (!p) {
-    husk_fail(err, ENOMEM, "out of memory");
-    return NULL;
-  }
-  char *out = NULL;
-  if (egress_policy_parse(json, false, p, err) == 0 && !(out = egress_policy_to_json(p)))
-    husk_fail(err, ENOMEM, "out of memory");
-  free(p);
-  return out;
-}
-
 /* ---- open / close ------------------------------------------------------------------- */
 
 int egress_open(struct egress **out, const struct egress_config *cfg, struct husk_err *err) {
