@@ -1,6 +1,7 @@
 /* The egress proxy: listeners, connection threads, policy decisions,
  * tunnels and plain HTTP forwarding (see egress.h).  Inject mode (TLS
- * termination and secret substitution) is in inject.c. */
+ * termination and secret substitution) is in inject.c, the audit records
+ * in audit_writer.c. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -34,157 +35,6 @@ void egress_log(struct egress *e, const char *fmt, ...) {
   va_start(ap, fmt);
   husk_vlog(e->cfg.log, e->cfg.log_ctx, fmt, ap);
   va_end(ap);
-}
-
-/* ---- the audit writer ---------------------------------------------------------- */
-
-static void write_rows(struct egress *e, struct state_audit *rows, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    struct husk_err err;
-    if (state_audit_add(e->cfg.state, &rows[i], NULL, &err) < 0)
-      egress_log(e, "egress: box %s: cannot write audit record: %s", rows[i].box_id, err.msg);
-  }
-  free(rows);
-}
-
-/* Retention: audit records older than the configured age go, in bounded
- * batches, so that one pass never holds the database for long. */
-#define PRUNE_BATCH 1000
-#define PRUNE_BATCHES 10
-#define PRUNE_EVERY_MS (3600 * 1000)
-
-static void prune(struct egress *e, int64_t now) {
-  if (!e->cfg.audit_retention_ms || now < e->prune_at)
-    return;
-  size_t total = 0, n = PRUNE_BATCH;
-  for (int i = 0; i < PRUNE_BATCHES && n == PRUNE_BATCH; i++) {
-    struct husk_err err;
-    if (state_audit_prune(e->cfg.state, state_now_ms() - e->cfg.audit_retention_ms, PRUNE_BATCH,
-                          &n, &err) < 0) {
-      egress_log(e, "audit retention: %s", err.msg);
-      break;
-    }
-    total += n;
-  }
-  /* More left: continue at the next interval rather than in one go. */
-  e->prune_at = now + (n == PRUNE_BATCH ? e->agg_interval_ms : PRUNE_EVERY_MS);
-  if (total)
-    egress_log(e, "audit retention: %zu record(s) older than %lld day(s) removed", total,
-               (long long)(e->cfg.audit_retention_ms / 86400000));
-}
-
-/* Once a second: the aggregated records of an interval that ended, and
- * the retention pass when due. */
-static void housekeeping(struct egress *e) {
-  int64_t now = mono_ms();
-  struct state_audit *rows;
-  size_t n = egress_agg_tick(e->agg, now, &rows);
-  write_rows(e, rows, n);
-  prune(e, now);
-}
-
-static void *audit_writer_main(void *arg) {
-  struct egress *e = arg;
-  int64_t house_at = 0;
-  pthread_mutex_lock(&e->aq_lock);
-  for (;;) {
-    if (mono_ms() >= house_at) {
-      pthread_mutex_unlock(&e->aq_lock);
-      housekeeping(e);
-      house_at = mono_ms() + 1000;
-      pthread_mutex_lock(&e->aq_lock);
-    }
-    struct aud_item *it = e->aq_head;
-    if (!it) {
-      if (e->aq_stop)
-        break; /* stopping and drained */
-      struct timespec ts;
-      clock_gettime(CLOCK_MONOTONIC, &ts);
-      ts.tv_sec += 1;
-      pthread_cond_timedwait(&e->aq_cond, &e->aq_lock, &ts);
-      continue;
-    }
-    e->aq_head = it->next;
-    if (!e->aq_head)
-      e->aq_tail = NULL;
-    e->aq_len--;
-    pthread_mutex_unlock(&e->aq_lock);
-    struct husk_err err;
-    if (state_audit_add(e->cfg.state, &it->rec, NULL, &err) < 0)
-      egress_log(e, "egress: box %s: cannot write audit record: %s", it->rec.box_id, err.msg);
-    free(it);
-    pthread_mutex_lock(&e->aq_lock);
-  }
-  unsigned dropped = e->aq_dropped;
-  pthread_mutex_unlock(&e->aq_lock);
-  /* What is still counted goes in records before the daemon stops. */
-  struct state_audit *rows;
-  size_t n = egress_agg_drain(e->agg, NULL, &rows);
-  write_rows(e, rows, n);
-  if (dropped)
-    egress_log(e, "egress: %u audit records were dropped (queue full)", dropped);
-  uint64_t lost = egress_agg_lost(e->agg);
-  if (lost)
-    egress_log(e, "egress: %llu audit decisions were lost (out of memory)", (unsigned long long)lost);
-  return NULL;
-}
-
-/* Queue a record; never blocks.  A full queue drops (and counts) it. */
-static void audit_queue(struct egress *e, const struct state_audit *a) {
-  struct aud_item *it = malloc(sizeof *it);
-  pthread_mutex_lock(&e->aq_lock);
-  if (!it || e->aq_len >= EGRESS_AUDIT_QUEUE_MAX || !e->aq_running) {
-    e->aq_dropped++;
-    pthread_mutex_unlock(&e->aq_lock);
-    free(it);
-    return;
-  }
-  it->rec = *a;
-  it->next = NULL;
-  if (e->aq_tail)
-    e->aq_tail->next = it;
-  else
-    e->aq_head = it;
-  e->aq_tail = it;
-  e->aq_len++;
-  pthread_cond_signal(&e->aq_cond);
-  pthread_mutex_unlock(&e->aq_lock);
-}
-
-static void audit_record(struct conn *c, const char *action, const char *outcome, int status,
-                         const char *why, bool queued);
-
-void egress_audit(struct conn *c, const char *action, const char *outcome, int status,
-                  const char *why) {
-  audit_record(c, action, outcome, status, why, false);
-}
-
-/* A decision goes through the aggregation (audit_agg.h): written now if it
- * is the first of its kind, else counted.  Once the box is stopped (its
- * counts already written) the few decisions of its last connections are
- * written on their own. */
-static void audit_record(struct conn *c, const char *action, const char *outcome, int status,
-                         const char *why, bool queued) {
-  struct egress_agg_event ev = {
-      .box_id = c->b->id, .tenant = c->b->tenant, .action = action, .outcome = outcome,
-      .status = status, .host = c->host, .port = c->port, .addr = c->addr, .mode = c->mode,
-      .via = c->kind == L_PROXY  ? "proxy"
-             : c->kind == L_HTTP ? "transparent-80"
-                                 : "transparent-443",
-      .reason = why, .dns = !strcmp(action, "egress.dns"), .bytes_up = c->bytes_up,
-      .bytes_down = c->bytes_down};
-  struct state_audit a;
-  if (atomic_load(&c->b->dead))
-    egress_agg_row(&ev, &a);
-  else if (!egress_agg_add(c->e->agg, &ev, &a))
-    return;
-  if (queued) {
-    audit_queue(c->e, &a);
-    return;
-  }
-  struct husk_err err;
-  if (state_audit_add(c->e->cfg.state, &a, NULL, &err) < 0)
-    egress_log(c->e, "egress: box %s: cannot write audit record: %s", c->b->id, err.msg);
 }
 
 /* ---- I/O with deadlines ------------------------------------------------------ */
@@ -904,7 +754,7 @@ static void dns_one(struct egress *e, struct ebox *b) {
   size_t al = egress_dns_answer(q, (size_t)n, rcode, a4, a, sizeof a);
   if (al)
     sendto(b->dns_fd, a, al, MSG_DONTWAIT, (struct sockaddr *)&from, fl);
-  audit_record(&c, "egress.dns", outcome, rcode, why, true);
+  egress_audit_queued(&c, "egress.dns", outcome, rcode, why);
 }
 
 /* ---- the acceptor ------------------------------------------------------------------- */
@@ -1168,11 +1018,7 @@ fail:
   return -1;
 }
 
-void egress_box_flush(struct egress *e, const char *box_id) {
-  struct state_audit *rows;
-  size_t n = egress_agg_drain(e->agg, box_id, &rows);
-  write_rows(e, rows, n);
-}
+void egress_box_flush(struct egress *e, const char *box_id) { egress_audit_flush(e, box_id); }
 
 void egress_box_stop(struct egress *e, const char *box_id) {
   pthread_mutex_lock(&e->lock);
@@ -1212,9 +1058,7 @@ void egress_box_stop(struct egress *e, const char *box_id) {
     egress_link_down(&e->net, b->slot);
   b->slot = (unsigned)-1;
   /* The box's counted decisions become records now. */
-  struct state_audit *rows;
-  size_t n = egress_agg_drain(e->agg, b->id, &rows);
-  write_rows(e, rows, n);
+  egress_audit_flush(e, b->id);
   box_unref(e, b);
 }
 
@@ -1277,22 +1121,8 @@ int egress_open(struct egress **out, const struct egress_config *cfg, struct hus
   }
   if (!(e->client_ctx = egress_tls_client_ctx(cfg->ca_file, err)))
     goto fail;
-  if (egress_agg_new(&e->agg, &cfg->audit, err) < 0)
+  if (egress_audit_writer_start(e, err) < 0)
     goto fail;
-  e->agg_interval_ms = cfg->audit.interval_ms ? cfg->audit.interval_ms : EGRESS_AUDIT_INTERVAL_MS;
-  pthread_mutex_init(&e->aq_lock, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&e->aq_cond, &ca);
-  pthread_condattr_destroy(&ca);
-  if (pthread_create(&e->aq_thread, NULL, audit_writer_main, e) != 0) {
-    pthread_cond_destroy(&e->aq_cond);
-    pthread_mutex_destroy(&e->aq_lock);
-    husk_fail(err, EAGAIN, "cannot start the egress audit thread");
-    goto fail;
-  }
-  e->aq_running = true;
   if (pthread_create(&e->acceptor, NULL, acceptor_main, e) != 0) {
     husk_fail(err, EAGAIN, "cannot start the egress proxy thread");
     goto fail;
@@ -1344,16 +1174,7 @@ void egress_close(struct egress *e) {
   }
   if (e->net_ready && !any)
     egress_net_fini(&e->net);
-  if (e->aq_running) {
-    pthread_mutex_lock(&e->aq_lock);
-    e->aq_stop = true;
-    pthread_cond_signal(&e->aq_cond);
-    pthread_mutex_unlock(&e->aq_lock);
-    pthread_join(e->aq_thread, NULL); /* drains the queue first */
-    pthread_cond_destroy(&e->aq_cond);
-    pthread_mutex_destroy(&e->aq_lock);
-  }
-  egress_agg_free(e->agg);
+  egress_audit_writer_stop(e); /* drains the queue first */
   SSL_CTX_free(e->client_ctx);
   close_quiet(e->wake[0]);
   close_quiet(e->wake[1]);

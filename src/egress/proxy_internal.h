@@ -26,10 +26,7 @@ enum listener { L_PROXY, L_HTTP, L_HTTPS, L_COUNT };
 
 struct conn;
 
-struct aud_item {
-  struct aud_item *next;
-  struct state_audit rec;
-};
+struct aud_item; /* audit_writer.c */
 #define EGRESS_AUDIT_QUEUE_MAX 4096
 
 struct ebox {
@@ -106,8 +103,6 @@ struct conn {
   size_t naddrs;
 };
 
-void egress_audit(struct conn *c, const char *action, const char *outcome, int status,
-                  const char *why);
 void egress_log(struct egress *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 ssize_t egress_io_read(struct conn *c, struct io *io, void *buf, size_t n);
@@ -133,5 +128,21 @@ int egress_scrubbed_relay(struct conn *c, bool head_request, const char **why);
 
 /* Reply with a small HTTP error on the box connection. */
 void egress_reply(struct conn *c, int status, const char *reason);
+
+/* audit_writer.c: audit records, the writer thread, retention. */
+
+/* Create the aggregation and start the writer thread. */
+int egress_audit_writer_start(struct egress *e, struct husk_err *err);
+/* Stop the writer thread (it drains its queue and the aggregation first)
+ * and free the aggregation. */
+void egress_audit_writer_stop(struct egress *e);
+/* Audit a decision on a connection, written by the calling thread. */
+void egress_audit(struct conn *c, const char *action, const char *outcome, int status,
+                  const char *why);
+/* The same, queued for the writer thread: never waits for the database. */
+void egress_audit_queued(struct conn *c, const char *action, const char *outcome, int status,
+                         const char *why);
+/* Write a box's counted decisions now (box_id NULL: every box's). */
+void egress_audit_flush(struct egress *e, const char *box_id);
 
 #endif
