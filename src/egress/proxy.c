@@ -1,7 +1,8 @@
-/* The egress proxy: listeners, connection threads, policy decisions,
- * tunnels and plain HTTP forwarding (see egress.h).  Inject mode (TLS
- * termination and secret substitution) is in inject.c, the audit records
- * in audit_writer.c. */
+/* The egress proxy: listeners, connection threads, tunnels and plain HTTP
+ * forwarding (see egress.h).  Inject mode (TLS termination and secret
+ * substitution) is in inject.c, a connection's I/O in io.c, the policy
+ * decisions on its destination in destination.c, the audit records in
+ * audit_writer.c. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -37,311 +38,7 @@ void egress_log(struct egress *e, const char *fmt, ...) {
   va_end(ap);
 }
 
-/* ---- I/O with deadlines ------------------------------------------------------ */
-
-static int remaining(struct conn *c) {
-  int64_t left = c->deadline - mono_ms();
-  unsigned idle = c->e->cfg.idle_ms;
-  if (left <= 0)
-    return 0;
-  return left < idle ? (int)left : (int)idle;
-}
-
-ssize_t egress_io_read(struct conn *c, struct io *io, void *buf, size_t n) {
-  if (io->ssl) {
-    if (!SSL_pending(io->ssl)) {
-      struct pollfd p = {.fd = io->fd, .events = POLLIN};
-      int t = remaining(c);
-      if (t == 0 || poll(&p, 1, t) <= 0)
-        return -1;
-    }
-    int r = SSL_read(io->ssl, buf, (int)(n > INT32_MAX ? INT32_MAX : n));
-    if (r > 0)
-      return r;
-    int e = SSL_get_error(io->ssl, r);
-    return e == SSL_ERROR_ZERO_RETURN ? 0 : (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 ? 0 : -1);
-  }
-  for (;;) {
-    struct pollfd p = {.fd = io->fd, .events = POLLIN};
-    int t = remaining(c);
-    if (t == 0)
-      return -1;
-    int pr = poll(&p, 1, t);
-    if (pr < 0 && errno == EINTR)
-      continue;
-    if (pr <= 0)
-      return -1;
-    ssize_t r = recv(io->fd, buf, n, 0);
-    if (r < 0 && (errno == EINTR || errno == EAGAIN))
-      continue;
-    return r;
-  }
-}
-
-int egress_io_write_all(struct conn *c, struct io *io, const void *buf, size_t n) {
-  const char *p = buf;
-  while (n > 0) {
-    if (io->ssl) {
-      int w = SSL_write(io->ssl, p, (int)(n > INT32_MAX ? INT32_MAX : n));
-      if (w <= 0)
-        return -1;
-      p += w;
-      n -= (size_t)w;
-      continue;
-    }
-    ssize_t w = send(io->fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w < 0 && errno == EAGAIN) {
-      struct pollfd pf = {.fd = io->fd, .events = POLLOUT};
-      int t = remaining(c);
-      if (t == 0 || poll(&pf, 1, t) <= 0)
-        return -1;
-      continue;
-    }
-    if (w <= 0)
-      return -1;
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
-/* Wait until a or b has data (or the idle/total deadline): 1, or 0 on timeout. */
-int egress_io_wait(struct conn *c, struct io *a, struct io *b, int *ra, int *rb) {
-  *ra = a->ssl && SSL_pending(a->ssl);
-  *rb = b->ssl && SSL_pending(b->ssl);
-  if (*ra || *rb)
-    return 1;
-  for (;;) {
-    struct pollfd p[2] = {{.fd = a->fd, .events = POLLIN}, {.fd = b->fd, .events = POLLIN}};
-    int t = remaining(c);
-    if (t == 0)
-      return 0;
-    int pr = poll(p, 2, t);
-    if (pr < 0 && errno == EINTR)
-      continue;
-    if (pr <= 0)
-      return 0;
-    *ra = p[0].revents != 0;
-    *rb = p[1].revents != 0;
-    return 1;
-  }
-}
-
-void egress_reply(struct conn *c, int status, const char *reason) {
-  char buf[256];
-  int n = snprintf(buf, sizeof buf,
-                   "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
-                   "Connection: close\r\n\r\n%s\n",
-                   status, reason, strlen(reason) + 1, reason);
-  if (egress_io_write_all(c, &c->box, buf, (size_t)n) < 0 || c->box.ssl)
-    return;
-  /* Close gracefully: a client still sending (an oversize head) would
-   * get a reset, and lose this reply, if we closed with unread data. */
-  shutdown(c->box.fd, SHUT_WR);
-  char sink[4096];
-  size_t drained = 0;
-  int64_t until = mono_ms() + 1000;
-  while (drained < 256 * 1024 && mono_ms() < until) {
-    struct pollfd p = {.fd = c->box.fd, .events = POLLIN};
-    if (poll(&p, 1, 200) <= 0)
-      break;
-    ssize_t r = recv(c->box.fd, sink, sizeof sink, MSG_DONTWAIT);
-    if (r <= 0)
-      break;
-    drained += (size_t)r;
-  }
-}
-
-/* ---- policy decisions --------------------------------------------------------- */
-
-/* Is `sa` an address of this host, on any interface (IPv4-mapped IPv6
- * included)?  A box must not reach the host's own services through the
- * proxy: the deny set covers loopback and private ranges, but a host with
- * a public address would otherwise be one allow rule away.  Read at every
- * decision (interfaces change); if they cannot be read, fail closed. */
-static bool host_local(const struct sockaddr *sa) {
-  struct in_addr v4;
-  bool is_v4 = false;
-  const struct in6_addr *v6 = NULL;
-  if (sa->sa_family == AF_INET) {
-    v4 = ((const struct sockaddr_in *)sa)->sin_addr;
-    is_v4 = true;
-  } else if (sa->sa_family == AF_INET6) {
-    v6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-    if (IN6_IS_ADDR_V4MAPPED(v6)) {
-      memcpy(&v4, &v6->s6_addr[12], 4);
-      is_v4 = true;
-    }
-  } else {
-    return true;
-  }
-  struct ifaddrs *ifs;
-  if (getifaddrs(&ifs) < 0)
-    return true;
-  bool hit = false;
-  for (struct ifaddrs *i = ifs; i && !hit; i = i->ifa_next) {
-    if (!i->ifa_addr)
-      continue;
-    if (is_v4 && i->ifa_addr->sa_family == AF_INET)
-      hit = ((const struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr == v4.s_addr;
-    else if (!is_v4 && i->ifa_addr->sa_family == AF_INET6)
-      hit = !memcmp(&((const struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, v6, sizeof *v6);
-  }
-  freeifaddrs(ifs);
-  return hit;
-}
-
-static const char *addr_verdict(struct egress *e, const struct sockaddr *sa) {
-  /* The links' own range is never a destination, whatever the operator
-   * allows: it is where the proxy itself listens. */
-  if (sa->sa_family == AF_INET) {
-    uint32_t a = ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr);
-    if ((a & 0xffffc000u) == 0x0aef0000u)
-      return "proxy-address";
-  }
-  bool allowed = false;
-  for (size_t i = 0; i < e->cfg.nallow && !allowed; i++)
-    allowed = egress_cidr_contains(&e->cfg.allow[i], sa);
-  const char *denied = egress_addr_denied(sa);
-  if (denied && !allowed)
-    return denied;
-  /* Nor is the host itself, whatever the rules or the operator allow. */
-  if (host_local(sa))
-    return "host-address";
-  return NULL;
-}
-
-static int connect_one(struct conn *c, const struct sockaddr_storage *ss) {
-  socklen_t sl = ss->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
-  int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0)
-    return -1;
-  if (connect(fd, (const struct sockaddr *)ss, sl) < 0 && errno != EINPROGRESS) {
-    close(fd);
-    return -1;
-  }
-  struct pollfd p = {.fd = fd, .events = POLLOUT};
-  int t = remaining(c);
-  if (t > EGRESS_CONNECT_TIMEOUT_MS)
-    t = EGRESS_CONNECT_TIMEOUT_MS;
-  int soerr = 0;
-  socklen_t el = sizeof soerr;
-  if (t == 0 || poll(&p, 1, t) <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &el) < 0 || soerr) {
-    close(fd);
-    return -1;
-  }
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return fd;
-}
-
-int egress_resolve(struct conn *c, const struct egress_host *h, const char **why) {
-  struct sockaddr_storage *addrs = c->addrs;
-  size_t n = 0;
-  _Static_assert(sizeof c->addrs / sizeof c->addrs[0] >= EGRESS_DNS_MAX_ADDRS, "address list");
-  if (h->kind != EGRESS_HOST_NAME) {
-    addrs[0] = h->addr;
-    n = 1;
-  } else {
-    struct husk_err err;
-    struct sockaddr_storage server = c->e->cfg.resolver;
-    if (server.ss_family == 0 && egress_dns_system_server(&server, &err) < 0) {
-      *why = "no-resolver";
-      return 502;
-    }
-    if (egress_dns_resolve(&server, h->name, EGRESS_DNS_TIMEOUT_MS, addrs, EGRESS_DNS_MAX_ADDRS, &n,
-                           &err) < 0) {
-      *why = err.code == ENOENT ? "no-such-host" : "dns-failure";
-      return 502;
-    }
-  }
-  /* Every address must pass: a name with one private answer among public
-   * ones is refused, or a retry could land on the private one. */
-  for (size_t i = 0; i < n; i++) {
-    const char *d = addr_verdict(c->e, (const struct sockaddr *)&addrs[i]);
-    if (d) {
-      egress_addr_str((const struct sockaddr *)&addrs[i], c->addr, sizeof c->addr);
-      static __thread char reason[64];
-      snprintf(reason, sizeof reason, "denied-address:%s", d);
-      *why = reason;
-      return 403;
-    }
-  }
-  c->naddrs = n;
-  return 0;
-}
-
-int egress_connect(struct conn *c, const char **why) {
-  struct sockaddr_storage *addrs = c->addrs;
-  for (size_t i = 0; i < c->naddrs; i++) {
-    if (addrs[i].ss_family == AF_INET)
-      ((struct sockaddr_in *)&addrs[i])->sin_port = htons((uint16_t)c->port);
-    else
-      ((struct sockaddr_in6 *)&addrs[i])->sin6_port = htons((uint16_t)c->port);
-    egress_addr_str((const struct sockaddr *)&addrs[i], c->addr, sizeof c->addr);
-    int fd = connect_one(c, &addrs[i]);
-    if (fd >= 0) {
-      c->up.fd = fd;
-      return 0;
-    }
-  }
-  *why = "connect-failed";
-  return 502;
-}
-
-int egress_dial(struct conn *c, const struct egress_host *h, const char **why) {
-  int st = c->naddrs ? 0 : egress_resolve(c, h, why);
-  return st ? st : egress_connect(c, why);
-}
-
-/* Host and port against the box's rules.  0 with *rule, or a status. */
-static int decide(struct conn *c, const struct egress_host *h, unsigned port,
-                  const struct egress_rule **rule, const char **why) {
-  snprintf(c->host, sizeof c->host, "%s", h->name);
-  c->port = port;
-  *rule = egress_policy_match(&c->b->pol, h->name, port);
-  if (!*rule) {
-    *why = egress_policy_names(&c->b->pol, h->name) ? "port-not-allowed" : "host-not-allowed";
-    return 403;
-  }
-  c->mode = (*rule)->mode == EGRESS_INJECT ? "inject" : "tunnel";
-  if (h->kind != EGRESS_HOST_NAME) {
-    const char *d = addr_verdict(c->e, (const struct sockaddr *)&h->addr);
-    if (d) {
-      snprintf(c->addr, sizeof c->addr, "%.47s", h->name);
-      static __thread char reason[64];
-      snprintf(reason, sizeof reason, "denied-address:%s", d);
-      *why = reason;
-      return 403;
-    }
-  }
-  return 0;
-}
-
-/* ---- relaying ------------------------------------------------------------------ */
-
-static void relay(struct conn *c) {
-  char buf[65536];
-  for (;;) {
-    int ra, rb;
-    if (!egress_io_wait(c, &c->box, &c->up, &ra, &rb))
-      return;
-    if (ra) {
-      ssize_t r = egress_io_read(c, &c->box, buf, sizeof buf);
-      if (r <= 0 || egress_io_write_all(c, &c->up, buf, (size_t)r) < 0)
-        return;
-      c->bytes_up += (uint64_t)r;
-    }
-    if (rb) {
-      ssize_t r = egress_io_read(c, &c->up, buf, sizeof buf);
-      if (r <= 0 || egress_io_write_all(c, &c->box, buf, (size_t)r) < 0)
-        return;
-      c->bytes_down += (uint64_t)r;
-    }
-  }
-}
+/* ---- TLS destinations: tunnels ---------------------------------------------------- */
 
 /* Read the ClientHello without consuming it (it must still reach the
  * upstream or our own TLS server).  1 with sni, 0 not TLS / no SNI /
@@ -360,7 +57,7 @@ static int peek_sni(struct conn *c, char *sni, size_t len) {
   ssize_t seen = 0;
   long nap_ms = 2;
   for (;;) {
-    int t = remaining(c);
+    int t = egress_io_remaining(c);
     int64_t hl = hello_deadline - mono_ms();
     if (t == 0 || hl <= 0)
       return 0;
@@ -400,7 +97,7 @@ static void tls_destination(struct conn *c, const struct egress_host *h, unsigne
                             bool via_connect) {
   const struct egress_rule *rule;
   const char *why = NULL;
-  int st = decide(c, h, port, &rule, &why);
+  int st = egress_decide(c, h, port, &rule, &why);
   /* Resolve and check before answering: a refused destination is a 403
    * to the client, not a tunnel that dies.  The connection is made only
    * after the TLS hello names the same host, to an address checked here. */
@@ -444,7 +141,7 @@ static void tls_destination(struct conn *c, const struct egress_host *h, unsigne
     egress_audit(c, "egress.connect", "error", st, why);
     return;
   }
-  relay(c);
+  egress_io_relay(c);
   egress_audit(c, "egress.connect", "ok", 200, NULL);
 }
 
@@ -455,7 +152,7 @@ static void forward_http(struct conn *c, struct http_head *hd, const char *targe
                          size_t extra_len) {
   const struct egress_rule *rule;
   const char *why = NULL;
-  int st = decide(c, h, port, &rule, &why);
+  int st = egress_decide(c, h, port, &rule, &why);
   if (!st && rule->mode == EGRESS_INJECT) {
     st = 403;
     why = "inject-needs-https";
@@ -505,7 +202,7 @@ static void forward_http(struct conn *c, struct http_head *hd, const char *targe
   }
   c->bytes_up += o + extra_len;
   if (!scrub) {
-    relay(c);
+    egress_io_relay(c);
   } else if ((st = egress_scrubbed_relay(c, !strcmp(hd->start[0], "HEAD"), &why))) {
     egress_audit(c, "egress.http", "error", st, why);
     return;

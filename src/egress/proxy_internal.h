@@ -105,10 +105,30 @@ struct conn {
 
 void egress_log(struct egress *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-ssize_t egress_io_read(struct conn *c, struct io *io, void *buf, size_t n);
-int egress_io_write_all(struct conn *c, struct io *io, const void *buf, size_t n);
-int egress_io_wait(struct conn *c, struct io *a, struct io *b, int *ready_a, int *ready_b);
+/* io.c: a connection's I/O both ways, under its deadlines. */
 
+/* Milliseconds a wait may take now: the idle time, or what is left of the
+ * total; 0 once the connection's deadline has passed. */
+int egress_io_remaining(const struct conn *c);
+/* Bytes read (0 at the end of the stream), or -1 (error, deadline). */
+ssize_t egress_io_read(struct conn *c, struct io *io, void *buf, size_t n);
+/* All n bytes written: 0, or -1. */
+int egress_io_write_all(struct conn *c, struct io *io, const void *buf, size_t n);
+/* Wait until a or b has data (or the idle/total deadline): 1, or 0 on timeout. */
+int egress_io_wait(struct conn *c, struct io *a, struct io *b, int *ready_a, int *ready_b);
+/* Copy both ways between the box and the upstream until either side ends
+ * or a deadline passes, counting the bytes. */
+void egress_io_relay(struct conn *c);
+/* Reply with a small HTTP error on the box connection. */
+void egress_reply(struct conn *c, int status, const char *reason);
+
+/* destination.c: policy decisions on where a connection goes. */
+
+/* Host and port against the box's rules (and an IP literal against the
+ * address checks); fills the connection's host, port and mode for the
+ * audit record.  0 with *rule, or the status to refuse with and *why. */
+int egress_decide(struct conn *c, const struct egress_host *h, unsigned port,
+                  const struct egress_rule **rule, const char **why);
 /* Resolve host once and check every address (c->addrs).  Returns the
  * status to refuse with (403, 502) and sets `why`, or 0. */
 int egress_resolve(struct conn *c, const struct egress_host *h, const char **why);
@@ -125,9 +145,6 @@ void egress_inject(struct conn *c, const struct egress_host *h);
  * HTTP) with every secret bound to the box scrubbed from it, as in inject
  * mode.  0, or a status with *why (nothing relayed). */
 int egress_scrubbed_relay(struct conn *c, bool head_request, const char **why);
-
-/* Reply with a small HTTP error on the box connection. */
-void egress_reply(struct conn *c, int status, const char *reason);
 
 /* audit_writer.c: audit records, the writer thread, retention. */
 
