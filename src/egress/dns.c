@@ -12,21 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "util/cleanup.h"
+#include "util/clock.h"
 
 #define T_A 1
 #define T_AAAA 28
 
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
-
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Skip a (possibly compressed) name at *off. */
 static bool skip_name(const uint8_t *p, size_t len, size_t *off) {
@@ -156,9 +150,9 @@ int egress_dns_resolve(const struct sockaddr_storage *server, const char *name, 
   int rc[2] = {-1, -1};
   struct sockaddr_storage got[2][EGRESS_DNS_MAX_ADDRS];
   size_t ngot[2] = {0, 0};
-  int64_t deadline = now_ms() + timeout_ms;
+  int64_t deadline = mono_ms() + timeout_ms;
   while (!done[0] || !done[1]) {
-    int64_t left = deadline - now_ms();
+    int64_t left = deadline - mono_ms();
     if (left <= 0)
       break;
     struct pollfd p = {.fd = fd, .events = POLLIN};

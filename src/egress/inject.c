@@ -247,7 +247,7 @@ struct scrub {
  * value straddles two reads. */
 static int scrub_feed(struct conn *c, struct scrub *sc, const char *data, size_t len, bool final) {
   if (sc->s->n == 0 && sc->s->nvar == 0)
-    return len ? io_write_all(c, &c->box, data, len) : 0;
+    return len ? egress_io_write_all(c, &c->box, data, len) : 0;
   size_t total = sc->tlen + len;
   char *buf = malloc(total ? total : 1);
   if (!buf)
@@ -277,14 +277,14 @@ static int scrub_feed(struct conn *c, struct scrub *sc, const char *data, size_t
       continue;
     }
     if (i > emitted)
-      rc = io_write_all(c, &c->box, buf + emitted, i - emitted);
+      rc = egress_io_write_all(c, &c->box, buf + emitted, i - emitted);
     if (rc == 0)
-      rc = io_write_all(c, &c->box, ph, PH_LEN);
+      rc = egress_io_write_all(c, &c->box, ph, PH_LEN);
     i += mlen;
     emitted = i;
   }
   if (rc == 0 && limit > emitted)
-    rc = io_write_all(c, &c->box, buf + emitted, limit - emitted), emitted = limit;
+    rc = egress_io_write_all(c, &c->box, buf + emitted, limit - emitted), emitted = limit;
   size_t keep = total - (emitted > limit ? emitted : limit);
   size_t from = total - keep;
   if (sc->tail)
@@ -564,7 +564,7 @@ static void exchange(struct conn *c, struct secrets *s, bool head_request, const
                      size_t extra_len) {
   struct scrub sc = {.s = s};
   if (extra_len) {
-    if (io_write_all(c, &c->up, extra, extra_len) < 0)
+    if (egress_io_write_all(c, &c->up, extra, extra_len) < 0)
       return;
     c->bytes_up += extra_len;
   }
@@ -579,13 +579,13 @@ static void exchange(struct conn *c, struct secrets *s, bool head_request, const
   char buf[65536];
   while (!done) {
     int ra, rb;
-    if (!io_wait(c, &c->box, &c->up, &ra, &rb))
+    if (!egress_io_wait(c, &c->box, &c->up, &ra, &rb))
       break;
     if (ra && box_open) {
-      ssize_t r = io_read(c, &c->box, buf, sizeof buf);
+      ssize_t r = egress_io_read(c, &c->box, buf, sizeof buf);
       if (r <= 0)
         box_open = false;
-      else if (io_write_all(c, &c->up, buf, (size_t)r) < 0)
+      else if (egress_io_write_all(c, &c->up, buf, (size_t)r) < 0)
         break;
       else
         c->bytes_up += (uint64_t)r;
@@ -599,7 +599,7 @@ static void exchange(struct conn *c, struct secrets *s, bool head_request, const
     }
     if (!rb)
       continue;
-    ssize_t r = io_read(c, &c->up, in_head ? hbuf + got : buf, in_head ? cap - got : sizeof buf);
+    ssize_t r = egress_io_read(c, &c->up, in_head ? hbuf + got : buf, in_head ? cap - got : sizeof buf);
     if (r <= 0) {
       if (!in_head && !chunked && !sized)
         done = true; /* close-delimited body: complete */
@@ -719,7 +719,7 @@ void egress_inject(struct conn *c, const struct egress_host *h) {
       egress_audit(c, "egress.inject", "denied", 431, "head-too-large");
       return;
     }
-    ssize_t r = io_read(c, &c->box, buf + got, cap - got);
+    ssize_t r = egress_io_read(c, &c->box, buf + got, cap - got);
     if (r <= 0) {
       if (got)
         egress_audit(c, "egress.inject", "denied", 400, "incomplete-head");
@@ -767,7 +767,7 @@ void egress_inject(struct conn *c, const struct egress_host *h) {
     egress_reply(c, st, st == 403 ? "request refused by the box's egress policy"
                                   : "cannot reach the destination safely");
     egress_audit(c, "egress.inject", st == 403 ? "denied" : "error", st, why);
-  } else if (io_write_all(c, &c->up, req, req_len) == 0) {
+  } else if (egress_io_write_all(c, &c->up, req, req_len) == 0) {
     c->bytes_up += req_len;
     char used[64];
     snprintf(used, sizeof used, "secrets=%zu", used_n);

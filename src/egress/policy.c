@@ -1,4 +1,5 @@
-/* Egress policy: parsing and matching (see policy.h). */
+/* Egress policy: parsing, preparing a new box's, and matching (see
+ * policy.h). */
 #define _GNU_SOURCE
 #include "egress/policy.h"
 
@@ -8,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+
+#include "egress/egress.h"
 
 static int pattern_parse(const char *s, struct egress_pattern *out, const char *what,
                          struct husk_err *err) {
@@ -275,6 +278,21 @@ char *egress_policy_to_json(const struct egress_policy *p) {
   char *s = json_dumps(o, JSON_COMPACT);
   json_decref(o);
   return s;
+}
+
+/* Fresh policy for a new box (egress.h): the stored form, with a random
+ * placeholder for each secret binding. */
+char *egress_policy_prepare(const char *json, struct husk_err *err) {
+  struct egress_policy *p = calloc(1, sizeof *p);
+  if (!p) {
+    husk_fail(err, ENOMEM, "out of memory");
+    return NULL;
+  }
+  char *out = NULL;
+  if (egress_policy_parse(json, false, p, err) == 0 && !(out = egress_policy_to_json(p)))
+    husk_fail(err, ENOMEM, "out of memory");
+  free(p);
+  return out;
 }
 
 const struct egress_rule *egress_policy_match(const struct egress_policy *p, const char *host,

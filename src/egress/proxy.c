@@ -1,914 +1,29 @@
-/* The egress proxy: listeners, connection threads, policy decisions,
- * tunnels and plain HTTP forwarding (see egress.h).  Inject mode (TLS
- * termination and secret substitution) is in inject.c. */
+/* The egress proxy (see egress.h): the `struct egress` of the daemon, its
+ * boxes with their listeners on the host end of each box's link, and the
+ * acceptor thread that polls every listener and DNS stub.  What happens
+ * to an accepted connection is in conn.c and the files it hands on to:
+ * plain_http.c, tunnel.c, inject.c; the DNS stub is dns_stub.c and the
+ * audit records are audit_writer.c (proxy_internal.h lists them all). */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
-#include <ifaddrs.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "egress/dns.h"
-#include "egress/http.h"
 #include "egress/proxy_internal.h"
-#include "egress/sni.h"
 #include "util/cleanup.h"
-
-#include <openssl/err.h>
-
-int64_t egress_now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 void egress_log(struct egress *e, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   husk_vlog(e->cfg.log, e->cfg.log_ctx, fmt, ap);
   va_end(ap);
-}
-
-/* ---- the audit writer ---------------------------------------------------------- */
-
-static void write_rows(struct egress *e, struct state_audit *rows, size_t n) {
-  for (size_t i = 0; i < n; i++) {
-    struct husk_err err;
-    if (state_audit_add(e->cfg.state, &rows[i], NULL, &err) < 0)
-      egress_log(e, "egress: box %s: cannot write audit record: %s", rows[i].box_id, err.msg);
-  }
-  free(rows);
-}
-
-/* Retention: audit records older than the configured age go, in bounded
- * batches, so that one pass never holds the database for long. */
-#define PRUNE_BATCH 1000
-#define PRUNE_BATCHES 10
-#define PRUNE_EVERY_MS (3600 * 1000)
-
-static void prune(struct egress *e, int64_t now) {
-  if (!e->cfg.audit_retention_ms || now < e->prune_at)
-    return;
-  size_t total = 0, n = PRUNE_BATCH;
-  for (int i = 0; i < PRUNE_BATCHES && n == PRUNE_BATCH; i++) {
-    struct husk_err err;
-    if (state_audit_prune(e->cfg.state, state_now_ms() - e->cfg.audit_retention_ms, PRUNE_BATCH,
-                          &n, &err) < 0) {
-      egress_log(e, "audit retention: %s", err.msg);
-      break;
-    }
-    total += n;
-  }
-  /* More left: continue at the next interval rather than in one go. */
-  e->prune_at = now + (n == PRUNE_BATCH ? e->agg_interval_ms : PRUNE_EVERY_MS);
-  if (total)
-    egress_log(e, "audit retention: %zu record(s) older than %lld day(s) removed", total,
-               (long long)(e->cfg.audit_retention_ms / 86400000));
-}
-
-/* Once a second: the aggregated records of an interval that ended, and
- * the retention pass when due. */
-static void housekeeping(struct egress *e) {
-  int64_t now = egress_now_ms();
-  struct state_audit *rows;
-  size_t n = egress_agg_tick(e->agg, now, &rows);
-  write_rows(e, rows, n);
-  prune(e, now);
-}
-
-static void *audit_writer_main(void *arg) {
-  struct egress *e = arg;
-  int64_t house_at = 0;
-  pthread_mutex_lock(&e->aq_lock);
-  for (;;) {
-    if (egress_now_ms() >= house_at) {
-      pthread_mutex_unlock(&e->aq_lock);
-      housekeeping(e);
-      house_at = egress_now_ms() + 1000;
-      pthread_mutex_lock(&e->aq_lock);
-    }
-    struct aud_item *it = e->aq_head;
-    if (!it) {
-      if (e->aq_stop)
-        break; /* stopping and drained */
-      struct timespec ts;
-      clock_gettime(CLOCK_MONOTONIC, &ts);
-      ts.tv_sec += 1;
-      pthread_cond_timedwait(&e->aq_cond, &e->aq_lock, &ts);
-      continue;
-    }
-    e->aq_head = it->next;
-    if (!e->aq_head)
-      e->aq_tail = NULL;
-    e->aq_len--;
-    pthread_mutex_unlock(&e->aq_lock);
-    struct husk_err err;
-    if (state_audit_add(e->cfg.state, &it->rec, NULL, &err) < 0)
-      egress_log(e, "egress: box %s: cannot write audit record: %s", it->rec.box_id, err.msg);
-    free(it);
-    pthread_mutex_lock(&e->aq_lock);
-  }
-  unsigned dropped = e->aq_dropped;
-  pthread_mutex_unlock(&e->aq_lock);
-  /* What is still counted goes in records before the daemon stops. */
-  struct state_audit *rows;
-  size_t n = egress_agg_drain(e->agg, NULL, &rows);
-  write_rows(e, rows, n);
-  if (dropped)
-    egress_log(e, "egress: %u audit records were dropped (queue full)", dropped);
-  uint64_t lost = egress_agg_lost(e->agg);
-  if (lost)
-    egress_log(e, "egress: %llu audit decisions were lost (out of memory)", (unsigned long long)lost);
-  return NULL;
-}
-
-/* Queue a record; never blocks.  A full queue drops (and counts) it. */
-static void audit_queue(struct egress *e, const struct state_audit *a) {
-  struct aud_item *it = malloc(sizeof *it);
-  pthread_mutex_lock(&e->aq_lock);
-  if (!it || e->aq_len >= EGRESS_AUDIT_QUEUE_MAX || !e->aq_running) {
-    e->aq_dropped++;
-    pthread_mutex_unlock(&e->aq_lock);
-    free(it);
-    return;
-  }
-  it->rec = *a;
-  it->next = NULL;
-  if (e->aq_tail)
-    e->aq_tail->next = it;
-  else
-    e->aq_head = it;
-  e->aq_tail = it;
-  e->aq_len++;
-  pthread_cond_signal(&e->aq_cond);
-  pthread_mutex_unlock(&e->aq_lock);
-}
-
-static void audit_record(struct conn *c, const char *action, const char *outcome, int status,
-                         const char *why, bool queued);
-
-void egress_audit(struct conn *c, const char *action, const char *outcome, int status,
-                  const char *why) {
-  audit_record(c, action, outcome, status, why, false);
-}
-
-/* A decision goes through the aggregation (audit_agg.h): written now if it
- * is the first of its kind, else counted.  Once the box is stopped (its
- * counts already written) the few decisions of its last connections are
- * written on their own. */
-static void audit_record(struct conn *c, const char *action, const char *outcome, int status,
-                         const char *why, bool queued) {
-  struct egress_agg_event ev = {
-      .box_id = c->b->id, .tenant = c->b->tenant, .action = action, .outcome = outcome,
-      .status = status, .host = c->host, .port = c->port, .addr = c->addr, .mode = c->mode,
-      .via = c->kind == L_PROXY  ? "proxy"
-             : c->kind == L_HTTP ? "transparent-80"
-                                 : "transparent-443",
-      .reason = why, .dns = !strcmp(action, "egress.dns"), .bytes_up = c->bytes_up,
-      .bytes_down = c->bytes_down};
-  struct state_audit a;
-  if (atomic_load(&c->b->dead))
-    egress_agg_row(&ev, &a);
-  else if (!egress_agg_add(c->e->agg, &ev, &a))
-    return;
-  if (queued) {
-    audit_queue(c->e, &a);
-    return;
-  }
-  struct husk_err err;
-  if (state_audit_add(c->e->cfg.state, &a, NULL, &err) < 0)
-    egress_log(c->e, "egress: box %s: cannot write audit record: %s", c->b->id, err.msg);
-}
-
-/* ---- I/O with deadlines ------------------------------------------------------ */
-
-static int remaining(struct conn *c) {
-  int64_t left = c->deadline - egress_now_ms();
-  unsigned idle = c->e->cfg.idle_ms;
-  if (left <= 0)
-    return 0;
-  return left < idle ? (int)left : (int)idle;
-}
-
-ssize_t io_read(struct conn *c, struct io *io, void *buf, size_t n) {
-  if (io->ssl) {
-    if (!SSL_pending(io->ssl)) {
-      struct pollfd p = {.fd = io->fd, .events = POLLIN};
-      int t = remaining(c);
-      if (t == 0 || poll(&p, 1, t) <= 0)
-        return -1;
-    }
-    int r = SSL_read(io->ssl, buf, (int)(n > INT32_MAX ? INT32_MAX : n));
-    if (r > 0)
-      return r;
-    int e = SSL_get_error(io->ssl, r);
-    return e == SSL_ERROR_ZERO_RETURN ? 0 : (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 ? 0 : -1);
-  }
-  for (;;) {
-    struct pollfd p = {.fd = io->fd, .events = POLLIN};
-    int t = remaining(c);
-    if (t == 0)
-      return -1;
-    int pr = poll(&p, 1, t);
-    if (pr < 0 && errno == EINTR)
-      continue;
-    if (pr <= 0)
-      return -1;
-    ssize_t r = recv(io->fd, buf, n, 0);
-    if (r < 0 && (errno == EINTR || errno == EAGAIN))
-      continue;
-    return r;
-  }
-}
-
-int io_write_all(struct conn *c, struct io *io, const void *buf, size_t n) {
-  const char *p = buf;
-  while (n > 0) {
-    if (io->ssl) {
-      int w = SSL_write(io->ssl, p, (int)(n > INT32_MAX ? INT32_MAX : n));
-      if (w <= 0)
-        return -1;
-      p += w;
-      n -= (size_t)w;
-      continue;
-    }
-    ssize_t w = send(io->fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w < 0 && errno == EAGAIN) {
-      struct pollfd pf = {.fd = io->fd, .events = POLLOUT};
-      int t = remaining(c);
-      if (t == 0 || poll(&pf, 1, t) <= 0)
-        return -1;
-      continue;
-    }
-    if (w <= 0)
-      return -1;
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
-/* Wait until a or b has data (or the idle/total deadline): 1, or 0 on timeout. */
-int io_wait(struct conn *c, struct io *a, struct io *b, int *ra, int *rb) {
-  *ra = a->ssl && SSL_pending(a->ssl);
-  *rb = b->ssl && SSL_pending(b->ssl);
-  if (*ra || *rb)
-    return 1;
-  for (;;) {
-    struct pollfd p[2] = {{.fd = a->fd, .events = POLLIN}, {.fd = b->fd, .events = POLLIN}};
-    int t = remaining(c);
-    if (t == 0)
-      return 0;
-    int pr = poll(p, 2, t);
-    if (pr < 0 && errno == EINTR)
-      continue;
-    if (pr <= 0)
-      return 0;
-    *ra = p[0].revents != 0;
-    *rb = p[1].revents != 0;
-    return 1;
-  }
-}
-
-void egress_reply(struct conn *c, int status, const char *reason) {
-  char buf[256];
-  int n = snprintf(buf, sizeof buf,
-                   "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
-                   "Connection: close\r\n\r\n%s\n",
-                   status, reason, strlen(reason) + 1, reason);
-  if (io_write_all(c, &c->box, buf, (size_t)n) < 0 || c->box.ssl)
-    return;
-  /* Close gracefully: a client still sending (an oversize head) would
-   * get a reset, and lose this reply, if we closed with unread data. */
-  shutdown(c->box.fd, SHUT_WR);
-  char sink[4096];
-  size_t drained = 0;
-  int64_t until = egress_now_ms() + 1000;
-  while (drained < 256 * 1024 && egress_now_ms() < until) {
-    struct pollfd p = {.fd = c->box.fd, .events = POLLIN};
-    if (poll(&p, 1, 200) <= 0)
-      break;
-    ssize_t r = recv(c->box.fd, sink, sizeof sink, MSG_DONTWAIT);
-    if (r <= 0)
-      break;
-    drained += (size_t)r;
-  }
-}
-
-/* ---- policy decisions --------------------------------------------------------- */
-
-/* Is `sa` an address of this host, on any interface (IPv4-mapped IPv6
- * included)?  A box must not reach the host's own services through the
- * proxy: the deny set covers loopback and private ranges, but a host with
- * a public address would otherwise be one allow rule away.  Read at every
- * decision (interfaces change); if they cannot be read, fail closed. */
-static bool host_local(const struct sockaddr *sa) {
-  struct in_addr v4;
-  bool is_v4 = false;
-  const struct in6_addr *v6 = NULL;
-  if (sa->sa_family == AF_INET) {
-    v4 = ((const struct sockaddr_in *)sa)->sin_addr;
-    is_v4 = true;
-  } else if (sa->sa_family == AF_INET6) {
-    v6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-    if (IN6_IS_ADDR_V4MAPPED(v6)) {
-      memcpy(&v4, &v6->s6_addr[12], 4);
-      is_v4 = true;
-    }
-  } else {
-    return true;
-  }
-  struct ifaddrs *ifs;
-  if (getifaddrs(&ifs) < 0)
-    return true;
-  bool hit = false;
-  for (struct ifaddrs *i = ifs; i && !hit; i = i->ifa_next) {
-    if (!i->ifa_addr)
-      continue;
-    if (is_v4 && i->ifa_addr->sa_family == AF_INET)
-      hit = ((const struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr == v4.s_addr;
-    else if (!is_v4 && i->ifa_addr->sa_family == AF_INET6)
-      hit = !memcmp(&((const struct sockaddr_in6 *)i->ifa_addr)->sin6_addr, v6, sizeof *v6);
-  }
-  freeifaddrs(ifs);
-  return hit;
-}
-
-static const char *addr_verdict(struct egress *e, const struct sockaddr *sa) {
-  /* The links' own range is never a destination, whatever the operator
-   * allows: it is where the proxy itself listens. */
-  if (sa->sa_family == AF_INET) {
-    uint32_t a = ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr);
-    if ((a & 0xffffc000u) == 0x0aef0000u)
-      return "proxy-address";
-  }
-  bool allowed = false;
-  for (size_t i = 0; i < e->cfg.nallow && !allowed; i++)
-    allowed = egress_cidr_contains(&e->cfg.allow[i], sa);
-  const char *denied = egress_addr_denied(sa);
-  if (denied && !allowed)
-    return denied;
-  /* Nor is the host itself, whatever the rules or the operator allow. */
-  if (host_local(sa))
-    return "host-address";
-  return NULL;
-}
-
-static int connect_one(struct conn *c, const struct sockaddr_storage *ss) {
-  socklen_t sl = ss->ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
-  int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0)
-    return -1;
-  if (connect(fd, (const struct sockaddr *)ss, sl) < 0 && errno != EINPROGRESS) {
-    close(fd);
-    return -1;
-  }
-  struct pollfd p = {.fd = fd, .events = POLLOUT};
-  int t = remaining(c);
-  if (t > EGRESS_CONNECT_TIMEOUT_MS)
-    t = EGRESS_CONNECT_TIMEOUT_MS;
-  int soerr = 0;
-  socklen_t el = sizeof soerr;
-  if (t == 0 || poll(&p, 1, t) <= 0 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &el) < 0 || soerr) {
-    close(fd);
-    return -1;
-  }
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return fd;
-}
-
-int egress_resolve(struct conn *c, const struct egress_host *h, const char **why) {
-  struct sockaddr_storage *addrs = c->addrs;
-  size_t n = 0;
-  _Static_assert(sizeof c->addrs / sizeof c->addrs[0] >= EGRESS_DNS_MAX_ADDRS, "address list");
-  if (h->kind != EGRESS_HOST_NAME) {
-    addrs[0] = h->addr;
-    n = 1;
-  } else {
-    struct husk_err err;
-    struct sockaddr_storage server = c->e->cfg.resolver;
-    if (server.ss_family == 0 && egress_dns_system_server(&server, &err) < 0) {
-      *why = "no-resolver";
-      return 502;
-    }
-    if (egress_dns_resolve(&server, h->name, EGRESS_DNS_TIMEOUT_MS, addrs, EGRESS_DNS_MAX_ADDRS, &n,
-                           &err) < 0) {
-      *why = err.code == ENOENT ? "no-such-host" : "dns-failure";
-      return 502;
-    }
-  }
-  /* Every address must pass: a name with one private answer among public
-   * ones is refused, or a retry could land on the private one. */
-  for (size_t i = 0; i < n; i++) {
-    const char *d = addr_verdict(c->e, (const struct sockaddr *)&addrs[i]);
-    if (d) {
-      egress_addr_str((const struct sockaddr *)&addrs[i], c->addr, sizeof c->addr);
-      static __thread char reason[64];
-      snprintf(reason, sizeof reason, "denied-address:%s", d);
-      *why = reason;
-      return 403;
-    }
-  }
-  c->naddrs = n;
-  return 0;
-}
-
-int egress_connect(struct conn *c, const char **why) {
-  struct sockaddr_storage *addrs = c->addrs;
-  for (size_t i = 0; i < c->naddrs; i++) {
-    if (addrs[i].ss_family == AF_INET)
-      ((struct sockaddr_in *)&addrs[i])->sin_port = htons((uint16_t)c->port);
-    else
-      ((struct sockaddr_in6 *)&addrs[i])->sin6_port = htons((uint16_t)c->port);
-    egress_addr_str((const struct sockaddr *)&addrs[i], c->addr, sizeof c->addr);
-    int fd = connect_one(c, &addrs[i]);
-    if (fd >= 0) {
-      c->up.fd = fd;
-      return 0;
-    }
-  }
-  *why = "connect-failed";
-  return 502;
-}
-
-int egress_dial(struct conn *c, const struct egress_host *h, const char **why) {
-  int st = c->naddrs ? 0 : egress_resolve(c, h, why);
-  return st ? st : egress_connect(c, why);
-}
-
-/* Host and port against the box's rules.  0 with *rule, or a status. */
-static int decide(struct conn *c, const struct egress_host *h, unsigned port,
-                  const struct egress_rule **rule, const char **why) {
-  snprintf(c->host, sizeof c->host, "%s", h->name);
-  c->port = port;
-  *rule = egress_policy_match(&c->b->pol, h->name, port);
-  if (!*rule) {
-    *why = egress_policy_names(&c->b->pol, h->name) ? "port-not-allowed" : "host-not-allowed";
-    return 403;
-  }
-  c->mode = (*rule)->mode == EGRESS_INJECT ? "inject" : "tunnel";
-  if (h->kind != EGRESS_HOST_NAME) {
-    const char *d = addr_verdict(c->e, (const struct sockaddr *)&h->addr);
-    if (d) {
-      snprintf(c->addr, sizeof c->addr, "%.47s", h->name);
-      static __thread char reason[64];
-      snprintf(reason, sizeof reason, "denied-address:%s", d);
-      *why = reason;
-      return 403;
-    }
-  }
-  return 0;
-}
-
-/* ---- relaying ------------------------------------------------------------------ */
-
-static void relay(struct conn *c) {
-  char buf[65536];
-  for (;;) {
-    int ra, rb;
-    if (!io_wait(c, &c->box, &c->up, &ra, &rb))
-      return;
-    if (ra) {
-      ssize_t r = io_read(c, &c->box, buf, sizeof buf);
-      if (r <= 0 || io_write_all(c, &c->up, buf, (size_t)r) < 0)
-        return;
-      c->bytes_up += (uint64_t)r;
-    }
-    if (rb) {
-      ssize_t r = io_read(c, &c->up, buf, sizeof buf);
-      if (r <= 0 || io_write_all(c, &c->box, buf, (size_t)r) < 0)
-        return;
-      c->bytes_down += (uint64_t)r;
-    }
-  }
-}
-
-/* Read the ClientHello without consuming it (it must still reach the
- * upstream or our own TLS server).  1 with sni, 0 not TLS / no SNI /
- * timeout / closed.
- *
- * A peek never drains the socket, so once part of a hello is queued poll()
- * reports it readable at every call and a peer that stops sending (or
- * closes: the FIN stays behind the queued bytes) would keep this loop
- * spinning.  So: the hello has its own short deadline, a peer that shut
- * its side (POLLRDHUP) or a socket we shut (POLLHUP, box deleted) ends it,
- * and while no new byte arrives the loop sleeps instead of polling. */
-#define HELLO_TIMEOUT_MS 10000
-static int peek_sni(struct conn *c, char *sni, size_t len) {
-  unsigned char buf[16384 + 5];
-  int64_t hello_deadline = egress_now_ms() + HELLO_TIMEOUT_MS;
-  ssize_t seen = 0;
-  long nap_ms = 2;
-  for (;;) {
-    int t = remaining(c);
-    int64_t hl = hello_deadline - egress_now_ms();
-    if (t == 0 || hl <= 0)
-      return 0;
-    if (hl < t)
-      t = (int)hl;
-    struct pollfd p = {.fd = c->box.fd, .events = POLLIN | POLLRDHUP};
-    if (poll(&p, 1, t) <= 0 || (p.revents & (POLLHUP | POLLERR | POLLNVAL)))
-      return 0;
-    ssize_t r = recv(c->box.fd, buf, sizeof buf, MSG_PEEK);
-    if (r <= 0)
-      return 0;
-    int st = egress_sni_peek(buf, (size_t)r, sni, len);
-    if (st < 0)
-      return 0;
-    if (st == 1)
-      return 1;
-    if ((size_t)r == sizeof buf)
-      return 0;
-    if (r == seen) {
-      /* Nothing new.  A peer that has closed its side will send no more. */
-      if (p.revents & POLLRDHUP)
-        return 0;
-      struct timespec ts = {0, nap_ms * 1000 * 1000};
-      nanosleep(&ts, NULL);
-      if (nap_ms < 50)
-        nap_ms *= 2;
-    } else {
-      seen = r;
-      nap_ms = 2;
-    }
-  }
-}
-
-/* TLS to host:port through a tunnel (or the inject path): the hello's SNI
- * must name the destination. */
-static void tls_destination(struct conn *c, const struct egress_host *h, unsigned port,
-                            bool via_connect) {
-  const struct egress_rule *rule;
-  const char *why = NULL;
-  int st = decide(c, h, port, &rule, &why);
-  /* Resolve and check before answering: a refused destination is a 403
-   * to the client, not a tunnel that dies.  The connection is made only
-   * after the TLS hello names the same host, to an address checked here. */
-  if (!st)
-    st = egress_resolve(c, h, &why);
-  if (st) {
-    if (via_connect)
-      egress_reply(c, st, st == 403 ? "destination not allowed by the box's egress policy"
-                                     : "cannot resolve the destination");
-    egress_audit(c, "egress.connect", st == 403 ? "denied" : "error", st, why);
-    return;
-  }
-  if (via_connect)
-    io_write_all(c, &c->box, "HTTP/1.1 200 Connection established\r\n\r\n", 39);
-  char sni[256] = "";
-  if (!peek_sni(c, sni, sizeof sni)) {
-    /* Not a TLS ClientHello (or none in time): tunnels carry TLS only. */
-    egress_audit(c, "egress.connect", "denied", 403, "not-tls");
-    return;
-  }
-  if (!sni[0]) {
-    /* Names need their SNI; an IP literal destination has none. */
-    if (h->kind == EGRESS_HOST_NAME) {
-      egress_audit(c, "egress.connect", "denied", 403, "missing-sni");
-      return;
-    }
-  } else {
-    struct egress_host sh;
-    struct husk_err err;
-    if (egress_host_parse(sni, strlen(sni), false, &sh, &err) < 0 || strcmp(sh.name, h->name)) {
-      egress_audit(c, "egress.connect", "denied", 403, "sni-mismatch");
-      return;
-    }
-  }
-  if (rule->mode == EGRESS_INJECT) {
-    egress_inject(c, h);
-    return;
-  }
-  st = egress_connect(c, &why);
-  if (st) {
-    egress_audit(c, "egress.connect", "error", st, why);
-    return;
-  }
-  relay(c);
-  egress_audit(c, "egress.connect", "ok", 200, NULL);
-}
-
-/* Plain HTTP (absolute-form through the proxy, or transparent port 80):
- * forwarded with Connection: close; no secrets over cleartext. */
-static void forward_http(struct conn *c, struct http_head *hd, const char *target,
-                         const struct egress_host *h, unsigned port, const char *extra,
-                         size_t extra_len) {
-  const struct egress_rule *rule;
-  const char *why = NULL;
-  int st = decide(c, h, port, &rule, &why);
-  if (!st && rule->mode == EGRESS_INJECT) {
-    st = 403;
-    why = "inject-needs-https";
-  }
-  for (size_t i = 0; !st && i < hd->nh; i++)
-    if (strstr(hd->h[i].value, "husk_ph_")) {
-      st = 403;
-      why = "placeholder-over-plain-http";
-    }
-  if (!st)
-    st = egress_dial(c, h, &why);
-  if (st) {
-    egress_reply(c, st, st == 403 ? "destination not allowed by the box's egress policy"
-                                  : "cannot reach the destination");
-    egress_audit(c, "egress.http", st == 403 ? "denied" : "error", st, why);
-    return;
-  }
-  static const char *const hop[] = {"connection", "proxy-connection", "keep-alive", "proxy-authorization",
-                                    "te", "upgrade"};
-  for (size_t i = 0; i < sizeof hop / sizeof hop[0]; i++)
-    egress_http_remove(hd, hop[i]);
-  /* A box holding placeholders gets its plain HTTP responses scrubbed too
-   * (a host reached over HTTP may hand back what it was sent over HTTPS):
-   * the body must then be readable. */
-  bool scrub = c->b->pol.nbindings > 0;
-  if (scrub)
-    egress_http_remove(hd, "accept-encoding");
-  size_t cap = EGRESS_HTTP_HEAD_MAX + 256, o = 0;
-  cleanup_free char *out = malloc(cap);
-  if (!out)
-    return;
-  o += (size_t)snprintf(out + o, cap - o, "%s %s %s\r\n", hd->start[0], target, hd->start[2]);
-  for (size_t i = 0; i < hd->nh && o < cap; i++)
-    o += (size_t)snprintf(out + o, cap - o, "%s: %s\r\n", hd->h[i].name, hd->h[i].value);
-  if (o < cap)
-    o += (size_t)snprintf(out + o, cap - o, "%sConnection: close\r\n\r\n",
-                          scrub ? "Accept-Encoding: identity\r\n" : "");
-  if (o >= cap) {
-    egress_reply(c, 431, "request head too large");
-    egress_audit(c, "egress.http", "denied", 431, "head-too-large");
-    return;
-  }
-  if (io_write_all(c, &c->up, out, o) < 0 || (extra_len && io_write_all(c, &c->up, extra, extra_len) < 0)) {
-    egress_audit(c, "egress.http", "error", 502, "upstream-write");
-    return;
-  }
-  c->bytes_up += o + extra_len;
-  if (!scrub) {
-    relay(c);
-  } else if ((st = egress_scrubbed_relay(c, !strcmp(hd->start[0], "HEAD"), &why))) {
-    egress_audit(c, "egress.http", "error", st, why);
-    return;
-  }
-  egress_audit(c, "egress.http", "ok", 200, NULL);
-}
-
-/* Read a request head from the box (plain socket).  Returns the head
- * length, and the bytes read past it stay in buf after it. */
-static size_t read_head(struct conn *c, char *buf, size_t cap, size_t *got) {
-  *got = 0;
-  for (;;) {
-    size_t end = egress_http_head_end(buf, *got);
-    if (end)
-      return end;
-    if (*got == cap)
-      return 0;
-    ssize_t r = io_read(c, &c->box, buf + *got, cap - *got);
-    if (r <= 0)
-      return 0;
-    *got += (size_t)r;
-  }
-}
-
-static void handle_http_request(struct conn *c, bool explicit_proxy) {
-  size_t cap = EGRESS_HTTP_HEAD_MAX + 1, got;
-  cleanup_free char *buf = malloc(cap);
-  if (!buf)
-    return;
-  size_t end = read_head(c, buf, cap, &got);
-  if (!end) {
-    if (got == cap) {
-      egress_reply(c, 431, "request head too large");
-      egress_audit(c, "egress.http", "denied", 431, "head-too-large");
-    } else if (got) {
-      egress_reply(c, 400, "incomplete request");
-      egress_audit(c, "egress.http", "denied", 400, "incomplete-head");
-    }
-    return;
-  }
-  struct http_head hd;
-  struct husk_err err;
-  int st = egress_http_parse(buf, end, true, &hd, &err);
-  if (st) {
-    egress_reply(c, st, err.msg);
-    egress_audit(c, "egress.http", "denied", st, err.msg);
-    return;
-  }
-  struct egress_host h;
-  unsigned port;
-  const char *host_hdr = egress_http_get(&hd, "host");
-  if (explicit_proxy && !strcmp(hd.start[0], "CONNECT")) {
-    if (egress_authority_parse(hd.start[1], strlen(hd.start[1]), 0, &h, &port, &err) < 0) {
-      egress_reply(c, 400, "malformed CONNECT target");
-      egress_audit(c, "egress.connect", "denied", 400, "malformed-connect");
-    } else if (got != end) {
-      /* Bytes after the CONNECT head before our 200: a client that does
-       * not wait is not speaking the protocol we check. */
-      egress_reply(c, 400, "data before the tunnel was established");
-      egress_audit(c, "egress.connect", "denied", 400, "early-data");
-    } else {
-      tls_destination(c, &h, port, true);
-    }
-    egress_http_free(&hd);
-    return;
-  }
-  const char *target = hd.start[1];
-  char origin[EGRESS_HTTP_HEAD_MAX];
-  if (explicit_proxy) {
-    /* absolute-form: http://authority/path; https:// goes through CONNECT. */
-    if (strncasecmp(target, "http://", 7)) {
-      egress_reply(c, 400, "use CONNECT for https, or an absolute http:// URL");
-      egress_audit(c, "egress.http", "denied", 400, "not-absolute-form");
-      egress_http_free(&hd);
-      return;
-    }
-    const char *auth = target + 7;
-    size_t al = strcspn(auth, "/?#");
-    if (egress_authority_parse(auth, al, 80, &h, &port, &err) < 0) {
-      egress_reply(c, 400, "malformed URL host");
-      egress_audit(c, "egress.http", "denied", 400, "malformed-url");
-      egress_http_free(&hd);
-      return;
-    }
-    snprintf(origin, sizeof origin, "%s%s", auth[al] == '/' ? "" : "/", auth + al);
-    target = origin;
-    /* The Host header, when present, must name the same place. */
-    struct egress_host hh;
-    unsigned hp;
-    if (host_hdr && (egress_authority_parse(host_hdr, strlen(host_hdr), 80, &hh, &hp, &err) < 0 ||
-                     strcmp(hh.name, h.name) || hp != port)) {
-      egress_reply(c, 400, "Host header does not match the URL");
-      egress_audit(c, "egress.http", "denied", 400, "host-mismatch");
-      egress_http_free(&hd);
-      return;
-    }
-  } else {
-    if (!host_hdr || egress_authority_parse(host_hdr, strlen(host_hdr), 80, &h, &port, &err) < 0 ||
-        target[0] != '/') {
-      egress_reply(c, 400, "a Host header and an origin-form target are required");
-      egress_audit(c, "egress.http", "denied", 400, "bad-host");
-      egress_http_free(&hd);
-      return;
-    }
-    port = 80; /* where the box connected; the Host header's port is advice */
-  }
-  forward_http(c, &hd, target, &h, port, buf + end, got - end);
-  egress_http_free(&hd);
-}
-
-static void handle_transparent_tls(struct conn *c) {
-  char sni[256];
-  c->port = 443;
-  if (!peek_sni(c, sni, sizeof sni) || !sni[0]) {
-    egress_audit(c, "egress.connect", "denied", 403, "missing-sni");
-    return;
-  }
-  struct egress_host h;
-  struct husk_err err;
-  if (egress_host_parse(sni, strlen(sni), false, &h, &err) < 0) {
-    egress_audit(c, "egress.connect", "denied", 400, "bad-sni");
-    return;
-  }
-  tls_destination(c, &h, 443, false);
-}
-
-/* ---- connection threads ---------------------------------------------------------- */
-
-static void box_unref(struct egress *e, struct ebox *b);
-
-static void conn_end(struct conn *c) {
-  struct egress *e = c->e;
-  pthread_mutex_lock(&e->lock);
-  for (struct conn **pp = &c->b->conns; *pp; pp = &(*pp)->next)
-    if (*pp == c) {
-      *pp = c->next;
-      break;
-    }
-  pthread_mutex_unlock(&e->lock);
-  if (c->up.ssl)
-    SSL_free(c->up.ssl);
-  if (c->box.ssl)
-    SSL_free(c->box.ssl);
-  close_quiet(c->up.fd);
-  close_quiet(c->box.fd);
-  atomic_fetch_sub(&c->b->nconns, 1);
-  box_unref(e, c->b);
-  free(c);
-  atomic_fetch_sub(&e->live, 1);
-}
-
-static void *conn_main(void *arg) {
-  struct conn *c = arg;
-  switch (c->kind) {
-  case L_PROXY:
-    handle_http_request(c, true);
-    break;
-  case L_HTTP:
-    handle_http_request(c, false);
-    break;
-  case L_HTTPS:
-    handle_transparent_tls(c);
-    break;
-  default:
-    break;
-  }
-  conn_end(c);
-  return NULL;
-}
-
-static void accept_one(struct egress *e, struct ebox *b, enum listener kind) {
-  int fd = accept4(b->lfd[kind], NULL, NULL, SOCK_CLOEXEC);
-  if (fd < 0)
-    return;
-  struct conn *c = calloc(1, sizeof *c);
-  if (!c) {
-    close(fd);
-    return;
-  }
-  c->e = e;
-  c->b = b;
-  c->kind = kind;
-  c->box.fd = fd;
-  c->up.fd = -1;
-  c->deadline = egress_now_ms() + e->cfg.total_ms;
-  atomic_fetch_add(&e->live, 1);
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  /* The socket stays blocking for OpenSSL; timeouts bound every call. */
-  struct timeval tv = {.tv_sec = e->cfg.idle_ms / 1000, .tv_usec = (e->cfg.idle_ms % 1000) * 1000};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  pthread_mutex_lock(&e->lock);
-  b->refs++;
-  pthread_mutex_unlock(&e->lock);
-  if (atomic_fetch_add(&b->nconns, 1) >= e->cfg.max_conns) {
-    if (kind == L_PROXY)
-      egress_reply(c, 429, "too many connections from this box");
-    egress_audit(c, "egress.connect", "denied", 429, "too-many-connections");
-    conn_end(c);
-    return;
-  }
-  pthread_mutex_lock(&e->lock);
-  c->next = b->conns;
-  b->conns = c;
-  pthread_mutex_unlock(&e->lock);
-  pthread_t t;
-  if (pthread_create(&t, &e->attr, conn_main, c) != 0) {
-    egress_log(e, "egress: box %s: cannot start a connection thread", b->id);
-    conn_end(c);
-  }
-}
-
-/* ---- the DNS stub ------------------------------------------------------------------ */
-
-static void dns_one(struct egress *e, struct ebox *b) {
-  uint8_t q[1500], a[1600];
-  struct sockaddr_in from;
-  socklen_t fl = sizeof from;
-  ssize_t n = recvfrom(b->dns_fd, q, sizeof q, MSG_DONTWAIT, (struct sockaddr *)&from, &fl);
-  if (n <= 0)
-    return;
-  char name[300];
-  uint16_t qtype;
-  struct conn c = {.e = e, .b = b, .kind = L_PROXY, .mode = "dns"};
-  int rcode;
-  uint32_t a4 = 0;
-  const char *outcome = "denied", *why = "not-allowed";
-  if (egress_dns_question(q, (size_t)n, name, sizeof name, &qtype) < 0) {
-    rcode = 1; /* FORMERR */
-    why = "malformed-query";
-  } else {
-    struct egress_host h;
-    struct husk_err err;
-    snprintf(c.host, sizeof c.host, "%.253s", name);
-    if (egress_host_parse(name, strlen(name), false, &h, &err) == 0 && h.kind == EGRESS_HOST_NAME &&
-        egress_policy_names(&b->pol, h.name)) {
-      rcode = 0;
-      a4 = b->host_ip; /* connections go to the proxy whatever the name */
-      outcome = "ok";
-      why = NULL;
-    } else {
-      rcode = 3; /* NXDOMAIN, and no one else is asked */
-    }
-  }
-  size_t al = egress_dns_answer(q, (size_t)n, rcode, a4, a, sizeof a);
-  if (al)
-    sendto(b->dns_fd, a, al, MSG_DONTWAIT, (struct sockaddr *)&from, fl);
-  audit_record(&c, "egress.dns", outcome, rcode, why, true);
 }
 
 /* ---- the acceptor ------------------------------------------------------------------- */
@@ -967,9 +82,9 @@ static void *acceptor_main(void *arg) {
         continue;
       size_t slot = (i - 1) % (L_COUNT + 1);
       if (slot == L_COUNT)
-        dns_one(e, b);
+        egress_dns_stub_answer(e, b);
       else
-        accept_one(e, b, (enum listener)slot);
+        egress_conn_accept(e, b, (enum listener)slot);
     }
     pthread_mutex_lock(&e->lock);
     for (size_t i = 1; i < k; i += L_COUNT + 1)
@@ -977,7 +92,7 @@ static void *acceptor_main(void *arg) {
         pthread_cond_broadcast(&e->poll_done);
     pthread_mutex_unlock(&e->lock);
     for (size_t i = 1; i < k; i += L_COUNT + 1)
-      box_unref(e, who[i]);
+      egress_ebox_unref(e, who[i]);
   }
   free(p);
   free(who);
@@ -1003,7 +118,7 @@ static void box_free(struct egress *e, struct ebox *b) {
   free(b);
 }
 
-static void box_unref(struct egress *e, struct ebox *b) {
+void egress_ebox_unref(struct egress *e, struct ebox *b) {
   pthread_mutex_lock(&e->lock);
   bool last = --b->refs == 0;
   pthread_mutex_unlock(&e->lock);
@@ -1028,75 +143,6 @@ static int listen_on(uint32_t ip, int port, int type, struct husk_err *err) {
   return fd;
 }
 
-/* The CA bundle the box trusts: the system roots plus its own CA, written
- * into the box's /tmp by the host, owned by host root (not writable or
- * removable from inside: /tmp is sticky). */
-#define BOX_CA_BUNDLE "tmp/.husk-ca-bundle.pem"
-#define BOX_CA_PATH "/tmp/.husk-ca-bundle.pem"
-
-static int write_bundle(int fs, const char *ca_pem, struct husk_err *err) {
-  cleanup_free char *sys = NULL;
-  size_t syslen = 0;
-  {
-    cleanup_fclose FILE *f = fopen("/etc/ssl/certs/ca-certificates.crt", "re");
-    if (f) {
-      FILE *m = open_memstream(&sys, &syslen);
-      if (m) {
-        char buf[8192];
-        size_t r;
-        while ((r = fread(buf, 1, sizeof buf, f)) > 0)
-          fwrite(buf, 1, r, m);
-        fclose(m);
-      }
-    }
-  }
-  const char *tmpname = "tmp/.husk-ca-bundle.pem.new";
-  unlinkat(fs, tmpname, 0);
-  cleanup_close int fd = openat(fs, tmpname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
-  if (fd < 0)
-    return husk_error(err, errno, "cannot write the CA bundle into the box");
-  size_t cl = strlen(ca_pem);
-  if ((sys && write(fd, sys, syslen) != (ssize_t)syslen) || write(fd, ca_pem, cl) != (ssize_t)cl)
-    return husk_error(err, errno, "cannot write the CA bundle into the box");
-  if (renameat(fs, tmpname, fs, BOX_CA_BUNDLE) < 0)
-    return husk_error(err, errno, "cannot install the CA bundle in the box");
-  return 0;
-}
-
-static char **make_env(const struct ebox *b, bool inject) {
-  size_t n = 0, cap = 32 + b->pol.nbindings;
-  char **env = calloc(cap, sizeof *env);
-  if (!env)
-    return NULL;
-  char hs[16];
-  inet_ntop(AF_INET, &b->host_ip, hs, sizeof hs);
-  char url[64];
-  snprintf(url, sizeof url, "http://%s:%d", hs, EGRESS_PORT_PROXY);
-  static const char *const proxy_vars[] = {"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
-                                           "http_proxy", "https_proxy", "all_proxy"};
-  for (size_t i = 0; i < 6; i++)
-    if (asprintf(&env[n++], "%s=%s", proxy_vars[i], url) < 0)
-      goto fail;
-  if (asprintf(&env[n++], "NO_PROXY=localhost,127.0.0.1,::1") < 0 ||
-      asprintf(&env[n++], "no_proxy=localhost,127.0.0.1,::1") < 0)
-    goto fail;
-  if (inject) {
-    static const char *const ca_vars[] = {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
-                                          "CURL_CA_BUNDLE", "AWS_CA_BUNDLE", "GIT_SSL_CAINFO"};
-    for (size_t i = 0; i < 6; i++)
-      if (asprintf(&env[n++], "%s=%s", ca_vars[i], BOX_CA_PATH) < 0)
-        goto fail;
-  }
-  for (size_t i = 0; i < b->pol.nbindings; i++)
-    if (asprintf(&env[n++], "%s=%s", b->pol.bindings[i].env, b->pol.bindings[i].placeholder) < 0)
-      goto fail;
-  return env;
-fail:
-  for (size_t i = 0; i < cap; i++)
-    free(env[i]);
-  free(env);
-  return NULL;
-}
 
 int egress_box_start(struct egress *e, const struct egress_box_spec *spec, bool fresh,
                      char ***env_add, struct husk_err *err) {
@@ -1145,7 +191,7 @@ int egress_box_start(struct egress *e, const struct egress_box_spec *spec, bool 
       husk_fail(err, ENOMEM, "cannot encode the box's CA");
       goto fail;
     }
-    if (write_bundle(spec->fs, pem, err) < 0)
+    if (egress_box_env_write_ca(spec->fs, pem, err) < 0)
       goto fail;
   }
   b->slot = spec->slot;
@@ -1155,7 +201,7 @@ int egress_box_start(struct egress *e, const struct egress_box_spec *spec, bool 
       b->slot = (unsigned)-1; /* not ours to remove */
     goto fail;
   }
-  if (!(*env_add = make_env(b, inject))) {
+  if (!(*env_add = egress_box_env_new(b, inject))) {
     husk_fail(err, ENOMEM, "out of memory");
     goto fail;
   }
@@ -1172,10 +218,16 @@ fail:
   return -1;
 }
 
-void egress_box_flush(struct egress *e, const char *box_id) {
-  struct state_audit *rows;
-  size_t n = egress_agg_drain(e->agg, box_id, &rows);
-  write_rows(e, rows, n);
+void egress_box_flush(struct egress *e, const char *box_id) { egress_audit_flush(e, box_id); }
+
+/* Cut a box's live connections (under e->lock): their threads see
+ * EOF/errors and end. */
+static void conns_cut(struct ebox *b) {
+  for (struct conn *c = b->conns; c; c = c->next) {
+    shutdown(c->box.fd, SHUT_RDWR);
+    if (c->up.fd >= 0)
+      shutdown(c->up.fd, SHUT_RDWR);
+  }
 }
 
 void egress_box_stop(struct egress *e, const char *box_id) {
@@ -1193,12 +245,7 @@ void egress_box_stop(struct egress *e, const char *box_id) {
     wake(e);
     while (b->in_poll > 0)
       pthread_cond_wait(&e->poll_done, &e->lock);
-    /* Cut live connections: their threads see EOF/errors and end. */
-    for (struct conn *c = b->conns; c; c = c->next) {
-      shutdown(c->box.fd, SHUT_RDWR);
-      if (c->up.fd >= 0)
-        shutdown(c->up.fd, SHUT_RDWR);
-    }
+    conns_cut(b);
   }
   pthread_mutex_unlock(&e->lock);
   if (!b)
@@ -1216,10 +263,8 @@ void egress_box_stop(struct egress *e, const char *box_id) {
     egress_link_down(&e->net, b->slot);
   b->slot = (unsigned)-1;
   /* The box's counted decisions become records now. */
-  struct state_audit *rows;
-  size_t n = egress_agg_drain(e->agg, b->id, &rows);
-  write_rows(e, rows, n);
-  box_unref(e, b);
+  egress_audit_flush(e, b->id);
+  egress_ebox_unref(e, b);
 }
 
 unsigned egress_box_conns(struct egress *e, const char *box_id) {
@@ -1254,19 +299,6 @@ void egress_sweep(struct egress *e) {
   pthread_mutex_unlock(&e->lock);
 }
 
-char *egress_policy_prepare(const char *json, struct husk_err *err) {
-  struct egress_policy *p = calloc(1, sizeof *p);
-  if (!p) {
-    husk_fail(err, ENOMEM, "out of memory");
-    return NULL;
-  }
-  char *out = NULL;
-  if (egress_policy_parse(json, false, p, err) == 0 && !(out = egress_policy_to_json(p)))
-    husk_fail(err, ENOMEM, "out of memory");
-  free(p);
-  return out;
-}
-
 /* ---- open / close ------------------------------------------------------------------- */
 
 int egress_open(struct egress **out, const struct egress_config *cfg, struct husk_err *err) {
@@ -1294,22 +326,8 @@ int egress_open(struct egress **out, const struct egress_config *cfg, struct hus
   }
   if (!(e->client_ctx = egress_tls_client_ctx(cfg->ca_file, err)))
     goto fail;
-  if (egress_agg_new(&e->agg, &cfg->audit, err) < 0)
+  if (egress_audit_writer_start(e, err) < 0)
     goto fail;
-  e->agg_interval_ms = cfg->audit.interval_ms ? cfg->audit.interval_ms : EGRESS_AUDIT_INTERVAL_MS;
-  pthread_mutex_init(&e->aq_lock, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&e->aq_cond, &ca);
-  pthread_condattr_destroy(&ca);
-  if (pthread_create(&e->aq_thread, NULL, audit_writer_main, e) != 0) {
-    pthread_cond_destroy(&e->aq_cond);
-    pthread_mutex_destroy(&e->aq_lock);
-    husk_fail(err, EAGAIN, "cannot start the egress audit thread");
-    goto fail;
-  }
-  e->aq_running = true;
   if (pthread_create(&e->acceptor, NULL, acceptor_main, e) != 0) {
     husk_fail(err, EAGAIN, "cannot start the egress proxy thread");
     goto fail;
@@ -1343,13 +361,9 @@ void egress_close(struct egress *e) {
     pthread_mutex_lock(&e->lock);
     b->dead = true;
     b->slot = (unsigned)-1; /* the link stays with the box */
-    for (struct conn *c = b->conns; c; c = c->next) {
-      shutdown(c->box.fd, SHUT_RDWR);
-      if (c->up.fd >= 0)
-        shutdown(c->up.fd, SHUT_RDWR);
-    }
+    conns_cut(b);
     pthread_mutex_unlock(&e->lock);
-    box_unref(e, b);
+    egress_ebox_unref(e, b);
   }
   /* Connection threads use `e` until their last line: wait for them (their
    * sockets are shut down, so they end at their next read or write). */
@@ -1361,16 +375,7 @@ void egress_close(struct egress *e) {
   }
   if (e->net_ready && !any)
     egress_net_fini(&e->net);
-  if (e->aq_running) {
-    pthread_mutex_lock(&e->aq_lock);
-    e->aq_stop = true;
-    pthread_cond_signal(&e->aq_cond);
-    pthread_mutex_unlock(&e->aq_lock);
-    pthread_join(e->aq_thread, NULL); /* drains the queue first */
-    pthread_cond_destroy(&e->aq_cond);
-    pthread_mutex_destroy(&e->aq_lock);
-  }
-  egress_agg_free(e->agg);
+  egress_audit_writer_stop(e); /* drains the queue first */
   SSL_CTX_free(e->client_ctx);
   close_quiet(e->wake[0]);
   close_quiet(e->wake[1]);
