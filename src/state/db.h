@@ -43,7 +43,7 @@ struct state {
    * must not need memory (compiling it then could fail for the very lack
    * of memory that failed the transaction, and leave it open). */
   sqlite3_stmt *rollback;
-  struct state *next_open; /* the list of open states (db.c) */
+  struct state *next_open;   /* the list of open states (db.c) */
   struct state *held_before; /* the state this thread held when it locked this one */
   /* durable.c: commits are numbered; synced_seq is the last one known to
    * be on disk. */
@@ -195,8 +195,5 @@ static inline int db_cb_verdict(int r) { return r < 0 ? r : 0; }
 /* A listing's page size: 0 means STATE_LIST_DEFAULT, 1..STATE_LIST_MAX
  * as is, anything else EINVAL. */
 int db_check_limit(int limit, int *out, struct husk_err *err);
-
-/* n bytes from the kernel's CSPRNG (getrandom: no fd, fork-safe). */
-int db_random(void *buf, size_t n, struct husk_err *err);
 
 #endif

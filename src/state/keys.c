@@ -18,6 +18,7 @@
 
 #include "state/db.h"
 #include "util/cleanup.h"
+#include "util/id.h"
 
 #define KEY_RAW_BYTES 32
 #define KEY_HASH_BYTES 32
@@ -95,7 +96,8 @@ int state_key_create(struct state *st, const char *tenant_id, char *plaintext,
   snprintf(k.tenant_id, sizeof k.tenant_id, "%s", tenant_id);
   cleanup_secret struct key_secret ks;
   unsigned char hash[KEY_HASH_BYTES];
-  if (state_new_id("k_", k.id, sizeof k.id, err) < 0 || db_random(ks.raw, sizeof ks.raw, err) < 0)
+  if (state_new_id("k_", k.id, sizeof k.id, err) < 0 ||
+      id_random_bytes(ks.raw, sizeof ks.raw, err) < 0)
     return -1;
   memcpy(ks.text, STATE_KEY_PREFIX, KEY_PREFIX_LEN);
   base64url(ks.raw, sizeof ks.raw, ks.text + KEY_PREFIX_LEN);

@@ -18,6 +18,7 @@
 
 #include "storage/store_internal.h"
 #include "util/cleanup.h"
+#include "util/id.h"
 
 #define NONCE 12
 #define TAG 16
@@ -27,7 +28,7 @@
 static int seal(struct store *s, const char *id, const char *secret, unsigned char *out,
                 size_t *outlen, struct husk_err *err) {
   size_t n = strlen(secret);
-  if (db_random(out, NONCE, err) < 0)
+  if (id_random_bytes(out, NONCE, err) < 0)
     return -1;
   EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
   int l = 0, l2 = 0;
@@ -82,13 +83,13 @@ int store_key_mint(struct store *s, const char *tenant_id, const char *api_key_i
   static const char b32[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
   unsigned char raw[SECRET_RAW];
   /* "HK" + 18 base32 characters (90 bits): AWS's shape, 20 characters. */
-  if (db_random(raw, 18, err) < 0)
+  if (id_random_bytes(raw, 18, err) < 0)
     return -1;
   memcpy(key_id, "HK", 2);
   for (int i = 0; i < 18; i++)
     key_id[2 + i] = b32[raw[i] & 31];
   key_id[20] = 0;
-  if (db_random(raw, sizeof raw, err) < 0)
+  if (id_random_bytes(raw, sizeof raw, err) < 0)
     return -1;
   /* Base64 with "+/" as AWS's secrets: every client accepts those. */
   store_b64(raw, sizeof raw, secret);
@@ -120,7 +121,8 @@ int store_key_lookup(struct store *s, const char *key_id, char tenant_id[32],
                      char secret[STORE_SECRET_SIZE], bool *internal, struct husk_err *err) {
   cleanup_unlock struct state *locked = db_lock(s->st);
   cleanup_stmt sqlite3_stmt *q = NULL;
-  if (db_prepare(s->st, &q, "SELECT tenant_id, sealed, internal FROM s3_keys WHERE id = ? AND revoked_ms = 0",
+  if (db_prepare(s->st, &q,
+                 "SELECT tenant_id, sealed, internal FROM s3_keys WHERE id = ? AND revoked_ms = 0",
                  err) < 0)
     return -1;
   int rc = db_text(q, 1, key_id);
@@ -214,10 +216,11 @@ int store_key_revoke(struct store *s, const char *tenant_id, const char *key_id,
   cleanup_txn struct db_txn txn = {0};
   cleanup_stmt sqlite3_stmt *q = NULL;
   if (db_begin(s->st, &txn, err) < 0 ||
-      db_prepare(s->st, &q,
-                 "UPDATE s3_keys SET revoked_ms = CASE revoked_ms WHEN 0 THEN ? ELSE revoked_ms END "
-                 "WHERE id = ? AND tenant_id = ? AND internal = 0",
-                 err) < 0)
+      db_prepare(
+          s->st, &q,
+          "UPDATE s3_keys SET revoked_ms = CASE revoked_ms WHEN 0 THEN ? ELSE revoked_ms END "
+          "WHERE id = ? AND tenant_id = ? AND internal = 0",
+          err) < 0)
     return -1;
   int rc = db_int(q, 1, state_now_ms()) || db_text(q, 2, key_id) || db_text(q, 3, tenant_id);
   if (rc != SQLITE_OK)

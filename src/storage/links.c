@@ -22,6 +22,7 @@
 #include "storage/sigv4.h"
 #include "storage/store_internal.h"
 #include "util/cleanup.h"
+#include "util/id.h"
 
 int store_internal_key(struct store *s, const char *tenant_id, char key_id[STORE_ACCESS_KEY_SIZE],
                        char secret[STORE_SECRET_SIZE], struct husk_err *err);
@@ -54,7 +55,8 @@ static int url_authority(const char *url, char *host, size_t size, struct husk_e
 static char *disposition(const char *name, struct husk_err *err) {
   size_t n = strlen(name);
   if (n == 0 || n > 255 || !utf8_valid(name, n) || strchr(name, '/'))
-    return husk_fail(err, EINVAL, "the download filename must be 1..255 bytes of UTF-8 without `/`"),
+    return husk_fail(err, EINVAL,
+                     "the download filename must be 1..255 bytes of UTF-8 without `/`"),
            NULL;
   bool simple = true;
   for (size_t i = 0; i < n; i++) {
@@ -90,8 +92,9 @@ static int link_insert(struct store *s, const char *tenant_id, struct store_link
                  err) < 0)
     return -1;
   int rc = db_text(ins, 1, out->id) || db_text(ins, 2, tenant_id) || db_text(ins, 3, out->bucket) ||
-           db_text(ins, 4, out->key) || db_text(ins, 5, out->filename) || db_text(ins, 6, out->url) ||
-           db_int(ins, 7, out->created_ms) || db_int(ins, 8, out->expires_ms);
+           db_text(ins, 4, out->key) || db_text(ins, 5, out->filename) ||
+           db_text(ins, 6, out->url) || db_int(ins, 7, out->created_ms) ||
+           db_int(ins, 8, out->expires_ms);
   if (rc != SQLITE_OK)
     return db_fail(s->st, err, rc, "link");
   if (db_step_done(s->st, ins, "cannot store the link", err) < 0)
@@ -120,7 +123,7 @@ static int remote_link(struct store *s, const char *tenant_id, const char *bucke
   cleanup_free char *disp = NULL;
   if (filename && *filename && !(disp = disposition(filename, err)))
     return -1;
-  if (store_rand_id("l", out->id, err) < 0 ||
+  if (id_new("l", STORE_ID_BYTES, out->id, STORE_ID_SIZE, err) < 0 ||
       remote_presign(s->remote, rk, expires_s, disp, &out->url, err) < 0)
     return -1;
   out->key = strdup(key);
@@ -158,12 +161,13 @@ int store_link_create(struct store *s, const char *tenant_id, const char *bucket
   store_object_free(&o);
   char host[256];
   if (!s->public_url[0])
-    return husk_fail(err, EOPNOTSUPP,
-                     "links need the S3 listener (--s3-listen), a --public-url or an external store");
+    return husk_fail(
+        err, EOPNOTSUPP,
+        "links need the S3 listener (--s3-listen), a --public-url or an external store");
   if (url_authority(s->public_url, host, sizeof host, err) < 0)
     return -1;
   char id[STORE_ID_SIZE];
-  if (store_rand_id("l", id, err) < 0)
+  if (id_new("l", STORE_ID_BYTES, id, STORE_ID_SIZE, err) < 0)
     return -1;
   cleanup_free char *extra = NULL;
   if (filename && *filename) {
@@ -221,10 +225,11 @@ int store_link_get(struct store *s, const char *tenant_id, const char *id, struc
   memset(out, 0, sizeof *out);
   cleanup_unlock struct state *locked = db_lock(s->st);
   cleanup_stmt sqlite3_stmt *q = NULL;
-  if (db_prepare(s->st, &q,
-                 "SELECT id, bucket, key, url, filename, created_ms, expires_ms, revoked_ms, denied, "
-                 "denied_last_ms FROM links WHERE id = ? AND tenant_id = ?",
-                 err) < 0)
+  if (db_prepare(
+          s->st, &q,
+          "SELECT id, bucket, key, url, filename, created_ms, expires_ms, revoked_ms, denied, "
+          "denied_last_ms FROM links WHERE id = ? AND tenant_id = ?",
+          err) < 0)
     return -1;
   int rc = db_text(q, 1, id) || db_text(q, 2, tenant_id);
   if (rc != SQLITE_OK)
@@ -262,14 +267,16 @@ bool store_link_owned(struct store *s, const char *id, const char *tenant_id, bo
   return true;
 }
 
-int store_link_revoke(struct store *s, const char *tenant_id, const char *id, struct husk_err *err) {
+int store_link_revoke(struct store *s, const char *tenant_id, const char *id,
+                      struct husk_err *err) {
   cleanup_unlock struct state *locked = db_lock(s->st);
   cleanup_txn struct db_txn txn = {0};
   cleanup_stmt sqlite3_stmt *q = NULL;
   if (db_begin(s->st, &txn, err) < 0 ||
-      db_prepare(s->st, &q,
-                 "UPDATE links SET revoked_ms = ? WHERE id = ? AND tenant_id = ? AND revoked_ms = 0",
-                 err) < 0)
+      db_prepare(
+          s->st, &q,
+          "UPDATE links SET revoked_ms = ? WHERE id = ? AND tenant_id = ? AND revoked_ms = 0",
+          err) < 0)
     return -1;
   int rc = db_int(q, 1, state_now_ms()) || db_text(q, 2, id) || db_text(q, 3, tenant_id);
   if (rc != SQLITE_OK)
@@ -302,7 +309,8 @@ static void link_row_free(void *p) { store_link_free(&((struct link_row *)p)->l)
 int store_link_list(struct store *s, const char *tenant_id,
                     int (*cb)(void *ctx, const struct store_link *l), void *ctx,
                     struct husk_err *err) {
-  cleanup_rows struct db_rows rows = {.item_size = sizeof(struct link_row), .free_item = link_row_free};
+  cleanup_rows struct db_rows rows = {.item_size = sizeof(struct link_row),
+                                      .free_item = link_row_free};
   {
     cleanup_unlock struct state *locked = db_lock(s->st);
     cleanup_stmt sqlite3_stmt *q = NULL;

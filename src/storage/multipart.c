@@ -14,6 +14,7 @@
 
 #include "storage/store_internal.h"
 #include "util/cleanup.h"
+#include "util/id.h"
 
 /* Under the lock: the upload exists, is the tenant's and for bucket/key. */
 static int upload_check_locked(struct store *s, const char *tenant_id, const char *bucket,
@@ -51,10 +52,11 @@ int store_upload_check(struct store *s, const char *tenant_id, const char *bucke
   return upload_check_locked(s, tenant_id, bucket, key, upload_id, NULL, 0, NULL, err);
 }
 
-int store_upload_create(struct store *s, const char *tenant_id, const char *bucket,
-                        const char *key, const char *content_type, const char *meta_json,
+int store_upload_create(struct store *s, const char *tenant_id, const char *bucket, const char *key,
+                        const char *content_type, const char *meta_json,
                         char upload_id[STORE_ID_SIZE], struct husk_err *err) {
-  if (store_key_check(key, err) < 0 || store_rand_id("u", upload_id, err) < 0)
+  if (store_key_check(key, err) < 0 ||
+      id_new("u", STORE_ID_BYTES, upload_id, STORE_ID_SIZE, err) < 0)
     return -1;
   if (content_type && strlen(content_type) >= STORE_CTYPE_MAX)
     return husk_fail(err, EINVAL, "the content type is too long");
@@ -89,7 +91,8 @@ int store_part_commit(struct store_writer *w, const char *tenant_id, const char 
     husk_fail(err, EINVAL, "Part number must be an integer between 1 and 10000, inclusive");
     goto out;
   }
-  if (store_rand_id("p", file, err) < 0 || store_writer_publish(w, s->partfd, file, err) < 0)
+  if (id_new("p", STORE_ID_BYTES, file, STORE_ID_SIZE, err) < 0 ||
+      store_writer_publish(w, s->partfd, file, err) < 0)
     goto out;
   {
     cleanup_unlock struct state *locked = db_lock(s->st);
@@ -100,7 +103,8 @@ int store_part_commit(struct store_writer *w, const char *tenant_id, const char 
     uint64_t old_size = 0;
     {
       cleanup_stmt sqlite3_stmt *q = NULL;
-      if (db_prepare(s->st, &q, "SELECT file, size FROM parts WHERE upload_id = ? AND num = ?", err) < 0)
+      if (db_prepare(s->st, &q, "SELECT file, size FROM parts WHERE upload_id = ? AND num = ?",
+                     err) < 0)
         goto unpublish;
       int r = db_text(q, 1, upload_id) || db_int(q, 2, num);
       if (r != SQLITE_OK) {
@@ -156,8 +160,8 @@ struct part_row {
 
 /* All parts (or those > after, at most max) in number order. */
 static int part_rows(struct store *s, const char *tenant_id, const char *bucket, const char *key,
-                     const char *upload_id, int after, int max, struct db_rows *rows,
-                     char *ctype, size_t csize, char **meta, struct husk_err *err) {
+                     const char *upload_id, int after, int max, struct db_rows *rows, char *ctype,
+                     size_t csize, char **meta, struct husk_err *err) {
   cleanup_unlock struct state *locked = db_lock(s->st);
   if (upload_check_locked(s, tenant_id, bucket, key, upload_id, ctype, csize, meta, err) < 0)
     return -1;
@@ -184,14 +188,15 @@ static int part_rows(struct store *s, const char *tenant_id, const char *bucket,
   return r < 0 ? -1 : 0;
 }
 
-int store_upload_parts(struct store *s, const char *tenant_id, const char *bucket,
-                       const char *key, const char *upload_id, int after, int max,
-                       int (*cb)(void *ctx, const struct store_part *p), void *ctx,
-                       bool *truncated, struct husk_err *err) {
+int store_upload_parts(struct store *s, const char *tenant_id, const char *bucket, const char *key,
+                       const char *upload_id, int after, int max,
+                       int (*cb)(void *ctx, const struct store_part *p), void *ctx, bool *truncated,
+                       struct husk_err *err) {
   if (max < 1 || max > 1000)
     max = 1000;
   cleanup_rows struct db_rows rows = {.item_size = sizeof(struct part_row)};
-  if (part_rows(s, tenant_id, bucket, key, upload_id, after, max + 1, &rows, NULL, 0, NULL, err) < 0)
+  if (part_rows(s, tenant_id, bucket, key, upload_id, after, max + 1, &rows, NULL, 0, NULL, err) <
+      0)
     return -1;
   *truncated = rows.n > (size_t)max;
   for (size_t i = 0; i < rows.n && i < (size_t)max; i++) {
@@ -280,7 +285,8 @@ int store_upload_complete(struct store *s, const char *tenant_id, const char *bu
       goto out;
     }
     if (i + 1 < nparts && r->size < STORE_PART_MIN) {
-      husk_fail(err, STORE_ETOOSMALL, "Your proposed upload is smaller than the minimum allowed size");
+      husk_fail(err, STORE_ETOOSMALL,
+                "Your proposed upload is smaller than the minimum allowed size");
       goto out;
     }
     unsigned char bin[16];
@@ -357,7 +363,7 @@ int store_upload_complete(struct store *s, const char *tenant_id, const char *bu
    * the commit leaves the upload and its parts as they were (the new file
    * is swept at the next start); after it, the object is complete. */
   char file[STORE_ID_SIZE], old[STORE_ID_SIZE] = "";
-  if (store_key_check(key, err) < 0 || store_rand_id("o", file, err) < 0 ||
+  if (store_key_check(key, err) < 0 || id_new("o", STORE_ID_BYTES, file, STORE_ID_SIZE, err) < 0 ||
       store_writer_publish(w, s->objfd, file, err) < 0)
     goto out;
   int64_t now = state_now_ms();
@@ -386,8 +392,8 @@ out:
   return rc;
 }
 
-int store_upload_abort(struct store *s, const char *tenant_id, const char *bucket,
-                       const char *key, const char *upload_id, struct husk_err *err) {
+int store_upload_abort(struct store *s, const char *tenant_id, const char *bucket, const char *key,
+                       const char *upload_id, struct husk_err *err) {
   cleanup_rows struct db_rows rows = {.item_size = sizeof(struct part_row)};
   if (part_rows(s, tenant_id, bucket, key, upload_id, 0, STORE_PARTS_MAX, &rows, NULL, 0, NULL,
                 err) < 0)
@@ -435,9 +441,9 @@ int store_upload_list(struct store *s, const char *tenant_id, const char *bucket
                    "ORDER BY key, id LIMIT ?6",
                    err) < 0)
       return -1;
-    int rc = db_text(q, 1, tenant_id) || db_text(q, 2, bucket) || db_text(q, 3, prefix ? prefix : "") ||
-             db_text(q, 4, key_marker ? key_marker : "") || db_text(q, 5, id_marker ? id_marker : "") ||
-             db_int(q, 6, max + 1);
+    int rc = db_text(q, 1, tenant_id) || db_text(q, 2, bucket) ||
+             db_text(q, 3, prefix ? prefix : "") || db_text(q, 4, key_marker ? key_marker : "") ||
+             db_text(q, 5, id_marker ? id_marker : "") || db_int(q, 6, max + 1);
     if (rc != SQLITE_OK)
       return db_fail(s->st, err, rc, "uploads");
     int r;

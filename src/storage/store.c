@@ -22,6 +22,7 @@
 #include "storage/store_internal.h"
 #include "util/cleanup.h"
 #include "util/fileio.h"
+#include "util/id.h"
 #include "util/parse.h"
 
 /* ---- small helpers ---- */
@@ -37,21 +38,6 @@ void store_log(struct store *s, const char *fmt, ...) {
     s->log(s->log_ctx, line);
   else
     fprintf(stderr, "husk: storage: %s\n", line);
-}
-
-int store_rand_id(const char *prefix, char out[STORE_ID_SIZE], struct husk_err *err) {
-  static const char hex[] = "0123456789abcdef";
-  unsigned char raw[16];
-  if (db_random(raw, sizeof raw, err) < 0)
-    return -1;
-  size_t pl = strlen(prefix);
-  memcpy(out, prefix, pl);
-  for (size_t i = 0; i < sizeof raw; i++) {
-    out[pl + 2 * i] = hex[raw[i] >> 4];
-    out[pl + 2 * i + 1] = hex[raw[i] & 15];
-  }
-  out[pl + 32] = 0;
-  return 0;
 }
 
 void store_b64(const unsigned char *in, size_t n, char *out) {
@@ -154,7 +140,7 @@ static int master_key(struct store *s, struct husk_err *err) {
     if (errno != ENOENT)
       return husk_error(err, errno, "cannot open `%s/master.key`", s->dir);
     unsigned char k[32];
-    if (db_random(k, sizeof k, err) < 0)
+    if (id_random_bytes(k, sizeof k, err) < 0)
       return -1;
     char tmp[64];
     snprintf(tmp, sizeof tmp, ".master.key.%d", (int)getpid());
@@ -381,7 +367,9 @@ void store_set_remote(struct store *s, struct remote *r) {
   s->remote = r;
 }
 
-struct remote *store_remote(const struct store *s) { return s->remote; }
+struct remote *store_remote(const struct store *s) {
+  return s->remote;
+}
 
 /* ---- the data disk's reserve ---- */
 
@@ -468,7 +456,9 @@ int store_bucket_create(struct store *s, const char *tenant_id, const char *name
   if (db_begin(s->st, &txn, err) < 0)
     return -1;
   if (store_bucket_check_locked(s, tenant_id, name, err) == 0)
-    return husk_fail(err, STORE_EOWNED, "Your previous request to create the named bucket succeeded and you already own it");
+    return husk_fail(
+        err, STORE_EOWNED,
+        "Your previous request to create the named bucket succeeded and you already own it");
   if (err->code != STORE_ENOBUCKET)
     return -1;
   cleanup_stmt sqlite3_stmt *q = NULL;
@@ -533,7 +523,8 @@ int store_bucket_list(struct store *s, const char *tenant_id,
     cleanup_unlock struct state *locked = db_lock(s->st);
     cleanup_stmt sqlite3_stmt *q = NULL;
     if (db_prepare(s->st, &q,
-                   "SELECT name, created_ms FROM buckets WHERE tenant_id = ? ORDER BY name", err) < 0)
+                   "SELECT name, created_ms FROM buckets WHERE tenant_id = ? ORDER BY name",
+                   err) < 0)
       return -1;
     int rc = db_text(q, 1, tenant_id);
     if (rc != SQLITE_OK)
@@ -661,15 +652,15 @@ int store_writer_open(struct store *s, enum store_checksum ck, bool sha256, uint
   w->fd = -1;
   w->ck = ck;
   w->limit = limit ? limit : STORE_PUT_MAX;
-  if (store_rand_id("t", w->tmp, err) < 0)
+  if (id_new("t", STORE_ID_BYTES, w->tmp, STORE_ID_SIZE, err) < 0)
     goto fail;
   w->md5 = EVP_MD_CTX_new();
   if (!w->md5 || EVP_DigestInit_ex(w->md5, EVP_md5(), NULL) != 1) {
     husk_fail(err, ENOMEM, "MD5");
     goto fail;
   }
-  if (sha256 && (!(w->sha256 = EVP_MD_CTX_new()) ||
-                 EVP_DigestInit_ex(w->sha256, EVP_sha256(), NULL) != 1)) {
+  if (sha256 &&
+      (!(w->sha256 = EVP_MD_CTX_new()) || EVP_DigestInit_ex(w->sha256, EVP_sha256(), NULL) != 1)) {
     husk_fail(err, ENOMEM, "SHA-256");
     goto fail;
   }
@@ -702,7 +693,8 @@ int store_writer_write(struct store_writer *w, const void *buf, size_t n, struct
     return husk_fail(err, STORE_ETOOLARGE,
                      "Your proposed upload exceeds the maximum allowed size (%llu bytes)",
                      (unsigned long long)w->limit);
-  if (EVP_DigestUpdate(w->md5, buf, n) != 1 || (w->sha256 && EVP_DigestUpdate(w->sha256, buf, n) != 1) ||
+  if (EVP_DigestUpdate(w->md5, buf, n) != 1 ||
+      (w->sha256 && EVP_DigestUpdate(w->sha256, buf, n) != 1) ||
       (w->ck_md && EVP_DigestUpdate(w->ck_md, buf, n) != 1))
     return husk_fail(err, ENOMEM, "digest");
   /* The reserve is looked at again every MiB: a body of unknown length
@@ -723,7 +715,9 @@ int store_writer_write(struct store_writer *w, const void *buf, size_t n, struct
 
 uint64_t store_writer_size(const struct store_writer *w) { return w->size; }
 const char *store_writer_etag(const struct store_writer *w) { return w->etag; }
-struct store *store_writer_store(const struct store_writer *w) { return w->s; }
+struct store *store_writer_store(const struct store_writer *w) {
+  return w->s;
+}
 
 int store_writer_finish(struct store_writer *w, const struct store_expect *e,
                         char etag[STORE_ETAG_SIZE], char *ck_b64, struct husk_err *err) {
@@ -736,7 +730,8 @@ int store_writer_finish(struct store_writer *w, const struct store_expect *e,
   if (EVP_DigestFinal_ex(w->md5, md, &l) != 1)
     return husk_fail(err, ENOMEM, "MD5");
   if (e && e->has_md5 && CRYPTO_memcmp(md, e->md5, 16) != 0)
-    return husk_fail(err, STORE_EBADDIGEST, "The Content-MD5 you specified did not match what we received");
+    return husk_fail(err, STORE_EBADDIGEST,
+                     "The Content-MD5 you specified did not match what we received");
   static const char hx[] = "0123456789abcdef";
   for (int i = 0; i < 16; i++) {
     etag[2 * i] = hx[md[i] >> 4];
@@ -753,8 +748,9 @@ int store_writer_finish(struct store_writer *w, const struct store_expect *e,
     }
     hex[64] = 0;
     if (e && e->sha256_hex && strcasecmp(hex, e->sha256_hex) != 0)
-      return husk_fail(err, STORE_ESHA256,
-                       "The provided 'x-amz-content-sha256' header does not match what was computed");
+      return husk_fail(
+          err, STORE_ESHA256,
+          "The provided 'x-amz-content-sha256' header does not match what was computed");
   }
   char b64[96] = "";
   if (w->ck == CK_CRC32 || w->ck == CK_CRC32C) {
@@ -772,7 +768,8 @@ int store_writer_finish(struct store_writer *w, const struct store_expect *e,
     store_b64(md, l, b64);
   }
   if (e && e->ck != CK_NONE && e->ck_b64 && strcmp(b64, e->ck_b64) != 0)
-    return husk_fail(err, STORE_EBADDIGEST, "The %s you specified did not match the calculated checksum",
+    return husk_fail(err, STORE_EBADDIGEST,
+                     "The %s you specified did not match the calculated checksum",
                      store_checksum_name(e->ck));
   if (ck_b64)
     snprintf(ck_b64, 64, "%.63s", b64);
@@ -783,7 +780,8 @@ int store_writer_finish(struct store_writer *w, const struct store_expect *e,
   return 0;
 }
 
-int store_writer_publish(struct store_writer *w, int dirfd, const char *name, struct husk_err *err) {
+int store_writer_publish(struct store_writer *w, int dirfd, const char *name,
+                         struct husk_err *err) {
   if (renameat(w->s->tmpfd, w->tmp, dirfd, name) < 0)
     return husk_error(err, errno, "cannot publish the object");
   w->published = true;
@@ -849,13 +847,14 @@ int store_quota_locked(struct store *s, const char *tenant_id, uint64_t add, uin
 }
 
 /* Under the lock: the size of the object at bucket/key (0 if none). */
-static int freed_locked(struct store *s, const char *tenant_id, const char *bucket,
-                        const char *key, uint64_t *freed, struct husk_err *err) {
+static int freed_locked(struct store *s, const char *tenant_id, const char *bucket, const char *key,
+                        uint64_t *freed, struct husk_err *err) {
   *freed = 0;
   if (!bucket || !key)
     return 0;
   cleanup_stmt sqlite3_stmt *q = NULL;
-  if (db_prepare(s->st, &q, "SELECT size FROM objects WHERE tenant_id = ? AND bucket = ? AND key = ?",
+  if (db_prepare(s->st, &q,
+                 "SELECT size FROM objects WHERE tenant_id = ? AND bucket = ? AND key = ?",
                  err) < 0)
     return -1;
   int rc = db_text(q, 1, tenant_id) || db_text(q, 2, bucket) || db_text(q, 3, key);
@@ -897,8 +896,8 @@ int store_quota_check(struct store *s, const char *tenant_id, const char *bucket
 
 int store_object_upsert_locked(struct store *s, const char *tenant_id, const char *bucket,
                                const char *key, const char *file, uint64_t size, const char *etag,
-                               const char *ctype, const char *meta, int64_t mtime,
-                               uint64_t freed, char old[STORE_ID_SIZE], struct husk_err *err) {
+                               const char *ctype, const char *meta, int64_t mtime, uint64_t freed,
+                               char old[STORE_ID_SIZE], struct husk_err *err) {
   if (store_bucket_check_locked(s, tenant_id, bucket, err) < 0)
     return -1;
   old[0] = 0;
@@ -924,13 +923,14 @@ int store_object_upsert_locked(struct store *s, const char *tenant_id, const cha
   if (store_quota_locked(s, tenant_id, size, old_size + freed, err) < 0)
     return -1;
   cleanup_stmt sqlite3_stmt *u = NULL;
-  if (db_prepare(s->st, &u,
-                 "INSERT INTO objects (tenant_id, bucket, key, file, size, etag, content_type, "
-                 "meta_json, mtime_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                 "ON CONFLICT (tenant_id, bucket, key) DO UPDATE SET file = excluded.file, "
-                 "size = excluded.size, etag = excluded.etag, content_type = excluded.content_type, "
-                 "meta_json = excluded.meta_json, mtime_ms = excluded.mtime_ms",
-                 err) < 0)
+  if (db_prepare(
+          s->st, &u,
+          "INSERT INTO objects (tenant_id, bucket, key, file, size, etag, content_type, "
+          "meta_json, mtime_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+          "ON CONFLICT (tenant_id, bucket, key) DO UPDATE SET file = excluded.file, "
+          "size = excluded.size, etag = excluded.etag, content_type = excluded.content_type, "
+          "meta_json = excluded.meta_json, mtime_ms = excluded.mtime_ms",
+          err) < 0)
     return -1;
   int rc = db_text(u, 1, tenant_id) || db_text(u, 2, bucket) || db_text(u, 3, key) ||
            db_text(u, 4, file) || db_int(u, 5, (int64_t)size) || db_text(u, 6, etag) ||
@@ -951,15 +951,15 @@ static int object_upsert(struct store *s, const char *tenant_id, const char *buc
   cleanup_unlock struct state *locked = db_lock(s->st);
   cleanup_txn struct db_txn txn = {0};
   if (db_begin(s->st, &txn, err) < 0 ||
-      store_object_upsert_locked(s, tenant_id, bucket, key, file, size, etag, ctype, meta, mtime,
-                                 0, old, err) < 0)
+      store_object_upsert_locked(s, tenant_id, bucket, key, file, size, etag, ctype, meta, mtime, 0,
+                                 old, err) < 0)
     return -1;
   return db_commit(&txn, err);
 }
 
 int store_fill_object(struct store_object *out, const char *key, const char *file, uint64_t size,
-                    const char *etag, const char *ctype, const char *meta, int64_t mtime,
-                    struct husk_err *err) {
+                      const char *etag, const char *ctype, const char *meta, int64_t mtime,
+                      struct husk_err *err) {
   if (!out)
     return 0;
   memset(out, 0, sizeof *out);
@@ -983,9 +983,10 @@ static bool row_names_file(struct store *s, const char *tenant_id, const char *b
   cleanup_unlock struct state *locked = db_lock(s->st);
   cleanup_stmt sqlite3_stmt *q = NULL;
   struct husk_err ignored;
-  if (db_prepare(s->st, &q,
-                 "SELECT 1 FROM objects WHERE tenant_id = ? AND bucket = ? AND key = ? AND file = ?",
-                 &ignored) < 0)
+  if (db_prepare(
+          s->st, &q,
+          "SELECT 1 FROM objects WHERE tenant_id = ? AND bucket = ? AND key = ? AND file = ?",
+          &ignored) < 0)
     return false;
   if (db_text(q, 1, tenant_id) || db_text(q, 2, bucket) || db_text(q, 3, key) ||
       db_text(q, 4, file))
@@ -999,7 +1000,7 @@ static int commit_object(struct store_writer *w, const char *tenant_id, const ch
                          struct store_object *out, struct husk_err *err) {
   struct store *s = w->s;
   char file[STORE_ID_SIZE];
-  if (store_key_check(key, err) < 0 || store_rand_id("o", file, err) < 0)
+  if (store_key_check(key, err) < 0 || id_new("o", STORE_ID_BYTES, file, STORE_ID_SIZE, err) < 0)
     return -1;
   if (ctype && strlen(ctype) >= STORE_CTYPE_MAX)
     return husk_fail(err, EINVAL, "the content type is too long");
@@ -1031,9 +1032,9 @@ int store_commit_with_etag(struct store_writer *w, const char *tenant_id, const 
 int store_put_commit(struct store_writer *w, const char *tenant_id, const char *bucket,
                      const char *key, const char *content_type, const char *meta_json,
                      struct store_object *out, struct husk_err *err) {
-  int r = w->finished ? commit_object(w, tenant_id, bucket, key, w->etag, content_type, meta_json,
-                                      out, err)
-                      : husk_fail(err, EINVAL, "internal: the body was not finished");
+  int r = w->finished
+              ? commit_object(w, tenant_id, bucket, key, w->etag, content_type, meta_json, out, err)
+              : husk_fail(err, EINVAL, "internal: the body was not finished");
   store_writer_abort(w);
   return r;
 }

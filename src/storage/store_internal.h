@@ -9,11 +9,11 @@
 
 struct store {
   struct state *st;
-  char *dir;       /* DATA/storage */
+  char *dir; /* DATA/storage */
   int dirfd;
-  int objfd;       /* objects/ */
-  int tmpfd;       /* tmp/ */
-  int partfd;      /* parts/ */
+  int objfd;  /* objects/ */
+  int tmpfd;  /* tmp/ */
+  int partfd; /* parts/ */
   char region[64];
   uint64_t quota;
   uint64_t reserve;     /* bytes kept free on DATA's filesystem ... */
@@ -27,8 +27,9 @@ struct store {
 };
 
 void store_log(struct store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* A fresh random id: prefix + 32 hex digits. */
-int store_rand_id(const char *prefix, char out[STORE_ID_SIZE], struct husk_err *err);
+/* Random bytes of the id of a file, an upload or a link (util/id.h):
+ * a one-letter prefix and 32 hex digits, in STORE_ID_SIZE. */
+#define STORE_ID_BYTES 16
 /* Under the lock: does the tenant have the bucket?  STORE_ENOBUCKET if not. */
 int store_bucket_check_locked(struct store *s, const char *tenant_id, const char *bucket,
                               struct husk_err *err);
@@ -49,8 +50,8 @@ int store_commit_with_etag(struct store_writer *w, const char *tenant_id, const 
  * file replaced, "" if none). */
 int store_object_upsert_locked(struct store *s, const char *tenant_id, const char *bucket,
                                const char *key, const char *file, uint64_t size, const char *etag,
-                               const char *ctype, const char *meta, int64_t mtime,
-                               uint64_t freed, char old[STORE_ID_SIZE], struct husk_err *err);
+                               const char *ctype, const char *meta, int64_t mtime, uint64_t freed,
+                               char old[STORE_ID_SIZE], struct husk_err *err);
 /* Under the lock: STORE_EQUOTA if the tenant's usage, minus `freed`, plus
  * `add` passes the quota. */
 int store_quota_locked(struct store *s, const char *tenant_id, uint64_t add, uint64_t freed,
