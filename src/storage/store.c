@@ -27,17 +27,17 @@
 
 /* ---- small helpers ---- */
 
+/* Without a configured log, lines go to stderr. */
+static void log_stderr(void *ctx, const char *line) {
+  (void)ctx;
+  fprintf(stderr, "husk: storage: %s\n", line);
+}
+
 void store_log(struct store *s, const char *fmt, ...) {
-  char line[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
+  husk_vlog(s->log ? s->log : log_stderr, s->log_ctx, fmt, ap);
   va_end(ap);
-  husk_sanitize_line(line);
-  if (s->log)
-    s->log(s->log_ctx, line);
-  else
-    fprintf(stderr, "husk: storage: %s\n", line);
 }
 
 void store_b64(const unsigned char *in, size_t n, char *out) {

@@ -22,7 +22,7 @@ struct store {
   char *public_url;
   unsigned char master[32]; /* seals the S3 secrets */
   struct remote *remote;    /* the external store, when configured (owned) */
-  void (*log)(void *ctx, const char *line);
+  husk_log_fn log;
   void *log_ctx;
 };
 
