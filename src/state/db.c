@@ -379,6 +379,20 @@ void *db_rows_push(struct db_rows *r) {
   return slot;
 }
 
+int db_rows_fill(struct state *st, sqlite3_stmt *s, struct db_rows *rows,
+                 int (*read)(sqlite3_stmt *s, void *row, struct husk_err *err), const char *what,
+                 struct husk_err *err) {
+  int r;
+  while ((r = db_step_row(st, s, what, err)) == 1) {
+    void *row = db_rows_push(rows);
+    if (!row)
+      return husk_error(err, ENOMEM, "%s", what);
+    if (read(s, row, err) < 0)
+      return -1;
+  }
+  return r < 0 ? -1 : 0;
+}
+
 void db_rows_free(struct db_rows *r) {
   if (r->free_item)
     for (size_t i = 0; i < r->n; i++)

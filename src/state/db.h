@@ -173,8 +173,22 @@ int box_current_state(struct state *st, const char *tenant_id, const char *id, c
 /* ---- schema (schema.c) ---- */
 int schema_migrate(struct state *st, struct husk_err *err);
 
-/* ---- growable row buffers for listings ----
- * Rows are copied out under the lock, then handed to callbacks without it.
+/* ---- listings ----
+ * Rows are copied out under the lock into a growable buffer, then handed
+ * to the callback without it.  Every listing has this shape:
+ *
+ *   cleanup_rows struct db_rows rows = {.item_size = sizeof(struct row)};
+ *   {
+ *     cleanup_unlock struct state *locked = db_lock(st);
+ *     cleanup_stmt sqlite3_stmt *s = NULL;
+ *     ... db_prepare, binds (and any check that needs the same lock) ...
+ *     if (db_rows_fill(st, s, &rows, read_row, "cannot list rows", err) < 0)
+ *       return -1;
+ *   }
+ *   for (size_t i = 0; i < rows.n; i++)   the callback, without the lock
+ *     if ((r = cb(ctx, db_rows_at(&rows, i))) != 0)
+ *       return db_cb_verdict(r);
+ *
  * `free_item` (may be NULL) releases what a row owns (its JSON strings). */
 struct db_rows {
   void *items;
@@ -188,6 +202,13 @@ static inline void *db_rows_at(const struct db_rows *r, size_t i) {
 }
 void db_rows_free(struct db_rows *r);
 #define cleanup_rows __attribute__((cleanup(db_rows_free)))
+/* Under the lock: step `s` (prepared and bound) to its end, each row read
+ * by `read` into a new zeroed slot of `rows`.  `what` names the listing in
+ * errors ("cannot list keys").  0, or -1 with err filled (by `read` too:
+ * what it left in its slot is released with the rest). */
+int db_rows_fill(struct state *st, sqlite3_stmt *s, struct db_rows *rows,
+                 int (*read)(sqlite3_stmt *s, void *row, struct husk_err *err), const char *what,
+                 struct husk_err *err);
 /* What a listing returns for a callback's verdict: 0 to go on (and 0 at
  * the end), a negative verdict as is, a positive one as 0. */
 static inline int db_cb_verdict(int r) { return r < 0 ? r : 0; }

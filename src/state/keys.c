@@ -66,7 +66,10 @@ static bool key_well_formed(const char *k, size_t n) {
   return true;
 }
 
-static int read_key(sqlite3_stmt *s, struct state_key *k, struct husk_err *err) {
+/* A row of api_keys (id, tenant_id, created_ms, revoked_ms) into a
+ * struct state_key. */
+static int read_key(sqlite3_stmt *s, void *row, struct husk_err *err) {
+  struct state_key *k = row;
   bool ok = db_col_text(s, 0, k->id, sizeof k->id);
   ok &= db_col_text(s, 1, k->tenant_id, sizeof k->tenant_id);
   k->created_ms = sqlite3_column_int64(s, 2);
@@ -226,15 +229,7 @@ int state_key_list(struct state *st, const char *tenant_id,
     int rc = tenant_id ? db_text(s, 1, tenant_id) : SQLITE_OK;
     if (rc)
       return db_fail(st, err, rc, "cannot bind tenant id");
-    int r;
-    while ((r = db_step_row(st, s, "cannot list keys", err)) == 1) {
-      struct state_key *k = db_rows_push(&rows);
-      if (!k)
-        return husk_error(err, ENOMEM, "cannot list keys");
-      if (read_key(s, k, err) < 0)
-        return -1;
-    }
-    if (r < 0)
+    if (db_rows_fill(st, s, &rows, read_key, "cannot list keys", err) < 0)
       return -1;
   }
   for (size_t i = 0; i < rows.n; i++) {
