@@ -22,6 +22,7 @@
 
 #include "state/state.h"
 #include "util/error.h"
+#include "util/utf8.h" /* utf8_valid, used with the input checks below */
 
 /* Prepared statements kept for reuse (db_prepare), keyed by their SQL
  * text: compiling SQL is a large part of SQLite's time per request. */
@@ -148,7 +149,6 @@ int check_text(const char *what, const char *s, size_t size, bool empty_ok, stru
 /* A JSON text of at most STATE_JSON_MAX bytes (its shape is checked by the
  * schema's CHECK constraints). */
 int check_json(const char *what, const char *s, struct husk_err *err);
-bool utf8_valid(const char *s, size_t n);
 /* In place: every control character and every byte that is not part of
  * well-formed UTF-8 becomes '?'.  For text that must be stored whatever it
  * holds (the audit log's detail). */

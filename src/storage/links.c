@@ -23,6 +23,7 @@
 #include "storage/store_internal.h"
 #include "util/cleanup.h"
 #include "util/id.h"
+#include "util/utf8.h"
 
 int store_internal_key(struct store *s, const char *tenant_id, char key_id[STORE_ACCESS_KEY_SIZE],
                        char secret[STORE_SECRET_SIZE], struct husk_err *err);

@@ -24,6 +24,7 @@
 #include "util/fileio.h"
 #include "util/id.h"
 #include "util/parse.h"
+#include "util/utf8.h"
 
 /* ---- small helpers ---- */
 
