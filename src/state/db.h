@@ -170,6 +170,23 @@ int box_current_state(struct state *st, const char *tenant_id, const char *id, c
 #define DB_LIVE_STATES "('creating','running','stopping')"
 #define DB_TERMINAL_STATES "('stopped','failed')"
 
+/* ---- the object store's rows (store_state.h) ----
+ * Shared by buckets.c, objects.c and uploads.c; under the lock, and a
+ * transaction for the writes. */
+struct state_object_new;
+/* STORE_ENOBUCKET unless the tenant has the bucket (buckets.c). */
+int bucket_check_locked(struct state *st, const char *tenant_id, const char *bucket,
+                        struct husk_err *err);
+/* STORE_EQUOTA if the tenant's usage, less `freed`, plus `add` passes
+ * `quota` (0: no quota) (objects.c). */
+int usage_quota_locked(struct state *st, const char *tenant_id, uint64_t quota, uint64_t add,
+                       uint64_t freed, struct husk_err *err);
+/* state_object_put's work, with `freed` more bytes counted as freed
+ * (objects.c). */
+int object_put_locked(struct state *st, const char *tenant_id, const char *bucket,
+                      const struct state_object_new *o, uint64_t quota, uint64_t freed, char *old,
+                      struct husk_err *err);
+
 /* ---- schema (schema.c) ---- */
 int schema_migrate(struct state *st, struct husk_err *err);
 

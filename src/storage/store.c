@@ -18,6 +18,7 @@
 #include <openssl/evp.h>
 #include <zlib.h>
 
+#include "state/store_state.h"
 #include "storage/remote.h"
 #include "storage/store_internal.h"
 #include "util/cleanup.h"
@@ -99,26 +100,6 @@ void store_object_free(struct store_object *o) {
   o->key = o->meta_json = NULL;
 }
 
-int store_object_from_row(sqlite3_stmt *q, struct store_object *o, struct husk_err *err) {
-  memset(o, 0, sizeof *o);
-  o->key = db_col_strdup(q, 0);
-  bool ok = db_col_text(q, 1, o->file, sizeof o->file);
-  o->size = (uint64_t)sqlite3_column_int64(q, 2);
-  ok &= db_col_text(q, 3, o->etag, sizeof o->etag);
-  ok &= db_col_text(q, 4, o->content_type, sizeof o->content_type);
-  o->meta_json = db_col_strdup(q, 5);
-  o->mtime_ms = sqlite3_column_int64(q, 6);
-  if (!o->key || !o->meta_json) {
-    store_object_free(o);
-    return husk_error(err, ENOMEM, "object row");
-  }
-  if (!ok) {
-    store_object_free(o);
-    return husk_fail(err, EUCLEAN, "object row has an oversized value");
-  }
-  return 0;
-}
-
 /* ---- the master key ---- */
 
 /* DATA/storage/master.key: 32 random bytes, 0600, created once (link()
@@ -177,29 +158,10 @@ static int open_subdir(struct store *s, const char *name, int *fd, struct husk_e
   return 0;
 }
 
-/* Is `name` the file of some row of `table`? */
-static int file_referenced(struct store *s, const char *table, const char *name, bool *yes,
-                           struct husk_err *err) {
-  cleanup_unlock struct state *locked = db_lock(s->st);
-  cleanup_stmt sqlite3_stmt *q = NULL;
-  char sql[96];
-  snprintf(sql, sizeof sql, "SELECT 1 FROM %s WHERE file = ?", table);
-  if (db_prepare(s->st, &q, sql, err) < 0)
-    return -1;
-  int rc = db_text(q, 1, name);
-  if (rc != SQLITE_OK)
-    return db_fail(s->st, err, rc, "cleanup");
-  int r = db_step_row(s->st, q, "cleanup", err);
-  if (r < 0)
-    return -1;
-  *yes = r == 1;
-  return 0;
-}
-
-/* Remove every file of `dirfd` that no row of `table` names (table NULL:
- * every file). */
-static int sweep(struct store *s, int dirfd, const char *table, unsigned *removed,
-                 struct husk_err *err) {
+/* Remove every file of `dirfd` that no row names (`check` false: every
+ * file; else those no row of `kind` names). */
+static int sweep(struct store *s, int dirfd, bool check, enum state_store_files kind,
+                 unsigned *removed, struct husk_err *err) {
   int dfd = dup(dirfd);
   if (dfd < 0)
     return husk_error(err, errno, "cleanup");
@@ -214,7 +176,7 @@ static int sweep(struct store *s, int dirfd, const char *table, unsigned *remove
     if (de->d_name[0] == '.' && (!de->d_name[1] || (de->d_name[1] == '.' && !de->d_name[2])))
       continue;
     bool used = false;
-    if (table && file_referenced(s, table, de->d_name, &used, err) < 0)
+    if (check && state_store_file_used(s->st, kind, de->d_name, &used, err) < 0)
       return -1;
     if (!used) {
       store_unlink(s, dirfd, de->d_name);
@@ -224,53 +186,36 @@ static int sweep(struct store *s, int dirfd, const char *table, unsigned *remove
   return 0;
 }
 
-/* One batch of at most 64; *more when the batch was full. */
-static int abort_stale_batch(struct store *s, bool *more, struct husk_err *err) {
-  char ids[64][STORE_ID_SIZE];
-  struct {
-    char tenant[32], bucket[STORE_BUCKET_MAX + 1];
-    char *key;
-  } info[64];
-  int n = 0;
-  {
-    cleanup_unlock struct state *locked = db_lock(s->st);
-    cleanup_stmt sqlite3_stmt *q = NULL;
-    if (db_prepare(s->st, &q,
-                   "SELECT id, tenant_id, bucket, key FROM uploads WHERE created_ms < ? LIMIT 64",
-                   err) < 0)
-      return -1;
-    int rc = db_int(q, 1, state_now_ms() - STORE_UPLOAD_TTL_MS);
-    if (rc != SQLITE_OK)
-      return db_fail(s->st, err, rc, "stale uploads");
-    int r;
-    while (n < 64 && (r = db_step_row(s->st, q, "stale uploads", err)) == 1) {
-      db_col_text(q, 0, ids[n], sizeof ids[n]);
-      db_col_text(q, 1, info[n].tenant, sizeof info[n].tenant);
-      db_col_text(q, 2, info[n].bucket, sizeof info[n].bucket);
-      info[n].key = db_col_strdup(q, 3);
-      n++;
-    }
+/* Uploads abandoned for longer than STORE_UPLOAD_TTL_MS, aborted in
+ * batches of STALE_BATCH. */
+#define STALE_BATCH 64
+struct stale {
+  struct store *s;
+  int n;
+  bool failed;
+};
+
+static int abort_stale(void *ctx, const struct state_stale_upload *u) {
+  struct stale *b = ctx;
+  struct husk_err e2;
+  b->n++;
+  if (store_upload_abort(b->s, u->tenant_id, u->bucket, u->key, u->id, &e2) < 0) {
+    store_log(b->s, "cannot abort abandoned upload %s: %s", u->id, e2.msg);
+    b->failed = true;
   }
-  bool failed = false;
-  for (int i = 0; i < n; i++) {
-    struct husk_err e2;
-    if (info[i].key &&
-        store_upload_abort(s, info[i].tenant, info[i].bucket, info[i].key, ids[i], &e2) < 0) {
-      store_log(s, "cannot abort abandoned upload %s: %s", ids[i], e2.msg);
-      failed = true;
-    }
-    free(info[i].key);
-  }
-  /* A batch that could not be aborted would come back forever: stop. */
-  *more = n == 64 && !failed;
   return 0;
 }
 
 static int abort_stale_uploads(struct store *s, struct husk_err *err) {
-  for (bool more = true; more;)
-    if (abort_stale_batch(s, &more, err) < 0)
+  for (;;) {
+    struct stale b = {.s = s};
+    if (state_upload_stale(s->st, state_now_ms() - STORE_UPLOAD_TTL_MS, STALE_BATCH, abort_stale,
+                           &b, err) < 0)
       return -1;
-  return 0;
+    /* A batch that could not be aborted would come back forever: stop. */
+    if (b.n < STALE_BATCH || b.failed)
+      return 0;
+  }
 }
 
 int store_open(struct store **out, const struct store_config *cfg, struct husk_err *err) {
@@ -333,9 +278,10 @@ int store_open(struct store **out, const struct store_config *cfg, struct husk_e
     goto fail;
   /* What a crash may have left. */
   unsigned removed = 0;
-  if (sweep(s, s->tmpfd, NULL, &removed, err) < 0 || abort_stale_uploads(s, err) < 0 ||
-      sweep(s, s->partfd, "parts", &removed, err) < 0 ||
-      sweep(s, s->objfd, "objects", &removed, err) < 0)
+  if (sweep(s, s->tmpfd, false, STATE_OBJECT_FILES, &removed, err) < 0 ||
+      abort_stale_uploads(s, err) < 0 ||
+      sweep(s, s->partfd, true, STATE_PART_FILES, &removed, err) < 0 ||
+      sweep(s, s->objfd, true, STATE_OBJECT_FILES, &removed, err) < 0)
     goto fail;
   if (removed)
     store_log(s, "removed %u unused file(s) left by an interrupted write", removed);
@@ -432,122 +378,27 @@ int store_set_public_url(struct store *s, const char *url) {
 
 /* ---- buckets ---- */
 
-int store_bucket_check_locked(struct store *s, const char *tenant_id, const char *bucket,
-                              struct husk_err *err) {
-  cleanup_stmt sqlite3_stmt *q = NULL;
-  if (db_prepare(s->st, &q, "SELECT 1 FROM buckets WHERE tenant_id = ? AND name = ?", err) < 0)
-    return -1;
-  int rc = db_text(q, 1, tenant_id) || db_text(q, 2, bucket);
-  if (rc != SQLITE_OK)
-    return db_fail(s->st, err, rc, "bucket");
-  int r = db_step_row(s->st, q, "bucket", err);
-  if (r < 0)
-    return -1;
-  if (r == 0)
-    return husk_fail(err, STORE_ENOBUCKET, "The specified bucket does not exist");
-  return 0;
-}
-
 int store_bucket_create(struct store *s, const char *tenant_id, const char *name,
                         struct husk_err *err) {
   if (!store_bucket_name_ok(name))
     return husk_fail(err, STORE_EBADNAME, "The specified bucket is not valid");
-  cleanup_unlock struct state *locked = db_lock(s->st);
-  cleanup_txn struct db_txn txn = {0};
-  if (db_begin(s->st, &txn, err) < 0)
-    return -1;
-  if (store_bucket_check_locked(s, tenant_id, name, err) == 0)
-    return husk_fail(
-        err, STORE_EOWNED,
-        "Your previous request to create the named bucket succeeded and you already own it");
-  if (err->code != STORE_ENOBUCKET)
-    return -1;
-  cleanup_stmt sqlite3_stmt *q = NULL;
-  if (db_prepare(s->st, &q, "INSERT INTO buckets (tenant_id, name, created_ms) VALUES (?, ?, ?)",
-                 err) < 0)
-    return -1;
-  int rc = db_text(q, 1, tenant_id) || db_text(q, 2, name) || db_int(q, 3, state_now_ms());
-  if (rc != SQLITE_OK)
-    return db_fail(s->st, err, rc, "bucket");
-  if (db_step_done(s->st, q, "cannot create the bucket", err) < 0)
-    return -1;
-  return db_commit(&txn, err);
+  return state_bucket_create(s->st, tenant_id, name, err);
 }
 
 int store_bucket_exists(struct store *s, const char *tenant_id, const char *name,
                         struct husk_err *err) {
-  cleanup_unlock struct state *locked = db_lock(s->st);
-  return store_bucket_check_locked(s, tenant_id, name, err);
+  return state_bucket_check(s->st, tenant_id, name, err);
 }
 
 int store_bucket_delete(struct store *s, const char *tenant_id, const char *name,
                         struct husk_err *err) {
-  cleanup_unlock struct state *locked = db_lock(s->st);
-  cleanup_txn struct db_txn txn = {0};
-  if (db_begin(s->st, &txn, err) < 0)
-    return -1;
-  if (store_bucket_check_locked(s, tenant_id, name, err) < 0)
-    return -1;
-  cleanup_stmt sqlite3_stmt *q = NULL;
-  if (db_prepare(s->st, &q,
-                 "SELECT (SELECT count(*) FROM (SELECT 1 FROM objects WHERE tenant_id = ?1 AND "
-                 "bucket = ?2 LIMIT 1)) + (SELECT count(*) FROM (SELECT 1 FROM uploads WHERE "
-                 "tenant_id = ?1 AND bucket = ?2 LIMIT 1))",
-                 err) < 0)
-    return -1;
-  int rc = db_text(q, 1, tenant_id) || db_text(q, 2, name);
-  if (rc != SQLITE_OK || db_step_row(s->st, q, "bucket", err) != 1)
-    return rc != SQLITE_OK ? db_fail(s->st, err, rc, "bucket") : -1;
-  if (sqlite3_column_int64(q, 0) > 0)
-    return husk_fail(err, STORE_ENOTEMPTY, "The bucket you tried to delete is not empty");
-  cleanup_stmt sqlite3_stmt *d = NULL;
-  if (db_prepare(s->st, &d, "DELETE FROM buckets WHERE tenant_id = ? AND name = ?", err) < 0)
-    return -1;
-  rc = db_text(d, 1, tenant_id) || db_text(d, 2, name);
-  if (rc != SQLITE_OK)
-    return db_fail(s->st, err, rc, "bucket");
-  if (db_step_done(s->st, d, "cannot delete the bucket", err) < 0)
-    return -1;
-  return db_commit(&txn, err);
+  return state_bucket_delete(s->st, tenant_id, name, err);
 }
-
-struct bucket_row {
-  char name[STORE_BUCKET_MAX + 1];
-  int64_t created_ms;
-};
 
 int store_bucket_list(struct store *s, const char *tenant_id,
                       int (*cb)(void *ctx, const char *name, int64_t created_ms), void *ctx,
                       struct husk_err *err) {
-  cleanup_rows struct db_rows rows = {.item_size = sizeof(struct bucket_row)};
-  {
-    cleanup_unlock struct state *locked = db_lock(s->st);
-    cleanup_stmt sqlite3_stmt *q = NULL;
-    if (db_prepare(s->st, &q,
-                   "SELECT name, created_ms FROM buckets WHERE tenant_id = ? ORDER BY name",
-                   err) < 0)
-      return -1;
-    int rc = db_text(q, 1, tenant_id);
-    if (rc != SQLITE_OK)
-      return db_fail(s->st, err, rc, "buckets");
-    int r;
-    while ((r = db_step_row(s->st, q, "buckets", err)) == 1) {
-      struct bucket_row *b = db_rows_push(&rows);
-      if (!b)
-        return husk_error(err, ENOMEM, "buckets");
-      db_col_text(q, 0, b->name, sizeof b->name);
-      b->created_ms = sqlite3_column_int64(q, 1);
-    }
-    if (r < 0)
-      return -1;
-  }
-  for (size_t i = 0; i < rows.n; i++) {
-    struct bucket_row *b = db_rows_at(&rows, i);
-    int v = cb(ctx, b->name, b->created_ms);
-    if (v)
-      return db_cb_verdict(v);
-  }
-  return 0;
+  return state_bucket_list(s->st, tenant_id, cb, ctx, err);
 }
 
 /* ---- checksums ---- */
@@ -806,156 +657,20 @@ void store_writer_abort(struct store_writer *w) {
   free(w);
 }
 
-/* Point (tenant, bucket, key) at `file`; *old receives the file it
- * replaced ("" if none).  The caller holds the lock and a transaction. */
-static int usage_locked(struct store *s, const char *tenant_id, uint64_t *bytes,
-                        struct husk_err *err) {
-  cleanup_stmt sqlite3_stmt *q = NULL;
-  if (db_prepare(s->st, &q,
-                 "SELECT (SELECT coalesce(sum(size), 0) FROM objects WHERE tenant_id = ?1) + "
-                 "(SELECT coalesce(sum(p.size), 0) FROM parts p JOIN uploads u ON p.upload_id = "
-                 "u.id WHERE u.tenant_id = ?1)",
-                 err) < 0)
-    return -1;
-  int rc = db_text(q, 1, tenant_id);
-  if (rc != SQLITE_OK)
-    return db_fail(s->st, err, rc, "usage");
-  if (db_step_row(s->st, q, "usage", err) != 1)
-    return -1;
-  int64_t v = sqlite3_column_int64(q, 0);
-  *bytes = v > 0 ? (uint64_t)v : 0;
-  return 0;
-}
+/* ---- usage and quota ---- */
 
 int store_usage(struct store *s, const char *tenant_id, uint64_t *bytes, struct husk_err *err) {
-  cleanup_unlock struct state *locked = db_lock(s->st);
-  return usage_locked(s, tenant_id, bytes, err);
-}
-
-int store_quota_locked(struct store *s, const char *tenant_id, uint64_t add, uint64_t freed,
-                       struct husk_err *err) {
-  if (!s->quota)
-    return 0;
-  uint64_t used = 0;
-  if (usage_locked(s, tenant_id, &used, err) < 0)
-    return -1;
-  used = used > freed ? used - freed : 0;
-  if (add > s->quota || used > s->quota - add)
-    return husk_fail(err, STORE_EQUOTA,
-                     "The tenant's storage quota (%llu bytes) would be exceeded: %llu in use",
-                     (unsigned long long)s->quota, (unsigned long long)used);
-  return 0;
-}
-
-/* Under the lock: the size of the object at bucket/key (0 if none). */
-static int freed_locked(struct store *s, const char *tenant_id, const char *bucket, const char *key,
-                        uint64_t *freed, struct husk_err *err) {
-  *freed = 0;
-  if (!bucket || !key)
-    return 0;
-  cleanup_stmt sqlite3_stmt *q = NULL;
-  if (db_prepare(s->st, &q,
-                 "SELECT size FROM objects WHERE tenant_id = ? AND bucket = ? AND key = ?",
-                 err) < 0)
-    return -1;
-  int rc = db_text(q, 1, tenant_id) || db_text(q, 2, bucket) || db_text(q, 3, key);
-  if (rc != SQLITE_OK)
-    return db_fail(s->st, err, rc, "quota");
-  int r = db_step_row(s->st, q, "quota", err);
-  if (r < 0)
-    return -1;
-  if (r == 1)
-    *freed = (uint64_t)sqlite3_column_int64(q, 0);
-  return 0;
+  return state_store_usage(s->st, tenant_id, bytes, err);
 }
 
 int store_quota_room(struct store *s, const char *tenant_id, const char *bucket, const char *key,
                      uint64_t *room, struct husk_err *err) {
-  *room = UINT64_MAX;
-  if (!s->quota)
-    return 0;
-  cleanup_unlock struct state *locked = db_lock(s->st);
-  uint64_t freed = 0, used = 0;
-  if (freed_locked(s, tenant_id, bucket, key, &freed, err) < 0 ||
-      usage_locked(s, tenant_id, &used, err) < 0)
-    return -1;
-  used = used > freed ? used - freed : 0;
-  *room = used < s->quota ? s->quota - used : 0;
-  return 0;
+  return state_store_quota_room(s->st, tenant_id, bucket, key, s->quota, room, err);
 }
 
 int store_quota_check(struct store *s, const char *tenant_id, const char *bucket, const char *key,
                       uint64_t add, struct husk_err *err) {
-  if (!s->quota)
-    return 0;
-  cleanup_unlock struct state *locked = db_lock(s->st);
-  uint64_t freed = 0;
-  if (freed_locked(s, tenant_id, bucket, key, &freed, err) < 0)
-    return -1;
-  return store_quota_locked(s, tenant_id, add, freed, err);
-}
-
-int store_object_upsert_locked(struct store *s, const char *tenant_id, const char *bucket,
-                               const char *key, const char *file, uint64_t size, const char *etag,
-                               const char *ctype, const char *meta, int64_t mtime, uint64_t freed,
-                               char old[STORE_ID_SIZE], struct husk_err *err) {
-  if (store_bucket_check_locked(s, tenant_id, bucket, err) < 0)
-    return -1;
-  old[0] = 0;
-  uint64_t old_size = 0;
-  {
-    cleanup_stmt sqlite3_stmt *q = NULL;
-    if (db_prepare(s->st, &q,
-                   "SELECT file, size FROM objects WHERE tenant_id = ? AND bucket = ? AND key = ?",
-                   err) < 0)
-      return -1;
-    int rc = db_text(q, 1, tenant_id) || db_text(q, 2, bucket) || db_text(q, 3, key);
-    if (rc != SQLITE_OK)
-      return db_fail(s->st, err, rc, "object");
-    int r = db_step_row(s->st, q, "object", err);
-    if (r < 0)
-      return -1;
-    if (r == 1) {
-      db_col_text(q, 0, old, STORE_ID_SIZE);
-      old_size = (uint64_t)sqlite3_column_int64(q, 1);
-    }
-  }
-  /* The version replaced (and parts assembled into this one) free space. */
-  if (store_quota_locked(s, tenant_id, size, old_size + freed, err) < 0)
-    return -1;
-  cleanup_stmt sqlite3_stmt *u = NULL;
-  if (db_prepare(
-          s->st, &u,
-          "INSERT INTO objects (tenant_id, bucket, key, file, size, etag, content_type, "
-          "meta_json, mtime_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
-          "ON CONFLICT (tenant_id, bucket, key) DO UPDATE SET file = excluded.file, "
-          "size = excluded.size, etag = excluded.etag, content_type = excluded.content_type, "
-          "meta_json = excluded.meta_json, mtime_ms = excluded.mtime_ms",
-          err) < 0)
-    return -1;
-  int rc = db_text(u, 1, tenant_id) || db_text(u, 2, bucket) || db_text(u, 3, key) ||
-           db_text(u, 4, file) || db_int(u, 5, (int64_t)size) || db_text(u, 6, etag) ||
-           db_text(u, 7, ctype ? ctype : "") || db_text(u, 8, meta ? meta : "{}") ||
-           db_int(u, 9, mtime);
-  if (rc != SQLITE_OK)
-    return db_fail(s->st, err, rc, "object");
-  if (db_step_done(s->st, u, "cannot store the object", err) < 0)
-    return -1;
-  db_fault_point("object_upsert");
-  return 0;
-}
-
-static int object_upsert(struct store *s, const char *tenant_id, const char *bucket,
-                         const char *key, const char *file, uint64_t size, const char *etag,
-                         const char *ctype, const char *meta, int64_t mtime,
-                         char old[STORE_ID_SIZE], struct husk_err *err) {
-  cleanup_unlock struct state *locked = db_lock(s->st);
-  cleanup_txn struct db_txn txn = {0};
-  if (db_begin(s->st, &txn, err) < 0 ||
-      store_object_upsert_locked(s, tenant_id, bucket, key, file, size, etag, ctype, meta, mtime, 0,
-                                 old, err) < 0)
-    return -1;
-  return db_commit(&txn, err);
+  return state_store_quota_check(s->st, tenant_id, bucket, key, s->quota, add, err);
 }
 
 int store_fill_object(struct store_object *out, const char *key, const char *file, uint64_t size,
@@ -978,23 +693,6 @@ int store_fill_object(struct store_object *out, const char *key, const char *fil
   return 0;
 }
 
-/* Whether the object's row names `file` (false when unsure). */
-static bool row_names_file(struct store *s, const char *tenant_id, const char *bucket,
-                           const char *key, const char *file) {
-  cleanup_unlock struct state *locked = db_lock(s->st);
-  cleanup_stmt sqlite3_stmt *q = NULL;
-  struct husk_err ignored;
-  if (db_prepare(
-          s->st, &q,
-          "SELECT 1 FROM objects WHERE tenant_id = ? AND bucket = ? AND key = ? AND file = ?",
-          &ignored) < 0)
-    return false;
-  if (db_text(q, 1, tenant_id) || db_text(q, 2, bucket) || db_text(q, 3, key) ||
-      db_text(q, 4, file))
-    return false;
-  return db_step_row(s->st, q, "object", &ignored) == 1;
-}
-
 /* Steps 3-5 for a finished file already named `etag`. */
 static int commit_object(struct store_writer *w, const char *tenant_id, const char *bucket,
                          const char *key, const char *etag, const char *ctype, const char *meta,
@@ -1010,10 +708,17 @@ static int commit_object(struct store_writer *w, const char *tenant_id, const ch
   int64_t now = state_now_ms();
   char old[STORE_ID_SIZE];
   uint64_t size = w->size;
-  if (object_upsert(s, tenant_id, bucket, key, file, size, etag, ctype, meta, now, old, err) < 0) {
+  struct state_object_new o = {.key = key,
+                               .file = file,
+                               .size = size,
+                               .etag = etag,
+                               .content_type = ctype,
+                               .meta_json = meta,
+                               .mtime_ms = now};
+  if (state_object_put(s->st, tenant_id, bucket, &o, s->quota, old, err) < 0) {
     /* A failed sync fails the call with the row committed (state.h):
      * then the file is the object's, and must stay. */
-    if (!row_names_file(s, tenant_id, bucket, key, file))
+    if (!state_object_names_file(s->st, tenant_id, bucket, key, file))
       store_unlink(s, s->objfd, file);
     return -1;
   }

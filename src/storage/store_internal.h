@@ -1,11 +1,15 @@
-/* Shared by the files of src/storage; not part of its API. */
+/* Shared by the files of src/storage; not part of its API.  The rows
+ * behind the store are the state plane's (state/store_state.h): nothing
+ * here runs SQL. */
 #ifndef HUSK_STORAGE_STORE_INTERNAL_H
 #define HUSK_STORAGE_STORE_INTERNAL_H
 
-#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
-#include "state/db.h"
 #include "storage/store.h"
+#include "util/error.h"
 
 struct store {
   struct state *st;
@@ -30,32 +34,17 @@ void store_log(struct store *s, const char *fmt, ...) __attribute__((format(prin
 /* Random bytes of the id of a file, an upload or a link (util/id.h):
  * a one-letter prefix and 32 hex digits, in STORE_ID_SIZE. */
 #define STORE_ID_BYTES 16
-/* Under the lock: does the tenant have the bucket?  STORE_ENOBUCKET if not. */
-int store_bucket_check_locked(struct store *s, const char *tenant_id, const char *bucket,
-                              struct husk_err *err);
 /* Rename the writer's temporary file into `dirfd` as `name` and fsync the
  * directory (steps 3 of the discipline). */
 int store_writer_publish(struct store_writer *w, int dirfd, const char *name, struct husk_err *err);
 /* Unlink a file that no row names any more; failures only logged. */
 void store_unlink(struct store *s, int dirfd, const char *name);
-/* Fill an object from a row: key, file, size, etag, content_type,
- * meta_json, mtime_ms (columns 0..6). */
-int store_object_from_row(sqlite3_stmt *q, struct store_object *o, struct husk_err *err);
 /* Publish a finished writer under an ETag of the caller's (CopyObject
  * keeps the source's, Complete computes the multipart one).  Frees w. */
 int store_commit_with_etag(struct store_writer *w, const char *tenant_id, const char *bucket,
                            const char *key, const char *etag, const char *content_type,
                            const char *meta_json, struct store_object *out, struct husk_err *err);
-/* Under the lock and a transaction: point the key at `file` (*old: the
- * file replaced, "" if none). */
-int store_object_upsert_locked(struct store *s, const char *tenant_id, const char *bucket,
-                               const char *key, const char *file, uint64_t size, const char *etag,
-                               const char *ctype, const char *meta, int64_t mtime, uint64_t freed,
-                               char old[STORE_ID_SIZE], struct husk_err *err);
-/* Under the lock: STORE_EQUOTA if the tenant's usage, minus `freed`, plus
- * `add` passes the quota. */
-int store_quota_locked(struct store *s, const char *tenant_id, uint64_t add, uint64_t freed,
-                       struct husk_err *err);
+/* Fill `out` (may be NULL) with an object just stored. */
 int store_fill_object(struct store_object *out, const char *key, const char *file, uint64_t size,
                       const char *etag, const char *ctype, const char *meta, int64_t mtime,
                       struct husk_err *err);
@@ -63,5 +52,9 @@ const char *store_writer_etag(const struct store_writer *w);
 struct store *store_writer_store(const struct store_writer *w);
 /* Base64 of n bytes into out (room for 4*ceil(n/3)+1). */
 void store_b64(const unsigned char *in, size_t n, char *out);
+/* The tenant's link-signing S3 key (internal: never shown), created on
+ * first use (access_keys.c). */
+int store_internal_key(struct store *s, const char *tenant_id, char key_id[STORE_ACCESS_KEY_SIZE],
+                       char secret[STORE_SECRET_SIZE], struct husk_err *err);
 
 #endif
