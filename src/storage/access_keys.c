@@ -10,8 +10,11 @@
  * not open.  Secrets are returned once, at creation, and never logged. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -19,6 +22,7 @@
 #include "state/store_state.h"
 #include "storage/store_internal.h"
 #include "util/cleanup.h"
+#include "util/fileio.h"
 #include "util/id.h"
 
 #define NONCE 12
@@ -28,6 +32,55 @@
 
 _Static_assert(NONCE + STORE_SECRET_SIZE - 1 + TAG <= STATE_S3_SEALED_MAX,
                "a sealed secret fits the state's buffer");
+
+/* ---- the master key ---- */
+
+/* DATA/storage/master.key: 32 random bytes, 0600, created once (link()
+ * publishes it whole, as the admin key). */
+int store_master_key_load(struct store *s, struct husk_err *err) {
+  for (int attempt = 0; attempt < 2; attempt++) {
+    cleanup_close int fd = openat(s->dirfd, "master.key", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) {
+      struct stat st;
+      if (fstat(fd, &st) < 0)
+        return husk_error(err, errno, "storage master key");
+      if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
+        return husk_fail(err, EPERM,
+                         "`%s/master.key` must be a regular file of ours with mode 0600", s->dir);
+      ssize_t n = read(fd, s->master, sizeof s->master);
+      if (n != (ssize_t)sizeof s->master)
+        return husk_fail(err, EUCLEAN, "`%s/master.key` is not 32 bytes", s->dir);
+      return 0;
+    }
+    if (errno != ENOENT)
+      return husk_error(err, errno, "cannot open `%s/master.key`", s->dir);
+    unsigned char k[32];
+    if (id_random_bytes(k, sizeof k, err) < 0)
+      return -1;
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, ".master.key.%d", (int)getpid());
+    unlinkat(s->dirfd, tmp, 0);
+    cleanup_close int w =
+        openat(s->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (w < 0)
+      return husk_error(err, errno, "cannot create the storage master key");
+    if (write_all(w, k, sizeof k) < 0 || fsync(w) < 0) {
+      int e = errno;
+      unlinkat(s->dirfd, tmp, 0);
+      return husk_error(err, e, "cannot write the storage master key");
+    }
+    OPENSSL_cleanse(k, sizeof k);
+    int rc = linkat(s->dirfd, tmp, s->dirfd, "master.key", 0);
+    int e = errno;
+    unlinkat(s->dirfd, tmp, 0);
+    if (rc < 0 && e != EEXIST)
+      return husk_error(err, e, "cannot create the storage master key");
+    fsync(s->dirfd);
+  }
+  return husk_fail(err, EIO, "cannot read the storage master key");
+}
+
+/* ---- sealing ---- */
 
 static int seal(struct store *s, const char *id, const char *secret, unsigned char *out,
                 size_t *outlen, struct husk_err *err) {

@@ -1,4 +1,6 @@
-/* Reading, deleting, copying and listing objects; one-call puts. */
+/* Objects: publishing a finished writer as one (the write discipline's
+ * steps 4 and 5: the row, then the unlink of the file it replaced),
+ * reading, deleting, copying and listing them, and one-call puts. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +13,27 @@
 #include "state/store_state.h"
 #include "storage/store_internal.h"
 #include "util/cleanup.h"
+#include "util/id.h"
+#include "util/utf8.h"
+
+int store_key_check(const char *key, struct husk_err *err) {
+  size_t n = strlen(key);
+  if (n == 0)
+    return husk_fail(err, STORE_EBADKEY, "the object key is empty");
+  if (n > STORE_KEY_MAX)
+    return husk_fail(err, STORE_EBADKEY, "the object key is longer than %d bytes", STORE_KEY_MAX);
+  if (!utf8_valid(key, n))
+    return husk_fail(err, STORE_EBADKEY, "the object key is not valid UTF-8");
+  return 0;
+}
+
+void store_object_free(struct store_object *o) {
+  if (!o)
+    return;
+  free(o->key);
+  free(o->meta_json);
+  o->key = o->meta_json = NULL;
+}
 
 int store_object_get(struct store *s, const char *tenant_id, const char *bucket, const char *key,
                      struct store_object *out, int *fd, struct husk_err *err) {
@@ -47,6 +70,82 @@ int store_object_delete(struct store *s, const char *tenant_id, const char *buck
     store_unlink(s, s->objfd, file);
   return 0;
 }
+
+/* ---- publishing a finished writer (steps 4-5) ---- */
+
+int store_fill_object(struct store_object *out, const char *key, const char *file, uint64_t size,
+                      const char *etag, const char *ctype, const char *meta, int64_t mtime,
+                      struct husk_err *err) {
+  if (!out)
+    return 0;
+  memset(out, 0, sizeof *out);
+  out->key = strdup(key);
+  out->meta_json = strdup(meta ? meta : "{}");
+  if (!out->key || !out->meta_json) {
+    store_object_free(out);
+    return husk_error(err, ENOMEM, "object");
+  }
+  snprintf(out->file, sizeof out->file, "%s", file);
+  out->size = size;
+  snprintf(out->etag, sizeof out->etag, "%s", etag);
+  snprintf(out->content_type, sizeof out->content_type, "%s", ctype ? ctype : "");
+  out->mtime_ms = mtime;
+  return 0;
+}
+
+/* Steps 3-5 for a finished file already named `etag`. */
+static int commit_object(struct store_writer *w, const char *tenant_id, const char *bucket,
+                         const char *key, const char *etag, const char *ctype, const char *meta,
+                         struct store_object *out, struct husk_err *err) {
+  struct store *s = store_writer_store(w);
+  char file[STORE_ID_SIZE];
+  if (store_key_check(key, err) < 0 || id_new("o", STORE_ID_BYTES, file, STORE_ID_SIZE, err) < 0)
+    return -1;
+  if (ctype && strlen(ctype) >= STORE_CTYPE_MAX)
+    return husk_fail(err, EINVAL, "the content type is too long");
+  if (store_writer_publish(w, s->objfd, file, err) < 0)
+    return -1;
+  int64_t now = state_now_ms();
+  char old[STORE_ID_SIZE];
+  uint64_t size = store_writer_size(w);
+  struct state_object_new o = {.key = key,
+                               .file = file,
+                               .size = size,
+                               .etag = etag,
+                               .content_type = ctype,
+                               .meta_json = meta,
+                               .mtime_ms = now};
+  if (state_object_put(s->st, tenant_id, bucket, &o, s->quota, old, err) < 0) {
+    /* A failed sync fails the call with the row committed (state.h):
+     * then the file is the object's, and must stay. */
+    if (!state_object_names_file(s->st, tenant_id, bucket, key, file))
+      store_unlink(s, s->objfd, file);
+    return -1;
+  }
+  if (old[0])
+    store_unlink(s, s->objfd, old);
+  return store_fill_object(out, key, file, size, etag, ctype, meta, now, err);
+}
+
+int store_commit_with_etag(struct store_writer *w, const char *tenant_id, const char *bucket,
+                           const char *key, const char *etag, const char *content_type,
+                           const char *meta_json, struct store_object *out, struct husk_err *err) {
+  int r = commit_object(w, tenant_id, bucket, key, etag, content_type, meta_json, out, err);
+  store_writer_abort(w);
+  return r;
+}
+
+int store_put_commit(struct store_writer *w, const char *tenant_id, const char *bucket,
+                     const char *key, const char *content_type, const char *meta_json,
+                     struct store_object *out, struct husk_err *err) {
+  int r = store_writer_finished(w) ? commit_object(w, tenant_id, bucket, key, store_writer_etag(w),
+                                                   content_type, meta_json, out, err)
+                                   : husk_fail(err, EINVAL, "internal: the body was not finished");
+  store_writer_abort(w);
+  return r;
+}
+
+/* ---- copies and one-call puts ---- */
 
 /* Copy all of `in` from its current offset into the writer. */
 static int pump(struct store_writer *w, int in, struct husk_err *err) {

@@ -30,15 +30,31 @@ struct store {
   void *log_ctx;
 };
 
-void store_log(struct store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Random bytes of the id of a file, an upload or a link (util/id.h):
  * a one-letter prefix and 32 hex digits, in STORE_ID_SIZE. */
 #define STORE_ID_BYTES 16
-/* Rename the writer's temporary file into `dirfd` as `name` and fsync the
- * directory (steps 3 of the discipline). */
-int store_writer_publish(struct store_writer *w, int dirfd, const char *name, struct husk_err *err);
-/* Unlink a file that no row names any more; failures only logged. */
+
+/* ---- store.c ---- */
+void store_log(struct store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Unlink a file that no row names any more, once that is durable;
+ * failures only logged (the next start's sweep has another go). */
 void store_unlink(struct store *s, int dirfd, const char *name);
+
+/* ---- sweep.c ---- */
+/* Remove what a crash left: temporary files, files no row names, uploads
+ * abandoned for longer than STORE_UPLOAD_TTL_MS. */
+int store_sweep(struct store *s, struct husk_err *err);
+
+/* ---- writer.c ---- */
+/* Rename the writer's temporary file into `dirfd` as `name` and fsync the
+ * directory (step 3 of the discipline). */
+int store_writer_publish(struct store_writer *w, int dirfd, const char *name, struct husk_err *err);
+/* A writer's MD5 hex, once store_writer_finish has checked it. */
+const char *store_writer_etag(const struct store_writer *w);
+bool store_writer_finished(const struct store_writer *w);
+struct store *store_writer_store(const struct store_writer *w);
+
+/* ---- objects.c ---- */
 /* Publish a finished writer under an ETag of the caller's (CopyObject
  * keeps the source's, Complete computes the multipart one).  Frees w. */
 int store_commit_with_etag(struct store_writer *w, const char *tenant_id, const char *bucket,
@@ -48,12 +64,21 @@ int store_commit_with_etag(struct store_writer *w, const char *tenant_id, const 
 int store_fill_object(struct store_object *out, const char *key, const char *file, uint64_t size,
                       const char *etag, const char *ctype, const char *meta, int64_t mtime,
                       struct husk_err *err);
-const char *store_writer_etag(const struct store_writer *w);
-struct store *store_writer_store(const struct store_writer *w);
+
+/* ---- checksum.c ---- */
 /* Base64 of n bytes into out (room for 4*ceil(n/3)+1). */
 void store_b64(const unsigned char *in, size_t n, char *out);
+/* Running CRC-32C and CRC-64/NVME of a body: start from 0, feed it in
+ * pieces. */
+uint32_t store_crc32c_update(uint32_t crc, const void *buf, size_t n);
+uint64_t store_crc64nvme_update(uint64_t crc, const void *buf, size_t n);
+
+/* ---- access_keys.c ---- */
+/* Read DATA/storage/master.key into s->master, creating it the first
+ * time. */
+int store_master_key_load(struct store *s, struct husk_err *err);
 /* The tenant's link-signing S3 key (internal: never shown), created on
- * first use (access_keys.c). */
+ * first use. */
 int store_internal_key(struct store *s, const char *tenant_id, char key_id[STORE_ACCESS_KEY_SIZE],
                        char secret[STORE_SECRET_SIZE], struct husk_err *err);
 
