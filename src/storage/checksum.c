@@ -8,6 +8,7 @@
 #include <strings.h>
 
 #include <openssl/evp.h>
+#include <zlib.h>
 
 #include "storage/store_internal.h"
 
@@ -34,6 +35,10 @@ static void crc_tables_init(void) {
       c = c & 1 ? (c >> 1) ^ 0x9A6C9329AC4BC9B5ull : c >> 1;
     crc64nvme_table[i] = c;
   }
+}
+
+uint32_t store_crc32_update(uint32_t crc, const void *buf, size_t n) {
+  return (uint32_t)crc32_z(crc, buf, n);
 }
 
 uint32_t store_crc32c_update(uint32_t crc, const void *buf, size_t n) {

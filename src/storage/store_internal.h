@@ -68,8 +68,9 @@ int store_fill_object(struct store_object *out, const char *key, const char *fil
 /* ---- checksum.c ---- */
 /* Base64 of n bytes into out (room for 4*ceil(n/3)+1). */
 void store_b64(const unsigned char *in, size_t n, char *out);
-/* Running CRC-32C and CRC-64/NVME of a body: start from 0, feed it in
- * pieces. */
+/* Running CRC-32 (zlib's), CRC-32C and CRC-64/NVME of a body: start from
+ * 0, feed it in pieces. */
+uint32_t store_crc32_update(uint32_t crc, const void *buf, size_t n);
 uint32_t store_crc32c_update(uint32_t crc, const void *buf, size_t n);
 uint64_t store_crc64nvme_update(uint64_t crc, const void *buf, size_t n);
 

@@ -14,7 +14,6 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <zlib.h>
 
 #include "storage/store_internal.h"
 #include "util/cleanup.h"
@@ -93,7 +92,7 @@ int store_writer_write(struct store_writer *w, const void *buf, size_t n, struct
   if ((w->size + n) >> 20 != w->size >> 20 && store_space_check(w->s, n, err) < 0)
     return -1;
   if (w->ck == CK_CRC32)
-    w->crc = (uint32_t)crc32_z(w->crc, buf, n);
+    w->crc = store_crc32_update(w->crc, buf, n);
   else if (w->ck == CK_CRC32C)
     w->crc = store_crc32c_update(w->crc, buf, n);
   else if (w->ck == CK_CRC64NVME)
