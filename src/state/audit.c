@@ -62,7 +62,8 @@ int state_audit_add(struct state *st, const struct state_audit *rec, int64_t *id
   return 0;
 }
 
-static int read_audit(sqlite3_stmt *s, struct state_audit *a, struct husk_err *err) {
+static int read_audit(sqlite3_stmt *s, void *row, struct husk_err *err) {
+  struct state_audit *a = row;
   a->id = sqlite3_column_int64(s, 0);
   a->ts_ms = sqlite3_column_int64(s, 1);
   bool ok = db_col_text(s, 2, a->tenant_id, sizeof a->tenant_id);
@@ -99,15 +100,14 @@ int state_audit_list(struct state *st, const struct state_audit_filter *filter,
   /* Constant fragments only, chosen by which filters are set, so SQLite
    * can pick the matching index; values are bound by name. */
   char sql[1024];
-  snprintf(sql, sizeof sql,
-           "SELECT " AUDIT_COLUMNS " FROM audit WHERE 1%s%s%s%s%s%s%s ORDER BY id%s LIMIT :limit",
-           filter->tenant_id ? " AND tenant_id = :tenant" : "",
-           filter->box_id ? " AND box_id = :box" : "",
-           filter->action ? " AND action = :action" : "",
-           filter->since_ms ? " AND ts_ms >= :since" : "",
-           filter->until_ms ? " AND ts_ms < :until" : "",
-           filter->after_id ? " AND id > :after" : "",
-           filter->before_id ? " AND id < :before" : "", filter->newest_first ? " DESC" : "");
+  snprintf(
+      sql, sizeof sql,
+      "SELECT " AUDIT_COLUMNS " FROM audit WHERE 1%s%s%s%s%s%s%s ORDER BY id%s LIMIT :limit",
+      filter->tenant_id ? " AND tenant_id = :tenant" : "",
+      filter->box_id ? " AND box_id = :box" : "", filter->action ? " AND action = :action" : "",
+      filter->since_ms ? " AND ts_ms >= :since" : "", filter->until_ms ? " AND ts_ms < :until" : "",
+      filter->after_id ? " AND id > :after" : "", filter->before_id ? " AND id < :before" : "",
+      filter->newest_first ? " DESC" : "");
 
   cleanup_rows struct db_rows rows = {.item_size = sizeof(struct state_audit)};
   {
@@ -132,15 +132,7 @@ int state_audit_list(struct state *st, const struct state_audit_filter *filter,
       rc = db_int_named(s, ":before", filter->before_id);
     if (rc)
       return db_fail(st, err, rc, "cannot bind audit filter");
-    int r;
-    while ((r = db_step_row(st, s, "cannot list audit records", err)) == 1) {
-      struct state_audit *a = db_rows_push(&rows);
-      if (!a)
-        return husk_error(err, ENOMEM, "cannot list audit records");
-      if (read_audit(s, a, err) < 0)
-        return -1;
-    }
-    if (r < 0)
+    if (db_rows_fill(st, s, &rows, read_audit, "cannot list audit records", err) < 0)
       return -1;
   }
   for (size_t i = 0; i < rows.n; i++) {

@@ -15,9 +15,9 @@
 #include "state/db.h"
 #include "util/cleanup.h"
 
-#define BOX_COLUMNS                                                                               \
-  "id, tenant_id, state, reason, template, memory, pids, cpu_milli, disk, timeout_ms, env_json, " \
-  "metadata_json, created_ms, expires_ms, ended_ms, init_pid, init_start_time, uid_base, slot, "  \
+#define BOX_COLUMNS                                                                                \
+  "id, tenant_id, state, reason, template, memory, pids, cpu_milli, disk, timeout_ms, env_json, "  \
+  "metadata_json, created_ms, expires_ms, ended_ms, init_pid, init_start_time, uid_base, slot, "   \
   "cgroup"
 
 static const char *const live_states[] = {STATE_BOX_CREATING, STATE_BOX_RUNNING,
@@ -51,7 +51,8 @@ void state_box_free(struct state_box *box) {
 
 static void box_free_item(void *item) { state_box_free(item); }
 
-static int read_box(sqlite3_stmt *s, struct state_box *b, struct husk_err *err) {
+static int read_box(sqlite3_stmt *s, void *row, struct husk_err *err) {
+  struct state_box *b = row;
   memset(b, 0, sizeof *b);
   bool ok = db_col_text(s, 0, b->id, sizeof b->id);
   ok &= db_col_text(s, 1, b->tenant_id, sizeof b->tenant_id);
@@ -181,8 +182,7 @@ static int check_quota(struct state *st, const struct state_box *b, struct husk_
       (__builtin_add_overflow(memory, b->memory, &want) || want > max_memory))
     return husk_fail(err, EDQUOT,
                      "tenant `%s` uses %lld of %lld bytes of memory; this box needs %lld more",
-                     b->tenant_id, (long long)memory, (long long)max_memory,
-                     (long long)b->memory);
+                     b->tenant_id, (long long)memory, (long long)max_memory, (long long)b->memory);
   return 0;
 }
 
@@ -255,10 +255,9 @@ int state_box_get(struct state *st, const char *tenant_id, const char *id, struc
 }
 
 int box_current_state(struct state *st, const char *tenant_id, const char *id, char *state,
-                         size_t size, struct husk_err *err) {
+                      size_t size, struct husk_err *err) {
   cleanup_stmt sqlite3_stmt *s = NULL;
-  if (db_prepare(st, &s,
-                 "SELECT state FROM boxes WHERE id = ?1 AND (?2 IS NULL OR tenant_id = ?2)",
+  if (db_prepare(st, &s, "SELECT state FROM boxes WHERE id = ?1 AND (?2 IS NULL OR tenant_id = ?2)",
                  err) < 0)
     return -1;
   int rc;
@@ -308,8 +307,7 @@ int state_box_set_state(struct state *st, const char *id, const char *expect, co
     return -1;
   int rc;
   if ((rc = db_text(s, 1, id)) || (rc = db_text(s, 2, state)) ||
-      (rc = db_text(s, 3, reason ? fitted : NULL)) ||
-      (rc = db_int(s, 4, ended)))
+      (rc = db_text(s, 3, reason ? fitted : NULL)) || (rc = db_int(s, 4, ended)))
     return db_fail(st, err, rc, "cannot bind box state");
   if (db_step_done(st, s, "cannot set box state", err) < 0)
     return -1;
@@ -448,25 +446,25 @@ static int check_filter(const struct state_box_filter *f, struct husk_err *err) 
   if (f->nmeta > 0 && (!f->meta_keys || !f->meta_values))
     return husk_fail(err, EINVAL, "metadata filter is missing");
   for (size_t i = 0; i < f->nmeta; i++)
-    if (check_text("metadata filter key", f->meta_keys[i], STATE_META_TEXT_MAX + 1, false,
-                   err) < 0 ||
-        check_text("metadata filter value", f->meta_values[i], STATE_META_TEXT_MAX + 1, true,
-                   err) < 0)
+    if (check_text("metadata filter key", f->meta_keys[i], STATE_META_TEXT_MAX + 1, false, err) <
+            0 ||
+        check_text("metadata filter value", f->meta_values[i], STATE_META_TEXT_MAX + 1, true, err) <
+            0)
       return -1;
   return 0;
 }
 
 /* The SQL text is assembled from constant fragments only, chosen by which
  * filters are set (so each query can use its index); every value is bound. */
-static int build_list_sql(const struct state_box_filter *f, bool has_cursor, char *sql,
-                          size_t size, struct husk_err *err) {
+static int build_list_sql(const struct state_box_filter *f, bool has_cursor, char *sql, size_t size,
+                          struct husk_err *err) {
   size_t n = 0;
-#define ADD(...)                                                                                  \
-  do {                                                                                            \
-    int w_ = snprintf(sql + n, size - n, __VA_ARGS__);                                            \
-    if (w_ < 0 || (size_t)w_ >= size - n)                                                         \
-      return husk_fail(err, E2BIG, "box listing query too long");                                 \
-    n += (size_t)w_;                                                                              \
+#define ADD(...)                                                                                   \
+  do {                                                                                             \
+    int w_ = snprintf(sql + n, size - n, __VA_ARGS__);                                             \
+    if (w_ < 0 || (size_t)w_ >= size - n)                                                          \
+      return husk_fail(err, E2BIG, "box listing query too long");                                  \
+    n += (size_t)w_;                                                                               \
   } while (0)
   ADD("SELECT " BOX_COLUMNS " FROM boxes WHERE 1");
   if (f->tenant_id)
@@ -530,15 +528,7 @@ int state_box_list(struct state *st, const struct state_box_filter *filter,
       rc = db_int_named(s, ":limit", (int64_t)limit + 1);
     if (rc)
       return db_fail(st, err, rc, "cannot bind box filter");
-    int r;
-    while ((r = db_step_row(st, s, "cannot list boxes", err)) == 1) {
-      struct state_box *b = db_rows_push(&rows);
-      if (!b)
-        return husk_error(err, ENOMEM, "cannot list boxes");
-      if (read_box(s, b, err) < 0)
-        return -1;
-    }
-    if (r < 0)
+    if (db_rows_fill(st, s, &rows, read_box, "cannot list boxes", err) < 0)
       return -1;
   }
   size_t shown = rows.n;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "state/db.h"
+#include "util/utf8.h"
 
 static bool id_char(unsigned char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
@@ -40,53 +41,11 @@ int check_id_or_empty(const char *what, const char *s, size_t size, struct husk_
   return check_id_impl(what, s, size, true, err);
 }
 
-/* Length of the well-formed UTF-8 sequence at s (n bytes available), 0 if
- * there is none: RFC 3629, so no overlong forms, no UTF-16 surrogates,
- * nothing above U+10FFFF. */
-static size_t utf8_seq(const unsigned char *s, size_t n) {
-  unsigned char c = s[0];
-  size_t len;
-  unsigned lo = 0x80, hi = 0xbf; /* allowed range of the second byte */
-  if (c < 0x80)
-    return 1;
-  if (c >= 0xc2 && c <= 0xdf) {
-    len = 2;
-  } else if (c >= 0xe0 && c <= 0xef) {
-    len = 3;
-    if (c == 0xe0)
-      lo = 0xa0; /* overlong */
-    else if (c == 0xed)
-      hi = 0x9f; /* surrogates */
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    len = 4;
-    if (c == 0xf0)
-      lo = 0x90; /* overlong */
-    else if (c == 0xf4)
-      hi = 0x8f; /* above U+10FFFF */
-  } else {
-    return 0;
-  }
-  if (n < len || s[1] < lo || s[1] > hi)
-    return 0;
-  for (size_t k = 2; k < len; k++)
-    if (s[k] < 0x80 || s[k] > 0xbf)
-      return 0;
-  return len;
-}
-
-bool utf8_valid(const char *str, size_t n) {
-  const unsigned char *s = (const unsigned char *)str;
-  for (size_t i = 0, len; i < n; i += len)
-    if ((len = utf8_seq(s + i, n - i)) == 0)
-      return false;
-  return true;
-}
-
 void sanitize_text(char *str) {
   unsigned char *s = (unsigned char *)str;
   size_t n = strlen(str);
   for (size_t i = 0, len; i < n; i += len) {
-    len = utf8_seq(s + i, n - i);
+    len = utf8_seq_len(s + i, n - i);
     if (len == 0) {
       s[i] = '?';
       len = 1;

@@ -16,16 +16,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "util/cleanup.h"
+#include "util/id.h"
 
 /* How long a statement waits for a lock held by another process (a second
  * husk reading the database, a backup) before failing with EBUSY. */
 #define DB_BUSY_TIMEOUT_MS 5000
+
+/* Random bytes of a state id (state_new_id): 96 bits, 24 hex digits. */
+#define STATE_ID_BYTES 12
 
 void (*state_fault_hook)(const char *point);
 
@@ -35,38 +38,13 @@ int64_t state_now_ms(void) {
   return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-int db_random(void *buf, size_t n, struct husk_err *err) {
-  unsigned char *p = buf;
-  while (n > 0) {
-    ssize_t r = getrandom(p, n, 0);
-    if (r < 0) {
-      if (errno == EINTR)
-        continue;
-      return husk_error(err, errno, "getrandom");
-    }
-    p += r;
-    n -= (size_t)r;
-  }
-  return 0;
-}
-
+/* The prefix is checked here, the rest is util/id.c's: state ids are
+ * [A-Za-z0-9_-] (check_id), so a prefix must be too. */
 int state_new_id(const char *prefix, char *out, size_t size, struct husk_err *err) {
-  static const char hex[] = "0123456789abcdef";
-  unsigned char raw[12];
   size_t plen = prefix ? strlen(prefix) : 0;
   if (plen > 0 && check_id("id prefix", prefix, plen + 1, err) < 0)
     return -1;
-  if (!out || size < plen + 2 * sizeof raw + 1)
-    return husk_fail(err, EINVAL, "id buffer too small");
-  if (db_random(raw, sizeof raw, err) < 0)
-    return -1;
-  memcpy(out, prefix, plen);
-  for (size_t i = 0; i < sizeof raw; i++) {
-    out[plen + 2 * i] = hex[raw[i] >> 4];
-    out[plen + 2 * i + 1] = hex[raw[i] & 15];
-  }
-  out[plen + 2 * sizeof raw] = '\0';
-  return 0;
+  return id_new(prefix, STATE_ID_BYTES, out, size, err);
 }
 
 /* ---- locking ---- */
@@ -185,7 +163,8 @@ int db_prepare(struct state *st, sqlite3_stmt **out, const char *sql, struct hus
   }
   /* PERSISTENT: a hint that the statement lives long (SQLite then keeps
    * it out of its short-lived lookaside memory). */
-  int rc = sqlite3_prepare_v3(st->db, sql, -1, cacheable ? SQLITE_PREPARE_PERSISTENT : 0, out, NULL);
+  int rc =
+      sqlite3_prepare_v3(st->db, sql, -1, cacheable ? SQLITE_PREPARE_PERSISTENT : 0, out, NULL);
   if (rc != SQLITE_OK)
     return db_fail(st, err, rc, "cannot prepare a statement");
   if (!cacheable || !*out)
@@ -398,6 +377,20 @@ void *db_rows_push(struct db_rows *r) {
   void *slot = db_rows_at(r, r->n++);
   memset(slot, 0, r->item_size);
   return slot;
+}
+
+int db_rows_fill(struct state *st, sqlite3_stmt *s, struct db_rows *rows,
+                 int (*read)(sqlite3_stmt *s, void *row, struct husk_err *err), const char *what,
+                 struct husk_err *err) {
+  int r;
+  while ((r = db_step_row(st, s, what, err)) == 1) {
+    void *row = db_rows_push(rows);
+    if (!row)
+      return husk_error(err, ENOMEM, "%s", what);
+    if (read(s, row, err) < 0)
+      return -1;
+  }
+  return r < 0 ? -1 : 0;
 }
 
 void db_rows_free(struct db_rows *r) {

@@ -22,6 +22,7 @@
 
 #include "state/state.h"
 #include "util/error.h"
+#include "util/utf8.h" /* utf8_valid, used with the input checks below */
 
 /* Prepared statements kept for reuse (db_prepare), keyed by their SQL
  * text: compiling SQL is a large part of SQLite's time per request. */
@@ -43,7 +44,7 @@ struct state {
    * must not need memory (compiling it then could fail for the very lack
    * of memory that failed the transaction, and leave it open). */
   sqlite3_stmt *rollback;
-  struct state *next_open; /* the list of open states (db.c) */
+  struct state *next_open;   /* the list of open states (db.c) */
   struct state *held_before; /* the state this thread held when it locked this one */
   /* durable.c: commits are numbered; synced_seq is the last one known to
    * be on disk. */
@@ -148,7 +149,6 @@ int check_text(const char *what, const char *s, size_t size, bool empty_ok, stru
 /* A JSON text of at most STATE_JSON_MAX bytes (its shape is checked by the
  * schema's CHECK constraints). */
 int check_json(const char *what, const char *s, struct husk_err *err);
-bool utf8_valid(const char *s, size_t n);
 /* In place: every control character and every byte that is not part of
  * well-formed UTF-8 becomes '?'.  For text that must be stored whatever it
  * holds (the audit log's detail). */
@@ -170,11 +170,42 @@ int box_current_state(struct state *st, const char *tenant_id, const char *id, c
 #define DB_LIVE_STATES "('creating','running','stopping')"
 #define DB_TERMINAL_STATES "('stopped','failed')"
 
+/* ---- the object store's rows (store_state.h) ----
+ * Shared by buckets.c, objects.c and uploads.c; under the lock, and a
+ * transaction for the writes. */
+struct state_object_new;
+/* STORE_ENOBUCKET unless the tenant has the bucket (buckets.c). */
+int bucket_check_locked(struct state *st, const char *tenant_id, const char *bucket,
+                        struct husk_err *err);
+/* STORE_EQUOTA if the tenant's usage, less `freed`, plus `add` passes
+ * `quota` (0: no quota) (objects.c). */
+int usage_quota_locked(struct state *st, const char *tenant_id, uint64_t quota, uint64_t add,
+                       uint64_t freed, struct husk_err *err);
+/* state_object_put's work, with `freed` more bytes counted as freed
+ * (objects.c). */
+int object_put_locked(struct state *st, const char *tenant_id, const char *bucket,
+                      const struct state_object_new *o, uint64_t quota, uint64_t freed, char *old,
+                      struct husk_err *err);
+
 /* ---- schema (schema.c) ---- */
 int schema_migrate(struct state *st, struct husk_err *err);
 
-/* ---- growable row buffers for listings ----
- * Rows are copied out under the lock, then handed to callbacks without it.
+/* ---- listings ----
+ * Rows are copied out under the lock into a growable buffer, then handed
+ * to the callback without it.  Every listing has this shape:
+ *
+ *   cleanup_rows struct db_rows rows = {.item_size = sizeof(struct row)};
+ *   {
+ *     cleanup_unlock struct state *locked = db_lock(st);
+ *     cleanup_stmt sqlite3_stmt *s = NULL;
+ *     ... db_prepare, binds (and any check that needs the same lock) ...
+ *     if (db_rows_fill(st, s, &rows, read_row, "cannot list rows", err) < 0)
+ *       return -1;
+ *   }
+ *   for (size_t i = 0; i < rows.n; i++)   the callback, without the lock
+ *     if ((r = cb(ctx, db_rows_at(&rows, i))) != 0)
+ *       return db_cb_verdict(r);
+ *
  * `free_item` (may be NULL) releases what a row owns (its JSON strings). */
 struct db_rows {
   void *items;
@@ -188,6 +219,13 @@ static inline void *db_rows_at(const struct db_rows *r, size_t i) {
 }
 void db_rows_free(struct db_rows *r);
 #define cleanup_rows __attribute__((cleanup(db_rows_free)))
+/* Under the lock: step `s` (prepared and bound) to its end, each row read
+ * by `read` into a new zeroed slot of `rows`.  `what` names the listing in
+ * errors ("cannot list keys").  0, or -1 with err filled (by `read` too:
+ * what it left in its slot is released with the rest). */
+int db_rows_fill(struct state *st, sqlite3_stmt *s, struct db_rows *rows,
+                 int (*read)(sqlite3_stmt *s, void *row, struct husk_err *err), const char *what,
+                 struct husk_err *err);
 /* What a listing returns for a callback's verdict: 0 to go on (and 0 at
  * the end), a negative verdict as is, a positive one as 0. */
 static inline int db_cb_verdict(int r) { return r < 0 ? r : 0; }
@@ -195,8 +233,5 @@ static inline int db_cb_verdict(int r) { return r < 0 ? r : 0; }
 /* A listing's page size: 0 means STATE_LIST_DEFAULT, 1..STATE_LIST_MAX
  * as is, anything else EINVAL. */
 int db_check_limit(int limit, int *out, struct husk_err *err);
-
-/* n bytes from the kernel's CSPRNG (getrandom: no fd, fork-safe). */
-int db_random(void *buf, size_t n, struct husk_err *err);
 
 #endif

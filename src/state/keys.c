@@ -18,6 +18,7 @@
 
 #include "state/db.h"
 #include "util/cleanup.h"
+#include "util/id.h"
 
 #define KEY_RAW_BYTES 32
 #define KEY_HASH_BYTES 32
@@ -65,7 +66,10 @@ static bool key_well_formed(const char *k, size_t n) {
   return true;
 }
 
-static int read_key(sqlite3_stmt *s, struct state_key *k, struct husk_err *err) {
+/* A row of api_keys (id, tenant_id, created_ms, revoked_ms) into a
+ * struct state_key. */
+static int read_key(sqlite3_stmt *s, void *row, struct husk_err *err) {
+  struct state_key *k = row;
   bool ok = db_col_text(s, 0, k->id, sizeof k->id);
   ok &= db_col_text(s, 1, k->tenant_id, sizeof k->tenant_id);
   k->created_ms = sqlite3_column_int64(s, 2);
@@ -95,7 +99,8 @@ int state_key_create(struct state *st, const char *tenant_id, char *plaintext,
   snprintf(k.tenant_id, sizeof k.tenant_id, "%s", tenant_id);
   cleanup_secret struct key_secret ks;
   unsigned char hash[KEY_HASH_BYTES];
-  if (state_new_id("k_", k.id, sizeof k.id, err) < 0 || db_random(ks.raw, sizeof ks.raw, err) < 0)
+  if (state_new_id("k_", k.id, sizeof k.id, err) < 0 ||
+      id_random_bytes(ks.raw, sizeof ks.raw, err) < 0)
     return -1;
   memcpy(ks.text, STATE_KEY_PREFIX, KEY_PREFIX_LEN);
   base64url(ks.raw, sizeof ks.raw, ks.text + KEY_PREFIX_LEN);
@@ -224,15 +229,7 @@ int state_key_list(struct state *st, const char *tenant_id,
     int rc = tenant_id ? db_text(s, 1, tenant_id) : SQLITE_OK;
     if (rc)
       return db_fail(st, err, rc, "cannot bind tenant id");
-    int r;
-    while ((r = db_step_row(st, s, "cannot list keys", err)) == 1) {
-      struct state_key *k = db_rows_push(&rows);
-      if (!k)
-        return husk_error(err, ENOMEM, "cannot list keys");
-      if (read_key(s, k, err) < 0)
-        return -1;
-    }
-    if (r < 0)
+    if (db_rows_fill(st, s, &rows, read_key, "cannot list keys", err) < 0)
       return -1;
   }
   for (size_t i = 0; i < rows.n; i++) {

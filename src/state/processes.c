@@ -12,7 +12,7 @@
 #include "state/db.h"
 #include "util/cleanup.h"
 
-#define PROC_COLUMNS                                                                              \
+#define PROC_COLUMNS                                                                               \
   "p.box_id, p.pid, p.cmd_json, p.state, p.exit_code, p.signal, p.started_ms, p.ended_ms, p.tag"
 
 /* Highest signal number Linux can deliver (SIGRTMAX is 64; leave room). */
@@ -27,7 +27,8 @@ void state_proc_free(struct state_proc *p) {
 
 static void proc_free_item(void *item) { state_proc_free(item); }
 
-static int read_proc(sqlite3_stmt *s, struct state_proc *p, struct husk_err *err) {
+static int read_proc(sqlite3_stmt *s, void *row, struct husk_err *err) {
+  struct state_proc *p = row;
   memset(p, 0, sizeof *p);
   bool ok = db_col_text(s, 0, p->box_id, sizeof p->box_id);
   p->pid = sqlite3_column_int64(s, 1);
@@ -55,9 +56,7 @@ int state_proc_insert(struct state *st, const struct state_proc *p, struct husk_
       check_text("process tag", p->tag, sizeof p->tag, true, err) < 0)
     return -1;
   if (p->pid <= 0 || p->started_ms < 0 || p->exec_id < 0)
-    return husk_fail(
-        err, EINVAL,
-        "process pid must be > 0, its start time and exec id >= 0");
+    return husk_fail(err, EINVAL, "process pid must be > 0, its start time and exec id >= 0");
   int64_t started = p->started_ms ? p->started_ms : state_now_ms();
 
   cleanup_unlock struct state *locked = db_lock(st);
@@ -92,29 +91,26 @@ int state_proc_insert(struct state *st, const struct state_proc *p, struct husk_
   return db_commit(&txn, err);
 }
 
-static int proc_finish(struct state *st, const char *box_id, int64_t pid,
-                       int64_t exec_id, const char *state, int64_t exit_code,
-                       int64_t signal, int64_t ended_ms, struct husk_err *err) {
+static int proc_finish(struct state *st, const char *box_id, int64_t pid, int64_t exec_id,
+                       const char *state, int64_t exit_code, int64_t signal, int64_t ended_ms,
+                       struct husk_err *err) {
   if (check_id("box id", box_id, STATE_BOX_ID_SIZE, err) < 0)
     return -1;
   if (pid <= 0 || ended_ms < 0)
     return husk_fail(err, EINVAL, "process pid must be > 0 and its end time >= 0");
   cleanup_unlock struct state *locked = db_lock(st);
   cleanup_stmt sqlite3_stmt *s = NULL;
-  if (db_prepare(
-          st, &s,
-          "UPDATE processes SET state = ?3, exit_code = ?4, signal = ?5, "
-          "ended_ms = ?6"
-          " WHERE box_id = ?1 AND pid = ?2 AND state = '" STATE_PROC_RUNNING "'"
-          " AND (?7 = 0 OR exec_id = 0 OR exec_id = ?7)",
-          err) < 0)
+  if (db_prepare(st, &s,
+                 "UPDATE processes SET state = ?3, exit_code = ?4, signal = ?5, "
+                 "ended_ms = ?6"
+                 " WHERE box_id = ?1 AND pid = ?2 AND state = '" STATE_PROC_RUNNING "'"
+                 " AND (?7 = 0 OR exec_id = 0 OR exec_id = ?7)",
+                 err) < 0)
     return -1;
   int rc;
-  if ((rc = db_text(s, 1, box_id)) || (rc = db_int(s, 2, pid)) ||
-      (rc = db_text(s, 3, state)) || (rc = db_int(s, 4, exit_code)) ||
-      (rc = db_int(s, 5, signal)) ||
-      (rc = db_int(s, 6, ended_ms ? ended_ms : state_now_ms())) ||
-      (rc = db_int(s, 7, exec_id)))
+  if ((rc = db_text(s, 1, box_id)) || (rc = db_int(s, 2, pid)) || (rc = db_text(s, 3, state)) ||
+      (rc = db_int(s, 4, exit_code)) || (rc = db_int(s, 5, signal)) ||
+      (rc = db_int(s, 6, ended_ms ? ended_ms : state_now_ms())) || (rc = db_int(s, 7, exec_id)))
     return db_fail(st, err, rc, "cannot bind process");
   int n = db_step_done(st, s, "cannot record process end", err);
   if (n < 0)
@@ -126,21 +122,20 @@ static int proc_finish(struct state *st, const char *box_id, int64_t pid,
 
 int state_proc_set_exit(struct state *st, const char *box_id, int64_t pid, int64_t exit_code,
                         int64_t signal, int64_t ended_ms, struct husk_err *err) {
-  return state_proc_set_exit_of(st, box_id, pid, 0, exit_code, signal, ended_ms,
-                                err);
+  return state_proc_set_exit_of(st, box_id, pid, 0, exit_code, signal, ended_ms, err);
 }
 
-int state_proc_set_exit_of(struct state *st, const char *box_id, int64_t pid,
-                           int64_t exec_id, int64_t exit_code, int64_t signal,
-                           int64_t ended_ms, struct husk_err *err) {
+int state_proc_set_exit_of(struct state *st, const char *box_id, int64_t pid, int64_t exec_id,
+                           int64_t exit_code, int64_t signal, int64_t ended_ms,
+                           struct husk_err *err) {
   if (exec_id < 0)
     return husk_fail(err, EINVAL, "exec id must be >= 0");
   if (signal < 0 || signal > PROC_SIGNAL_MAX)
     return husk_fail(err, EINVAL, "signal must be between 0 and %d", PROC_SIGNAL_MAX);
   if (signal == 0 && (exit_code < 0 || exit_code > 255))
     return husk_fail(err, EINVAL, "exit code must be between 0 and 255");
-  return proc_finish(st, box_id, pid, exec_id, STATE_PROC_EXITED,
-                     signal ? -1 : exit_code, signal, ended_ms, err);
+  return proc_finish(st, box_id, pid, exec_id, STATE_PROC_EXITED, signal ? -1 : exit_code, signal,
+                     ended_ms, err);
 }
 
 int state_proc_set_lost(struct state *st, const char *box_id, int64_t pid, int64_t ended_ms,
@@ -198,15 +193,7 @@ int state_proc_list(struct state *st, const char *tenant_id, const char *box_id,
     if ((rc = db_text(s, 1, box_id)) || (rc = db_int(s, 2, running_only ? 1 : 0)) ||
         (rc = db_int(s, 3, limit)))
       return db_fail(st, err, rc, "cannot bind process filter");
-    int r;
-    while ((r = db_step_row(st, s, "cannot list processes", err)) == 1) {
-      struct state_proc *p = db_rows_push(&rows);
-      if (!p)
-        return husk_error(err, ENOMEM, "cannot list processes");
-      if (read_proc(s, p, err) < 0)
-        return -1;
-    }
-    if (r < 0)
+    if (db_rows_fill(st, s, &rows, read_proc, "cannot list processes", err) < 0)
       return -1;
   }
   for (size_t i = 0; i < rows.n; i++) {

@@ -2,7 +2,9 @@
  *
  * One SQLite database (WAL) under the daemon's data directory holds tenants,
  * API keys (as SHA-256 only), boxes, their background processes and the
- * audit log.  The rule the daemon is built on: every state change that a
+ * audit log -- and the rows of the other planes, declared in headers of
+ * their own: the object store's (store_state.h), the egress plane's
+ * (egress_state.h).  The rule the daemon is built on: every state change that a
  * reply acknowledges is committed first.  So every function below that
  * changes something returns 0 only after its transaction has committed and
  * reached the disk (but see state_defer_begin); a change that returns -1

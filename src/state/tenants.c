@@ -27,7 +27,8 @@ static int check_concurrency(int64_t max_requests, int64_t max_execs, struct hus
   return 0;
 }
 
-static int read_tenant(sqlite3_stmt *s, struct state_tenant *t, struct husk_err *err) {
+static int read_tenant(sqlite3_stmt *s, void *row, struct husk_err *err) {
+  struct state_tenant *t = row;
   bool ok = db_col_text(s, 0, t->id, sizeof t->id);
   ok &= db_col_text(s, 1, t->name, sizeof t->name);
   t->max_boxes = sqlite3_column_int64(s, 2);
@@ -115,18 +116,10 @@ int state_tenant_list(struct state *st, int (*cb)(void *ctx, const struct state_
   {
     cleanup_unlock struct state *locked = db_lock(st);
     cleanup_stmt sqlite3_stmt *s = NULL;
-    if (db_prepare(st, &s, "SELECT " TENANT_COLUMNS " FROM tenants ORDER BY created_ms, id",
-                   err) < 0)
+    if (db_prepare(st, &s, "SELECT " TENANT_COLUMNS " FROM tenants ORDER BY created_ms, id", err) <
+        0)
       return -1;
-    int r;
-    while ((r = db_step_row(st, s, "cannot list tenants", err)) == 1) {
-      struct state_tenant *t = db_rows_push(&rows);
-      if (!t)
-        return husk_error(err, ENOMEM, "cannot list tenants");
-      if (read_tenant(s, t, err) < 0)
-        return -1;
-    }
-    if (r < 0)
+    if (db_rows_fill(st, s, &rows, read_tenant, "cannot list tenants", err) < 0)
       return -1;
   }
   for (size_t i = 0; i < rows.n; i++) {
@@ -144,12 +137,11 @@ int state_tenant_set_quota(struct state *st, const char *id, int64_t max_boxes, 
     return -1;
   cleanup_unlock struct state *locked = db_lock(st);
   cleanup_stmt sqlite3_stmt *s = NULL;
-  if (db_prepare(st, &s, "UPDATE tenants SET max_boxes = ?2, max_memory = ?3 WHERE id = ?1",
-                 err) < 0)
+  if (db_prepare(st, &s, "UPDATE tenants SET max_boxes = ?2, max_memory = ?3 WHERE id = ?1", err) <
+      0)
     return -1;
   int rc;
-  if ((rc = db_text(s, 1, id)) || (rc = db_int(s, 2, max_boxes)) ||
-      (rc = db_int(s, 3, max_memory)))
+  if ((rc = db_text(s, 1, id)) || (rc = db_int(s, 2, max_boxes)) || (rc = db_int(s, 3, max_memory)))
     return db_fail(st, err, rc, "cannot bind quota");
   int n = db_step_done(st, s, "cannot set quota", err);
   if (n < 0)

@@ -10,24 +10,82 @@
  * not open.  Secrets are returned once, at creation, and never logged. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "state/store_state.h"
 #include "storage/store_internal.h"
 #include "util/cleanup.h"
+#include "util/fileio.h"
+#include "util/id.h"
 
 #define NONCE 12
 #define TAG 16
 #define SECRET_RAW 30 /* 40 base64 characters, as AWS's */
 #define SECRET_LEN 40
 
+_Static_assert(NONCE + STORE_SECRET_SIZE - 1 + TAG <= STATE_S3_SEALED_MAX,
+               "a sealed secret fits the state's buffer");
+
+/* ---- the master key ---- */
+
+/* DATA/storage/master.key: 32 random bytes, 0600, created once (link()
+ * publishes it whole, as the admin key). */
+int store_master_key_load(struct store *s, struct husk_err *err) {
+  for (int attempt = 0; attempt < 2; attempt++) {
+    cleanup_close int fd = openat(s->dirfd, "master.key", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) {
+      struct stat st;
+      if (fstat(fd, &st) < 0)
+        return husk_error(err, errno, "storage master key");
+      if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
+        return husk_fail(err, EPERM,
+                         "`%s/master.key` must be a regular file of ours with mode 0600", s->dir);
+      ssize_t n = read(fd, s->master, sizeof s->master);
+      if (n != (ssize_t)sizeof s->master)
+        return husk_fail(err, EUCLEAN, "`%s/master.key` is not 32 bytes", s->dir);
+      return 0;
+    }
+    if (errno != ENOENT)
+      return husk_error(err, errno, "cannot open `%s/master.key`", s->dir);
+    unsigned char k[32];
+    if (id_random_bytes(k, sizeof k, err) < 0)
+      return -1;
+    char tmp[64];
+    snprintf(tmp, sizeof tmp, ".master.key.%d", (int)getpid());
+    unlinkat(s->dirfd, tmp, 0);
+    cleanup_close int w =
+        openat(s->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (w < 0)
+      return husk_error(err, errno, "cannot create the storage master key");
+    if (write_all(w, k, sizeof k) < 0 || fsync(w) < 0) {
+      int e = errno;
+      unlinkat(s->dirfd, tmp, 0);
+      return husk_error(err, e, "cannot write the storage master key");
+    }
+    OPENSSL_cleanse(k, sizeof k);
+    int rc = linkat(s->dirfd, tmp, s->dirfd, "master.key", 0);
+    int e = errno;
+    unlinkat(s->dirfd, tmp, 0);
+    if (rc < 0 && e != EEXIST)
+      return husk_error(err, e, "cannot create the storage master key");
+    fsync(s->dirfd);
+  }
+  return husk_fail(err, EIO, "cannot read the storage master key");
+}
+
+/* ---- sealing ---- */
+
 static int seal(struct store *s, const char *id, const char *secret, unsigned char *out,
                 size_t *outlen, struct husk_err *err) {
   size_t n = strlen(secret);
-  if (db_random(out, NONCE, err) < 0)
+  if (id_random_bytes(out, NONCE, err) < 0)
     return -1;
   EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
   int l = 0, l2 = 0;
@@ -71,101 +129,61 @@ int store_key_create(struct store *s, const char *tenant_id, bool internal,
   return store_key_mint(s, tenant_id, internal ? NULL : "", key_id, secret, err);
 }
 
+/* A new key pair while only this file has it, wiped at scope exit however
+ * the function leaves: the caller gets it once it is stored. */
+struct key_pair {
+  char id[STORE_ACCESS_KEY_SIZE];
+  char secret[STORE_SECRET_SIZE];
+  unsigned char raw[SECRET_RAW];
+};
+static void key_pair_wipe(struct key_pair *p) { OPENSSL_cleanse(p, sizeof *p); }
+#define cleanup_key_pair __attribute__((cleanup(key_pair_wipe)))
+
 int store_key_mint(struct store *s, const char *tenant_id, const char *api_key_id,
                    char key_id[STORE_ACCESS_KEY_SIZE], char secret[STORE_SECRET_SIZE],
                    struct husk_err *err) {
   bool internal = api_key_id == NULL;
   if (!api_key_id)
     api_key_id = "";
-  if (api_key_id[0] && check_id("API key id", api_key_id, STATE_KEY_ID_SIZE, err) < 0)
-    return -1;
   static const char b32[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
-  unsigned char raw[SECRET_RAW];
+  cleanup_key_pair struct key_pair k;
   /* "HK" + 18 base32 characters (90 bits): AWS's shape, 20 characters. */
-  if (db_random(raw, 18, err) < 0)
+  if (id_random_bytes(k.raw, 18, err) < 0)
     return -1;
-  memcpy(key_id, "HK", 2);
+  memcpy(k.id, "HK", 2);
   for (int i = 0; i < 18; i++)
-    key_id[2 + i] = b32[raw[i] & 31];
-  key_id[20] = 0;
-  if (db_random(raw, sizeof raw, err) < 0)
+    k.id[2 + i] = b32[k.raw[i] & 31];
+  k.id[20] = 0;
+  if (id_random_bytes(k.raw, sizeof k.raw, err) < 0)
     return -1;
   /* Base64 with "+/" as AWS's secrets: every client accepts those. */
-  store_b64(raw, sizeof raw, secret);
-  OPENSSL_cleanse(raw, sizeof raw);
+  store_b64(k.raw, sizeof k.raw, k.secret);
   unsigned char sealed[NONCE + SECRET_LEN + TAG + 16];
   size_t sl = 0;
-  if (seal(s, key_id, secret, sealed, &sl, err) < 0)
+  /* The API key id is checked there (an id or ""). */
+  if (seal(s, k.id, k.secret, sealed, &sl, err) < 0 ||
+      state_s3_key_insert(s->st, k.id, tenant_id, sealed, sl, internal, api_key_id, err) < 0)
     return -1;
-  cleanup_unlock struct state *locked = db_lock(s->st);
-  cleanup_txn struct db_txn txn = {0};
-  if (db_begin(s->st, &txn, err) < 0)
-    return -1;
-  cleanup_stmt sqlite3_stmt *q = NULL;
-  if (db_prepare(s->st, &q,
-                 "INSERT INTO s3_keys (id, tenant_id, sealed, internal, created_ms, api_key_id) "
-                 "VALUES (?, ?, ?, ?, ?, ?)",
-                 err) < 0)
-    return -1;
-  int rc = db_text(q, 1, key_id) || db_text(q, 2, tenant_id) || db_blob(q, 3, sealed, sl) ||
-           db_int(q, 4, internal) || db_int(q, 5, state_now_ms()) || db_text(q, 6, api_key_id);
-  if (rc != SQLITE_OK)
-    return db_fail(s->st, err, rc, "S3 key");
-  if (db_step_done(s->st, q, "cannot store the S3 key", err) < 0)
-    return -1;
-  return db_commit(&txn, err);
+  memcpy(key_id, k.id, sizeof k.id);
+  memcpy(secret, k.secret, sizeof k.secret);
+  return 0;
 }
 
 int store_key_lookup(struct store *s, const char *key_id, char tenant_id[32],
                      char secret[STORE_SECRET_SIZE], bool *internal, struct husk_err *err) {
-  cleanup_unlock struct state *locked = db_lock(s->st);
-  cleanup_stmt sqlite3_stmt *q = NULL;
-  if (db_prepare(s->st, &q, "SELECT tenant_id, sealed, internal FROM s3_keys WHERE id = ? AND revoked_ms = 0",
-                 err) < 0)
+  unsigned char sealed[STATE_S3_SEALED_MAX];
+  size_t sl = 0;
+  if (state_s3_key_get(s->st, key_id, tenant_id, sealed, &sl, internal, err) < 0)
     return -1;
-  int rc = db_text(q, 1, key_id);
-  if (rc != SQLITE_OK)
-    return db_fail(s->st, err, rc, "S3 key");
-  int r = db_step_row(s->st, q, "S3 key", err);
-  if (r < 0)
-    return -1;
-  if (r == 0)
-    return husk_fail(err, STORE_ENOACCESSKEY,
-                     "The AWS Access Key Id you provided does not exist in our records.");
-  if (!db_col_text(q, 0, tenant_id, 32))
-    return husk_fail(err, EUCLEAN, "S3 key row has an oversized value");
-  if (internal)
-    *internal = sqlite3_column_int(q, 2) != 0;
-  return unseal(s, key_id, sqlite3_column_blob(q, 1), (size_t)sqlite3_column_bytes(q, 1), secret,
-                STORE_SECRET_SIZE, err);
+  return unseal(s, key_id, sealed, sl, secret, STORE_SECRET_SIZE, err);
 }
 
-/* The tenant's link-signing key, created on first use. */
-int store_internal_key(struct store *s, const char *tenant_id, char key_id[STORE_ACCESS_KEY_SIZE],
-                       char secret[STORE_SECRET_SIZE], struct husk_err *err);
 int store_internal_key(struct store *s, const char *tenant_id, char key_id[STORE_ACCESS_KEY_SIZE],
                        char secret[STORE_SECRET_SIZE], struct husk_err *err) {
-  {
-    cleanup_unlock struct state *locked = db_lock(s->st);
-    cleanup_stmt sqlite3_stmt *q = NULL;
-    if (db_prepare(s->st, &q,
-                   "SELECT id FROM s3_keys WHERE tenant_id = ? AND internal = 1 AND revoked_ms = 0 "
-                   "ORDER BY created_ms LIMIT 1",
-                   err) < 0)
-      return -1;
-    int rc = db_text(q, 1, tenant_id);
-    if (rc != SQLITE_OK)
-      return db_fail(s->st, err, rc, "S3 key");
-    int r = db_step_row(s->st, q, "S3 key", err);
-    if (r < 0)
-      return -1;
-    if (r == 1)
-      db_col_text(q, 0, key_id, STORE_ACCESS_KEY_SIZE);
-    else
-      key_id[0] = 0;
-  }
+  if (state_s3_key_internal(s->st, tenant_id, key_id, err) < 0)
+    return -1;
   if (key_id[0]) {
-    char t[32];
+    char t[STATE_TENANT_ID_SIZE];
     return store_key_lookup(s, key_id, t, secret, NULL, err);
   }
   return store_key_create(s, tenant_id, true, key_id, secret, err);
@@ -174,58 +192,10 @@ int store_internal_key(struct store *s, const char *tenant_id, char key_id[STORE
 int store_key_list(struct store *s, const char *tenant_id,
                    int (*cb)(void *ctx, const struct store_key_info *k), void *ctx,
                    struct husk_err *err) {
-  cleanup_rows struct db_rows rows = {.item_size = sizeof(struct store_key_info)};
-  {
-    cleanup_unlock struct state *locked = db_lock(s->st);
-    cleanup_stmt sqlite3_stmt *q = NULL;
-    if (db_prepare(
-            s->st, &q,
-            "SELECT id, created_ms, revoked_ms, api_key_id FROM s3_keys WHERE tenant_id = ? AND "
-            "internal = 0 ORDER BY created_ms, id LIMIT 1000",
-            err) < 0)
-      return -1;
-    int rc = db_text(q, 1, tenant_id);
-    if (rc != SQLITE_OK)
-      return db_fail(s->st, err, rc, "S3 keys");
-    int r;
-    while ((r = db_step_row(s->st, q, "S3 keys", err)) == 1) {
-      struct store_key_info *k = db_rows_push(&rows);
-      if (!k)
-        return husk_error(err, ENOMEM, "S3 keys");
-      db_col_text(q, 0, k->id, sizeof k->id);
-      k->created_ms = sqlite3_column_int64(q, 1);
-      k->revoked_ms = sqlite3_column_int64(q, 2);
-      db_col_text(q, 3, k->api_key_id, sizeof k->api_key_id);
-    }
-    if (r < 0)
-      return -1;
-  }
-  for (size_t i = 0; i < rows.n; i++) {
-    int v = cb(ctx, db_rows_at(&rows, i));
-    if (v)
-      return db_cb_verdict(v);
-  }
-  return 0;
+  return state_s3_key_list(s->st, tenant_id, cb, ctx, err);
 }
 
 int store_key_revoke(struct store *s, const char *tenant_id, const char *key_id,
                      struct husk_err *err) {
-  cleanup_unlock struct state *locked = db_lock(s->st);
-  cleanup_txn struct db_txn txn = {0};
-  cleanup_stmt sqlite3_stmt *q = NULL;
-  if (db_begin(s->st, &txn, err) < 0 ||
-      db_prepare(s->st, &q,
-                 "UPDATE s3_keys SET revoked_ms = CASE revoked_ms WHEN 0 THEN ? ELSE revoked_ms END "
-                 "WHERE id = ? AND tenant_id = ? AND internal = 0",
-                 err) < 0)
-    return -1;
-  int rc = db_int(q, 1, state_now_ms()) || db_text(q, 2, key_id) || db_text(q, 3, tenant_id);
-  if (rc != SQLITE_OK)
-    return db_fail(s->st, err, rc, "S3 key");
-  int n = db_step_done(s->st, q, "cannot revoke the S3 key", err);
-  if (n < 0)
-    return -1;
-  if (n == 0)
-    return husk_fail(err, STORE_ENOACCESSKEY, "no such S3 key");
-  return db_commit(&txn, err);
+  return state_s3_key_revoke(s->st, tenant_id, key_id, err);
 }

@@ -18,13 +18,13 @@
 
 #include <openssl/crypto.h>
 
+#include "state/store_state.h"
 #include "storage/remote.h"
 #include "storage/sigv4.h"
 #include "storage/store_internal.h"
 #include "util/cleanup.h"
-
-int store_internal_key(struct store *s, const char *tenant_id, char key_id[STORE_ACCESS_KEY_SIZE],
-                       char secret[STORE_SECRET_SIZE], struct husk_err *err);
+#include "util/id.h"
+#include "util/utf8.h"
 
 void store_link_free(struct store_link *l) {
   if (!l)
@@ -54,7 +54,8 @@ static int url_authority(const char *url, char *host, size_t size, struct husk_e
 static char *disposition(const char *name, struct husk_err *err) {
   size_t n = strlen(name);
   if (n == 0 || n > 255 || !utf8_valid(name, n) || strchr(name, '/'))
-    return husk_fail(err, EINVAL, "the download filename must be 1..255 bytes of UTF-8 without `/`"),
+    return husk_fail(err, EINVAL,
+                     "the download filename must be 1..255 bytes of UTF-8 without `/`"),
            NULL;
   bool simple = true;
   for (size_t i = 0; i < n; i++) {
@@ -78,27 +79,6 @@ static char *disposition(const char *name, struct husk_err *err) {
   return d;
 }
 
-static int link_insert(struct store *s, const char *tenant_id, struct store_link *out,
-                       struct husk_err *err) {
-  cleanup_unlock struct state *locked = db_lock(s->st);
-  cleanup_txn struct db_txn txn = {0};
-  cleanup_stmt sqlite3_stmt *ins = NULL;
-  if (db_begin(s->st, &txn, err) < 0 ||
-      db_prepare(s->st, &ins,
-                 "INSERT INTO links (id, tenant_id, bucket, key, filename, url, created_ms, "
-                 "expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                 err) < 0)
-    return -1;
-  int rc = db_text(ins, 1, out->id) || db_text(ins, 2, tenant_id) || db_text(ins, 3, out->bucket) ||
-           db_text(ins, 4, out->key) || db_text(ins, 5, out->filename) || db_text(ins, 6, out->url) ||
-           db_int(ins, 7, out->created_ms) || db_int(ins, 8, out->expires_ms);
-  if (rc != SQLITE_OK)
-    return db_fail(s->st, err, rc, "link");
-  if (db_step_done(s->st, ins, "cannot store the link", err) < 0)
-    return -1;
-  return db_commit(&txn, err);
-}
-
 /* A link on the external store: presigned with its credentials, so its
  * fetches are not seen (nor logged) by husk. */
 static int remote_link(struct store *s, const char *tenant_id, const char *bucket, const char *key,
@@ -120,7 +100,7 @@ static int remote_link(struct store *s, const char *tenant_id, const char *bucke
   cleanup_free char *disp = NULL;
   if (filename && *filename && !(disp = disposition(filename, err)))
     return -1;
-  if (store_rand_id("l", out->id, err) < 0 ||
+  if (id_new("l", STORE_ID_BYTES, out->id, STORE_ID_SIZE, err) < 0 ||
       remote_presign(s->remote, rk, expires_s, disp, &out->url, err) < 0)
     return -1;
   out->key = strdup(key);
@@ -133,7 +113,7 @@ static int remote_link(struct store *s, const char *tenant_id, const char *bucke
   time_t now = time(NULL);
   out->created_ms = (int64_t)now * 1000;
   out->expires_ms = ((int64_t)now + expires_s) * 1000;
-  if (link_insert(s, tenant_id, out, err) < 0) {
+  if (state_link_insert(s->st, tenant_id, out, err) < 0) {
     store_link_free(out);
     return -1;
   }
@@ -158,12 +138,13 @@ int store_link_create(struct store *s, const char *tenant_id, const char *bucket
   store_object_free(&o);
   char host[256];
   if (!s->public_url[0])
-    return husk_fail(err, EOPNOTSUPP,
-                     "links need the S3 listener (--s3-listen), a --public-url or an external store");
+    return husk_fail(
+        err, EOPNOTSUPP,
+        "links need the S3 listener (--s3-listen), a --public-url or an external store");
   if (url_authority(s->public_url, host, sizeof host, err) < 0)
     return -1;
   char id[STORE_ID_SIZE];
-  if (store_rand_id("l", id, err) < 0)
+  if (id_new("l", STORE_ID_BYTES, id, STORE_ID_SIZE, err) < 0)
     return -1;
   cleanup_free char *extra = NULL;
   if (filename && *filename) {
@@ -209,7 +190,7 @@ int store_link_create(struct store *s, const char *tenant_id, const char *bucket
   out->created_ms = (int64_t)now * 1000;
   out->expires_ms = ((int64_t)now + expires_s) * 1000;
 
-  if (link_insert(s, tenant_id, out, err) < 0) {
+  if (state_link_insert(s->st, tenant_id, out, err) < 0) {
     store_link_free(out);
     return -1;
   }
@@ -218,37 +199,7 @@ int store_link_create(struct store *s, const char *tenant_id, const char *bucket
 
 int store_link_get(struct store *s, const char *tenant_id, const char *id, struct store_link *out,
                    struct husk_err *err) {
-  memset(out, 0, sizeof *out);
-  cleanup_unlock struct state *locked = db_lock(s->st);
-  cleanup_stmt sqlite3_stmt *q = NULL;
-  if (db_prepare(s->st, &q,
-                 "SELECT id, bucket, key, url, filename, created_ms, expires_ms, revoked_ms, denied, "
-                 "denied_last_ms FROM links WHERE id = ? AND tenant_id = ?",
-                 err) < 0)
-    return -1;
-  int rc = db_text(q, 1, id) || db_text(q, 2, tenant_id);
-  if (rc != SQLITE_OK)
-    return db_fail(s->st, err, rc, "link");
-  int r = db_step_row(s->st, q, "link", err);
-  if (r < 0)
-    return -1;
-  if (r == 0)
-    return husk_fail(err, STORE_ENOLINK, "no such link");
-  db_col_text(q, 0, out->id, sizeof out->id);
-  db_col_text(q, 1, out->bucket, sizeof out->bucket);
-  out->key = db_col_strdup(q, 2);
-  out->url = db_col_strdup(q, 3);
-  db_col_text(q, 4, out->filename, sizeof out->filename);
-  out->created_ms = sqlite3_column_int64(q, 5);
-  out->expires_ms = sqlite3_column_int64(q, 6);
-  out->revoked_ms = sqlite3_column_int64(q, 7);
-  out->denied = sqlite3_column_int64(q, 8);
-  out->denied_last_ms = sqlite3_column_int64(q, 9);
-  if (!out->key || !out->url) {
-    store_link_free(out);
-    return husk_error(err, ENOMEM, "link");
-  }
-  return 0;
+  return state_link_get(s->st, tenant_id, id, out, err);
 }
 
 bool store_link_owned(struct store *s, const char *id, const char *tenant_id, bool *live) {
@@ -262,87 +213,15 @@ bool store_link_owned(struct store *s, const char *id, const char *tenant_id, bo
   return true;
 }
 
-int store_link_revoke(struct store *s, const char *tenant_id, const char *id, struct husk_err *err) {
-  cleanup_unlock struct state *locked = db_lock(s->st);
-  cleanup_txn struct db_txn txn = {0};
-  cleanup_stmt sqlite3_stmt *q = NULL;
-  if (db_begin(s->st, &txn, err) < 0 ||
-      db_prepare(s->st, &q,
-                 "UPDATE links SET revoked_ms = ? WHERE id = ? AND tenant_id = ? AND revoked_ms = 0",
-                 err) < 0)
-    return -1;
-  int rc = db_int(q, 1, state_now_ms()) || db_text(q, 2, id) || db_text(q, 3, tenant_id);
-  if (rc != SQLITE_OK)
-    return db_fail(s->st, err, rc, "link");
-  int n = db_step_done(s->st, q, "cannot revoke the link", err);
-  if (n < 0)
-    return -1;
-  if (n == 0) {
-    /* Unknown, another tenant's, or revoked already (then: fine). */
-    cleanup_stmt sqlite3_stmt *c = NULL;
-    if (db_prepare(s->st, &c, "SELECT 1 FROM links WHERE id = ? AND tenant_id = ?", err) < 0)
-      return -1;
-    rc = db_text(c, 1, id) || db_text(c, 2, tenant_id);
-    if (rc != SQLITE_OK)
-      return db_fail(s->st, err, rc, "link");
-    int r = db_step_row(s->st, c, "link", err);
-    if (r < 0)
-      return -1;
-    if (r == 0)
-      return husk_fail(err, STORE_ENOLINK, "no such link");
-  }
-  return db_commit(&txn, err);
+int store_link_revoke(struct store *s, const char *tenant_id, const char *id,
+                      struct husk_err *err) {
+  return state_link_revoke(s->st, tenant_id, id, err);
 }
-
-struct link_row {
-  struct store_link l;
-};
-static void link_row_free(void *p) { store_link_free(&((struct link_row *)p)->l); }
 
 int store_link_list(struct store *s, const char *tenant_id,
                     int (*cb)(void *ctx, const struct store_link *l), void *ctx,
                     struct husk_err *err) {
-  cleanup_rows struct db_rows rows = {.item_size = sizeof(struct link_row), .free_item = link_row_free};
-  {
-    cleanup_unlock struct state *locked = db_lock(s->st);
-    cleanup_stmt sqlite3_stmt *q = NULL;
-    if (db_prepare(s->st, &q,
-                   "SELECT id, bucket, key, url, filename, created_ms, expires_ms, revoked_ms, "
-                   "denied, denied_last_ms FROM links WHERE tenant_id = ? "
-                   "ORDER BY created_ms DESC, id LIMIT 1000",
-                   err) < 0)
-      return -1;
-    int rc = db_text(q, 1, tenant_id);
-    if (rc != SQLITE_OK)
-      return db_fail(s->st, err, rc, "links");
-    int r;
-    while ((r = db_step_row(s->st, q, "links", err)) == 1) {
-      struct link_row *lr = db_rows_push(&rows);
-      if (!lr)
-        return husk_error(err, ENOMEM, "links");
-      struct store_link *l = &lr->l;
-      db_col_text(q, 0, l->id, sizeof l->id);
-      db_col_text(q, 1, l->bucket, sizeof l->bucket);
-      l->key = db_col_strdup(q, 2);
-      l->url = db_col_strdup(q, 3);
-      db_col_text(q, 4, l->filename, sizeof l->filename);
-      l->created_ms = sqlite3_column_int64(q, 5);
-      l->expires_ms = sqlite3_column_int64(q, 6);
-      l->revoked_ms = sqlite3_column_int64(q, 7);
-      l->denied = sqlite3_column_int64(q, 8);
-      l->denied_last_ms = sqlite3_column_int64(q, 9);
-      if (!l->key || !l->url)
-        return husk_error(err, ENOMEM, "links");
-    }
-    if (r < 0)
-      return -1;
-  }
-  for (size_t i = 0; i < rows.n; i++) {
-    int v = cb(ctx, &((struct link_row *)db_rows_at(&rows, i))->l);
-    if (v)
-      return db_cb_verdict(v);
-  }
-  return 0;
+  return state_link_list(s->st, tenant_id, cb, ctx, err);
 }
 
 /* Printable ASCII only, cut to size: these come from anyone on the net. */
@@ -358,84 +237,15 @@ int store_link_record(struct store *s, const char *id, const char *remote, const
   char ra[64], ua[256];
   clean_copy(ra, sizeof ra, remote);
   clean_copy(ua, sizeof ua, user_agent);
-  cleanup_unlock struct state *locked = db_lock(s->st);
-  cleanup_txn struct db_txn txn = {0};
-  cleanup_stmt sqlite3_stmt *q = NULL;
-  if (db_begin(s->st, &txn, err) < 0 ||
-      db_prepare(s->st, &q,
-                 "INSERT INTO link_access (link_id, ts_ms, remote, user_agent, status) "
-                 "SELECT id, ?, ?, ?, ? FROM links WHERE id = ?",
-                 err) < 0)
-    return -1;
-  int rc = db_int(q, 1, state_now_ms()) || db_text(q, 2, ra) || db_text(q, 3, ua) ||
-           db_int(q, 4, status) || db_text(q, 5, id);
-  if (rc != SQLITE_OK)
-    return db_fail(s->st, err, rc, "link access");
-  if (db_step_done(s->st, q, "cannot record the link access", err) < 0)
-    return -1;
-  /* Only the newest STORE_LINK_LOG_MAX fetches of a link are kept: a
-   * link's holder decides how often it is fetched, not how big the
-   * database grows. */
-  cleanup_stmt sqlite3_stmt *d = NULL;
-  if (db_prepare(s->st, &d,
-                 "DELETE FROM link_access WHERE link_id = ?1 AND seq <= (SELECT seq FROM "
-                 "link_access WHERE link_id = ?1 ORDER BY seq DESC LIMIT 1 OFFSET ?2)",
-                 err) < 0)
-    return -1;
-  rc = db_text(d, 1, id) || db_int(d, 2, STORE_LINK_LOG_MAX);
-  if (rc != SQLITE_OK)
-    return db_fail(s->st, err, rc, "link access");
-  if (db_step_done(s->st, d, "cannot prune the link access log", err) < 0)
-    return -1;
-  return db_commit(&txn, err);
+  return state_link_record(s->st, id, ra, ua, status, err);
 }
 
 int store_link_denied(struct store *s, const char *id, struct husk_err *err) {
-  int64_t now = state_now_ms();
-  cleanup_unlock struct state *locked = db_lock(s->st);
-  cleanup_txn struct db_txn txn = {0};
-  if (db_begin(s->st, &txn, err) < 0)
-    return -1;
-  int n = 0;
-  if (id) {
-    cleanup_stmt sqlite3_stmt *q = NULL;
-    if (db_prepare(s->st, &q,
-                   "UPDATE links SET denied = denied + 1, denied_last_ms = ? WHERE id = ?",
-                   err) < 0)
-      return -1;
-    int rc = db_int(q, 1, now) || db_text(q, 2, id);
-    if (rc != SQLITE_OK)
-      return db_fail(s->st, err, rc, "link");
-    n = db_step_done(s->st, q, "cannot count the refused fetch", err);
-    if (n < 0)
-      return -1;
-  }
-  if (n == 0) {
-    cleanup_stmt sqlite3_stmt *g = NULL;
-    if (db_prepare(s->st, &g,
-                   "INSERT INTO link_denied (id, count, last_ms) VALUES (1, 1, ?1) "
-                   "ON CONFLICT (id) DO UPDATE SET count = count + 1, last_ms = ?1",
-                   err) < 0)
-      return -1;
-    int rc = db_int(g, 1, now);
-    if (rc != SQLITE_OK)
-      return db_fail(s->st, err, rc, "link");
-    if (db_step_done(s->st, g, "cannot count the refused fetch", err) < 0)
-      return -1;
-  }
-  return db_commit(&txn, err);
+  return state_link_denied(s->st, id, err);
 }
 
 int store_link_denied_total(struct store *s, int64_t *count, struct husk_err *err) {
-  cleanup_unlock struct state *locked = db_lock(s->st);
-  cleanup_stmt sqlite3_stmt *q = NULL;
-  if (db_prepare(s->st, &q, "SELECT count FROM link_denied WHERE id = 1", err) < 0)
-    return -1;
-  int r = db_step_row(s->st, q, "link", err);
-  if (r < 0)
-    return -1;
-  *count = r ? sqlite3_column_int64(q, 0) : 0;
-  return 0;
+  return state_link_denied_total(s->st, count, err);
 }
 
 int store_link_log(struct store *s, const char *tenant_id, const char *id, int64_t after_seq,
@@ -445,46 +255,5 @@ int store_link_log(struct store *s, const char *tenant_id, const char *id, int64
     limit = 100;
   if (limit < 1 || limit > 1000)
     return husk_fail(err, EINVAL, "limit must be 1..1000");
-  cleanup_rows struct db_rows rows = {.item_size = sizeof(struct store_link_access)};
-  {
-    cleanup_unlock struct state *locked = db_lock(s->st);
-    cleanup_stmt sqlite3_stmt *q = NULL;
-    if (db_prepare(s->st, &q, "SELECT 1 FROM links WHERE id = ? AND tenant_id = ?", err) < 0)
-      return -1;
-    int rc = db_text(q, 1, id) || db_text(q, 2, tenant_id);
-    if (rc != SQLITE_OK)
-      return db_fail(s->st, err, rc, "link");
-    int r = db_step_row(s->st, q, "link", err);
-    if (r < 0)
-      return -1;
-    if (r == 0)
-      return husk_fail(err, STORE_ENOLINK, "no such link");
-    cleanup_stmt sqlite3_stmt *l = NULL;
-    if (db_prepare(s->st, &l,
-                   "SELECT seq, ts_ms, remote, user_agent, status FROM link_access WHERE "
-                   "link_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-                   err) < 0)
-      return -1;
-    rc = db_text(l, 1, id) || db_int(l, 2, after_seq) || db_int(l, 3, limit);
-    if (rc != SQLITE_OK)
-      return db_fail(s->st, err, rc, "link");
-    while ((r = db_step_row(s->st, l, "link", err)) == 1) {
-      struct store_link_access *a = db_rows_push(&rows);
-      if (!a)
-        return husk_error(err, ENOMEM, "link");
-      a->seq = sqlite3_column_int64(l, 0);
-      a->ts_ms = sqlite3_column_int64(l, 1);
-      db_col_text(l, 2, a->remote, sizeof a->remote);
-      db_col_text(l, 3, a->user_agent, sizeof a->user_agent);
-      a->status = sqlite3_column_int(l, 4);
-    }
-    if (r < 0)
-      return -1;
-  }
-  for (size_t i = 0; i < rows.n; i++) {
-    int v = cb(ctx, db_rows_at(&rows, i));
-    if (v)
-      return db_cb_verdict(v);
-  }
-  return 0;
+  return state_link_log(s->st, tenant_id, id, after_seq, limit, cb, ctx, err);
 }

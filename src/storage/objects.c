@@ -1,4 +1,6 @@
-/* Reading, deleting, copying and listing objects; one-call puts. */
+/* Objects: publishing a finished writer as one (the write discipline's
+ * steps 4 and 5: the row, then the unlink of the file it replaced),
+ * reading, deleting, copying and listing them, and one-call puts. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -8,30 +10,29 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "state/store_state.h"
 #include "storage/store_internal.h"
 #include "util/cleanup.h"
+#include "util/id.h"
+#include "util/utf8.h"
 
-#define OBJ_COLS "key, file, size, etag, content_type, meta_json, mtime_ms"
+int store_key_check(const char *key, struct husk_err *err) {
+  size_t n = strlen(key);
+  if (n == 0)
+    return husk_fail(err, STORE_EBADKEY, "the object key is empty");
+  if (n > STORE_KEY_MAX)
+    return husk_fail(err, STORE_EBADKEY, "the object key is longer than %d bytes", STORE_KEY_MAX);
+  if (!utf8_valid(key, n))
+    return husk_fail(err, STORE_EBADKEY, "the object key is not valid UTF-8");
+  return 0;
+}
 
-static int object_row(struct store *s, const char *tenant_id, const char *bucket, const char *key,
-                      struct store_object *out, struct husk_err *err) {
-  cleanup_unlock struct state *locked = db_lock(s->st);
-  if (store_bucket_check_locked(s, tenant_id, bucket, err) < 0)
-    return -1;
-  cleanup_stmt sqlite3_stmt *q = NULL;
-  if (db_prepare(s->st, &q,
-                 "SELECT " OBJ_COLS " FROM objects WHERE tenant_id = ? AND bucket = ? AND key = ?",
-                 err) < 0)
-    return -1;
-  int rc = db_text(q, 1, tenant_id) || db_text(q, 2, bucket) || db_text(q, 3, key);
-  if (rc != SQLITE_OK)
-    return db_fail(s->st, err, rc, "object");
-  int r = db_step_row(s->st, q, "object", err);
-  if (r < 0)
-    return -1;
-  if (r == 0)
-    return husk_fail(err, STORE_ENOKEY, "The specified key does not exist.");
-  return store_object_from_row(q, out, err);
+void store_object_free(struct store_object *o) {
+  if (!o)
+    return;
+  free(o->key);
+  free(o->meta_json);
+  o->key = o->meta_json = NULL;
 }
 
 int store_object_get(struct store *s, const char *tenant_id, const char *bucket, const char *key,
@@ -45,7 +46,7 @@ int store_object_get(struct store *s, const char *tenant_id, const char *bucket,
   /* A concurrent overwrite may unlink the file between the lookup and the
    * open: look again then (the new row names the new file). */
   for (int attempt = 0; attempt < 5; attempt++) {
-    if (object_row(s, tenant_id, bucket, key, out, err) < 0)
+    if (state_object_get(s->st, tenant_id, bucket, key, out, err) < 0)
       return -1;
     if (!fd)
       return 0;
@@ -60,40 +61,91 @@ int store_object_get(struct store *s, const char *tenant_id, const char *bucket,
   return husk_fail(err, EAGAIN, "the object changed too often while being read; retry");
 }
 
-int store_object_delete(struct store *s, const char *tenant_id, const char *bucket,
-                        const char *key, struct husk_err *err) {
-  char file[STORE_ID_SIZE] = "";
-  {
-    cleanup_unlock struct state *locked = db_lock(s->st);
-    cleanup_txn struct db_txn txn = {0};
-    if (db_begin(s->st, &txn, err) < 0)
-      return -1;
-    if (store_bucket_check_locked(s, tenant_id, bucket, err) < 0)
-      return -1;
-    cleanup_stmt sqlite3_stmt *q = NULL;
-    if (db_prepare(s->st, &q,
-                   "DELETE FROM objects WHERE tenant_id = ? AND bucket = ? AND key = ? RETURNING file",
-                   err) < 0)
-      return -1;
-    int rc = db_text(q, 1, tenant_id) || db_text(q, 2, bucket) || db_text(q, 3, key);
-    if (rc != SQLITE_OK)
-      return db_fail(s->st, err, rc, "object");
-    int r = db_step_row(s->st, q, "cannot delete the object", err);
-    if (r < 0)
-      return -1;
-    if (r == 1) {
-      db_col_text(q, 0, file, sizeof file);
-      if (db_step_row(s->st, q, "cannot delete the object", err) < 0)
-        return -1;
-    }
-    sqlite3_reset(q);
-    if (db_commit(&txn, err) < 0)
-      return -1;
-  }
+int store_object_delete(struct store *s, const char *tenant_id, const char *bucket, const char *key,
+                        struct husk_err *err) {
+  char file[STORE_ID_SIZE];
+  if (state_object_delete(s->st, tenant_id, bucket, key, file, err) < 0)
+    return -1;
   if (file[0])
     store_unlink(s, s->objfd, file);
   return 0;
 }
+
+/* ---- publishing a finished writer (steps 4-5) ---- */
+
+int store_fill_object(struct store_object *out, const char *key, const char *file, uint64_t size,
+                      const char *etag, const char *ctype, const char *meta, int64_t mtime,
+                      struct husk_err *err) {
+  if (!out)
+    return 0;
+  memset(out, 0, sizeof *out);
+  out->key = strdup(key);
+  out->meta_json = strdup(meta ? meta : "{}");
+  if (!out->key || !out->meta_json) {
+    store_object_free(out);
+    return husk_error(err, ENOMEM, "object");
+  }
+  snprintf(out->file, sizeof out->file, "%s", file);
+  out->size = size;
+  snprintf(out->etag, sizeof out->etag, "%s", etag);
+  snprintf(out->content_type, sizeof out->content_type, "%s", ctype ? ctype : "");
+  out->mtime_ms = mtime;
+  return 0;
+}
+
+/* Steps 3-5 for a finished file already named `etag`. */
+static int commit_object(struct store_writer *w, const char *tenant_id, const char *bucket,
+                         const char *key, const char *etag, const char *ctype, const char *meta,
+                         struct store_object *out, struct husk_err *err) {
+  struct store *s = store_writer_store(w);
+  char file[STORE_ID_SIZE];
+  if (store_key_check(key, err) < 0 || id_new("o", STORE_ID_BYTES, file, STORE_ID_SIZE, err) < 0)
+    return -1;
+  if (ctype && strlen(ctype) >= STORE_CTYPE_MAX)
+    return husk_fail(err, EINVAL, "the content type is too long");
+  if (store_writer_publish(w, s->objfd, file, err) < 0)
+    return -1;
+  int64_t now = state_now_ms();
+  char old[STORE_ID_SIZE];
+  uint64_t size = store_writer_size(w);
+  struct state_object_new o = {.key = key,
+                               .file = file,
+                               .size = size,
+                               .etag = etag,
+                               .content_type = ctype,
+                               .meta_json = meta,
+                               .mtime_ms = now};
+  if (state_object_put(s->st, tenant_id, bucket, &o, s->quota, old, err) < 0) {
+    /* A failed sync fails the call with the row committed (state.h):
+     * then the file is the object's, and must stay. */
+    if (!state_object_names_file(s->st, tenant_id, bucket, key, file))
+      store_unlink(s, s->objfd, file);
+    return -1;
+  }
+  if (old[0])
+    store_unlink(s, s->objfd, old);
+  return store_fill_object(out, key, file, size, etag, ctype, meta, now, err);
+}
+
+int store_commit_with_etag(struct store_writer *w, const char *tenant_id, const char *bucket,
+                           const char *key, const char *etag, const char *content_type,
+                           const char *meta_json, struct store_object *out, struct husk_err *err) {
+  int r = commit_object(w, tenant_id, bucket, key, etag, content_type, meta_json, out, err);
+  store_writer_abort(w);
+  return r;
+}
+
+int store_put_commit(struct store_writer *w, const char *tenant_id, const char *bucket,
+                     const char *key, const char *content_type, const char *meta_json,
+                     struct store_object *out, struct husk_err *err) {
+  int r = store_writer_finished(w) ? commit_object(w, tenant_id, bucket, key, store_writer_etag(w),
+                                                   content_type, meta_json, out, err)
+                                   : husk_fail(err, EINVAL, "internal: the body was not finished");
+  store_writer_abort(w);
+  return r;
+}
+
+/* ---- copies and one-call puts ---- */
 
 /* Copy all of `in` from its current offset into the writer. */
 static int pump(struct store_writer *w, int in, struct husk_err *err) {
@@ -155,8 +207,8 @@ int store_object_copy(struct store *s, const char *tenant_id, const char *src_bu
   return rc;
 }
 
-int store_put_fd(struct store *s, const char *tenant_id, const char *bucket, const char *key, int fd,
-                 const char *content_type, struct store_object *out, struct husk_err *err) {
+int store_put_fd(struct store *s, const char *tenant_id, const char *bucket, const char *key,
+                 int fd, const char *content_type, struct store_object *out, struct husk_err *err) {
   if (store_key_check(key, err) < 0 || store_bucket_exists(s, tenant_id, bucket, err) < 0)
     return -1;
   /* Everything is checked on the file's size before a byte is written;
@@ -192,8 +244,8 @@ int store_put_fd(struct store *s, const char *tenant_id, const char *bucket, con
 }
 
 int store_put_buffer(struct store *s, const char *tenant_id, const char *bucket, const char *key,
-                     const void *buf, size_t n, const char *content_type,
-                     struct store_object *out, struct husk_err *err) {
+                     const void *buf, size_t n, const char *content_type, struct store_object *out,
+                     struct husk_err *err) {
   if (store_key_check(key, err) < 0 || store_bucket_exists(s, tenant_id, bucket, err) < 0)
     return -1;
   struct store_writer *w = NULL;
@@ -208,46 +260,6 @@ int store_put_buffer(struct store *s, const char *tenant_id, const char *bucket,
 }
 
 /* ---- listing ---- */
-
-struct list_row {
-  char *key;
-  uint64_t size;
-  char etag[STORE_ETAG_SIZE];
-  int64_t mtime_ms;
-};
-
-static void list_row_free(void *p) { free(((struct list_row *)p)->key); }
-
-#define LIST_BATCH 256
-
-/* Rows with key > cursor and key >= prefix, in order, at most LIST_BATCH. */
-static int fetch(struct store *s, const char *tenant_id, const char *bucket, const char *cursor,
-                 size_t cursor_len, const char *prefix, struct db_rows *rows, struct husk_err *err) {
-  cleanup_unlock struct state *locked = db_lock(s->st);
-  cleanup_stmt sqlite3_stmt *q = NULL;
-  if (db_prepare(s->st, &q,
-                 "SELECT key, size, etag, mtime_ms FROM objects WHERE tenant_id = ? AND bucket = ? "
-                 "AND key > ? AND key >= ? ORDER BY key LIMIT " "256",
-                 err) < 0)
-    return -1;
-  int rc = db_text(q, 1, tenant_id) || db_text(q, 2, bucket) ||
-           sqlite3_bind_text(q, 3, cursor, (int)cursor_len, SQLITE_STATIC) || db_text(q, 4, prefix);
-  if (rc != SQLITE_OK)
-    return db_fail(s->st, err, rc, "list");
-  int r;
-  while ((r = db_step_row(s->st, q, "list", err)) == 1) {
-    struct list_row *l = db_rows_push(rows);
-    if (!l)
-      return husk_error(err, ENOMEM, "list");
-    l->key = db_col_strdup(q, 0);
-    l->size = (uint64_t)sqlite3_column_int64(q, 1);
-    db_col_text(q, 2, l->etag, sizeof l->etag);
-    l->mtime_ms = sqlite3_column_int64(q, 3);
-    if (!l->key)
-      return husk_error(err, ENOMEM, "list");
-  }
-  return r < 0 ? -1 : 0;
-}
 
 int store_list(struct store *s, const char *tenant_id, const char *bucket,
                const struct store_list_req *rq, int (*cb)(void *ctx, const struct store_entry *e),
@@ -284,14 +296,14 @@ int store_list(struct store *s, const char *tenant_id, const char *bucket,
   if (rq->max_keys == 0)
     return 0;
   for (;;) {
-    cleanup_rows struct db_rows rows = {.item_size = sizeof(struct list_row), .free_item = list_row_free};
-    if (fetch(s, tenant_id, bucket, cursor, cl, prefix, &rows, err) < 0)
+    cleanup_object_page struct state_object_page page = {0};
+    if (state_object_page(s->st, tenant_id, bucket, cursor, cl, prefix, &page, err) < 0)
       return -1;
-    if (rows.n == 0)
+    if (page.n == 0)
       return 0;
     bool refetch = false;
-    for (size_t i = 0; i < rows.n && !refetch; i++) {
-      struct list_row *l = db_rows_at(&rows, i);
+    for (size_t i = 0; i < page.n && !refetch; i++) {
+      struct state_object_entry *l = &page.entries[i];
       size_t kl = strlen(l->key);
       if (kl < pl || memcmp(l->key, prefix, pl))
         return 0; /* past the prefix */
@@ -303,7 +315,8 @@ int store_list(struct store *s, const char *tenant_id, const char *bucket,
         return 0;
       }
       const char *d = delim ? memmem(l->key + pl, kl - pl, delim, dl) : NULL;
-      struct store_entry e = {.key = l->key, .size = l->size, .etag = l->etag, .mtime_ms = l->mtime_ms};
+      struct store_entry e = {
+          .key = l->key, .size = l->size, .etag = l->etag, .mtime_ms = l->mtime_ms};
       size_t el = kl;
       if (d) {
         el = (size_t)(d - l->key) + dl;
@@ -312,7 +325,7 @@ int store_list(struct store *s, const char *tenant_id, const char *bucket,
       }
       int v = cb(ctx, &e);
       if (v)
-        return db_cb_verdict(v);
+        return v < 0 ? v : 0; /* a callback's verdict, as state.h's listings */
       count++;
       free(last);
       last = strndup(l->key, el);
@@ -326,7 +339,7 @@ int store_list(struct store *s, const char *tenant_id, const char *bucket,
       }
       cursor[cl] = 0;
     }
-    if (!refetch && rows.n < LIST_BATCH)
+    if (!refetch && page.n < STATE_OBJECT_PAGE)
       return 0;
   }
 }

@@ -1,19 +1,23 @@
-/* Shared by the files of src/storage; not part of its API. */
+/* Shared by the files of src/storage; not part of its API.  The rows
+ * behind the store are the state plane's (state/store_state.h): nothing
+ * here runs SQL. */
 #ifndef HUSK_STORAGE_STORE_INTERNAL_H
 #define HUSK_STORAGE_STORE_INTERNAL_H
 
-#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
-#include "state/db.h"
 #include "storage/store.h"
+#include "util/error.h"
 
 struct store {
   struct state *st;
-  char *dir;       /* DATA/storage */
+  char *dir; /* DATA/storage */
   int dirfd;
-  int objfd;       /* objects/ */
-  int tmpfd;       /* tmp/ */
-  int partfd;      /* parts/ */
+  int objfd;  /* objects/ */
+  int tmpfd;  /* tmp/ */
+  int partfd; /* parts/ */
   char region[64];
   uint64_t quota;
   uint64_t reserve;     /* bytes kept free on DATA's filesystem ... */
@@ -22,45 +26,61 @@ struct store {
   char *public_url;
   unsigned char master[32]; /* seals the S3 secrets */
   struct remote *remote;    /* the external store, when configured (owned) */
-  void (*log)(void *ctx, const char *line);
+  husk_log_fn log;
   void *log_ctx;
 };
 
+/* Random bytes of the id of a file, an upload or a link (util/id.h):
+ * a one-letter prefix and 32 hex digits, in STORE_ID_SIZE. */
+#define STORE_ID_BYTES 16
+
+/* ---- store.c ---- */
 void store_log(struct store *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* A fresh random id: prefix + 32 hex digits. */
-int store_rand_id(const char *prefix, char out[STORE_ID_SIZE], struct husk_err *err);
-/* Under the lock: does the tenant have the bucket?  STORE_ENOBUCKET if not. */
-int store_bucket_check_locked(struct store *s, const char *tenant_id, const char *bucket,
-                              struct husk_err *err);
-/* Rename the writer's temporary file into `dirfd` as `name` and fsync the
- * directory (steps 3 of the discipline). */
-int store_writer_publish(struct store_writer *w, int dirfd, const char *name, struct husk_err *err);
-/* Unlink a file that no row names any more; failures only logged. */
+/* Unlink a file that no row names any more, once that is durable;
+ * failures only logged (the next start's sweep has another go). */
 void store_unlink(struct store *s, int dirfd, const char *name);
-/* Fill an object from a row: key, file, size, etag, content_type,
- * meta_json, mtime_ms (columns 0..6). */
-int store_object_from_row(sqlite3_stmt *q, struct store_object *o, struct husk_err *err);
+
+/* ---- sweep.c ---- */
+/* Remove what a crash left: temporary files, files no row names, uploads
+ * abandoned for longer than STORE_UPLOAD_TTL_MS. */
+int store_sweep(struct store *s, struct husk_err *err);
+
+/* ---- writer.c ---- */
+/* Rename the writer's temporary file into `dirfd` as `name` and fsync the
+ * directory (step 3 of the discipline). */
+int store_writer_publish(struct store_writer *w, int dirfd, const char *name, struct husk_err *err);
+/* A writer's MD5 hex, once store_writer_finish has checked it. */
+const char *store_writer_etag(const struct store_writer *w);
+bool store_writer_finished(const struct store_writer *w);
+struct store *store_writer_store(const struct store_writer *w);
+
+/* ---- objects.c ---- */
 /* Publish a finished writer under an ETag of the caller's (CopyObject
  * keeps the source's, Complete computes the multipart one).  Frees w. */
 int store_commit_with_etag(struct store_writer *w, const char *tenant_id, const char *bucket,
                            const char *key, const char *etag, const char *content_type,
                            const char *meta_json, struct store_object *out, struct husk_err *err);
-/* Under the lock and a transaction: point the key at `file` (*old: the
- * file replaced, "" if none). */
-int store_object_upsert_locked(struct store *s, const char *tenant_id, const char *bucket,
-                               const char *key, const char *file, uint64_t size, const char *etag,
-                               const char *ctype, const char *meta, int64_t mtime,
-                               uint64_t freed, char old[STORE_ID_SIZE], struct husk_err *err);
-/* Under the lock: STORE_EQUOTA if the tenant's usage, minus `freed`, plus
- * `add` passes the quota. */
-int store_quota_locked(struct store *s, const char *tenant_id, uint64_t add, uint64_t freed,
-                       struct husk_err *err);
+/* Fill `out` (may be NULL) with an object just stored. */
 int store_fill_object(struct store_object *out, const char *key, const char *file, uint64_t size,
                       const char *etag, const char *ctype, const char *meta, int64_t mtime,
                       struct husk_err *err);
-const char *store_writer_etag(const struct store_writer *w);
-struct store *store_writer_store(const struct store_writer *w);
+
+/* ---- checksum.c ---- */
 /* Base64 of n bytes into out (room for 4*ceil(n/3)+1). */
 void store_b64(const unsigned char *in, size_t n, char *out);
+/* Running CRC-32 (zlib's), CRC-32C and CRC-64/NVME of a body: start from
+ * 0, feed it in pieces. */
+uint32_t store_crc32_update(uint32_t crc, const void *buf, size_t n);
+uint32_t store_crc32c_update(uint32_t crc, const void *buf, size_t n);
+uint64_t store_crc64nvme_update(uint64_t crc, const void *buf, size_t n);
+
+/* ---- access_keys.c ---- */
+/* Read DATA/storage/master.key into s->master, creating it the first
+ * time. */
+int store_master_key_load(struct store *s, struct husk_err *err);
+/* The tenant's link-signing S3 key (internal: never shown), created on
+ * first use. */
+int store_internal_key(struct store *s, const char *tenant_id, char key_id[STORE_ACCESS_KEY_SIZE],
+                       char secret[STORE_SECRET_SIZE], struct husk_err *err);
 
 #endif
