@@ -51,9 +51,10 @@ SOVERSION := $(shell sed -n 's/^\#define HUSK_VERSION_MAJOR //p' include/husk/ba
 
 # ---- what is built from what --------------------------------------------------
 BUILD ?= build
-# The core library: isolation, boxes, state, network and secrets, storage.
-LIB_SRC := $(sort $(wildcard src/util/*.c src/jail/*.c src/box/*.c src/state/*.c \
-	src/egress/*.c src/storage/*.c))
+# The core library: isolation, boxes, templates, state, network and
+# secrets, storage.
+LIB_SRC := $(sort $(wildcard src/util/*.c src/jail/*.c src/box/*.c src/template/*.c \
+	src/state/*.c src/egress/*.c src/storage/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/seccomp_bpf.o
 # The fronts: `husk` (the command line; `husk serve` execs `husk-serve` and
 # `husk mcp` execs `husk-mcp`, so that a one-shot run loads none of the

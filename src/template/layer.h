@@ -1,0 +1,56 @@
+/* One layer of an image, unpacked into a directory that an overlay mount
+ * stacks with the others (template.h).
+ *
+ * A layer is a tar stream (plain, gzip or zstd) from outside: every name,
+ * type, owner and size in it is hostile until checked.  Extraction creates
+ * every entry itself, relative to the layer's own directory fd, resolving
+ * parents with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, so nothing in a layer
+ * can write outside it or through a symlink it planted.  What a layer may
+ * not hold is refused with an error naming the entry (the caller then
+ * removes the directory: no layer is ever half there):
+ *   - a name with a ".." component, an absolute name, a name too long;
+ *   - an entry below a symlink of the same layer ("link -> /etc", then
+ *     "link/passwd");
+ *   - a hardlink to a name the layer does not hold (or to a directory);
+ *   - more bytes or entries than the limits allow.
+ * What is dropped, and counted: device nodes, FIFOs and sockets (no box
+ * needs them from an image; /dev is made by husk), setuid and setgid bits,
+ * every extended attribute (file capabilities, and above all
+ * trusted.overlay.* which would let a layer forge overlay metadata).
+ * Owners are kept (the box sees them through an idmapped mount); owners
+ * beyond the box's 65536 ids become 65534 ("nobody").
+ *
+ * OCI whiteouts become overlay's: ".wh.NAME" a character device 0/0 named
+ * NAME, ".wh..wh..opq" the attribute trusted.overlay.opaque=y on its
+ * directory.  Other ".wh..wh." names (aufs bookkeeping) are skipped. */
+#ifndef HUSK_TEMPLATE_LAYER_H
+#define HUSK_TEMPLATE_LAYER_H
+
+#include <stdint.h>
+
+#include "util/error.h"
+
+#define LAYER_DIGEST_SIZE 72 /* "sha256:" + 64 hex + NUL */
+
+struct layer_limits {
+  uint64_t max_bytes;   /* uncompressed tar stream */
+  uint64_t max_entries; /* tar entries */
+};
+
+struct layer_result {
+  char diff_id[LAYER_DIGEST_SIZE]; /* sha256 of the uncompressed stream */
+  uint64_t tar_bytes;              /* its length */
+  uint64_t entries;
+  uint64_t file_bytes; /* logical size of the regular files written */
+  unsigned dropped;    /* devices, FIFOs, sockets, aufs names */
+};
+
+/* Unpack the layer read from blob_fd (at its current offset; plain tar,
+ * gzip or zstd, told apart by their magic numbers) into the empty
+ * directory dest_fd.  Returns 0 with *out filled, or -1: err->code EINVAL
+ * (the layer is damaged or holds what is refused: the message names the
+ * entry), EFBIG (over a limit), others (I/O, space). */
+int layer_extract(int blob_fd, int dest_fd, const struct layer_limits *lim,
+                  struct layer_result *out, struct husk_err *err);
+
+#endif
