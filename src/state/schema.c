@@ -278,7 +278,29 @@ static const char schema_link_denied[] =
     "  last_ms INTEGER NOT NULL"
     ") STRICT;";
 
-static const char *const migrations[] = {schema_v1, schema_jobs, schema_egress, schema_storage, schema_audit_retention, schema_tenant_lifecycle, schema_proc_exec_id, schema_link_denied};
+/* Templates: a box's software.  tenant_id '' is a template the operator
+ * shares with every tenant; a tenant's own name shadows a shared one.  The
+ * layers (content-addressed directories under DATA/templates) are named in
+ * layers_json, base first; a layer no row names is removed. */
+static const char schema_templates[] =
+    "CREATE TABLE templates ("
+    "  id TEXT PRIMARY KEY NOT NULL,"
+    "  tenant_id TEXT NOT NULL,"
+    "  name TEXT NOT NULL,"
+    "  source TEXT NOT NULL,"
+    "  config_digest TEXT NOT NULL,"
+    "  config_json TEXT NOT NULL CHECK (json_valid(config_json)),"
+    "  layers_json TEXT NOT NULL"
+    "    CHECK (json_valid(layers_json) AND json_type(layers_json) = 'array'),"
+    "  size INTEGER NOT NULL CHECK (size >= 0),"
+    "  created_ms INTEGER NOT NULL,"
+    "  UNIQUE (tenant_id, name)"
+    ") STRICT;";
+
+static const char *const migrations[] = {
+    schema_v1,          schema_jobs,         schema_egress,      schema_storage,
+    schema_audit_retention, schema_tenant_lifecycle, schema_proc_exec_id, schema_link_denied,
+    schema_templates};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 int state_schema_latest(void) { return SCHEMA_VERSION; }

@@ -1,0 +1,272 @@
+/* The template store: images imported from OCI archives, Docker archives
+ * and OCI layout directories (made by tests/template/mkimage.py); layers
+ * shared between templates stored once and collected when no template
+ * has them; forged digests and diff_ids refused with nothing left behind;
+ * names per tenant, shared templates, quotas; a crashed import's leftovers
+ * gone at the next open. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "state/state.h"
+#include "state/template_state.h"
+#include "template/template.h"
+#include "unit.h"
+
+static char base[] = "/tmp/husk-tpl-XXXXXX";
+static char data[300];
+static struct state *st;
+static struct template_store *ts;
+static char tenant[STATE_TENANT_ID_SIZE], other[STATE_TENANT_ID_SIZE];
+
+static int sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int sh(const char *fmt, ...) {
+  char cmd[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  return system(cmd);
+}
+
+/* An image file from layer directories: mkimage.py ARGS. */
+static const char *image(const char *name, const char *args) {
+  static char paths[8][400];
+  static unsigned next;
+  char *path = paths[next++ % 8];
+  snprintf(path, sizeof paths[0], "%s/%s", base, name);
+  if (sh("python3 tests/template/mkimage.py %s %s", path, args) != 0)
+    printf("#   mkimage.py %s failed\n", args);
+  return path;
+}
+
+static ssize_t file_in(void *ctx, void *buf, size_t cap) { return read(*(int *)ctx, buf, cap); }
+
+static int import_file(const char *tn, const char *name, const char *path, struct husk_err *err) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return husk_error(err, errno, "open %s", path);
+  struct state_template t;
+  int rc = template_import_archive(ts, tn, name, file_in, &fd, &t, err);
+  close(fd);
+  if (rc < 0)
+    printf("#   import of %s as %s: %s\n", path, name, err->msg);
+  if (rc == 0)
+    state_template_free(&t);
+  return rc;
+}
+
+static int count_dir(const char *sub) {
+  char p[400];
+  snprintf(p, sizeof p, "%s/templates/%s", data, sub);
+  DIR *d = opendir(p);
+  if (!d)
+    return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (e->d_name[0] != '.')
+      n++;
+  closedir(d);
+  return n;
+}
+
+static void open_store(void) {
+  struct husk_err err;
+  struct template_store_config c = {.data_dir = data, .state = st, .tenant_quota = 1 << 20};
+  if (template_store_open(&ts, &c, &err) < 0)
+    printf("#   template_store_open: %s\n", err.msg);
+}
+
+TEST(an_oci_archive_is_imported_and_its_layers_open) {
+  const char *img = image("a.tar", "--layer /tmp/husk-tpl-l/base --layer /tmp/husk-tpl-l/top "
+                                   "--env A=1 --workdir /srv --user 1000:1000 "
+                                   "--entrypoint '[\"/bin/app\"]' --cmd '[\"--serve\"]' "
+                                   "--label team=core");
+  struct husk_err err = {0};
+  int fd = open(img, O_RDONLY | O_CLOEXEC);
+  struct state_template t;
+  CHECK(template_import_archive(ts, tenant, "app", file_in, &fd, &t, &err) == 0);
+  close(fd);
+  if (err.msg[0])
+    printf("#   %s\n", err.msg);
+  CHECK_STR(t.name, "app");
+  CHECK(t.size > 0);
+  CHECK(strstr(t.config_json, "\"/bin/app\"") != NULL);
+  state_template_free(&t);
+  CHECK(count_dir("layers") == 2);
+  struct state_template g;
+  CHECK(state_template_get(st, tenant, "app", true, &g, &err) == 0);
+  struct template_layers l;
+  CHECK(template_layers_open(ts, &g, &l, &err) == 0);
+  CHECK(l.n == 2);
+  /* Top first: the top layer has the whiteout of etc/motd. */
+  struct stat sb;
+  CHECK(fstatat(l.dirs[0], "etc/motd", &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISCHR(sb.st_mode));
+  CHECK(fstatat(l.dirs[1], "etc/motd", &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode));
+  template_layers_release(&l);
+  state_template_free(&g);
+  /* The same name again is refused; another tenant may use it. */
+  CHECK(import_file(tenant, "app", img, &err) == -1 && err.code == EEXIST);
+  CHECK(import_file(other, "app", img, &err) == 0);
+  CHECK(count_dir("layers") == 2); /* stored once */
+}
+
+TEST(docker_archives_and_layout_directories_too) {
+  struct husk_err err = {0};
+  const char *d = image("d.tar", "--format docker-archive --layer /tmp/husk-tpl-l/base "
+                                 "--layer /tmp/husk-tpl-l/other:plain");
+  CHECK(import_file(tenant, "from-docker", d, &err) == 0);
+  if (err.msg[0])
+    printf("#   %s\n", err.msg);
+  const char *dir = image("layout", "--format oci-dir --layer /tmp/husk-tpl-l/base");
+  struct state_template t;
+  CHECK(template_import_layout(ts, tenant, "from-layout", dir, &t, &err) == 0);
+  if (err.msg[0])
+    printf("#   %s\n", err.msg);
+  state_template_free(&t);
+  CHECK(count_dir("layers") == 3);
+}
+
+TEST(forged_images_are_refused_and_leave_nothing) {
+  struct husk_err err = {0};
+  int before = count_dir("layers");
+  const char *b = image("forged-blob.tar", "--layer /tmp/husk-tpl-l/fresh --tamper blob");
+  CHECK(import_file(tenant, "forged", b, &err) == -1 && err.code == EINVAL);
+  CHECK(strstr(err.msg, "does not match its digest") != NULL);
+  const char *c = image("forged-config.tar", "--layer /tmp/husk-tpl-l/fresh --tamper config");
+  CHECK(import_file(tenant, "forged", c, &err) == -1 && err.code == EINVAL);
+  const char *i = image("forged-diffid.tar", "--layer /tmp/husk-tpl-l/fresh --tamper diffid");
+  CHECK(import_file(tenant, "forged", i, &err) == -1 && err.code == EINVAL);
+  CHECK(strstr(err.msg, "damaged or forged") != NULL);
+  char p[400];
+  snprintf(p, sizeof p, "%s/junk.tar", base);
+  sh("head -c 5000 /dev/urandom > %s", p);
+  CHECK(import_file(tenant, "forged", p, &err) == -1 && err.code == EINVAL);
+  sh("tar cf %s -C /tmp/husk-tpl-l base", p);
+  CHECK(import_file(tenant, "forged", p, &err) == -1 && err.code == EINVAL);
+  CHECK(strstr(err.msg, "not an image") != NULL);
+  CHECK(count_dir("layers") == before);
+  CHECK(count_dir("tmp") == 0);
+  struct state_template t;
+  CHECK(state_template_get(st, tenant, "forged", true, &t, &err) == -1 && err.code == ENOENT);
+}
+
+TEST(a_hostile_layer_is_refused_naming_its_entry) {
+  struct husk_err err = {0};
+  char raw[400];
+  snprintf(raw, sizeof raw, "%s/evil.tar", base);
+  /* A symlink to the outside, then a file through it. */
+  sh("cd %s && rm -rf evil && mkdir -p evil && ln -s /etc evil/link && "
+     "python3 -c 'import tarfile,io; t=tarfile.open(\"%s\",\"w\"); "
+     "t.add(\"evil/link\",arcname=\"link\"); i=tarfile.TarInfo(\"link/husk-pwned\"); i.size=1; "
+     "t.addfile(i,io.BytesIO(b\"x\")); t.close()'",
+     base, raw);
+  char args[600];
+  snprintf(args, sizeof args, "--raw-layer %s:plain", raw);
+  const char *img = image("evil-img.tar", args);
+  CHECK(import_file(tenant, "evil", img, &err) == -1 && err.code == EINVAL);
+  CHECK(strstr(err.msg, "link/husk-pwned") != NULL);
+  CHECK(access("/etc/husk-pwned", F_OK) < 0);
+  CHECK(count_dir("tmp") == 0);
+}
+
+TEST(names_quota_and_shared_templates) {
+  struct husk_err err = {0};
+  const char *img = image("q.tar", "--layer /tmp/husk-tpl-l/base");
+  CHECK(import_file(tenant, "Bad Name", img, &err) == -1 && err.code == EINVAL);
+  CHECK(import_file(tenant, "default", img, &err) == -1 && err.code == EINVAL);
+  const char *big = image("big.tar", "--layer /tmp/husk-tpl-l/big");
+  CHECK(import_file(tenant, "big", big, &err) == -1 && err.code == EDQUOT);
+  CHECK(import_file("", "shared-big", big, &err) == 0); /* the operator's: no quota */
+  struct state_template t;
+  CHECK(state_template_get(st, other, "shared-big", true, &t, &err) == 0);
+  state_template_free(&t);
+  CHECK(state_template_get(st, other, "shared-big", false, &t, &err) == -1);
+  /* A tenant's own name shadows the shared one. */
+  CHECK(import_file("", "app", img, &err) == 0);
+  CHECK(state_template_get(st, tenant, "app", true, &t, &err) == 0 && !strcmp(t.tenant_id, tenant));
+  state_template_free(&t);
+  /* And deleting is the owner's: the shared one is not the tenant's. */
+  CHECK(template_delete(ts, tenant, "shared-big", &err) == -1 && err.code == ENOENT);
+}
+
+TEST(layers_are_collected_when_no_template_has_them) {
+  struct husk_err err = {0};
+  int before = count_dir("layers");
+  const char *img = image("only.tar", "--layer /tmp/husk-tpl-l/only");
+  CHECK(import_file(tenant, "only", img, &err) == 0);
+  CHECK(count_dir("layers") == before + 1);
+  /* A box holds the layer: not collected while it does. */
+  struct state_template t;
+  CHECK(state_template_get(st, tenant, "only", false, &t, &err) == 0);
+  struct template_layers l;
+  CHECK(template_layers_open(ts, &t, &l, &err) == 0);
+  CHECK(template_delete(ts, tenant, "only", &err) == 0);
+  CHECK(count_dir("layers") == before + 1);
+  template_layers_release(&l);
+  CHECK(template_collect(ts, &err) == 1);
+  CHECK(count_dir("layers") == before);
+  state_template_free(&t);
+  /* Shared layers stay while any template has them. */
+  CHECK(template_delete(ts, tenant, "from-docker", &err) == 0);
+  CHECK(count_dir("layers") == before - 1); /* `other` was only in it */
+}
+
+TEST(a_crashed_import_is_cleaned_at_open) {
+  char p[400];
+  snprintf(p, sizeof p, "%s/templates/tmp/imp-crashed/L0/root/x", data);
+  sh("mkdir -p %s && mkdir -p %s/templates/layers/%064d/root", p, data, 7);
+  int before = count_dir("layers");
+  template_store_close(ts);
+  open_store();
+  CHECK(count_dir("tmp") == 0);
+  CHECK(count_dir("layers") == before - 1);
+}
+
+int main(void) {
+  if (!mkdtemp(base)) {
+    perror("mkdtemp");
+    return 1;
+  }
+  snprintf(data, sizeof data, "%s/data", base);
+  mkdir(data, 0700);
+  sh("rm -rf /tmp/husk-tpl-l && mkdir -p /tmp/husk-tpl-l/base/etc /tmp/husk-tpl-l/base/bin "
+     "/tmp/husk-tpl-l/top/etc /tmp/husk-tpl-l/other /tmp/husk-tpl-l/fresh /tmp/husk-tpl-l/only "
+     "/tmp/husk-tpl-l/big && echo hello > /tmp/husk-tpl-l/base/etc/motd && "
+     "printf '#!/bin/sh\\necho app\\n' > /tmp/husk-tpl-l/base/bin/app && "
+     "touch /tmp/husk-tpl-l/top/etc/.wh.motd && echo o > /tmp/husk-tpl-l/other/o && "
+     "echo f > /tmp/husk-tpl-l/fresh/f && echo only > /tmp/husk-tpl-l/only/only && "
+     "head -c 2000000 /dev/urandom > /tmp/husk-tpl-l/big/blob");
+  struct husk_err err;
+  char db[400];
+  snprintf(db, sizeof db, "%s/husk.db", data);
+  struct state_tenant t1, t2;
+  if (state_open(&st, db, &err) < 0 ||
+      state_tenant_create(st, "one", STATE_UNLIMITED, STATE_UNLIMITED, &t1, &err) < 0 ||
+      state_tenant_create(st, "two", STATE_UNLIMITED, STATE_UNLIMITED, &t2, &err) < 0) {
+    printf("# setup: %s\n", err.msg);
+    return 1;
+  }
+  snprintf(tenant, sizeof tenant, "%s", t1.id);
+  snprintf(other, sizeof other, "%s", t2.id);
+  open_store();
+  RUN(an_oci_archive_is_imported_and_its_layers_open);
+  RUN(docker_archives_and_layout_directories_too);
+  RUN(forged_images_are_refused_and_leave_nothing);
+  RUN(a_hostile_layer_is_refused_naming_its_entry);
+  RUN(names_quota_and_shared_templates);
+  RUN(layers_are_collected_when_no_template_has_them);
+  RUN(a_crashed_import_is_cleaned_at_open);
+  template_store_close(ts);
+  state_close(st);
+  sh("rm -rf %s /tmp/husk-tpl-l", base);
+  return unit_done();
+}
