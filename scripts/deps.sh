@@ -3,6 +3,7 @@
 #   scripts/deps.sh build   what `make` needs
 #   scripts/deps.sh test    what `make test` needs in addition
 #   scripts/deps.sh bench   what `make bench` needs in addition
+#   scripts/deps.sh deb     what `make deb` needs in addition (debian/)
 # Each package is listed with why in docs/dependencies.md.
 set -eu
 
@@ -20,6 +21,11 @@ command -v npm >/dev/null 2>&1 || test="$test nodejs npm"
 build="$build libexpat1-dev zlib1g-dev"
 test="$test awscli s3cmd rclone"
 bench="bubblewrap runc util-linux hyperfine"
+# The Debian packages (make deb, tests/pkg/deb.sh): dpkg-buildpackage and
+# the debhelper sequence (no fakeroot: debian/control says
+# Rules-Requires-Root: no); man-db renders the man pages in the tests.
+deb="dpkg-dev debhelper man-db"
+test="$test $deb"
 # issue 7: network mode egress runs nft and ip; its tests make a test CA
 # (openssl) and capture packets (tcpdump).
 build="$build nftables iproute2"
@@ -31,6 +37,7 @@ for set in "$@"; do
     build) want="$want $build" ;;
     test) want="$want $build $test" ;;
     bench) want="$want $build $bench" ;;
+    deb) want="$want $build $deb" ;;
     *) echo "deps.sh: unknown set '$set'" >&2; exit 2 ;;
   esac
 done

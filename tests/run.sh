@@ -49,6 +49,10 @@ done
 for s in tests/lib/*.sh; do
   [ -f "$s" ] && run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"
 done
+# The Debian packages: built, unpacked and run; the man pages and --help.
+for s in tests/pkg/*.sh; do
+  [ -f "$s" ] && run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"
+done
 # MCP: SDK clients, raw protocol, Inspector, conformance.
 for s in tests/mcp/*.sh; do
   [ -f "$s" ] && [ "$(basename "$s")" != setup.sh ] &&

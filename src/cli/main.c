@@ -20,31 +20,55 @@
 
 static const char *prog = "husk";
 
+/* `husk`, `husk help`, `husk --help`: the commands. */
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: husk run [OPTIONS] [--] PROGRAM [ARGS...]\n"
-          "       husk serve [--listen ADDR:PORT] [--data DIR]   (see `husk serve --help`)\n"
-          "       husk mcp [--data DIR | --server URL]         MCP server on stdio (docs/mcp.md)\n"
-          "       husk version\n"
-          "\n"
-          "Run PROGRAM in a fresh, isolated box and remove every trace of the box afterwards.\n"
-          "\n"
-          "Options of `husk run` (defaults in brackets):\n"
-          "  --memory SIZE        memory limit, files in /workspace and /tmp included [512M]\n"
-          "  --pids N             max processes and threads [256]\n"
-          "  --cpus FLOAT         CPU bandwidth, e.g. 0.5 or 2 [1]\n"
-          "  --timeout SECONDS    wall-time limit, fractions allowed [300]\n"
-          "  --disk SIZE          writable space for /workspace, /tmp, /dev/shm [1G]\n"
-          "  --output-limit SIZE  stdout+stderr cap; the box is killed past it [16M]\n"
-          "  --env NAME=VALUE     set an environment variable (repeatable)\n"
-          "  -w, --workdir PATH   working directory inside the box [/workspace]\n"
-          "  --workspace DIR      copy DIR's contents into /workspace before the run\n"
-          "  --export DIR         copy /workspace out to DIR after the run\n"
-          "  --json               print a JSON summary as the last line on stderr\n"
-          "\n"
-          "SIZE: bytes, or with K, M, G, T (binary units).\n"
-          "Exit status: the program's; 128+N if killed by signal N; 124 on timeout;\n"
-          "125 if husk failed; 126 not executable; 127 not found.\n");
+  fprintf(f, "usage: husk COMMAND [OPTIONS]\n"
+             "\n"
+             "Disposable, isolated computers for AI agents.\n"
+             "\n"
+             "Commands:\n"
+             "  run [OPTIONS] [--] PROGRAM [ARGS...]\n"
+             "                run PROGRAM in a fresh box and remove every trace of it afterwards\n"
+             "  serve [OPTIONS]\n"
+             "                long-lived boxes over HTTP, an S3-compatible store, MCP at /mcp\n"
+             "  mcp [OPTIONS] the MCP server on stdio, standalone or in front of `husk serve`\n"
+             "  version       print the version\n"
+             "  help          print this text\n"
+             "\n"
+             "`husk COMMAND --help` lists the options of a command; husk(1), husk-run(1),\n"
+             "husk-serve(1) and husk-mcp(1) say more.\n");
+}
+
+/* `husk run --help`: the options of a run. */
+static void run_usage(FILE *f) {
+  fprintf(f, "usage: husk run [OPTIONS] [--] PROGRAM [ARGS...]\n"
+             "\n"
+             "Run PROGRAM in a fresh, isolated box and remove every trace of the box afterwards.\n"
+             "\n"
+             "Options (defaults in brackets):\n"
+             "  --memory SIZE        memory limit, files in /workspace and /tmp included [512M]\n"
+             "  --pids N             max processes and threads [256]\n"
+             "  --cpus FLOAT         CPU bandwidth, e.g. 0.5 or 2 [1]\n"
+             "  --timeout SECONDS    wall-time limit, fractions allowed [300]\n"
+             "  --disk SIZE          writable space for /workspace, /tmp, /dev/shm [1G]\n"
+             "  --output-limit SIZE  stdout+stderr cap; the box is killed past it [16M]\n"
+             "  --env NAME=VALUE     set an environment variable (repeatable)\n"
+             "  -w, --workdir PATH   working directory inside the box [/workspace]\n"
+             "  --workspace DIR      copy DIR's contents into /workspace before the run\n"
+             "  --export DIR         copy /workspace out to DIR after the run\n"
+             "  --json               print a JSON summary as the last line on stderr\n"
+             "  -h, --help           print this text\n"
+             "  --version            print the version\n"
+             "\n"
+             "SIZE: bytes, or with K, M, G, T (binary units).\n"
+             "Exit status: the program's; 128+N if killed by signal N; 124 on timeout;\n"
+             "137 when the memory, pids or output limit killed the box; 125 if husk failed;\n"
+             "126 not executable; 127 not found.\n");
+}
+
+static int print_version(void) {
+  printf("husk %s\n", HUSK_VERSION);
+  return 0;
 }
 
 /* --json was given: errors before the run still end with the JSON line. */
@@ -93,8 +117,18 @@ static void print_json(const struct husk_run_result *r, bool newline_first) {
 }
 
 enum {
-  OPT_MEMORY = 256, OPT_PIDS, OPT_CPUS, OPT_TIMEOUT, OPT_DISK, OPT_OUTPUT, OPT_ENV,
-  OPT_WORKSPACE, OPT_EXPORT, OPT_JSON, OPT_HELP,
+  OPT_MEMORY = 256,
+  OPT_PIDS,
+  OPT_CPUS,
+  OPT_TIMEOUT,
+  OPT_DISK,
+  OPT_OUTPUT,
+  OPT_ENV,
+  OPT_WORKSPACE,
+  OPT_EXPORT,
+  OPT_JSON,
+  OPT_HELP,
+  OPT_VERSION,
 };
 
 static int cmd_run(int argc, char **argv) {
@@ -111,6 +145,7 @@ static int cmd_run(int argc, char **argv) {
       {"export", required_argument, NULL, OPT_EXPORT},
       {"json", no_argument, NULL, OPT_JSON},
       {"help", no_argument, NULL, OPT_HELP},
+      {"version", no_argument, NULL, OPT_VERSION},
       {0},
   };
   struct husk_run_spec spec = {.stdin_fd = stdio_closed[0] ? -1 : STDIN_FILENO,
@@ -198,9 +233,8 @@ static int cmd_run(int argc, char **argv) {
     case OPT_EXPORT: spec.export_dir = optarg; break;
     case OPT_JSON: json = true; break;
     case 'h':
-    case OPT_HELP:
-      usage(stdout);
-      return 0;
+    case OPT_HELP: run_usage(stdout); return 0;
+    case OPT_VERSION: return print_version();
     case ':':
       return die_usage("option `%s` needs a value", argv[optind - 1]);
     default:
@@ -273,10 +307,8 @@ int main(int argc, char **argv) {
     return exec_sibling("husk-serve", argv + 1);
   if (!strcmp(argv[1], "mcp"))
     return exec_sibling("husk-mcp", argv + 1);
-  if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version")) {
-    printf("husk %s\n", HUSK_VERSION);
-    return 0;
-  }
+  if (!strcmp(argv[1], "version") || !strcmp(argv[1], "--version"))
+    return print_version();
   if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
     usage(stdout);
     return 0;

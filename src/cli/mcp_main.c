@@ -41,8 +41,10 @@
 
 #define LOCAL_TENANT "mcp-local"
 
-static void usage(FILE *f) {
-  fprintf(f,
+/* On FD: the protocol's stdout for --help (fd 1 is stderr by then),
+ * stderr after a bad option. */
+static void usage(int fd) {
+  dprintf(fd,
           "usage: husk mcp [OPTIONS]\n"
           "\n"
           "Serve the Model Context Protocol on stdin/stdout (docs/mcp.md).\n"
@@ -55,7 +57,9 @@ static void usage(FILE *f) {
           "  --server URL       forward to a running `husk serve` (its /mcp endpoint)\n"
           "  --key KEY          tenant key for --server (better: HUSK_MCP_KEY in the\n"
           "                     environment, which other users cannot read in ps)\n"
-          "  --quiet            no log lines on stderr\n");
+          "  --quiet            no log lines on stderr\n"
+          "  -h, --help         print this text\n"
+          "  --version          print the version\n");
 }
 
 static bool quiet;
@@ -157,7 +161,7 @@ static const char *default_data(char *buf, size_t size) {
   return buf;
 }
 
-enum { O_DATA = 256, O_WAIT, O_TTL, O_SERVER, O_KEY, O_QUIET, O_HELP };
+enum { O_DATA = 256, O_WAIT, O_TTL, O_SERVER, O_KEY, O_QUIET, O_HELP, O_VERSION };
 
 int main(int argc, char **argv) {
   /* The daemon's box spawner is this binary re-executed under that name. */
@@ -182,7 +186,8 @@ int main(int argc, char **argv) {
       {"data", required_argument, NULL, O_DATA},     {"wait", required_argument, NULL, O_WAIT},
       {"sandbox-ttl", required_argument, NULL, O_TTL}, {"server", required_argument, NULL, O_SERVER},
       {"key", required_argument, NULL, O_KEY},       {"quiet", no_argument, NULL, O_QUIET},
-      {"help", no_argument, NULL, O_HELP},           {0},
+      {"help", no_argument, NULL, O_HELP},           {"version", no_argument, NULL, O_VERSION},
+      {0},
   };
   const char *data = NULL, *server = NULL, *key = getenv("HUSK_MCP_KEY");
   uint64_t wait_ms = 0, ttl_ms = 0;
@@ -208,8 +213,9 @@ int main(int argc, char **argv) {
     case O_KEY: key = optarg; break;
     case O_QUIET: quiet = true; break;
     case 'h':
-    case O_HELP: usage(stderr); return 0;
-    default: usage(stderr); return 2;
+    case O_HELP: usage(out); return 0;
+    case O_VERSION: dprintf(out, "husk %s\n", HUSK_VERSION); return 0;
+    default: usage(STDERR_FILENO); return 2;
     }
   }
   if (optind < argc) {

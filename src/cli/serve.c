@@ -268,7 +268,8 @@ enum { O_LISTEN = 256, O_DATA, O_MAXCONN, O_PERIP, O_IDLE, O_GRACE, O_DTTL, O_MT
        /* issue 7 */
        O_EG_RESOLVER, O_EG_ALLOW, O_EG_CA, O_EG_MAXCONN, O_EG_IDLE, O_AUDIT_RETENTION,
        O_S3_LISTEN, O_PUBLIC_URL, O_S3_REGION, O_STORE_ENDPOINT, O_STORE_BUCKET, O_STORE_REGION,
-       O_STORE_PART, O_STORAGE_QUOTA, O_TENANT_REQS, O_TENANT_EXECS, O_REQ_TIMEOUT, O_DATA_RESERVE };
+       O_STORE_PART, O_STORAGE_QUOTA, O_TENANT_REQS, O_TENANT_EXECS, O_REQ_TIMEOUT, O_DATA_RESERVE,
+       O_VERSION };
 
 /* The MCP server reaches the core that serve opened at start. */
 static struct husk_mgr *mcp_mgr(void *ctx, struct husk_err *err) {
@@ -296,6 +297,7 @@ int cmd_serve(int argc, char **argv) {
       {"pool", required_argument, NULL, O_POOL},
       {"quiet", no_argument, NULL, O_QUIET},
       {"help", no_argument, NULL, O_HELP},
+      {"version", no_argument, NULL, O_VERSION},
       {"mcp-wait", required_argument, NULL, O_MCP_WAIT},
       {"mcp-allow-origin", required_argument, NULL, O_MCP_ORIGIN},
       {"reply-max", required_argument, NULL, O_REPLY_MAX},
@@ -473,6 +475,7 @@ int cmd_serve(int argc, char **argv) {
       break;
     case 'h':
     case O_HELP: usage(stdout); return 0;
+    case O_VERSION: printf("husk %s\n", HUSK_VERSION); return 0;
     default: usage(stderr); return 2;
     }
   }
