@@ -42,8 +42,19 @@ static const char *image(const char *name, const char *args) {
   static unsigned next;
   char *path = paths[next++ % 8];
   snprintf(path, sizeof paths[0], "%s/%s", base, name);
-  if (sh("python3 tests/template/mkimage.py %s %s", path, args) != 0)
-    printf("#   mkimage.py %s failed\n", args);
+  char a[2048];
+  size_t o = 0;
+  for (const char *p = args; *p && o + 300 < sizeof a;) {
+    if (!strncmp(p, "%L%", 3)) {
+      o += (size_t)snprintf(a + o, sizeof a - o, "%s/l", base);
+      p += 3;
+    } else {
+      a[o++] = *p++;
+    }
+  }
+  a[o] = '\0';
+  if (sh("python3 tests/template/mkimage.py %s %s", path, a) != 0)
+    printf("#   mkimage.py %s failed\n", a);
   return path;
 }
 
@@ -86,7 +97,7 @@ static void open_store(void) {
 }
 
 TEST(an_oci_archive_is_imported_and_its_layers_open) {
-  const char *img = image("a.tar", "--layer /tmp/husk-tpl-l/base --layer /tmp/husk-tpl-l/top "
+  const char *img = image("a.tar", "--layer %L%/base --layer %L%/top "
                                    "--env A=1 --workdir /srv --user 1000:1000 "
                                    "--entrypoint '[\"/bin/app\"]' --cmd '[\"--serve\"]' "
                                    "--label team=core");
@@ -121,12 +132,12 @@ TEST(an_oci_archive_is_imported_and_its_layers_open) {
 
 TEST(docker_archives_and_layout_directories_too) {
   struct husk_err err = {0};
-  const char *d = image("d.tar", "--format docker-archive --layer /tmp/husk-tpl-l/base "
-                                 "--layer /tmp/husk-tpl-l/other:plain");
+  const char *d = image("d.tar", "--format docker-archive --layer %L%/base "
+                                 "--layer %L%/other:plain");
   CHECK(import_file(tenant, "from-docker", d, &err) == 0);
   if (err.msg[0])
     printf("#   %s\n", err.msg);
-  const char *dir = image("layout", "--format oci-dir --layer /tmp/husk-tpl-l/base");
+  const char *dir = image("layout", "--format oci-dir --layer %L%/base");
   struct state_template t;
   CHECK(template_import_layout(ts, tenant, "from-layout", dir, &t, &err) == 0);
   if (err.msg[0])
@@ -138,19 +149,19 @@ TEST(docker_archives_and_layout_directories_too) {
 TEST(forged_images_are_refused_and_leave_nothing) {
   struct husk_err err = {0};
   int before = count_dir("layers");
-  const char *b = image("forged-blob.tar", "--layer /tmp/husk-tpl-l/fresh --tamper blob");
+  const char *b = image("forged-blob.tar", "--layer %L%/fresh --tamper blob");
   CHECK(import_file(tenant, "forged", b, &err) == -1 && err.code == EINVAL);
   CHECK(strstr(err.msg, "does not match its digest") != NULL);
-  const char *c = image("forged-config.tar", "--layer /tmp/husk-tpl-l/fresh --tamper config");
+  const char *c = image("forged-config.tar", "--layer %L%/fresh --tamper config");
   CHECK(import_file(tenant, "forged", c, &err) == -1 && err.code == EINVAL);
-  const char *i = image("forged-diffid.tar", "--layer /tmp/husk-tpl-l/fresh --tamper diffid");
+  const char *i = image("forged-diffid.tar", "--layer %L%/fresh --tamper diffid");
   CHECK(import_file(tenant, "forged", i, &err) == -1 && err.code == EINVAL);
   CHECK(strstr(err.msg, "damaged or forged") != NULL);
   char p[400];
   snprintf(p, sizeof p, "%s/junk.tar", base);
   sh("head -c 5000 /dev/urandom > %s", p);
   CHECK(import_file(tenant, "forged", p, &err) == -1 && err.code == EINVAL);
-  sh("tar cf %s -C /tmp/husk-tpl-l base", p);
+  sh("tar cf %s -C %s/l base", p, base);
   CHECK(import_file(tenant, "forged", p, &err) == -1 && err.code == EINVAL);
   CHECK(strstr(err.msg, "not an image") != NULL);
   CHECK(count_dir("layers") == before);
@@ -180,10 +191,10 @@ TEST(a_hostile_layer_is_refused_naming_its_entry) {
 
 TEST(names_quota_and_shared_templates) {
   struct husk_err err = {0};
-  const char *img = image("q.tar", "--layer /tmp/husk-tpl-l/base");
+  const char *img = image("q.tar", "--layer %L%/base");
   CHECK(import_file(tenant, "Bad Name", img, &err) == -1 && err.code == EINVAL);
   CHECK(import_file(tenant, "default", img, &err) == -1 && err.code == EINVAL);
-  const char *big = image("big.tar", "--layer /tmp/husk-tpl-l/big");
+  const char *big = image("big.tar", "--layer %L%/big");
   CHECK(import_file(tenant, "big", big, &err) == -1 && err.code == EDQUOT);
   CHECK(import_file("", "shared-big", big, &err) == 0); /* the operator's: no quota */
   struct state_template t;
@@ -201,7 +212,7 @@ TEST(names_quota_and_shared_templates) {
 TEST(layers_are_collected_when_no_template_has_them) {
   struct husk_err err = {0};
   int before = count_dir("layers");
-  const char *img = image("only.tar", "--layer /tmp/husk-tpl-l/only");
+  const char *img = image("only.tar", "--layer %L%/only");
   CHECK(import_file(tenant, "only", img, &err) == 0);
   CHECK(count_dir("layers") == before + 1);
   /* A box holds the layer: not collected while it does. */
@@ -238,13 +249,11 @@ int main(void) {
   }
   snprintf(data, sizeof data, "%s/data", base);
   mkdir(data, 0700);
-  sh("rm -rf /tmp/husk-tpl-l && mkdir -p /tmp/husk-tpl-l/base/etc /tmp/husk-tpl-l/base/bin "
-     "/tmp/husk-tpl-l/top/etc /tmp/husk-tpl-l/other /tmp/husk-tpl-l/fresh /tmp/husk-tpl-l/only "
-     "/tmp/husk-tpl-l/big && echo hello > /tmp/husk-tpl-l/base/etc/motd && "
-     "printf '#!/bin/sh\\necho app\\n' > /tmp/husk-tpl-l/base/bin/app && "
-     "touch /tmp/husk-tpl-l/top/etc/.wh.motd && echo o > /tmp/husk-tpl-l/other/o && "
-     "echo f > /tmp/husk-tpl-l/fresh/f && echo only > /tmp/husk-tpl-l/only/only && "
-     "head -c 2000000 /dev/urandom > /tmp/husk-tpl-l/big/blob");
+  sh("L=%s/l && mkdir -p $L/base/etc $L/base/bin $L/top/etc $L/other $L/fresh $L/only $L/big && "
+     "echo hello > $L/base/etc/motd && printf '#!/bin/sh\\necho app\\n' > $L/base/bin/app && "
+     "touch $L/top/etc/.wh.motd && echo o > $L/other/o && echo f > $L/fresh/f && "
+     "echo only > $L/only/only && head -c 2000000 /dev/urandom > $L/big/blob",
+     base);
   struct husk_err err;
   char db[400];
   snprintf(db, sizeof db, "%s/husk.db", data);
@@ -267,6 +276,6 @@ int main(void) {
   RUN(a_crashed_import_is_cleaned_at_open);
   template_store_close(ts);
   state_close(st);
-  sh("rm -rf %s /tmp/husk-tpl-l", base);
+  sh("rm -rf %s", base);
   return unit_done();
 }
