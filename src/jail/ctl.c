@@ -167,3 +167,16 @@ const char *ctl_stage_name(int stage) {
   default: return "unknown";
   }
 }
+
+void ctl_setup_error_exit(int sock, const struct husk_err *err) {
+  struct ctl_setup_error m = {.h = {.type = CTL_SETUP_ERROR, .len = sizeof m}, .error = err->code};
+  size_t n = strnlen(err->msg, sizeof err->msg);
+  if (n < sizeof m.text) {
+    memcpy(m.text, err->msg, n);
+  } else {
+    memcpy(m.text, err->msg, sizeof m.text - 4);
+    memcpy(m.text + sizeof m.text - 4, "...", 4);
+  }
+  ctl_send(sock, &m, sizeof m, NULL, 0);
+  _exit(125);
+}

@@ -42,6 +42,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "util/error.h"
+
 enum ctl_type {
   CTL_READY = 1,
   CTL_SETUP_ERROR = 2,
@@ -146,5 +148,11 @@ int ctl_unpack_exec(const void *msg, size_t len, const char **cwd, const char **
                     size_t argv_cap, const char **env, size_t env_cap);
 
 const char *ctl_stage_name(int stage);
+
+/* The box's setup failed, in the jail's child or in init before CTL_READY:
+ * send `err` to the host as CTL_SETUP_ERROR (its message cut, and marked
+ * "...", to what the message holds) and exit, as crun's
+ * send_error_to_sync_socket_and_die.  Allocates nothing. */
+_Noreturn void ctl_setup_error_exit(int sock, const struct husk_err *err);
 
 #endif

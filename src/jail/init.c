@@ -451,8 +451,10 @@ static void serve(int i) {
     close(fds[k]);
 }
 
-_Noreturn void init_main(const struct init_config *cfg) {
-  config = cfg;
+/* What init needs before it can serve: default signal dispositions, SIGCHLD
+ * on a signalfd (returned), the stack programs start on, the programs'
+ * Landlock ruleset. */
+static int init_setup(const struct init_config *cfg, struct husk_err *err) {
   /* Whatever husk ignored (SIGPIPE during a run, SIGHUP under nohup...)
    * would be inherited by every program: start them from defaults. */
   for (int sig = 1; sig < NSIG; sig++)
@@ -466,19 +468,28 @@ _Noreturn void init_main(const struct init_config *cfg) {
   sigprocmask(SIG_BLOCK, &mask, NULL);
   int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0)
-    _exit(125);
+    return husk_error(err, errno, "cannot create init's signalfd");
   long page = sysconf(_SC_PAGESIZE);
   if (page <= 0)
     page = 4096;
   char *stack = mmap(NULL, SPAWN_STACK_SIZE + (size_t)page, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED || mprotect(stack, (size_t)page, PROT_NONE) < 0)
-    _exit(125);
+    return husk_error(err, errno, "cannot map the stack init starts programs on");
   spawn_stack = stack + page;
   if (cfg->landlock_abi > 0) {
     int rs = landlock_box_ruleset(cfg->landlock_abi);
     program_ruleset = rs >= 0 ? rs : -1;
   }
+  return sfd;
+}
+
+_Noreturn void init_main(const struct init_config *cfg) {
+  config = cfg;
+  struct husk_err err;
+  int sfd = init_setup(cfg, &err);
+  if (sfd < 0)
+    ctl_setup_error_exit(cfg->ctl, &err);
   struct ctl_hdr ready = {.type = CTL_READY, .len = sizeof ready};
   if (!conn_send(0, &ready, sizeof ready, NULL, 0))
     _exit(125);

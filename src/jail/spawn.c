@@ -18,11 +18,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +33,6 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
-#include <linux/magic.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -191,55 +190,54 @@ int jail_connect(const char *path, struct husk_err *err) {
 
 /* ---- the child -------------------------------------------------------- */
 
-__attribute__((format(printf, 3, 4))) static _Noreturn void child_fail(int ctl, int e,
-                                                                 const char *fmt, ...) {
-  struct ctl_setup_error m = {.h = {.type = CTL_SETUP_ERROR, .len = sizeof m}, .error = e};
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(m.text, sizeof m.text, fmt, ap);
-  va_end(ap);
-  ctl_send(ctl, &m, sizeof m, NULL, 0);
-  _exit(125);
-}
+/* What goes wrong in the child reaches the host in full, as in crun
+ * (send_error_to_sync_socket_and_die): each step fills a struct husk_err on
+ * the child's stack, child_main() sends it over the control socket and
+ * exits, and wait_ready() makes it the error of jail_create().  The child
+ * of a multi-threaded process must not allocate (another thread may have
+ * held malloc's lock at the clone): husk_error() formats with vsnprintf and
+ * strerror, which allocate nothing for the errno values of these calls
+ * (glibc, in the C locale husk never leaves). */
 
 /* Put the fds the child keeps at fixed numbers and close everything else
- * it inherited from the host (terminals, sockets, cgroup dirs...). */
-static int child_fds(const struct child_args *a) {
+ * it inherited from the host (terminals, sockets, cgroup dirs...).  *ctl
+ * names an fd of the control socket all along, to report a failure on. */
+static int child_fds(const struct child_args *a, int *ctl, struct husk_err *err) {
   int src[CHILD_NFDS] = {a->sync, a->ctl, a->slot, a->ws, a->tmp, a->shm, a->fs, a->listen,
                             a->dev};
   for (size_t i = 0; i < CGROUP_MAX_ATTACH; i++)
     src[CHILD_ATTACH - CHILD_SYNC + i] = i < a->nattach ? a->attach[i] : -1;
+  *ctl = a->ctl;
   int tmp[CHILD_NFDS];
   for (int i = 0; i < CHILD_NFDS; i++)
     if ((tmp[i] = src[i] < 0 ? -1 : fcntl(src[i], F_DUPFD_CLOEXEC, 64)) < 0 && src[i] >= 0)
-      return -errno;
+      return husk_error(err, errno, "cannot move the box's file descriptors");
+  /* Above every fixed number: the moves below leave it alone. */
+  *ctl = tmp[CHILD_CTL - CHILD_SYNC];
   for (int i = 0; i < CHILD_NFDS; i++) {
     if (tmp[i] < 0)
       close(CHILD_SYNC + i); /* absent: make sure nothing inherited sits there */
     else if (dup3(tmp[i], CHILD_SYNC + i, O_CLOEXEC) < 0)
-      return -errno;
+      return husk_error(err, errno, "cannot move the box's file descriptors");
   }
+  *ctl = CHILD_CTL;
   if (sys_close_range(CHILD_FIRST_FREE, ~0U, 0) < 0)
-    return -errno;
+    return husk_error(err, errno, "cannot close the file descriptors inherited from the host");
   return 0;
 }
 
-static int loopback_up(void) {
-  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+static int loopback_up(struct husk_err *err) {
+  cleanup_close int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (s < 0)
-    return -errno;
+    return husk_error(err, errno, "cannot bring up loopback");
   struct ifreq ifr = {0};
   snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
-  int rc = 0;
   if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
-    rc = -errno;
-  else {
-    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-    if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
-      rc = -errno;
-  }
-  close(s);
-  return rc;
+    return husk_error(err, errno, "cannot bring up loopback");
+  ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+  if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+    return husk_error(err, errno, "cannot bring up loopback");
+  return 0;
 }
 
 /* init is a copy of the husk process that made it: its command line and
@@ -263,15 +261,80 @@ static void wipe_cmdline(void) {
   prctl(PR_SET_NAME, name, 0, 0, 0);
 }
 
-static _Noreturn void child_main(const struct child_args *args) {
+/* The child's story once the host has released it (`go`): enter the
+ * cgroup, become root of the user namespace, build the root, drop every
+ * privilege, Landlock, seccomp.  Returns 0, ready to become init. */
+static int child_setup(const struct child_args *args, char go, struct husk_err *err) {
   int rc;
-  if (args->die_with_parent && prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
-    _exit(125);
-  if (child_fds(args) < 0)
-    _exit(125);
-  const int ctl = CHILD_CTL;
+  /* Move ourselves into the box cgroup before anything else runs here. */
+  for (size_t i = 0; i < args->nattach; i++) {
+    int fd = CHILD_ATTACH + (int)i;
+    bool v2 = (int)i == args->attach_v2;
+    if ((!v2 || go == SYNC_GO_ATTACH_V2) && write(fd, "0", 1) != 1)
+      return husk_error(err, errno, "cannot enter the box cgroup");
+    close(fd);
+  }
+
+  /* Become root of the new user namespace (mapped to the slot's base uid). */
+  if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+    return husk_error(err, errno, "cannot become root in the box's user namespace");
+  /* Now that we are in the box's cgroup, make it the cgroup root we see. */
+  if (unshare(CLONE_NEWCGROUP) < 0)
+    return husk_error(err, errno, "cannot create cgroup namespace");
+
+  char what[256] = "";
+  struct rootfs_mounts m = {.workspace = CHILD_WS, .tmp = CHILD_TMP, .shm = CHILD_SHM,
+                            .dev = args->dev >= 0 ? CHILD_DEV : -1};
+  if ((rc = rootfs_enter(&m, args->prepared_root, what, sizeof what)) < 0)
+    return husk_error(err, -rc, "cannot build the box root: %s", what);
+  close(CHILD_WS);
+  close(CHILD_TMP);
+  close(CHILD_SHM);
+  close(CHILD_DEV); /* absent or attached: nothing to keep either way */
+
+  if (sethostname(HUSK_BOX_HOSTNAME, strlen(HUSK_BOX_HOSTNAME)) < 0)
+    return husk_error(err, errno, "cannot set the box's hostname (sethostname)");
+  if (loopback_up(err) < 0)
+    return -1;
+
+  /* init holds no host file: stdio becomes /dev/null of the box. */
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
+    return husk_error(err, errno, "cannot open /dev/null in the box");
+  if (null > 2)
+    close(null);
+  if (setsid() < 0)
+    return husk_error(err, errno, "cannot start a session for init (setsid)");
+
+  const char *step = NULL;
+  if ((rc = privs_set_rlimits(&step)) < 0)
+    return husk_error(err, -rc, "cannot set %s", step);
+  wipe_cmdline();
+  if ((rc = privs_drop_for_init(&step)) < 0)
+    return husk_error(err, -rc, "cannot drop privileges (%s)", step);
+  /* Not dumpable: box processes (same uid) cannot open /proc/1/mem, attach
+   * to init, or read its environment. */
+  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+    return husk_error(err, errno, "cannot make init not dumpable (PR_SET_DUMPABLE)");
+  if ((rc = landlock_apply_box(args->landlock_abi)) < 0)
+    return husk_error(err, -rc, "cannot apply Landlock");
+  /* Seccomp last: everything above needed syscalls the box may not make. */
+  if ((rc = seccomp_policy_apply(args->seccomp)) < 0)
+    return husk_error(err, -rc, "cannot install the seccomp filter");
+  return 0;
+}
+
+static _Noreturn void child_main(const struct child_args *args) {
+  struct husk_err err;
+  if (args->die_with_parent && prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) {
+    husk_error(&err, errno, "cannot tie the box to the life of its creator (PR_SET_PDEATHSIG)");
+    ctl_setup_error_exit(args->ctl, &err);
+  }
+  int ctl;
+  if (child_fds(args, &ctl, &err) < 0)
+    ctl_setup_error_exit(ctl, &err);
   /* Wait until the host has written our id maps and cgroups.  EOF means the
-   * host died before that: stop here. */
+   * host died before that: nobody is left to tell, stop here. */
   char go;
   ssize_t n;
   do
@@ -280,64 +343,11 @@ static _Noreturn void child_main(const struct child_args *args) {
   if (n != 1)
     _exit(125);
   close(CHILD_SYNC);
+  if (child_setup(args, go, &err) < 0)
+    ctl_setup_error_exit(CHILD_CTL, &err);
 
-  /* Move ourselves into the box cgroup before anything else runs here. */
-  for (size_t i = 0; i < args->nattach; i++) {
-    int fd = CHILD_ATTACH + (int)i;
-    bool v2 = (int)i == args->attach_v2;
-    if ((!v2 || go == SYNC_GO_ATTACH_V2) && write(fd, "0", 1) != 1)
-      child_fail(ctl, errno, "cannot enter the box cgroup");
-    close(fd);
-  }
-
-  /* Become root of the new user namespace (mapped to the slot's base uid). */
-  if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
-    child_fail(ctl, errno, "cannot become root in the box's user namespace");
-  /* Now that we are in the box's cgroup, make it the cgroup root we see. */
-  if (unshare(CLONE_NEWCGROUP) < 0)
-    child_fail(ctl, errno, "cannot create cgroup namespace");
-
-  char what[256] = "";
-  struct rootfs_mounts m = {.workspace = CHILD_WS, .tmp = CHILD_TMP, .shm = CHILD_SHM,
-                            .dev = args->dev >= 0 ? CHILD_DEV : -1};
-  if ((rc = rootfs_enter(&m, args->prepared_root, what, sizeof what)) < 0)
-    child_fail(ctl, -rc, "cannot build the box root: %s", what);
-  close(CHILD_WS);
-  close(CHILD_TMP);
-  close(CHILD_SHM);
-  close(CHILD_DEV); /* absent or attached: nothing to keep either way */
-
-  if (sethostname(HUSK_BOX_HOSTNAME, strlen(HUSK_BOX_HOSTNAME)) < 0)
-    child_fail(ctl, errno, "sethostname");
-  if ((rc = loopback_up()) < 0)
-    child_fail(ctl, -rc, "cannot bring up loopback");
-
-  /* init holds no host file: stdio becomes /dev/null of the box. */
-  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (null < 0 || dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(null, 2) < 0)
-    child_fail(ctl, errno, "cannot open /dev/null in the box");
-  if (null > 2)
-    close(null);
-  if (setsid() < 0)
-    child_fail(ctl, errno, "setsid");
-
-  const char *step = NULL;
-  if ((rc = privs_set_rlimits(&step)) < 0)
-    child_fail(ctl, -rc, "cannot set %s", step);
-  wipe_cmdline();
-  if ((rc = privs_drop_for_init(&step)) < 0)
-    child_fail(ctl, -rc, "cannot drop privileges (%s)", step);
-  /* Not dumpable: box processes (same uid) cannot open /proc/1/mem, attach
-   * to init, or read its environment. */
-  if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-    child_fail(ctl, errno, "PR_SET_DUMPABLE");
-  if ((rc = landlock_apply_box(args->landlock_abi)) < 0)
-    child_fail(ctl, -rc, "cannot apply Landlock");
-  /* Seccomp last: everything above needed syscalls the box may not make. */
-  if ((rc = seccomp_policy_apply(args->seccomp)) < 0)
-    child_fail(ctl, -rc, "cannot install the seccomp filter");
-
-  struct init_config ic = {.ctl = ctl, .landlock_abi = args->landlock_abi,
+  struct init_config ic = {.ctl = CHILD_CTL,
+                           .landlock_abi = args->landlock_abi,
                            .listen = args->listen >= 0 ? CHILD_LISTEN : -1,
                            .fs = args->fs >= 0 ? CHILD_FS : -1,
                            .exit_on_hangup = args->die_with_parent};
@@ -450,10 +460,8 @@ static int wait_ready(struct jail *j, struct husk_err *err) {
     return -1;
   if (rc == 0)
     return husk_fail(err, EIO, "box setup failed: init exited without a reason");
-  if (ev.h.type == CTL_SETUP_ERROR) {
-    husk_sanitize_line(ev.setup_error.text);
-    return husk_error(err, ev.setup_error.error, "%s", ev.setup_error.text);
-  }
+  if (ev.h.type == CTL_SETUP_ERROR)
+    return husk_fail(err, ev.setup_error.error, "cannot set up the box: %s", ev.setup_error.text);
   if (ev.h.type != CTL_READY)
     return husk_fail(err, EPROTO, "unexpected first message from the box's init");
   return 0;

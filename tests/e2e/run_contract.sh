@@ -139,6 +139,17 @@ check "setup_error: stdout empty" [ -z "$OUT" ]
 hrun run --json -w /etc/cannot-create -- true
 expect_run "json reason setup_error (workdir cannot be created)" 125 setup_error 0
 
+# A step of the box's setup that fails in its child, after the clone: the
+# caller's hard RLIMIT_MEMLOCK is below the box's, and the child, root only
+# in the box's user namespace, cannot raise it.  The child's own error is
+# the reason husk gives: the step and why.
+printf '#!/bin/sh\nexec prlimit --memlock=0:0 -- "%s" "$@"\n' "$HUSK" >"$T_SCRATCH/husk-memlock0"
+chmod +x "$T_SCRATCH/husk-memlock0"
+HUSK=$T_SCRATCH/husk-memlock0 hrun run --json -- true
+expect_run "json reason setup_error (a step fails in the box's child)" 125 setup_error 0
+check "setup failure in the child: the reason names the step and why" \
+  grep -q 'cannot set up the box: cannot set RLIMIT_MEMLOCK: Operation not permitted' <<<"$ERR"
+
 # ---- stdin / stdout / stderr -----------------------------------------------
 
 out=$(echo hi | timeout "$E2E_TIMEOUT" "$HUSK" run -- cat)

@@ -24,6 +24,7 @@
 
 #include "jail/ctl.h"
 #include "jail/init.h"
+#include "jail/jail.h"
 #include "unit.h"
 
 #define CAP 16 /* argv/env capacity for unpack, NULL slot included */
@@ -1022,6 +1023,49 @@ TEST(init_never_blocks_on_the_watch) {
   init_stop(&ti);
 }
 
+/* A setup failure, reported from a child as the jail's child reports one
+ * (ctl_setup_error_exit): the host reads its errno and its whole message,
+ * or, when the message is longer than CTL_SETUP_ERROR holds, its start
+ * marked as cut; the child exits 125. */
+TEST(setup_error_reaches_the_host) {
+  for (int round = 0; round < 2; round++) {
+    int sv[2];
+    seqpair(sv);
+    pid_t p = fork();
+    CHECK(p >= 0);
+    if (p == 0) {
+      struct husk_err e;
+      char big[800];
+      memset(big, 'x', sizeof big - 1);
+      big[sizeof big - 1] = '\0';
+      if (round == 0)
+        husk_error(&e, EPERM, "cannot mount proc on `%s`", "/proc");
+      else
+        husk_fail(&e, ENOSPC, "%s", big);
+      ctl_setup_error_exit(sv[0], &e);
+    }
+    close(sv[0]);
+    union jail_event ev;
+    struct husk_err err;
+    CHECK(jail_recv_fd(sv[1], &ev, &err) == 1);
+    CHECK(ev.h.type == CTL_SETUP_ERROR);
+    const char *text = ev.setup_error.text;
+    if (round == 0) {
+      CHECK(ev.setup_error.error == EPERM);
+      CHECK_STR(text, "cannot mount proc on `/proc`: Operation not permitted");
+    } else {
+      size_t n = strlen(text);
+      CHECK(ev.setup_error.error == ENOSPC);
+      CHECK(n == sizeof ev.setup_error.text - 1);
+      CHECK(n > 3 && !strcmp(text + n - 3, "...") && text[0] == 'x');
+    }
+    int st = 0;
+    CHECK(waitpid(p, &st, 0) == p);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 125);
+    close(sv[1]);
+  }
+}
+
 TEST(stage_names) {
   CHECK_STR(ctl_stage_name(CTL_STAGE_FORK), "fork");
   CHECK_STR(ctl_stage_name(CTL_STAGE_CWD), "working directory");
@@ -1056,6 +1100,7 @@ int main(void) {
   RUN(recv_empty_packet_with_fds);
   RUN(end_to_end_exec_request);
   RUN(stage_names);
+  RUN(setup_error_reaches_the_host);
   RUN(init_keeps_exits_until_acked);
   RUN(init_never_blocks_on_the_watch);
   return unit_done();
