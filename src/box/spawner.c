@@ -321,8 +321,8 @@ static int prepare_root(const char *dir, struct spawn_hello *hello) {
 
 int spawner_main(int sock, const char *root_dir) {
   /* It was exec'ed, which made it dumpable again. */
-  const char *step;
-  if (privs_no_dumps(&step) < 0)
+  struct husk_err perr;
+  if (privs_no_dumps(&perr) < 0)
     return 1;
   struct spawn_hello hello = hello_of_this_build();
   bool prepared = root_dir && prepare_root(root_dir, &hello) == 0;

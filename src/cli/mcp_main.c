@@ -169,10 +169,9 @@ int main(int argc, char **argv) {
     return spawner_main(3, argc > 1 ? argv[1] : NULL);
   /* No core file, no ptrace: this process holds tenant keys and, locally,
    * the daemon's secrets. */
-  const char *step;
-  int prc = privs_no_dumps(&step);
-  if (prc < 0) {
-    fprintf(stderr, "husk mcp: %s: %s\n", step, strerror(-prc));
+  struct husk_err perr;
+  if (privs_no_dumps(&perr) < 0) {
+    fprintf(stderr, "husk mcp: %s\n", perr.msg);
     return 1;
   }
   /* The protocol's own copy of stdout; fd 1 becomes stderr for everything

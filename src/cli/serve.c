@@ -279,10 +279,9 @@ static struct husk_mgr *mcp_mgr(void *ctx, struct husk_err *err) {
 
 int cmd_serve(int argc, char **argv) {
   /* First: nothing secret is in memory yet. */
-  const char *step;
-  int prc = privs_no_dumps(&step);
-  if (prc < 0) {
-    fprintf(stderr, "husk serve: %s: %s\n", step, strerror(-prc));
+  struct husk_err perr;
+  if (privs_no_dumps(&perr) < 0) {
+    fprintf(stderr, "husk serve: %s\n", perr.msg);
     return 1;
   }
   static const struct option opts[] = {

@@ -177,10 +177,9 @@ static int exec_child(void *arg) {
       exec_fail(CTL_STAGE_SETUP, errno);
   /* init is uid 0 of the box with just enough to do this; the program
    * gets the box user and no capability at all. */
-  const char *step;
-  int prc = privs_drop_for_program(&step);
-  if (prc < 0)
-    exec_fail(CTL_STAGE_SETUP, -prc);
+  struct husk_err err;
+  if (privs_drop_for_program(&err) < 0)
+    exec_fail(CTL_STAGE_SETUP, err.code);
   /* Everything else closes at exec. */
   if (sys_close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
     exec_fail(CTL_STAGE_SETUP, errno);

@@ -306,12 +306,11 @@ static int child_setup(const struct child_args *args, char go, struct husk_err *
   if (setsid() < 0)
     return husk_error(err, errno, "cannot start a session for init (setsid)");
 
-  const char *step = NULL;
-  if ((rc = privs_set_rlimits(&step)) < 0)
-    return husk_error(err, -rc, "cannot set %s", step);
+  if (privs_set_rlimits(err) < 0)
+    return -1;
   wipe_cmdline();
-  if ((rc = privs_drop_for_init(&step)) < 0)
-    return husk_error(err, -rc, "cannot drop privileges (%s)", step);
+  if (privs_drop_for_init(err) < 0)
+    return husk_error_wrap(err, "cannot drop privileges");
   /* Not dumpable: box processes (same uid) cannot open /proc/1/mem, attach
    * to init, or read its environment. */
   if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)

@@ -24,8 +24,8 @@ static int no_dumps_child(void) {
     return 11;
   if (prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 1)
     return 12;
-  const char *step = "unset";
-  if (privs_no_dumps(&step) < 0 || step != NULL)
+  struct husk_err err = {.code = -1, .msg = "unset"};
+  if (privs_no_dumps(&err) < 0 || err.code != -1)
     return 13;
   if (prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 0)
     return 14;
