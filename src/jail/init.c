@@ -191,10 +191,10 @@ static int exec_child(void *arg) {
   }
   /* A nested Landlock domain per program: on ABI 6+ it cannot signal or
    * connect to init, which lives in the outer domain. */
-  int rc = program_ruleset >= 0 ? landlock_restrict(program_ruleset)
-                                : landlock_apply_box(config->landlock_abi);
+  int rc = program_ruleset >= 0 ? landlock_restrict(program_ruleset, &err)
+                                : landlock_apply_box(config->landlock_abi, &err);
   if (rc < 0)
-    exec_fail(CTL_STAGE_SETUP, -rc);
+    exec_fail(CTL_STAGE_SETUP, err.code);
   rc = exec_search(a->argv[0], a->argv, a->env);
   exec_fail(CTL_STAGE_EXEC, -rc);
 }
@@ -477,8 +477,8 @@ static int init_setup(const struct init_config *cfg, struct husk_err *err) {
     return husk_error(err, errno, "cannot map the stack init starts programs on");
   spawn_stack = stack + page;
   if (cfg->landlock_abi > 0) {
-    int rs = landlock_box_ruleset(cfg->landlock_abi);
-    program_ruleset = rs >= 0 ? rs : -1;
+    /* Failed: each start tries again, and fails with its own error. */
+    program_ruleset = landlock_box_ruleset(cfg->landlock_abi, NULL);
   }
   return sfd;
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "jail/syscalls.h"
+#include "util/cleanup.h"
 
 int landlock_abi(void) {
   int v = sys_landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
@@ -23,20 +24,22 @@ static uint64_t fs_handled(int abi) {
   return all;
 }
 
-static int allow(int ruleset, const char *path, uint64_t access) {
-  int fd = open(path, O_PATH | O_CLOEXEC);
-  if (fd < 0)
-    return errno == ENOENT ? 0 : -errno;
+static int allow(int ruleset, const char *path, uint64_t access, struct husk_err *err) {
+  cleanup_close int fd = open(path, O_PATH | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT)
+      return 0;
+    return husk_error(err, errno, "cannot open `%s` for a Landlock rule", path);
+  }
   struct landlock_path_beneath_attr pb = {.allowed_access = access, .parent_fd = fd};
-  int rc = sys_landlock_add_rule(ruleset, LANDLOCK_RULE_PATH_BENEATH, &pb, 0);
-  int e = errno;
-  close(fd);
-  return rc < 0 ? -e : 0;
+  if (sys_landlock_add_rule(ruleset, LANDLOCK_RULE_PATH_BENEATH, &pb, 0) < 0)
+    return husk_error(err, errno, "cannot add the Landlock rule for `%s`", path);
+  return 0;
 }
 
-int landlock_box_ruleset(int abi) {
+int landlock_box_ruleset(int abi, struct husk_err *err) {
   if (abi <= 0)
-    return -ENOSYS;
+    return husk_fail(err, ENOSYS, "Landlock is not available");
   uint64_t handled = fs_handled(abi);
   struct husk_landlock_ruleset_attr attr = {.handled_access_fs = handled};
   size_t size = sizeof attr.handled_access_fs;
@@ -44,37 +47,34 @@ int landlock_box_ruleset(int abi) {
     attr.scoped = HUSK_LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | HUSK_LANDLOCK_SCOPE_SIGNAL;
     size = sizeof attr;
   }
-  int rs = sys_landlock_create_ruleset(&attr, size, 0);
+  cleanup_close int rs = sys_landlock_create_ruleset(&attr, size, 0);
   if (rs < 0)
-    return -errno;
+    return husk_error(err, errno, "cannot create the Landlock ruleset (ABI %d)", abi);
   uint64_t dev = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE;
   if (abi >= 3) dev |= LANDLOCK_ACCESS_FS_TRUNCATE;
   if (abi >= 5) dev |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
-  int rc;
-  if ((rc = allow(rs, "/", FS_READ)) < 0 ||
-      (rc = allow(rs, "/workspace", handled)) < 0 ||
-      (rc = allow(rs, "/tmp", handled)) < 0 ||
-      (rc = allow(rs, "/dev/shm", handled)) < 0 ||
-      (rc = allow(rs, "/dev", dev | LANDLOCK_ACCESS_FS_READ_DIR)) < 0 ||
-      (rc = allow(rs, "/proc", LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR |
-                                   LANDLOCK_ACCESS_FS_WRITE_FILE)) < 0) {
-    close(rs);
-    return rc;
-  }
-  return rs;
+  if (allow(rs, "/", FS_READ, err) < 0 || allow(rs, "/workspace", handled, err) < 0 ||
+      allow(rs, "/tmp", handled, err) < 0 || allow(rs, "/dev/shm", handled, err) < 0 ||
+      allow(rs, "/dev", dev | LANDLOCK_ACCESS_FS_READ_DIR, err) < 0 ||
+      allow(rs, "/proc",
+            LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR |
+                LANDLOCK_ACCESS_FS_WRITE_FILE,
+            err) < 0)
+    return -1;
+  return take_fd(&rs);
 }
 
-int landlock_restrict(int ruleset) {
-  return sys_landlock_restrict_self(ruleset, 0) < 0 ? -errno : 0;
+int landlock_restrict(int ruleset, struct husk_err *err) {
+  if (sys_landlock_restrict_self(ruleset, 0) < 0)
+    return husk_error(err, errno, "cannot restrict the process with Landlock");
+  return 0;
 }
 
-int landlock_apply_box(int abi) {
+int landlock_apply_box(int abi, struct husk_err *err) {
   if (abi <= 0)
     return 0;
-  int rs = landlock_box_ruleset(abi);
+  cleanup_close int rs = landlock_box_ruleset(abi, err);
   if (rs < 0)
-    return rs;
-  int rc = landlock_restrict(rs);
-  close(rs);
-  return rc;
+    return -1;
+  return landlock_restrict(rs, err);
 }

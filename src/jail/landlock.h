@@ -8,18 +8,21 @@
 #ifndef HUSK_JAIL_LANDLOCK_H
 #define HUSK_JAIL_LANDLOCK_H
 
+#include "util/error.h"
+
 /* Landlock ABI version of the running kernel, 0 if unavailable. */
 int landlock_abi(void);
 
 /* Restrict the calling thread (no_new_privs must be set).  Call inside the
- * box after pivot_root.  Async-signal-safe.  Returns 0 (also when Landlock
- * is unavailable) or -errno. */
-int landlock_apply_box(int abi);
+ * box after pivot_root.  Usable in a freshly cloned child: nothing here
+ * allocates (errors are formatted into `err` as privs.h says).  Returns 0
+ * (also when Landlock is unavailable) or -1. */
+int landlock_apply_box(int abi, struct husk_err *err);
 
 /* The same in two steps, for a process that restricts many children: build
- * the box's ruleset once (a close-on-exec fd; -errno, -ENOSYS without
- * Landlock), then restrict each child with it.  Both async-signal-safe. */
-int landlock_box_ruleset(int abi);
-int landlock_restrict(int ruleset);
+ * the box's ruleset once (a close-on-exec fd, or -1: with code ENOSYS
+ * without Landlock), then restrict each child with it. */
+int landlock_box_ruleset(int abi, struct husk_err *err);
+int landlock_restrict(int ruleset, struct husk_err *err);
 
 #endif

@@ -315,8 +315,8 @@ static int child_setup(const struct child_args *args, char go, struct husk_err *
    * to init, or read its environment. */
   if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
     return husk_error(err, errno, "cannot make init not dumpable (PR_SET_DUMPABLE)");
-  if ((rc = landlock_apply_box(args->landlock_abi)) < 0)
-    return husk_error(err, -rc, "cannot apply Landlock");
+  if (landlock_apply_box(args->landlock_abi, err) < 0)
+    return husk_error_wrap(err, "cannot apply Landlock");
   /* Seccomp last: everything above needed syscalls the box may not make. */
   if ((rc = seccomp_policy_apply(args->seccomp)) < 0)
     return husk_error(err, -rc, "cannot install the seccomp filter");
