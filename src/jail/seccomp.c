@@ -259,11 +259,13 @@ int seccomp_policy_get(const struct seccomp_policy **out, struct husk_err *err) 
   return 0;
 }
 
-int seccomp_policy_apply(const struct seccomp_policy *p) {
+int seccomp_policy_apply(const struct seccomp_policy *p, struct husk_err *err) {
+  static const char *const names[HUSK_SECCOMP_FILTERS] = {"the architecture guard", "the allowlist",
+                                                          "argument denials"};
   /* Apply in reverse so the guard (the first to run) is installed last:
    * the kernel runs the most recently installed filter first. */
   for (int i = HUSK_SECCOMP_FILTERS - 1; i >= 0; i--)
     if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &p->prog[i]) < 0)
-      return -errno;
+      return husk_error(err, errno, "cannot install the seccomp filter (%s)", names[i]);
   return 0;
 }

@@ -36,7 +36,8 @@ extern const struct seccomp_policy husk_seccomp_precompiled;
 int seccomp_policy_get(const struct seccomp_policy **out, struct husk_err *err);
 
 /* Install all filters on the calling thread.  Requires no_new_privs.
- * Async-signal-safe: usable between fork and exec. Returns 0 or -errno. */
-int seccomp_policy_apply(const struct seccomp_policy *p);
+ * Usable between fork and exec: nothing here allocates (errors are
+ * formatted into `err` as privs.h says).  Returns 0 or -1. */
+int seccomp_policy_apply(const struct seccomp_policy *p, struct husk_err *err);
 
 #endif

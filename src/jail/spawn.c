@@ -318,9 +318,7 @@ static int child_setup(const struct child_args *args, char go, struct husk_err *
   if (landlock_apply_box(args->landlock_abi, err) < 0)
     return husk_error_wrap(err, "cannot apply Landlock");
   /* Seccomp last: everything above needed syscalls the box may not make. */
-  if ((rc = seccomp_policy_apply(args->seccomp)) < 0)
-    return husk_error(err, -rc, "cannot install the seccomp filter");
-  return 0;
+  return seccomp_policy_apply(args->seccomp, err);
 }
 
 static _Noreturn void child_main(const struct child_args *args) {

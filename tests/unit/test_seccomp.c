@@ -188,9 +188,8 @@ static int enter_filter(void) {
     printf("#   PR_SET_NO_NEW_PRIVS: %s\n", strerror(errno));
     return -1;
   }
-  int rc = seccomp_policy_apply(p);
-  if (rc < 0) {
-    printf("#   seccomp_policy_apply: %s\n", strerror(-rc));
+  if (seccomp_policy_apply(p, &err) < 0) {
+    printf("#   seccomp_policy_apply: %s\n", err.msg);
     return -1;
   }
   return 0;
