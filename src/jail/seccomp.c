@@ -99,24 +99,30 @@ static struct sock_filter guard_insns[] = {
     BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
 };
 
+/* A libseccomp context released when it goes out of scope. */
+static void cleanup_seccomp_releasep(scmp_filter_ctx *ctx) {
+  if (*ctx)
+    seccomp_release(*ctx);
+}
+#define cleanup_seccomp __attribute__((cleanup(cleanup_seccomp_releasep)))
+
 static int export_ctx(scmp_filter_ctx ctx, struct sock_fprog *out, struct husk_err *err) {
   cleanup_close int fd = memfd_create("husk-seccomp", MFD_CLOEXEC);
   if (fd < 0)
-    return husk_error(err, errno, "memfd_create for seccomp export");
+    return husk_error(err, errno, "cannot create a memfd to export the seccomp filter to");
   int rc = seccomp_export_bpf(ctx, fd);
   if (rc < 0)
-    return husk_error(err, -rc, "seccomp_export_bpf");
+    return husk_error(err, -rc, "cannot export the seccomp filter (seccomp_export_bpf)");
   off_t size = lseek(fd, 0, SEEK_END);
   if (size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0)
-    return husk_fail(err, EINVAL, "seccomp export produced %lld bytes", (long long)size);
-  struct sock_filter *insns = malloc((size_t)size);
+    return husk_fail(err, EINVAL, "cannot use the exported seccomp filter: %lld bytes",
+                     (long long)size);
+  cleanup_free struct sock_filter *insns = malloc((size_t)size);
   if (!insns)
-    return husk_error(err, ENOMEM, "seccomp filter");
-  if (pread(fd, insns, (size_t)size, 0) != size) {
-    free(insns);
-    return husk_error(err, errno ? errno : EIO, "reading exported seccomp filter");
-  }
-  out->filter = insns;
+    return husk_error(err, ENOMEM, "cannot allocate the seccomp filter");
+  if (pread(fd, insns, (size_t)size, 0) != size)
+    return husk_error(err, errno ? errno : EIO, "cannot read the exported seccomp filter");
+  out->filter = steal_pointer(&insns);
   out->len = (unsigned short)(size / (off_t)sizeof(struct sock_filter));
   return 0;
 }
@@ -128,34 +134,32 @@ static int add(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned 
     return 0; /* unknown to this libseccomp/arch: nothing to allow */
   int rc = seccomp_rule_add_array(ctx, action, nr, n, args);
   if (rc < 0)
-    return husk_error(err, -rc, "seccomp rule for `%s`", name);
+    return husk_error(err, -rc, "cannot add the seccomp rule for `%s`", name);
   return 0;
 }
 
 static int build_allowlist(struct sock_fprog *out, struct husk_err *err) {
-  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
+  cleanup_seccomp scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ERRNO(EPERM));
   if (!ctx)
-    return husk_fail(err, ENOMEM, "seccomp_init failed");
-  int rc = -1;
+    return husk_fail(err, ENOMEM, "cannot create a seccomp filter (seccomp_init)");
   /* A non-native arch never reaches here (guard filter); be strict anyway. */
   if (seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS) < 0 ||
-      seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0) < 0) {
-    husk_fail(err, EINVAL, "seccomp_attr_set failed");
-    goto out;
-  }
+      seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0) < 0)
+    return husk_fail(err, EINVAL,
+                     "cannot set the attributes of a seccomp filter (seccomp_attr_set)");
   /* A binary tree of syscall numbers instead of a linear list: fewer
    * instructions per syscall (~9 instead of up to ~300).  Best effort:
    * older libseccomp lacks it. */
   seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
   for (size_t i = 0; i < sizeof allowed / sizeof allowed[0]; i++)
     if (add(ctx, SCMP_ACT_ALLOW, allowed[i], 0, NULL, err) < 0)
-      goto out;
+      return -1;
   for (size_t i = 0; i < sizeof enosys / sizeof enosys[0]; i++)
     if (add(ctx, SCMP_ACT_ERRNO(ENOSYS), enosys[i], 0, NULL, err) < 0)
-      goto out;
+      return -1;
   /* clone: namespace flags are refused by the argument filter below. */
   if (add(ctx, SCMP_ACT_ALLOW, "clone", 0, NULL, err) < 0)
-    goto out;
+    return -1;
   /* socket: unix, IPv4/6 stream and datagram, and route netlink only. */
   {
     struct scmp_arg_cmp unix_any[] = {CMP(0, SCMP_CMP_EQ, AF_UNIX)};
@@ -164,7 +168,7 @@ static int build_allowlist(struct sock_fprog *out, struct husk_err *err) {
     if (add(ctx, SCMP_ACT_ALLOW, "socket", 1, unix_any, err) < 0 ||
         add(ctx, SCMP_ACT_ALLOW, "socketpair", 1, unix_any, err) < 0 ||
         add(ctx, SCMP_ACT_ALLOW, "socket", 2, nl_route, err) < 0)
-      goto out;
+      return -1;
     int fams[] = {AF_INET, AF_INET6};
     int types[] = {SOCK_STREAM, SOCK_DGRAM};
     for (int f = 0; f < 2; f++)
@@ -172,7 +176,7 @@ static int build_allowlist(struct sock_fprog *out, struct husk_err *err) {
         struct scmp_arg_cmp a[] = {CMP(0, SCMP_CMP_EQ, (scmp_datum_t)fams[f]),
                                    CMP_MASKED(1, 0xf, (scmp_datum_t)types[t])};
         if (add(ctx, SCMP_ACT_ALLOW, "socket", 2, a, err) < 0)
-          goto out;
+          return -1;
       }
   }
   /* personality: Linux and the query value only (as Docker). */
@@ -181,25 +185,20 @@ static int build_allowlist(struct sock_fprog *out, struct husk_err *err) {
     for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
       struct scmp_arg_cmp a[] = {CMP(0, SCMP_CMP_EQ, ok[i])};
       if (add(ctx, SCMP_ACT_ALLOW, "personality", 1, a, err) < 0)
-        goto out;
+        return -1;
     }
   }
-  rc = export_ctx(ctx, out, err);
-out:
-  seccomp_release(ctx);
-  return rc;
+  return export_ctx(ctx, out, err);
 }
 
 static int build_argfilter(struct sock_fprog *out, struct husk_err *err) {
-  scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+  cleanup_seccomp scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
   if (!ctx)
-    return husk_fail(err, ENOMEM, "seccomp_init failed");
-  int rc = -1;
+    return husk_fail(err, ENOMEM, "cannot create a seccomp filter (seccomp_init)");
   if (seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS) < 0 ||
-      seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0) < 0) {
-    husk_fail(err, EINVAL, "seccomp_attr_set failed");
-    goto out;
-  }
+      seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0) < 0)
+    return husk_fail(err, EINVAL,
+                     "cannot set the attributes of a seccomp filter (seccomp_attr_set)");
   /* Terminal injection and line-discipline ioctls.  The kernel takes the
    * command as 32 bits; compare only those so that high garbage bits cannot
    * slip past (CVE-2019-10063). */
@@ -208,7 +207,7 @@ static int build_argfilter(struct sock_fprog *out, struct husk_err *err) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
       struct scmp_arg_cmp a[] = {CMP_MASKED(1, 0xffffffffULL, bad[i])};
       if (add(ctx, SCMP_ACT_ERRNO(EPERM), "ioctl", 1, a, err) < 0)
-        goto out;
+        return -1;
     }
   }
   /* No new namespaces from inside the box: each flag on its own. */
@@ -218,13 +217,10 @@ static int build_argfilter(struct sock_fprog *out, struct husk_err *err) {
     for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
       struct scmp_arg_cmp a[] = {CMP_MASKED(0, ns[i], ns[i])};
       if (add(ctx, SCMP_ACT_ERRNO(EPERM), "clone", 1, a, err) < 0)
-        goto out;
+        return -1;
     }
   }
-  rc = export_ctx(ctx, out, err);
-out:
-  seccomp_release(ctx);
-  return rc;
+  return export_ctx(ctx, out, err);
 }
 
 int seccomp_policy_compile(struct seccomp_policy *out, struct husk_err *err) {
