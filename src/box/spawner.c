@@ -298,23 +298,22 @@ int spawner_create(struct spawner *s, const struct jail_config *cfg, struct jail
  * spawner's own: the host never sees the mount, and it goes when the
  * spawner does.  Each box's namespace is a copy of this one. */
 static int prepare_root(const char *dir, struct spawn_hello *hello) {
-  char what[200] = "";
+  struct husk_err err;
   int rc;
   if (unshare(CLONE_NEWNS) < 0) {
-    rc = -errno;
-    snprintf(what, sizeof what, "cannot create a mount namespace");
+    rc = husk_error(&err, errno, "cannot create a mount namespace");
   } else if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0) {
     /* Slave, not private: nothing of ours reaches the host, and the
      * host's unmounts still reach us, so this copy never keeps a
      * filesystem the host let go of busy. */
-    rc = -errno;
-    snprintf(what, sizeof what, "cannot keep its mounts from the host's");
+    rc = husk_error(&err, errno, "cannot keep its mounts from the host's");
   } else {
-    rc = rootfs_prepare(dir, what, sizeof what);
+    rc = rootfs_prepare(dir, &err);
   }
   if (rc < 0) {
-    hello->prep_code = -rc;
-    snprintf(hello->prep_msg, sizeof hello->prep_msg, "%s: %s", what, strerror(-rc));
+    hello->prep_code = err.code ? err.code : EIO;
+    snprintf(hello->prep_msg, sizeof hello->prep_msg, "%.*s", (int)sizeof hello->prep_msg - 1,
+             err.msg);
   }
   return rc;
 }
@@ -367,15 +366,17 @@ int spawner_main(int sock, const char *root_dir) {
      * theirs.  While that fails, boxes are built from scratch (as safe,
      * slower), and it is tried again every few seconds. */
     if (root_dir && (prepared ? !rootfs_prepared_current() : mono_ms() >= retry_ms)) {
-      char what[200] = "unmount the old one";
-      int rc = prepared && umount2(root_dir, MNT_DETACH) < 0 ? -errno
-                                                           : rootfs_prepare(root_dir, what, sizeof what);
+      struct husk_err prep_err;
+      int rc = prepared && umount2(root_dir, MNT_DETACH) < 0
+                   ? husk_error(&prep_err, errno, "cannot unmount the old one")
+                   : rootfs_prepare(root_dir, &prep_err);
       prepared = rc == 0;
       if (!prepared) {
         /* stderr is the daemon's log */
-        fprintf(stderr, "husk: spawner: cannot prepare the boxes' shared root again (%s: %s); "
-                        "building each box's root from scratch until it can\n",
-                what, strerror(-rc));
+        fprintf(stderr,
+                "husk: spawner: cannot prepare the boxes' shared root again (%s); "
+                "building each box's root from scratch until it can\n",
+                prep_err.msg);
         retry_ms = mono_ms() + 5000;
       }
     }
@@ -389,13 +390,11 @@ int spawner_main(int sock, const char *root_dir) {
      * is cloned (its namespace keeps a copy), then taken off again. */
     char view[PATH_MAX];
     if (prepared) {
-      char what[200] = "";
-      int rc = rootfs_instance(root_dir, view, sizeof view, what, sizeof what);
-      if (rc < 0) {
+      if (rootfs_instance(root_dir, view, sizeof view, &err) < 0) {
         rs.rc = -1;
-        rs.code = -rc;
-        snprintf(rs.msg, sizeof rs.msg, "cannot build the box's view of the shared root (%s: %s)",
-                 what, strerror(-rc));
+        rs.code = err.code ? err.code : EIO;
+        husk_error_wrap(&err, "cannot build the box's view of the shared root");
+        snprintf(rs.msg, sizeof rs.msg, "%s", err.msg);
         ctl_send(sock, &rs, sizeof rs, NULL, 0);
         continue;
       }
@@ -404,10 +403,9 @@ int spawner_main(int sock, const char *root_dir) {
     int created = jail_create(&j, &cfg, &err);
     /* Left on, the next box's view would be stacked on this one: a
      * spawner that cannot take it off ends (the daemon starts another). */
-    int dropped = prepared ? rootfs_instance_drop(view) : 0;
-    if (dropped < 0) {
-      fprintf(stderr, "husk: spawner: cannot take a box's view off the shared root: %s\n",
-              strerror(-dropped));
+    struct husk_err derr;
+    if (prepared && rootfs_instance_drop(view, &derr) < 0) {
+      fprintf(stderr, "husk: spawner: %s\n", derr.msg);
       if (created == 0) {
         struct husk_err ignored;
         jail_destroy(&j, true, NULL, &ignored);

@@ -1,10 +1,15 @@
 /* The box's filesystem, built inside its new mount namespace and entered
- * with pivot_root.  Runs in the jail's child before any box code exists. */
+ * with pivot_root.  Runs in the jail's child before any box code exists:
+ * nothing here allocates (errors are formatted into `err` as privs.h
+ * says).  Every function returns 0 (or an fd), or -1 with `err` saying
+ * what failed on which path, and why. */
 #ifndef HUSK_JAIL_ROOTFS_H
 #define HUSK_JAIL_ROOTFS_H
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "util/error.h"
 
 /* Detached mounts prepared by the host side (all from one size-limited
  * tmpfs) that become /workspace, /tmp and /dev/shm. */
@@ -18,16 +23,16 @@ struct rootfs_mounts {
 /* A box's own /dev as a detached mount: a tiny read-only tmpfs with the
  * six devices (null, zero, full, random, urandom, tty) made for it, the
  * mount points of devpts and /dev/shm, the usual links.  Returns its fd,
- * or -errno (-EPERM where device nodes cannot be made: not root in the
+ * or -1 (err->code EPERM where device nodes cannot be made: not root in the
  * initial user namespace). */
-int rootfs_dev_make(char *what, size_t what_len);
+int rootfs_dev_make(struct husk_err *err);
 
 /* Build the part of the root every box shares (the skeleton, the
  * generated /etc, copies of the host's /etc files) once, on a tmpfs
  * mounted at `dir`, and make it read-only.  For a process that creates
  * many boxes, in a mount namespace of its own (the mount stays there).
  * On failure nothing stays mounted. */
-int rootfs_prepare(const char *dir, char *what, size_t what_len);
+int rootfs_prepare(const char *dir, struct husk_err *err);
 
 /* One box's view of the root prepared at `dir`, mounted at `at` (a path
  * under `dir`, written there, for rootfs_enter()): a read-only overlay of
@@ -38,8 +43,8 @@ int rootfs_prepare(const char *dir, char *what, size_t what_len);
  * there, keeps it (locked, as the copy of a more privileged namespace's
  * mounts); rootfs_instance_drop(at) then takes it off again.  On failure
  * nothing stays mounted. */
-int rootfs_instance(const char *dir, char *at, size_t at_len, char *what, size_t what_len);
-int rootfs_instance_drop(const char *at);
+int rootfs_instance(const char *dir, char *at, size_t at_len, struct husk_err *err);
+int rootfs_instance_drop(const char *at, struct husk_err *err);
 
 /* Whether the host entries the last rootfs_prepare() mirrored (/etc files,
  * /bin links...) are still the same files, and the files it copied still
@@ -50,8 +55,7 @@ bool rootfs_prepared_current(void);
 
 /* Build the root, pivot into it, and leave the root read-only: from
  * `prepared` (a rootfs_prepare() directory visible in this mount
- * namespace) or, when it is NULL, from scratch under a staging tmpfs.
- * On failure returns -errno and writes what failed to `what`. */
-int rootfs_enter(const struct rootfs_mounts *m, const char *prepared, char *what, size_t what_len);
+ * namespace) or, when it is NULL, from scratch under a staging tmpfs. */
+int rootfs_enter(const struct rootfs_mounts *m, const char *prepared, struct husk_err *err);
 
 #endif

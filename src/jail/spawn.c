@@ -265,7 +265,6 @@ static void wipe_cmdline(void) {
  * cgroup, become root of the user namespace, build the root, drop every
  * privilege, Landlock, seccomp.  Returns 0, ready to become init. */
 static int child_setup(const struct child_args *args, char go, struct husk_err *err) {
-  int rc;
   /* Move ourselves into the box cgroup before anything else runs here. */
   for (size_t i = 0; i < args->nattach; i++) {
     int fd = CHILD_ATTACH + (int)i;
@@ -282,11 +281,10 @@ static int child_setup(const struct child_args *args, char go, struct husk_err *
   if (unshare(CLONE_NEWCGROUP) < 0)
     return husk_error(err, errno, "cannot create cgroup namespace");
 
-  char what[256] = "";
   struct rootfs_mounts m = {.workspace = CHILD_WS, .tmp = CHILD_TMP, .shm = CHILD_SHM,
                             .dev = args->dev >= 0 ? CHILD_DEV : -1};
-  if ((rc = rootfs_enter(&m, args->prepared_root, what, sizeof what)) < 0)
-    return husk_error(err, -rc, "cannot build the box root: %s", what);
+  if (rootfs_enter(&m, args->prepared_root, err) < 0)
+    return husk_error_wrap(err, "cannot build the box root");
   close(CHILD_WS);
   close(CHILD_TMP);
   close(CHILD_SHM);
@@ -490,12 +488,9 @@ int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *
   /* A root built from scratch gets its /dev from here, where device
    * nodes can be made (a prepared root's view has its own already).  Where
    * they cannot (EPERM), the box binds the host's (rootfs.c). */
-  if (!cfg->prepared_root) {
-    char what[160] = "";
-    if ((devfd = rootfs_dev_make(what, sizeof what)) < 0 && devfd != -EPERM) {
-      husk_error(err, -devfd, "cannot make the box's /dev: %s", what);
-      goto fail;
-    }
+  if (!cfg->prepared_root && (devfd = rootfs_dev_make(err)) < 0 && err->code != EPERM) {
+    husk_error_wrap(err, "cannot make the box's /dev");
+    goto fail;
   }
   if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctlpair) < 0) {
     husk_error(err, errno, "socketpair");
