@@ -383,38 +383,51 @@ int cgroup_open(struct cgroup *cg, const char *name, struct husk_err *err) {
   if (ensure_host(err) < 0)
     return -1;
   if (open_all(cg, name, false, err) < 0) {
-    int e = err ? err->code : ENOENT;
     cgroup_close(cg);
-    return -(e ? e : ENOENT);
+    return -1;
   }
   return 0;
 }
 
-int cgroup_self_attach_fds(const struct cgroup *cg, int fds[CGROUP_MAX_ATTACH], size_t *n,
-                           int *v2_index, struct husk_err *err) {
-  *n = 0;
-  *v2_index = -1;
-  for (int i = 0; i < host.nv1 && *n < CGROUP_MAX_ATTACH - 1; i++) {
-    cleanup_close int d = openat(host.v1[i].parent, cg->name, O_DIRECTORY | O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    int fd = d < 0 ? -1 : openat(d, "tasks", O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-      goto fail;
-    fds[(*n)++] = fd;
+/* Append the fd of `file` in the cgroup directory `dir` to `fds` (`*n`
+ * of them, a -1 after the last); like openat(), -1 with errno. */
+static int add_attach_fd(int dir, const char *file, int *fds, size_t *n) {
+  int fd = dir < 0 ? -1 : openat(dir, file, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0)
+    return -1;
+  fds[(*n)++] = fd;
+  fds[*n] = -1;
+  return 0;
+}
+
+static int open_attach_fds(const struct cgroup *cg, int *fds, int *v2_index, struct husk_err *err) {
+  size_t n = 0;
+  for (int i = 0; i < host.nv1 && n < CGROUP_MAX_ATTACH - 1; i++) {
+    cleanup_close int d =
+        openat(host.v1[i].parent, cg->name, O_DIRECTORY | O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (add_attach_fd(d, "tasks", fds, &n) < 0)
+      return husk_error(err, errno, "cannot open the cgroup `%s` in `%s` for attaching", cg->name,
+                        host.v1[i].mount);
   }
   if (cg->v2 >= 0) {
-    int fd = openat(cg->v2, "cgroup.procs", O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0)
-      goto fail;
-    *v2_index = (int)*n;
-    fds[(*n)++] = fd;
+    *v2_index = (int)n;
+    if (add_attach_fd(cg->v2, "cgroup.procs", fds, &n) < 0)
+      return husk_error(err, errno, "cannot open the cgroup `%s` in `%s` for attaching", cg->name,
+                        host.v2.mount);
   }
   return 0;
-fail:;
-  int e = errno;
-  for (size_t i = 0; i < *n; i++)
-    close(fds[i]);
-  *n = 0;
-  return husk_error(err, e, "cannot open the cgroup `%s` for attaching", cg->name);
+}
+
+int cgroup_self_attach_fds(const struct cgroup *cg, int fds[CGROUP_MAX_ATTACH + 1], int *v2_index,
+                           struct husk_err *err) {
+  fds[0] = -1;
+  *v2_index = -1;
+  if (open_attach_fds(cg, fds, v2_index, err) < 0) {
+    cleanup_close_vecp(fds);
+    *v2_index = -1;
+    return -1;
+  }
+  return 0;
 }
 
 /* Value of `key` in a flat keyed file ("key value\n" lines). */
@@ -526,16 +539,20 @@ int cgroup_kill(const struct cgroup *cg, struct husk_err *err) {
   return 0;
 }
 
-static int rmdir_wait(int parent, const char *name) {
+/* Remove the cgroup `name` of the hierarchy `h` (nothing to do when it is
+ * not there). */
+static int rmdir_wait(const struct hier *h, const char *name, struct husk_err *err) {
+  if (h->parent < 0)
+    return 0;
   /* The last tasks may still be exiting; give the kernel a moment. */
   for (int i = 0; i < 2000; i++) {
-    if (unlinkat(parent, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+    if (unlinkat(h->parent, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
       return 0;
     if (errno != EBUSY)
-      return -1;
+      break;
     sleep_ms(1);
   }
-  return -1;
+  return husk_error(err, errno, "cannot remove cgroup `%s` in `%s`", name, h->mount);
 }
 
 int cgroup_destroy(struct cgroup *cg, struct husk_err *err) {
@@ -543,11 +560,11 @@ int cgroup_destroy(struct cgroup *cg, struct husk_err *err) {
   if (!cg->name[0])
     return 0;
   cgroup_close(cg);
-  if (host.have_v2 && host.v2.parent >= 0 && rmdir_wait(host.v2.parent, cg->name) < 0)
-    rc = husk_error(err, errno, "cannot remove cgroup `%s` in `%s`", cg->name, host.v2.mount);
+  if (host.have_v2 && rmdir_wait(&host.v2, cg->name, err) < 0)
+    rc = -1;
   for (int i = 0; i < host.nv1; i++)
-    if (host.v1[i].parent >= 0 && rmdir_wait(host.v1[i].parent, cg->name) < 0)
-      rc = husk_error(err, errno, "cannot remove cgroup `%s` in `%s`", cg->name, host.v1[i].mount);
+    if (rmdir_wait(&host.v1[i], cg->name, err) < 0)
+      rc = -1;
   cg->name[0] = '\0';
   return rc;
 }

@@ -54,8 +54,8 @@ const char *cgroup_layout_name(enum cgroup_layout l);
 int cgroup_create(struct cgroup *cg, const char *name, const struct cgroup_limits *lim,
                   struct husk_err *err);
 
-/* Re-open an existing box cgroup (daemon restart).  Returns -ENOENT quietly
- * (with err filled) if it does not exist. */
+/* Re-open an existing box cgroup (daemon restart).  Returns -1 with
+ * err->code ENOENT if it does not exist. */
 int cgroup_open(struct cgroup *cg, const char *name, struct husk_err *err);
 
 /* Files the box's first process writes "0" to, moving itself into the
@@ -63,10 +63,12 @@ int cgroup_open(struct cgroup *cg, const char *name, struct husk_err *err);
  * cgroup.procs for when clone3 could not place it there.  Moving the
  * current thread through `tasks` does not take the global threadgroup
  * lock that a cgroup.procs write by the host takes, which waits for an RCU
- * grace period (about 15 ms after a moment of idle time). */
+ * grace period (about 15 ms after a moment of idle time).  `fds` ends at
+ * its first -1 (a cleanup_close_vec for the caller); on failure nothing is
+ * left open. */
 #define CGROUP_MAX_ATTACH 9
-int cgroup_self_attach_fds(const struct cgroup *cg, int fds[CGROUP_MAX_ATTACH], size_t *n,
-                           int *v2_index, struct husk_err *err);
+int cgroup_self_attach_fds(const struct cgroup *cg, int fds[CGROUP_MAX_ATTACH + 1], int *v2_index,
+                           struct husk_err *err);
 
 /* Did a limit trip (OOM kill, fork refused at pids.max) since creation? */
 enum cgroup_trip cgroup_tripped(const struct cgroup *cg);

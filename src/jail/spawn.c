@@ -477,7 +477,7 @@ int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *
 
   int mnts[3] = {-1, -1, -1}, devfd = -1;
   int ctlpair[2] = {-1, -1}, sync[2] = {-1, -1}, lfd = -1;
-  int attach[CGROUP_MAX_ATTACH];
+  int attach[CGROUP_MAX_ATTACH + 1] = {-1};
   size_t nattach = 0;
   int attach_v2 = -1;
   int rc = -1;
@@ -500,8 +500,10 @@ int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *
     husk_error(err, errno, "pipe");
     goto fail;
   }
-  if (cgroup_self_attach_fds(&j->cg, attach, &nattach, &attach_v2, err) < 0)
+  if (cgroup_self_attach_fds(&j->cg, attach, &attach_v2, err) < 0)
     goto fail;
+  while (attach[nattach] >= 0)
+    nattach++;
   if (cfg->ctl_path && (lfd = listen_ctl(cfg->ctl_path, err)) < 0)
     goto fail;
   struct child_args args = {.sync = sync[0], .ctl = ctlpair[1], .slot = slot_fd,
