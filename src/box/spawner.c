@@ -112,15 +112,13 @@ static int launch_binary(struct spawner *s, const char *binary, struct husk_err 
   }
   struct spawn_hello got, want = hello_of_this_build();
   struct pollfd pf = {.fd = sv[0], .events = POLLIN};
-  ssize_t n = -ETIMEDOUT;
+  ssize_t n = -1; /* no answer in time */
   int pr;
   while ((pr = poll(&pf, 1, SPAWN_HELLO_MS)) < 0 && errno == EINTR)
     ;
   if (pr > 0) {
     size_t nfds = 0;
-    do
-      n = ctl_recv(sv[0], &got, sizeof got, NULL, &nfds);
-    while (n == -EINTR);
+    n = ctl_recv(sv[0], &got, sizeof got, NULL, &nfds, NULL);
   }
   if (n != (ssize_t)sizeof got || got.h.type != SPAWN_HELLO || got.proto != want.proto ||
       got.req_size != want.req_size || got.resp_size != want.resp_size ||
@@ -229,14 +227,10 @@ void spawner_stop(struct spawner *s) {
 
 static int request(struct spawner *s, const struct spawn_req *rq, struct spawn_resp *rs, int fds[3],
                    struct husk_err *err) {
-  int rc = ctl_send(s->sock, rq, sizeof *rq, NULL, 0);
-  if (rc < 0)
-    return husk_error(err, -rc, "cannot reach the box spawner");
+  if (ctl_send(s->sock, rq, sizeof *rq, NULL, 0, err) < 0)
+    return husk_error_wrap(err, "cannot reach the box spawner");
   size_t n = 3;
-  ssize_t got;
-  do
-    got = ctl_recv(s->sock, rs, sizeof *rs, fds, &n);
-  while (got == -EINTR);
+  ssize_t got = ctl_recv(s->sock, rs, sizeof *rs, fds, &n, NULL);
   if (got != (ssize_t)sizeof *rs || rs->h.type != SPAWN_RESP) {
     for (size_t i = 0; i < n; i++)
       close(fds[i]);
@@ -326,7 +320,7 @@ int spawner_main(int sock, const char *root_dir) {
   struct spawn_hello hello = hello_of_this_build();
   bool prepared = root_dir && prepare_root(root_dir, &hello) == 0;
   int64_t retry_ms = 0; /* when to try again to prepare it, if that failed */
-  if (ctl_send(sock, &hello, sizeof hello, NULL, 0) < 0 || hello.prep_code != 0)
+  if (ctl_send(sock, &hello, sizeof hello, NULL, 0, NULL) < 0 || hello.prep_code != 0)
     return 1;
   sigset_t mask;
   sigemptyset(&mask);
@@ -354,8 +348,9 @@ int spawner_main(int sock, const char *root_dir) {
       continue;
     struct spawn_req rq;
     size_t nfds = 0;
-    ssize_t n = ctl_recv(sock, &rq, sizeof rq, NULL, &nfds);
-    if (n == 0 || (n < 0 && n != -EINTR && n != -EAGAIN))
+    struct husk_err rerr;
+    ssize_t n = ctl_recv(sock, &rq, sizeof rq, NULL, &nfds, &rerr);
+    if (n == 0 || (n < 0 && rerr.code != EINTR && rerr.code != EAGAIN))
       return 0; /* the daemon is gone */
     if (n != (ssize_t)sizeof rq || rq.h.type != SPAWN_REQ)
       continue;
@@ -395,7 +390,7 @@ int spawner_main(int sock, const char *root_dir) {
         rs.code = err.code ? err.code : EIO;
         husk_error_wrap(&err, "cannot build the box's view of the shared root");
         snprintf(rs.msg, sizeof rs.msg, "%s", err.msg);
-        ctl_send(sock, &rs, sizeof rs, NULL, 0);
+        ctl_send(sock, &rs, sizeof rs, NULL, 0, NULL);
         continue;
       }
       cfg.prepared_root = view;
@@ -416,7 +411,7 @@ int spawner_main(int sock, const char *root_dir) {
       rs.rc = -1;
       rs.code = err.code ? err.code : EIO;
       snprintf(rs.msg, sizeof rs.msg, "%s", err.msg);
-      ctl_send(sock, &rs, sizeof rs, NULL, 0);
+      ctl_send(sock, &rs, sizeof rs, NULL, 0, NULL);
       continue;
     }
     /* A box built at low priority (the pool's spawner) runs its programs
@@ -432,7 +427,7 @@ int spawner_main(int sock, const char *root_dir) {
       rs.rc = -1;
       rs.code = e;
       snprintf(rs.msg, sizeof rs.msg, "cannot give the box normal priority: %s", strerror(e));
-      ctl_send(sock, &rs, sizeof rs, NULL, 0);
+      ctl_send(sock, &rs, sizeof rs, NULL, 0, NULL);
       continue;
     }
     rs.pid = j.pid;
@@ -440,7 +435,7 @@ int spawner_main(int sock, const char *root_dir) {
     rs.uid_base = j.uid_base;
     rs.landlock_abi = j.landlock_abi;
     int fds[3] = {j.pidfd, j.ctl, j.fs};
-    if (ctl_send(sock, &rs, sizeof rs, fds, 3) < 0) {
+    if (ctl_send(sock, &rs, sizeof rs, fds, 3, NULL) < 0) {
       struct husk_err ignored;
       jail_destroy(&j, true, NULL, &ignored); /* nobody will own it */
       continue;

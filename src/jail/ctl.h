@@ -130,22 +130,27 @@ struct ctl_setup_error {
   char text[512];
 };
 
-/* Send one message with optional fds.  Returns 0 or -errno. */
-int ctl_send(int sock, const void *msg, size_t len, const int *fds, size_t nfds);
+/* Errors are reported as everywhere in the core: -1 and `err` filled (NULL
+ * when the caller does not want the message), err->code the errno. */
+
+/* Send one message with optional fds.  Returns 0 or -1. */
+int ctl_send(int sock, const void *msg, size_t len, const int *fds, size_t nfds,
+             struct husk_err *err);
 
 /* Receive one message into buf (size bytes) and up to *nfds fds (closed
  * and dropped if more arrive).  Returns the message length, 0 on EOF, or
- * -errno (-EMSGSIZE when truncated, -EPROTO when malformed). */
-ssize_t ctl_recv(int sock, void *buf, size_t size, int *fds, size_t *nfds);
+ * -1 (err->code EMSGSIZE when truncated, EPROTO when malformed).  The fds
+ * of a message not returned are closed, and -1 in `fds`. */
+ssize_t ctl_recv(int sock, void *buf, size_t size, int *fds, size_t *nfds, struct husk_err *err);
 
-/* Pack an exec request into buf; returns total length or -E2BIG. */
+/* Pack an exec request into buf; returns total length or -1 (E2BIG). */
 ssize_t ctl_pack_exec(void *buf, size_t size, uint64_t id, const char *cwd, char *const argv[],
-                      char *const env[], bool with_fds);
+                      char *const env[], bool with_fds, struct husk_err *err);
 
 /* Unpack in place: fills the pointer arrays (NULL-terminated).  Returns 0 or
- * -EPROTO if the message is malformed. */
+ * -1 (EPROTO) if the message is malformed. */
 int ctl_unpack_exec(const void *msg, size_t len, const char **cwd, const char **argv,
-                    size_t argv_cap, const char **env, size_t env_cap);
+                    size_t argv_cap, const char **env, size_t env_cap, struct husk_err *err);
 
 const char *ctl_stage_name(int stage);
 

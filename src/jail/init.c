@@ -200,7 +200,7 @@ static int exec_child(void *arg) {
 }
 
 static bool conn_send(int slot, const void *m, size_t len, const int *fds, size_t nfds) {
-  return slot >= 0 && conns[slot].fd >= 0 && ctl_send(conns[slot].fd, m, len, fds, nfds) == 0;
+  return slot >= 0 && conns[slot].fd >= 0 && ctl_send(conns[slot].fd, m, len, fds, nfds, NULL) == 0;
 }
 
 /* Non-blocking: init must never wait for the host to read. */
@@ -296,7 +296,7 @@ static void reply_started(uint64_t id, pid_t pid, int stage, int error) {
 static void do_exec(size_t len, int *fds, size_t nfds) {
   const struct ctl_exec *m = (const void *)msgbuf;
   const char *cwd;
-  if (ctl_unpack_exec(msgbuf, len, &cwd, argv_buf, MAX_ARGS, env_buf, MAX_ARGS) < 0 ||
+  if (ctl_unpack_exec(msgbuf, len, &cwd, argv_buf, MAX_ARGS, env_buf, MAX_ARGS, NULL) < 0 ||
       (m->nfds != 0 && m->nfds != nfds) || cwd[0] != '/') {
     reply_started(len >= sizeof *m ? m->id : 0, 0, CTL_STAGE_SETUP, EPROTO);
     return;
@@ -420,8 +420,9 @@ static void conn_close(int i) {
 static void serve(int i) {
   int fds[3];
   size_t nfds = 3;
-  ssize_t n = ctl_recv(conns[i].fd, msgbuf, sizeof msgbuf, fds, &nfds);
-  if (n == 0 || (n < 0 && n != -EMSGSIZE && n != -EPROTO && n != -EAGAIN)) {
+  struct husk_err err;
+  ssize_t n = ctl_recv(conns[i].fd, msgbuf, sizeof msgbuf, fds, &nfds, &err);
+  if (n == 0 || (n < 0 && err.code != EMSGSIZE && err.code != EPROTO && err.code != EAGAIN)) {
     conn_close(i);
     if (i == 0 && config->exit_on_hangup)
       _exit(0); /* the pid namespace, and everything in it, ends with us */

@@ -419,11 +419,11 @@ int jail_recv(struct jail *j, union jail_event *ev, struct husk_err *err) {
 
 int jail_recv_fd(int fd, union jail_event *ev, struct husk_err *err) {
   size_t nfds = 0;
-  ssize_t n = ctl_recv(fd, ev, sizeof *ev, NULL, &nfds);
+  ssize_t n = ctl_recv(fd, ev, sizeof *ev, NULL, &nfds, err);
   if (n == 0)
     return 0;
   if (n < 0)
-    return husk_error(err, (int)-n, "reading from the box's init");
+    return husk_error_wrap(err, "cannot read from the box's init");
   size_t want = 0;
   switch (ev->h.type) {
   case CTL_READY: want = sizeof ev->h; break;
@@ -585,14 +585,13 @@ int jail_exec_fd(int sock, uint64_t id, char *const argv[], char *const env[], c
   cleanup_free char *buf = malloc(HUSK_CTL_MSG_MAX);
   if (!buf)
     return husk_error(err, ENOMEM, "exec request");
-  ssize_t len = ctl_pack_exec(buf, HUSK_CTL_MSG_MAX, id, cwd, argv, env, fds != NULL);
+  ssize_t len = ctl_pack_exec(buf, HUSK_CTL_MSG_MAX, id, cwd, argv, env, fds != NULL, NULL);
   if (len < 0)
     return husk_fail(err, E2BIG, "arguments and environment exceed %llu KiB",
                      (unsigned long long)(HUSK_CTL_MSG_MAX / 1024));
   ((struct ctl_exec *)(void *)buf)->flags = flags;
-  int rc = ctl_send(sock, buf, (size_t)len, fds, fds ? 3 : 0);
-  if (rc < 0)
-    return husk_error(err, -rc, "cannot send the exec request to the box");
+  if (ctl_send(sock, buf, (size_t)len, fds, fds ? 3 : 0, err) < 0)
+    return husk_error_wrap(err, "cannot send the exec request to the box");
   return 0;
 }
 
@@ -603,63 +602,58 @@ int jail_signal(struct jail *j, pid_t pid, int sig, bool group, struct husk_err 
 int jail_signal_fd(int fd, pid_t pid, int sig, bool group, struct husk_err *err) {
   struct ctl_signal m = {.h = {.type = CTL_SIGNAL, .len = sizeof m}, .pid = pid, .sig = sig,
                          .group = group};
-  int rc = ctl_send(fd, &m, sizeof m, NULL, 0);
-  return rc < 0 ? husk_error(err, -rc, "cannot signal in the box") : 0;
+  if (ctl_send(fd, &m, sizeof m, NULL, 0, err) < 0)
+    return husk_error_wrap(err, "cannot signal in the box");
+  return 0;
 }
 
 int jail_watch(int fd, struct husk_err *err) {
   struct ctl_hdr m = {.type = CTL_WATCH, .len = sizeof m};
-  int rc = ctl_send(fd, &m, sizeof m, NULL, 0);
-  return rc < 0 ? husk_error(err, -rc, "cannot watch the box") : 0;
+  if (ctl_send(fd, &m, sizeof m, NULL, 0, err) < 0)
+    return husk_error_wrap(err, "cannot watch the box");
+  return 0;
 }
 
 int jail_ack_exit(int fd, uint64_t id, pid_t pid, struct husk_err *err) {
   struct ctl_exit_ack m = {
       .h = {.type = CTL_EXIT_ACK, .len = sizeof m}, .id = id, .pid = pid};
-  int rc = ctl_send(fd, &m, sizeof m, NULL, 0);
-  return rc < 0 ? husk_error(err, -rc, "cannot acknowledge an exit to the box")
-                : 0;
+  if (ctl_send(fd, &m, sizeof m, NULL, 0, err) < 0)
+    return husk_error_wrap(err, "cannot acknowledge an exit to the box");
+  return 0;
 }
 
 int jail_get_fs(int fd, uint32_t *version, struct husk_err *err) {
   /* An init that predates CTL_HELLO ignores it: the answer to CTL_GET_FS,
    * which is served after it, then comes first. */
   struct ctl_hdr hello = {.type = CTL_HELLO, .len = sizeof hello};
-  int rc = version ? ctl_send(fd, &hello, sizeof hello, NULL, 0) : 0;
   struct ctl_hdr m = {.type = CTL_GET_FS, .len = sizeof m};
-  if (rc == 0)
-    rc = ctl_send(fd, &m, sizeof m, NULL, 0);
-  if (rc < 0)
-    return husk_error(err, -rc, "cannot ask the box for its filesystem");
+  if ((version && ctl_send(fd, &hello, sizeof hello, NULL, 0, err) < 0) ||
+      ctl_send(fd, &m, sizeof m, NULL, 0, err) < 0)
+    return husk_error_wrap(err, "cannot ask the box for its filesystem");
   union {
     struct ctl_hdr h;
     struct ctl_hello hello;
   } reply;
-  int got = -1;
+  cleanup_close int got = -1;
   size_t nfds = 1;
-  ssize_t n = ctl_recv(fd, &reply, sizeof reply, &got, &nfds);
+  ssize_t n = ctl_recv(fd, &reply, sizeof reply, &got, &nfds, NULL);
   if (version) {
     *version = 0;
-    if (n == (ssize_t)sizeof reply.hello && reply.h.type == CTL_HELLO &&
-        nfds == 0) {
+    if (n == (ssize_t)sizeof reply.hello && reply.h.type == CTL_HELLO && nfds == 0) {
       *version = reply.hello.version;
       nfds = 1;
-      n = ctl_recv(fd, &reply, sizeof reply, &got, &nfds);
+      n = ctl_recv(fd, &reply, sizeof reply, &got, &nfds, NULL);
     }
   }
-  if (n != (ssize_t)sizeof reply.h || reply.h.type != CTL_FS || nfds != 1) {
-    if (nfds == 1)
-      close(got);
+  if (n != (ssize_t)sizeof reply.h || reply.h.type != CTL_FS || nfds != 1)
     return husk_fail(err, EPROTO, "the box did not hand over its filesystem");
-  }
   /* It comes from inside the box: accept only a directory on a tmpfs. */
   struct statfs sf;
   struct stat st;
-  if (fstatfs(got, &sf) < 0 || sf.f_type != TMPFS_MAGIC || fstat(got, &st) < 0 || !S_ISDIR(st.st_mode)) {
-    close(got);
+  if (fstatfs(got, &sf) < 0 || sf.f_type != TMPFS_MAGIC || fstat(got, &st) < 0 ||
+      !S_ISDIR(st.st_mode))
     return husk_fail(err, EPROTO, "the box handed over something that is not its filesystem");
-  }
-  return got;
+  return take_fd(&got);
 }
 
 void jail_kill(struct jail *j) {

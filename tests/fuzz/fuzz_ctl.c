@@ -88,12 +88,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int fds[3];
     size_t got = 3;
     size_t cap = (sel & 16) ? 64 : sizeof msgbuf;
-    ssize_t len = ctl_recv(sv[1], msgbuf, cap, fds, &got);
+    ssize_t len = ctl_recv(sv[1], msgbuf, cap, fds, &got, NULL);
     if (got > 3 || (len <= 0 && got))
       abort();
     if (len > 0 && ((const struct ctl_hdr *)msgbuf)->type == CTL_EXEC) {
       const char *cwd;
-      if (ctl_unpack_exec(msgbuf, (size_t)len, &cwd, argv_buf, MAX_ARGS, env_buf, MAX_ARGS) ==
+      if (ctl_unpack_exec(msgbuf, (size_t)len, &cwd, argv_buf, MAX_ARGS, env_buf, MAX_ARGS, NULL) ==
           0) {
         size_t i = 0;
         while (i < MAX_ARGS && argv_buf[i])

@@ -29,6 +29,39 @@
 
 #define CAP 16 /* argv/env capacity for unpack, NULL slot included */
 
+/* The ctl calls with a failure as -errno (err->code), the form the checks
+ * below compare; each also checks that a failure is -1 with err filled. */
+static ssize_t failed_as(ssize_t rc, const struct husk_err *err) {
+  CHECK(rc >= -1);
+  if (rc == -1) {
+    CHECK(err->code > 0 && err->msg[0] != '\0');
+    return -err->code;
+  }
+  return rc;
+}
+
+static ssize_t pack_exec(void *buf, size_t size, uint64_t id, const char *cwd, char *const argv[],
+                         char *const env[], bool with_fds) {
+  struct husk_err err;
+  return failed_as(ctl_pack_exec(buf, size, id, cwd, argv, env, with_fds, &err), &err);
+}
+
+static int unpack_exec(const void *msg, size_t len, const char **cwd, const char **argv,
+                       size_t argv_cap, const char **env, size_t env_cap) {
+  struct husk_err err;
+  return (int)failed_as(ctl_unpack_exec(msg, len, cwd, argv, argv_cap, env, env_cap, &err), &err);
+}
+
+static int send_msg(int sock, const void *msg, size_t len, const int *fds, size_t nfds) {
+  struct husk_err err;
+  return (int)failed_as(ctl_send(sock, msg, len, fds, nfds, &err), &err);
+}
+
+static ssize_t recv_msg(int sock, void *buf, size_t size, int *fds, size_t *nfds) {
+  struct husk_err err;
+  return failed_as(ctl_recv(sock, buf, size, fds, nfds, &err), &err);
+}
+
 /* Message buffers must be aligned like struct ctl_exec (uint64_t id). */
 typedef union {
   struct ctl_exec m;
@@ -43,7 +76,7 @@ struct unpacked {
 
 static int unpack(const void *msg, size_t len, struct unpacked *u) {
   memset(u, 0, sizeof *u);
-  return ctl_unpack_exec(msg, len, &u->cwd, u->argv, CAP, u->env, CAP);
+  return unpack_exec(msg, len, &u->cwd, u->argv, CAP, u->env, CAP);
 }
 
 /* Build an exec message by hand: header fields and a raw string area. */
@@ -80,7 +113,7 @@ TEST(pack_unpack_round_trip) {
   static msgbuf mb;
   char *argv[] = {"/bin/sh", "-c", "echo 'hello world'", "", "with\nnewline", NULL};
   char *env[] = {"PATH=/usr/bin:/bin", "EMPTY=", "X=a=b", NULL};
-  ssize_t n = ctl_pack_exec(&mb, sizeof mb, 0x1122334455667788ULL, "/workspace", argv, env, true);
+  ssize_t n = pack_exec(&mb, sizeof mb, 0x1122334455667788ULL, "/workspace", argv, env, true);
   CHECK(n > (ssize_t)sizeof(struct ctl_exec));
   CHECK(mb.m.h.type == CTL_EXEC);
   CHECK(mb.m.h.len == (uint32_t)n);
@@ -111,7 +144,7 @@ TEST(pack_unpack_empty_env_and_cwd) {
   static msgbuf mb;
   char *argv[] = {"true", NULL};
   char *noenv[] = {NULL};
-  ssize_t n = ctl_pack_exec(&mb, sizeof mb, 1, "/", argv, noenv, false);
+  ssize_t n = pack_exec(&mb, sizeof mb, 1, "/", argv, noenv, false);
   CHECK(n == (ssize_t)(sizeof(struct ctl_exec) + 2 + 5));
   CHECK(mb.m.envc == 0);
   CHECK(mb.m.nfds == 0);
@@ -123,14 +156,14 @@ TEST(pack_unpack_empty_env_and_cwd) {
   CHECK(u.env[0] == NULL);
 
   /* NULL env array and NULL cwd (packed as ""). */
-  n = ctl_pack_exec(&mb, sizeof mb, 2, NULL, argv, NULL, false);
+  n = pack_exec(&mb, sizeof mb, 2, NULL, argv, NULL, false);
   CHECK(n == (ssize_t)(sizeof(struct ctl_exec) + 1 + 5));
   CHECK(unpack(&mb, (size_t)n, &u) == 0);
   CHECK_STR(u.cwd, "");
   CHECK(u.env[0] == NULL);
 
   /* Empty argv packs, but is not a valid request. */
-  n = ctl_pack_exec(&mb, sizeof mb, 3, "/", NULL, NULL, false);
+  n = pack_exec(&mb, sizeof mb, 3, "/", NULL, NULL, false);
   CHECK(n == (ssize_t)(sizeof(struct ctl_exec) + 2));
   CHECK(mb.m.argc == 0);
   CHECK(unpack(&mb, (size_t)n, &u) == -EPROTO);
@@ -141,13 +174,13 @@ TEST(pack_capacity_edges) {
   char *argv[] = {"abc", "de", NULL};
   char *env[] = {"K=v", NULL};
   const size_t need = sizeof(struct ctl_exec) + 2 + 4 + 3 + 4; /* "/" "abc" "de" "K=v" */
-  CHECK(ctl_pack_exec(&mb, need, 9, "/", argv, env, true) == (ssize_t)need);
+  CHECK(pack_exec(&mb, need, 9, "/", argv, env, true) == (ssize_t)need);
   struct unpacked u;
   CHECK(unpack(&mb, need, &u) == 0);
   /* One byte short anywhere fails with E2BIG, never a partial message. */
   for (size_t size = 0; size < need; size++) {
     unsigned char *b = malloc(size ? size : 1); /* exact size: ASan sees overflows */
-    ssize_t r = ctl_pack_exec(b, size, 9, "/", argv, env, true);
+    ssize_t r = pack_exec(b, size, 9, "/", argv, env, true);
     CHECK(r == -E2BIG);
     free(b);
   }
@@ -159,16 +192,16 @@ TEST(pack_too_large) {
   memset(big, 'a', 99999);
   big[99999] = '\0';
   char *argv[] = {"x", big, NULL};
-  CHECK(ctl_pack_exec(&mb, sizeof mb, 1, "/", argv, NULL, false) == -E2BIG);
+  CHECK(pack_exec(&mb, sizeof mb, 1, "/", argv, NULL, false) == -E2BIG);
   char *env[] = {big, NULL};
   char *argv1[] = {"x", NULL};
-  CHECK(ctl_pack_exec(&mb, sizeof mb, 1, "/", argv1, env, false) == -E2BIG);
-  CHECK(ctl_pack_exec(&mb, sizeof mb, 1, big, argv1, NULL, false) == -E2BIG);
+  CHECK(pack_exec(&mb, sizeof mb, 1, "/", argv1, env, false) == -E2BIG);
+  CHECK(pack_exec(&mb, sizeof mb, 1, big, argv1, NULL, false) == -E2BIG);
   /* Many small strings. */
   char **many = calloc(40001, sizeof *many);
   for (int i = 0; i < 40000; i++)
     many[i] = "ab";
-  CHECK(ctl_pack_exec(&mb, sizeof mb, 1, "/", many, NULL, false) == -E2BIG);
+  CHECK(pack_exec(&mb, sizeof mb, 1, "/", many, NULL, false) == -E2BIG);
   free(many);
   free(big);
 }
@@ -181,29 +214,29 @@ TEST(unpack_capacity) {
     argv[i] = "a";
   /* argc == cap-1 fits (the NULL needs the last slot); argc == cap does not. */
   argv[CAP - 1] = NULL;
-  ssize_t n = ctl_pack_exec(&mb, sizeof mb, 1, "/", argv, NULL, false);
+  ssize_t n = pack_exec(&mb, sizeof mb, 1, "/", argv, NULL, false);
   CHECK(unpack(&mb, (size_t)n, &u) == 0);
   CHECK(u.argv[CAP - 2] != NULL && u.argv[CAP - 1] == NULL);
   argv[CAP - 1] = "a";
   argv[CAP] = NULL;
-  n = ctl_pack_exec(&mb, sizeof mb, 1, "/", argv, NULL, false);
+  n = pack_exec(&mb, sizeof mb, 1, "/", argv, NULL, false);
   CHECK(unpack(&mb, (size_t)n, &u) == -EPROTO);
 
   char *one[] = {"a", NULL};
   argv[CAP - 1] = NULL;
-  n = ctl_pack_exec(&mb, sizeof mb, 1, "/", one, argv, false); /* env of cap-1 */
+  n = pack_exec(&mb, sizeof mb, 1, "/", one, argv, false); /* env of cap-1 */
   CHECK(unpack(&mb, (size_t)n, &u) == 0);
   CHECK(u.env[CAP - 2] != NULL && u.env[CAP - 1] == NULL);
   argv[CAP - 1] = "a";
-  n = ctl_pack_exec(&mb, sizeof mb, 1, "/", one, argv, false); /* env of cap */
+  n = pack_exec(&mb, sizeof mb, 1, "/", one, argv, false); /* env of cap */
   CHECK(unpack(&mb, (size_t)n, &u) == -EPROTO);
 
   /* Zero capacity for env: even an empty env has no room for its NULL. */
   const char *cwd, *av[4], *ev[1];
-  n = ctl_pack_exec(&mb, sizeof mb, 1, "/", one, NULL, false);
-  CHECK(ctl_unpack_exec(&mb, (size_t)n, &cwd, av, 4, ev, 0) == -EPROTO);
-  CHECK(ctl_unpack_exec(&mb, (size_t)n, &cwd, av, 1, ev, 1) == -EPROTO);
-  CHECK(ctl_unpack_exec(&mb, (size_t)n, &cwd, av, 2, ev, 1) == 0);
+  n = pack_exec(&mb, sizeof mb, 1, "/", one, NULL, false);
+  CHECK(unpack_exec(&mb, (size_t)n, &cwd, av, 4, ev, 0) == -EPROTO);
+  CHECK(unpack_exec(&mb, (size_t)n, &cwd, av, 1, ev, 1) == -EPROTO);
+  CHECK(unpack_exec(&mb, (size_t)n, &cwd, av, 2, ev, 1) == 0);
 }
 
 TEST(unpack_rejects_malformed) {
@@ -316,7 +349,7 @@ TEST(fuzz_unpack) {
   static msgbuf base;
   char *argv[] = {"/usr/bin/python3", "-c", "print(1)", NULL};
   char *env[] = {"HOME=/workspace", "LANG=C.UTF-8", NULL};
-  ssize_t blen = ctl_pack_exec(&base, sizeof base, 5, "/workspace", argv, env, true);
+  ssize_t blen = pack_exec(&base, sizeof base, 5, "/workspace", argv, env, true);
   CHECK(blen > 0);
   unsigned accepted = 0, rejected = 0, bad = 0, bad_rc = 0;
   for (int iter = 0; iter < 20000; iter++) {
@@ -425,16 +458,16 @@ TEST(send_recv_with_three_fds) {
   seqpair(sv);
   static msgbuf mb;
   char *argv[] = {"ls", "-l", NULL};
-  ssize_t n = ctl_pack_exec(&mb, sizeof mb, 42, "/tmp", argv, NULL, true);
+  ssize_t n = pack_exec(&mb, sizeof mb, 42, "/tmp", argv, NULL, true);
   int p0[2], p1[2], p2[2];
   CHECK(pipe(p0) == 0 && pipe(p1) == 0 && pipe(p2) == 0);
   int fds[3] = {p0[0], p1[1], p2[1]};
-  CHECK(ctl_send(sv[0], &mb, (size_t)n, fds, 3) == 0);
+  CHECK(send_msg(sv[0], &mb, (size_t)n, fds, 3) == 0);
 
   static msgbuf rb;
   int got[3] = {-1, -1, -1};
   size_t nfds = 3;
-  ssize_t r = ctl_recv(sv[1], &rb, sizeof rb, got, &nfds);
+  ssize_t r = recv_msg(sv[1], &rb, sizeof rb, got, &nfds);
   CHECK(r == n);
   CHECK(nfds == 3);
   CHECK(memcmp(&rb, &mb, (size_t)n) == 0);
@@ -471,13 +504,13 @@ TEST(recv_more_fds_than_wanted) {
     struct leakpipe lp;
     leakpipe_open(&lp);
     int w[3] = {lp.w, dup(lp.w), dup(lp.w)};
-    CHECK(ctl_send(sv[0], &h, sizeof h, w, 3) == 0);
+    CHECK(send_msg(sv[0], &h, sizeof h, w, 3) == 0);
     for (int i = 0; i < 3; i++)
       close(w[i]);
     int got[3] = {-1, -1, -1};
     size_t nfds = want;
     struct ctl_hdr rh;
-    CHECK(ctl_recv(sv[1], &rh, sizeof rh, got, &nfds) == (ssize_t)sizeof h);
+    CHECK(recv_msg(sv[1], &rh, sizeof rh, got, &nfds) == (ssize_t)sizeof h);
     CHECK(nfds == want);
     for (size_t i = 0; i < want; i++) {
       CHECK(fd_is_open(got[i]));
@@ -491,11 +524,11 @@ TEST(recv_more_fds_than_wanted) {
   struct leakpipe lp;
   leakpipe_open(&lp);
   int w[2] = {lp.w, dup(lp.w)};
-  CHECK(ctl_send(sv[0], &h, sizeof h, w, 2) == 0);
+  CHECK(send_msg(sv[0], &h, sizeof h, w, 2) == 0);
   close(w[0]);
   close(w[1]);
   struct ctl_hdr rh;
-  CHECK(ctl_recv(sv[1], &rh, sizeof rh, NULL, NULL) == (ssize_t)sizeof h);
+  CHECK(recv_msg(sv[1], &rh, sizeof rh, NULL, NULL) == (ssize_t)sizeof h);
   CHECK(leakpipe_all_closed(&lp));
   close(sv[0]);
   close(sv[1]);
@@ -505,11 +538,11 @@ TEST(recv_no_fds_sent) {
   int sv[2];
   seqpair(sv);
   struct ctl_signal s = {.h = {.type = CTL_SIGNAL, .len = sizeof s}, .pid = 7, .sig = 15, .group = 1};
-  CHECK(ctl_send(sv[0], &s, sizeof s, NULL, 0) == 0);
+  CHECK(send_msg(sv[0], &s, sizeof s, NULL, 0) == 0);
   int got[3] = {-1, -1, -1};
   size_t nfds = 3;
   struct ctl_signal r;
-  CHECK(ctl_recv(sv[1], &r, sizeof r, got, &nfds) == (ssize_t)sizeof s);
+  CHECK(recv_msg(sv[1], &r, sizeof r, got, &nfds) == (ssize_t)sizeof s);
   CHECK(nfds == 0);
   CHECK(r.pid == 7 && r.sig == 15 && r.group == 1);
   close(sv[0]);
@@ -521,11 +554,11 @@ TEST(send_rejects_too_many_fds) {
   seqpair(sv);
   struct ctl_hdr h = {.type = CTL_READY, .len = sizeof h};
   int fds[4] = {0, 0, 0, 0};
-  CHECK(ctl_send(sv[0], &h, sizeof h, fds, 4) == -EINVAL);
+  CHECK(send_msg(sv[0], &h, sizeof h, fds, 4) == -EINVAL);
   /* Nothing was sent. */
   CHECK(fcntl(sv[1], F_SETFL, O_NONBLOCK) == 0);
   struct ctl_hdr rh;
-  CHECK(ctl_recv(sv[1], &rh, sizeof rh, NULL, NULL) == -EAGAIN);
+  CHECK(recv_msg(sv[1], &rh, sizeof rh, NULL, NULL) == -EAGAIN);
   close(sv[0]);
   close(sv[1]);
 }
@@ -536,8 +569,8 @@ TEST(send_to_closed_peer) {
   close(sv[1]);
   struct ctl_hdr h = {.type = CTL_READY, .len = sizeof h};
   /* MSG_NOSIGNAL: an error, not a SIGPIPE. */
-  CHECK(ctl_send(sv[0], &h, sizeof h, NULL, 0) == -EPIPE);
-  CHECK(ctl_send(-1, &h, sizeof h, NULL, 0) == -EBADF);
+  CHECK(send_msg(sv[0], &h, sizeof h, NULL, 0) == -EPIPE);
+  CHECK(send_msg(-1, &h, sizeof h, NULL, 0) == -EBADF);
   close(sv[0]);
 }
 
@@ -548,7 +581,7 @@ TEST(recv_short_message) {
     struct leakpipe lp;
     leakpipe_open(&lp);
     unsigned char raw[8] = {CTL_READY, 0, 0, 0, (unsigned char)len, 0, 0, 0};
-    CHECK(ctl_send(sv[0], raw, len, &lp.w, 1) == 0);
+    CHECK(send_msg(sv[0], raw, len, &lp.w, 1) == 0);
     close(lp.w);
     int got[3] = {-1, -1, -1};
     size_t nfds = 3;
@@ -556,7 +589,7 @@ TEST(recv_short_message) {
       struct ctl_hdr h;
       unsigned char b[64];
     } rb;
-    CHECK(ctl_recv(sv[1], &rb, sizeof rb, got, &nfds) == -EPROTO);
+    CHECK(recv_msg(sv[1], &rb, sizeof rb, got, &nfds) == -EPROTO);
     CHECK(nfds == 0);
     CHECK(leakpipe_all_closed(&lp));
   }
@@ -575,7 +608,7 @@ TEST(recv_header_len_mismatch) {
       struct ctl_hdr h;
       unsigned char b[16];
     } m = {.h = {.type = CTL_EXITED, .len = lens[i]}};
-    CHECK(ctl_send(sv[0], &m, sizeof m, &lp.w, 1) == 0);
+    CHECK(send_msg(sv[0], &m, sizeof m, &lp.w, 1) == 0);
     close(lp.w);
     int got[3] = {-1, -1, -1};
     size_t nfds = 3;
@@ -583,15 +616,15 @@ TEST(recv_header_len_mismatch) {
       struct ctl_hdr h;
       unsigned char b[64];
     } rb;
-    CHECK(ctl_recv(sv[1], &rb, sizeof rb, got, &nfds) == -EPROTO);
+    CHECK(recv_msg(sv[1], &rb, sizeof rb, got, &nfds) == -EPROTO);
     CHECK(nfds == 0);
     CHECK(leakpipe_all_closed(&lp));
   }
   /* The stream stays usable: packet boundaries are kept. */
   struct ctl_hdr h = {.type = CTL_READY, .len = sizeof h};
-  CHECK(ctl_send(sv[0], &h, sizeof h, NULL, 0) == 0);
+  CHECK(send_msg(sv[0], &h, sizeof h, NULL, 0) == 0);
   struct ctl_hdr rh;
-  CHECK(ctl_recv(sv[1], &rh, sizeof rh, NULL, NULL) == (ssize_t)sizeof h);
+  CHECK(recv_msg(sv[1], &rh, sizeof rh, NULL, NULL) == (ssize_t)sizeof h);
   close(sv[0]);
   close(sv[1]);
 }
@@ -609,7 +642,7 @@ TEST(recv_truncated_message) {
   m.h.type = CTL_SETUP_ERROR;
   m.h.len = sizeof m;
   int w[3] = {lp.w, dup(lp.w), dup(lp.w)};
-  CHECK(ctl_send(sv[0], &m, sizeof m, w, 3) == 0);
+  CHECK(send_msg(sv[0], &m, sizeof m, w, 3) == 0);
   for (int i = 0; i < 3; i++)
     close(w[i]);
   int got[3] = {-1, -1, -1};
@@ -618,13 +651,13 @@ TEST(recv_truncated_message) {
     struct ctl_hdr h;
     unsigned char b[64];
   } rb;
-  CHECK(ctl_recv(sv[1], &rb, sizeof rb, got, &nfds) == -EMSGSIZE);
+  CHECK(recv_msg(sv[1], &rb, sizeof rb, got, &nfds) == -EMSGSIZE);
   CHECK(nfds == 0);
   CHECK(leakpipe_all_closed(&lp));
   /* The rest of that packet is discarded; the next message is intact. */
   struct ctl_hdr h = {.type = CTL_READY, .len = sizeof h};
-  CHECK(ctl_send(sv[0], &h, sizeof h, NULL, 0) == 0);
-  CHECK(ctl_recv(sv[1], &rb, sizeof rb, NULL, NULL) == (ssize_t)sizeof h);
+  CHECK(send_msg(sv[0], &h, sizeof h, NULL, 0) == 0);
+  CHECK(recv_msg(sv[1], &rb, sizeof rb, NULL, NULL) == (ssize_t)sizeof h);
   CHECK(rb.h.type == CTL_READY);
   close(sv[0]);
   close(sv[1]);
@@ -662,7 +695,7 @@ TEST(recv_control_truncated) {
   int got[3] = {-1, -1, -1};
   size_t nfds = 3;
   struct ctl_hdr rh;
-  CHECK(ctl_recv(sv[1], &rh, sizeof rh, got, &nfds) == -EMSGSIZE);
+  CHECK(recv_msg(sv[1], &rh, sizeof rh, got, &nfds) == -EMSGSIZE);
   CHECK(nfds == 0);
   CHECK(leakpipe_all_closed(&lp));
   close(sv[0]);
@@ -676,11 +709,11 @@ TEST(recv_eof) {
   int got[3] = {-1, -1, -1};
   size_t nfds = 3;
   struct ctl_hdr rh;
-  CHECK(ctl_recv(sv[1], &rh, sizeof rh, got, &nfds) == 0);
+  CHECK(recv_msg(sv[1], &rh, sizeof rh, got, &nfds) == 0);
   CHECK(nfds == 0);
-  CHECK(ctl_recv(sv[1], &rh, sizeof rh, got, &nfds) == 0); /* stays at EOF */
+  CHECK(recv_msg(sv[1], &rh, sizeof rh, got, &nfds) == 0); /* stays at EOF */
   close(sv[1]);
-  CHECK(ctl_recv(-1, &rh, sizeof rh, got, &nfds) == -EBADF);
+  CHECK(recv_msg(-1, &rh, sizeof rh, got, &nfds) == -EBADF);
 }
 
 /* An empty packet is not a message.  If it carries fds, ctl_recv must not
@@ -693,12 +726,12 @@ TEST(recv_empty_packet_with_fds) {
   struct leakpipe lp;
   leakpipe_open(&lp);
   char dummy = 0;
-  CHECK(ctl_send(sv[0], &dummy, 0, &lp.w, 1) == 0);
+  CHECK(send_msg(sv[0], &dummy, 0, &lp.w, 1) == 0);
   close(lp.w);
   int got[3] = {-1, -1, -1};
   size_t nfds = 3;
   struct ctl_hdr rh;
-  ssize_t r = ctl_recv(sv[1], &rh, sizeof rh, got, &nfds);
+  ssize_t r = recv_msg(sv[1], &rh, sizeof rh, got, &nfds);
   CHECK(r == 0 || r == -EPROTO);
   CHECK(nfds == 0);
   if (nfds > 0) {
@@ -718,12 +751,12 @@ TEST(end_to_end_exec_request) {
   char *argv[] = {"/bin/echo", "hi", NULL};
   char *env[] = {"A=1", NULL};
   for (int round = 0; round < 50; round++) {
-    ssize_t n = ctl_pack_exec(&mb, sizeof mb, (uint64_t)round, "/workspace", argv, env, round & 1);
+    ssize_t n = pack_exec(&mb, sizeof mb, (uint64_t)round, "/workspace", argv, env, round & 1);
     int fds[3] = {0, 1, 2};
-    CHECK(ctl_send(sv[0], &mb, (size_t)n, fds, (round & 1) ? 3 : 0) == 0);
+    CHECK(send_msg(sv[0], &mb, (size_t)n, fds, (round & 1) ? 3 : 0) == 0);
     int got[3] = {-1, -1, -1};
     size_t nfds = 3;
-    ssize_t r = ctl_recv(sv[1], &rb, sizeof rb, got, &nfds);
+    ssize_t r = recv_msg(sv[1], &rb, sizeof rb, got, &nfds);
     CHECK(r == n);
     CHECK(nfds == ((round & 1) ? 3u : 0u));
     struct unpacked u;
@@ -760,7 +793,7 @@ static ssize_t recv_wait(int fd, void *buf, size_t size) {
   while (r < 0 && errno == EINTR);
   if (r <= 0)
     return -ETIMEDOUT;
-  return ctl_recv(fd, buf, size, NULL, NULL);
+  return recv_msg(fd, buf, size, NULL, NULL);
 }
 
 static bool init_start(struct test_init *ti, int sndbuf) {
@@ -820,12 +853,12 @@ static pid_t init_exec(int fd, uint64_t id, const char *script, int in,
   static msgbuf mb;
   char *argv[] = {"/bin/sh", "-c", (char *)script, NULL};
   char *env[] = {"PATH=/usr/bin:/bin", NULL};
-  ssize_t n = ctl_pack_exec(&mb, sizeof mb, id, "/", argv, env, in >= 0);
+  ssize_t n = pack_exec(&mb, sizeof mb, id, "/", argv, env, in >= 0);
   if (n < 0)
     return 0;
   mb.m.flags = flags;
   int fds[3] = {in, 2, 2};
-  if (ctl_send(fd, &mb, (size_t)n, fds, in >= 0 ? 3 : 0) < 0)
+  if (send_msg(fd, &mb, (size_t)n, fds, in >= 0 ? 3 : 0) < 0)
     return 0;
   struct ctl_started st;
   if (recv_wait(fd, &st, sizeof st) != (ssize_t)sizeof st ||
@@ -836,13 +869,13 @@ static pid_t init_exec(int fd, uint64_t id, const char *script, int in,
 
 static bool send_hdr(int fd, uint32_t type) {
   struct ctl_hdr h = {.type = type, .len = sizeof h};
-  return ctl_send(fd, &h, sizeof h, NULL, 0) == 0;
+  return send_msg(fd, &h, sizeof h, NULL, 0) == 0;
 }
 
 static bool send_ack(int fd, uint64_t id, pid_t pid) {
   struct ctl_exit_ack a = {
       .h = {.type = CTL_EXIT_ACK, .len = sizeof a}, .id = id, .pid = pid};
-  return ctl_send(fd, &a, sizeof a, NULL, 0) == 0;
+  return send_msg(fd, &a, sizeof a, NULL, 0) == 0;
 }
 
 /* The next message: an exit (*e filled, returns CTL_EXITED), the answer to
