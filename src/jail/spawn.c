@@ -82,19 +82,18 @@ static int slot_claim(unsigned *slot, struct husk_err *err) {
     start = (unsigned)getpid();
   for (unsigned i = 0; i < HUSK_UID_SLOTS; i++) {
     unsigned s = (start + i) % HUSK_UID_SLOTS;
-    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    cleanup_close int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
-      return husk_error(err, errno, "socket for uid slot lock");
+      return husk_error(err, errno, "cannot create the uid slot lock (socket)");
     struct sockaddr_un a = {.sun_family = AF_UNIX};
     int n = snprintf(a.sun_path + 1, sizeof a.sun_path - 1, "husk/uid-slot/%u", s);
-    if (bind(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)) == 0) {
+    if (bind(fd, (struct sockaddr *)&a,
+             (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n)) == 0) {
       *slot = s;
-      return fd;
+      return take_fd(&fd);
     }
-    int e = errno;
-    close(fd);
-    if (e != EADDRINUSE)
-      return husk_error(err, e, "bind uid slot lock");
+    if (errno != EADDRINUSE)
+      return husk_error(err, errno, "cannot bind the lock of uid slot %u", s);
   }
   return husk_fail(err, EAGAIN, "all %u uid slots are in use (too many boxes on this host)",
                    HUSK_UID_SLOTS);
@@ -102,6 +101,10 @@ static int slot_claim(unsigned *slot, struct husk_err *err) {
 
 /* ---- the writable tmpfs ------------------------------------------------ */
 
+/* The box's tmpfs: j->fs, a directory fd on it for the host, and in
+ * out_mnts detached mounts of its workspace/, tmp/ and shm/, in that
+ * order (a cleanup_close_vec of the caller's: a failure leaves a -1 after
+ * the last one made). */
 static int make_fs(struct jail *j, uint64_t disk, int out_mnts[3], struct husk_err *err) {
   cleanup_close int fsfd = fsopen("tmpfs", FSOPEN_CLOEXEC);
   if (fsfd < 0)
@@ -152,24 +155,24 @@ static int listen_ctl(const char *path, struct husk_err *err) {
   if (strlen(path) >= sizeof a.sun_path)
     return husk_fail(err, ENAMETOOLONG, "control socket path `%s` is too long", path);
   strcpy(a.sun_path, path);
-  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  cleanup_close int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0)
-    return husk_error(err, errno, "socket");
-  if (unlink(path) < 0 && errno != ENOENT) {
-    close(fd);
+    return husk_error(err, errno, "cannot create the control socket `%s`", path);
+  if (unlink(path) < 0 && errno != ENOENT)
     return husk_error(err, errno, "cannot remove stale `%s`", path);
-  }
   /* Created 0600 under the umask we set: only root on the host can connect. */
   mode_t old = umask(0177);
   int rc = bind(fd, (struct sockaddr *)&a, sizeof a);
   int e = errno;
   umask(old);
-  if (rc < 0 || listen(fd, 64) < 0) {
-    e = rc < 0 ? e : errno;
-    close(fd);
+  if (rc < 0)
     return husk_error(err, e, "cannot listen on `%s`", path);
+  if (listen(fd, 64) < 0) {
+    husk_error(err, errno, "cannot listen on `%s`", path);
+    unlink(path); /* bound, but nobody will ever accept on it */
+    return -1;
   }
-  return fd;
+  return take_fd(&fd);
 }
 
 int jail_connect(const char *path, struct husk_err *err) {
@@ -177,15 +180,12 @@ int jail_connect(const char *path, struct husk_err *err) {
   if (strlen(path) >= sizeof a.sun_path)
     return husk_fail(err, ENAMETOOLONG, "control socket path `%s` is too long", path);
   strcpy(a.sun_path, path);
-  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  cleanup_close int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   if (fd < 0)
-    return husk_error(err, errno, "socket");
-  if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
-    int e = errno;
-    close(fd);
-    return husk_error(err, e, "cannot connect to the box's init");
-  }
-  return fd;
+    return husk_error(err, errno, "cannot create a socket to connect to the box's init");
+  if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0)
+    return husk_error(err, errno, "cannot connect to the box's init");
+  return take_fd(&fd);
 }
 
 /* ---- the child -------------------------------------------------------- */
@@ -379,7 +379,7 @@ static int set_oom_score(pid_t pid, struct husk_err *err) {
   return 0;
 }
 
-static pid_t clone_box(int cgroup_fd, int *pidfd, bool *into_cgroup) {
+static pid_t clone_box(int cgroup_fd, int *pidfd, bool *into_cgroup, struct husk_err *err) {
   uint64_t ns = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS;
   struct clone_args ca = {.flags = ns | CLONE_PIDFD, .pidfd = (uint64_t)(uintptr_t)pidfd,
                           .exit_signal = SIGCHLD};
@@ -404,10 +404,12 @@ static pid_t clone_box(int cgroup_fd, int *pidfd, bool *into_cgroup) {
     }
   }
   if (errno != ENOSYS)
-    return -1;
+    return husk_error(err, errno, "cannot create the box's namespaces");
   *into_cgroup = false;
   *pidfd = -1;
   pid = syscall(SYS_clone, (unsigned long)(ns | SIGCHLD), NULL, NULL, NULL, 0);
+  if (pid < 0)
+    return husk_error(err, errno, "cannot create the box's namespaces");
   if (pid > 0)
     *pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
   return (pid_t)pid;
@@ -462,117 +464,120 @@ static int wait_ready(struct jail *j, struct husk_err *err) {
   return 0;
 }
 
+/* A jail being built: what its steps made is undone (jail_destroy) when
+ * one fails, unless it was handed to the caller. */
+static void cleanup_unfinished_jailp(struct jail **j) {
+  if (*j) {
+    struct husk_err ignored;
+    jail_destroy(*j, true, NULL, &ignored);
+  }
+}
+#define cleanup_unfinished_jail __attribute__((cleanup(cleanup_unfinished_jailp)))
+
 int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *err) {
   *j = (struct jail)JAIL_INIT;
+  /* Until it is handed over at the end, a failed step undoes every one
+   * before it: the fds held below are closed and a half-started child is
+   * killed and reaped (cleanup_close, cleanup_pid), then the jail is
+   * destroyed. */
+  cleanup_unfinished_jail struct jail *unfinished = j;
+
+  /* 1. */
   const struct seccomp_policy *policy;
   if (seccomp_policy_get(&policy, err) < 0)
     return husk_error_wrap(err, "cannot build the seccomp policy");
   j->landlock_abi = landlock_abi();
 
-  int slot_fd = slot_claim(&j->slot, err);
-  if (slot_fd < 0)
+  /* 2. */
+  if ((j->slot_lock = slot_claim(&j->slot, err)) < 0)
     return -1;
-  j->slot_lock = slot_fd;
   j->uid_base = HUSK_UID_BASE + j->slot * HUSK_UID_RANGE;
 
-  int mnts[3] = {-1, -1, -1}, devfd = -1;
-  int ctlpair[2] = {-1, -1}, sync[2] = {-1, -1}, lfd = -1;
-  int attach[CGROUP_MAX_ATTACH + 1] = {-1};
-  size_t nattach = 0;
-  int attach_v2 = -1;
-  int rc = -1;
+  /* 3. */
   if (cgroup_create(&j->cg, cfg->name, &cfg->limits, err) < 0)
-    goto fail;
+    return -1;
+
+  /* 4. */
+  cleanup_close_vec int mnts[4] = {-1, -1, -1, -1}; /* workspace, tmp, shm */
   if (make_fs(j, cfg->disk_bytes, mnts, err) < 0)
-    goto fail;
+    return -1;
   /* A root built from scratch gets its /dev from here, where device
    * nodes can be made (a prepared root's view has its own already).  Where
    * they cannot (EPERM), the box binds the host's (rootfs.c). */
-  if (!cfg->prepared_root && (devfd = rootfs_dev_make(err)) < 0 && err->code != EPERM) {
-    husk_error_wrap(err, "cannot make the box's /dev");
-    goto fail;
-  }
-  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctlpair) < 0) {
-    husk_error(err, errno, "socketpair");
-    goto fail;
-  }
-  if (pipe2(sync, O_CLOEXEC) < 0) {
-    husk_error(err, errno, "pipe");
-    goto fail;
-  }
+  cleanup_close int dev = -1;
+  if (!cfg->prepared_root && (dev = rootfs_dev_make(err)) < 0 && err->code != EPERM)
+    return husk_error_wrap(err, "cannot make the box's /dev");
+
+  /* What the child takes along: its end of the control socket, the sync
+   * pipe's read end, the files that move it into the cgroup, and for a
+   * long-lived box the listening socket. */
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
+    return husk_error(err, errno, "cannot create the box's control socket (socketpair)");
+  cleanup_close int ctl_host = pair[0], ctl_box = pair[1];
+  if (pipe2(pair, O_CLOEXEC) < 0)
+    return husk_error(err, errno, "cannot create the box's sync pipe");
+  cleanup_close int sync_box = pair[0], sync_host = pair[1];
+  cleanup_close_vec int attach[CGROUP_MAX_ATTACH + 1] = {-1};
+  int attach_v2;
   if (cgroup_self_attach_fds(&j->cg, attach, &attach_v2, err) < 0)
-    goto fail;
-  while (attach[nattach] >= 0)
-    nattach++;
-  if (cfg->ctl_path && (lfd = listen_ctl(cfg->ctl_path, err)) < 0)
-    goto fail;
-  struct child_args args = {.sync = sync[0], .ctl = ctlpair[1], .slot = slot_fd,
-                            .ws = mnts[0], .tmp = mnts[1], .shm = mnts[2],
-                            .dev = devfd >= 0 ? devfd : -1,
-                            .fs = cfg->ctl_path ? j->fs : -1, .listen = lfd,
-                            .nattach = nattach, .attach_v2 = attach_v2,
+    return -1;
+  cleanup_close int listener = -1;
+  if (cfg->ctl_path && (listener = listen_ctl(cfg->ctl_path, err)) < 0)
+    return -1;
+
+  /* 5. */
+  struct child_args args = {.sync = sync_box,
+                            .ctl = ctl_box,
+                            .slot = j->slot_lock,
+                            .ws = mnts[0],
+                            .tmp = mnts[1],
+                            .shm = mnts[2],
+                            .dev = dev,
+                            .fs = cfg->ctl_path ? j->fs : -1,
+                            .listen = listener,
+                            .attach_v2 = attach_v2,
                             .die_with_parent = cfg->die_with_parent,
-                            .landlock_abi = j->landlock_abi, .seccomp = policy,
+                            .landlock_abi = j->landlock_abi,
+                            .seccomp = policy,
                             .prepared_root = cfg->prepared_root};
-  memcpy(args.attach, attach, nattach * sizeof attach[0]);
+  for (; attach[args.nattach] >= 0; args.nattach++)
+    args.attach[args.nattach] = attach[args.nattach];
   bool into_cgroup = false;
-  int pidfd = -1;
-  pid_t pid = clone_box(j->cg.v2, &pidfd, &into_cgroup);
+  cleanup_close int pidfd = -1;
+  cleanup_pid pid_t pid = clone_box(j->cg.v2, &pidfd, &into_cgroup, err);
   if (pid < 0) {
-    husk_error(err, errno, "cannot create the box's namespaces");
-    goto fail;
+    if (cfg->ctl_path)
+      unlink(cfg->ctl_path); /* nobody will ever accept on it */
+    return -1;
   }
   if (pid == 0)
     child_main(&args);
-  j->pid = pid;
-  j->pidfd = pidfd;
-  close(sync[0]);
-  sync[0] = -1;
-  close(ctlpair[1]);
-  ctlpair[1] = -1;
-  j->ctl = ctlpair[0];
-  ctlpair[0] = -1;
-  for (int i = 0; i < 3; i++) {
-    close(mnts[i]);
-    mnts[i] = -1;
-  }
-  close_quiet(devfd);
-  devfd = -1;
-  close_quiet(lfd);
-  lfd = -1;
-  for (size_t i = 0; i < nattach; i++)
-    close(attach[i]);
-  nattach = 0;
+  /* The child has its own copies: the host's go now, so that the host
+   * sees the control socket close as soon as the child is gone. */
+  cleanup_closep(&ctl_box);
+  cleanup_closep(&sync_box);
+  cleanup_close_vecp(mnts);
+  cleanup_closep(&dev);
+  cleanup_close_vecp(attach);
+  cleanup_closep(&listener);
+
+  /* 6. */
   if (write_id_maps(pid, j->uid_base, err) < 0 || set_oom_score(pid, err) < 0)
-    goto fail;
+    return -1;
   char go = into_cgroup ? SYNC_GO : SYNC_GO_ATTACH_V2;
-  if (write_all(sync[1], &go, 1) < 0) {
-    husk_error(err, errno, "cannot release the box's init");
-    goto fail;
-  }
-  close(sync[1]);
-  sync[1] = -1;
+  if (write_all(sync_host, &go, 1) < 0)
+    return husk_error(err, errno, "cannot release the box's init");
+
+  /* 7.  The jail owns the child from here: jail_destroy kills it if init
+   * does not come up. */
+  j->pid = take_pid(&pid);
+  j->pidfd = take_fd(&pidfd);
+  j->ctl = take_fd(&ctl_host);
   if (wait_ready(j, err) < 0)
-    goto fail;
+    return -1;
+  unfinished = NULL; /* the caller's */
   return 0;
-fail:
-  for (size_t i = 0; i < nattach; i++)
-    close(attach[i]);
-  for (int i = 0; i < 3; i++)
-    close_quiet(mnts[i]);
-  close_quiet(devfd);
-  close_quiet(lfd);
-  if (cfg->ctl_path && j->pid <= 0)
-    unlink(cfg->ctl_path);
-  close_quiet(ctlpair[0]);
-  close_quiet(ctlpair[1]);
-  close_quiet(sync[0]);
-  close_quiet(sync[1]);
-  {
-    struct husk_err ignored;
-    jail_destroy(j, true, NULL, &ignored);
-  }
-  return rc;
 }
 
 int jail_exec(struct jail *j, uint64_t id, char *const argv[], char *const env[], const char *cwd,
