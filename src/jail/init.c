@@ -80,16 +80,18 @@ static const char *env_get(const char *const *env, const char *name) {
 }
 
 /* execvp with the PATH of the program's own environment, and execvp's
- * error precedence (EACCES from any candidate wins over ENOENT). */
-static int exec_search(const char *file, char *const argv[], char *const env[]) {
+ * error precedence (EACCES from any candidate wins over ENOENT).  Returns
+ * only on failure. */
+static int exec_search(const char *file, char *const argv[], char *const env[],
+                       struct husk_err *err) {
   if (strchr(file, '/')) {
     execve(file, argv, env);
-    return -errno;
+    return husk_error(err, errno, "cannot execute `%s`", file);
   }
   const char *path = env_get((const char *const *)env, "PATH");
   if (!path)
     path = "/usr/local/bin:/usr/bin:/bin";
-  int err = ENOENT;
+  int e = ENOENT;
   size_t flen = strlen(file);
   for (const char *p = path;; p++) {
     const char *colon = strchrnul(p, ':');
@@ -105,15 +107,15 @@ static int exec_search(const char *file, char *const argv[], char *const env[]) 
       }
       execve(full, argv, env);
       if (errno == EACCES)
-        err = EACCES;
-      else if (errno != ENOENT && errno != ENOTDIR && err != EACCES)
-        err = errno;
+        e = EACCES;
+      else if (errno != ENOENT && errno != ENOTDIR && e != EACCES)
+        e = errno;
     }
     if (!*colon)
       break;
     p = colon;
   }
-  return -err;
+  return husk_error(err, e, "cannot execute `%s` from the PATH", file);
 }
 
 /* How a program's start failed, written by the child into memory it
@@ -195,8 +197,8 @@ static int exec_child(void *arg) {
                                 : landlock_apply_box(config->landlock_abi, &err);
   if (rc < 0)
     exec_fail(CTL_STAGE_SETUP, err.code);
-  rc = exec_search(a->argv[0], a->argv, a->env);
-  exec_fail(CTL_STAGE_EXEC, -rc);
+  exec_search(a->argv[0], a->argv, a->env, &err);
+  exec_fail(CTL_STAGE_EXEC, err.code);
 }
 
 static bool conn_send(int slot, const void *m, size_t len, const int *fds, size_t nfds) {
@@ -204,16 +206,18 @@ static bool conn_send(int slot, const void *m, size_t len, const int *fds, size_
 }
 
 /* Non-blocking: init must never wait for the host to read. */
-static int conn_try_send(int slot, const void *m, size_t len) {
+static int conn_try_send(int slot, const void *m, size_t len, struct husk_err *err) {
   if (slot < 0 || conns[slot].fd < 0)
-    return -ENOTCONN;
+    return husk_fail(err, ENOTCONN, "no connection to send on");
   ssize_t n;
   do
     n = send(conns[slot].fd, m, len, MSG_DONTWAIT | MSG_NOSIGNAL);
   while (n < 0 && errno == EINTR);
   if (n < 0)
-    return -errno;
-  return (size_t)n == len ? 0 : -EIO;
+    return husk_error(err, errno, "cannot send an exit to the host");
+  if ((size_t)n != len)
+    return husk_error(err, EIO, "cannot send an exit to the host (%zd of %zu bytes sent)", n, len);
+  return 0;
 }
 
 /* Delivered: an exit nobody acknowledges is done with, the others wait for
@@ -244,13 +248,12 @@ static void flush_watch(void) {
       continue;
     struct ctl_exited m;
     exit_msg(t, &m);
-    int rc = conn_try_send(watch, &m, sizeof m);
-    if (rc == -EAGAIN || rc == -ENOBUFS) {
-      watch_backlog = true;
-      return;
+    struct husk_err err;
+    if (conn_try_send(watch, &m, sizeof m, &err) < 0) {
+      if (err.code == EAGAIN || err.code == ENOBUFS)
+        watch_backlog = true;
+      return; /* else the connection is broken: its hangup closes it */
     }
-    if (rc < 0)
-      return; /* the connection is broken: its hangup closes it */
     exit_sent(t);
   }
 }
