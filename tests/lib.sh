@@ -12,7 +12,13 @@ T_N=0
 T_FAIL=0
 T_PASS=0
 T_SCRATCH=$(mktemp -d "${TMPDIR:-/tmp}/husk-test-$SUITE.XXXXXX")
-trap 'rm -rf "$T_SCRATCH"' EXIT
+# on_exit CMD: run CMD when this suite's shell exits, never when one of its
+# subshells does: a subshell killed right after it was forked (a watchdog,
+# a background helper) may still hold the suite's trap and would run it --
+# remove the scratch directory or stop the daemon under the running suite.
+T_MAIN=$BASHPID
+on_exit() { trap "[ \"\$BASHPID\" = $T_MAIN ] && { $1; }" EXIT; }
+on_exit 'rm -rf "$T_SCRATCH"'
 
 ok() { T_N=$((T_N + 1)); T_PASS=$((T_PASS + 1)); echo "ok $T_N - $SUITE: $*"; }
 not_ok() { T_N=$((T_N + 1)); T_FAIL=$((T_FAIL + 1)); echo "not ok $T_N - $SUITE: $*"; }

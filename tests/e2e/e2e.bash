@@ -31,7 +31,7 @@ e2e_cleanup() {
   done
   rm -rf "$T_SCRATCH"
 }
-trap e2e_cleanup EXIT
+on_exit e2e_cleanup
 
 bg_track() { E2E_BG+=("$1"); }
 

@@ -34,7 +34,7 @@ cleanup() {
   [ -n "$msq_id" ] && ipcrm -q "$msq_id" 2>/dev/null
   rm -rf "$T_SCRATCH"
 }
-trap cleanup EXIT
+on_exit cleanup
 
 # Secrets in husk's own environment: the box must not see them.
 export AWS_SECRET_ACCESS_KEY=husk-canary-aws-secret GITHUB_TOKEN=husk-canary-gh-token \

@@ -253,7 +253,7 @@ HUSK_ADMIN_KEY=$ADMIN HUSK_STORE_ACCESS_KEY_ID=$AKA HUSK_STORE_SECRET_ACCESS_KEY
   "$HUSK" serve --listen 127.0.0.1:0 --data "$T_SCRATCH/datab" --s3-listen off \
   --store-endpoint "$S3" --store-bucket ext 2>"$BLOG" </dev/null &
 BPID=$!
-trap 'kill -9 $BPID 2>/dev/null; serve_cleanup' EXIT
+on_exit 'kill -9 $BPID 2>/dev/null; serve_cleanup'
 if wait_for 30 grep -q '^husk: links and box transfers use the external store' "$BLOG"; then
   AURL=$URL
   URL="http://127.0.0.1:$(sed -n 's|^husk: listening on http://127.0.0.1:\([0-9]*\)$|\1|p' "$BLOG")"

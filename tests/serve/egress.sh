@@ -9,7 +9,7 @@
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/serve.bash"
 . "$(dirname "$0")/egress/setup.bash"
-trap 'up_stop; serve_cleanup' EXIT
+on_exit 'up_stop; serve_cleanup'
 
 SECRET="s3cr3t-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 SECRET2="other-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"

@@ -132,7 +132,7 @@ restore_mpl() {
     rm -f "$MPL"
   fi
 }
-trap 'restore_mpl; serve_cleanup' EXIT
+on_exit 'restore_mpl; serve_cleanup'
 { [ "$had_mpl" = 1 ] && cat "$T_SCRATCH/mpl.orig"; echo "# $MARK"; } >"$MPL.husk-new"
 chmod 644 "$MPL.husk-new" && mv -f "$MPL.husk-new" "$MPL"
 # A shape no pool keeps: built now, not taken ready-made from the pool.
@@ -140,7 +140,7 @@ new_box '{"memory":"256M"}' || not_ok "box C"
 C=$BOX
 expect_eq "a box made after the host replaced $MPL sees the new file" "$(mpl_marked "$C")" 1
 restore_mpl
-trap serve_cleanup EXIT
+on_exit serve_cleanup
 new_box '{"memory":"256M"}' || not_ok "box D"
 D=$BOX
 expect_eq "... and after it was put back, the next box sees the original" "$(mpl_marked "$D")" 0

@@ -25,7 +25,7 @@ b_cleanup() {
   URL=${AURL:-$URL}
   serve_cleanup
 }
-trap b_cleanup EXIT
+on_exit b_cleanup
 if ! s3_start || ! s3_creds backing; then
   not_ok "husk A (the external store) starts"
   serve_finish

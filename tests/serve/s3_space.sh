@@ -20,7 +20,7 @@ cleanup_mnt() {
   umount -l "$MNT" 2>/dev/null
   rm -rf "$T_SCRATCH"
 }
-trap cleanup_mnt EXIT
+on_exit cleanup_mnt
 DATA=$MNT/data
 W=$T_SCRATCH/w
 mkdir -p "$W"

@@ -42,7 +42,7 @@ serve_cleanup() {
   fi
   rm -rf "$T_SCRATCH"
 }
-trap serve_cleanup EXIT
+on_exit serve_cleanup
 
 serve_start() {
   touch "$SERVE_LOG"
