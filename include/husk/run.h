@@ -56,6 +56,13 @@ struct husk_run_spec {
    * NULL: dropped. */
   void (*warn)(void *ctx, const char *line);
   void *warn_ctx;
+  /* The box's software: NULL or "default", the host's /usr; else a
+   * template the operator shares (husk template import), kept in the data
+   * directory `data_dir` (husk serve's --data).  Its image config gives the
+   * env (under `env`), the working directory (unless `workdir`), the user,
+   * and the program when argv is NULL or empty (Entrypoint then Cmd). */
+  const char *template_name;
+  const char *data_dir;
 };
 
 struct husk_run_result {

@@ -13,12 +13,15 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
@@ -31,8 +34,15 @@
 #include "husk/husk.h"
 #include "jail/jail.h"
 #include "jail/limits.h"
+#include "state/state.h"
+#include "template/template.h"
 #include "util/cleanup.h"
 #include "util/fileio.h"
+
+/* Where a one-shot box stacks an image's layers: an empty directory that
+ * only ever gets mounts in a private mount namespace (this process's, or
+ * a daemon spawner's). */
+#define IMAGE_SCRATCH "/run/husk/image"
 
 #define COPY_MAX_DEPTH 256
 
@@ -96,9 +106,66 @@ static int emit(void *ctx, int stream, const char *buf, size_t len) {
   return 0;
 }
 
-static void supervise(struct jail *j, const struct husk_run_spec *spec, int sfd,
-                      struct husk_run_result *res) {
-  cleanup_free char **env = exec_build_env(NULL, spec->env);
+/* A run of a template: its row, its layers held for the run, its profile. */
+struct run_template {
+  struct state *st;
+  struct template_store *ts;
+  struct state_template t;
+  struct template_layers l;
+  struct template_profile p;
+  bool on;
+};
+
+static void run_template_close(struct run_template *rt) {
+  if (rt->on) {
+    template_profile_free(&rt->p);
+    template_layers_release(&rt->l);
+    state_template_free(&rt->t);
+  }
+  template_store_close(rt->ts);
+  state_close(rt->st);
+  memset(rt, 0, sizeof *rt);
+}
+
+#define cleanup_run_template __attribute__((cleanup(run_template_close)))
+
+/* Open the operator's template `name` of data directory `data`, and move
+ * this process into a mount namespace of its own, where the box's root
+ * is stacked (the host never sees those mounts). */
+static int run_template_open(const char *data, const char *name, struct run_template *rt,
+                             struct husk_err *err) {
+  memset(rt, 0, sizeof *rt);
+  if (!data || !*data)
+    return husk_fail(err, EINVAL, "a template needs the data directory it is kept in");
+  char db[PATH_MAX];
+  if (snprintf(db, sizeof db, "%s/husk.db", data) >= (int)sizeof db)
+    return husk_fail(err, ENAMETOOLONG, "data directory `%s` is too long", data);
+  if (access(db, F_OK) < 0)
+    return husk_error(err, errno, "no templates in `%s` (husk template import)", data);
+  /* The namespace first: a layer's mount can only be cloned in the
+   * namespace its fd (and the directory fds it was opened from) belongs
+   * to. */
+  if (mkdir_p(IMAGE_SCRATCH, 0755) < 0)
+    return husk_error(err, errno, "cannot create `%s`", IMAGE_SCRATCH);
+  if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+    return husk_error(err, errno, "cannot make a mount namespace for the box's root");
+  struct template_store_config tc = {.data_dir = data};
+  if (state_open(&rt->st, db, err) < 0)
+    return -1;
+  tc.state = rt->st;
+  if (template_store_open(&rt->ts, &tc, err) < 0 ||
+      state_template_get(rt->st, "", name, true, &rt->t, err) < 0)
+    return -1;
+  rt->on = true;
+  if (template_layers_open(rt->ts, &rt->t, &rt->l, err) < 0 ||
+      template_profile(&rt->t, &rt->l, &rt->p, err) < 0)
+    return -1;
+  return 0;
+}
+
+static void supervise(struct jail *j, const struct husk_run_spec *spec, char *const *image_env,
+                      int sfd, struct husk_run_result *res) {
+  cleanup_free char **env = exec_build_env(image_env, spec->env);
   if (!env) {
     res->exit_code = 125;
     res->reason = HUSK_REASON_SETUP_ERROR;
@@ -125,7 +192,8 @@ static void supervise(struct jail *j, const struct husk_run_spec *spec, int sfd,
     set_message(res, "%s", o.message);
 }
 
-static int copy_in(struct jail *j, const struct husk_run_spec *spec, struct husk_err *err) {
+static int copy_in(struct jail *j, const struct husk_run_spec *spec, uint32_t uid, uint32_t gid,
+                   struct husk_err *err) {
   cleanup_close int src = open(spec->workspace_in, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (src < 0)
     return husk_error(err, errno, "cannot open workspace directory `%s`", spec->workspace_in);
@@ -133,7 +201,7 @@ static int copy_in(struct jail *j, const struct husk_run_spec *spec, struct husk
   if (dst < 0)
     return husk_error(err, errno, "cannot open the box's workspace");
   struct copy_warn w = {.spec = spec, .direction = "workspace"};
-  struct copy_opts o = {.uid = jail_host_id(j, HUSK_BOX_UID), .gid = jail_host_id(j, HUSK_BOX_GID),
+  struct copy_opts o = {.uid = jail_host_id(j, uid), .gid = jail_host_id(j, gid),
                         .max_depth = COPY_MAX_DEPTH, .skipped = copy_skipped, .ctx = &w};
   if (copy_tree(src, dst, &o, NULL, err) < 0) {
     if (err->code == ENOSPC)
@@ -174,6 +242,17 @@ int husk_run(const struct husk_run_spec *spec, struct husk_run_result *res) {
   }
   struct husk_run_spec s = *spec;
   s.limits = lim;
+  cleanup_run_template struct run_template rt = {0};
+  bool image = s.template_name && *s.template_name && strcmp(s.template_name, "default");
+  if (image && run_template_open(s.data_dir, s.template_name, &rt, &err) < 0) {
+    husk_error_wrap(&err, "template `%s`", s.template_name);
+    setup_error(res, &err);
+    return res->exit_code;
+  }
+  if (image && (!s.argv || !s.argv[0]))
+    s.argv = rt.p.argv;
+  if (image && !s.workdir && rt.p.workdir[0])
+    s.workdir = rt.p.workdir;
   if (!s.argv || !s.argv[0] || !s.argv[0][0]) {
     husk_fail(&err, EINVAL, "no program to run");
     setup_error(res, &err);
@@ -209,6 +288,15 @@ int husk_run(const struct husk_run_spec *spec, struct husk_run_result *res) {
   struct jail_config cfg = {
       .limits = {.memory_bytes = lim.memory_bytes, .pids = lim.pids, .cpu_milli = lim.cpu_milli},
       .disk_bytes = lim.disk_bytes, .name = name, .die_with_parent = true};
+  if (image) {
+    cfg.image_layers = rt.l.dirs;
+    cfg.image_nlayers = rt.l.n;
+    cfg.image_scratch = IMAGE_SCRATCH;
+    cfg.user_set = rt.p.user_set;
+    cfg.uid = rt.p.uid;
+    cfg.gid = rt.p.gid;
+  }
+  uint32_t uid = cfg.user_set ? cfg.uid : HUSK_BOX_UID, gid = cfg.user_set ? cfg.gid : HUSK_BOX_GID;
   struct jail j;
   if (sfd < 0) {
     husk_error(&err, errno, "signalfd");
@@ -217,10 +305,10 @@ int husk_run(const struct husk_run_spec *spec, struct husk_run_result *res) {
     husk_error_wrap(&err, "cannot create the box");
     setup_error(res, &err);
   } else {
-    if (s.workspace_in && copy_in(&j, &s, &err) < 0)
+    if (s.workspace_in && copy_in(&j, &s, uid, gid, &err) < 0)
       setup_error(res, &err);
     else
-      supervise(&j, &s, sfd, res);
+      supervise(&j, &s, image ? rt.p.env : NULL, sfd, res);
     struct cgroup_stats st;
     struct husk_err derr;
     if (jail_destroy(&j, false, &st, &derr) < 0 && res->reason != HUSK_REASON_SETUP_ERROR) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "box/spawner.h"
+#include "cli/cli_common.h"
 #include "husk/husk.h"
 #include "jail/limits.h"
 #include "util/cleanup.h"
@@ -32,6 +33,8 @@ static void usage(FILE *f) {
              "  serve [OPTIONS]\n"
              "                long-lived boxes over HTTP, an S3-compatible store, MCP at /mcp\n"
              "  mcp [OPTIONS] the MCP server on stdio, standalone or in front of `husk serve`\n"
+             "  template COMMAND\n"
+             "                the software boxes run: import, list, inspect, rm images\n"
              "  version       print the version\n"
              "  help          print this text\n"
              "\n"
@@ -42,6 +45,7 @@ static void usage(FILE *f) {
 /* `husk run --help`: the options of a run. */
 static void run_usage(FILE *f) {
   fprintf(f, "usage: husk run [OPTIONS] [--] PROGRAM [ARGS...]\n"
+             "       husk run --template NAME [OPTIONS] [[--] PROGRAM [ARGS...]]\n"
              "\n"
              "Run PROGRAM in a fresh, isolated box and remove every trace of the box afterwards.\n"
              "\n"
@@ -56,6 +60,11 @@ static void run_usage(FILE *f) {
              "  -w, --workdir PATH   working directory inside the box [/workspace]\n"
              "  --workspace DIR      copy DIR's contents into /workspace before the run\n"
              "  --export DIR         copy /workspace out to DIR after the run\n"
+             "  --template NAME      the box's software: a template of the data directory\n"
+             "                       (husk template); its image's Entrypoint and Cmd run when\n"
+             "                       no PROGRAM is given [default: the host's /usr]\n"
+             "  --data DIR           where templates are kept [./var/husk in the source\n"
+             "                       tree, else /var/lib/husk]\n"
              "  --json               print a JSON summary as the last line on stderr\n"
              "  -h, --help           print this text\n"
              "  --version            print the version\n"
@@ -126,6 +135,8 @@ enum {
   OPT_ENV,
   OPT_WORKSPACE,
   OPT_EXPORT,
+  OPT_TEMPLATE,
+  OPT_DATA,
   OPT_JSON,
   OPT_HELP,
   OPT_VERSION,
@@ -143,6 +154,8 @@ static int cmd_run(int argc, char **argv) {
       {"workdir", required_argument, NULL, 'w'},
       {"workspace", required_argument, NULL, OPT_WORKSPACE},
       {"export", required_argument, NULL, OPT_EXPORT},
+      {"template", required_argument, NULL, OPT_TEMPLATE},
+      {"data", required_argument, NULL, OPT_DATA},
       {"json", no_argument, NULL, OPT_JSON},
       {"help", no_argument, NULL, OPT_HELP},
       {"version", no_argument, NULL, OPT_VERSION},
@@ -231,6 +244,8 @@ static int cmd_run(int argc, char **argv) {
       break;
     case OPT_WORKSPACE: spec.workspace_in = optarg; break;
     case OPT_EXPORT: spec.export_dir = optarg; break;
+    case OPT_TEMPLATE: spec.template_name = optarg; break;
+    case OPT_DATA: spec.data_dir = optarg; break;
     case OPT_JSON: json = true; break;
     case 'h':
     case OPT_HELP: run_usage(stdout); return 0;
@@ -241,9 +256,12 @@ static int cmd_run(int argc, char **argv) {
       return die_usage("unknown option `%s`", argv[optind - 1]);
     }
   }
-  if (optind >= argc)
+  bool image = spec.template_name && strcmp(spec.template_name, "default");
+  if (optind >= argc && !image)
     return die_usage("no PROGRAM given");
-  spec.argv = argv + optind;
+  if (image && !spec.data_dir)
+    spec.data_dir = cli_default_data_dir();
+  spec.argv = optind < argc ? argv + optind : NULL;
   spec.env = env;
   struct husk_run_result res;
   int code = husk_run(&spec, &res);
@@ -303,6 +321,8 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(argv[1], "run"))
     return cmd_run(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "template"))
+    return cmd_template(argc - 1, argv + 1);
   if (!strcmp(argv[1], "serve"))
     return exec_sibling("husk-serve", argv + 1);
   if (!strcmp(argv[1], "mcp"))

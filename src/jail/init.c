@@ -180,7 +180,7 @@ static int exec_child(void *arg) {
   /* init is uid 0 of the box with just enough to do this; the program
    * gets the box user and no capability at all. */
   struct husk_err err;
-  if (privs_drop_for_program(&err) < 0)
+  if (privs_drop_for_program(config->uid, config->gid, &err) < 0)
     exec_fail(CTL_STAGE_SETUP, err.code);
   /* Everything else closes at exec. */
   if (sys_close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
@@ -194,7 +194,8 @@ static int exec_child(void *arg) {
   /* A nested Landlock domain per program: on ABI 6+ it cannot signal or
    * connect to init, which lives in the outer domain. */
   int rc = program_ruleset >= 0 ? landlock_restrict(program_ruleset, &err)
-                                : landlock_apply_box(config->landlock_abi, &err);
+                                : landlock_apply_box(config->landlock_abi,
+                                                     config->writable_root, &err);
   if (rc < 0)
     exec_fail(CTL_STAGE_SETUP, err.code);
   exec_search(a->argv[0], a->argv, a->env, &err);
@@ -482,7 +483,7 @@ static int init_setup(const struct init_config *cfg, struct husk_err *err) {
   spawn_stack = stack + page;
   if (cfg->landlock_abi > 0) {
     /* Failed: each start tries again, and fails with its own error. */
-    program_ruleset = landlock_box_ruleset(cfg->landlock_abi, NULL);
+    program_ruleset = landlock_box_ruleset(cfg->landlock_abi, cfg->writable_root, NULL);
   }
   return sfd;
 }

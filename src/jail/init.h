@@ -8,6 +8,7 @@
 #define HUSK_JAIL_INIT_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 struct init_config {
   int ctl;              /* connected control socket */
@@ -15,6 +16,8 @@ struct init_config {
   int fs;               /* root of the box filesystem, handed out on CTL_GET_FS, or -1 */
   int landlock_abi;     /* re-applied per exec as a nested layer */
   bool exit_on_hangup;  /* the first connection closed: end the box (one-shot runs) */
+  uint32_t uid, gid;    /* whom programs run as */
+  bool writable_root;   /* Landlock lets programs write anywhere in the root */
 };
 
 /* Never returns. */

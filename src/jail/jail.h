@@ -31,6 +31,17 @@ struct jail_config {
    * namespace, which every box binds instead of building its own; NULL:
    * each box builds it. */
   const char *prepared_root;
+  /* A box of an image template (rootfs_image.h): its layers, top first, as
+   * O_PATH directory fds, stacked on `image_scratch` (an empty directory
+   * of this process's private mount namespace); the root stays writable
+   * (the box's own layer).  No layers: the host's /usr, read-only. */
+  const int *image_layers;
+  size_t image_nlayers;
+  const char *image_scratch;
+  /* Whom programs run as inside the box; user_set false: the box user
+   * (HUSK_BOX_UID, HUSK_BOX_GID).  Root (0) has no capability either. */
+  bool user_set;
+  uint32_t uid, gid;
 };
 
 struct jail {

@@ -37,7 +37,7 @@ static int allow(int ruleset, const char *path, uint64_t access, struct husk_err
   return 0;
 }
 
-int landlock_box_ruleset(int abi, struct husk_err *err) {
+int landlock_box_ruleset(int abi, bool writable_root, struct husk_err *err) {
   if (abi <= 0)
     return husk_fail(err, ENOSYS, "Landlock is not available");
   uint64_t handled = fs_handled(abi);
@@ -53,7 +53,12 @@ int landlock_box_ruleset(int abi, struct husk_err *err) {
   uint64_t dev = LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_WRITE_FILE;
   if (abi >= 3) dev |= LANDLOCK_ACCESS_FS_TRUNCATE;
   if (abi >= 5) dev |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
-  if (allow(rs, "/", FS_READ, err) < 0 || allow(rs, "/workspace", handled, err) < 0 ||
+  /* An image box's root is its own layer: everything but making device
+   * nodes (which the box's capabilities refuse anyway). */
+  uint64_t root = writable_root ? handled & ~(uint64_t)(LANDLOCK_ACCESS_FS_MAKE_CHAR |
+                                                        LANDLOCK_ACCESS_FS_MAKE_BLOCK)
+                                : FS_READ;
+  if (allow(rs, "/", root, err) < 0 || allow(rs, "/workspace", handled, err) < 0 ||
       allow(rs, "/tmp", handled, err) < 0 || allow(rs, "/dev/shm", handled, err) < 0 ||
       allow(rs, "/dev", dev | LANDLOCK_ACCESS_FS_READ_DIR, err) < 0 ||
       allow(rs, "/proc",
@@ -70,10 +75,10 @@ int landlock_restrict(int ruleset, struct husk_err *err) {
   return 0;
 }
 
-int landlock_apply_box(int abi, struct husk_err *err) {
+int landlock_apply_box(int abi, bool writable_root, struct husk_err *err) {
   if (abi <= 0)
     return 0;
-  cleanup_close int rs = landlock_box_ruleset(abi, err);
+  cleanup_close int rs = landlock_box_ruleset(abi, writable_root, err);
   if (rs < 0)
     return -1;
   return landlock_restrict(rs, err);

@@ -60,15 +60,15 @@ int privs_drop_for_init(struct husk_err *err) {
   return 0;
 }
 
-int privs_drop_for_program(struct husk_err *err) {
+int privs_drop_for_program(uint32_t uid, uint32_t gid, struct husk_err *err) {
   /* init's bounding set holds only INIT_CAPS: drop those. */
   for (int cap = 0; cap < 32; cap++)
     if ((INIT_CAPS & CAP_BIT(cap)) && prctl(PR_CAPBSET_DROP, cap) < 0)
       return husk_error(err, errno, "cannot drop capability %d from the bounding set", cap);
-  if (setresgid(HUSK_BOX_GID, HUSK_BOX_GID, HUSK_BOX_GID) < 0)
-    return husk_error(err, errno, "cannot change to gid %d (setresgid)", HUSK_BOX_GID);
-  if (setresuid(HUSK_BOX_UID, HUSK_BOX_UID, HUSK_BOX_UID) < 0)
-    return husk_error(err, errno, "cannot change to uid %d (setresuid)", HUSK_BOX_UID);
+  if (setresgid(gid, gid, gid) < 0)
+    return husk_error(err, errno, "cannot change to gid %u (setresgid)", gid);
+  if (setresuid(uid, uid, uid) < 0)
+    return husk_error(err, errno, "cannot change to uid %u (setresuid)", uid);
   return set_caps(0, err);
 }
 

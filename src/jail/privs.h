@@ -6,6 +6,8 @@
 #ifndef HUSK_JAIL_PRIVS_H
 #define HUSK_JAIL_PRIVS_H
 
+#include <stdint.h>
+
 #include "util/error.h"
 
 /* For init: stay uid 0 of the box (so box programs, uid HUSK_BOX_UID, can
@@ -17,9 +19,11 @@
  * naming the step that failed. */
 int privs_drop_for_init(struct husk_err *err);
 
-/* For a program, in init's forked child: become uid/gid HUSK_BOX_UID with
- * no capability in any set (bounding, ambient, inheritable included). */
-int privs_drop_for_program(struct husk_err *err);
+/* For a program, in init's forked child: become uid/gid (the box user,
+ * HUSK_BOX_UID, or an image's user) with no capability in any set
+ * (bounding, ambient, inheritable included): the locked securebits keep
+ * even uid 0 from gaining any. */
+int privs_drop_for_program(uint32_t uid, uint32_t gid, struct husk_err *err);
 
 /* Per-process limits every box process inherits. Returns 0 or -1. */
 int privs_set_rlimits(struct husk_err *err);

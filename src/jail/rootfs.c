@@ -642,5 +642,7 @@ int rootfs_enter(const struct rootfs_mounts *m, const char *prepared, struct hus
     return husk_error(err, errno, "cannot detach the old root");
   if (chdir("/") < 0)
     return husk_error(err, errno, "cannot change to `/`");
-  return set_attrs("/", MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, false, err);
+  return set_attrs("/", (m->root_writable ? 0 : MOUNT_ATTR_RDONLY) | MOUNT_ATTR_NOSUID |
+                            MOUNT_ATTR_NODEV,
+                   false, err);
 }

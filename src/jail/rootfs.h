@@ -18,6 +18,7 @@ struct rootfs_mounts {
   int tmp;
   int shm;
   int dev; /* the box's /dev (rootfs_dev_make), or -1; unused with a prepared root */
+  bool root_writable; /* an image box's root (its own layer): not made read-only */
 };
 
 /* A box's own /dev as a detached mount: a tiny read-only tmpfs with the

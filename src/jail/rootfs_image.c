@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "jail/limits.h"
+#include "jail/rootfs.h"
 #include "jail/syscalls.h"
 #include "util/cleanup.h"
 #include "util/fileio.h"
@@ -177,7 +178,7 @@ static int view(const struct rootfs_image *im, const char *scratch, char *at, si
     return husk_fail(err, EINVAL, "an image with no layers has no root");
   /* 2. */
   if (mount("tmpfs", scratch, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-            "mode=0700,size=64k,nr_inodes=512") < 0)
+            "mode=0755,size=64k,nr_inodes=512") < 0)
     return husk_error(err, errno, "cannot mount a tmpfs on `%s`", scratch);
   if (snprintf(at, at_len, "%s/" ROOT_DIR, scratch) >= (int)at_len)
     return husk_fail(err, ENAMETOOLONG, "`%s` is too long", scratch);
@@ -216,7 +217,15 @@ static int view(const struct rootfs_image *im, const char *scratch, char *at, si
   cleanup_close int root = open(at, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (root < 0)
     return husk_error(err, errno, "cannot open the box's root");
-  return husk_parts(root, im, err);
+  if (husk_parts(root, im, err) < 0)
+    return -1;
+  /* A /dev of the box's own, as every box has (rootfs_dev_make). */
+  cleanup_close int dev = rootfs_dev_make(err);
+  if (dev < 0)
+    return husk_error_wrap(err, "cannot make the box's /dev");
+  if (move_mount(dev, "", root, "dev", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+    return husk_error(err, errno, "cannot mount the box's /dev");
+  return 0;
 }
 
 int rootfs_image_view(const struct rootfs_image *im, const char *scratch, char *at, size_t at_len,

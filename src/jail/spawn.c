@@ -42,6 +42,7 @@
 #include "jail/limits.h"
 #include "jail/privs.h"
 #include "jail/rootfs.h"
+#include "jail/rootfs_image.h"
 #include "jail/seccomp.h"
 #include "jail/syscalls.h"
 #include "util/cleanup.h"
@@ -67,7 +68,9 @@ struct child_args {
   bool die_with_parent;
   int landlock_abi;
   const struct seccomp_policy *seccomp;
-  const char *prepared_root; /* jail_config.prepared_root */
+  const char *prepared_root; /* jail_config.prepared_root, or an image box's root */
+  bool root_writable;        /* an image box's */
+  uint32_t uid, gid;         /* whom programs run as */
 };
 
 /* ---- uid-range slots ------------------------------------------------- */
@@ -105,7 +108,12 @@ static int slot_claim(unsigned *slot, struct husk_err *err) {
  * out_mnts detached mounts of its workspace/, tmp/ and shm/, in that
  * order (a cleanup_close_vec of the caller's: a failure leaves a -1 after
  * the last one made). */
-static int make_fs(struct jail *j, uint64_t disk, int out_mnts[3], struct husk_err *err) {
+/* The box's tmpfs: j->fs on its root, out_mnts its three parts (clones
+ * the child attaches), *mnt_out the detached mount itself (while it is
+ * open the mount stays mounted: an image box's overlay takes its writable
+ * layer from it). */
+static int make_fs(struct jail *j, uint64_t disk, uint32_t user_uid, int out_mnts[3],
+                   int *mnt_out, struct husk_err *err) {
   cleanup_close int fsfd = fsopen("tmpfs", FSOPEN_CLOEXEC);
   if (fsfd < 0)
     return husk_error(err, errno, "fsopen tmpfs (kernel 5.2+ required)");
@@ -128,7 +136,7 @@ static int make_fs(struct jail *j, uint64_t disk, int out_mnts[3], struct husk_e
   j->fs = openat(mnt, ".", O_DIRECTORY | O_RDONLY | O_CLOEXEC);
   if (j->fs < 0)
     return husk_error(err, errno, "open box filesystem");
-  uint32_t user = jail_host_id(j, HUSK_BOX_UID), root = jail_host_id(j, 0);
+  uint32_t user = jail_host_id(j, user_uid), root = jail_host_id(j, 0);
   static const struct {
     const char *name;
     mode_t mode;
@@ -145,6 +153,7 @@ static int make_fs(struct jail *j, uint64_t disk, int out_mnts[3], struct husk_e
     if (out_mnts[i] < 0)
       return husk_error(err, errno, "open_tree `%s`", parts[i].name);
   }
+  *mnt_out = take_fd(&mnt);
   return 0;
 }
 
@@ -282,7 +291,8 @@ static int child_setup(const struct child_args *args, char go, struct husk_err *
     return husk_error(err, errno, "cannot create cgroup namespace");
 
   struct rootfs_mounts m = {.workspace = CHILD_WS, .tmp = CHILD_TMP, .shm = CHILD_SHM,
-                            .dev = args->dev >= 0 ? CHILD_DEV : -1};
+                            .dev = args->dev >= 0 ? CHILD_DEV : -1,
+                            .root_writable = args->root_writable};
   if (rootfs_enter(&m, args->prepared_root, err) < 0)
     return husk_error_wrap(err, "cannot build the box root");
   close(CHILD_WS);
@@ -313,7 +323,7 @@ static int child_setup(const struct child_args *args, char go, struct husk_err *
    * to init, or read its environment. */
   if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
     return husk_error(err, errno, "cannot make init not dumpable (PR_SET_DUMPABLE)");
-  if (landlock_apply_box(args->landlock_abi, err) < 0)
+  if (landlock_apply_box(args->landlock_abi, args->root_writable, err) < 0)
     return husk_error_wrap(err, "cannot apply Landlock");
   /* Seccomp last: everything above needed syscalls the box may not make. */
   return seccomp_policy_apply(args->seccomp, err);
@@ -345,7 +355,10 @@ static _Noreturn void child_main(const struct child_args *args) {
                            .landlock_abi = args->landlock_abi,
                            .listen = args->listen >= 0 ? CHILD_LISTEN : -1,
                            .fs = args->fs >= 0 ? CHILD_FS : -1,
-                           .exit_on_hangup = args->die_with_parent};
+                           .exit_on_hangup = args->die_with_parent,
+                           .uid = args->uid,
+                           .gid = args->gid,
+                           .writable_root = args->root_writable};
   init_main(&ic);
 }
 
@@ -474,6 +487,19 @@ static void cleanup_unfinished_jailp(struct jail **j) {
 }
 #define cleanup_unfinished_jail __attribute__((cleanup(cleanup_unfinished_jailp)))
 
+/* An image box's root while it is mounted for the clone. */
+struct image_view {
+  const char *scratch;
+  bool on;
+};
+static void image_view_drop(struct image_view *v) {
+  struct husk_err ignored;
+  if (v->on)
+    rootfs_image_drop(v->scratch, &ignored);
+  v->on = false;
+}
+#define cleanup_image_view __attribute__((cleanup(image_view_drop)))
+
 int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *err) {
   *j = (struct jail)JAIL_INIT;
   /* Until it is handed over at the end, a failed step undoes every one
@@ -498,14 +524,31 @@ int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *
     return -1;
 
   /* 4. */
+  uint32_t uid = cfg->user_set ? cfg->uid : HUSK_BOX_UID;
+  uint32_t gid = cfg->user_set ? cfg->gid : HUSK_BOX_GID;
   cleanup_close_vec int mnts[4] = {-1, -1, -1, -1}; /* workspace, tmp, shm */
-  if (make_fs(j, cfg->disk_bytes, mnts, err) < 0)
+  cleanup_close int fsmnt = -1;
+  if (make_fs(j, cfg->disk_bytes, uid, mnts, &fsmnt, err) < 0)
     return -1;
+  /* An image box's root: its template's layers over a layer of its own on
+   * the tmpfs just made, mounted here for the clone (the child's
+   * namespace keeps a copy) and taken off right after it. */
+  const char *prepared = cfg->prepared_root;
+  char image_root[PATH_MAX];
+  cleanup_image_view struct image_view view = {.scratch = cfg->image_scratch};
+  if (cfg->image_nlayers) {
+    struct rootfs_image im = {.nlayers = cfg->image_nlayers, .layers = cfg->image_layers,
+                              .boxfs = fsmnt, .uid_base = j->uid_base, .owner = uid};
+    if (rootfs_image_view(&im, cfg->image_scratch, image_root, sizeof image_root, err) < 0)
+      return husk_error_wrap(err, "cannot build the box's root from its template");
+    view.on = true;
+    prepared = image_root;
+  }
   /* A root built from scratch gets its /dev from here, where device
    * nodes can be made (a prepared root's view has its own already).  Where
    * they cannot (EPERM), the box binds the host's (rootfs.c). */
   cleanup_close int dev = -1;
-  if (!cfg->prepared_root && (dev = rootfs_dev_make(err)) < 0 && err->code != EPERM)
+  if (!prepared && (dev = rootfs_dev_make(err)) < 0 && err->code != EPERM)
     return husk_error_wrap(err, "cannot make the box's /dev");
 
   /* What the child takes along: its end of the control socket, the sync
@@ -540,7 +583,10 @@ int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *
                             .die_with_parent = cfg->die_with_parent,
                             .landlock_abi = j->landlock_abi,
                             .seccomp = policy,
-                            .prepared_root = cfg->prepared_root};
+                            .prepared_root = prepared,
+                            .root_writable = cfg->image_nlayers > 0,
+                            .uid = uid,
+                            .gid = gid};
   for (; attach[args.nattach] >= 0; args.nattach++)
     args.attach[args.nattach] = attach[args.nattach];
   bool into_cgroup = false;
@@ -553,6 +599,7 @@ int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *
   }
   if (pid == 0)
     child_main(&args);
+  image_view_drop(&view);
   /* The child has its own copies: the host's go now, so that the host
    * sees the control socket close as soon as the child is gone. */
   cleanup_closep(&ctl_box);

@@ -333,6 +333,7 @@ static int commit_image(struct import *im, int srcdir, bool move, const char *te
   snprintf(t.source, sizeof t.source, "%s", source);
   snprintf(t.config_digest, sizeof t.config_digest, "%s", img->config_digest);
   t.size = (int64_t)size;
+  t.created_ms = state_now_ms();
   if (state_new_id("tpl_", t.id, sizeof t.id, err) < 0)
     return -1;
   cleanup_free char *lj = layers_json(img);

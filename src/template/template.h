@@ -90,6 +90,21 @@ int template_layers_open(struct template_store *ts, const struct state_template 
                          struct template_layers *out, struct husk_err *err);
 void template_layers_release(struct template_layers *l);
 
+/* What a box of template `t` runs with, from its image config: the env its
+ * commands start from, the working directory, the user (names looked up
+ * in the image's /etc/passwd and /etc/group, through its layers `l`), and
+ * the program a run without one starts (Entrypoint then Cmd). */
+struct template_profile {
+  char **env;    /* NAME=VALUE, NULL-terminated (never NULL) */
+  char *workdir; /* "" when the image sets none */
+  bool user_set; /* false: the box user */
+  uint32_t uid, gid;
+  char **argv; /* NULL when the image has neither Entrypoint nor Cmd */
+};
+int template_profile(const struct state_template *t, const struct template_layers *l,
+                     struct template_profile *out, struct husk_err *err);
+void template_profile_free(struct template_profile *p);
+
 /* Remove what no template names: layers and blobs (skipping any a box
  * holds).  Returns how many were removed. */
 int template_collect(struct template_store *ts, struct husk_err *err);

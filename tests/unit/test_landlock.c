@@ -120,8 +120,8 @@ TEST(abi_probe) {
 static void child_noop_when_unavailable(void) {
   CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0);
   struct husk_err err;
-  CHECK(landlock_apply_box(0, &err) == 0);
-  CHECK(landlock_apply_box(-1, &err) == 0);
+  CHECK(landlock_apply_box(0, false, &err) == 0);
+  CHECK(landlock_apply_box(-1, false, &err) == 0);
   /* Nothing was restricted. */
   if (have_ro) {
     int fd = open(in(ro_dir, "free"), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
@@ -140,7 +140,7 @@ TEST(abi_zero_is_a_no_op) {
 static void child_box_rules(void) {
   CHECK(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0);
   struct husk_err err;
-  int rc = landlock_apply_box(abi, &err);
+  int rc = landlock_apply_box(abi, false, &err);
   CHECK(rc == 0);
   if (rc != 0) {
     printf("#   landlock_apply_box: %s\n", err.msg);
@@ -230,7 +230,7 @@ static void child_box_rules(void) {
   CHECK(access("/etc/husk-test-landlock", F_OK) < 0);
 
   /* A second restriction stacks (cannot loosen anything). */
-  CHECK(landlock_apply_box(abi, &err) == 0);
+  CHECK(landlock_apply_box(abi, false, &err) == 0);
   DENIED(EACCES, open("/etc/passwd", O_WRONLY | O_CLOEXEC));
 
   if (abi >= 6) {

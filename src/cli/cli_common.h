@@ -1,0 +1,12 @@
+/* What the command-line commands share. */
+#ifndef HUSK_CLI_CLI_COMMON_H
+#define HUSK_CLI_CLI_COMMON_H
+
+/* The data directory when --data is not given: ./var/husk from the source
+ * tree (make run, the tests), else /var/lib/husk. */
+const char *cli_default_data_dir(void);
+
+/* `husk template ...` (src/cli/template.c); argv[0] is "template". */
+int cmd_template(int argc, char **argv);
+
+#endif

@@ -1,0 +1,264 @@
+/* `husk template`: the operator's templates of a data directory, shared
+ * with every tenant of the `husk serve` that uses it and with `husk run
+ * --template`.  Tenants import their own through the HTTP API.
+ *
+ *   husk template import FILE|DIR|- --name NAME [--data DIR]
+ *   husk template list [--data DIR] [--json]
+ *   husk template inspect NAME [--data DIR]
+ *   husk template rm NAME [--data DIR]
+ *
+ * It opens the data directory's database and template store itself, so it
+ * works beside a running `husk serve` (SQLite serialises the writes, the
+ * store's lock keeps collection away from an import in progress). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <stdarg.h>
+#include <unistd.h>
+
+#include "cli/cli_common.h"
+#include "state/state.h"
+#include "state/template_state.h"
+#include "template/template.h"
+#include "util/cleanup.h"
+#include "util/fileio.h"
+
+static void template_usage(FILE *f) {
+  fprintf(f, "usage: husk template COMMAND [OPTIONS]\n"
+             "\n"
+             "The operator's templates: the software boxes run, shared with every tenant.\n"
+             "\n"
+             "Commands:\n"
+             "  import FILE|DIR|- --name NAME\n"
+             "                an OCI archive, a Docker archive (docker/podman save; gzip or\n"
+             "                zstd as well) or an OCI image layout directory; - reads stdin\n"
+             "  list [--json]  the templates\n"
+             "  inspect NAME   one template: its layers, config and size, as JSON\n"
+             "  rm NAME        delete it (refused while a box uses it)\n"
+             "\n"
+             "Options:\n"
+             "  --data DIR     the data directory [./var/husk in the source tree, else\n"
+             "                 /var/lib/husk]: the one `husk serve --data` uses\n"
+             "  -h, --help     print this text\n"
+             "\n"
+             "Then: husk run --template NAME [--] [PROGRAM ARGS...], or \"template\" in a\n"
+             "sandbox create (docs/templates.md).\n");
+}
+
+struct tctx {
+  const char *data;
+  struct state *st;
+  struct template_store *ts;
+};
+
+static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int fail(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("husk template: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  return 1;
+}
+
+static void log_line(void *ctx, const char *line) {
+  (void)ctx;
+  fprintf(stderr, "husk template: %s\n", line);
+}
+
+static int open_store(struct tctx *c, struct husk_err *err) {
+  if (mkdir_private(c->data, err) < 0)
+    return -1;
+  char db[PATH_MAX];
+  if (snprintf(db, sizeof db, "%s/husk.db", c->data) >= (int)sizeof db)
+    return husk_fail(err, ENAMETOOLONG, "data directory `%s` is too long", c->data);
+  if (state_open(&c->st, db, err) < 0)
+    return -1;
+  struct template_store_config tc = {.data_dir = c->data, .state = c->st, .log = log_line};
+  return template_store_open(&c->ts, &tc, err);
+}
+
+static void close_store(struct tctx *c) {
+  template_store_close(c->ts);
+  state_close(c->st);
+}
+
+static ssize_t fd_in(void *ctx, void *buf, size_t cap) { return read(*(int *)ctx, buf, cap); }
+
+static json_t *template_json(const struct state_template *t, bool full) {
+  json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:I, s:s}", "id", t->id, "name", t->name, "source",
+                        t->source, "size", (json_int_t)t->size, "created_ms",
+                        (json_int_t)t->created_ms, "digest", t->config_digest);
+  if (j && full) {
+    json_object_set_new(j, "layers", json_loads(t->layers_json, 0, NULL));
+    json_object_set_new(j, "config", json_loads(t->config_json, 0, NULL));
+  }
+  if (j)
+    json_object_set_new(j, "shared", json_boolean(!t->tenant_id[0]));
+  return j;
+}
+
+static int cmd_import(struct tctx *c, const char *src, const char *name) {
+  struct husk_err err;
+  if (!name)
+    return fail("import: --name NAME is required");
+  if (!template_name_ok(name))
+    return fail("import: `%s` is not a template name (1 to 63 of a-z, 0-9, '.', '_', '-')", name);
+  struct stat st;
+  bool dir = strcmp(src, "-") && stat(src, &st) == 0 && S_ISDIR(st.st_mode);
+  cleanup_close int fd = -1;
+  if (!dir && strcmp(src, "-") && (fd = open(src, O_RDONLY | O_CLOEXEC)) < 0)
+    return fail("import: cannot open `%s`: %s", src, strerror(errno));
+  if (open_store(c, &err) < 0)
+    return fail("%s", err.msg);
+  struct state_template t;
+  int in = fd >= 0 ? fd : STDIN_FILENO;
+  int rc = dir ? template_import_layout(c->ts, "", name, src, &t, &err)
+               : template_import_archive(c->ts, "", name, fd_in, &in, &t, &err);
+  if (rc < 0) {
+    close_store(c);
+    return fail("import: %s", err.msg);
+  }
+  json_t *j = template_json(&t, false);
+  char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+  if (s)
+    printf("%s\n", s);
+  free(s);
+  json_decref(j);
+  state_template_free(&t);
+  close_store(c);
+  return 0;
+}
+
+static int list_cb(void *ctx, const struct state_template *t) {
+  json_t *arr = ctx;
+  if (!t->tenant_id[0]) /* the operator's: a tenant's own are the tenant's */
+    json_array_append_new(arr, template_json(t, false));
+  return 0;
+}
+
+static int cmd_list(struct tctx *c, bool as_json) {
+  struct husk_err err;
+  if (open_store(c, &err) < 0)
+    return fail("%s", err.msg);
+  json_t *arr = json_array();
+  int rc = state_template_list(c->st, "", list_cb, arr, &err);
+  close_store(c);
+  if (rc < 0) {
+    json_decref(arr);
+    return fail("list: %s", err.msg);
+  }
+  if (as_json) {
+    char *s = json_dumps(arr, JSON_COMPACT);
+    printf("%s\n", s ? s : "[]");
+    free(s);
+  } else {
+    printf("%-24s %-28s %12s  %s\n", "NAME", "ID", "SIZE", "SOURCE");
+    size_t i;
+    json_t *t;
+    json_array_foreach(arr, i, t) printf(
+        "%-24s %-28s %12lld  %s\n", json_string_value(json_object_get(t, "name")),
+        json_string_value(json_object_get(t, "id")),
+        (long long)json_integer_value(json_object_get(t, "size")),
+        json_string_value(json_object_get(t, "source")));
+  }
+  json_decref(arr);
+  return 0;
+}
+
+static int cmd_inspect(struct tctx *c, const char *name) {
+  struct husk_err err;
+  if (open_store(c, &err) < 0)
+    return fail("%s", err.msg);
+  struct state_template t;
+  int rc = state_template_get(c->st, "", name, false, &t, &err);
+  close_store(c);
+  if (rc < 0)
+    return fail("inspect: %s", err.msg);
+  json_t *j = template_json(&t, true);
+  char *s = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
+  if (s)
+    printf("%s\n", s);
+  free(s);
+  json_decref(j);
+  state_template_free(&t);
+  return 0;
+}
+
+static int cmd_rm(struct tctx *c, const char *name) {
+  struct husk_err err;
+  if (open_store(c, &err) < 0)
+    return fail("%s", err.msg);
+  int rc = template_delete(c->ts, "", name, &err);
+  close_store(c);
+  if (rc < 0)
+    return fail("rm: %s", err.msg);
+  return 0;
+}
+
+int cmd_template(int argc, char **argv) {
+  enum { O_DATA = 256, O_NAME, O_JSON };
+  static const struct option opts[] = {{"data", required_argument, NULL, O_DATA},
+                                       {"name", required_argument, NULL, O_NAME},
+                                       {"json", no_argument, NULL, O_JSON},
+                                       {"help", no_argument, NULL, 'h'},
+                                       {0}};
+  if (argc < 2) {
+    template_usage(stderr);
+    return 2;
+  }
+  const char *sub = argv[1];
+  if (!strcmp(sub, "help") || !strcmp(sub, "--help") || !strcmp(sub, "-h")) {
+    template_usage(stdout);
+    return 0;
+  }
+  struct tctx c = {0};
+  const char *name = NULL;
+  bool as_json = false;
+  int ch;
+  optind = 1;
+  opterr = 0;
+  argc--, argv++;
+  while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+    switch (ch) {
+    case O_DATA: c.data = optarg; break;
+    case O_NAME: name = optarg; break;
+    case O_JSON: as_json = true; break;
+    case 'h': template_usage(stdout); return 0;
+    default: return fail("unknown option `%s` (husk template --help)", argv[optind - 1]);
+    }
+  }
+  /* Options may follow the operand too: the remaining words. */
+  const char *operand = optind < argc ? argv[optind++] : NULL;
+  while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+    switch (ch) {
+    case O_DATA: c.data = optarg; break;
+    case O_NAME: name = optarg; break;
+    case O_JSON: as_json = true; break;
+    case 'h': template_usage(stdout); return 0;
+    default: return fail("unknown option `%s` (husk template --help)", argv[optind - 1]);
+    }
+  }
+  if (optind < argc)
+    return fail("unexpected `%s` (husk template --help)", argv[optind]);
+  if (!c.data)
+    c.data = cli_default_data_dir();
+  if (!strcmp(sub, "import"))
+    return operand ? cmd_import(&c, operand, name) : fail("import: FILE, DIR or - is required");
+  if (!strcmp(sub, "list") || !strcmp(sub, "ls"))
+    return operand ? fail("list takes no operand") : cmd_list(&c, as_json);
+  if (!strcmp(sub, "inspect"))
+    return operand ? cmd_inspect(&c, operand) : fail("inspect: NAME is required");
+  if (!strcmp(sub, "rm") || !strcmp(sub, "delete"))
+    return operand ? cmd_rm(&c, operand) : fail("rm: NAME is required");
+  return fail("unknown command `%s` (husk template --help)", sub);
+}
