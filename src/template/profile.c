@@ -14,8 +14,8 @@
 #include "template/template.h"
 #include "util/cleanup.h"
 
-#define ID_MAX 65535      /* the ids a box maps */
-#define DB_MAX (1 << 20)  /* /etc/passwd or /etc/group read at most */
+#define ID_MAX 65535     /* the ids a box maps */
+#define DB_MAX (1 << 20) /* /etc/passwd or /etc/group read at most */
 
 static void strv_free(char **v) {
   for (size_t i = 0; v && v[i]; i++)

@@ -1,0 +1,53 @@
+/* Internals shared by the template store's files (template.c: the store,
+ * its layers, deletion; import.c: imports; collect.c: collection). */
+#ifndef HUSK_TEMPLATE_TEMPLATE_INTERNAL_H
+#define HUSK_TEMPLATE_TEMPLATE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+
+#include "template/template.h"
+
+#define HEX_OFF 7 /* "sha256:" */
+
+struct template_store {
+  struct template_store_config cfg;
+  struct state *state;
+  int root;             /* DATA/templates */
+  int layers;           /* .../layers */
+  int blobs;            /* .../blobs/sha256 */
+  int tmp;              /* .../tmp */
+  int gc;               /* .../gc.lock */
+  pthread_mutex_t lock; /* one import's layer placement at a time in this process */
+};
+
+void ts_log(struct template_store *ts, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Remove `name` in dirfd and everything below it, never following a
+ * symlink.  -1 with errno. */
+int rmtree_at(int dirfd, const char *name);
+/* mkdir (0700, if missing) and open a directory of the store. */
+int ts_subdir(int at, const char *name, struct husk_err *err);
+/* "sha256:" + 64 lower-case hex digits. */
+bool digest_ok(const char *d);
+
+/* ---- imports (import.c) ---- */
+/* One import: its work directory under tmp/ and its hold on gc.lock. */
+struct import {
+  struct template_store *ts;
+  char work[40];
+  int wfd;
+  bool held;
+};
+int import_begin(struct template_store *ts, struct import *im, struct husk_err *err);
+void import_end(struct import *im);
+/* The name `name` is free for `tenant` and well-formed. */
+int import_check_new(struct template_store *ts, const char *tenant, const char *name,
+                     struct husk_err *err);
+/* Layers placed (each blob in srcdir unpacked once), blobs kept, the row
+ * recorded with `source`; *out (may be NULL) gets it. */
+int import_commit(struct import *im, int srcdir, bool move, const char *tenant, const char *name,
+                  const char *source, struct image *img, struct state_template *out,
+                  struct husk_err *err);
+
+#endif
