@@ -26,6 +26,7 @@
 #ifndef HUSK_TEMPLATE_LAYER_H
 #define HUSK_TEMPLATE_LAYER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "util/error.h"
@@ -52,5 +53,19 @@ struct layer_result {
  * entry), EFBIG (over a limit), others (I/O, space). */
 int layer_extract(int blob_fd, int dest_fd, const struct layer_limits *lim,
                   struct layer_result *out, struct husk_err *err);
+
+/* The other way: the tree under dirfd as an uncompressed layer tar,
+ * written to out_fd (layer_write.c).  Host owners become the box's (the
+ * host id less `id_base`; outside the box's 65536 ids, 65534); overlay
+ * whiteouts and opaque directories become OCI's; devices, FIFOs and
+ * sockets are left out (counted).  Symlinks are written, never followed. */
+struct layer_written {
+  char diff_id[LAYER_DIGEST_SIZE]; /* sha256 of the tar written (also its blob digest) */
+  uint64_t size;                   /* bytes written */
+  uint64_t entries;
+  unsigned skipped;
+};
+int layer_write_tree(int dirfd, uint32_t id_base, int out_fd, struct layer_written *res,
+                     struct husk_err *err);
 
 #endif

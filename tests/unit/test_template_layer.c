@@ -349,6 +349,60 @@ TEST(a_damaged_or_empty_layer_is_refused) {
   CHECK(extract(lp, &big, dir, sizeof dir, &r, &err) == -1 && err.code == EINVAL);
 }
 
+/* A tree written back as a layer and unpacked again is the same tree:
+ * files, modes, owners, links, whiteouts and opaque directories. */
+TEST(a_tree_written_as_a_layer_unpacks_to_the_same_tree) {
+  char lp[256], dir[256], dir2[256], p[512], blob[300];
+  const struct ent e[] = {
+      {.name = "bin/", .type = AE_IFDIR, .perm = 0755},
+      {.name = "bin/tool", .type = AE_IFREG, .perm = 0755, .data = "tool\n"},
+      {.name = "bin/hard", .type = 0, .data = "bin/tool"},
+      {.name = "bin/link", .type = AE_IFLNK, .perm = 0777, .data = "tool"},
+      {.name = "home/app/x", .type = AE_IFREG, .perm = 0600, .data = "x", .uid = 1000, .gid = 1000},
+      {.name = "etc/.wh.motd", .type = AE_IFREG, .perm = 0644, .data = ""},
+      {.name = "var/cache/.wh..wh..opq", .type = AE_IFREG, .perm = 0644, .data = ""},
+  };
+  make_layer("none", e, sizeof e / sizeof *e, lp, sizeof lp);
+  struct layer_result r1, r2;
+  struct husk_err err = {0};
+  CHECK(extract(lp, &big, dir, sizeof dir, &r1, &err) == 0);
+  snprintf(blob, sizeof blob, "%s/written.tar", base);
+  int out = open(blob, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  struct layer_written w;
+  CHECK(layer_write_tree(d, 0, out, &w, &err) == 0);
+  close(out);
+  close(d);
+  char want[LAYER_DIGEST_SIZE];
+  sha256_file(blob, want);
+  CHECK_STR(w.diff_id, want);
+  CHECK(extract(blob, &big, dir2, sizeof dir2, &r2, &err) == 0);
+  CHECK_STR(r2.diff_id, w.diff_id);
+  struct stat st;
+  snprintf(p, sizeof p, "%s/bin/tool", dir2);
+  CHECK(lstat(p, &st) == 0 && st.st_nlink == 2 && (st.st_mode & 0777) == 0755);
+  CHECK_STR(slurp(p), "tool\n");
+  snprintf(p, sizeof p, "%s/bin/link", dir2);
+  CHECK(lstat(p, &st) == 0 && S_ISLNK(st.st_mode));
+  snprintf(p, sizeof p, "%s/home/app/x", dir2);
+  CHECK(lstat(p, &st) == 0 && st.st_uid == 1000 && (st.st_mode & 0777) == 0600);
+  snprintf(p, sizeof p, "%s/etc/motd", dir2);
+  CHECK(lstat(p, &st) == 0 && S_ISCHR(st.st_mode) && st.st_rdev == makedev(0, 0));
+  snprintf(p, sizeof p, "%s/var/cache", dir2);
+  char v[4] = "";
+  CHECK(lgetxattr(p, "trusted.overlay.opaque", v, sizeof v) == 1 && v[0] == 'y');
+  /* One tree written twice: the same bytes. */
+  struct layer_written w2, w3;
+  for (int k = 0; k < 2; k++) {
+    out = open(blob, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    d = open(dir2, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    CHECK(layer_write_tree(d, 0, out, k ? &w3 : &w2, &err) == 0);
+    close(out);
+    close(d);
+  }
+  CHECK_STR(w2.diff_id, w3.diff_id);
+}
+
 int main(void) {
   if (!mkdtemp(base)) {
     perror("mkdtemp");
@@ -360,6 +414,7 @@ int main(void) {
   RUN(hostile_layers_are_refused_naming_the_entry);
   RUN(limits_on_bytes_and_entries);
   RUN(a_damaged_or_empty_layer_is_refused);
+  RUN(a_tree_written_as_a_layer_unpacks_to_the_same_tree);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", base);
   if (system(cmd) != 0)
