@@ -3,6 +3,7 @@
  * --template`.  Tenants import their own through the HTTP API.
  *
  *   husk template import FILE|DIR|- --name NAME [--data DIR]
+ *   husk template create NAME --debian SUITE [--packages A,B] [--mirror URL]
  *   husk template list [--data DIR] [--json]
  *   husk template inspect NAME [--data DIR]
  *   husk template rm NAME [--data DIR]
@@ -16,12 +17,12 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <stdarg.h>
 #include <unistd.h>
 
 #include "cli/cli_common.h"
@@ -40,6 +41,9 @@ static void template_usage(FILE *f) {
              "  import FILE|DIR|- --name NAME\n"
              "                an OCI archive, a Docker archive (docker/podman save; gzip or\n"
              "                zstd as well) or an OCI image layout directory; - reads stdin\n"
+             "  create NAME --debian SUITE [--packages A,B,...] [--mirror URL]\n"
+             "                a Debian root made with debootstrap (minbase) from the host's\n"
+             "                apt mirror (or URL), with the packages named\n"
              "  list [--json]  the templates\n"
              "  inspect NAME   one template: its layers, config and size, as JSON\n"
              "  rm NAME        delete it (refused while a box uses it)\n"
@@ -139,6 +143,44 @@ static int cmd_import(struct tctx *c, const char *src, const char *name) {
   return 0;
 }
 
+static int cmd_create(struct tctx *c, const char *name, const char *suite, const char *packages,
+                      const char *mirror) {
+  if (!suite)
+    return fail("create: --debian SUITE is required (the one source `create` has)");
+  if (!template_name_ok(name))
+    return fail("create: `%s` is not a template name (1 to 63 of a-z, 0-9, '.', '_', '-')", name);
+  /* "a,b,c" -> a NULL-terminated list. */
+  cleanup_free char *list = strdup(packages ? packages : "");
+  cleanup_free char **pkgs = calloc(strlen(list) / 2 + 2, sizeof *pkgs);
+  if (!list || !pkgs)
+    return fail("out of memory");
+  size_t n = 0;
+  for (char *save, *p = strtok_r(list, ", ", &save); p; p = strtok_r(NULL, ", ", &save))
+    pkgs[n++] = p;
+  struct husk_err err;
+  if (open_store(c, &err) < 0)
+    return fail("%s", err.msg);
+  struct template_debian d = {.suite = suite,
+                              .packages = (const char *const *)pkgs,
+                              .mirror = mirror,
+                              .log_fd = STDERR_FILENO};
+  struct state_template t;
+  int rc = template_create_debian(c->ts, "", name, &d, &t, &err);
+  if (rc < 0) {
+    close_store(c);
+    return fail("create: %s", err.msg);
+  }
+  json_t *j = template_json(&t, false);
+  char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+  if (s)
+    printf("%s\n", s);
+  free(s);
+  json_decref(j);
+  state_template_free(&t);
+  close_store(c);
+  return 0;
+}
+
 static int list_cb(void *ctx, const struct state_template *t) {
   json_t *arr = ctx;
   if (!t->tenant_id[0]) /* the operator's: a tenant's own are the tenant's */
@@ -165,11 +207,11 @@ static int cmd_list(struct tctx *c, bool as_json) {
     printf("%-24s %-28s %12s  %s\n", "NAME", "ID", "SIZE", "SOURCE");
     size_t i;
     json_t *t;
-    json_array_foreach(arr, i, t) printf(
-        "%-24s %-28s %12lld  %s\n", json_string_value(json_object_get(t, "name")),
-        json_string_value(json_object_get(t, "id")),
-        (long long)json_integer_value(json_object_get(t, "size")),
-        json_string_value(json_object_get(t, "source")));
+    json_array_foreach(arr, i, t)
+        printf("%-24s %-28s %12lld  %s\n", json_string_value(json_object_get(t, "name")),
+               json_string_value(json_object_get(t, "id")),
+               (long long)json_integer_value(json_object_get(t, "size")),
+               json_string_value(json_object_get(t, "source")));
   }
   json_decref(arr);
   return 0;
@@ -206,12 +248,16 @@ static int cmd_rm(struct tctx *c, const char *name) {
 }
 
 int cmd_template(int argc, char **argv) {
-  enum { O_DATA = 256, O_NAME, O_JSON };
+  enum { O_DATA = 256, O_NAME, O_JSON, O_DEBIAN, O_PACKAGES, O_MIRROR };
   static const struct option opts[] = {{"data", required_argument, NULL, O_DATA},
                                        {"name", required_argument, NULL, O_NAME},
                                        {"json", no_argument, NULL, O_JSON},
+                                       {"debian", required_argument, NULL, O_DEBIAN},
+                                       {"packages", required_argument, NULL, O_PACKAGES},
+                                       {"mirror", required_argument, NULL, O_MIRROR},
                                        {"help", no_argument, NULL, 'h'},
                                        {0}};
+  const char *suite = NULL, *packages = NULL, *mirror = NULL;
   if (argc < 2) {
     template_usage(stderr);
     return 2;
@@ -233,6 +279,9 @@ int cmd_template(int argc, char **argv) {
     case O_DATA: c.data = optarg; break;
     case O_NAME: name = optarg; break;
     case O_JSON: as_json = true; break;
+    case O_DEBIAN: suite = optarg; break;
+    case O_PACKAGES: packages = optarg; break;
+    case O_MIRROR: mirror = optarg; break;
     case 'h': template_usage(stdout); return 0;
     default: return fail("unknown option `%s` (husk template --help)", argv[optind - 1]);
     }
@@ -244,6 +293,9 @@ int cmd_template(int argc, char **argv) {
     case O_DATA: c.data = optarg; break;
     case O_NAME: name = optarg; break;
     case O_JSON: as_json = true; break;
+    case O_DEBIAN: suite = optarg; break;
+    case O_PACKAGES: packages = optarg; break;
+    case O_MIRROR: mirror = optarg; break;
     case 'h': template_usage(stdout); return 0;
     default: return fail("unknown option `%s` (husk template --help)", argv[optind - 1]);
     }
@@ -254,6 +306,9 @@ int cmd_template(int argc, char **argv) {
     c.data = cli_default_data_dir();
   if (!strcmp(sub, "import"))
     return operand ? cmd_import(&c, operand, name) : fail("import: FILE, DIR or - is required");
+  if (!strcmp(sub, "create"))
+    return operand ? cmd_create(&c, operand, suite, packages, mirror)
+                   : fail("create: NAME is required");
   if (!strcmp(sub, "list") || !strcmp(sub, "ls"))
     return operand ? fail("list takes no operand") : cmd_list(&c, as_json);
   if (!strcmp(sub, "inspect"))

@@ -148,10 +148,11 @@ int template_profile(const struct state_template *t, const struct template_layer
   c.env = NULL;
   out->workdir = c.workdir;
   c.workdir = NULL;
-  if (c.user[0]) {
-    out->user_set = true;
+  /* An image that names no user runs as its root, as a container engine
+   * runs it (root of the box's namespace: no capability). */
+  out->user_set = true;
+  if (c.user[0])
     rc = resolve_user(l, c.user, &out->uid, &out->gid, err);
-  }
   /* Entrypoint then Cmd, as a container engine runs them. */
   size_t ne = 0, nc = 0;
   while (c.entrypoint && c.entrypoint[ne])

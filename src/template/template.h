@@ -73,6 +73,21 @@ int template_import_archive(struct template_store *ts, const char *tenant, const
 int template_import_layout(struct template_store *ts, const char *tenant, const char *name,
                            const char *dir, struct state_template *out, struct husk_err *err);
 
+/* A template from a Debian root: debootstrap (minbase) of `suite` from
+ * `mirror` (NULL: the host's apt mirror) with `packages`, its output to
+ * log_fd (-1: none).  For the operator only: debootstrap runs as the
+ * host's root.  Errors: EINVAL (a bad suite or package name), EIO
+ * (debootstrap failed: its log says why), as an import otherwise. */
+struct template_debian {
+  const char *suite;
+  const char *const *packages; /* NULL-terminated, or NULL */
+  const char *mirror;
+  int log_fd;
+};
+int template_create_debian(struct template_store *ts, const char *tenant, const char *name,
+                           const struct template_debian *d, struct state_template *out,
+                           struct husk_err *err);
+
 /* Delete the owner's template (by name or id); its layers go once no
  * template has them.  Errors: ENOENT, EBUSY (a live box uses it). */
 int template_delete(struct template_store *ts, const char *tenant, const char *name_or_id,
@@ -97,7 +112,7 @@ void template_layers_release(struct template_layers *l);
 struct template_profile {
   char **env;    /* NAME=VALUE, NULL-terminated (never NULL) */
   char *workdir; /* "" when the image sets none */
-  bool user_set; /* false: the box user */
+  bool user_set; /* always: the image's user (its root when it names none) */
   uint32_t uid, gid;
   char **argv; /* NULL when the image has neither Entrypoint nor Cmd */
 };
