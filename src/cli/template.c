@@ -4,6 +4,7 @@
  *
  *   husk template import FILE|DIR|- --name NAME [--data DIR]
  *   husk template create NAME --debian SUITE [--packages A,B] [--mirror URL]
+ *   husk template export NAME FILE|-
  *   husk template list [--data DIR] [--json]
  *   husk template inspect NAME [--data DIR]
  *   husk template rm NAME [--data DIR]
@@ -44,6 +45,8 @@ static void template_usage(FILE *f) {
              "  create NAME --debian SUITE [--packages A,B,...] [--mirror URL]\n"
              "                a Debian root made with debootstrap (minbase) from the host's\n"
              "                apt mirror (or URL), with the packages named\n"
+             "  export NAME FILE|-\n"
+             "                the template as an OCI image archive (podman load, skopeo)\n"
              "  list [--json]  the templates\n"
              "  inspect NAME   one template: its layers, config and size, as JSON\n"
              "  rm NAME        delete it (refused while a box uses it)\n"
@@ -181,6 +184,36 @@ static int cmd_create(struct tctx *c, const char *name, const char *suite, const
   return 0;
 }
 
+static int fd_out(void *ctx, const void *buf, size_t len) {
+  return write_all(*(int *)ctx, buf, len);
+}
+
+static int cmd_export(struct tctx *c, const char *name, const char *dest) {
+  if (!dest)
+    return fail("export: FILE or - is required");
+  struct husk_err err;
+  if (open_store(c, &err) < 0)
+    return fail("%s", err.msg);
+  bool to_stdout = !strcmp(dest, "-");
+  char tmp[PATH_MAX];
+  snprintf(tmp, sizeof tmp, "%s.part", dest);
+  int fd = to_stdout ? STDOUT_FILENO : open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    close_store(c);
+    return fail("export: cannot create `%s`: %s", tmp, strerror(errno));
+  }
+  int rc = template_export(c->ts, "", name, fd_out, &fd, &err);
+  close_store(c);
+  if (!to_stdout) {
+    if (rc == 0 && (fsync(fd) < 0 || rename(tmp, dest) < 0))
+      rc = husk_error(&err, errno, "cannot write `%s`", dest);
+    close(fd);
+    if (rc < 0)
+      unlink(tmp);
+  }
+  return rc < 0 ? fail("export: %s", err.msg) : 0;
+}
+
 static int list_cb(void *ctx, const struct state_template *t) {
   json_t *arr = ctx;
   if (!t->tenant_id[0]) /* the operator's: a tenant's own are the tenant's */
@@ -274,38 +307,37 @@ int cmd_template(int argc, char **argv) {
   optind = 1;
   opterr = 0;
   argc--, argv++;
-  while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
-    switch (ch) {
-    case O_DATA: c.data = optarg; break;
-    case O_NAME: name = optarg; break;
-    case O_JSON: as_json = true; break;
-    case O_DEBIAN: suite = optarg; break;
-    case O_PACKAGES: packages = optarg; break;
-    case O_MIRROR: mirror = optarg; break;
-    case 'h': template_usage(stdout); return 0;
-    default: return fail("unknown option `%s` (husk template --help)", argv[optind - 1]);
+  /* Options and up to two operands, in any order. */
+  const char *ops[2] = {NULL, NULL};
+  size_t nops = 0;
+  for (;;) {
+    while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+      switch (ch) {
+      case O_DATA: c.data = optarg; break;
+      case O_NAME: name = optarg; break;
+      case O_JSON: as_json = true; break;
+      case O_DEBIAN: suite = optarg; break;
+      case O_PACKAGES: packages = optarg; break;
+      case O_MIRROR: mirror = optarg; break;
+      case 'h': template_usage(stdout); return 0;
+      default: return fail("unknown option `%s` (husk template --help)", argv[optind - 1]);
+      }
     }
+    if (optind >= argc)
+      break;
+    if (nops == 2)
+      return fail("unexpected `%s` (husk template --help)", argv[optind]);
+    ops[nops++] = argv[optind++];
   }
-  /* Options may follow the operand too: the remaining words. */
-  const char *operand = optind < argc ? argv[optind++] : NULL;
-  while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
-    switch (ch) {
-    case O_DATA: c.data = optarg; break;
-    case O_NAME: name = optarg; break;
-    case O_JSON: as_json = true; break;
-    case O_DEBIAN: suite = optarg; break;
-    case O_PACKAGES: packages = optarg; break;
-    case O_MIRROR: mirror = optarg; break;
-    case 'h': template_usage(stdout); return 0;
-    default: return fail("unknown option `%s` (husk template --help)", argv[optind - 1]);
-    }
-  }
-  if (optind < argc)
-    return fail("unexpected `%s` (husk template --help)", argv[optind]);
+  const char *operand = ops[0];
+  if (ops[1] && strcmp(sub, "export"))
+    return fail("unexpected `%s` (husk template --help)", ops[1]);
   if (!c.data)
     c.data = cli_default_data_dir();
   if (!strcmp(sub, "import"))
     return operand ? cmd_import(&c, operand, name) : fail("import: FILE, DIR or - is required");
+  if (!strcmp(sub, "export"))
+    return operand ? cmd_export(&c, operand, ops[1]) : fail("export: NAME is required");
   if (!strcmp(sub, "create"))
     return operand ? cmd_create(&c, operand, suite, packages, mirror)
                    : fail("create: NAME is required");

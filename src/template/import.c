@@ -123,15 +123,16 @@ static int place_layer(struct import *im, int srcdir, const struct image_layer *
   return 0;
 }
 
-/* The blobs as imported, for export: moved (or copied) into blobs/. */
-static void keep_blob(struct import *im, int srcdir, bool move, const char *digest,
-                      const char *path) {
+/* The blobs as imported, for export: moved (or copied) into blobs/.  A
+ * blob the store cannot keep fails the import: export needs every one. */
+static int keep_blob(struct import *im, int srcdir, bool move, const char *digest, const char *path,
+                     struct husk_err *err) {
   struct template_store *ts = im->ts;
   const char *hex = digest + HEX_OFF;
   if (faccessat(ts->blobs, hex, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
-    return;
+    return 0;
   if (move && renameat(srcdir, path, ts->blobs, hex) == 0)
-    return;
+    return 0;
   /* From a layout directory: copied (the host's directory stays whole). */
   cleanup_close int in = sys_openat2(srcdir, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0,
                                      RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
@@ -140,14 +141,15 @@ static void keep_blob(struct import *im, int srcdir, bool move, const char *dige
   cleanup_close int outf =
       openat(im->wfd, tmpname, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (in < 0 || outf < 0)
-    return;
+    return husk_error(err, errno, "cannot keep blob %s", digest);
   char buf[65536];
   ssize_t n;
   while ((n = read(in, buf, sizeof buf)) > 0)
     if (write_all(outf, buf, (size_t)n) < 0)
-      return;
-  if (n == 0 && fsync(outf) == 0)
-    renameat(im->wfd, tmpname, ts->blobs, hex);
+      return husk_error(err, errno, "cannot keep blob %s", digest);
+  if (n < 0 || fsync(outf) < 0 || renameat(im->wfd, tmpname, ts->blobs, hex) < 0)
+    return husk_error(err, errno, "cannot keep blob %s", digest);
+  return 0;
 }
 
 static char *layers_json(const struct image *img) {
@@ -171,7 +173,8 @@ int import_commit(struct import *im, int srcdir, bool move, const char *tenant, 
     if (place_layer(im, srcdir, &img->layers[i], i, &size, err) < 0)
       return -1;
   for (size_t i = 0; i < img->nlayers; i++)
-    keep_blob(im, srcdir, move, img->layers[i].digest, img->layers[i].blob);
+    if (keep_blob(im, srcdir, move, img->layers[i].digest, img->layers[i].blob, err) < 0)
+      return -1;
   struct state_template t = {0};
   snprintf(t.tenant_id, sizeof t.tenant_id, "%s", tenant);
   snprintf(t.name, sizeof t.name, "%s", name);

@@ -88,6 +88,14 @@ int template_create_debian(struct template_store *ts, const char *tenant, const 
                            const struct template_debian *d, struct state_template *out,
                            struct husk_err *err);
 
+/* Write template `name_or_id` (as `tenant` sees it) as an OCI image
+ * archive through out(ctx, buf, len) (0, or -1 with errno to stop): the
+ * config and layer blobs as imported, a manifest and index made for them.
+ * Errors: ENOENT, EUCLEAN (a blob missing from the store), others. */
+int template_export(struct template_store *ts, const char *tenant, const char *name_or_id,
+                    int (*out)(void *ctx, const void *buf, size_t len), void *ctx,
+                    struct husk_err *err);
+
 /* Delete the owner's template (by name or id); its layers go once no
  * template has them.  Errors: ENOENT, EBUSY (a live box uses it). */
 int template_delete(struct template_store *ts, const char *tenant, const char *name_or_id,
