@@ -366,6 +366,29 @@ int box_ctl_path(struct husk_mgr *m, const char *id, char *out, size_t len,
   return 0;
 }
 
+int box_make_jail(struct husk_mgr *m, struct live_box *b, const struct husk_limits *lim,
+                  bool for_pool, struct husk_err *err) {
+  char cg[96];
+  box_cgroup_name(m, b->id, cg, sizeof cg);
+  if (box_ctl_path(m, b->id, b->ctl_path, sizeof b->ctl_path, err) < 0) {
+    b->ctl_path[0] = '\0';
+    return -1;
+  }
+  struct jail_config jc = {
+      .limits = {.memory_bytes = lim->memory_bytes, .pids = lim->pids, .cpu_milli = lim->cpu_milli},
+      .disk_bytes = lim->disk_bytes,
+      .name = cg,
+      .die_with_parent = false,
+      .ctl_path = b->ctl_path};
+  struct spawner *sp = for_pool && m->pool_spawner ? m->pool_spawner : m->spawner;
+  if (spawner_create(sp, &jc, &b->j, err) < 0)
+    return -1;
+  b->init_acks = true; /* its init is this build's (the spawner checks) */
+  /* The connection it was created with becomes the watch connection: it
+   * receives exits nobody else is listening for. */
+  return jail_watch(b->j.ctl, err);
+}
+
 int husk_box_create(struct husk_mgr *m, const char *tenant, const struct husk_box_spec *req,
                struct husk_box_info *out, struct husk_err *err) {
   if (req->template_name && req->template_name[0] && strcmp(req->template_name, "default"))

@@ -95,15 +95,19 @@ struct husk_mgr {
   pthread_t pool_thread;
   bool pool_running;
 
-  /* Teardown off the request path: boxes whose last reference went. */
-  struct live_box *reap;        /* singly linked through ->next */
+  /* Teardown off the request path (reaper.c): boxes whose last reference
+   * went, under reap_lock. */
+  pthread_mutex_t reap_lock;
+  pthread_cond_t reap_cond;
+  struct live_box *reap; /* singly linked through ->next */
+  bool reaper_stop;      /* under reap_lock: drain the queue and end */
+  bool reaper_running;   /* under reap_lock: it takes work */
+  pthread_t reaper_thread;
+  bool reaper_started; /* reaper_thread is to be joined (start/stop's thread only) */
 
   /* The network and secrets plane (box_egress.c). */
   struct egress *egress;
   struct egress_vault *vault;
-  pthread_t reaper_thread;
-  bool reaper_running;
-  bool reaper_started;  /* reaper_thread is to be joined (start/stop's thread only) */
 };
 
 /* box.c */
@@ -126,6 +130,10 @@ int box_end(struct husk_mgr *m, struct live_box *b, const char *state, const cha
 struct live_box *box_running(struct husk_mgr *m, const char *tenant, const char *id,
                              struct husk_err *err);
 int box_check_exec(const struct husk_exec_req *req, struct husk_err *err);
+/* Create a box's jail (through the spawner) for `b`, whose id is set;
+ * `for_pool`: through the pool's low-priority spawner. */
+int box_make_jail(struct husk_mgr *m, struct live_box *b, const struct husk_limits *lim,
+                  bool for_pool, struct husk_err *err);
 void bgproc_free_all(struct live_box *b);
 
 /* The cgroup name of box `id` of this daemon. */
@@ -137,12 +145,14 @@ int box_pool_start(struct husk_mgr *m, struct husk_err *err);
 void box_pool_stop(struct husk_mgr *m);
 struct live_box *box_pool_claim(struct husk_mgr *m, const struct husk_limits *lim);
 void box_pool_return(struct husk_mgr *m, struct live_box *b);
-/* A box with no references left: torn down by the reaper thread. */
+
+/* reaper.c */
+int box_reaper_start(struct husk_mgr *m, struct husk_err *err);
+/* Tear down what is queued, then stop the thread. */
+void box_reaper_stop(struct husk_mgr *m);
+/* A box with no references left: torn down by the reaper thread (at once
+ * when it does not run). */
 void box_reap_later(struct husk_mgr *m, struct live_box *b);
-/* Create a box's jail (through the spawner) for `b`, whose id is set;
- * `for_pool`: through the pool's low-priority spawner. */
-int box_make_jail(struct husk_mgr *m, struct live_box *b, const struct husk_limits *lim,
-                  bool for_pool, struct husk_err *err);
 
 /* box_egress.c */
 int box_egress_open(struct husk_mgr *m, struct husk_err *err);
