@@ -400,6 +400,13 @@ enum MHD_Result h_exec(struct req *r) {
     free(env);
     return api_reply_error(r, 400, "bad_request", "`cmd` (an array: program and arguments) is required");
   }
+  if (cwd && cwd[0] != '/') {
+    json_decref(o);
+    free(argv);
+    free(env);
+    return api_reply_error(r, 400, "bad_request",
+                           "`cwd` must be an absolute path in the box, such as /workspace/src");
+  }
   /* The audit names the program only: arguments may carry secrets. */
   snprintf(r->audit_detail, sizeof r->audit_detail, "%s%.120s", background ? "background " : "",
            argv[0]);

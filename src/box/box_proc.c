@@ -335,7 +335,7 @@ int husk_proc_stdin(struct husk_mgr *m, const char *tenant, const char *id, int6
 int husk_proc_output(struct husk_mgr *m, const char *tenant, const char *id, int64_t pid, int stream,
                     int *fd_out, bool *running, struct husk_err *err) {
   if (stream != 1 && stream != 2)
-    return husk_fail(err, EINVAL, "stream must be stdout or stderr");
+    return husk_fail(err, EINVAL, "no output stream %d (HUSK_STDOUT or HUSK_STDERR)", stream);
   struct husk_proc bp;
   if (husk_proc_get(m, tenant, id, pid, &bp, err) < 0)
     return -1;
