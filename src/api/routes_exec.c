@@ -47,12 +47,18 @@ static json_t *proc_json(const struct husk_proc *p) {
   json_t *cmd = json_loads(p->cmd_json ? p->cmd_json : "[]", 0, &je);
   bool running = strcmp(p->state, "running") == 0;
   bool exited = strcmp(p->state, "exited") == 0;
-  return json_pack("{s:I, s:s, s:o, s:o, s:o, s:o, s:o}", "pid", (json_int_t)p->pid, "state",
-                   p->state, "exit_code", exited ? json_integer(p->exit_code) : json_null(),
-                   "signal", exited && p->signal ? json_integer(p->signal) : json_null(),
-                   "started_at", json_time(p->started_ms), "ended_at",
-                   running ? json_null() : json_time(p->ended_ms), "cmd",
-                   json_is_array(cmd) ? cmd : (json_decref(cmd), json_array()));
+  json_t *j = json_pack("{s:I, s:s, s:o, s:o, s:o, s:o, s:o}", "pid", (json_int_t)p->pid, "state",
+                        p->state, "exit_code", exited ? json_integer(p->exit_code) : json_null(),
+                        "signal", exited && p->signal ? json_integer(p->signal) : json_null(),
+                        "started_at", json_time(p->started_ms), "ended_at",
+                        running ? json_null() : json_time(p->ended_ms), "cmd",
+                        json_is_array(cmd) ? cmd : (json_decref(cmd), json_array()));
+  if (j) {
+    json_object_set_new(j, "reason",
+                        exited ? json_string(husk_reason_name(p->reason)) : json_null());
+    json_object_set_new(j, "truncated", json_boolean(p->truncated));
+  }
+  return j;
 }
 
 /* A chunk of output as an event's data: {"data": text} when the bytes are

@@ -1,6 +1,7 @@
-/* The monitor thread (TTL expiry, init deaths, background exits) and the
- * reconciliation of the database with the kernel when the daemon starts
- * (box_mgr_open in manager.c runs it, then starts the thread). */
+/* The monitor thread (TTL expiry, init deaths, background exits and
+ * limits) and the reconciliation of the database with the kernel when the
+ * daemon starts (box_mgr_open in manager.c runs it, then starts the
+ * thread). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -44,6 +45,7 @@ static void record_exit(struct husk_mgr *m, struct live_box *b,
   int64_t sig = WIFSIGNALED(e->status) ? WTERMSIG(e->status) : 0;
   if (e->pid <= 0 || e->id > INT64_MAX)
     return; /* from inside the box: nothing of ours */
+  proc_limits_exit(m, b, e->pid, e->id);
   if (state_proc_set_exit_of(m->cfg.state, b->id, e->pid, (int64_t)e->id, code,
                              sig, 0, &err) < 0 &&
       err.code != ENOENT) {
@@ -106,6 +108,7 @@ void *box_monitor_main(void *arg) {
         b->need_watch = false;
         if (jail_watch(b->j.ctl, &err) < 0)
           box_log(m, "box %s: %s", b->id, err.msg);
+        b->limits_from_ms = now + BOX_ADOPT_LIMITS_GRACE_MS;
       }
       if (b->expires_ms && b->expires_ms < next)
         next = b->expires_ms;
@@ -119,6 +122,9 @@ void *box_monitor_main(void *arg) {
           pf[n] = (struct pollfd){.fd = p->conn, .events = POLLIN};
           wi[n++] = (struct watch_item){.kind = W_PROC, .b = b, .p = p};
         }
+      int64_t due = proc_limits_next(b, now);
+      if (due < next)
+        next = due;
       pthread_mutex_unlock(&b->lock);
     }
     pthread_mutex_unlock(&m->lock);
@@ -164,7 +170,7 @@ void *box_monitor_main(void *arg) {
       }
       }
     }
-    /* Expiries. */
+    /* Expiries, then the limits of background processes. */
     now = state_now_ms();
     for (size_t i = 0; i < n; i++) {
       struct live_box *b = wi[i].b;
@@ -172,6 +178,8 @@ void *box_monitor_main(void *arg) {
         struct husk_err err;
         box_end(m, b, STATE_BOX_STOPPED, "expired", &err);
       }
+      if (wi[i].kind == W_PIDFD)
+        proc_limits_check(m, b, now);
     }
     for (size_t i = 0; i < n; i++)
       if (wi[i].kind == W_PIDFD)
@@ -275,6 +283,13 @@ static int adopt(struct husk_mgr *m, const struct state_box *sb, struct husk_err
   b->need_watch = true;
   if (cgroup_open(&b->j.cg, sb->cgroup, err) < 0)
     goto fail;
+  {
+    /* Its background processes' limits hold across the restart. */
+    struct husk_err e2;
+    if (proc_limits_adopt(m, b, &e2) < 0)
+      box_log(m, "box %s: the limits of its background processes are not enforced: %s", b->id,
+              e2.msg);
+  }
   {
     /* An egress box gets its listeners back on the link that survived
      * with it; if that fails it keeps running with no network (closed). */
