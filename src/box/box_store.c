@@ -149,23 +149,30 @@ static int finish(struct store *s, const char *tenant_id, const char *bucket, co
   return finish_link(s, tenant_id, bucket, key, &o, link, expires_s, filename, out, err);
 }
 
+/* With `link`, a presigned link to the stored object into *out. */
+static int add_link(struct store *s, const char *tenant_id, const char *bucket, const char *key,
+                    bool link, int64_t expires_s, const char *filename,
+                    struct box_store_result *out, struct husk_err *err) {
+  if (!link)
+    return 0;
+  struct store_link l;
+  if (store_link_create(s, tenant_id, bucket, key, expires_s, filename, &l, err) < 0)
+    return -1;
+  out->url = l.url;
+  l.url = NULL;
+  snprintf(out->link_id, sizeof out->link_id, "%s", l.id);
+  out->expires_ms = l.expires_ms;
+  store_link_free(&l);
+  return 0;
+}
+
 /* The stored object's size and ETag (o's fixed fields), and the link. */
 static int finish_link(struct store *s, const char *tenant_id, const char *bucket, const char *key,
                        const struct store_object *o, bool link, int64_t expires_s,
                        const char *filename, struct box_store_result *out, struct husk_err *err) {
   out->size = o->size;
   snprintf(out->etag, sizeof out->etag, "%s", o->etag);
-  if (link) {
-    struct store_link l;
-    if (store_link_create(s, tenant_id, bucket, key, expires_s, filename, &l, err) < 0)
-      return -1;
-    out->url = l.url;
-    l.url = NULL;
-    snprintf(out->link_id, sizeof out->link_id, "%s", l.id);
-    out->expires_ms = l.expires_ms;
-    store_link_free(&l);
-  }
-  return 0;
+  return add_link(s, tenant_id, bucket, key, link, expires_s, filename, out, err);
 }
 
 struct tar_sink {
@@ -206,17 +213,7 @@ static int remote_finish(struct store *s, const char *tenant_id, const char *buc
   if (remote_put_fd(store_remote(s), rk, fd, (uint64_t)sb.st_size, ctype, out->etag, err) < 0)
     return -1;
   out->size = (uint64_t)sb.st_size;
-  if (link) {
-    struct store_link l;
-    if (store_link_create(s, tenant_id, bucket, key, expires_s, filename, &l, err) < 0)
-      return -1;
-    out->url = l.url;
-    l.url = NULL;
-    snprintf(out->link_id, sizeof out->link_id, "%s", l.id);
-    out->expires_ms = l.expires_ms;
-    store_link_free(&l);
-  }
-  return 0;
+  return add_link(s, tenant_id, bucket, key, link, expires_s, filename, out, err);
 }
 
 int box_store_put(struct husk_mgr *mgr, struct store *s, const char *tenant_id, const char *box_id,
