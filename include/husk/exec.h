@@ -66,14 +66,20 @@ HUSK_PUBLIC int husk_box_exec(struct husk_mgr *m, const char *tenant, const char
 /* A background process: output goes to files kept in the box's memory
  * (outside what the box's programs can see, counted against its disk) and
  * survives manager restarts; its exit is recorded even if it happens while
- * no manager runs. */
+ * no manager runs, and its limits hold across restarts. */
 struct husk_proc {
   int64_t pid;          /* inside the box */
   char state[16];       /* running | exited | lost */
-  int exit_code;        /* when exited: its code, or 128+signal */
+  int exit_code;        /* when exited: its code, or 128+signal; 124 its timeout ended it */
   int signal;
   int64_t started_ms, ended_ms;
   char *cmd_json;       /* its argv as a JSON array (malloc'd) */
+  uint64_t timeout_ms;  /* its limits as started; 0: none */
+  uint64_t output_limit;
+  /* When exited: exited, signaled, timeout (exit code 124, signal SIGKILL)
+   * or output (exit code 137, signal SIGKILL), as a sync exec reports them. */
+  enum husk_reason reason;
+  bool truncated; /* the output limit cut its output to output_limit bytes */
 };
 
 /* Free p->cmd_json (not p). */
@@ -81,8 +87,22 @@ HUSK_PUBLIC void husk_proc_free(struct husk_proc *p);
 
 /* Start req->argv in the background (req->sink, started, stdin_buf and
  * cancel_fd are not used: stdin stays open for husk_proc_stdin).  *out
- * describes the running process.  Errors: as husk_box_exec, and EINVAL for
- * a command that cannot start (the message says why). */
+ * describes the running process.
+ * Limits, kept across manager restarts (0: none, unlike a sync exec: the
+ * process runs until it ends or its box does, its output bounded by the
+ * box's disk):
+ *   req->timeout_ms    its process group is killed that long after the
+ *                      start (reason timeout, exit code 124); a manager
+ *                      that was not running then kills it when it opens;
+ *   req->output_limit  stdout + stderr bytes kept: past it its process
+ *                      group is killed (reason output, exit code 137), and
+ *                      once it ended its output is cut to exactly that many
+ *                      bytes (each stream keeps at least half, or all of
+ *                      itself if shorter).  The output is measured a few
+ *                      times a second, so the files may pass the limit for
+ *                      that long before the cut.
+ * Errors: as husk_box_exec, and EINVAL for a command that cannot start (the
+ * message says why). */
 HUSK_PUBLIC int husk_box_exec_background(struct husk_mgr *m, const char *tenant, const char *id,
                                          const struct husk_exec_req *req, struct husk_proc *out,
                                          struct husk_err *err);

@@ -47,12 +47,18 @@ static json_t *proc_json(const struct husk_proc *p) {
   json_t *cmd = json_loads(p->cmd_json ? p->cmd_json : "[]", 0, &je);
   bool running = strcmp(p->state, "running") == 0;
   bool exited = strcmp(p->state, "exited") == 0;
-  return json_pack("{s:I, s:s, s:o, s:o, s:o, s:o, s:o}", "pid", (json_int_t)p->pid, "state",
-                   p->state, "exit_code", exited ? json_integer(p->exit_code) : json_null(),
-                   "signal", exited && p->signal ? json_integer(p->signal) : json_null(),
-                   "started_at", json_time(p->started_ms), "ended_at",
-                   running ? json_null() : json_time(p->ended_ms), "cmd",
-                   json_is_array(cmd) ? cmd : (json_decref(cmd), json_array()));
+  json_t *j = json_pack("{s:I, s:s, s:o, s:o, s:o, s:o, s:o}", "pid", (json_int_t)p->pid, "state",
+                        p->state, "exit_code", exited ? json_integer(p->exit_code) : json_null(),
+                        "signal", exited && p->signal ? json_integer(p->signal) : json_null(),
+                        "started_at", json_time(p->started_ms), "ended_at",
+                        running ? json_null() : json_time(p->ended_ms), "cmd",
+                        json_is_array(cmd) ? cmd : (json_decref(cmd), json_array()));
+  if (j) {
+    json_object_set_new(j, "reason",
+                        exited ? json_string(husk_reason_name(p->reason)) : json_null());
+    json_object_set_new(j, "truncated", json_boolean(p->truncated));
+  }
+  return j;
 }
 
 /* A chunk of output as an event's data: {"data": text} when the bytes are
@@ -399,6 +405,13 @@ enum MHD_Result h_exec(struct req *r) {
     json_decref(o);
     free(env);
     return api_reply_error(r, 400, "bad_request", "`cmd` (an array: program and arguments) is required");
+  }
+  if (cwd && cwd[0] != '/') {
+    json_decref(o);
+    free(argv);
+    free(env);
+    return api_reply_error(r, 400, "bad_request",
+                           "`cwd` must be an absolute path in the box, such as /workspace/src");
   }
   /* The audit names the program only: arguments may carry secrets. */
   snprintf(r->audit_detail, sizeof r->audit_detail, "%s%.120s", background ? "background " : "",

@@ -10,8 +10,8 @@
 
 #include "api/internal.h"
 #include "box/box.h"
+#include "box/box_store.h"
 #include "storage/store.h"
-#include "storage/transfer.h"
 
 /* A store error as the API's JSON error. */
 static enum MHD_Result store_err(struct req *r, const struct husk_err *err) {
@@ -253,10 +253,10 @@ enum MHD_Result h_box_export(struct req *r) {
     json_decref(o);
     return api_reply_error(r, 400, "bad_request", "`path`, `bucket` and `key` are required");
   }
-  struct transfer_result res;
+  struct box_store_result res;
   struct husk_err err;
-  int rc = transfer_box_to_store(r->srv->cfg.mgr, st, r->tenant, r->params[0], path, bucket, key,
-                                 link, (int64_t)exp, filename, &res, &err);
+  int rc = box_store_put(r->srv->cfg.mgr, st, r->tenant, r->params[0], path, bucket, key, link,
+                         (int64_t)exp, filename, &res, &err);
   if (rc < 0) {
     json_decref(o);
     return store_err(r, &err);
@@ -272,7 +272,7 @@ enum MHD_Result h_box_export(struct req *r) {
     json_object_set_new(j, "link_id", json_string(res.link_id));
     json_object_set_new(j, "expires_at", json_time(res.expires_ms));
   }
-  transfer_result_free(&res);
+  box_store_result_free(&res);
   json_decref(o); /* after the last use of bucket and key, which it holds */
   return api_reply_json(r, 201, j);
 }
@@ -301,8 +301,8 @@ enum MHD_Result h_box_import(struct req *r) {
   }
   uint64_t size = 0;
   struct husk_err err;
-  int rc = transfer_store_to_box(r->srv->cfg.mgr, st, r->tenant, bucket, key, r->params[0], path,
-                                 extract, &size, &err);
+  int rc = box_store_get(r->srv->cfg.mgr, st, r->tenant, bucket, key, r->params[0], path, extract,
+                         &size, &err);
   if (rc < 0) {
     json_decref(o);
     return store_err(r, &err);

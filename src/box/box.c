@@ -366,6 +366,29 @@ int box_ctl_path(struct husk_mgr *m, const char *id, char *out, size_t len,
   return 0;
 }
 
+int box_make_jail(struct husk_mgr *m, struct live_box *b, const struct husk_limits *lim,
+                  bool for_pool, struct husk_err *err) {
+  char cg[96];
+  box_cgroup_name(m, b->id, cg, sizeof cg);
+  if (box_ctl_path(m, b->id, b->ctl_path, sizeof b->ctl_path, err) < 0) {
+    b->ctl_path[0] = '\0';
+    return -1;
+  }
+  struct jail_config jc = {
+      .limits = {.memory_bytes = lim->memory_bytes, .pids = lim->pids, .cpu_milli = lim->cpu_milli},
+      .disk_bytes = lim->disk_bytes,
+      .name = cg,
+      .die_with_parent = false,
+      .ctl_path = b->ctl_path};
+  struct spawner *sp = for_pool && m->pool_spawner ? m->pool_spawner : m->spawner;
+  if (spawner_create(sp, &jc, &b->j, err) < 0)
+    return -1;
+  b->init_acks = true; /* its init is this build's (the spawner checks) */
+  /* The connection it was created with becomes the watch connection: it
+   * receives exits nobody else is listening for. */
+  return jail_watch(b->j.ctl, err);
+}
+
 int husk_box_create(struct husk_mgr *m, const char *tenant, const struct husk_box_spec *req,
                struct husk_box_info *out, struct husk_err *err) {
   if (req->template_name && req->template_name[0] && strcmp(req->template_name, "default"))
@@ -379,8 +402,9 @@ int husk_box_create(struct husk_mgr *m, const char *tenant, const struct husk_bo
   struct husk_limits lim = req->limits;
   uint64_t ttl = lim.timeout_ms ? lim.timeout_ms : m->cfg.default_ttl_ms;
   if (ttl > m->cfg.max_ttl_ms)
-    return husk_fail(err, EINVAL, "timeout %llu s is above the maximum of %llu s",
-                     (unsigned long long)(ttl / 1000), (unsigned long long)(m->cfg.max_ttl_ms / 1000));
+    return husk_fail(err, EINVAL, "a box lifetime of %llu s is above the maximum of %llu s",
+                     (unsigned long long)(ttl / 1000),
+                     (unsigned long long)(m->cfg.max_ttl_ms / 1000));
   lim.timeout_ms = ttl;
   if (husk_limits_resolve(&lim, err) < 0)
     return -1;
@@ -533,7 +557,7 @@ int husk_box_set_timeout(struct husk_mgr *m, const char *tenant, const char *id,
   if (!box_valid_id(id))
     return husk_fail(err, ENOENT, "no such sandbox");
   if (ttl_ms == 0 || ttl_ms > m->cfg.max_ttl_ms)
-    return husk_fail(err, EINVAL, "timeout must be between 1 ms and %llu s",
+    return husk_fail(err, EINVAL, "a box lifetime is 1 ms to %llu s",
                      (unsigned long long)(m->cfg.max_ttl_ms / 1000));
   struct live_box *b = lb_get(m, tenant, id);
   if (!b) {
@@ -582,14 +606,17 @@ struct live_box *box_running(struct husk_mgr *m, const char *tenant, const char 
 
 int box_check_exec(const struct husk_exec_req *req, struct husk_err *err) {
   if (!req->argv || !req->argv[0] || !req->argv[0][0])
-    return husk_fail(err, EINVAL, "cmd must be a non-empty array of strings");
+    return husk_fail(err, EINVAL, "the command is empty (no program to run)");
   if (req->cwd && req->cwd[0] != '/')
-    return husk_fail(err, EINVAL, "cwd must be an absolute path");
+    return husk_fail(err, EINVAL, "the working directory `%.200s` is not an absolute path",
+                     req->cwd);
   if (req->timeout_ms > HUSK_MAX_TIMEOUT_MS)
-    return husk_fail(err, EINVAL, "timeout is too large");
+    return husk_fail(
+        err, EINVAL, "a command's time limit of %llu ms is above the maximum of %llu s",
+        (unsigned long long)req->timeout_ms, (unsigned long long)(HUSK_MAX_TIMEOUT_MS / 1000));
   for (size_t i = 0; req->env && req->env[i]; i++)
     if (!strchr(req->env[i], '=') || req->env[i][0] == '=')
-      return husk_fail(err, EINVAL, "env entries must be NAME=VALUE");
+      return husk_fail(err, EINVAL, "environment entry %zu is not NAME=VALUE", i);
   return 0;
 }
 

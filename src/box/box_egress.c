@@ -80,8 +80,10 @@ int box_egress_prepare(struct husk_mgr *m, const char *tenant, const char *netwo
   for (size_t i = 0; i < pol->nbindings; i++)
     if (egress_vault_exists(m->vault, tenant, pol->bindings[i].name, err) < 0) {
       if (err->code == ENOENT)
-        husk_fail(err, EINVAL, "egress.secrets[%zu]: no secret `%s` in the vault (PUT /v1/secrets/%s first)",
-                  i, pol->bindings[i].name, pol->bindings[i].name);
+        husk_fail(
+            err, EINVAL,
+            "egress.secrets[%zu]: no secret `%s` in the tenant's vault (store it there first)", i,
+            pol->bindings[i].name);
       free(pol);
       free(p);
       return -1;

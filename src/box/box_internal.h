@@ -19,12 +19,23 @@
 #include "jail/jail.h"
 #include "state/state.h"
 
+/* A background process of a live box, in its box's list from its start
+ * until the box goes (the list only grows; a node is never freed while the
+ * box is referenced, so the monitor walks it from a head read under
+ * b->lock).  pid, exec_id, deadline_ms and output_limit never change; the
+ * limit fields below them are the monitor's alone. */
 struct bgproc {
   struct bgproc *next;
   int64_t pid;
   uint64_t exec_id;
   int conn;    /* the control connection that started it (monitor reads EXITED), -1 after */
   int stdin_w; /* write end of its stdin pipe, -1 once closed */
+  int64_t deadline_ms;    /* wall clock (state_now_ms): its group is killed then; 0: none */
+  uint64_t output_limit;  /* stdout + stderr bytes kept; past it its group is killed; 0: none */
+  enum husk_reason limit; /* the limit that ends it (TIMEOUT, OUTPUT), else EXITED */
+  int64_t due_ms;         /* when the monitor looks at it next (0: at once) */
+  bool killed;            /* its group was killed for `limit` */
+  bool ended;             /* its exit is recorded */
 };
 
 struct live_box {
@@ -44,6 +55,10 @@ struct live_box {
   struct bgproc *procs;
   uint64_t next_exec_id; /* starts at random: unique across daemon lifetimes */
   bool init_acks; /* its init keeps exits until CTL_EXIT_ACK (version 1+) */
+  /* Re-adopted: its processes' limits are enforced from this time (wall
+   * clock ms) on, once its init has re-sent the exits it held (INT64_MAX
+   * until the monitor asked for them). */
+  int64_t limits_from_ms;
   bool
       need_watch; /* re-adopted: the monitor sends CTL_WATCH (it reads j.ctl) */
   bool egress;          /* registered with the egress proxy (under lock) */
@@ -95,15 +110,19 @@ struct husk_mgr {
   pthread_t pool_thread;
   bool pool_running;
 
-  /* Teardown off the request path: boxes whose last reference went. */
-  struct live_box *reap;        /* singly linked through ->next */
+  /* Teardown off the request path (reaper.c): boxes whose last reference
+   * went, under reap_lock. */
+  pthread_mutex_t reap_lock;
+  pthread_cond_t reap_cond;
+  struct live_box *reap; /* singly linked through ->next */
+  bool reaper_stop;      /* under reap_lock: drain the queue and end */
+  bool reaper_running;   /* under reap_lock: it takes work */
+  pthread_t reaper_thread;
+  bool reaper_started; /* reaper_thread is to be joined (start/stop's thread only) */
 
   /* The network and secrets plane (box_egress.c). */
   struct egress *egress;
   struct egress_vault *vault;
-  pthread_t reaper_thread;
-  bool reaper_running;
-  bool reaper_started;  /* reaper_thread is to be joined (start/stop's thread only) */
 };
 
 /* box.c */
@@ -126,6 +145,10 @@ int box_end(struct husk_mgr *m, struct live_box *b, const char *state, const cha
 struct live_box *box_running(struct husk_mgr *m, const char *tenant, const char *id,
                              struct husk_err *err);
 int box_check_exec(const struct husk_exec_req *req, struct husk_err *err);
+/* Create a box's jail (through the spawner) for `b`, whose id is set;
+ * `for_pool`: through the pool's low-priority spawner. */
+int box_make_jail(struct husk_mgr *m, struct live_box *b, const struct husk_limits *lim,
+                  bool for_pool, struct husk_err *err);
 void bgproc_free_all(struct live_box *b);
 
 /* The cgroup name of box `id` of this daemon. */
@@ -137,12 +160,14 @@ int box_pool_start(struct husk_mgr *m, struct husk_err *err);
 void box_pool_stop(struct husk_mgr *m);
 struct live_box *box_pool_claim(struct husk_mgr *m, const struct husk_limits *lim);
 void box_pool_return(struct husk_mgr *m, struct live_box *b);
-/* A box with no references left: torn down by the reaper thread. */
+
+/* reaper.c */
+int box_reaper_start(struct husk_mgr *m, struct husk_err *err);
+/* Tear down what is queued, then stop the thread. */
+void box_reaper_stop(struct husk_mgr *m);
+/* A box with no references left: torn down by the reaper thread (at once
+ * when it does not run). */
 void box_reap_later(struct husk_mgr *m, struct live_box *b);
-/* Create a box's jail (through the spawner) for `b`, whose id is set;
- * `for_pool`: through the pool's low-priority spawner. */
-int box_make_jail(struct husk_mgr *m, struct live_box *b, const struct husk_limits *lim,
-                  bool for_pool, struct husk_err *err);
 
 /* box_egress.c */
 int box_egress_open(struct husk_mgr *m, struct husk_err *err);
@@ -158,6 +183,26 @@ int box_egress_prepare(struct husk_mgr *m, const char *tenant, const char *netwo
 /* Env for an exec: the box's (with egress variables) under the request's. */
 char **box_exec_env(struct live_box *b, char *const *req_env);
 void box_env_retire_all(struct live_box *b);
+
+/* proc_limits.c: the limits of background processes, enforced by the
+ * monitor thread.  How often the monitor measures the output of a process
+ * that has an output limit, and how long after re-adopting a box it waits
+ * for the exits its init held before it enforces any limit there. */
+#define BOX_OUTPUT_CHECK_MS 200
+#define BOX_ADOPT_LIMITS_GRACE_MS 1000
+/* The running processes of a re-adopted box that have limits, from the
+ * state, into b->procs (before the box is listed). */
+int proc_limits_adopt(struct husk_mgr *m, struct live_box *b, struct husk_err *err);
+/* The earliest time (wall clock ms) a check of b's processes is due, or
+ * INT64_MAX; under b->lock. */
+int64_t proc_limits_next(const struct live_box *b, int64_t now);
+/* Kill the process group of each process past its deadline or output
+ * limit (the limit recorded first). */
+void proc_limits_check(struct husk_mgr *m, struct live_box *b, int64_t now);
+/* Before its exit is recorded: cut the output of a process to its limit
+ * (recording the output limit as what ended it, unless a limit already
+ * did), and mark it ended. */
+void proc_limits_exit(struct husk_mgr *m, struct live_box *b, int64_t pid, uint64_t exec_id);
 
 /* box_monitor.c */
 void *box_monitor_main(void *arg);

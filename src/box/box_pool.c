@@ -1,19 +1,12 @@
-/* The warm pool and the reaper.
- *
- * Pools: a thread keeps, per configured shape (memory, cpus, pids, disk),
- * that many boxes ready (namespaces, root, cgroup and init up, through the
- * pool's spawner), refilling the emptiest pool first.  A create whose
- * template and limits match a pool's shape claims one of its boxes: it
- * gets its tenant, env, TTL and database row at that moment, so TTL and
- * quota count from the claim, and a pool box never serves two tenants
- * (after use it is destroyed like any other).  Pool boxes have no
+/* The warm pools: a thread keeps, per configured shape (memory, cpus,
+ * pids, disk), that many boxes ready (namespaces, root, cgroup and init
+ * up, through the pool's spawner), refilling the emptiest pool first.  A
+ * create whose template and limits match a pool's shape claims one of its
+ * boxes: it gets its tenant, env, TTL and database row at that moment, so
+ * TTL and quota count from the claim, and a pool box never serves two
+ * tenants (after use it is destroyed like any other).  Pool boxes have no
  * database row: after a crash the start-up sweep removes them like any
- * cgroup no row accounts for.
- *
- * Reaper: a box's teardown (reaping init, removing the cgroup) happens in a
- * thread of its own once its last reference goes, so DELETE answers as soon
- * as the box is unreachable.  The row already says it ended: a crash before
- * the teardown finishes leaves work for the start-up sweep, never a box. */
+ * cgroup no row accounts for. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -26,26 +19,6 @@
 #include "box/spawner.h"
 #include "jail/limits.h"
 #include "util/clock.h"
-
-int box_make_jail(struct husk_mgr *m, struct live_box *b, const struct husk_limits *lim,
-                  bool for_pool, struct husk_err *err) {
-  char cg[96];
-  box_cgroup_name(m, b->id, cg, sizeof cg);
-  if (box_ctl_path(m, b->id, b->ctl_path, sizeof b->ctl_path, err) < 0) {
-    b->ctl_path[0] = '\0';
-    return -1;
-  }
-  struct jail_config jc = {
-      .limits = {.memory_bytes = lim->memory_bytes, .pids = lim->pids, .cpu_milli = lim->cpu_milli},
-      .disk_bytes = lim->disk_bytes, .name = cg, .die_with_parent = false, .ctl_path = b->ctl_path};
-  struct spawner *sp = for_pool && m->pool_spawner ? m->pool_spawner : m->spawner;
-  if (spawner_create(sp, &jc, &b->j, err) < 0)
-    return -1;
-  b->init_acks = true; /* its init is this build's (the spawner checks) */
-  /* The connection it was created with becomes the watch connection: it
-   * receives exits nobody else is listening for. */
-  return jail_watch(b->j.ctl, err);
-}
 
 /* The fields a pool keeps apart; timeout and output count from the claim. */
 static bool same_shape(const struct husk_limits *a, const struct husk_limits *b) {
@@ -98,9 +71,7 @@ struct live_box *box_pool_claim(struct husk_mgr *m, const struct husk_limits *li
     b->pool = c;
     c->count--;
     c->claims++;
-    /* refill; broadcast: the reaper waits on the same condition, and a
-     * signal that woke only it would leave the pool thread asleep */
-    pthread_cond_broadcast(&m->pool_cond);
+    pthread_cond_broadcast(&m->pool_cond); /* the pool thread refills */
   } else {
     c->empty++;
   }
@@ -202,46 +173,7 @@ static void *pool_main(void *arg) {
   return NULL;
 }
 
-void box_reap_later(struct husk_mgr *m, struct live_box *b) {
-  pthread_mutex_lock(&m->pool_lock);
-  if (!m->reaper_running) {
-    pthread_mutex_unlock(&m->pool_lock);
-    lb_free(m, b);
-    return;
-  }
-  b->next = m->reap;
-  m->reap = b;
-  pthread_cond_broadcast(&m->pool_cond);
-  pthread_mutex_unlock(&m->pool_lock);
-}
-
-static void *reaper_main(void *arg) {
-  struct husk_mgr *m = arg;
-  pthread_mutex_lock(&m->pool_lock);
-  for (;;) {
-    while (m->reap) {
-      struct live_box *b = m->reap;
-      m->reap = b->next;
-      pthread_mutex_unlock(&m->pool_lock);
-      lb_free(m, b);
-      pthread_mutex_lock(&m->pool_lock);
-    }
-    if (m->stop)
-      break;
-    pthread_cond_wait(&m->pool_cond, &m->pool_lock);
-  }
-  m->reaper_running = false;
-  pthread_mutex_unlock(&m->pool_lock);
-  return NULL;
-}
-
 int box_pool_start(struct husk_mgr *m, struct husk_err *err) {
-  m->reaper_running = true;
-  if ((errno = pthread_create(&m->reaper_thread, NULL, reaper_main, m)) != 0) {
-    m->reaper_running = false;
-    return husk_error(err, errno, "cannot start the reaper thread");
-  }
-  m->reaper_started = true;
   if (m->cfg.npools == 0)
     return 0;
   m->pool_running = true;
@@ -270,11 +202,5 @@ void box_pool_stop(struct husk_mgr *m) {
     }
     c->boxes = NULL;
     c->count = 0;
-  }
-  /* reaper_running is the reaper's to clear (under the lock) when it
-   * stops taking work; whether to join is only ours to know. */
-  if (m->reaper_started) {
-    pthread_join(m->reaper_thread, NULL); /* it drains the queue first */
-    m->reaper_started = false;
   }
 }

@@ -1,7 +1,8 @@
 /* Background processes of long-lived boxes: started with their output in
  * files at the root of the box filesystem (outside what the box sees,
  * counted against its disk), recorded in the state plane, their exits
- * collected by the monitor (box_monitor.c). */
+ * collected and their limits enforced by the monitor (box_monitor.c,
+ * proc_limits.c). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -39,8 +40,23 @@ static void proc_from_state(struct husk_proc *bp, const struct state_proc *sp) {
   snprintf(bp->state, sizeof bp->state, "%s", sp->state);
   bp->signal = (int)sp->signal;
   bp->exit_code = sp->signal ? 128 + (int)sp->signal : (int)sp->exit_code;
+  bp->reason = sp->signal ? HUSK_REASON_SIGNALED : HUSK_REASON_EXITED;
+  /* Ended by a limit: reported as a sync exec reports it, whatever the
+   * kill left in its status (it may have ended by itself just then). */
+  if (!strcmp(sp->limit_hit, STATE_PROC_LIMIT_TIMEOUT)) {
+    bp->reason = HUSK_REASON_TIMEOUT;
+    bp->signal = SIGKILL;
+    bp->exit_code = 124;
+  } else if (!strcmp(sp->limit_hit, STATE_PROC_LIMIT_OUTPUT)) {
+    bp->reason = HUSK_REASON_OUTPUT;
+    bp->signal = SIGKILL;
+    bp->exit_code = 128 + SIGKILL;
+    bp->truncated = true;
+  }
   bp->started_ms = sp->started_ms;
   bp->ended_ms = sp->ended_ms;
+  bp->timeout_ms = (uint64_t)sp->timeout_ms;
+  bp->output_limit = (uint64_t)sp->output_limit;
   bp->cmd_json = strdup(sp->cmd_json ? sp->cmd_json : "[]");
 }
 
@@ -66,6 +82,8 @@ int husk_box_exec_background(struct husk_mgr *m, const char *tenant, const char 
                         const struct husk_exec_req *req, struct husk_proc *out, struct husk_err *err) {
   if (box_check_exec(req, err) < 0)
     return -1;
+  /* A limit past what a row holds is no limit (the box's disk comes first). */
+  uint64_t output_limit = req->output_limit <= INT64_MAX ? req->output_limit : 0;
   struct live_box *b = box_running(m, tenant, id, err);
   if (!b)
     return -1;
@@ -135,7 +153,9 @@ int husk_box_exec_background(struct husk_mgr *m, const char *tenant, const char 
   struct state_proc sp = {.pid = pid,
                           .cmd_json = cmd_json,
                           .exit_code = -1,
-                          .exec_id = (int64_t)eid};
+                          .exec_id = (int64_t)eid,
+                          .timeout_ms = (int64_t)req->timeout_ms,
+                          .output_limit = (int64_t)output_limit};
   snprintf(sp.box_id, sizeof sp.box_id, "%s", b->id);
   snprintf(sp.state, sizeof sp.state, "%s", STATE_PROC_RUNNING);
   sp.started_ms = state_now_ms();
@@ -152,6 +172,8 @@ int husk_box_exec_background(struct husk_mgr *m, const char *tenant, const char 
   bp->exec_id = eid;
   bp->conn = conn;
   bp->stdin_w = in[1];
+  bp->deadline_ms = req->timeout_ms ? sp.started_ms + (int64_t)req->timeout_ms : 0;
+  bp->output_limit = output_limit; /* the monitor measures it at once (due_ms 0) */
   conn = in[1] = -1;
   pthread_mutex_lock(&b->lock);
   bp->next = b->procs;
@@ -163,6 +185,8 @@ int husk_box_exec_background(struct husk_mgr *m, const char *tenant, const char 
     out->pid = pid;
     snprintf(out->state, sizeof out->state, "%s", STATE_PROC_RUNNING);
     out->started_ms = sp.started_ms;
+    out->timeout_ms = req->timeout_ms;
+    out->output_limit = output_limit;
     out->cmd_json = strdup(cmd_json);
   }
   rc = 0;
@@ -335,7 +359,7 @@ int husk_proc_stdin(struct husk_mgr *m, const char *tenant, const char *id, int6
 int husk_proc_output(struct husk_mgr *m, const char *tenant, const char *id, int64_t pid, int stream,
                     int *fd_out, bool *running, struct husk_err *err) {
   if (stream != 1 && stream != 2)
-    return husk_fail(err, EINVAL, "stream must be stdout or stderr");
+    return husk_fail(err, EINVAL, "no output stream %d (HUSK_STDOUT or HUSK_STDERR)", stream);
   struct husk_proc bp;
   if (husk_proc_get(m, tenant, id, pid, &bp, err) < 0)
     return -1;

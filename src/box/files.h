@@ -2,7 +2,7 @@
  * fd-level helpers that the tar streams (tar.c), the tree copy (copy.c)
  * and the box <-> store transfers share with them.  How a box path is
  * resolved without ever following a symlink to the host is explained at
- * the top of files.c. */
+ * the top of resolve.c. */
 #ifndef HUSK_BOX_FILES_H
 #define HUSK_BOX_FILES_H
 
@@ -27,6 +27,11 @@ int box_open_dir(const struct husk_fs *b, const char *path, bool create, int *fd
  * itself owns is changed: if box code swapped something else in, it keeps
  * its owner. */
 int box_own_fd(const struct husk_fs *b, int fd, mode_t mode, const char *what, struct husk_err *err);
+
+/* mkdirat + box_own_fd; EEXIST is not an error (what is there is left as
+ * it is). */
+int box_make_dir(const struct husk_fs *b, int dirfd, const char *name, mode_t mode,
+                 const char *what, struct husk_err *err);
 
 /* mkdirat + open (O_NOFOLLOW) + box_own_fd; EEXIST is not an error.
  * Returns an O_RDONLY|O_DIRECTORY fd of what is at `name` afterwards. */

@@ -1,6 +1,6 @@
 /* The storage plane's MCP hook (tools_storage.c): publish() for run_code's
  * output files, and the tools store_file, get_link, list_objects and
- * load_file, all over the core store (storage/store.h, storage/transfer.h).
+ * load_file, all over the core store (storage/store.h, box/box_store.h).
  *
  * `husk serve` wires it into its mcp_config (the store is always open
  * there; when it cannot make links, the tools that need one answer an

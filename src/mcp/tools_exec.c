@@ -6,8 +6,9 @@
  * whose output goes to files and whose exit the monitor records, so a call
  * can wait at most mcp_wait_ms() (clients drop a call after about 60 s),
  * answer with a job_id and what was produced so far, and a later call -- even
- * after a daemon restart -- collects the rest.  The command's own time
- * limit is enforced in the box by coreutils' timeout(1). */
+ * after a daemon restart -- collects the rest.  The command's time limit is
+ * the job's process's own (the core kills its process group at the
+ * deadline, also across daemon restarts). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -336,12 +337,12 @@ static int report_ended(struct mcp_call *c, struct husk_mgr *m, struct state_job
   read_stream(c, m, job, 2, !job->ephemeral, &o2);
   put_stream(c, r, "stdout", &o1, notes, false);
   put_stream(c, r, "stderr", &o2, notes, false);
+  bool timed_out = !lost && bp.reason == HUSK_REASON_TIMEOUT;
   json_object_set_new(r, "exit_code", lost ? json_null() : json_integer(bp.exit_code));
-  if (!lost && bp.signal)
+  if (!lost && bp.signal && !timed_out)
     json_object_set_new(r, "signal", json_integer(bp.signal));
   json_object_set_new(r, "duration_ms",
                       json_integer((json_int_t)(bp.ended_ms > bp.started_ms ? bp.ended_ms - bp.started_ms : 0)));
-  bool timed_out = !lost && bp.exit_code == 124;
   json_object_set_new(r, "timed_out", json_boolean(timed_out));
   if (timed_out)
     json_array_append_new(notes, json_string("the command hit its time limit (timeout_seconds) "
@@ -349,7 +350,7 @@ static int report_ended(struct mcp_call *c, struct husk_mgr *m, struct state_job
   if (lost)
     json_array_append_new(notes, json_string("the sandbox ended (expired, destroyed or out of "
                                              "memory) before the command finished"));
-  else if (bp.exit_code == 137 || bp.signal == SIGKILL)
+  else if (!timed_out && (bp.exit_code == 137 || bp.signal == SIGKILL))
     json_array_append_new(notes, json_string("the command was killed (exit 137): often the "
                                              "memory limit; use less memory or a bigger sandbox"));
   if (!strcmp(job->kind, "run_code") && !lost)
@@ -430,24 +431,6 @@ static int wait_and_report(struct mcp_call *c, struct husk_mgr *m, struct state_
   "\"required\":[\"path\",\"size\"]}},"                                                           \
   "\"notes\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}"                                \
   "},\"required\":[\"status\",\"job_id\"]}"
-
-/* timeout -k 5 SECONDS ...: the command's own limit, enforced in the box;
- * it ends with 124 when the limit hits. */
-static char **timeout_argv(int64_t secs, const char *a, const char *b, const char *c2, char *num,
-                           size_t numsz) {
-  snprintf(num, numsz, "%lld", (long long)secs);
-  char **argv = calloc(8, sizeof *argv);
-  if (!argv)
-    return NULL;
-  argv[0] = "timeout";
-  argv[1] = "-k";
-  argv[2] = "5";
-  argv[3] = num;
-  argv[4] = (char *)a;
-  argv[5] = (char *)b;
-  argv[6] = (char *)c2;
-  return argv;
-}
 
 /* An input file name for run_code: relative, inside /workspace. */
 static bool input_name_ok(const char *n) {
@@ -542,15 +525,13 @@ static int run_code(struct mcp_call *c) {
   }
   struct state_job job = {0};
   if (ok) {
-    char num[24];
-    cleanup_free char **argv = timeout_argv(secs, interp, script, NULL, num, sizeof num);
+    char *argv[] = {(char *)interp, (char *)script, NULL};
     char *env[] = {"MPLBACKEND=Agg", "MPLCONFIGDIR=/tmp/.matplotlib", "PYTHONUNBUFFERED=1",
                    "OUTPUT_DIR=" OUTPUT_DIR, NULL};
-    struct husk_exec_req er = {.argv = argv, .env = env, .cwd = "/workspace", .cancel_fd = -1};
+    struct husk_exec_req er = {.argv = argv, .env = env, .cwd = "/workspace",
+                               .timeout_ms = (uint64_t)secs * 1000, .cancel_fd = -1};
     ok = false;
-    if (!argv)
-      mcp_tool_error(c, "out of memory");
-    else if (job_start(m, c->caller->tenant, box_id, "run_code", true, &er, &job, &err) < 0)
+    if (job_start(m, c->caller->tenant, box_id, "run_code", true, &er, &job, &err) < 0)
       mcp_tool_core_error(c, "run", interp, &err);
     else
       ok = true;
@@ -605,11 +586,9 @@ static int sandbox_exec(struct mcp_call *c) {
   struct husk_mgr *m = mcp_call_mgr(c);
   if (!m)
     return 0;
-  char num[24];
-  cleanup_free char **argv = timeout_argv(secs, "bash", "-c", cmd, num, sizeof num);
-  if (!argv)
-    return mcp_tool_error(c, "out of memory");
-  struct husk_exec_req er = {.argv = argv, .cwd = cwd, .cancel_fd = -1};
+  char *argv[] = {"bash", "-c", (char *)cmd, NULL};
+  struct husk_exec_req er = {.argv = argv, .cwd = cwd, .timeout_ms = (uint64_t)secs * 1000,
+                             .cancel_fd = -1};
   struct state_job job = {0};
   struct husk_err err;
   if (job_start(m, c->caller->tenant, id, "exec", false, &er, &job, &err) < 0) {

@@ -1,6 +1,6 @@
 /* The storage plane's MCP tools and run_code's publish hook: a front like
  * the API's storage routes (src/api/routes_storage.c).  Arguments are
- * mapped onto the core calls (storage/transfer.h, storage/store.h); every
+ * mapped onto the core calls (box/box_store.h, storage/store.h); every
  * rule (names, sizes, quota, tenancy, links) is the store's.  A tenant
  * sees only its own buckets: another tenant's bucket is "not found", like
  * one that does not exist. */
@@ -13,12 +13,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "box/box_store.h"
 #include "mcp/boxio.h"
 #include "mcp/internal.h"
 #include "mcp/storage.h"
 #include "storage/remote.h"
 #include "storage/store.h"
-#include "storage/transfer.h"
 #include "util/cleanup.h"
 
 /* Inline content of store_file (decoded size; the message limit is 4 MiB). */
@@ -261,7 +261,7 @@ static int store_file(struct mcp_call *c) {
     key = auto_key;
     audit_obj(c, bucket, key);
   }
-  struct transfer_result res;
+  struct box_store_result res;
   int rc;
   if (content) {
     cleanup_free unsigned char *bin = NULL;
@@ -272,27 +272,27 @@ static int store_file(struct mcp_call *c) {
     if (len > CONTENT_MAX)
       return mcp_tool_error(c, "content is too large (%zu bytes, at most %d): write it into a "
                             "sandbox and store it with sandbox_id + path", len, CONTENT_MAX);
-    rc = transfer_buffer_to_store(s, c->caller->tenant, b64 ? (const void *)bin
-                                                            : json_string_value(content),
-                                  len, ctype, bucket, key, true, exp, filename, &res, &err);
+    rc = box_store_put_buffer(s, c->caller->tenant,
+                              b64 ? (const void *)bin : json_string_value(content), len, ctype,
+                              bucket, key, true, exp, filename, &res, &err);
   } else {
     struct husk_mgr *m = mcp_call_mgr(c);
     if (!m || check_box(c, m, box) < 0)
       return 0;
-    rc = transfer_box_to_store(m, s, c->caller->tenant, box, path, bucket, key, true, exp,
-                               filename, &res, &err);
+    rc = box_store_put(m, s, c->caller->tenant, box, path, bucket, key, true, exp, filename, &res,
+                       &err);
   }
   if (rc < 0)
     return storage_error(c, bucket, key, "file", path, &err);
   /* What the core stored: the given type of content, else by the key. */
-  const char *mime = res.tar ? "application/x-tar" : ctype ? ctype : transfer_guess_type(key);
+  const char *mime = res.tar ? "application/x-tar" : ctype ? ctype : box_store_guess_type(key);
   json_t *r = json_pack("{s:s, s:s, s:I, s:s, s:s, s:o, s:s, s:s, s:b}", "bucket", bucket, "key",
                         key, "size", (json_int_t)res.size, "etag", res.etag, "url",
                         res.url ? res.url : "", "expires_at", mcp_time(res.expires_ms),
                         "link_id", res.link_id, "content_type", mime, "tar", (int)res.tar);
   if (res.url)
     add_link_block(c, res.url, key, mime, res.size, res.expires_ms);
-  transfer_result_free(&res);
+  box_store_result_free(&res);
   mcp_result(c, r, false);
   return 0;
 }
@@ -348,7 +348,7 @@ static int get_link(struct mcp_call *c) {
     return storage_error(c, bucket, key, "object", key, &err);
   json_t *r = json_pack("{s:s, s:s, s:s, s:o, s:s}", "bucket", bucket, "key", key, "url", l.url,
                         "expires_at", mcp_time(l.expires_ms), "link_id", l.id);
-  const char *mime = transfer_guess_type(key);
+  const char *mime = box_store_guess_type(key);
   uint64_t size = 0;
   struct store_object o;
   if (!store_remote(s) && store_object_get(s, c->caller->tenant, bucket, key, &o, NULL, &err) == 0) {
@@ -490,8 +490,7 @@ static int load_file(struct mcp_call *c) {
     return 0;
   uint64_t size = 0;
   struct husk_err err;
-  if (transfer_store_to_box(m, s, c->caller->tenant, bucket, key, box, path, extract, &size,
-                            &err) < 0)
+  if (box_store_get(m, s, c->caller->tenant, bucket, key, box, path, extract, &size, &err) < 0)
     return storage_error(c, bucket, key, "file", path, &err);
   mcp_result(c, json_pack("{s:s, s:s, s:s, s:s, s:I, s:b}", "sandbox_id", box, "path", path,
                           "bucket", bucket, "key", key, "size", (json_int_t)size, "extracted",

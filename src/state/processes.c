@@ -14,6 +14,8 @@
 
 #define PROC_COLUMNS                                                                               \
   "p.box_id, p.pid, p.cmd_json, p.state, p.exit_code, p.signal, p.started_ms, p.ended_ms, p.tag"
+/* Read after PROC_COLUMNS: the exec, the limits and the one that ended it. */
+#define PROC_LIMIT_COLUMNS ", p.exec_id, p.timeout_ms, p.output_limit, p.limit_hit"
 
 /* Highest signal number Linux can deliver (SIGRTMAX is 64; leave room). */
 #define PROC_SIGNAL_MAX 127
@@ -39,6 +41,10 @@ static int read_proc(sqlite3_stmt *s, void *row, struct husk_err *err) {
   p->started_ms = sqlite3_column_int64(s, 6);
   p->ended_ms = sqlite3_column_int64(s, 7);
   ok &= db_col_text(s, 8, p->tag, sizeof p->tag);
+  p->exec_id = sqlite3_column_int64(s, 9);
+  p->timeout_ms = sqlite3_column_int64(s, 10);
+  p->output_limit = sqlite3_column_int64(s, 11);
+  ok &= db_col_text(s, 12, p->limit_hit, sizeof p->limit_hit);
   if (!p->cmd_json)
     return husk_error(err, ENOMEM, "cannot read process");
   if (!ok) {
@@ -68,17 +74,20 @@ int state_proc_insert(struct state *st, const struct state_proc *p, struct husk_
     return -1;
   if (!box_state_live(box_state))
     return husk_fail(err, ESTALE, "box `%s` is %s", p->box_id, box_state);
+  if (p->timeout_ms < 0 || p->output_limit < 0)
+    return husk_fail(err, EINVAL, "process limits must be >= 0");
   cleanup_stmt sqlite3_stmt *s = NULL;
   if (db_prepare(st, &s,
                  "INSERT INTO processes (box_id, pid, cmd_json, state, "
-                 "started_ms, tag, exec_id)"
-                 " VALUES (?1, ?2, ?3, '" STATE_PROC_RUNNING "', ?4, ?5, ?6)",
+                 "started_ms, tag, exec_id, timeout_ms, output_limit)"
+                 " VALUES (?1, ?2, ?3, '" STATE_PROC_RUNNING "', ?4, ?5, ?6, ?7, ?8)",
                  err) < 0)
     return -1;
   int rc;
   if ((rc = db_text(s, 1, p->box_id)) || (rc = db_int(s, 2, p->pid)) ||
       (rc = db_text(s, 3, p->cmd_json)) || (rc = db_int(s, 4, started)) ||
-      (rc = db_text(s, 5, p->tag)) || (rc = db_int(s, 6, p->exec_id)))
+      (rc = db_text(s, 5, p->tag)) || (rc = db_int(s, 6, p->exec_id)) ||
+      (rc = db_int(s, 7, p->timeout_ms)) || (rc = db_int(s, 8, p->output_limit)))
     return db_fail(st, err, rc, "cannot bind process");
   if (db_step_done(st, s, "cannot insert process", err) < 0) {
     if (err && err->code == EEXIST)
@@ -151,7 +160,8 @@ int state_proc_get(struct state *st, const char *tenant_id, const char *box_id, 
   cleanup_unlock struct state *locked = db_lock(st);
   cleanup_stmt sqlite3_stmt *s = NULL;
   if (db_prepare(st, &s,
-                 "SELECT " PROC_COLUMNS " FROM processes p JOIN boxes b ON b.id = p.box_id"
+                 "SELECT " PROC_COLUMNS PROC_LIMIT_COLUMNS
+                 " FROM processes p JOIN boxes b ON b.id = p.box_id"
                  " WHERE p.box_id = ?1 AND p.pid = ?2 AND (?3 IS NULL OR b.tenant_id = ?3)"
                  " ORDER BY p.seq DESC LIMIT 1",
                  err) < 0)
@@ -184,7 +194,7 @@ int state_proc_list(struct state *st, const char *tenant_id, const char *box_id,
       return -1;
     cleanup_stmt sqlite3_stmt *s = NULL;
     if (db_prepare(st, &s,
-                   "SELECT " PROC_COLUMNS " FROM processes p WHERE p.box_id = ?1"
+                   "SELECT " PROC_COLUMNS PROC_LIMIT_COLUMNS " FROM processes p WHERE p.box_id = ?1"
                    " AND (?2 = 0 OR p.state = '" STATE_PROC_RUNNING "')"
                    " ORDER BY p.seq DESC LIMIT ?3",
                    err) < 0)
@@ -201,5 +211,36 @@ int state_proc_list(struct state *st, const char *tenant_id, const char *box_id,
     if (r != 0)
       return db_cb_verdict(r);
   }
+  return 0;
+}
+
+int state_proc_set_limit_hit(struct state *st, const char *box_id, int64_t pid, int64_t exec_id,
+                             const char *limit, struct husk_err *err) {
+  if (check_id("box id", box_id, STATE_BOX_ID_SIZE, err) < 0)
+    return -1;
+  if (pid <= 0 || exec_id < 0)
+    return husk_fail(err, EINVAL, "process pid must be > 0 and its exec id >= 0");
+  if (!limit || (strcmp(limit, STATE_PROC_LIMIT_TIMEOUT) && strcmp(limit, STATE_PROC_LIMIT_OUTPUT)))
+    return husk_fail(err, EINVAL, "unknown process limit `%s`", limit ? limit : "");
+  cleanup_unlock struct state *locked = db_lock(st);
+  cleanup_stmt sqlite3_stmt *s = NULL;
+  /* Every running row that matches counts as a change, also one whose
+   * limit was recorded first and is kept. */
+  if (db_prepare(st, &s,
+                 "UPDATE processes SET limit_hit = CASE WHEN limit_hit = '' THEN ?4"
+                 " ELSE limit_hit END"
+                 " WHERE box_id = ?1 AND pid = ?2 AND state = '" STATE_PROC_RUNNING "'"
+                 " AND (?3 = 0 OR exec_id = 0 OR exec_id = ?3)",
+                 err) < 0)
+    return -1;
+  int rc;
+  if ((rc = db_text(s, 1, box_id)) || (rc = db_int(s, 2, pid)) || (rc = db_int(s, 3, exec_id)) ||
+      (rc = db_text(s, 4, limit)))
+    return db_fail(st, err, rc, "cannot bind process");
+  int n = db_step_done(st, s, "cannot record a process's limit", err);
+  if (n < 0)
+    return -1;
+  if (n == 0)
+    return husk_fail(err, ENOENT, "box `%s` has no running process %lld", box_id, (long long)pid);
   return 0;
 }

@@ -297,10 +297,23 @@ static const char schema_templates[] =
     "  UNIQUE (tenant_id, name)"
     ") STRICT;";
 
+/* The limits of a background process, kept so that a restarted daemon
+ * still enforces them: its wall time (counted from started_ms) and its
+ * stdout + stderr bytes (0: none), and the limit that ended it ('': none),
+ * recorded before its process group is killed, so that its exit, even one
+ * collected after a crash, is reported as that limit's. */
+static const char schema_proc_limits[] =
+    "ALTER TABLE processes ADD COLUMN timeout_ms INTEGER NOT NULL DEFAULT 0"
+    "  CHECK (timeout_ms >= 0);"
+    "ALTER TABLE processes ADD COLUMN output_limit INTEGER NOT NULL DEFAULT 0"
+    "  CHECK (output_limit >= 0);"
+    "ALTER TABLE processes ADD COLUMN limit_hit TEXT NOT NULL DEFAULT ''"
+    "  CHECK (limit_hit IN ('', 'timeout', 'output'));";
+
 static const char *const migrations[] = {
     schema_v1,          schema_jobs,         schema_egress,      schema_storage,
     schema_audit_retention, schema_tenant_lifecycle, schema_proc_exec_id, schema_link_denied,
-    schema_templates};
+    schema_templates,   schema_proc_limits};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 int state_schema_latest(void) { return SCHEMA_VERSION; }

@@ -325,7 +325,14 @@ struct state_proc {
   char tag[64];      /* caller's label, may be "" */
   int64_t
       exec_id; /* the daemon's id of the exec that started it, >= 0; 0: none */
+  /* Its limits (0: none): wall time from started_ms, stdout + stderr bytes;
+   * and the one that ended it (STATE_PROC_LIMIT_*, "" if none). */
+  int64_t timeout_ms;
+  int64_t output_limit;
+  char limit_hit[16];
 };
+#define STATE_PROC_LIMIT_TIMEOUT "timeout"
+#define STATE_PROC_LIMIT_OUTPUT "output"
 
 /* Insert a running process.  ENOENT if the box does not exist, ESTALE if it
  * is not live, EEXIST if a running process of the box already has `pid`. */
@@ -341,6 +348,11 @@ int state_proc_set_exit(struct state *st, const char *box_id, int64_t pid, int64
 int state_proc_set_exit_of(struct state *st, const char *box_id, int64_t pid,
                            int64_t exec_id, int64_t exit_code, int64_t signal,
                            int64_t ended_ms, struct husk_err *err);
+/* Record that limit `limit` (STATE_PROC_LIMIT_*) ends the running process
+ * `pid` started by exec `exec_id` (0: any), before its process group is
+ * killed; a limit recorded first is kept.  ENOENT if no such process runs. */
+int state_proc_set_limit_hit(struct state *st, const char *box_id, int64_t pid, int64_t exec_id,
+                             const char *limit, struct husk_err *err);
 /* Mark the running process `pid` as lost (its status is gone). */
 int state_proc_set_lost(struct state *st, const char *box_id, int64_t pid, int64_t ended_ms,
                         struct husk_err *err);

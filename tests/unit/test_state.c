@@ -1193,6 +1193,57 @@ TEST(processes) {
   close_and_remove(st);
 }
 
+/* The limits of a process are kept with it, and the one that ended it is
+ * recorded once, while it runs. */
+TEST(process_limits) {
+  struct husk_err err = {0};
+  struct state *st = open_fresh();
+  struct state_tenant t = mk_tenant(st, "pl", -1, -1);
+  CHECK_OK(mk_box(st, t.id, "b_l", 0, NULL, &err));
+  struct state_proc p = {.pid = 20,
+                         .cmd_json = "[\"sleep\",\"9\"]",
+                         .exec_id = 7,
+                         .timeout_ms = 1500,
+                         .output_limit = 4096};
+  snprintf(p.box_id, sizeof p.box_id, "b_l");
+  CHECK_OK(state_proc_insert(st, &p, &err));
+  struct state_proc g;
+  CHECK_OK(state_proc_get(st, t.id, "b_l", 20, &g, &err));
+  CHECK(g.timeout_ms == 1500 && g.output_limit == 4096 && g.exec_id == 7);
+  CHECK_STR(g.limit_hit, "");
+  state_proc_free(&g);
+
+  /* Another exec's process with that pid is not this one. */
+  CHECK_ERR(state_proc_set_limit_hit(st, "b_l", 20, 8, STATE_PROC_LIMIT_TIMEOUT, &err), ENOENT);
+  CHECK_ERR(state_proc_set_limit_hit(st, "b_l", 20, 7, "memory", &err), EINVAL);
+  CHECK_ERR(state_proc_set_limit_hit(st, "b_l", 20, -1, STATE_PROC_LIMIT_TIMEOUT, &err), EINVAL);
+  CHECK_OK(state_proc_set_limit_hit(st, "b_l", 20, 7, STATE_PROC_LIMIT_OUTPUT, &err));
+  /* The first limit is kept. */
+  CHECK_OK(state_proc_set_limit_hit(st, "b_l", 20, 7, STATE_PROC_LIMIT_TIMEOUT, &err));
+  CHECK_OK(state_proc_get(st, NULL, "b_l", 20, &g, &err));
+  CHECK_STR(g.limit_hit, STATE_PROC_LIMIT_OUTPUT);
+  state_proc_free(&g);
+  /* It stays after the exit; an ended process gets none. */
+  CHECK_OK(state_proc_set_exit_of(st, "b_l", 20, 7, 0, 9, 0, &err));
+  CHECK_ERR(state_proc_set_limit_hit(st, "b_l", 20, 7, STATE_PROC_LIMIT_TIMEOUT, &err), ENOENT);
+  CHECK_OK(state_proc_get(st, NULL, "b_l", 20, &g, &err));
+  CHECK(!strcmp(g.state, STATE_PROC_EXITED) && g.signal == 9);
+  CHECK_STR(g.limit_hit, STATE_PROC_LIMIT_OUTPUT);
+  state_proc_free(&g);
+
+  /* Without limits (and limits that cannot be). */
+  p.pid = 21;
+  p.timeout_ms = p.output_limit = 0;
+  CHECK_OK(state_proc_insert(st, &p, &err));
+  CHECK_OK(state_proc_get(st, NULL, "b_l", 21, &g, &err));
+  CHECK(g.timeout_ms == 0 && g.output_limit == 0);
+  state_proc_free(&g);
+  p.pid = 22;
+  p.timeout_ms = -1;
+  CHECK_ERR(state_proc_insert(st, &p, &err), EINVAL);
+  close_and_remove(st);
+}
+
 /* ---- audit ---- */
 
 static struct state_audit audit_rec(const char *tenant, const char *key, const char *action,
@@ -1818,6 +1869,7 @@ int main(void) {
   RUN(list_callbacks_may_reenter);
   RUN(quotas);
   RUN(processes);
+  RUN(process_limits);
   RUN(audit_log);
   RUN(eight_threads_at_once);
   RUN(quota_holds_under_concurrency);

@@ -1,6 +1,6 @@
-/* Box <-> store transfers (see transfer.h). */
+/* Box <-> store transfers (see box_store.h). */
 #define _GNU_SOURCE
-#include "storage/transfer.h"
+#include "box/box_store.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,25 +18,35 @@
 #include "util/cleanup.h"
 #include "util/fileio.h"
 
-void transfer_result_free(struct transfer_result *r) {
+void box_store_result_free(struct box_store_result *r) {
   if (!r)
     return;
   free(r->url);
   r->url = NULL;
 }
 
-const char *transfer_guess_type(const char *name) {
+const char *box_store_guess_type(const char *name) {
   static const char *const map[][2] = {
-      {".txt", "text/plain"},        {".md", "text/markdown"},
-      {".csv", "text/csv"},          {".html", "text/html"},
-      {".htm", "text/html"},         {".json", "application/json"},
-      {".pdf", "application/pdf"},   {".png", "image/png"},
-      {".jpg", "image/jpeg"},        {".jpeg", "image/jpeg"},
-      {".gif", "image/gif"},         {".svg", "image/svg+xml"},
-      {".webp", "image/webp"},       {".zip", "application/zip"},
-      {".tar", "application/x-tar"}, {".gz", "application/gzip"},
-      {".xml", "application/xml"},   {".js", "text/javascript"},
-      {".css", "text/css"},          {".mp4", "video/mp4"},
+      {".txt", "text/plain"},
+      {".md", "text/markdown"},
+      {".csv", "text/csv"},
+      {".html", "text/html"},
+      {".htm", "text/html"},
+      {".json", "application/json"},
+      {".pdf", "application/pdf"},
+      {".png", "image/png"},
+      {".jpg", "image/jpeg"},
+      {".jpeg", "image/jpeg"},
+      {".gif", "image/gif"},
+      {".svg", "image/svg+xml"},
+      {".webp", "image/webp"},
+      {".zip", "application/zip"},
+      {".tar", "application/x-tar"},
+      {".gz", "application/gzip"},
+      {".xml", "application/xml"},
+      {".js", "text/javascript"},
+      {".css", "text/css"},
+      {".mp4", "video/mp4"},
       {".pptx", "application/vnd.openxmlformats-officedocument.presentationml.presentation"},
       {".xlsx", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"},
       {".docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document"},
@@ -120,14 +130,13 @@ static int ensure_bucket(struct store *s, const char *tenant_id, const char *buc
   return 0;
 }
 
-static int finish_link(struct store *s, const char *tenant_id, const char *bucket,
-                       const char *key, const struct store_object *o, bool link,
-                       int64_t expires_s, const char *filename, struct transfer_result *out,
-                       struct husk_err *err);
+static int finish_link(struct store *s, const char *tenant_id, const char *bucket, const char *key,
+                       const struct store_object *o, bool link, int64_t expires_s,
+                       const char *filename, struct box_store_result *out, struct husk_err *err);
 
 static int finish(struct store *s, const char *tenant_id, const char *bucket, const char *key,
                   struct store_writer *w, const char *ctype, bool link, int64_t expires_s,
-                  const char *filename, struct transfer_result *out, struct husk_err *err) {
+                  const char *filename, struct box_store_result *out, struct husk_err *err) {
   char etag[STORE_ETAG_SIZE];
   if (store_writer_finish(w, NULL, etag, NULL, err) < 0) {
     store_writer_abort(w);
@@ -140,24 +149,30 @@ static int finish(struct store *s, const char *tenant_id, const char *bucket, co
   return finish_link(s, tenant_id, bucket, key, &o, link, expires_s, filename, out, err);
 }
 
+/* With `link`, a presigned link to the stored object into *out. */
+static int add_link(struct store *s, const char *tenant_id, const char *bucket, const char *key,
+                    bool link, int64_t expires_s, const char *filename,
+                    struct box_store_result *out, struct husk_err *err) {
+  if (!link)
+    return 0;
+  struct store_link l;
+  if (store_link_create(s, tenant_id, bucket, key, expires_s, filename, &l, err) < 0)
+    return -1;
+  out->url = l.url;
+  l.url = NULL;
+  snprintf(out->link_id, sizeof out->link_id, "%s", l.id);
+  out->expires_ms = l.expires_ms;
+  store_link_free(&l);
+  return 0;
+}
+
 /* The stored object's size and ETag (o's fixed fields), and the link. */
-static int finish_link(struct store *s, const char *tenant_id, const char *bucket,
-                       const char *key, const struct store_object *o, bool link,
-                       int64_t expires_s, const char *filename, struct transfer_result *out,
-                       struct husk_err *err) {
+static int finish_link(struct store *s, const char *tenant_id, const char *bucket, const char *key,
+                       const struct store_object *o, bool link, int64_t expires_s,
+                       const char *filename, struct box_store_result *out, struct husk_err *err) {
   out->size = o->size;
   snprintf(out->etag, sizeof out->etag, "%s", o->etag);
-  if (link) {
-    struct store_link l;
-    if (store_link_create(s, tenant_id, bucket, key, expires_s, filename, &l, err) < 0)
-      return -1;
-    out->url = l.url;
-    l.url = NULL;
-    snprintf(out->link_id, sizeof out->link_id, "%s", l.id);
-    out->expires_ms = l.expires_ms;
-    store_link_free(&l);
-  }
-  return 0;
+  return add_link(s, tenant_id, bucket, key, link, expires_s, filename, out, err);
 }
 
 struct tar_sink {
@@ -170,8 +185,9 @@ static int tar_out(void *ctx, const void *buf, size_t len) {
   struct tar_sink *t = ctx;
   if (store_writer_write(t->w, buf, len, &t->err) < 0) {
     t->failed = true;
-    errno = t->err.code == STORE_ETOOLARGE ? EFBIG
-                                           : (t->err.code > 0 && t->err.code < 4096 ? t->err.code : EIO);
+    errno = t->err.code == STORE_ETOOLARGE
+                ? EFBIG
+                : (t->err.code > 0 && t->err.code < 4096 ? t->err.code : EIO);
     return -1;
   }
   return 0;
@@ -187,7 +203,7 @@ static int stage_out(void *ctx, const void *buf, size_t len) { return stage_writ
 
 static int remote_finish(struct store *s, const char *tenant_id, const char *bucket,
                          const char *key, int fd, const char *ctype, bool link, int64_t expires_s,
-                         const char *filename, struct transfer_result *out, struct husk_err *err) {
+                         const char *filename, struct box_store_result *out, struct husk_err *err) {
   struct stat sb;
   if (fstat(fd, &sb) < 0)
     return husk_error(err, errno, "staging file");
@@ -197,23 +213,13 @@ static int remote_finish(struct store *s, const char *tenant_id, const char *buc
   if (remote_put_fd(store_remote(s), rk, fd, (uint64_t)sb.st_size, ctype, out->etag, err) < 0)
     return -1;
   out->size = (uint64_t)sb.st_size;
-  if (link) {
-    struct store_link l;
-    if (store_link_create(s, tenant_id, bucket, key, expires_s, filename, &l, err) < 0)
-      return -1;
-    out->url = l.url;
-    l.url = NULL;
-    snprintf(out->link_id, sizeof out->link_id, "%s", l.id);
-    out->expires_ms = l.expires_ms;
-    store_link_free(&l);
-  }
-  return 0;
+  return add_link(s, tenant_id, bucket, key, link, expires_s, filename, out, err);
 }
 
-int transfer_box_to_store(struct husk_mgr *mgr, struct store *s, const char *tenant_id,
-                          const char *box_id, const char *path, const char *bucket, const char *key,
-                          bool link, int64_t expires_s, const char *filename,
-                          struct transfer_result *out, struct husk_err *err) {
+int box_store_put(struct husk_mgr *mgr, struct store *s, const char *tenant_id, const char *box_id,
+                  const char *path, const char *bucket, const char *key, bool link,
+                  int64_t expires_s, const char *filename, struct box_store_result *out,
+                  struct husk_err *err) {
   memset(out, 0, sizeof *out);
   if (husk_path_check(path, strlen(path), err) < 0 || store_key_check(key, err) < 0)
     return -1;
@@ -256,7 +262,7 @@ int transfer_box_to_store(struct husk_mgr *mgr, struct store *s, const char *ten
         return -1;
     }
     return remote_finish(s, tenant_id, bucket, key, tmp,
-                         type == 'd' ? "application/x-tar" : transfer_guess_type(key), link,
+                         type == 'd' ? "application/x-tar" : box_store_guess_type(key), link,
                          expires_s, filename, out, err);
   }
   if (ensure_bucket(s, tenant_id, bucket, err) < 0)
@@ -266,7 +272,7 @@ int transfer_box_to_store(struct husk_mgr *mgr, struct store *s, const char *ten
     struct stat sb;
     struct store_object o;
     if (husk_file_open_read(&b, path, &fd, &sb, err) < 0 ||
-        store_put_fd(s, tenant_id, bucket, key, fd, transfer_guess_type(key), &o, err) < 0)
+        store_put_fd(s, tenant_id, bucket, key, fd, box_store_guess_type(key), &o, err) < 0)
       return -1;
     store_object_free(&o);
     return finish_link(s, tenant_id, bucket, key, &o, link, expires_s, filename, out, err);
@@ -297,14 +303,14 @@ int transfer_box_to_store(struct husk_mgr *mgr, struct store *s, const char *ten
                        path, (unsigned long long)bound);
     return -1;
   }
-  return finish(s, tenant_id, bucket, key, t.w, "application/x-tar", link, expires_s, filename,
-                out, err);
+  return finish(s, tenant_id, bucket, key, t.w, "application/x-tar", link, expires_s, filename, out,
+                err);
 }
 
-int transfer_buffer_to_store(struct store *s, const char *tenant_id, const void *buf, size_t n,
-                             const char *content_type, const char *bucket, const char *key,
-                             bool link, int64_t expires_s, const char *filename,
-                             struct transfer_result *out, struct husk_err *err) {
+int box_store_put_buffer(struct store *s, const char *tenant_id, const void *buf, size_t n,
+                         const char *content_type, const char *bucket, const char *key, bool link,
+                         int64_t expires_s, const char *filename, struct box_store_result *out,
+                         struct husk_err *err) {
   memset(out, 0, sizeof *out);
   if (store_remote(s)) {
     if (store_key_check(key, err) < 0)
@@ -317,7 +323,7 @@ int transfer_buffer_to_store(struct store *s, const char *tenant_id, const void 
     if (write_all(tmp, buf, n) < 0)
       return husk_error(err, errno, "cannot stage the content");
     return remote_finish(s, tenant_id, bucket, key, tmp,
-                         content_type ? content_type : transfer_guess_type(key), link, expires_s,
+                         content_type ? content_type : box_store_guess_type(key), link, expires_s,
                          filename, out, err);
   }
   if (store_key_check(key, err) < 0 || ensure_bucket(s, tenant_id, bucket, err) < 0)
@@ -330,7 +336,7 @@ int transfer_buffer_to_store(struct store *s, const char *tenant_id, const void 
     return -1;
   }
   return finish(s, tenant_id, bucket, key, w,
-                content_type ? content_type : transfer_guess_type(key), link, expires_s, filename,
+                content_type ? content_type : box_store_guess_type(key), link, expires_s, filename,
                 out, err);
 }
 
@@ -344,9 +350,9 @@ static ssize_t fd_in(void *ctx, void *buf, size_t cap) {
   }
 }
 
-int transfer_store_to_box(struct husk_mgr *mgr, struct store *s, const char *tenant_id,
-                          const char *bucket, const char *key, const char *box_id,
-                          const char *path, bool extract, uint64_t *size, struct husk_err *err) {
+int box_store_get(struct husk_mgr *mgr, struct store *s, const char *tenant_id, const char *bucket,
+                  const char *key, const char *box_id, const char *path, bool extract,
+                  uint64_t *size, struct husk_err *err) {
   if (husk_path_check(path, strlen(path), err) < 0)
     return -1;
   cleanup_close int ofd = -1;
