@@ -24,7 +24,10 @@
 
 /* What a new box is made of.  Every field may be zero/NULL. */
 struct husk_box_spec {
-  const char *template_name; /* NULL or "default" (the host's /usr, read-only) */
+  const char *template_name; /* NULL or "default" (the host's /usr, read-only), or a template
+                                the tenant sees (its own, else one the operator shares):
+                                its image's layers under a writable layer of the box's
+                                own, its user, env and working directory */
   const char *network;       /* NULL or "none" (loopback only), or "egress": the outside
                                 only through husk's proxy, by egress_json's policy */
   const char *egress_json;   /* egress mode: {"rules":[...],"secrets":[...]} (docs/egress.md) */

@@ -367,7 +367,7 @@ int box_ctl_path(struct husk_mgr *m, const char *id, char *out, size_t len,
 }
 
 int box_make_jail(struct husk_mgr *m, struct live_box *b, const struct husk_limits *lim,
-                  bool for_pool, struct husk_err *err) {
+                  bool for_pool, const struct box_image *img, struct husk_err *err) {
   char cg[96];
   box_cgroup_name(m, b->id, cg, sizeof cg);
   if (box_ctl_path(m, b->id, b->ctl_path, sizeof b->ctl_path, err) < 0) {
@@ -381,7 +381,16 @@ int box_make_jail(struct husk_mgr *m, struct live_box *b, const struct husk_limi
       .die_with_parent = false,
       .ctl_path = b->ctl_path};
   struct spawner *sp = for_pool && m->pool_spawner ? m->pool_spawner : m->spawner;
-  if (spawner_create(sp, &jc, &b->j, err) < 0)
+  char layers_dir[PATH_MAX];
+  struct spawn_image si = {0};
+  if (img) {
+    if (snprintf(layers_dir, sizeof layers_dir, "%s/templates/layers", m->data_dir) >=
+        (int)sizeof layers_dir)
+      return husk_fail(err, ENAMETOOLONG, "the data directory's path is too long");
+    si = (struct spawn_image){.layers_dir = layers_dir, .ids = img->idv, .n = img->n,
+                              .user_set = img->p.user_set, .uid = img->p.uid, .gid = img->p.gid};
+  }
+  if (spawner_create(sp, &jc, img ? &si : NULL, &b->j, err) < 0)
     return -1;
   b->init_acks = true; /* its init is this build's (the spawner checks) */
   /* The connection it was created with becomes the watch connection: it
@@ -389,10 +398,27 @@ int box_make_jail(struct husk_mgr *m, struct live_box *b, const struct husk_limi
   return jail_watch(b->j.ctl, err);
 }
 
+static void box_image_freep(struct box_image **bi) {
+  if (*bi) {
+    box_image_free(*bi);
+    free(*bi);
+  }
+}
+#define cleanup_box_image __attribute__((cleanup(box_image_freep)))
+
 int husk_box_create(struct husk_mgr *m, const char *tenant, const struct husk_box_spec *req,
                struct husk_box_info *out, struct husk_err *err) {
-  if (req->template_name && req->template_name[0] && strcmp(req->template_name, "default"))
-    return husk_fail(err, EINVAL, "unknown template `%s` (available: default)", req->template_name);
+  /* An image template: its layers, user, env and working directory. */
+  cleanup_box_image struct box_image *img = NULL;
+  if (req->template_name && req->template_name[0] && strcmp(req->template_name, "default")) {
+    if (!(img = calloc(1, sizeof *img)))
+      return husk_fail(err, ENOMEM, "out of memory");
+    if (box_image_resolve(m, tenant, req->template_name, req->env, img, err) < 0) {
+      free(img);
+      img = NULL;
+      return -1;
+    }
+  }
   /* Mode `none` costs nothing here: no policy, no link, no proxy state. */
   cleanup_free char *policy = NULL;
   if ((req->network && strcmp(req->network, "none")) || req->egress_json) {
@@ -409,15 +435,16 @@ int husk_box_create(struct husk_mgr *m, const char *tenant, const struct husk_bo
   if (husk_limits_resolve(&lim, err) < 0)
     return -1;
 
-  cleanup_free char *env_json = env_to_json(req->env, err);
+  cleanup_free char *env_json = env_to_json(img ? img->env : req->env, err);
   if (!env_json)
     return -1;
   char **env = box_env_from_json(env_json);
   if (!env)
     return husk_fail(err, ENOMEM, "out of memory");
 
-  /* A ready box of the same shape from the pool, if there is one. */
-  struct live_box *b = box_pool_claim(m, &lim);
+  /* A ready box of the same shape from the pool, if there is one (the
+   * pools hold boxes of the default template). */
+  struct live_box *b = img ? NULL : box_pool_claim(m, &lim);
   bool pooled = b != NULL;
   if (!b && !(b = lb_new())) {
     box_env_free(env);
@@ -431,7 +458,12 @@ int husk_box_create(struct husk_mgr *m, const char *tenant, const struct husk_bo
   }
   snprintf(sb.id, sizeof sb.id, "%s", b->id);
   snprintf(sb.tenant_id, sizeof sb.tenant_id, "%s", tenant);
-  snprintf(sb.template_name, sizeof sb.template_name, "default");
+  snprintf(sb.template_name, sizeof sb.template_name, "%s", img ? img->t.name : "default");
+  if (img) {
+    snprintf(sb.template_id, sizeof sb.template_id, "%s", img->t.id);
+    snprintf(sb.workdir, sizeof sb.workdir, "%s", img->p.workdir);
+    snprintf(b->workdir, sizeof b->workdir, "%s", img->p.workdir);
+  }
   sb.memory = (int64_t)lim.memory_bytes;
   sb.pids = (int64_t)lim.pids;
   sb.cpu_milli = (int64_t)lim.cpu_milli;
@@ -484,7 +516,7 @@ int husk_box_create(struct husk_mgr *m, const char *tenant, const struct husk_bo
       return -1;
     }
     if ((policy && state_box_egress_set(m->cfg.state, sb.id, "egress", policy, err) < 0) ||
-        box_make_jail(m, b, &lim, false, err) < 0 ||
+        box_make_jail(m, b, &lim, false, img, err) < 0 ||
         (policy && box_egress_attach(m, b, policy, true, err) < 0) ||
         state_box_set_runtime(m->cfg.state, sb.id, b->j.pid, box_proc_start_time(b->j.pid),
                               b->j.uid_base, b->j.slot, NULL, err) < 0 ||
@@ -633,7 +665,7 @@ int husk_box_exec(struct husk_mgr *m, const char *tenant, const char *id, const 
   if (!env)
     husk_fail(err, ENOMEM, "out of memory");
   if (env && conn >= 0) {
-    struct exec_spec es = {.argv = req->argv, .env = env, .cwd = req->cwd ? req->cwd : "/workspace",
+    struct exec_spec es = {.argv = req->argv, .env = env, .cwd = box_cwd(b, req->cwd),
                            .timeout_ms = req->timeout_ms ? req->timeout_ms : HUSK_DEFAULT_TIMEOUT_MS,
                            .output_limit = req->output_limit ? req->output_limit : HUSK_DEFAULT_OUTPUT,
                            .stdin_fd = -1, .stdin_buf = req->stdin_buf, .stdin_len = req->stdin_len,

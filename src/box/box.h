@@ -20,6 +20,7 @@
 #include "util/error.h"
 
 struct state;
+struct template_store;
 struct husk_mgr;
 
 /* One warm pool: `size` ready boxes of one shape.  A create whose limits
@@ -37,6 +38,8 @@ struct box_pool_spec {
 struct box_mgr_config {
   const char *data_dir;         /* boxes/<id>/ctl.sock are created under it */
   const char *spawner_path;     /* the `husk` binary boxes are built by; NULL: found */
+  struct template_store *templates; /* image templates (opened by the caller); NULL: only
+                                       `default` */
   struct state *state;          /* opened by the caller */
   uint64_t default_ttl_ms;      /* box lifetime when create gives none */
   uint64_t max_ttl_ms;

@@ -18,6 +18,7 @@
 #include "box/box.h"
 #include "jail/jail.h"
 #include "state/state.h"
+#include "template/template.h"
 
 /* A background process of a live box, in its box's list from its start
  * until the box goes (the list only grows; a node is never freed while the
@@ -63,6 +64,7 @@ struct live_box {
       need_watch; /* re-adopted: the monitor sends CTL_WATCH (it reads j.ctl) */
   bool egress;          /* registered with the egress proxy (under lock) */
   char **user_env;      /* the env the box was created with (egress adds to b->env) */
+  char workdir[256];    /* where commands start unless they say ("": /workspace) */
   struct retired_env *retired; /* env arrays replaced while execs may still read them */
 };
 
@@ -85,6 +87,7 @@ struct pool_class {
 struct husk_mgr {
   struct box_mgr_config cfg;
   struct state *own_state; /* opened by husk_mgr_open, closed with the manager; else NULL */
+  struct template_store *own_templates; /* likewise */
   char data_dir[PATH_MAX];
   pthread_mutex_t lock;
   struct live_box *boxes;
@@ -126,6 +129,11 @@ struct husk_mgr {
 };
 
 /* box.c */
+/* Where a command starts: the one it names, else the box's (an image's
+ * WorkingDir), else /workspace. */
+static inline const char *box_cwd(const struct live_box *b, const char *cwd) {
+  return cwd ? cwd : b->workdir[0] ? b->workdir : "/workspace";
+}
 void box_log(struct husk_mgr *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void box_wake_monitor(struct husk_mgr *m);
 char **box_env_from_json(const char *s);
@@ -147,8 +155,23 @@ struct live_box *box_running(struct husk_mgr *m, const char *tenant, const char 
 int box_check_exec(const struct husk_exec_req *req, struct husk_err *err);
 /* Create a box's jail (through the spawner) for `b`, whose id is set;
  * `for_pool`: through the pool's low-priority spawner. */
+/* A box of an image template (box_template.c). */
+struct box_image {
+  struct state_template t;
+  char ids[IMAGE_MAX_LAYERS][65]; /* its layers' diff_ids (hex), top first */
+  const char *idv[IMAGE_MAX_LAYERS];
+  size_t n;
+  struct template_profile p;
+  char **env; /* the image's env under the request's (strings borrowed) */
+};
+int box_image_resolve(struct husk_mgr *m, const char *tenant, const char *name,
+                      char *const *req_env, struct box_image *out, struct husk_err *err);
+void box_image_free(struct box_image *bi);
+
+/* Build the box's jail through the spawner; `img`: a template's box, or
+ * NULL. */
 int box_make_jail(struct husk_mgr *m, struct live_box *b, const struct husk_limits *lim,
-                  bool for_pool, struct husk_err *err);
+                  bool for_pool, const struct box_image *img, struct husk_err *err);
 void bgproc_free_all(struct live_box *b);
 
 /* The cgroup name of box `id` of this daemon. */

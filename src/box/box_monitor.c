@@ -255,6 +255,7 @@ static int adopt(struct husk_mgr *m, const struct state_box *sb, struct husk_err
                                    .timeout_ms = (uint64_t)sb->timeout_ms};
   b->expires_ms = sb->expires_ms;
   b->env = box_env_from_json(sb->env_json);
+  snprintf(b->workdir, sizeof b->workdir, "%s", sb->workdir);
   b->j.pid = (pid_t)sb->init_pid;
   b->j.uid_base = (uint32_t)sb->uid_base;
   b->j.slot = (unsigned)sb->slot;

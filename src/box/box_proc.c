@@ -119,7 +119,7 @@ int husk_box_exec_background(struct husk_mgr *m, const char *tenant, const char 
    * until then, through daemon crashes. */
   uint32_t flags = b->init_acks ? CTL_EXEC_ACK_EXIT : 0;
   if (jail_exec_fd(conn, eid, req->argv, env,
-                   req->cwd ? req->cwd : "/workspace", fds, flags, err) < 0)
+                   box_cwd(b, req->cwd), fds, flags, err) < 0)
     goto out;
   close_quiet(in[0]);
   in[0] = -1;

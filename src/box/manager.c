@@ -215,6 +215,13 @@ int husk_mgr_open(struct husk_mgr **out, const struct husk_mgr_config *cfg, stru
   struct state *st = NULL;
   if (state_open(&st, dbpath, err) < 0)
     return -1;
+  struct template_store *ts = NULL;
+  struct template_store_config tc = {.data_dir = cfg->data_dir, .state = st, .log = cfg->log,
+                                     .log_ctx = cfg->log_ctx};
+  if (template_store_open(&ts, &tc, err) < 0) {
+    state_close(st);
+    return -1;
+  }
   struct box_pool_spec pool = {.size = cfg->pool_size};
   struct box_mgr_config mc = {.data_dir = cfg->data_dir, .state = st,
                               .default_ttl_ms = cfg->default_ttl_ms ? cfg->default_ttl_ms
@@ -224,18 +231,19 @@ int husk_mgr_open(struct husk_mgr **out, const struct husk_mgr_config *cfg, stru
                               .npools = cfg->pool_size ? 1 : 0,
                               .spawner_path = cfg->husk_binary ? cfg->husk_binary
                                                                : HUSK_LIBEXECDIR "/husk",
+                              .templates = ts,
                               .log = cfg->log,
                               .log_ctx = cfg->log_ctx};
-  if (mc.default_ttl_ms > mc.max_ttl_ms) {
-    state_close(st);
-    return husk_fail(err, EINVAL, "the default lifetime is above the maximum");
-  }
   struct husk_mgr *m = NULL;
-  if (box_mgr_open(&m, &mc, err) < 0) {
+  if (mc.default_ttl_ms > mc.max_ttl_ms)
+    husk_fail(err, EINVAL, "the default lifetime is above the maximum");
+  else if (box_mgr_open(&m, &mc, err) == 0)
+    m->own_state = st, m->own_templates = ts;
+  if (!m) {
+    template_store_close(ts);
     state_close(st);
     return -1;
   }
-  m->own_state = st;
   /* A deletion a crash interrupted is finished now, as husk serve does. */
   box_tenant_resume(m, NULL);
   *out = m;
@@ -246,7 +254,9 @@ void husk_mgr_close(struct husk_mgr *m, bool destroy_boxes) {
   if (!m)
     return;
   struct state *st = m->own_state;
+  struct template_store *ts = m->own_templates;
   box_mgr_close(m, destroy_boxes);
+  template_store_close(ts);
   state_close(st);
 }
 

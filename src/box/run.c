@@ -145,8 +145,9 @@ static int run_template_open(const char *data, const char *name, struct run_temp
   /* The namespace first: a layer's mount can only be cloned in the
    * namespace its fd (and the directory fds it was opened from) belongs
    * to. */
-  if (mkdir_p(IMAGE_SCRATCH, 0755) < 0)
-    return husk_error(err, errno, "cannot create `%s`", IMAGE_SCRATCH);
+  int mk = mkdir_p(IMAGE_SCRATCH, 0755);
+  if (mk < 0)
+    return husk_error(err, -mk, "cannot create `%s`", IMAGE_SCRATCH);
   if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
     return husk_error(err, errno, "cannot make a mount namespace for the box's root");
   struct template_store_config tc = {.data_dir = data};

@@ -31,7 +31,9 @@
 #include "jail/ctl.h"
 #include "jail/privs.h"
 #include "jail/rootfs.h"
+#include "template/image.h"
 #include "util/cleanup.h"
+#include "util/fileio.h"
 #include "util/clock.h"
 
 #define SPAWNER_FD 3 /* the request socket, in the spawner */
@@ -44,7 +46,7 @@
 /* The spawner's first message: which protocol it speaks.  The daemon runs
  * the `husk` binary installed next to it as its spawner (see launch());
  * one from another build must not be trusted to read these structs. */
-#define SPAWN_PROTO 2
+#define SPAWN_PROTO 3
 struct spawn_hello {
   struct ctl_hdr h;
   uint32_t proto;
@@ -61,6 +63,11 @@ struct spawn_req {
   uint64_t memory, pids, cpu_milli, disk;
   char name[96];
   char ctl_path[PATH_MAX];
+  /* An image template's box (struct spawn_image). */
+  char layers_dir[PATH_MAX];
+  uint32_t nlayers;
+  char layers[IMAGE_MAX_LAYERS][LAYER_DIGEST_SIZE];
+  uint32_t user_set, uid, gid;
 };
 
 struct spawn_resp {
@@ -244,23 +251,45 @@ static int request(struct spawner *s, const struct spawn_req *rq, struct spawn_r
   return 0;
 }
 
-int spawner_create(struct spawner *s, const struct jail_config *cfg, struct jail *j,
-                   struct husk_err *err) {
-  struct spawn_req rq = {.h = {.type = SPAWN_REQ, .len = sizeof rq}, .memory = cfg->limits.memory_bytes, .pids = cfg->limits.pids,
-                         .cpu_milli = cfg->limits.cpu_milli, .disk = cfg->disk_bytes};
-  if (strlen(cfg->name) >= sizeof rq.name || !cfg->ctl_path || strlen(cfg->ctl_path) >= sizeof rq.ctl_path)
+int spawner_create(struct spawner *s, const struct jail_config *cfg,
+                   const struct spawn_image *img, struct jail *j, struct husk_err *err) {
+  /* Large (the layer list): not on a thread's stack. */
+  cleanup_free struct spawn_req *rqp = calloc(1, sizeof *rqp);
+  if (!rqp)
+    return husk_error(err, ENOMEM, "spawn request");
+  struct spawn_req *q = rqp;
+  *q = (struct spawn_req){.h = {.type = SPAWN_REQ, .len = sizeof *q},
+                          .memory = cfg->limits.memory_bytes, .pids = cfg->limits.pids,
+                          .cpu_milli = cfg->limits.cpu_milli, .disk = cfg->disk_bytes};
+  if (strlen(cfg->name) >= sizeof q->name || !cfg->ctl_path ||
+      strlen(cfg->ctl_path) >= sizeof q->ctl_path)
     return husk_fail(err, ENAMETOOLONG, "box name or control path too long");
-  strcpy(rq.name, cfg->name);
-  strcpy(rq.ctl_path, cfg->ctl_path);
+  strcpy(q->name, cfg->name);
+  strcpy(q->ctl_path, cfg->ctl_path);
+  if (img) {
+    if (img->n == 0 || img->n > IMAGE_MAX_LAYERS ||
+        strlen(img->layers_dir) >= sizeof q->layers_dir)
+      return husk_fail(err, EINVAL, "a template box needs 1 to %d layers", IMAGE_MAX_LAYERS);
+    snprintf(q->layers_dir, sizeof q->layers_dir, "%s", img->layers_dir);
+    for (size_t i = 0; i < img->n; i++) {
+      if (strlen(img->ids[i]) >= sizeof q->layers[0] || strchr(img->ids[i], '/'))
+        return husk_fail(err, EINVAL, "a layer id is malformed");
+      snprintf(q->layers[i], sizeof q->layers[0], "%s", img->ids[i]);
+    }
+    q->nlayers = (uint32_t)img->n;
+    q->user_set = img->user_set;
+    q->uid = img->uid;
+    q->gid = img->gid;
+  }
   struct spawn_resp rs;
   int fds[3] = {-1, -1, -1};
   pthread_mutex_lock(&s->lock);
-  int rc = s->sock >= 0 ? request(s, &rq, &rs, fds, err) : -1;
+  int rc = s->sock >= 0 ? request(s, q, &rs, fds, err) : -1;
   if (rc < 0) {
     /* The spawner died (or never answered): start a new one, try once more. */
     reap_spawner(s);
     if (launch(s, err) == 0)
-      rc = request(s, &rq, &rs, fds, err);
+      rc = request(s, q, &rs, fds, err);
   }
   pthread_mutex_unlock(&s->lock);
   if (rc < 0)
@@ -312,6 +341,54 @@ static int prepare_root(const char *dir, struct spawn_hello *hello) {
   return rc;
 }
 
+/* Where an image box's layers are stacked: an empty directory that only
+ * ever gets mounts in this process's private namespace. */
+#define SPAWNER_IMAGE_SCRATCH "/run/husk/image"
+
+struct image_fds {
+  int fds[IMAGE_MAX_LAYERS];
+  size_t n;
+};
+
+static void close_layers(struct image_fds *l) {
+  for (size_t i = 0; i < l->n; i++)
+    close_quiet(l->fds[i]);
+  l->n = 0;
+}
+
+static bool layer_id_ok(const char *id) {
+  size_t n = strlen(id);
+  return n == 64 && strspn(id, "0123456789abcdef") == n;
+}
+
+static int open_layers(const struct spawn_req *rq, struct image_fds *l, struct husk_err *err) {
+  l->n = 0;
+  if (rq->nlayers > IMAGE_MAX_LAYERS)
+    return husk_fail(err, EINVAL, "too many layers");
+  int mk = mkdir_p(SPAWNER_IMAGE_SCRATCH, 0755);
+  if (mk < 0)
+    return husk_error(err, -mk, "cannot create `%s`", SPAWNER_IMAGE_SCRATCH);
+  for (uint32_t i = 0; i < rq->nlayers; i++) {
+    char path[PATH_MAX + 96];
+    char id[LAYER_DIGEST_SIZE];
+    memcpy(id, rq->layers[i], sizeof id);
+    id[sizeof id - 1] = '\0';
+    if (!layer_id_ok(id) ||
+        snprintf(path, sizeof path, "%s/%s/root", rq->layers_dir, id) >= (int)sizeof path) {
+      close_layers(l);
+      return husk_fail(err, EINVAL, "a layer id is malformed");
+    }
+    int fd = open(path, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      int e = errno;
+      close_layers(l);
+      return husk_error(err, e, "cannot open the template's layer `%s`", id);
+    }
+    l->fds[l->n++] = fd;
+  }
+  return 0;
+}
+
 int spawner_main(int sock, const char *root_dir) {
   /* It was exec'ed, which made it dumpable again. */
   struct husk_err perr;
@@ -356,6 +433,7 @@ int spawner_main(int sock, const char *root_dir) {
       continue;
     rq.name[sizeof rq.name - 1] = '\0';
     rq.ctl_path[sizeof rq.ctl_path - 1] = '\0';
+    rq.layers_dir[sizeof rq.layers_dir - 1] = '\0';
     /* The host replaced a file the shared root binds (an update): build
      * it again for this box and the next ones; boxes made before keep
      * theirs.  While that fails, boxes are built from scratch (as safe,
@@ -381,10 +459,29 @@ int spawner_main(int sock, const char *root_dir) {
     struct jail j;
     struct husk_err err;
     struct spawn_resp rs = {.h = {.type = SPAWN_RESP, .len = sizeof rs}};
+    /* An image template's box: its layers, opened here (a mount can only be
+     * cloned in the namespace it was opened in), instead of the shared root. */
+    struct image_fds layers = {0};
+    if (rq.nlayers > 0) {
+      if (open_layers(&rq, &layers, &err) < 0) {
+        rs.rc = -1;
+        rs.code = err.code ? err.code : EIO;
+        snprintf(rs.msg, sizeof rs.msg, "%s", err.msg);
+        ctl_send(sock, &rs, sizeof rs, NULL, 0, NULL);
+        continue;
+      }
+      cfg.image_layers = layers.fds;
+      cfg.image_nlayers = layers.n;
+      cfg.image_scratch = SPAWNER_IMAGE_SCRATCH;
+      cfg.user_set = rq.user_set != 0;
+      cfg.uid = rq.uid;
+      cfg.gid = rq.gid;
+    }
+    bool view_needed = prepared && rq.nlayers == 0;
     /* The box's own view of the shared root, on top of it while the box
      * is cloned (its namespace keeps a copy), then taken off again. */
     char view[PATH_MAX];
-    if (prepared) {
+    if (view_needed) {
       if (rootfs_instance(root_dir, view, sizeof view, &err) < 0) {
         rs.rc = -1;
         rs.code = err.code ? err.code : EIO;
@@ -396,10 +493,11 @@ int spawner_main(int sock, const char *root_dir) {
       cfg.prepared_root = view;
     }
     int created = jail_create(&j, &cfg, &err);
+    close_layers(&layers);
     /* Left on, the next box's view would be stacked on this one: a
      * spawner that cannot take it off ends (the daemon starts another). */
     struct husk_err derr;
-    if (prepared && rootfs_instance_drop(view, &derr) < 0) {
+    if (view_needed && rootfs_instance_drop(view, &derr) < 0) {
       fprintf(stderr, "husk: spawner: %s\n", derr.msg);
       if (created == 0) {
         struct husk_err ignored;

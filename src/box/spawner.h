@@ -37,12 +37,23 @@ int spawner_start(struct spawner **out, int nice, const char *root_dir, const ch
                   struct husk_err *err);
 void spawner_stop(struct spawner *s);
 
+/* A box of an image template: its layers (`ids`, top first, each the
+ * directory `layers_dir`/<id>/root, opened by the spawner in its own mount
+ * namespace), and the user its programs run as. */
+struct spawn_image {
+  const char *layers_dir;
+  const char *const *ids;
+  size_t n;
+  bool user_set;
+  uint32_t uid, gid;
+};
+
 /* jail_create() in the spawner.  Thread-safe (requests are serialised).
  * The jail comes back with pid, pidfd, control connection, filesystem fd,
  * uid range and its cgroup opened in this process; no slot lock (the
  * box's init holds it).  A spawner that died is restarted. */
-int spawner_create(struct spawner *s, const struct jail_config *cfg, struct jail *j,
-                   struct husk_err *err);
+int spawner_create(struct spawner *s, const struct jail_config *cfg,
+                   const struct spawn_image *img, struct jail *j, struct husk_err *err);
 
 /* The spawner process (argv[1]: the root_dir, if any): serve requests on
  * `sock` until it closes. */

@@ -18,7 +18,7 @@
 #define BOX_COLUMNS                                                                                \
   "id, tenant_id, state, reason, template, memory, pids, cpu_milli, disk, timeout_ms, env_json, "  \
   "metadata_json, created_ms, expires_ms, ended_ms, init_pid, init_start_time, uid_base, slot, "   \
-  "cgroup"
+  "cgroup, template_id, workdir"
 
 static const char *const live_states[] = {STATE_BOX_CREATING, STATE_BOX_RUNNING,
                                           STATE_BOX_STOPPING};
@@ -59,6 +59,8 @@ static int read_box(sqlite3_stmt *s, void *row, struct husk_err *err) {
   ok &= db_col_text(s, 2, b->state, sizeof b->state);
   ok &= db_col_text(s, 3, b->reason, sizeof b->reason);
   ok &= db_col_text(s, 4, b->template_name, sizeof b->template_name);
+  ok &= db_col_text(s, 20, b->template_id, sizeof b->template_id);
+  ok &= db_col_text(s, 21, b->workdir, sizeof b->workdir);
   b->memory = sqlite3_column_int64(s, 5);
   b->pids = sqlite3_column_int64(s, 6);
   b->cpu_milli = sqlite3_column_int64(s, 7);
@@ -113,6 +115,8 @@ static int check_box(const struct state_box *b, struct husk_err *err) {
       check_id("tenant id", b->tenant_id, sizeof b->tenant_id, err) < 0 ||
       check_state("box state", b->state, err) < 0 ||
       check_text("template name", b->template_name, sizeof b->template_name, true, err) < 0 ||
+      check_id_or_empty("template id", b->template_id, sizeof b->template_id, err) < 0 ||
+      check_text("working directory", b->workdir, sizeof b->workdir, true, err) < 0 ||
       check_text("cgroup", b->cgroup, sizeof b->cgroup, true, err) < 0)
     return -1;
   if (!memchr(b->reason, '\0', sizeof b->reason))
@@ -207,7 +211,7 @@ int state_box_insert(struct state *st, const struct state_box *box, struct husk_
   cleanup_stmt sqlite3_stmt *s = NULL;
   if (db_prepare(st, &s,
                  "INSERT INTO boxes (" BOX_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
-                 "?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)",
+                 "?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
                  err) < 0)
     return -1;
   int rc;
@@ -220,7 +224,8 @@ int state_box_insert(struct state *st, const struct state_box *box, struct husk_
       (rc = db_int(s, 14, box->expires_ms)) || (rc = db_int(s, 15, box->ended_ms)) ||
       (rc = db_int(s, 16, box->init_pid)) || (rc = db_int(s, 17, (int64_t)box->init_start_time)) ||
       (rc = db_int(s, 18, box->uid_base)) || (rc = db_int(s, 19, box->slot)) ||
-      (rc = db_text(s, 20, box->cgroup)))
+      (rc = db_text(s, 20, box->cgroup)) || (rc = db_text(s, 21, box->template_id)) ||
+      (rc = db_text(s, 22, box->workdir)))
     return db_fail(st, err, rc, "cannot bind box");
   if (db_step_done(st, s, "cannot insert box", err) < 0) {
     if (err && err->code == EEXIST)

@@ -310,10 +310,18 @@ static const char schema_proc_limits[] =
     "ALTER TABLE processes ADD COLUMN limit_hit TEXT NOT NULL DEFAULT ''"
     "  CHECK (limit_hit IN ('', 'timeout', 'output'));";
 
+/* A box of an image template: the template's id (its name may be reused
+ * after a delete; deleting a template checks its live boxes by id) and the
+ * image's working directory, where commands start unless they say. */
+static const char schema_box_template[] =
+    "ALTER TABLE boxes ADD COLUMN template_id TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE boxes ADD COLUMN workdir TEXT NOT NULL DEFAULT '';"
+    "CREATE INDEX boxes_template ON boxes(template_id) WHERE template_id != '';";
+
 static const char *const migrations[] = {
     schema_v1,          schema_jobs,         schema_egress,      schema_storage,
     schema_audit_retention, schema_tenant_lifecycle, schema_proc_exec_id, schema_link_denied,
-    schema_templates,   schema_proc_limits};
+    schema_templates,   schema_proc_limits, schema_box_template};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 int state_schema_latest(void) { return SCHEMA_VERSION; }

@@ -224,6 +224,8 @@ struct state_box {
   char state[16];          /* STATE_BOX_* */
   char reason[256];        /* why it is in this state ("timeout", "memory"...); may be "" */
   char template_name[64];  /* may be "" */
+  char template_id[32];    /* an image template's id, else "" */
+  char workdir[256];       /* where commands start unless they say; "": /workspace */
   int64_t memory, pids, cpu_milli, disk, timeout_ms; /* limits, >= 0 */
   char *env_json;      /* JSON object; NULL on insert means {}.  Heap, see state_box_free() */
   char *metadata_json; /* JSON object of string values; NULL on insert means {} */

@@ -163,7 +163,7 @@ int state_template_delete(struct state *st, const char *tenant, const char *id,
   cleanup_stmt sqlite3_stmt *q = NULL;
   if (db_prepare(st, &q,
                  "SELECT (SELECT count(*) FROM templates WHERE id = ?1 AND tenant_id = ?2), "
-                 "(SELECT count(*) FROM boxes WHERE template = ?1 AND state IN " DB_LIVE_STATES ")",
+                 "(SELECT count(*) FROM boxes WHERE template_id = ?1 AND state IN " DB_LIVE_STATES ")",
                  err) < 0)
     return -1;
   int rc = db_text(q, 1, id) || db_text(q, 2, tenant);

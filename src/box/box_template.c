@@ -1,0 +1,93 @@
+/* What a box of an image template is created with (box_internal.h:
+ * box_image_resolve): the template as the tenant sees it (its own, else a
+ * shared one), its layers top first, the user its programs run as, its
+ * image's env under the request's, and its working directory. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "box/box_internal.h"
+#include "template/template.h"
+#include "util/cleanup.h"
+
+void box_image_free(struct box_image *bi) {
+  state_template_free(&bi->t);
+  template_profile_free(&bi->p);
+  free(bi->env);
+  memset(bi, 0, sizeof *bi);
+}
+
+/* The image's env, each entry the request's env names replaced by it. */
+static char **merge_env(char *const *image, char *const *req) {
+  size_t ni = 0, nr = 0;
+  while (image && image[ni])
+    ni++;
+  while (req && req[nr])
+    nr++;
+  char **env = calloc(ni + nr + 1, sizeof *env);
+  if (!env)
+    return NULL;
+  size_t n = 0;
+  for (size_t i = 0; i < ni + nr; i++) {
+    char *e = i < ni ? image[i] : req[i - ni];
+    size_t klen = strcspn(e, "=");
+    size_t k = 0;
+    while (k < n && !(strncmp(env[k], e, klen) == 0 && env[k][klen] == '='))
+      k++;
+    env[k] = e;
+    if (k == n)
+      n++;
+  }
+  return env;
+}
+
+int box_image_resolve(struct husk_mgr *m, const char *tenant, const char *name,
+                      char *const *req_env, struct box_image *out, struct husk_err *err) {
+  memset(out, 0, sizeof *out);
+  if (!m->cfg.templates)
+    return husk_fail(err, EINVAL, "this server keeps no templates: only `default`");
+  if (state_template_get(m->cfg.state, tenant, name, true, &out->t, err) < 0) {
+    if (err->code == ENOENT)
+      husk_fail(err, ENOENT, "no template `%s` (husk template list, GET /v1/templates)", name);
+    goto fail;
+  }
+  json_t *layers = json_loads(out->t.layers_json, 0, NULL);
+  size_t n = json_array_size(layers);
+  if (!json_is_array(layers) || n == 0 || n > IMAGE_MAX_LAYERS) {
+    json_decref(layers);
+    husk_fail(err, EUCLEAN, "template %s: its layer list is damaged", out->t.id);
+    goto fail;
+  }
+  for (size_t i = 0; i < n; i++) {
+    const char *d =
+        json_string_value(json_object_get(json_array_get(layers, n - 1 - i), "diff_id"));
+    if (!d || strlen(d) != 71) {
+      json_decref(layers);
+      husk_fail(err, EUCLEAN, "template %s: its layer list is damaged", out->t.id);
+      goto fail;
+    }
+    memcpy(out->ids[i], d + 7, 64);
+    out->ids[i][64] = '\0';
+    out->idv[i] = out->ids[i];
+  }
+  json_decref(layers);
+  out->n = n;
+  /* The profile reads the image's /etc/passwd through its layers. */
+  struct template_layers tl;
+  if (template_layers_open(m->cfg.templates, &out->t, &tl, err) < 0)
+    goto fail;
+  int rc = template_profile(&out->t, &tl, &out->p, err);
+  template_layers_release(&tl);
+  if (rc < 0)
+    goto fail;
+  if (!(out->env = merge_env(out->p.env, req_env))) {
+    husk_error(err, ENOMEM, "template env");
+    goto fail;
+  }
+  return 0;
+fail:
+  box_image_free(out);
+  return -1;
+}
