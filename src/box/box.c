@@ -407,7 +407,7 @@ static void box_image_freep(struct box_image **bi) {
 #define cleanup_box_image __attribute__((cleanup(box_image_freep)))
 
 int husk_box_create(struct husk_mgr *m, const char *tenant, const struct husk_box_spec *req,
-               struct husk_box_info *out, struct husk_err *err) {
+                    struct husk_box_info *out, struct husk_err *err) {
   /* An image template: its layers, user, env and working directory. */
   cleanup_box_image struct box_image *img = NULL;
   if (req->template_name && req->template_name[0] && strcmp(req->template_name, "default")) {
@@ -419,6 +419,11 @@ int husk_box_create(struct husk_mgr *m, const char *tenant, const struct husk_bo
       return -1;
     }
   }
+  return box_create(m, tenant, req, img, out, err);
+}
+
+int box_create(struct husk_mgr *m, const char *tenant, const struct husk_box_spec *req,
+               struct box_image *img, struct husk_box_info *out, struct husk_err *err) {
   /* Mode `none` costs nothing here: no policy, no link, no proxy state. */
   cleanup_free char *policy = NULL;
   if ((req->network && strcmp(req->network, "none")) || req->egress_json) {

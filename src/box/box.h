@@ -17,6 +17,7 @@
 
 #include "box/exec.h"
 #include "husk/husk.h"
+#include "state/template_state.h"
 #include "util/error.h"
 
 struct state;
@@ -100,5 +101,31 @@ int box_tenant_finish_delete(struct husk_mgr *m, const char *tenant,
                              const struct box_tenant_purge *purge, struct husk_err *err);
 /* Finish every deletion a previous run left midway (logged, audited). */
 void box_tenant_resume(struct husk_mgr *m, const struct box_tenant_purge *purge);
+
+/* A Dockerfile build (build.c): its steps run in boxes of `tenant` (RUN
+ * steps with the network `egress_json` allows, else none), the template
+ * made belongs to `owner` ("" : the operator's, shared), named `name`.
+ * Output (step headers and the steps' own output) goes to log(ctx, ...)
+ * as it comes.  `context`: a directory fd of the build context (-1: none;
+ * COPY then fails).  Errors: EINVAL (the Dockerfile, a failed step: the
+ * message names the step), EEXIST (the name is taken), as a box create or
+ * an import otherwise. */
+struct box_build_req {
+  const char *tenant;
+  const char *owner;
+  const char *name;
+  const char *dockerfile;
+  size_t dockerfile_len;
+  char *const *build_args; /* NAME=VALUE, NULL-terminated, or NULL */
+  int context;
+  const char *egress_json;
+  struct husk_limits limits; /* of each step's box; timeout_ms: each RUN's (default 30 min) */
+  bool no_cache;
+  void (*log)(void *ctx, const char *buf, size_t len);
+  void *log_ctx;
+  int cancel_fd; /* readable: stop (the client went away), or -1 */
+};
+int box_build(struct husk_mgr *m, const struct box_build_req *req, struct state_template *out,
+              struct husk_err *err);
 
 #endif

@@ -166,6 +166,13 @@ struct box_image {
 };
 int box_image_resolve(struct husk_mgr *m, const char *tenant, const char *name,
                       char *const *req_env, struct box_image *out, struct husk_err *err);
+/* The same from a row of one's own (*t is taken over, even on failure):
+ * a build's image so far. */
+int box_image_of(struct husk_mgr *m, struct state_template *t, char *const *req_env,
+                 struct box_image *out, struct husk_err *err);
+/* husk_box_create with `img` (NULL: the default template). */
+int box_create(struct husk_mgr *m, const char *tenant, const struct husk_box_spec *req,
+               struct box_image *img, struct husk_box_info *out, struct husk_err *err);
 void box_image_free(struct box_image *bi);
 
 /* Build the box's jail through the spawner; `img`: a template's box, or

@@ -48,11 +48,20 @@ int box_image_resolve(struct husk_mgr *m, const char *tenant, const char *name,
   memset(out, 0, sizeof *out);
   if (!m->cfg.templates)
     return husk_fail(err, EINVAL, "this server keeps no templates: only `default`");
-  if (state_template_get(m->cfg.state, tenant, name, true, &out->t, err) < 0) {
+  struct state_template t;
+  if (state_template_get(m->cfg.state, tenant, name, true, &t, err) < 0) {
     if (err->code == ENOENT)
       husk_fail(err, ENOENT, "no template `%s` (husk template list, GET /v1/templates)", name);
-    goto fail;
+    return -1;
   }
+  return box_image_of(m, &t, req_env, out, err);
+}
+
+int box_image_of(struct husk_mgr *m, struct state_template *t, char *const *req_env,
+                 struct box_image *out, struct husk_err *err) {
+  memset(out, 0, sizeof *out);
+  out->t = *t;
+  memset(t, 0, sizeof *t);
   json_t *layers = json_loads(out->t.layers_json, 0, NULL);
   size_t n = json_array_size(layers);
   if (!json_is_array(layers) || n == 0 || n > IMAGE_MAX_LAYERS) {

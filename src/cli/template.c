@@ -4,6 +4,8 @@
  *
  *   husk template import FILE|DIR|- --name NAME [--data DIR]
  *   husk template create NAME --debian SUITE [--packages A,B] [--mirror URL]
+ *   husk template build -f DOCKERFILE --name NAME [--build-arg K=V] [--egress-allow HOST]
+ *                       [--no-cache] [CONTEXT_DIR]
  *   husk template export NAME FILE|-
  *   husk template list [--data DIR] [--json]
  *   husk template inspect NAME [--data DIR]
@@ -26,7 +28,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "box/box.h"
 #include "cli/cli_common.h"
+#include "template/dockerfile.h"
+#include "util/parse.h"
+
+/* The tenant the operator's builds run their steps' boxes as. */
+#define BUILD_TENANT "husk-builds"
 #include "state/state.h"
 #include "state/template_state.h"
 #include "template/template.h"
@@ -45,6 +53,13 @@ static void template_usage(FILE *f) {
              "  create NAME --debian SUITE [--packages A,B,...] [--mirror URL]\n"
              "                a Debian root made with debootstrap (minbase) from the host's\n"
              "                apt mirror (or URL), with the packages named\n"
+             "  build -f DOCKERFILE --name NAME [CONTEXT_DIR]\n"
+             "                build a template from a Dockerfile: FROM a template, RUN steps\n"
+             "                in boxes, COPY from CONTEXT_DIR; steps are cached.  Options:\n"
+             "                --build-arg K=V, --egress-allow HOST (RUN steps reach HOST\n"
+             "                through husk's proxy; repeatable), --no-cache, --memory SIZE,\n"
+             "                --disk SIZE (each step's box).  Needs the data directory to\n"
+             "                itself: with husk serve running, build through its API\n"
              "  export NAME FILE|-\n"
              "                the template as an OCI image archive (podman load, skopeo)\n"
              "  list [--json]  the templates\n"
@@ -214,6 +229,104 @@ static int cmd_export(struct tctx *c, const char *name, const char *dest) {
   return rc < 0 ? fail("export: %s", err.msg) : 0;
 }
 
+struct build_opts {
+  const char *dockerfile;
+  char **args;
+  size_t nargs;
+  const char **hosts;
+  size_t nhosts;
+  bool no_cache;
+  struct husk_limits limits;
+};
+
+static void build_log(void *ctx, const char *buf, size_t len) {
+  (void)ctx;
+  fwrite(buf, 1, len, stdout);
+  fflush(stdout);
+}
+
+static int cmd_build(struct tctx *c, const char *name, const char *context,
+                     const struct build_opts *bo) {
+  if (!name)
+    return fail("build: --name NAME is required");
+  if (!bo->dockerfile)
+    return fail("build: -f DOCKERFILE is required");
+  if (!template_name_ok(name))
+    return fail("build: `%s` is not a template name (1 to 63 of a-z, 0-9, '.', '_', '-')", name);
+  cleanup_close int dfd = open(bo->dockerfile, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (dfd < 0 || fstat(dfd, &st) < 0)
+    return fail("build: cannot open `%s`: %s", bo->dockerfile, strerror(errno));
+  if (st.st_size > DOCKERFILE_MAX_BYTES)
+    return fail("build: `%s` is larger than %d bytes", bo->dockerfile, DOCKERFILE_MAX_BYTES);
+  cleanup_free char *text = malloc((size_t)st.st_size + 1);
+  ssize_t n = text ? read(dfd, text, (size_t)st.st_size) : -1;
+  if (n < 0)
+    return fail("build: cannot read `%s`: %s", bo->dockerfile, strerror(errno));
+  cleanup_close int ctx = -1;
+  if (context && (ctx = open(context, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+    return fail("build: cannot open the context `%s`: %s", context, strerror(errno));
+  /* RUN steps reach these hosts through husk's proxy, nothing else. */
+  cleanup_free char *policy = NULL;
+  if (bo->nhosts) {
+    json_t *rules = json_array();
+    for (size_t i = 0; i < bo->nhosts; i++)
+      json_array_append_new(rules, json_pack("{s:s}", "host", bo->hosts[i]));
+    json_t *p = json_pack("{s:o}", "rules", rules);
+    policy = p ? json_dumps(p, JSON_COMPACT) : NULL;
+    json_decref(p);
+    if (!policy)
+      return fail("out of memory");
+  }
+  /* The steps' boxes: a manager of this data directory's own. */
+  char self[PATH_MAX];
+  ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (sl < 0)
+    return fail("build: cannot find the husk binary: %s", strerror(errno));
+  self[sl] = '\0';
+  struct husk_err err;
+  struct husk_mgr_config mc = {.data_dir = c->data, .husk_binary = self};
+  struct husk_mgr *m;
+  if (husk_mgr_open(&m, &mc, &err) < 0) {
+    if (err.code == EWOULDBLOCK)
+      return fail("build: a husk serve holds `%s`: build through its API "
+                  "(POST /v1/templates/builds), or stop it",
+                  c->data);
+    return fail("build: %s", err.msg);
+  }
+  char tenant[HUSK_TENANT_ID_MAX];
+  if (husk_tenant_find(m, BUILD_TENANT, tenant, &err) < 0 &&
+      husk_tenant_create(m, BUILD_TENANT, tenant, &err) < 0) {
+    husk_mgr_close(m, true);
+    return fail("build: %s", err.msg);
+  }
+  struct box_build_req rq = {.tenant = tenant,
+                             .owner = "",
+                             .name = name,
+                             .dockerfile = text,
+                             .dockerfile_len = (size_t)n,
+                             .build_args = bo->args,
+                             .context = ctx,
+                             .egress_json = policy,
+                             .limits = bo->limits,
+                             .no_cache = bo->no_cache,
+                             .log = build_log,
+                             .cancel_fd = -1};
+  struct state_template t;
+  int rc = box_build(m, &rq, &t, &err);
+  husk_mgr_close(m, true);
+  if (rc < 0)
+    return fail("build: %s", err.msg);
+  json_t *j = template_json(&t, false);
+  char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+  if (s)
+    printf("%s\n", s);
+  free(s);
+  json_decref(j);
+  state_template_free(&t);
+  return 0;
+}
+
 static int list_cb(void *ctx, const struct state_template *t) {
   json_t *arr = ctx;
   if (!t->tenant_id[0]) /* the operator's: a tenant's own are the tenant's */
@@ -281,16 +394,41 @@ static int cmd_rm(struct tctx *c, const char *name) {
 }
 
 int cmd_template(int argc, char **argv) {
-  enum { O_DATA = 256, O_NAME, O_JSON, O_DEBIAN, O_PACKAGES, O_MIRROR };
+  enum {
+    O_DATA = 256,
+    O_NAME,
+    O_JSON,
+    O_DEBIAN,
+    O_PACKAGES,
+    O_MIRROR,
+    O_BUILD_ARG,
+    O_EGRESS,
+    O_NO_CACHE,
+    O_MEMORY,
+    O_DISK
+  };
   static const struct option opts[] = {{"data", required_argument, NULL, O_DATA},
                                        {"name", required_argument, NULL, O_NAME},
                                        {"json", no_argument, NULL, O_JSON},
                                        {"debian", required_argument, NULL, O_DEBIAN},
                                        {"packages", required_argument, NULL, O_PACKAGES},
                                        {"mirror", required_argument, NULL, O_MIRROR},
+                                       {"file", required_argument, NULL, 'f'},
+                                       {"build-arg", required_argument, NULL, O_BUILD_ARG},
+                                       {"egress-allow", required_argument, NULL, O_EGRESS},
+                                       {"no-cache", no_argument, NULL, O_NO_CACHE},
+                                       {"memory", required_argument, NULL, O_MEMORY},
+                                       {"disk", required_argument, NULL, O_DISK},
                                        {"help", no_argument, NULL, 'h'},
                                        {0}};
   const char *suite = NULL, *packages = NULL, *mirror = NULL;
+  struct build_opts bo = {0};
+  cleanup_free char **bargs = calloc((size_t)argc + 1, sizeof *bargs);
+  cleanup_free const char **hosts = calloc((size_t)argc + 1, sizeof *hosts);
+  if (!bargs || !hosts)
+    return fail("out of memory");
+  bo.args = bargs;
+  bo.hosts = hosts;
   if (argc < 2) {
     template_usage(stderr);
     return 2;
@@ -311,7 +449,9 @@ int cmd_template(int argc, char **argv) {
   const char *ops[2] = {NULL, NULL};
   size_t nops = 0;
   for (;;) {
-    while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "+hf:", opts, NULL)) != -1) {
+      uint64_t v;
+      struct husk_err perr;
       switch (ch) {
       case O_DATA: c.data = optarg; break;
       case O_NAME: name = optarg; break;
@@ -319,6 +459,23 @@ int cmd_template(int argc, char **argv) {
       case O_DEBIAN: suite = optarg; break;
       case O_PACKAGES: packages = optarg; break;
       case O_MIRROR: mirror = optarg; break;
+      case 'f': bo.dockerfile = optarg; break;
+      case O_BUILD_ARG:
+        if (!strchr(optarg, '='))
+          return fail("--build-arg: NAME=VALUE");
+        bargs[bo.nargs++] = optarg;
+        break;
+      case O_EGRESS: hosts[bo.nhosts++] = optarg; break;
+      case O_NO_CACHE: bo.no_cache = true; break;
+      case O_MEMORY:
+      case O_DISK:
+        if (parse_size(optarg, &v, &perr) < 0)
+          return fail("%s: %s", ch == O_MEMORY ? "--memory" : "--disk", perr.msg);
+        if (ch == O_MEMORY)
+          bo.limits.memory_bytes = v;
+        else
+          bo.limits.disk_bytes = v;
+        break;
       case 'h': template_usage(stdout); return 0;
       default: return fail("unknown option `%s` (husk template --help)", argv[optind - 1]);
       }
@@ -338,6 +495,8 @@ int cmd_template(int argc, char **argv) {
     return operand ? cmd_import(&c, operand, name) : fail("import: FILE, DIR or - is required");
   if (!strcmp(sub, "export"))
     return operand ? cmd_export(&c, operand, ops[1]) : fail("export: NAME is required");
+  if (!strcmp(sub, "build"))
+    return cmd_build(&c, name, operand, &bo);
   if (!strcmp(sub, "create"))
     return operand ? cmd_create(&c, operand, suite, packages, mirror)
                    : fail("create: NAME is required");

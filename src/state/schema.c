@@ -318,10 +318,22 @@ static const char schema_box_template[] =
     "ALTER TABLE boxes ADD COLUMN workdir TEXT NOT NULL DEFAULT '';"
     "CREATE INDEX boxes_template ON boxes(template_id) WHERE template_id != '';";
 
+/* The build cache: the layer a Dockerfile step made, by a digest of what
+ * the step depends on, per tenant ('' the operator's). */
+static const char schema_build_cache[] =
+    "CREATE TABLE build_cache ("
+    "  tenant_id TEXT NOT NULL,"
+    "  key TEXT NOT NULL,"
+    "  diff_id TEXT NOT NULL,"
+    "  used_ms INTEGER NOT NULL,"
+    "  PRIMARY KEY (tenant_id, key)"
+    ") STRICT;"
+    "CREATE INDEX build_cache_used ON build_cache(used_ms);";
+
 static const char *const migrations[] = {
     schema_v1,          schema_jobs,         schema_egress,      schema_storage,
     schema_audit_retention, schema_tenant_lifecycle, schema_proc_exec_id, schema_link_denied,
-    schema_templates,   schema_proc_limits, schema_box_template};
+    schema_templates,   schema_proc_limits, schema_box_template, schema_build_cache};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 int state_schema_latest(void) { return SCHEMA_VERSION; }

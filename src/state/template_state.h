@@ -46,4 +46,15 @@ int state_template_list(struct state *st, const char *tenant,
 int state_template_delete(struct state *st, const char *tenant, const char *id,
                           struct husk_err *err);
 
+/* The build cache (a step's key -> the layer it made).  get: ENOENT on a
+ * miss (a hit marks the entry used).  prune: entries unused since
+ * `before_ms` go.  layers: every diff_id the cache names. */
+int state_build_cache_get(struct state *st, const char *tenant, const char *key,
+                          char diff_id[STATE_DIGEST_SIZE], struct husk_err *err);
+int state_build_cache_put(struct state *st, const char *tenant, const char *key,
+                          const char *diff_id, struct husk_err *err);
+int state_build_cache_prune(struct state *st, int64_t before_ms, struct husk_err *err);
+int state_build_cache_layers(struct state *st, int (*cb)(void *ctx, const char *diff_id),
+                             void *ctx, struct husk_err *err);
+
 #endif

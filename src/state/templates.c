@@ -185,3 +185,108 @@ int state_template_delete(struct state *st, const char *tenant, const char *id,
   db_fault_point("template_delete");
   return db_commit(&txn, err);
 }
+
+/* ---- the build cache ---- */
+
+int state_build_cache_get(struct state *st, const char *tenant, const char *key,
+                          char diff_id[STATE_DIGEST_SIZE], struct husk_err *err) {
+  if (check_id_or_empty("tenant id", tenant, STATE_TENANT_ID_SIZE, err) < 0 ||
+      check_text("cache key", key, STATE_DIGEST_SIZE, false, err) < 0)
+    return -1;
+  cleanup_unlock struct state *locked = db_lock(st);
+  cleanup_txn struct db_txn txn = {0};
+  if (db_begin(st, &txn, err) < 0)
+    return -1;
+  cleanup_stmt sqlite3_stmt *q = NULL;
+  if (db_prepare(st, &q, "SELECT diff_id FROM build_cache WHERE tenant_id = ? AND key = ?", err) <
+      0)
+    return -1;
+  int rc = db_text(q, 1, tenant) || db_text(q, 2, key);
+  if (rc != SQLITE_OK)
+    return db_fail(st, err, rc, "build cache");
+  int r = db_step_row(st, q, "build cache", err);
+  if (r < 0)
+    return -1;
+  if (r == 0 || !db_col_text(q, 0, diff_id, STATE_DIGEST_SIZE))
+    return husk_fail(err, ENOENT, "not in the build cache");
+  cleanup_stmt sqlite3_stmt *u = NULL;
+  if (db_prepare(st, &u, "UPDATE build_cache SET used_ms = ? WHERE tenant_id = ? AND key = ?",
+                 err) < 0)
+    return -1;
+  rc = db_int(u, 1, state_now_ms()) || db_text(u, 2, tenant) || db_text(u, 3, key);
+  if (rc != SQLITE_OK)
+    return db_fail(st, err, rc, "build cache");
+  if (db_step_done(st, u, "build cache", err) < 0)
+    return -1;
+  return db_commit(&txn, err);
+}
+
+int state_build_cache_put(struct state *st, const char *tenant, const char *key,
+                          const char *diff_id, struct husk_err *err) {
+  if (check_id_or_empty("tenant id", tenant, STATE_TENANT_ID_SIZE, err) < 0 ||
+      check_text("cache key", key, STATE_DIGEST_SIZE, false, err) < 0 ||
+      check_text("layer id", diff_id, STATE_DIGEST_SIZE, false, err) < 0)
+    return -1;
+  cleanup_unlock struct state *locked = db_lock(st);
+  cleanup_txn struct db_txn txn = {0};
+  if (db_begin(st, &txn, err) < 0)
+    return -1;
+  cleanup_stmt sqlite3_stmt *q = NULL;
+  if (db_prepare(st, &q,
+                 "INSERT OR REPLACE INTO build_cache (tenant_id, key, diff_id, used_ms) "
+                 "VALUES (?, ?, ?, ?)",
+                 err) < 0)
+    return -1;
+  int rc = db_text(q, 1, tenant) || db_text(q, 2, key) || db_text(q, 3, diff_id) ||
+           db_int(q, 4, state_now_ms());
+  if (rc != SQLITE_OK)
+    return db_fail(st, err, rc, "build cache");
+  if (db_step_done(st, q, "cannot record the build step", err) < 0)
+    return -1;
+  return db_commit(&txn, err);
+}
+
+int state_build_cache_prune(struct state *st, int64_t before_ms, struct husk_err *err) {
+  cleanup_unlock struct state *locked = db_lock(st);
+  cleanup_txn struct db_txn txn = {0};
+  if (db_begin(st, &txn, err) < 0)
+    return -1;
+  cleanup_stmt sqlite3_stmt *q = NULL;
+  if (db_prepare(st, &q, "DELETE FROM build_cache WHERE used_ms < ?", err) < 0)
+    return -1;
+  int rc = db_int(q, 1, before_ms);
+  if (rc != SQLITE_OK)
+    return db_fail(st, err, rc, "build cache");
+  if (db_step_done(st, q, "build cache", err) < 0)
+    return -1;
+  return db_commit(&txn, err);
+}
+
+struct id_row {
+  char diff_id[STATE_DIGEST_SIZE];
+};
+
+static int read_id(sqlite3_stmt *q, void *row, struct husk_err *err) {
+  struct id_row *r = row;
+  if (!db_col_text(q, 0, r->diff_id, sizeof r->diff_id))
+    return husk_fail(err, EUCLEAN, "a build cache row does not fit its fields");
+  return 0;
+}
+
+int state_build_cache_layers(struct state *st, int (*cb)(void *ctx, const char *diff_id),
+                             void *ctx, struct husk_err *err) {
+  cleanup_rows struct db_rows rows = {.item_size = sizeof(struct id_row)};
+  {
+    cleanup_unlock struct state *locked = db_lock(st);
+    cleanup_stmt sqlite3_stmt *q = NULL;
+    if (db_prepare(st, &q, "SELECT DISTINCT diff_id FROM build_cache", err) < 0 ||
+        db_rows_fill(st, q, &rows, read_id, "build cache", err) < 0)
+      return -1;
+  }
+  for (size_t i = 0; i < rows.n; i++) {
+    int r = cb(ctx, ((struct id_row *)db_rows_at(&rows, i))->diff_id);
+    if (r)
+      return db_cb_verdict(r);
+  }
+  return 0;
+}

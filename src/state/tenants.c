@@ -258,6 +258,7 @@ int state_tenant_purge(struct state *st, const char *id, struct husk_err *err) {
       "DELETE FROM links WHERE tenant_id = ?1",
       "DELETE FROM s3_keys WHERE tenant_id = ?1",
       "DELETE FROM templates WHERE tenant_id = ?1", /* their layers: the template store's GC */
+      "DELETE FROM build_cache WHERE tenant_id = ?1",
       "DELETE FROM api_keys WHERE tenant_id = ?1",
       "DELETE FROM tenants WHERE id = ?1 AND deleted_ms != 0",
   };

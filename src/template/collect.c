@@ -106,12 +106,25 @@ static int sweep_dir(int dirfd, const struct named *keep, bool layers) {
   return removed;
 }
 
+/* A layer a build made is its own blob (uncompressed): both are kept. */
+static int cache_cb(void *ctx, const char *diff_id) {
+  struct collect_ctx *c = ctx;
+  if (digest_ok(diff_id) &&
+      (add_named(&c->layers, diff_id + HEX_OFF) < 0 || add_named(&c->blobs, diff_id + HEX_OFF) < 0))
+    c->failed = true;
+  return 0;
+}
+
 int template_collect(struct template_store *ts, struct husk_err *err) {
   /* Never while an import places layers it has not recorded yet. */
   if (flock(ts->gc, LOCK_EX | LOCK_NB) < 0)
     return 0;
   struct collect_ctx c = {0};
-  int rc = state_template_list(ts->state, NULL, collect_cb, &c, err);
+  int rc = state_build_cache_prune(ts->state, state_now_ms() - TEMPLATE_CACHE_KEEP_MS, err);
+  if (rc == 0)
+    rc = state_template_list(ts->state, NULL, collect_cb, &c, err);
+  if (rc == 0)
+    rc = state_build_cache_layers(ts->state, cache_cb, &c, err);
   if (rc == 0 && c.failed)
     rc = husk_error(err, ENOMEM, "collecting template layers");
   if (rc == 0)

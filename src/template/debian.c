@@ -222,7 +222,7 @@ int template_create_debian(struct template_store *ts, const char *tenant, const 
     goto out;
   }
   struct layer_written w;
-  if (layer_write_tree(tree, 0, blob, &w, err) < 0 || fsync(blob) < 0) {
+  if (layer_write_tree(tree, 0, NULL, blob, &w, err) < 0 || fsync(blob) < 0) {
     husk_error_wrap(err, "cannot write the Debian root as a layer");
     goto out;
   }

@@ -70,7 +70,7 @@ void import_end(struct import *im) {
 
 /* Unpack layer `l` (its blob in `srcdir`) into layers/<hex> unless it is
  * there; add its unpacked size to *size. */
-static int place_layer(struct import *im, int srcdir, const struct image_layer *l, size_t i,
+int import_place_layer(struct import *im, int srcdir, const struct image_layer *l, size_t i,
                        uint64_t *size, struct husk_err *err) {
   struct template_store *ts = im->ts;
   const char *hex = l->diff_id + HEX_OFF;
@@ -125,12 +125,14 @@ static int place_layer(struct import *im, int srcdir, const struct image_layer *
 
 /* The blobs as imported, for export: moved (or copied) into blobs/.  A
  * blob the store cannot keep fails the import: export needs every one. */
-static int keep_blob(struct import *im, int srcdir, bool move, const char *digest, const char *path,
+int import_keep_blob(struct import *im, int srcdir, bool move, const char *digest, const char *path,
                      struct husk_err *err) {
   struct template_store *ts = im->ts;
   const char *hex = digest + HEX_OFF;
   if (faccessat(ts->blobs, hex, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
     return 0;
+  if (!path)
+    return husk_fail(err, ENOENT, "blob %s is not in the store", digest);
   if (move && renameat(srcdir, path, ts->blobs, hex) == 0)
     return 0;
   /* From a layout directory: copied (the host's directory stays whole). */
@@ -170,10 +172,10 @@ int import_commit(struct import *im, int srcdir, bool move, const char *tenant, 
   struct template_store *ts = im->ts;
   uint64_t size = 0;
   for (size_t i = 0; i < img->nlayers; i++)
-    if (place_layer(im, srcdir, &img->layers[i], i, &size, err) < 0)
+    if (import_place_layer(im, srcdir, &img->layers[i], i, &size, err) < 0)
       return -1;
   for (size_t i = 0; i < img->nlayers; i++)
-    if (keep_blob(im, srcdir, move, img->layers[i].digest, img->layers[i].blob, err) < 0)
+    if (import_keep_blob(im, srcdir, move, img->layers[i].digest, img->layers[i].blob, err) < 0)
       return -1;
   struct state_template t = {0};
   snprintf(t.tenant_id, sizeof t.tenant_id, "%s", tenant);

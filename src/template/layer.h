@@ -58,14 +58,16 @@ int layer_extract(int blob_fd, int dest_fd, const struct layer_limits *lim,
  * written to out_fd (layer_write.c).  Host owners become the box's (the
  * host id less `id_base`; outside the box's 65536 ids, 65534); overlay
  * whiteouts and opaque directories become OCI's; devices, FIFOs and
- * sockets are left out (counted).  Symlinks are written, never followed. */
+ * sockets are left out (counted).  Symlinks are written, never followed.
+ * `exclude` (NULL-terminated, or NULL): relative paths left out with what
+ * is below them. */
 struct layer_written {
   char diff_id[LAYER_DIGEST_SIZE]; /* sha256 of the tar written (also its blob digest) */
   uint64_t size;                   /* bytes written */
   uint64_t entries;
   unsigned skipped;
 };
-int layer_write_tree(int dirfd, uint32_t id_base, int out_fd, struct layer_written *res,
-                     struct husk_err *err);
+int layer_write_tree(int dirfd, uint32_t id_base, const char *const *exclude, int out_fd,
+                     struct layer_written *res, struct husk_err *err);
 
 #endif

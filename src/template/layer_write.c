@@ -42,6 +42,7 @@ struct lw {
   EVP_MD_CTX *md;
   int out;
   uint32_t base;
+  const char *const *exclude;
   struct layer_written *res;
   struct husk_err *err;
   bool write_failed;
@@ -127,6 +128,9 @@ static int entry(struct lw *w, int dirfd, const char *name, const char *prefix, 
   char rel[PATH_MAX];
   if (snprintf(rel, sizeof rel, "%s%s", prefix, name) >= (int)sizeof rel)
     return husk_fail(w->err, ENAMETOOLONG, "a name in the tree is too long: `%.100s...`", prefix);
+  for (size_t i = 0; w->exclude && w->exclude[i]; i++)
+    if (!strcmp(rel, w->exclude[i]))
+      return 0;
   struct stat st;
   if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
     return husk_error(w->err, errno, "cannot read `%s`", rel);
@@ -236,6 +240,7 @@ static int walk(struct lw *w, int dirfd, const char *prefix, int depth) {
     close_quiet(fd);
     return husk_error(w->err, errno, "cannot list `%s`", *prefix ? prefix : ".");
   }
+  rewinddir(d); /* the duplicate shares the offset of the caller's fd */
   char **names = NULL;
   size_t n = 0, cap = 0;
   int rc = 0;
@@ -271,10 +276,10 @@ static int walk(struct lw *w, int dirfd, const char *prefix, int depth) {
   return rc;
 }
 
-int layer_write_tree(int dirfd, uint32_t id_base, int out_fd, struct layer_written *res,
-                     struct husk_err *err) {
+int layer_write_tree(int dirfd, uint32_t id_base, const char *const *exclude, int out_fd,
+                     struct layer_written *res, struct husk_err *err) {
   memset(res, 0, sizeof *res);
-  struct lw w = {.out = out_fd, .base = id_base, .res = res, .err = err};
+  struct lw w = {.out = out_fd, .base = id_base, .exclude = exclude, .res = res, .err = err};
   int rc = -1;
   if (!(w.buf = malloc(CHUNK)) || !(w.md = EVP_MD_CTX_new()) ||
       EVP_DigestInit_ex(w.md, EVP_sha256(), NULL) != 1 || !(w.a = archive_write_new())) {

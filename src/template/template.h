@@ -96,6 +96,45 @@ int template_export(struct template_store *ts, const char *tenant, const char *n
                     int (*out)(void *ctx, const void *buf, size_t len), void *ctx,
                     struct husk_err *err);
 
+/* An image assembled layer by layer (a Dockerfile build, box/build.c): it
+ * starts from a template, gets layers made from directory trees (a step's
+ * changes, files copied in) or taken from the build cache, and becomes a
+ * template of its own when committed.  Until then it holds the store's
+ * collection off and its work directory is under tmp/ (a crash leaves only
+ * what the next open removes). */
+struct template_asm;
+int template_asm_begin(struct template_store *ts, const char *tenant, const char *name,
+                       const struct state_template *base, struct template_asm **out,
+                       struct husk_err *err);
+/* A directory the assembly's trees can be made in (its work directory). */
+int template_asm_workdir(struct template_asm *a);
+/* The tree under tree_fd (host owners less id_base, the paths in `exclude`
+ * left out) as a new top layer; its diff_id to diff_id_out. */
+int template_asm_add_tree(struct template_asm *a, int tree_fd, uint32_t id_base,
+                          const char *const *exclude, char diff_id_out[LAYER_DIGEST_SIZE],
+                          struct husk_err *err);
+/* A layer the store has (a cache hit) as the new top layer; ENOENT when it
+ * is gone. */
+int template_asm_add_layer(struct template_asm *a, const char *diff_id, struct husk_err *err);
+/* The layers so far, top first, as ids (64 hex digits) into ids[], at most
+ * IMAGE_MAX_LAYERS; returns how many. */
+size_t template_asm_layers(const struct template_asm *a, const char *ids[IMAGE_MAX_LAYERS]);
+/* Record the image with `config_json` (its rootfs.diff_ids are set here)
+ * as the template; *out (may be NULL) gets the row. */
+int template_asm_commit(struct template_asm *a, const char *config_json,
+                        struct state_template *out, struct husk_err *err);
+/* Ends it (whether committed or not): its work directory goes. */
+void template_asm_end(struct template_asm *a);
+
+/* The build cache: the layer a step made, by the step's key (a digest of
+ * everything the step's result depends on).  Layers it names are kept
+ * until its entries go unused for TEMPLATE_CACHE_KEEP_MS (template_collect). */
+#define TEMPLATE_CACHE_KEEP_MS (7LL * 24 * 3600 * 1000)
+int template_cache_get(struct template_store *ts, const char *tenant, const char *key,
+                       char diff_id[LAYER_DIGEST_SIZE], struct husk_err *err);
+int template_cache_put(struct template_store *ts, const char *tenant, const char *key,
+                       const char *diff_id, struct husk_err *err);
+
 /* Delete the owner's template (by name or id); its layers go once no
  * template has them.  Errors: ENOENT, EBUSY (a live box uses it). */
 int template_delete(struct template_store *ts, const char *tenant, const char *name_or_id,

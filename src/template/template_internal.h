@@ -44,6 +44,14 @@ void import_end(struct import *im);
 /* The name `name` is free for `tenant` and well-formed. */
 int import_check_new(struct template_store *ts, const char *tenant, const char *name,
                      struct husk_err *err);
+/* Unpack layer `l` (its blob at l->blob in srcdir; the i-th of its image,
+ * for messages) into layers/<diff_id> unless it is there, checking its
+ * diff_id; *size grows by its unpacked bytes. */
+int import_place_layer(struct import *im, int srcdir, const struct image_layer *l, size_t i,
+                       uint64_t *size, struct husk_err *err);
+/* Keep blob `path` of srcdir as blobs/<digest> (moved when `move`). */
+int import_keep_blob(struct import *im, int srcdir, bool move, const char *digest,
+                     const char *path, struct husk_err *err);
 /* Layers placed (each blob in srcdir unpacked once), blobs kept, the row
  * recorded with `source`; *out (may be NULL) gets it. */
 int import_commit(struct import *im, int srcdir, bool move, const char *tenant, const char *name,
