@@ -7,29 +7,27 @@
 # Each package is listed with why in docs/dependencies.md.
 set -eu
 
-build="gcc libc6-dev make pkg-config libseccomp-dev libjansson-dev libsqlite3-dev libssl-dev libmicrohttpd-dev libarchive-dev curl jq"
-# MCP (branch mcp): husk mcp --server forwards with libcurl.
-build="$build libcurl4-openssl-dev"
-test="clang python3 iproute2 procps curl"
-# MCP suites (branch mcp): matplotlib for charts in the box; npm installs the
-# pinned MCP clients (tests/mcp/package-lock.json), which bring their own Node 22.
-# (An npm already installed, e.g. NodeSource's nodejs, is used as is.)
-test="$test python3-matplotlib"
+# Building: the compilers and the libraries libhusk and the fronts link
+# (libcurl: the external store client and husk mcp --server; expat: S3
+# XML bodies; zlib: CRC32), and the tools network mode egress runs (nft, ip).
+build="gcc libc6-dev make pkg-config libseccomp-dev libjansson-dev libsqlite3-dev libssl-dev"
+build="$build libmicrohttpd-dev libarchive-dev libcurl4-openssl-dev libexpat1-dev zlib1g-dev"
+build="$build curl jq nftables iproute2"
+# Testing: clang (the -Werror build and the fuzzers), the host tools the
+# suites drive (ip, ps, openssl for a test CA, tcpdump), matplotlib for
+# charts in boxes, the real S3 clients, busybox for the template suites'
+# images, debootstrap for a Debian template (husk template create --debian
+# runs it), and npm for the pinned MCP clients (tests/mcp/package-lock.json,
+# which bring their own Node; an npm already installed is used as is).
+test="clang python3 iproute2 procps curl openssl tcpdump python3-matplotlib"
+test="$test awscli s3cmd rclone busybox-static debootstrap"
 command -v npm >/dev/null 2>&1 || test="$test nodejs npm"
-# Storage plane (issue 6): XML bodies (expat), CRC32 (zlib), the external
-# store client (libcurl); the real S3 clients the tests drive.
-build="$build libexpat1-dev zlib1g-dev"
-test="$test awscli s3cmd rclone"
 bench="bubblewrap runc util-linux hyperfine"
 # The Debian packages (make deb, tests/pkg/deb.sh): dpkg-buildpackage and
 # the debhelper sequence (no fakeroot: debian/control says
 # Rules-Requires-Root: no); man-db renders the man pages in the tests.
 deb="dpkg-dev debhelper man-db"
 test="$test $deb"
-# issue 7: network mode egress runs nft and ip; its tests make a test CA
-# (openssl) and capture packets (tcpdump).
-build="$build nftables iproute2"
-test="$test openssl tcpdump"
 
 want=""
 for set in "$@"; do

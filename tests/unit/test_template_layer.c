@@ -370,7 +370,7 @@ TEST(a_tree_written_as_a_layer_unpacks_to_the_same_tree) {
   int out = open(blob, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   int d = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   struct layer_written w;
-  CHECK(layer_write_tree(d, 0, out, &w, &err) == 0);
+  CHECK(layer_write_tree(d, 0, NULL, out, &w, &err) == 0);
   close(out);
   close(d);
   char want[LAYER_DIGEST_SIZE];
@@ -396,7 +396,7 @@ TEST(a_tree_written_as_a_layer_unpacks_to_the_same_tree) {
   for (int k = 0; k < 2; k++) {
     out = open(blob, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     d = open(dir2, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    CHECK(layer_write_tree(d, 0, out, k ? &w3 : &w2, &err) == 0);
+    CHECK(layer_write_tree(d, 0, NULL, out, k ? &w3 : &w2, &err) == 0);
     close(out);
     close(d);
   }
