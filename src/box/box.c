@@ -447,9 +447,9 @@ int box_create(struct husk_mgr *m, const char *tenant, const struct husk_box_spe
   if (!env)
     return husk_fail(err, ENOMEM, "out of memory");
 
-  /* A ready box of the same shape from the pool, if there is one (the
-   * pools hold boxes of the default template). */
-  struct live_box *b = img ? NULL : box_pool_claim(m, &lim);
+  /* A ready box of the same shape and template from a pool, if there is
+   * one. */
+  struct live_box *b = box_pool_claim(m, &lim, img ? img->t.id : "");
   bool pooled = b != NULL;
   if (!b && !(b = lb_new())) {
     box_env_free(env);

@@ -30,6 +30,7 @@ struct husk_mgr;
 struct box_pool_spec {
   struct husk_limits shape; /* as a create would give them; resolved at open */
   unsigned size;
+  const char *template_name; /* NULL or "default"; else a shared template (the operator's) */
 };
 #define BOX_POOL_MAX_SHAPES 16
 /* All pools together.  As many as there are uid slots (HUSK_UID_SLOTS):
@@ -73,11 +74,17 @@ int box_mgr_open(struct husk_mgr **out, const struct box_mgr_config *cfg, struct
  * count of creates whose shape no pool keeps goes to *unmatched. */
 struct box_pool_stat {
   struct husk_limits shape;
+  char template_name[64]; /* "default", or the template its boxes are of */
   unsigned size, ready;
   uint64_t claims; /* creates served from this pool */
   uint64_t empty;  /* creates of this shape that found it empty */
 };
 size_t box_pool_stats(struct husk_mgr *m, struct box_pool_stat *out, size_t max, uint64_t *unmatched);
+
+/* Delete the owner's template (template_delete) unless a warm pool keeps
+ * boxes of it (EBUSY: its boxes have no row the store's check would see). */
+int box_template_delete(struct husk_mgr *m, const char *tenant, const char *name_or_id,
+                        struct husk_err *err);
 
 /* Stop the reaper and release in-memory state.  Boxes keep running (they
  * are re-adopted by the next daemon) unless `destroy_boxes`. */

@@ -76,6 +76,7 @@ struct retired_env {
 /* One warm pool (box_pool.c), under box_mgr.pool_lock. */
 struct pool_class {
   struct husk_limits shape; /* resolved */
+  struct box_image *img;    /* the template its boxes are of, or NULL: default */
   unsigned size, count;
   struct live_box *boxes;   /* singly linked through ->next */
   uint64_t claims;          /* creates it served */
@@ -188,7 +189,9 @@ void box_cgroup_name(const struct husk_mgr *m, const char *id, char *out, size_t
 int box_pool_init(struct husk_mgr *m, struct husk_err *err); /* checks cfg.pools */
 int box_pool_start(struct husk_mgr *m, struct husk_err *err);
 void box_pool_stop(struct husk_mgr *m);
-struct live_box *box_pool_claim(struct husk_mgr *m, const struct husk_limits *lim);
+/* A ready box of this shape and template (its id; "" default), or NULL. */
+struct live_box *box_pool_claim(struct husk_mgr *m, const struct husk_limits *lim,
+                                const char *template_id);
 void box_pool_return(struct husk_mgr *m, struct live_box *b);
 
 /* reaper.c */

@@ -26,6 +26,10 @@ static bool same_shape(const struct husk_limits *a, const struct husk_limits *b)
          a->disk_bytes == b->disk_bytes;
 }
 
+static const char *pool_template(const struct pool_class *c) {
+  return c->img ? c->img->t.id : "";
+}
+
 int box_pool_init(struct husk_mgr *m, struct husk_err *err) {
   size_t n = m->cfg.npools;
   if (n > BOX_POOL_MAX_SHAPES)
@@ -42,8 +46,22 @@ int box_pool_init(struct husk_mgr *m, struct husk_err *err) {
     c->size = m->cfg.pools[i].size;
     if (c->size == 0)
       return husk_fail(err, EINVAL, "pool %zu: a pool keeps at least 1 box", i + 1);
+    /* A template pool: the operator's shared template, resolved once (its
+     * layers, user); a tenant's own template of the same name never
+     * claims from it (the ids differ). */
+    const char *tn = m->cfg.pools[i].template_name;
+    if (tn && *tn && strcmp(tn, "default")) {
+      if (!(c->img = calloc(1, sizeof *c->img)))
+        return husk_fail(err, ENOMEM, "out of memory");
+      if (box_image_resolve(m, "", tn, NULL, c->img, err) < 0) {
+        free(c->img);
+        c->img = NULL;
+        return husk_error_wrap(err, "pool %zu", i + 1);
+      }
+    }
     for (size_t j = 0; j < i; j++)
-      if (same_shape(&c->shape, &m->pools[j].shape))
+      if (same_shape(&c->shape, &m->pools[j].shape) &&
+          !strcmp(pool_template(c), pool_template(&m->pools[j])))
         return husk_fail(err, EINVAL, "pools %zu and %zu have the same shape (sizes add up in one pool)",
                          j + 1, i + 1);
     total += c->size;
@@ -54,14 +72,15 @@ int box_pool_init(struct husk_mgr *m, struct husk_err *err) {
   return 0;
 }
 
-struct live_box *box_pool_claim(struct husk_mgr *m, const struct husk_limits *lim) {
+struct live_box *box_pool_claim(struct husk_mgr *m, const struct husk_limits *lim,
+                                const char *template_id) {
   if (!m->pool_running)
     return NULL;
   struct live_box *b = NULL;
   pthread_mutex_lock(&m->pool_lock);
   struct pool_class *c = NULL;
   for (size_t i = 0; i < m->cfg.npools && !c; i++)
-    if (same_shape(lim, &m->pools[i].shape))
+    if (same_shape(lim, &m->pools[i].shape) && !strcmp(template_id, pool_template(&m->pools[i])))
       c = &m->pools[i];
   if (!c) {
     m->pool_unmatched++;
@@ -96,6 +115,8 @@ size_t box_pool_stats(struct husk_mgr *m, struct box_pool_stat *out, size_t max,
     const struct pool_class *c = &m->pools[n];
     out[n] = (struct box_pool_stat){.shape = c->shape, .size = c->size, .ready = c->count,
                                     .claims = c->claims, .empty = c->empty};
+    snprintf(out[n].template_name, sizeof out[n].template_name, "%s",
+             c->img ? c->img->t.name : "default");
   }
   if (unmatched)
     *unmatched = m->pool_unmatched;
@@ -149,7 +170,7 @@ static void *pool_main(void *arg) {
     struct live_box *b = lb_new();
     int rc = -1;
     if (b && state_new_id("b_", b->id, sizeof b->id, &err) == 0)
-      rc = box_make_jail(m, b, &shape, true, NULL, &err);
+      rc = box_make_jail(m, b, &shape, true, c->img, &err);
     else if (!b)
       husk_fail(&err, ENOMEM, "out of memory");
     if (rc < 0) {
@@ -202,5 +223,23 @@ void box_pool_stop(struct husk_mgr *m) {
     }
     c->boxes = NULL;
     c->count = 0;
+    if (c->img) {
+      box_image_free(c->img);
+      free(c->img);
+      c->img = NULL;
+    }
   }
+}
+
+int box_template_delete(struct husk_mgr *m, const char *tenant, const char *name_or_id,
+                        struct husk_err *err) {
+  if (!m->cfg.templates)
+    return husk_fail(err, ENOENT, "no template `%s`", name_or_id);
+  for (size_t i = 0; i < m->cfg.npools && m->pools; i++) {
+    const struct box_image *img = m->pools[i].img;
+    if (img && !*tenant && (!strcmp(img->t.name, name_or_id) || !strcmp(img->t.id, name_or_id)))
+      return husk_fail(err, EBUSY, "template `%s` is kept ready by warm pool %zu (--pool)",
+                       name_or_id, i + 1);
+  }
+  return template_delete(m->cfg.templates, tenant, name_or_id, err);
 }
