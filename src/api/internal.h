@@ -13,11 +13,13 @@
 
 #include "api/api.h"
 #include "box/box.h"
+#include "front/conn_watch.h"
 #include "husk/husk.h"
 #include "state/state.h"
-#include "front/conn_watch.h"
 #include "util/error.h"
+#include "util/json_text.h"
 #include "util/tenant_load.h"
+#include "util/utf8.h"
 
 /* JSON request bodies larger than this are refused with 413. */
 #define API_JSON_BODY_MAX (1024 * 1024)
@@ -198,17 +200,7 @@ int jget_string_object(json_t *o, const char *k, json_t **out, struct husk_err *
 /* ---- json.c: formatting --------------------------------------------- */
 /* RFC 3339 UTC with milliseconds, or JSON null for 0. */
 json_t *json_time(int64_t ms);
-/* Bytes as a JSON string: as is when valid UTF-8, else with U+FFFD for the
- * invalid bytes (*lossy set). */
-json_t *json_bytes_string(const char *buf, size_t len, bool *lossy);
 char *b64_encode(const void *buf, size_t len, size_t *out_len);
-bool api_utf8_valid(const char *s, size_t n);
-/* Length of the valid UTF-8 sequence at s (n > 0 bytes available), 0 if
- * it is invalid or cut short. */
-size_t api_utf8_seq(const unsigned char *s, size_t n);
-/* Length of the longest prefix of buf not ending inside a (so far valid)
- * multi-byte UTF-8 sequence. */
-size_t utf8_complete_prefix(const char *buf, size_t len);
 
 /* ---- routes_files.c ------------------------------------------------- */
 /* A Range header of a file download of `size` bytes: 1 with [*from, *to]

@@ -172,7 +172,7 @@ static size_t string_unit(const unsigned char *s, size_t n, char *out, size_t *u
   unsigned char c = s[0];
   static const char hex[] = "0123456789abcdef";
   if (c >= 0x80) {
-    size_t l = api_utf8_seq(s, n);
+    size_t l = utf8_seq_len(s, n);
     if (l) {
       memcpy(out, s, l);
       *used = l;

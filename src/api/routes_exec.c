@@ -37,7 +37,7 @@ static json_t *outcome_json(const struct husk_exec_result *o) {
     char m[sizeof o->message];
     snprintf(m, sizeof m, "%s", o->message);
     husk_sanitize_line(m);
-    json_object_set_new(j, "message", json_bytes_string(m, strlen(m), NULL));
+    json_object_set_new(j, "message", json_text(m, strlen(m), true, NULL));
   }
   return j;
 }
@@ -64,7 +64,7 @@ static json_t *proc_json(const struct husk_proc *p) {
 /* A chunk of output as an event's data: {"data": text} when the bytes are
  * UTF-8, else {"data_b64": base64}. */
 static json_t *chunk_json(const char *buf, size_t len) {
-  if (api_utf8_valid(buf, len))
+  if (utf8_valid(buf, len))
     return json_pack("{s:s%}", "data", buf, len);
   char *b = b64_encode(buf, len, NULL);
   json_t *j = b ? json_pack("{s:s}", "data_b64", b) : NULL;
@@ -162,14 +162,14 @@ static void add_output(struct jreply *j, const char *name, struct outbuf *o) {
    * it (bytes that are not text are kept as they are). */
   if (o->total > o->len) {
     size_t m = utf8_complete_prefix(d, n);
-    if (m < n && api_utf8_valid(d, m))
+    if (m < n && utf8_valid(d, m))
       n = m;
   }
   char k[64];
   snprintf(k, sizeof k, ",\"%s\":", name);
   jreply_text(j, k);
   jreply_string(j, d, n);
-  if (!api_utf8_valid(d, n)) {
+  if (!utf8_valid(d, n)) {
     snprintf(k, sizeof k, ",\"%s_b64\":", name);
     jreply_text(j, k);
     jreply_base64(j, d, n);

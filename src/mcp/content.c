@@ -1,4 +1,4 @@
-/* Content helpers of the MCP front: base64, UTF-8, image types, times. */
+/* Content helpers of the MCP front: base64, image types, times. */
 #define _GNU_SOURCE
 #include <openssl/evp.h>
 #include <poll.h>
@@ -56,82 +56,6 @@ int mcp_b64_decode(const char *s, size_t len, unsigned char **out, size_t *out_l
   *out = bin;
   *out_len = real;
   return 0;
-}
-
-bool mcp_utf8_valid(const char *buf, size_t len) {
-  const unsigned char *p = (const unsigned char *)buf;
-  size_t i = 0;
-  while (i < len) {
-    unsigned c = p[i];
-    size_t n;
-    unsigned min;
-    if (c < 0x80) {
-      if (c == 0)
-        return false;
-      i++;
-      continue;
-    } else if ((c & 0xe0) == 0xc0) {
-      n = 1, min = 0x80, c &= 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-      n = 2, min = 0x800, c &= 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-      n = 3, min = 0x10000, c &= 0x07;
-    } else {
-      return false;
-    }
-    if (len - i <= n) /* the sequence would run past the end */
-      return false;
-    for (size_t k = 1; k <= n; k++) {
-      if ((p[i + k] & 0xc0) != 0x80)
-        return false;
-      c = (c << 6) | (p[i + k] & 0x3f);
-    }
-    if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-      return false;
-    i += n + 1;
-  }
-  return true;
-}
-
-/* Length of the valid UTF-8 sequence at p[0..left), 0 if invalid. */
-static size_t utf8_seq(const unsigned char *p, size_t left) {
-  if (p[0] && p[0] < 0x80)
-    return 1;
-  size_t n = (p[0] & 0xe0) == 0xc0 ? 2 : (p[0] & 0xf0) == 0xe0 ? 3 : (p[0] & 0xf8) == 0xf0 ? 4 : 0;
-  if (!n || n > left)
-    return 0;
-  return mcp_utf8_valid((const char *)p, n) ? n : 0;
-}
-
-json_t *mcp_text(const char *buf, size_t len, bool *lossy) {
-  if (lossy)
-    *lossy = false;
-  if (mcp_utf8_valid(buf, len))
-    return json_stringn(buf, len);
-  if (lossy)
-    *lossy = true;
-  if (len > SIZE_MAX / 3)
-    return NULL;
-  char *out = malloc(len * 3 + 1);
-  if (!out)
-    return NULL;
-  size_t o = 0;
-  const unsigned char *p = (const unsigned char *)buf;
-  for (size_t i = 0; i < len;) {
-    size_t n = utf8_seq(p + i, len - i);
-    if (n) {
-      memcpy(out + o, p + i, n);
-      o += n;
-      i += n;
-    } else {
-      memcpy(out + o, "\xef\xbf\xbd", 3); /* U+FFFD */
-      o += 3;
-      i++;
-    }
-  }
-  json_t *j = json_stringn(out, o);
-  free(out);
-  return j;
 }
 
 static bool ends_with(const char *s, const char *suf) {

@@ -415,7 +415,7 @@ static int list_objects(struct mcp_call *c) {
   cleanup_free unsigned char *after = NULL;
   size_t alen = 0;
   if (cursor && (mcp_b64_decode(cursor, strlen(cursor), &after, &alen) < 0 ||
-                 memchr(after, 0, alen) || !mcp_utf8_valid((char *)after, alen)))
+                 memchr(after, 0, alen) || !utf8_valid((char *)after, alen)))
     return mcp_tool_error(c, "`cursor` is not valid: pass next_cursor of the previous page "
                           "unchanged, or omit it to start over");
   cleanup_free char *after_s = after ? strndup((char *)after, alen) : NULL;

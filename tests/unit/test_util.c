@@ -1,0 +1,146 @@
+/* Unit tests for the helpers of src/util that the core and the fronts
+ * share: UTF-8 (utf8.h) and JSON text (json_text.h), with the edge cases
+ * each copy they replace handled. */
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "unit.h"
+#include "util/json_text.h"
+#include "util/utf8.h"
+
+#define U8(s) (const unsigned char *)(s), sizeof(s) - 1
+
+TEST(utf8_sequences) {
+  CHECK(utf8_seq_len(U8("a")) == 1);
+  CHECK(utf8_seq_len(U8("\0")) == 1); /* NUL is a character */
+  CHECK(utf8_seq_len(U8("\xc3\xa9")) == 2);
+  CHECK(utf8_seq_len(U8("\xe2\x82\xac")) == 3);
+  CHECK(utf8_seq_len(U8("\xf0\x9f\x98\x80")) == 4);
+  CHECK(utf8_seq_len(U8("\xf4\x8f\xbf\xbf")) == 4); /* U+10FFFF */
+  CHECK(utf8_seq_len(U8("\xef\xbf\xbf")) == 3);     /* U+FFFF */
+  CHECK(utf8_seq_len(U8("\xed\x9f\xbf")) == 3);     /* U+D7FF, below the surrogates */
+  CHECK(utf8_seq_len(U8("\xee\x80\x80")) == 3);     /* U+E000, above them */
+  CHECK(utf8_seq_len(U8("\xc3\xa9xyz")) == 2);      /* only the first */
+  CHECK(utf8_seq_len(U8("\x80")) == 0);             /* a lone continuation */
+  CHECK(utf8_seq_len(U8("\xbf")) == 0);
+  CHECK(utf8_seq_len(U8("\xc0\xaf")) == 0); /* overlong '/' */
+  CHECK(utf8_seq_len(U8("\xc1\xbf")) == 0);
+  CHECK(utf8_seq_len(U8("\xe0\x80\xaf")) == 0); /* overlong, 3 bytes */
+  CHECK(utf8_seq_len(U8("\xe0\x9f\xbf")) == 0);
+  CHECK(utf8_seq_len(U8("\xf0\x80\x80\xaf")) == 0); /* overlong, 4 bytes */
+  CHECK(utf8_seq_len(U8("\xf0\x8f\xbf\xbf")) == 0);
+  CHECK(utf8_seq_len(U8("\xed\xa0\x80")) == 0);     /* U+D800 */
+  CHECK(utf8_seq_len(U8("\xed\xbf\xbf")) == 0);     /* U+DFFF */
+  CHECK(utf8_seq_len(U8("\xf4\x90\x80\x80")) == 0); /* U+110000 */
+  CHECK(utf8_seq_len(U8("\xf5\x80\x80\x80")) == 0);
+  CHECK(utf8_seq_len(U8("\xf8\x88\x80\x80\x80")) == 0); /* 5-byte forms */
+  CHECK(utf8_seq_len(U8("\xfe")) == 0);
+  CHECK(utf8_seq_len(U8("\xff")) == 0);
+  CHECK(utf8_seq_len(U8("\xc3(")) == 0); /* continuation missing */
+  CHECK(utf8_seq_len(U8("\xe2\x82(")) == 0);
+  CHECK(utf8_seq_len(U8("\xe2(\xac")) == 0);
+  CHECK(utf8_seq_len(U8("\xf0\x9f\x98\xc0")) == 0);
+  /* Cut short: not a sequence (yet). */
+  CHECK(utf8_seq_len(U8("\xc3")) == 0);
+  CHECK(utf8_seq_len(U8("\xe2\x82")) == 0);
+  CHECK(utf8_seq_len(U8("\xf0\x9f\x98")) == 0);
+  CHECK(utf8_seq_len((const unsigned char *)"\xe2\x82\xac", 2) == 0);
+}
+
+TEST(utf8_valid_strings) {
+  CHECK(utf8_valid("", 0));
+  CHECK(utf8_valid("plain ascii", 11));
+  CHECK(utf8_valid("h\xc3\xa9", 3));
+  CHECK(utf8_valid("a\0b", 3)); /* NUL included */
+  CHECK(utf8_valid("\xe2\x82\xac\xf0\x9f\x98\x80", 7));
+  CHECK(!utf8_valid("\xed\xa0\x80", 3)); /* a surrogate */
+  CHECK(!utf8_valid("\xc0\xaf", 2));     /* overlong */
+  CHECK(!utf8_valid("\xe2\x82", 2));     /* cut */
+  CHECK(!utf8_valid("ok\xff", 3));
+  CHECK(!utf8_valid("\xf4\x90\x80\x80", 4));
+  CHECK(utf8_valid("h\xc3\xa9\xff", 3)); /* only the n bytes count */
+}
+
+TEST(utf8_complete_prefix_cuts_before_a_partial_character) {
+  CHECK(utf8_complete_prefix("", 0) == 0);
+  CHECK(utf8_complete_prefix("abc", 3) == 3);
+  CHECK(utf8_complete_prefix("ab\xc3\xa9", 4) == 4);
+  CHECK(utf8_complete_prefix("ab\xc3", 3) == 2);
+  CHECK(utf8_complete_prefix("ab\xe2\x82", 4) == 2);
+  CHECK(utf8_complete_prefix("ab\xe2", 3) == 2);
+  CHECK(utf8_complete_prefix("ab\xf0\x9f\x98", 5) == 2);
+  CHECK(utf8_complete_prefix("\xf0\x9f", 2) == 0);
+  CHECK(utf8_complete_prefix("\xf0\x9f\x98\x80", 4) == 4);
+  /* Beginnings that no byte can complete are sent as they are. */
+  CHECK(utf8_complete_prefix("ab\xe0\x80", 4) == 4); /* overlong */
+  CHECK(utf8_complete_prefix("ab\xed\xa0", 4) == 4); /* surrogate */
+  CHECK(utf8_complete_prefix("ab\xf4\x90", 4) == 4); /* above U+10FFFF */
+  CHECK(utf8_complete_prefix("ab\xff", 3) == 3);
+  CHECK(utf8_complete_prefix("ab\x80", 3) == 3);
+  CHECK(utf8_complete_prefix("a\x80\x80\x80", 4) == 4);
+  CHECK(utf8_complete_prefix("ab\xc3(", 4) == 4);
+}
+
+TEST(utf8_lossy_replaces_each_bad_byte) {
+  size_t n = 99;
+  char *s = utf8_lossy("ok\xff\xc3(", 5, true, &n);
+  CHECK(s && n == 9 && !strcmp(s, "ok\xef\xbf\xbd\xef\xbf\xbd("));
+  free(s);
+  s = utf8_lossy("\xc0\x80", 2, true, &n); /* overlong: both bytes */
+  CHECK(s && n == 6 && !memcmp(s, "\xef\xbf\xbd\xef\xbf\xbd", 6));
+  free(s);
+  s = utf8_lossy("\xe2\x82", 2, true, &n); /* cut at the end */
+  CHECK(s && n == 6);
+  free(s);
+  s = utf8_lossy("a\0b", 3, true, &n);
+  CHECK(s && n == 3 && !memcmp(s, "a\0b", 3));
+  free(s);
+  s = utf8_lossy("a\0b", 3, false, &n);
+  CHECK(s && n == 5 &&
+        !memcmp(s,
+                "a\xef\xbf\xbd"
+                "b",
+                5));
+  free(s);
+  s = utf8_lossy("", 0, false, &n);
+  CHECK(s && n == 0 && !*s);
+  free(s);
+}
+
+TEST(json_text_as_the_api_and_mcp_send_bytes) {
+  bool lossy = true;
+  json_t *j = json_text("h\xc3\xa9", 3, true, &lossy);
+  CHECK(j && !lossy && !strcmp(json_string_value(j), "h\xc3\xa9"));
+  json_decref(j);
+  j = json_text("ok\xff\xc3(", 5, false, &lossy);
+  CHECK(j && lossy && !strcmp(json_string_value(j), "ok\xef\xbf\xbd\xef\xbf\xbd("));
+  json_decref(j);
+  /* The API keeps a NUL (JSON escapes it); MCP text has none. */
+  j = json_text("a\0b", 3, true, &lossy);
+  CHECK(j && !lossy && json_string_length(j) == 3);
+  json_decref(j);
+  j = json_text("a\0b", 3, false, &lossy);
+  CHECK(j && lossy &&
+        !strcmp(json_string_value(j), "a\xef\xbf\xbd"
+                                      "b"));
+  json_decref(j);
+  j = json_text("\xff", 1, true, NULL);
+  CHECK(j && !strcmp(json_string_value(j), "\xef\xbf\xbd"));
+  json_decref(j);
+  j = json_text("", 0, false, &lossy);
+  CHECK(j && !lossy && json_string_length(j) == 0);
+  json_decref(j);
+}
+
+int main(void) {
+  RUN(utf8_sequences);
+  RUN(utf8_valid_strings);
+  RUN(utf8_complete_prefix_cuts_before_a_partial_character);
+  RUN(utf8_lossy_replaces_each_bad_byte);
+  RUN(json_text_as_the_api_and_mcp_send_bytes);
+  return unit_done();
+}
