@@ -16,6 +16,7 @@
 #include "front/conn_watch.h"
 #include "husk/husk.h"
 #include "state/state.h"
+#include "util/base64.h"
 #include "util/error.h"
 #include "util/json_text.h"
 #include "util/tenant_load.h"
@@ -200,7 +201,6 @@ int jget_string_object(json_t *o, const char *k, json_t **out, struct husk_err *
 /* ---- json.c: formatting --------------------------------------------- */
 /* RFC 3339 UTC with milliseconds, or JSON null for 0. */
 json_t *json_time(int64_t ms);
-char *b64_encode(const void *buf, size_t len, size_t *out_len);
 
 /* ---- routes_files.c ------------------------------------------------- */
 /* A Range header of a file download of `size` bytes: 1 with [*from, *to]

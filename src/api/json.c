@@ -451,33 +451,3 @@ json_t *json_time(int64_t ms) {
            tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
   return json_string(buf);
 }
-
-char *b64_encode(const void *data, size_t len, size_t *out_len) {
-  static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  const unsigned char *s = data;
-  if (len > (SIZE_MAX - 4) / 4 * 3)
-    return NULL;
-  size_t n = (len + 2) / 3 * 4;
-  char *out = malloc(n + 1);
-  if (!out)
-    return NULL;
-  size_t o = 0, i = 0;
-  for (; i + 2 < len; i += 3) {
-    unsigned v = (unsigned)s[i] << 16 | (unsigned)s[i + 1] << 8 | s[i + 2];
-    out[o++] = tbl[v >> 18];
-    out[o++] = tbl[(v >> 12) & 63];
-    out[o++] = tbl[(v >> 6) & 63];
-    out[o++] = tbl[v & 63];
-  }
-  if (i < len) {
-    unsigned v = (unsigned)s[i] << 16 | (i + 1 < len ? (unsigned)s[i + 1] << 8 : 0);
-    out[o++] = tbl[v >> 18];
-    out[o++] = tbl[(v >> 12) & 63];
-    out[o++] = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
-    out[o++] = '=';
-  }
-  out[o] = '\0';
-  if (out_len)
-    *out_len = o;
-  return out;
-}

@@ -29,6 +29,7 @@
 #include "state/state.h"
 #include "storage/remote.h"
 #include "storage/store.h"
+#include "util/base64.h"
 #include "util/cleanup.h"
 #include "util/fileio.h"
 #include "util/parse.h"
@@ -171,14 +172,12 @@ static int admin_key_file(const char *dir, char *key, size_t size, char *path, s
     return husk_error(err, errno, "cannot open `%s`", dir);
   if (faccessat(dfd, "admin.key", F_OK, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
     return read_key(dfd, path, key, size, err);
-  static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  unsigned char raw[32];
+  /* 32 characters of base64url, 6 random bits each: 192 bits. */
+  unsigned char raw[24];
   if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
     return husk_error(err, errno, "getrandom");
   int n = snprintf(key, size, "hk_admin_");
-  for (size_t i = 0; i < sizeof raw && (size_t)n + 2 < size; i++)
-    key[n++] = b64[raw[i] & 63]; /* 6 random bits per character: 192 bits */
-  key[n] = '\0';
+  b64_encode_to(key + n, raw, sizeof raw, B64_URL);
   char tmp[64];
   snprintf(tmp, sizeof tmp, ".admin.key.%d", (int)getpid());
   unlinkat(dfd, tmp, 0);

@@ -1,6 +1,5 @@
-/* Content helpers of the MCP front: base64, image types, times. */
+/* Content helpers of the MCP front: image types, times. */
 #define _GNU_SOURCE
-#include <openssl/evp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,54 +8,6 @@
 #include <time.h>
 
 #include "mcp/internal.h"
-
-char *mcp_b64_encode(const void *buf, size_t len) {
-  if (len > (SIZE_MAX / 4) * 3 - 3 || len > INT32_MAX)
-    return NULL;
-  size_t n = 4 * ((len + 2) / 3) + 1;
-  unsigned char *out = malloc(n);
-  if (!out)
-    return NULL;
-  EVP_EncodeBlock(out, buf, (int)len);
-  return (char *)out;
-}
-
-int mcp_b64_decode(const char *s, size_t len, unsigned char **out, size_t *out_len) {
-  static const char alphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  size_t pad = 0;
-  while (len > 0 && s[len - 1] == '=' && pad < 2) {
-    len--;
-    pad++;
-  }
-  if (len > INT32_MAX / 2 || len % 4 == 1)
-    return -1;
-  for (size_t i = 0; i < len; i++)
-    if (!s[i] || !strchr(alphabet, s[i]))
-      return -1;
-  /* Re-pad to a multiple of 4 for EVP_DecodeBlock. */
-  size_t full = (len + 3) / 4 * 4;
-  char *tmp = malloc(full + 1);
-  unsigned char *bin = malloc(full / 4 * 3 + 1);
-  if (!tmp || !bin) {
-    free(tmp);
-    free(bin);
-    return -1;
-  }
-  memcpy(tmp, s, len);
-  memset(tmp + len, '=', full - len);
-  int n = full ? EVP_DecodeBlock(bin, (unsigned char *)tmp, (int)full) : 0;
-  free(tmp);
-  if (n < 0) {
-    free(bin);
-    return -1;
-  }
-  /* EVP_DecodeBlock counts the padding's bytes as output. */
-  size_t real = (size_t)n - (full - len);
-  *out = bin;
-  *out_len = real;
-  return 0;
-}
 
 static bool ends_with(const char *s, const char *suf) {
   size_t a = strlen(s), b = strlen(suf);

@@ -267,7 +267,7 @@ static int store_file(struct mcp_call *c) {
     cleanup_free unsigned char *bin = NULL;
     size_t len = json_string_length(content);
     bool b64 = enc && !strcmp(enc, "base64");
-    if (b64 && mcp_b64_decode(json_string_value(content), len, &bin, &len) < 0)
+    if (b64 && b64_decode(json_string_value(content), len, &bin, &len) < 0)
       return mcp_tool_error(c, "content is not valid base64 (encoding is base64)");
     if (len > CONTENT_MAX)
       return mcp_tool_error(c, "content is too large (%zu bytes, at most %d): write it into a "
@@ -414,8 +414,8 @@ static int list_objects(struct mcp_call *c) {
    * the model, which should not edit it). */
   cleanup_free unsigned char *after = NULL;
   size_t alen = 0;
-  if (cursor && (mcp_b64_decode(cursor, strlen(cursor), &after, &alen) < 0 ||
-                 memchr(after, 0, alen) || !utf8_valid((char *)after, alen)))
+  if (cursor && (b64_decode(cursor, strlen(cursor), &after, &alen) < 0 || memchr(after, 0, alen) ||
+                 !utf8_valid((char *)after, alen)))
     return mcp_tool_error(c, "`cursor` is not valid: pass next_cursor of the previous page "
                           "unchanged, or omit it to start over");
   cleanup_free char *after_s = after ? strndup((char *)after, alen) : NULL;
@@ -437,7 +437,7 @@ static int list_objects(struct mcp_call *c) {
   json_t *r = json_pack("{s:s, s:s, s:o, s:b}", "bucket", bucket, "prefix", prefix ? prefix : "",
                         "objects", arr, "truncated", (int)truncated);
   if (truncated && next) {
-    cleanup_free char *nc = mcp_b64_encode(next, strlen(next));
+    cleanup_free char *nc = b64_encode(next, strlen(next), NULL);
     json_object_set_new(r, "next_cursor", nc ? json_string(nc) : json_null());
   }
   mcp_result(c, r, false);

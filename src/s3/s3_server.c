@@ -18,8 +18,9 @@
 #include <openssl/evp.h>
 
 #include "api/api.h"
-#include "state/state.h"
 #include "s3/s3_internal.h"
+#include "state/state.h"
+#include "util/base64.h"
 #include "util/cleanup.h"
 #include "util/clock.h"
 
@@ -344,15 +345,16 @@ static int sink(void *ctx, const char *buf, size_t n, struct husk_err *err) {
 }
 
 bool s3_b64_md5(const char *s, unsigned char out[16]) {
-  size_t n = strlen(s);
-  if (n != 24)
+  if (strlen(s) != 24 || s[22] != '=' || s[23] != '=')
     return false;
-  unsigned char buf[24];
-  int l = EVP_DecodeBlock(buf, (const unsigned char *)s, 24);
-  if (l != 18 || s[22] != '=' || s[23] != '=')
+  unsigned char *md5;
+  size_t n;
+  if (b64_decode(s, 24, &md5, &n) < 0)
     return false;
-  memcpy(out, buf, 16);
-  return true;
+  if (n == 16)
+    memcpy(out, md5, 16);
+  free(md5);
+  return n == 16;
 }
 
 static bool hex64(const char *s) {

@@ -1,6 +1,6 @@
 /* Unit tests for the helpers of src/util that the core and the fronts
- * share: UTF-8 (utf8.h) and JSON text (json_text.h), with the edge cases
- * each copy they replace handled. */
+ * share: UTF-8 (utf8.h), JSON text (json_text.h) and base64 (base64.h),
+ * with the edge cases each copy they replace handled. */
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "unit.h"
+#include "util/base64.h"
 #include "util/json_text.h"
 #include "util/utf8.h"
 
@@ -136,11 +137,106 @@ TEST(json_text_as_the_api_and_mcp_send_bytes) {
   json_decref(j);
 }
 
+static bool decodes_to(const char *s, const char *want, size_t want_len) {
+  unsigned char *d = NULL;
+  size_t n = 0;
+  if (b64_decode(s, strlen(s), &d, &n) < 0)
+    return false;
+  bool ok = n == want_len && !memcmp(d, want, n) && d[n] == '\0';
+  free(d);
+  return ok;
+}
+
+static bool refused(const char *s, size_t len) {
+  unsigned char *d = (unsigned char *)"untouched";
+  size_t n = 7;
+  return b64_decode(s, len, &d, &n) < 0 && n == 7 && !strcmp((char *)d, "untouched");
+}
+
+TEST(base64_encodes_rfc4648_vectors) {
+  static const char *const vec[][2] = {{"", ""},
+                                       {"f", "Zg=="},
+                                       {"fo", "Zm8="},
+                                       {"foo", "Zm9v"},
+                                       {"foob", "Zm9vYg=="},
+                                       {"fooba", "Zm9vYmE="},
+                                       {"foobar", "Zm9vYmFy"}};
+  for (size_t i = 0; i < sizeof vec / sizeof vec[0]; i++) {
+    size_t n = 99;
+    char *e = b64_encode(vec[i][0], strlen(vec[i][0]), &n);
+    CHECK_STR(e, vec[i][1]);
+    CHECK(n == strlen(vec[i][1]) && b64_encoded_len(strlen(vec[i][0]), B64_STD) == n);
+    free(e);
+    CHECK(decodes_to(vec[i][1], vec[i][0], strlen(vec[i][0])));
+  }
+  char *e = b64_encode("", 0, NULL);
+  CHECK_STR(e, "");
+  free(e);
+}
+
+TEST(base64_url_alphabet_is_unpadded) {
+  const unsigned char bin[] = {0xfb, 0xff, 0xbf};
+  char out[16];
+  CHECK(b64_encode_to(out, bin, 3, B64_STD) == 4 && !strcmp(out, "+/+/"));
+  CHECK(b64_encode_to(out, bin, 3, B64_URL) == 4 && !strcmp(out, "-_-_"));
+  CHECK(b64_encode_to(out, bin, 2, B64_STD) == 4 && !strcmp(out, "+/8="));
+  CHECK(b64_encode_to(out, bin, 2, B64_URL) == 3 && !strcmp(out, "-_8"));
+  CHECK(b64_encode_to(out, bin, 1, B64_URL) == 2 && !strcmp(out, "-w"));
+  CHECK(b64_encode_to(out, bin, 0, B64_URL) == 0 && !strcmp(out, ""));
+  for (size_t n = 0; n < 40; n++) {
+    CHECK(b64_encoded_len(n, B64_STD) == (n + 2) / 3 * 4);
+    CHECK(b64_encoded_len(n, B64_URL) == (n * 8 + 5) / 6);
+  }
+  /* An admin key: 24 random bytes, 32 characters. */
+  CHECK(b64_encoded_len(24, B64_URL) == 32);
+}
+
+TEST(base64_round_trips_every_byte) {
+  unsigned char bin[256];
+  for (size_t i = 0; i < sizeof bin; i++)
+    bin[i] = (unsigned char)(255 - i);
+  for (size_t n = 0; n <= sizeof bin; n += n < 8 ? 1 : 37) {
+    char *e = b64_encode(bin, n, NULL);
+    unsigned char *d = NULL;
+    size_t dl = 0;
+    CHECK(e && b64_decode(e, strlen(e), &d, &dl) == 0 && dl == n && !memcmp(d, bin, n));
+    free(d);
+    /* The same without its padding. */
+    size_t el = e ? strlen(e) : 0;
+    while (el && e[el - 1] == '=')
+      el--;
+    CHECK(e && b64_decode(e, el, &d, &dl) == 0 && dl == n && !memcmp(d, bin, n));
+    free(d);
+    free(e);
+  }
+}
+
+TEST(base64_decode_leniency_and_refusals) {
+  CHECK(decodes_to("aGk", "hi", 2)); /* unpadded (MCP clients) */
+  CHECK(decodes_to("aGk=", "hi", 2));
+  CHECK(decodes_to("aGk==", "hi", 2)); /* at most two "=" go */
+  CHECK(decodes_to("Zh==", "f", 1));   /* stray low bits are dropped */
+  CHECK(decodes_to("", "", 0));
+  CHECK(decodes_to("==", "", 0));
+  CHECK(refused("a b=", 4)); /* whitespace */
+  CHECK(refused("aGk\n", 4));
+  CHECK(refused("a", 1));     /* 6 bits: no byte */
+  CHECK(refused("aGk=a", 5)); /* "=" inside */
+  CHECK(refused("Zg===", 5)); /* three "=" */
+  CHECK(refused("-_8", 3));   /* the URL alphabet */
+  CHECK(refused("aG\0k", 4)); /* NUL */
+  CHECK(refused("aGk\xc3\xa9", 5));
+}
+
 int main(void) {
   RUN(utf8_sequences);
   RUN(utf8_valid_strings);
   RUN(utf8_complete_prefix_cuts_before_a_partial_character);
   RUN(utf8_lossy_replaces_each_bad_byte);
   RUN(json_text_as_the_api_and_mcp_send_bytes);
+  RUN(base64_encodes_rfc4648_vectors);
+  RUN(base64_url_alphabet_is_unpadded);
+  RUN(base64_round_trips_every_byte);
+  RUN(base64_decode_leniency_and_refusals);
   return unit_done();
 }
