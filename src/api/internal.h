@@ -198,10 +198,6 @@ int jget_argv(json_t *o, const char *k, char ***out, struct husk_err *err);
 /* An object whose values are all strings. */
 int jget_string_object(json_t *o, const char *k, json_t **out, struct husk_err *err);
 
-/* ---- json.c: formatting --------------------------------------------- */
-/* RFC 3339 UTC with milliseconds, or JSON null for 0. */
-json_t *json_time(int64_t ms);
-
 /* ---- routes_files.c ------------------------------------------------- */
 /* A Range header of a file download of `size` bytes: 1 with [*from, *to]
  * (inclusive), 0 to ignore it, -1 unsatisfiable. */

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "api/internal.h"
 #include "util/parse.h"
@@ -435,19 +434,4 @@ int jget_argv(json_t *o, const char *k, char ***out, struct husk_err *err) {
   argv[n] = NULL;
   *out = argv;
   return 1;
-}
-
-/* ---- formatting ----------------------------------------------------- */
-
-json_t *json_time(int64_t ms) {
-  if (ms <= 0)
-    return json_null();
-  time_t t = (time_t)(ms / 1000);
-  struct tm tm;
-  if (!gmtime_r(&t, &tm))
-    return json_null();
-  char buf[64];
-  snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-           tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
-  return json_string(buf);
 }

@@ -1,4 +1,4 @@
-/* Content helpers of the MCP front: image types, times. */
+/* Content helpers of the MCP front: image types, readiness of an fd. */
 #define _GNU_SOURCE
 #include <poll.h>
 #include <stdio.h>
@@ -40,19 +40,6 @@ const char *mcp_mime_by_name(const char *name) {
     if (ends_with(name, t[i].ext))
       return t[i].mime;
   return "application/octet-stream";
-}
-
-json_t *mcp_time(int64_t ms) {
-  if (ms <= 0)
-    return json_null();
-  time_t sec = (time_t)(ms / 1000);
-  struct tm tm;
-  if (!gmtime_r(&sec, &tm))
-    return json_null();
-  char buf[64];
-  snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-           tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
-  return json_string(buf);
 }
 
 bool mcp_fd_readable(int fd) {

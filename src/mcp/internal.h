@@ -43,8 +43,6 @@ const char *mcp_image_mime(const char *name, const unsigned char *head, size_t n
 const char *mcp_mime_by_name(const char *name);
 /* Whether fd is readable now (poll, no wait). */
 bool mcp_fd_readable(int fd);
-/* RFC 3339 UTC with milliseconds, or null for 0. */
-json_t *mcp_time(int64_t ms);
 
 /* The names tools_exec.c and tools_box.c call the shared helpers by.
  * Text in MCP results is UTF-8 without NUL (a file or output holding one
@@ -58,6 +56,7 @@ static inline int mcp_b64_decode(const char *s, size_t len, unsigned char **out,
 static inline bool mcp_utf8_valid(const char *buf, size_t len) {
   return utf8_valid(buf, len) && (len == 0 || !memchr(buf, 0, len));
 }
+static inline json_t *mcp_time(int64_t ms) { return json_time(ms); }
 /* Bytes as a JSON string: invalid UTF-8 and NUL become U+FFFD (*lossy set). */
 static inline json_t *mcp_text(const char *buf, size_t len, bool *lossy) {
   return json_text(buf, len, false, lossy);

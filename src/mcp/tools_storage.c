@@ -142,7 +142,7 @@ static int check_box(struct mcp_call *c, struct husk_mgr *m, const char *id) {
 
 static void add_link_block(struct mcp_call *c, const char *url, const char *key,
                            const char *mime, uint64_t size, int64_t expires_ms) {
-  json_t *exp = mcp_time(expires_ms);
+  json_t *exp = json_time(expires_ms);
   char desc[160];
   snprintf(desc, sizeof desc, "expiring link (until %s)", json_string_value(exp) ? json_string_value(exp) : "?");
   json_decref(exp);
@@ -288,8 +288,8 @@ static int store_file(struct mcp_call *c) {
   const char *mime = res.tar ? "application/x-tar" : ctype ? ctype : box_store_guess_type(key);
   json_t *r = json_pack("{s:s, s:s, s:I, s:s, s:s, s:o, s:s, s:s, s:b}", "bucket", bucket, "key",
                         key, "size", (json_int_t)res.size, "etag", res.etag, "url",
-                        res.url ? res.url : "", "expires_at", mcp_time(res.expires_ms),
-                        "link_id", res.link_id, "content_type", mime, "tar", (int)res.tar);
+                        res.url ? res.url : "", "expires_at", json_time(res.expires_ms), "link_id",
+                        res.link_id, "content_type", mime, "tar", (int)res.tar);
   if (res.url)
     add_link_block(c, res.url, key, mime, res.size, res.expires_ms);
   box_store_result_free(&res);
@@ -347,7 +347,7 @@ static int get_link(struct mcp_call *c) {
   if (store_link_create(s, c->caller->tenant, bucket, key, exp, dl, &l, &err) < 0)
     return storage_error(c, bucket, key, "object", key, &err);
   json_t *r = json_pack("{s:s, s:s, s:s, s:o, s:s}", "bucket", bucket, "key", key, "url", l.url,
-                        "expires_at", mcp_time(l.expires_ms), "link_id", l.id);
+                        "expires_at", json_time(l.expires_ms), "link_id", l.id);
   const char *mime = box_store_guess_type(key);
   uint64_t size = 0;
   struct store_object o;
@@ -393,7 +393,7 @@ static int list_cb(void *ctx, const struct store_entry *e) {
   if (!e->is_prefix)
     json_array_append_new(ctx, json_pack("{s:s, s:I, s:s, s:o}", "key", e->key, "size",
                                          (json_int_t)e->size, "etag", e->etag ? e->etag : "",
-                                         "last_modified", mcp_time(e->mtime_ms)));
+                                         "last_modified", json_time(e->mtime_ms)));
   return 0;
 }
 

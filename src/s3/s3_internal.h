@@ -8,13 +8,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "front/conn_watch.h"
 #include "s3/s3.h"
 #include "storage/chunked.h"
 #include "storage/sigv4.h"
 #include "storage/store.h"
-#include "front/conn_watch.h"
 #include "util/strbuf.h"
 #include "util/tenant_load.h"
+#include "util/timefmt.h"
 
 /* XML request bodies (CompleteMultipartUpload with 10000 parts is about
  * 1 MiB; DeleteObjects with 1000 keys of 1 KiB about the same). */
@@ -189,7 +190,6 @@ enum MHD_Result s3_reply_xml(struct s3_req *r, unsigned status, struct strbuf *b
 enum MHD_Result s3_reply_empty(struct s3_req *r, unsigned status);
 void s3_add_common(struct s3_req *r, struct MHD_Response *resp);
 void s3_http_date(int64_t ms, char out[40]);
-void s3_iso_date(int64_t ms, char out[40]);
 #define S3_XMLNS "http://s3.amazonaws.com/doc/2006-03-01/"
 #define S3_XML_HEAD "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
 

@@ -85,15 +85,6 @@ void s3_http_date(int64_t ms, char out[40]) {
            mons[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
 }
 
-void s3_iso_date(int64_t ms, char out[40]) {
-  time_t t = (time_t)(ms / 1000);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  char base[32];
-  strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
-  snprintf(out, 40, "%.24s.%03dZ", base, (int)(ms % 1000));
-}
-
 void s3_add_common(struct s3_req *r, struct MHD_Response *resp) {
   MHD_add_response_header(resp, "x-amz-request-id", r->request_id);
   MHD_add_response_header(resp, "Server", "husk");

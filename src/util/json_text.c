@@ -3,7 +3,15 @@
 #include <string.h>
 
 #include "util/cleanup.h"
+#include "util/timefmt.h"
 #include "util/utf8.h"
+
+json_t *json_time(int64_t ms) {
+  char buf[TIME_RFC3339_SIZE];
+  if (ms <= 0 || !time_rfc3339(ms, buf))
+    return json_null();
+  return json_string(buf);
+}
 
 json_t *json_text(const char *buf, size_t len, bool keep_nul, bool *lossy) {
   if (lossy)

@@ -1,6 +1,6 @@
 /* Unit tests for the helpers of src/util that the core and the fronts
- * share: UTF-8 (utf8.h), JSON text (json_text.h) and base64 (base64.h),
- * with the edge cases each copy they replace handled. */
+ * share: UTF-8 (utf8.h), JSON text and times (json_text.h, timefmt.h) and
+ * base64 (base64.h), with the edge cases each copy they replace handled. */
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -11,6 +11,7 @@
 #include "unit.h"
 #include "util/base64.h"
 #include "util/json_text.h"
+#include "util/timefmt.h"
 #include "util/utf8.h"
 
 #define U8(s) (const unsigned char *)(s), sizeof(s) - 1
@@ -228,6 +229,22 @@ TEST(base64_decode_leniency_and_refusals) {
   CHECK(refused("aGk\xc3\xa9", 5));
 }
 
+TEST(times_are_rfc3339_utc_with_milliseconds) {
+  char t[TIME_RFC3339_SIZE];
+  CHECK(time_rfc3339(0, t) && !strcmp(t, "1970-01-01T00:00:00.000Z"));
+  CHECK(time_rfc3339(1, t) && !strcmp(t, "1970-01-01T00:00:00.001Z"));
+  CHECK(time_rfc3339(1700000000123, t) && !strcmp(t, "2023-11-14T22:13:20.123Z"));
+  CHECK(time_rfc3339(951782400999, t) && !strcmp(t, "2000-02-29T00:00:00.999Z"));
+  CHECK(time_rfc3339(253402300799999, t) && !strcmp(t, "9999-12-31T23:59:59.999Z"));
+  CHECK(time_rfc3339(INT64_MAX, t) && strlen(t) < sizeof t);
+  /* JSON: null for a time not set. */
+  json_t *j = json_time(1700000000123);
+  CHECK(j && !strcmp(json_string_value(j), "2023-11-14T22:13:20.123Z"));
+  json_decref(j);
+  CHECK(json_is_null(json_time(0)));
+  CHECK(json_is_null(json_time(-1000)));
+}
+
 int main(void) {
   RUN(utf8_sequences);
   RUN(utf8_valid_strings);
@@ -238,5 +255,6 @@ int main(void) {
   RUN(base64_url_alphabet_is_unpadded);
   RUN(base64_round_trips_every_byte);
   RUN(base64_decode_leniency_and_refusals);
+  RUN(times_are_rfc3339_utc_with_milliseconds);
   return unit_done();
 }
