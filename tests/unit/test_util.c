@@ -1,6 +1,8 @@
 /* Unit tests for the helpers of src/util that the core and the fronts
- * share: UTF-8 (utf8.h), JSON text and times (json_text.h, timefmt.h) and
- * base64 (base64.h), with the edge cases each copy they replace handled. */
+ * share: UTF-8 (utf8.h), JSON text and times (json_text.h, timefmt.h),
+ * base64 (base64.h) and the clock (clock.h), with the edge cases each copy
+ * they replace handled. */
+#define _GNU_SOURCE
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -10,6 +12,7 @@
 
 #include "unit.h"
 #include "util/base64.h"
+#include "util/clock.h"
 #include "util/json_text.h"
 #include "util/timefmt.h"
 #include "util/utf8.h"
@@ -245,6 +248,27 @@ TEST(times_are_rfc3339_utc_with_milliseconds) {
   CHECK(json_is_null(json_time(-1000)));
 }
 
+TEST(wait_deadlines_are_normalised) {
+  static const int64_t steps[] = {0, 1, 50, 999, 1000, 1001, 2500, 86400000};
+  for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+    struct timespec before, after;
+    clock_gettime(CLOCK_MONOTONIC, &before);
+    struct timespec d = clock_after_ms(CLOCK_MONOTONIC, steps[i]);
+    clock_gettime(CLOCK_MONOTONIC, &after);
+    CHECK(d.tv_nsec >= 0 && d.tv_nsec < 1000000000);
+    int64_t lo = (int64_t)before.tv_sec * 1000000000 + before.tv_nsec + steps[i] * 1000000;
+    int64_t hi = (int64_t)after.tv_sec * 1000000000 + after.tv_nsec + steps[i] * 1000000;
+    int64_t at = (int64_t)d.tv_sec * 1000000000 + d.tv_nsec;
+    CHECK(at >= lo && at <= hi);
+  }
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  struct timespec d = clock_after_ms(CLOCK_REALTIME, 100);
+  CHECK(d.tv_sec >= now.tv_sec && d.tv_sec <= now.tv_sec + 1);
+  int64_t a = mono_ms(), b = mono_ms();
+  CHECK(a > 0 && b >= a);
+}
+
 int main(void) {
   RUN(utf8_sequences);
   RUN(utf8_valid_strings);
@@ -256,5 +280,6 @@ int main(void) {
   RUN(base64_round_trips_every_byte);
   RUN(base64_decode_leniency_and_refusals);
   RUN(times_are_rfc3339_utc_with_milliseconds);
+  RUN(wait_deadlines_are_normalised);
   return unit_done();
 }
