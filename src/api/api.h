@@ -75,10 +75,6 @@ struct api_config {
 #define API_LIST_LIMIT_DEFAULT 1000
 #define API_LIST_LIMIT_MAX 10000
 
-/* Parse "127.0.0.1:7070" or "[::1]:7070".  Port 0 = any free port. */
-int api_parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *len,
-                     struct husk_err *err);
-
 /* Start listening.  *out is the running server. */
 int api_start(struct api_server **out, const struct api_config *cfg, struct husk_err *err);
 

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "api/internal.h"
+#include "front/listen.h"
 #include "mcp/mcp.h"
 #include "util/cleanup.h"
 
@@ -117,7 +118,7 @@ static bool listen_is_loopback(const char *listen) {
   struct sockaddr_storage ss;
   socklen_t len;
   struct husk_err err;
-  if (!listen || api_parse_listen(listen, &ss, &len, &err) < 0)
+  if (!listen || front_parse_listen(listen, &ss, &len, &err) < 0)
     return false;
   if (ss.ss_family == AF_INET)
     return (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;

@@ -20,6 +20,7 @@
 
 #include "api/api.h"
 #include "box/box.h"
+#include "front/listen.h"
 #include "husk/husk.h"
 #include "jail/limits.h"
 #include "jail/privs.h"
@@ -493,12 +494,12 @@ int cmd_serve(int argc, char **argv) {
   }
   struct sockaddr_storage ss;
   socklen_t sslen;
-  if (api_parse_listen(listen, &ss, &sslen, &err) < 0) {
+  if (front_parse_listen(listen, &ss, &sslen, &err) < 0) {
     fprintf(stderr, "husk serve: --listen: %s\n", err.msg);
     return 2;
   }
   bool s3_on = strcmp(s3_listen, "off") != 0;
-  if (s3_on && api_parse_listen(s3_listen, &ss, &sslen, &err) < 0) {
+  if (s3_on && front_parse_listen(s3_listen, &ss, &sslen, &err) < 0) {
     fprintf(stderr, "husk serve: --s3-listen: %s\n", err.msg);
     return 2;
   }
@@ -512,7 +513,7 @@ int cmd_serve(int argc, char **argv) {
     fprintf(stderr, "husk serve: --public-url must be http://host[:port] or https://host[:port]\n");
     return 2;
   }
-  if (api_parse_listen(listen, &ss, &sslen, &err) < 0)
+  if (front_parse_listen(listen, &ss, &sslen, &err) < 0)
     return 2;
   if (!data) {
     /* From the source tree (make run, tests): keep state beside it. */
@@ -648,8 +649,7 @@ int cmd_serve(int argc, char **argv) {
       s3 = NULL;
     } else {
       char h[128];
-      const char *colon = strrchr(s3_listen, ':');
-      snprintf(h, sizeof h, "%.*s", (int)(colon - s3_listen), s3_listen);
+      front_listen_host(s3_listen, h, sizeof h);
       snprintf(s3_url, sizeof s3_url, "http://%s:%u", h, s3_port(s3));
       if (!public_url)
         store_set_public_url(store, s3_url);
@@ -658,12 +658,7 @@ int cmd_serve(int argc, char **argv) {
   memset(key, 0, sizeof key);
 
   char host[128];
-  if (ss.ss_family == AF_INET6) {
-    const char *e = strchr(listen, ']');
-    snprintf(host, sizeof host, "%.*s", (int)(e - listen + 1), listen);
-  } else {
-    snprintf(host, sizeof host, "%.*s", (int)(strrchr(listen, ':') - listen), listen);
-  }
+  front_listen_host(listen, host, sizeof host);
   fprintf(stderr, "husk: listening on http://%s:%u\n", host, api_port(srv));
   if (env_key)
     fprintf(stderr, "husk: admin key from HUSK_ADMIN_KEY\n");

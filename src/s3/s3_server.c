@@ -18,6 +18,7 @@
 #include <openssl/evp.h>
 
 #include "api/api.h"
+#include "front/listen.h"
 #include "s3/s3_internal.h"
 #include "state/state.h"
 #include "util/base64.h"
@@ -821,7 +822,7 @@ static void log_cut(void *ctx, unsigned cut, unsigned timeout_s) {
 int s3_start(struct s3_server **out, const struct s3_config *cfg, struct husk_err *err) {
   struct sockaddr_storage ss;
   socklen_t sslen;
-  if (api_parse_listen(cfg->listen, &ss, &sslen, err) < 0)
+  if (front_parse_listen(cfg->listen, &ss, &sslen, err) < 0)
     return -1;
   struct s3_server *s = calloc(1, sizeof *s);
   if (!s)
