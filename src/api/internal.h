@@ -13,7 +13,7 @@
 
 #include "api/api.h"
 #include "box/box.h"
-#include "front/conn_watch.h"
+#include "front/daemon.h"
 #include "husk/husk.h"
 #include "state/state.h"
 #include "util/base64.h"
@@ -29,26 +29,19 @@
 #define API_MAX_PARAMS 4
 
 struct api_server {
-  struct MHD_Daemon *daemon;
+  /* The daemon, the requests in flight, the per-tenant loads and the
+   * request timeout (front/daemon.h). */
+  struct front_daemon front;
   struct api_config cfg;
   char *admin_key;
   size_t admin_key_len;
-  unsigned port;
   /* Readable (eventfd) once the grace period of a stop is over: every
    * blocking wait in the front polls it and gives up. */
   int stop_fd;
-  /* Requests between their first byte and their completion. */
-  pthread_mutex_t lock;
-  pthread_cond_t cond;
-  unsigned inflight;
-  unsigned workers; /* worker threads of streaming execs */
+  unsigned workers; /* worker threads of streaming execs (under front.lock) */
   /* Bytes of reply data reserved by the requests in flight (reply_body.c). */
   _Atomic uint64_t reply_reserved;
-  pthread_mutex_t log_lock;
-  /* Per-tenant concurrency, sized by the connection limit. */
-  struct tenant_loads loads;
   unsigned tenant_max_requests, tenant_max_execs; /* the defaults */
-  struct conn_watch watch;
 };
 
 enum api_auth {
@@ -213,6 +206,7 @@ bool api_key_equal(const char *a, size_t alen, const char *b, size_t blen);
 void api_audit(struct req *r, const char *outcome);
 
 /* ---- route handlers ------------------------------------------------- */
+
 extern const struct route api_routes[];
 extern const size_t api_nroutes;
 

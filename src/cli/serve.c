@@ -20,6 +20,7 @@
 
 #include "api/api.h"
 #include "box/box.h"
+#include "front/daemon.h"
 #include "front/listen.h"
 #include "husk/husk.h"
 #include "jail/limits.h"
@@ -333,7 +334,7 @@ int cmd_serve(int argc, char **argv) {
   uint64_t perip = 64;
   uint64_t maxconn = 256, idle_ms = 120000, grace_ms = 10000, dttl = 0, mttl = 0;
   uint64_t tenant_reqs = 0, tenant_execs = 0; /* 0: shares of --max-connections */
-  uint64_t req_timeout_ms = (uint64_t)API_REQUEST_TIMEOUT_S * 1000;
+  uint64_t req_timeout_ms = (uint64_t)FRONT_REQUEST_TIMEOUT_S * 1000;
   struct box_pool_spec pools[BOX_POOL_MAX_SHAPES];
   size_t npools = 0;
   bool quiet = false;

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "front/conn_watch.h"
+#include "front/daemon.h"
 #include "s3/s3.h"
 #include "storage/chunked.h"
 #include "storage/sigv4.h"
@@ -49,18 +49,12 @@ bool s3_rate_exhausted(struct s3_rate *rl, const char *key, int64_t now_ms);
 bool s3_rate_take(struct s3_rate *rl, const char *key, int64_t now_ms);
 
 struct s3_server {
-  struct MHD_Daemon *daemon;
+  /* The daemon, the requests in flight, the per-tenant loads and the
+   * request timeout (front/daemon.h). */
+  struct front_daemon front;
   struct s3_config cfg;
-  unsigned port;
-  pthread_mutex_t lock;
-  pthread_cond_t cond;
-  unsigned inflight;
-  pthread_mutex_t log_lock;
-  struct s3_rate *rate; /* refused link fetches per source */
-  /* Per-tenant requests in progress, sized by the connection limit. */
-  struct tenant_loads loads;
+  struct s3_rate *rate;         /* refused link fetches per source */
   unsigned tenant_max_requests; /* the default */
-  struct conn_watch watch;      /* the request timeout */
 };
 
 /* Replies are built in a struct strbuf (util/strbuf.h); these add XML. */
