@@ -135,10 +135,17 @@ int api_conn_fd(struct req *r);
  * stops: an epoll set of the connection's socket (EPOLLRDHUP only, so
  * pipelined bytes do not count) and the stop eventfd.  -1 on failure. */
 int api_cancel_fd(struct req *r);
-/* Wait until `fd` is readable, the client hangs up or the server stops.
- * Returns 1 readable, 0 timeout, -1 client gone, -2 server stopping. */
-int api_wait(struct req *r, int sock, int fd, int timeout_ms);
-int api_wait_srv(struct api_server *s, int sock, int fd, int timeout_ms, bool watch_stop);
+/* Wait until `fd` is readable, the client hangs up or (if `watch_stop`)
+ * the server stops. */
+enum api_wait_result {
+  API_WAIT_STOPPING = -2, /* the server is stopping */
+  API_WAIT_GONE = -1,     /* the client hung up (or the wait failed) */
+  API_WAIT_TIMEOUT = 0,
+  API_WAIT_READY = 1, /* fd is readable */
+};
+enum api_wait_result api_wait(struct req *r, int sock, int fd, int timeout_ms);
+enum api_wait_result api_wait_srv(struct api_server *s, int sock, int fd, int timeout_ms,
+                                  bool watch_stop);
 
 /* Query arguments (URL-decoded; "" for a bare "?name").  NULL if absent.
  * Requests with a NUL in any argument were refused before the handler. */
@@ -162,6 +169,9 @@ enum MHD_Result api_reply_error(struct req *r, unsigned status, const char *code
 /* Map a core error (err->code is an errno) to a status and code. */
 enum MHD_Result api_reply_err(struct req *r, const struct husk_err *err);
 void api_err_status(int code, unsigned *status, const char **name);
+/* A core listing that returned rc < 0: its error, or 500 when the
+ * handler's callback ran out of memory (API_LIST_NOMEM). */
+enum MHD_Result api_reply_list_err(struct req *r, int rc, const struct husk_err *err);
 /* 400 with r->err's message. */
 enum MHD_Result api_reply_bad(struct req *r);
 
@@ -206,6 +216,10 @@ bool api_key_equal(const char *a, size_t alen, const char *b, size_t blen);
 void api_audit(struct req *r, const char *outcome);
 
 /* ---- route handlers ------------------------------------------------- */
+/* What a handler's listing callback returns when it cannot add an entry
+ * (out of memory).  The core's listings stop and return it as is, while
+ * -1 stays the core's own failure, the one that fills its husk_err. */
+#define API_LIST_NOMEM (-2)
 
 extern const struct route api_routes[];
 extern const size_t api_nroutes;

@@ -173,6 +173,12 @@ enum MHD_Result api_reply_err(struct req *r, const struct husk_err *err) {
   return api_reply_error(r, status, name, "%s", err->msg[0] ? err->msg : name);
 }
 
+enum MHD_Result api_reply_list_err(struct req *r, int rc, const struct husk_err *err) {
+  if (rc == API_LIST_NOMEM)
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  return api_reply_err(r, err);
+}
+
 enum MHD_Result api_reply_bad(struct req *r) {
   return api_reply_error(r, 400, "bad_request", "%s", r->err.msg[0] ? r->err.msg : "bad request");
 }

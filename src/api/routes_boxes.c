@@ -117,7 +117,7 @@ static int list_cb(void *ctx, const struct husk_box_info *bi) {
   struct list_ctx *lc = ctx;
   json_t *j = api_box_json(bi);
   if (!j || json_array_append_new(lc->arr, j) < 0)
-    return -2; /* -1 is the core's own failure */
+    return API_LIST_NOMEM;
   return 0;
 }
 
@@ -167,13 +167,9 @@ enum MHD_Result h_box_list(struct req *r) {
   char next[STATE_CURSOR_SIZE] = "";
   struct husk_err err;
   int rc = husk_box_list(r->srv->cfg.mgr, r->tenant, &lr, list_cb, &lc, next, sizeof next, &err);
-  if (rc == -1) {
-    json_decref(lc.arr);
-    return api_reply_err(r, &err);
-  }
   if (rc < 0) {
     json_decref(lc.arr);
-    return api_reply_error(r, 500, "internal_error", "out of memory");
+    return api_reply_list_err(r, rc, &err);
   }
   return api_reply_json(r, 200,
                         json_pack("{s:o, s:o}", "sandboxes", lc.arr, "next_cursor",

@@ -483,7 +483,7 @@ enum MHD_Result h_exec(struct req *r) {
 static int proc_list_cb(void *ctx, const struct husk_proc *p) {
   json_t *j = proc_json(p);
   if (!j || json_array_append_new(ctx, j) < 0)
-    return -2;
+    return API_LIST_NOMEM;
   return 0;
 }
 
@@ -495,8 +495,7 @@ enum MHD_Result h_proc_list(struct req *r) {
   int rc = husk_proc_list(r->srv->cfg.mgr, r->tenant, r->params[0], proc_list_cb, arr, &err);
   if (rc < 0) {
     json_decref(arr);
-    return rc == -1 ? api_reply_err(r, &err)
-                    : api_reply_error(r, 500, "internal_error", "out of memory");
+    return api_reply_list_err(r, rc, &err);
   }
   return api_reply_json(r, 200, json_pack("{s:o}", "processes", arr));
 }
@@ -736,10 +735,10 @@ static ssize_t follow_reader(void *cls, uint64_t pos, char *buf, size_t max) {
       continue;
     }
     husk_proc_free(&p);
-    int w = api_wait_srv(f->srv, f->sock, -1, 250, true);
-    if (w == -1)
+    enum api_wait_result w = api_wait_srv(f->srv, f->sock, -1, 250, true);
+    if (w == API_WAIT_GONE)
       return MHD_CONTENT_READER_END_WITH_ERROR; /* the client went away */
-    if (w == -2)
+    if (w == API_WAIT_STOPPING)
       return MHD_CONTENT_READER_END_OF_STREAM; /* stopping: reconnect with the offset */
     f->idle_ms += 250;
     if (f->fmt == STREAM_SSE && f->idle_ms >= 15000 && max >= 3) {

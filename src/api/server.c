@@ -215,7 +215,8 @@ int api_cancel_fd(struct req *r) {
   return ep;
 }
 
-int api_wait_srv(struct api_server *s, int sock, int fd, int timeout_ms, bool watch_stop) {
+enum api_wait_result api_wait_srv(struct api_server *s, int sock, int fd, int timeout_ms,
+                                  bool watch_stop) {
   struct pollfd p[3];
   int n = 0, ifd = -1, isock = -1, istop = -1;
   if (fd >= 0) { ifd = n; p[n++] = (struct pollfd){.fd = fd, .events = POLLIN}; }
@@ -226,17 +227,17 @@ int api_wait_srv(struct api_server *s, int sock, int fd, int timeout_ms, bool wa
     rc = poll(p, (nfds_t)n, timeout_ms);
   while (rc < 0 && errno == EINTR);
   if (rc < 0)
-    return -1;
+    return API_WAIT_GONE;
   if (isock >= 0 && (p[isock].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)))
-    return -1;
+    return API_WAIT_GONE;
   if (ifd >= 0 && p[ifd].revents)
-    return 1;
+    return API_WAIT_READY;
   if (istop >= 0 && p[istop].revents)
-    return -2;
-  return 0;
+    return API_WAIT_STOPPING;
+  return API_WAIT_TIMEOUT;
 }
 
-int api_wait(struct req *r, int sock, int fd, int timeout_ms) {
+enum api_wait_result api_wait(struct req *r, int sock, int fd, int timeout_ms) {
   return api_wait_srv(r->srv, sock, fd, timeout_ms, true);
 }
 
