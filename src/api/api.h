@@ -52,7 +52,7 @@ struct api_config {
   bool log_requests;         /* one log line per request */
   void (*log)(void *ctx, const char *line); /* NULL: no log */
   void *log_ctx;
-  /* MCP at /mcp (branch mcp): the protocol server, NULL to disable, and
+  /* MCP at /mcp: the protocol server, NULL to disable, and
    * the Origins allowed besides loopback and same-origin (comma list). */
   struct mcp_server *mcp;
   const char *mcp_allowed_origins;

@@ -277,12 +277,12 @@ int h_tar_put_upload(struct req *r, const char *data, size_t len);
 enum MHD_Result h_tar_put(struct req *r);
 void h_tar_put_cleanup(struct req *r);
 
-/* routes_mcp.c (branch mcp) */
+/* routes_mcp.c */
 enum MHD_Result h_mcp(struct req *r);
 enum MHD_Result h_mcp_begin(struct req *r);
 int h_mcp_upload(struct req *r, const char *data, size_t len);
 void h_mcp_cleanup(struct req *r);
-/* routes_storage.c (issue 6) */
+/* routes_storage.c */
 enum MHD_Result h_s3_key_create(struct req *r);
 enum MHD_Result h_s3_key_list(struct req *r);
 enum MHD_Result h_s3_key_revoke(struct req *r);

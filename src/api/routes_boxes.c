@@ -32,7 +32,7 @@ json_t *api_box_json(const struct husk_box_info *bi) {
       bi->network[0] ? bi->network : "none", "created_at", json_time(bi->created_ms),
       "expires_at", json_time(bi->expires_ms), "ended_at", json_time(bi->ended_ms), "limits",
       limits, "metadata", meta ? meta : json_object());
-  /* issue 7: the egress policy, placeholders included (not secrets). */
+  /* The egress policy, placeholders included (not secrets). */
   if (o && bi->egress_json) {
     json_t *eg = json_loads(bi->egress_json, 0, &je);
     if (eg)
@@ -41,9 +41,9 @@ json_t *api_box_json(const struct husk_box_info *bi) {
   return o;
 }
 
-static const char *const create_fields[] = {"template", "memory", "cpus", "pids", "disk",
-                                            "timeout", "env", "metadata", "network",
-                                            "egress" /* issue 7 */, NULL};
+static const char *const create_fields[] = {"template", "memory",  "cpus", "pids",
+                                            "disk",     "timeout", "env",  "metadata",
+                                            "network",  "egress",  NULL};
 
 enum MHD_Result h_box_create(struct req *r) {
   json_t *o = api_body_object(r, create_fields);
@@ -78,7 +78,7 @@ enum MHD_Result h_box_create(struct req *r) {
     cr.metadata_json = meta_s;
   }
   cr.env = env;
-  /* issue 7: egress rules and secret bindings, validated by the core. */
+  /* Egress rules and secret bindings, validated by the core. */
   char *egress_s = NULL;
   json_t *eg = json_object_get(o, "egress");
   if (eg) {

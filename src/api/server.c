@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "api/internal.h"
-#include "api/routes_egress.h" /* issue 7 */
+#include "api/routes_egress.h"
 #include "front/listen.h"
 #include "husk/husk.h"
 #include "util/cleanup.h"
