@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,6 +33,7 @@
 #include "util/base64.h"
 #include "util/cleanup.h"
 #include "util/fileio.h"
+#include "util/id.h"
 #include "util/parse.h"
 
 #define DEFAULT_LISTEN "127.0.0.1:7070"
@@ -177,9 +177,11 @@ static int admin_key_file(const char *dir, char *key, size_t size, char *path, s
     return read_key(dfd, path, key, size, err);
   /* 32 characters of base64url, 6 random bits each: 192 bits. */
   unsigned char raw[24];
-  if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
-    return husk_error(err, errno, "getrandom");
+  if (id_random_bytes(raw, sizeof raw, err) < 0)
+    return -1;
   int n = snprintf(key, size, "hk_admin_");
+  if (n < 0 || (size_t)n + b64_encoded_len(sizeof raw, B64_URL) >= size)
+    return husk_fail(err, EINVAL, "no room for the admin key");
   b64_encode_to(key + n, raw, sizeof raw, B64_URL);
   char tmp[64];
   snprintf(tmp, sizeof tmp, ".admin.key.%d", (int)getpid());
