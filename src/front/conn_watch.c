@@ -1,4 +1,4 @@
-/* The request timeout's watchdog (util/conn_watch.h).
+/* The request timeout's watchdog (front/conn_watch.h).
  *
  * The socket is shut down under `lock`, and libmicrohttpd notifies
  * MHD_CONNECTION_NOTIFY_CLOSED (which frees the entry under that lock)

@@ -63,8 +63,8 @@ struct front_daemon {
   unsigned port;
   bool initialized;
   /* Requests between their first byte and their completion.  The lock and
-   * condition variable (CLOCK_REALTIME) also guard the counts of the
-   * front's own a stop waits for (the API's streaming workers). */
+   * the condition variable (on CLOCK_REALTIME) also serve a count of the
+   * front's own that a stop waits for (the API's streaming workers). */
   pthread_mutex_t lock;
   pthread_cond_t cond;
   unsigned inflight;
