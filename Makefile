@@ -148,6 +148,12 @@ $(BUILD)/tests/test_mcp: tests/unit/test_mcp.c $(MCP_OBJ) $(CORE_A) tests/unit/u
 	@mkdir -p $(dir $@)
 	$(COMPILE) -Itests/unit $< -o $@ $(MCP_OBJ) $(CORE_A) $(LDLIBS)
 
+# So does the unit test of what the HTTP fronts share (src/front/).
+FRONT_OBJ := $(FRONT_SRC:%.c=$(BUILD)/%.o)
+$(BUILD)/tests/test_front: tests/unit/test_front.c $(FRONT_OBJ) $(CORE_A) tests/unit/unit.h
+	@mkdir -p $(dir $@)
+	$(COMPILE) -Itests/unit $< -o $@ $(FRONT_OBJ) $(CORE_A) $(LDLIBS)
+
 $(BUILD)/tests/%: tests/unit/%.c $(CORE_A) tests/unit/unit.h
 	@mkdir -p $(dir $@)
 	$(COMPILE) -Itests/unit $< -o $@ $(CORE_A) $(LDLIBS)

@@ -15,7 +15,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <sys/socket.h>
 
 #include "util/error.h"
 
@@ -25,11 +24,10 @@ struct store;
 struct api_server;
 struct mcp_server;
 
-/* The default per-tenant shares of --max-connections (see api_config). */
-#define API_TENANT_REQUESTS_DIVISOR 2
+/* A tenant's default share of --max-connections for requests running a
+ * command (see api_config; the share of all its requests is
+ * FRONT_TENANT_REQUESTS_DIVISOR's, front/daemon.h). */
 #define API_TENANT_EXECS_DIVISOR 4
-/* The default of api_config.request_timeout_s. */
-#define API_REQUEST_TIMEOUT_S 60
 
 struct api_config {
   const char *listen;        /* "ADDR:PORT", IPv4 or [IPv6] */
@@ -37,24 +35,24 @@ struct api_config {
   struct state *state;
   struct store *store;       /* the storage plane (src/storage); may be NULL */
   const char *admin_key;     /* copied */
-  unsigned max_connections;  /* concurrent connections */
+  unsigned max_connections;  /* concurrent connections (0: FRONT_MAX_CONNECTIONS) */
   unsigned max_per_ip;       /* concurrent connections from one address (0: no limit) */
-  unsigned idle_timeout_s;   /* idle connection timeout */
+  unsigned idle_timeout_s;   /* idle connection timeout (0: FRONT_IDLE_TIMEOUT_S) */
   /* A request's line, headers and (but for uploads) body must arrive
    * within this long of the connection's start or of the previous reply,
-   * else the connection is closed.  0: API_REQUEST_TIMEOUT_S. */
+   * else the connection is closed.  0: FRONT_REQUEST_TIMEOUT_S. */
   unsigned request_timeout_s;
   /* Per tenant, unless the tenant's own max_requests / max_execs say
    * otherwise: requests handled at once, and of those the ones running or
    * streaming a command (exec, process output and stdin, MCP).  0:
-   * max_connections / API_TENANT_*_DIVISOR, so that one tenant cannot hold
-   * every connection thread (past it: 429). */
+   * max_connections / FRONT_TENANT_REQUESTS_DIVISOR and / API_TENANT_EXECS_DIVISOR,
+   * so that one tenant cannot hold every connection thread (past it: 429). */
   unsigned tenant_max_requests;
   unsigned tenant_max_execs;
   bool log_requests;         /* one log line per request */
-  void (*log)(void *ctx, const char *line);
+  void (*log)(void *ctx, const char *line); /* NULL: no log */
   void *log_ctx;
-  /* MCP at /mcp (branch mcp): the protocol server, NULL to disable, and
+  /* MCP at /mcp: the protocol server, NULL to disable, and
    * the Origins allowed besides loopback and same-origin (comma list). */
   struct mcp_server *mcp;
   const char *mcp_allowed_origins;
@@ -74,10 +72,6 @@ struct api_config {
 /* Entries of a files listing page: by default, and at most. */
 #define API_LIST_LIMIT_DEFAULT 1000
 #define API_LIST_LIMIT_MAX 10000
-
-/* Parse "127.0.0.1:7070" or "[::1]:7070".  Port 0 = any free port. */
-int api_parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *len,
-                     struct husk_err *err);
 
 /* Start listening.  *out is the running server. */
 int api_start(struct api_server **out, const struct api_config *cfg, struct husk_err *err);

@@ -81,7 +81,7 @@ void api_audit(struct req *r, const char *outcome) {
    * refuses anything else): sanitize, then drop a cut sequence. */
   husk_sanitize_line(rec.detail);
   size_t n = strlen(rec.detail);
-  if (!api_utf8_valid(rec.detail, n)) {
+  if (!utf8_valid(rec.detail, n)) {
     for (size_t i = 0; i < n; i++)
       if ((unsigned char)rec.detail[i] >= 0x80)
         rec.detail[i] = '?';

@@ -13,11 +13,14 @@
 
 #include "api/api.h"
 #include "box/box.h"
+#include "front/daemon.h"
 #include "husk/husk.h"
 #include "state/state.h"
-#include "front/conn_watch.h"
+#include "util/base64.h"
 #include "util/error.h"
+#include "util/json_text.h"
 #include "util/tenant_load.h"
+#include "util/utf8.h"
 
 /* JSON request bodies larger than this are refused with 413. */
 #define API_JSON_BODY_MAX (1024 * 1024)
@@ -26,26 +29,19 @@
 #define API_MAX_PARAMS 4
 
 struct api_server {
-  struct MHD_Daemon *daemon;
+  /* The daemon, the requests in flight, the per-tenant loads and the
+   * request timeout (front/daemon.h). */
+  struct front_daemon front;
   struct api_config cfg;
   char *admin_key;
   size_t admin_key_len;
-  unsigned port;
   /* Readable (eventfd) once the grace period of a stop is over: every
    * blocking wait in the front polls it and gives up. */
   int stop_fd;
-  /* Requests between their first byte and their completion. */
-  pthread_mutex_t lock;
-  pthread_cond_t cond;
-  unsigned inflight;
-  unsigned workers; /* worker threads of streaming execs */
+  unsigned workers; /* worker threads of streaming execs (under front.lock) */
   /* Bytes of reply data reserved by the requests in flight (reply_body.c). */
   _Atomic uint64_t reply_reserved;
-  pthread_mutex_t log_lock;
-  /* Per-tenant concurrency, sized by the connection limit. */
-  struct tenant_loads loads;
   unsigned tenant_max_requests, tenant_max_execs; /* the defaults */
-  struct conn_watch watch;
 };
 
 enum api_auth {
@@ -139,10 +135,17 @@ int api_conn_fd(struct req *r);
  * stops: an epoll set of the connection's socket (EPOLLRDHUP only, so
  * pipelined bytes do not count) and the stop eventfd.  -1 on failure. */
 int api_cancel_fd(struct req *r);
-/* Wait until `fd` is readable, the client hangs up or the server stops.
- * Returns 1 readable, 0 timeout, -1 client gone, -2 server stopping. */
-int api_wait(struct req *r, int sock, int fd, int timeout_ms);
-int api_wait_srv(struct api_server *s, int sock, int fd, int timeout_ms, bool watch_stop);
+/* Wait until `fd` is readable, the client hangs up or (if `watch_stop`)
+ * the server stops. */
+enum api_wait_result {
+  API_WAIT_STOPPING = -2, /* the server is stopping */
+  API_WAIT_GONE = -1,     /* the client hung up (or the wait failed) */
+  API_WAIT_TIMEOUT = 0,
+  API_WAIT_READY = 1, /* fd is readable */
+};
+enum api_wait_result api_wait(struct req *r, int sock, int fd, int timeout_ms);
+enum api_wait_result api_wait_srv(struct api_server *s, int sock, int fd, int timeout_ms,
+                                  bool watch_stop);
 
 /* Query arguments (URL-decoded; "" for a bare "?name").  NULL if absent.
  * Requests with a NUL in any argument were refused before the handler. */
@@ -166,6 +169,9 @@ enum MHD_Result api_reply_error(struct req *r, unsigned status, const char *code
 /* Map a core error (err->code is an errno) to a status and code. */
 enum MHD_Result api_reply_err(struct req *r, const struct husk_err *err);
 void api_err_status(int code, unsigned *status, const char **name);
+/* A core listing that returned rc < 0: its error, or 500 when the
+ * handler's callback ran out of memory (API_LIST_NOMEM). */
+enum MHD_Result api_reply_list_err(struct req *r, int rc, const struct husk_err *err);
 /* 400 with r->err's message. */
 enum MHD_Result api_reply_bad(struct req *r);
 
@@ -195,21 +201,6 @@ int jget_argv(json_t *o, const char *k, char ***out, struct husk_err *err);
 /* An object whose values are all strings. */
 int jget_string_object(json_t *o, const char *k, json_t **out, struct husk_err *err);
 
-/* ---- json.c: formatting --------------------------------------------- */
-/* RFC 3339 UTC with milliseconds, or JSON null for 0. */
-json_t *json_time(int64_t ms);
-/* Bytes as a JSON string: as is when valid UTF-8, else with U+FFFD for the
- * invalid bytes (*lossy set). */
-json_t *json_bytes_string(const char *buf, size_t len, bool *lossy);
-char *b64_encode(const void *buf, size_t len, size_t *out_len);
-bool api_utf8_valid(const char *s, size_t n);
-/* Length of the valid UTF-8 sequence at s (n > 0 bytes available), 0 if
- * it is invalid or cut short. */
-size_t api_utf8_seq(const unsigned char *s, size_t n);
-/* Length of the longest prefix of buf not ending inside a (so far valid)
- * multi-byte UTF-8 sequence. */
-size_t utf8_complete_prefix(const char *buf, size_t len);
-
 /* ---- routes_files.c ------------------------------------------------- */
 /* A Range header of a file download of `size` bytes: 1 with [*from, *to]
  * (inclusive), 0 to ignore it, -1 unsatisfiable. */
@@ -225,6 +216,11 @@ bool api_key_equal(const char *a, size_t alen, const char *b, size_t blen);
 void api_audit(struct req *r, const char *outcome);
 
 /* ---- route handlers ------------------------------------------------- */
+/* What a handler's listing callback returns when it cannot add an entry
+ * (out of memory).  The core's listings stop and return it as is, while
+ * -1 stays the core's own failure, the one that fills its husk_err. */
+#define API_LIST_NOMEM (-2)
+
 extern const struct route api_routes[];
 extern const size_t api_nroutes;
 
@@ -281,12 +277,12 @@ int h_tar_put_upload(struct req *r, const char *data, size_t len);
 enum MHD_Result h_tar_put(struct req *r);
 void h_tar_put_cleanup(struct req *r);
 
-/* routes_mcp.c (branch mcp) */
+/* routes_mcp.c */
 enum MHD_Result h_mcp(struct req *r);
 enum MHD_Result h_mcp_begin(struct req *r);
 int h_mcp_upload(struct req *r, const char *data, size_t len);
 void h_mcp_cleanup(struct req *r);
-/* routes_storage.c (issue 6) */
+/* routes_storage.c */
 enum MHD_Result h_s3_key_create(struct req *r);
 enum MHD_Result h_s3_key_list(struct req *r);
 enum MHD_Result h_s3_key_revoke(struct req *r);

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "api/internal.h"
 #include "util/parse.h"
@@ -94,7 +93,7 @@ enum MHD_Result api_reply_error(struct req *r, unsigned status, const char *code
   /* Messages may quote user input or box data: keep them one printable
    * line, and valid UTF-8 for the encoder. */
   husk_sanitize_line(msg);
-  json_t *m = json_bytes_string(msg, strlen(msg), NULL);
+  json_t *m = json_text(msg, strlen(msg), true, NULL);
   json_t *o = json_pack("{s:{s:s, s:o}}", "error", "code", code, "message", m ? m : json_string(""));
   if (!o) {
     static const char fallback[] = "{\"error\":{\"code\":\"internal_error\",\"message\":\"\"}}\n";
@@ -172,6 +171,12 @@ enum MHD_Result api_reply_err(struct req *r, const struct husk_err *err) {
     return api_reply_error(r, status, name, "internal error (logged by the server)");
   }
   return api_reply_error(r, status, name, "%s", err->msg[0] ? err->msg : name);
+}
+
+enum MHD_Result api_reply_list_err(struct req *r, int rc, const struct husk_err *err) {
+  if (rc == API_LIST_NOMEM)
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  return api_reply_err(r, err);
 }
 
 enum MHD_Result api_reply_bad(struct req *r) {
@@ -435,152 +440,4 @@ int jget_argv(json_t *o, const char *k, char ***out, struct husk_err *err) {
   argv[n] = NULL;
   *out = argv;
   return 1;
-}
-
-/* ---- formatting ----------------------------------------------------- */
-
-json_t *json_time(int64_t ms) {
-  if (ms <= 0)
-    return json_null();
-  time_t t = (time_t)(ms / 1000);
-  struct tm tm;
-  if (!gmtime_r(&t, &tm))
-    return json_null();
-  char buf[64];
-  snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-           tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
-  return json_string(buf);
-}
-
-/* Length of the valid UTF-8 sequence at s (n bytes available), 0 if
- * invalid or incomplete.  RFC 3629: no overlongs, no surrogates. */
-static size_t utf8_seq(const unsigned char *s, size_t n, bool *incomplete) {
-  unsigned char c = s[0];
-  size_t len;
-  unsigned lo = 0x80, hi = 0xbf;
-  *incomplete = false;
-  if (c < 0x80)
-    return 1;
-  if (c >= 0xc2 && c <= 0xdf)
-    len = 2;
-  else if (c >= 0xe0 && c <= 0xef) {
-    len = 3;
-    if (c == 0xe0)
-      lo = 0xa0;
-    else if (c == 0xed)
-      hi = 0x9f;
-  } else if (c >= 0xf0 && c <= 0xf4) {
-    len = 4;
-    if (c == 0xf0)
-      lo = 0x90;
-    else if (c == 0xf4)
-      hi = 0x8f;
-  } else
-    return 0;
-  for (size_t k = 1; k < len; k++) {
-    if (k >= n) {
-      *incomplete = true;
-      return 0;
-    }
-    unsigned l = k == 1 ? lo : 0x80, h = k == 1 ? hi : 0xbf;
-    if (s[k] < l || s[k] > h)
-      return 0;
-  }
-  return len;
-}
-
-size_t api_utf8_seq(const unsigned char *s, size_t n) {
-  bool inc;
-  return utf8_seq(s, n, &inc);
-}
-
-bool api_utf8_valid(const char *str, size_t n) {
-  const unsigned char *s = (const unsigned char *)str;
-  size_t i = 0;
-  while (i < n) {
-    bool inc;
-    size_t l = utf8_seq(s + i, n - i, &inc);
-    if (!l)
-      return false;
-    i += l;
-  }
-  return true;
-}
-
-size_t utf8_complete_prefix(const char *str, size_t n) {
-  const unsigned char *s = (const unsigned char *)str;
-  /* Look back at most 3 bytes for the start of a sequence. */
-  size_t start = n > 3 ? n - 3 : 0;
-  for (size_t i = n; i > start;) {
-    i--;
-    if ((s[i] & 0xc0) != 0x80) {
-      bool inc;
-      size_t l = utf8_seq(s + i, n - i, &inc);
-      if (l == 0 && inc)
-        return i; /* a valid beginning, cut short */
-      return n;
-    }
-  }
-  return n;
-}
-
-json_t *json_bytes_string(const char *buf, size_t len, bool *lossy) {
-  if (lossy)
-    *lossy = false;
-  if (api_utf8_valid(buf, len))
-    return json_stringn(buf, len);
-  if (lossy)
-    *lossy = true;
-  /* Replace each invalid byte with U+FFFD (3 bytes). */
-  char *out = malloc(len * 3 + 1);
-  if (!out)
-    return NULL;
-  size_t o = 0, i = 0;
-  const unsigned char *s = (const unsigned char *)buf;
-  while (i < len) {
-    bool inc;
-    size_t l = utf8_seq(s + i, len - i, &inc);
-    if (l) {
-      memcpy(out + o, s + i, l);
-      o += l;
-      i += l;
-    } else {
-      memcpy(out + o, "\xef\xbf\xbd", 3);
-      o += 3;
-      i++;
-    }
-  }
-  json_t *j = json_stringn(out, o);
-  free(out);
-  return j;
-}
-
-char *b64_encode(const void *data, size_t len, size_t *out_len) {
-  static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  const unsigned char *s = data;
-  if (len > (SIZE_MAX - 4) / 4 * 3)
-    return NULL;
-  size_t n = (len + 2) / 3 * 4;
-  char *out = malloc(n + 1);
-  if (!out)
-    return NULL;
-  size_t o = 0, i = 0;
-  for (; i + 2 < len; i += 3) {
-    unsigned v = (unsigned)s[i] << 16 | (unsigned)s[i + 1] << 8 | s[i + 2];
-    out[o++] = tbl[v >> 18];
-    out[o++] = tbl[(v >> 12) & 63];
-    out[o++] = tbl[(v >> 6) & 63];
-    out[o++] = tbl[v & 63];
-  }
-  if (i < len) {
-    unsigned v = (unsigned)s[i] << 16 | (i + 1 < len ? (unsigned)s[i + 1] << 8 : 0);
-    out[o++] = tbl[v >> 18];
-    out[o++] = tbl[(v >> 12) & 63];
-    out[o++] = i + 1 < len ? tbl[(v >> 6) & 63] : '=';
-    out[o++] = '=';
-  }
-  out[o] = '\0';
-  if (out_len)
-    *out_len = o;
-  return out;
 }

@@ -172,7 +172,7 @@ static size_t string_unit(const unsigned char *s, size_t n, char *out, size_t *u
   unsigned char c = s[0];
   static const char hex[] = "0123456789abcdef";
   if (c >= 0x80) {
-    size_t l = api_utf8_seq(s, n);
+    size_t l = utf8_seq_len(s, n);
     if (l) {
       memcpy(out, s, l);
       *used = l;
@@ -205,22 +205,18 @@ static size_t string_unit(const unsigned char *s, size_t n, char *out, size_t *u
   return 1;
 }
 
+/* The base64 of the group at s (up to 3 bytes) into out (at least 5
+ * bytes); *used: the bytes taken. */
 static size_t base64_unit(const unsigned char *s, size_t n, char *out, size_t *used) {
-  static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  unsigned v = (unsigned)s[0] << 16 | (n > 1 ? (unsigned)s[1] << 8 : 0) | (n > 2 ? s[2] : 0);
-  out[0] = tbl[v >> 18];
-  out[1] = tbl[(v >> 12) & 63];
-  out[2] = n > 1 ? tbl[(v >> 6) & 63] : '=';
-  out[3] = n > 2 ? tbl[v & 63] : '=';
   *used = n > 3 ? 3 : n;
-  return 4;
+  return b64_encode_to(out, s, *used, B64_STD);
 }
 
 static uint64_t part_length(const struct part *p) {
   if (p->kind == PART_TEXT)
     return p->len;
   if (p->kind == PART_BASE64)
-    return (uint64_t)(p->len + 2) / 3 * 4;
+    return b64_encoded_len(p->len, B64_STD);
   uint64_t total = 0;
   char out[8];
   for (size_t i = 0; i < p->len;) {

@@ -113,7 +113,7 @@ enum MHD_Result h_tenant_create(struct req *r) {
 static int tenant_cb(void *ctx, const struct state_tenant *t) {
   json_t *j = tenant_json(t);
   if (!j || json_array_append_new(ctx, j) < 0)
-    return -2;
+    return API_LIST_NOMEM;
   return 0;
 }
 
@@ -125,7 +125,7 @@ enum MHD_Result h_tenant_list(struct req *r) {
   int rc = state_tenant_list(r->srv->cfg.state, tenant_cb, arr, &err);
   if (rc < 0) {
     json_decref(arr);
-    return rc == -1 ? api_reply_err(r, &err) : api_reply_error(r, 500, "internal_error", "out of memory");
+    return api_reply_list_err(r, rc, &err);
   }
   return api_reply_json(r, 200, json_pack("{s:o}", "tenants", arr));
 }
@@ -154,14 +154,14 @@ enum MHD_Result h_pool(struct req *r) {
 static int key_cb(void *ctx, const struct state_key *k) {
   json_t *j = key_json(k);
   if (!j || json_array_append_new(ctx, j) < 0)
-    return -2;
+    return API_LIST_NOMEM;
   return 0;
 }
 
 static json_t *keys_of(struct req *r, const char *tenant, int *rc, struct husk_err *err) {
   json_t *arr = json_array();
   if (!arr) {
-    *rc = -2;
+    *rc = API_LIST_NOMEM;
     return NULL;
   }
   *rc = state_key_list(r->srv->cfg.state, tenant, key_cb, arr, err);
@@ -180,7 +180,7 @@ enum MHD_Result h_tenant_get(struct req *r) {
   int rc;
   json_t *keys = keys_of(r, t.id, &rc, &err);
   if (!keys)
-    return rc == -1 ? api_reply_err(r, &err) : api_reply_error(r, 500, "internal_error", "out of memory");
+    return api_reply_list_err(r, rc, &err);
   json_t *j = tenant_json(&t);
   if (j)
     json_object_set_new(j, "keys", keys);
@@ -197,7 +197,7 @@ enum MHD_Result h_key_list(struct req *r) {
   int rc;
   json_t *keys = keys_of(r, t.id, &rc, &err);
   if (!keys)
-    return rc == -1 ? api_reply_err(r, &err) : api_reply_error(r, 500, "internal_error", "out of memory");
+    return api_reply_list_err(r, rc, &err);
   return api_reply_json(r, 200, json_pack("{s:o}", "keys", keys));
 }
 
@@ -292,7 +292,7 @@ static int s3_key_cb(void *ctx, const struct store_key_info *k) {
       json_pack("{s:s, s:s, s:o, s:o}", "access_key_id", k->id, "api_key_id", k->api_key_id,
                 "created_at", json_time(k->created_ms), "revoked_at", json_time(k->revoked_ms));
   if (!j || json_array_append_new(ctx, j) < 0)
-    return -2;
+    return API_LIST_NOMEM;
   return 0;
 }
 
@@ -310,8 +310,7 @@ enum MHD_Result h_admin_s3_key_list(struct req *r) {
   int rc = store_key_list(st, t.id, s3_key_cb, arr, &err);
   if (rc < 0) {
     json_decref(arr);
-    return rc == -1 ? api_reply_err(r, &err)
-                    : api_reply_error(r, 500, "internal_error", "out of memory");
+    return api_reply_list_err(r, rc, &err);
   }
   return api_reply_json(r, 200, json_pack("{s:o}", "keys", arr));
 }
@@ -339,7 +338,7 @@ static int audit_cb(void *ctx, const struct state_audit *a) {
                         "action", a->action, "box_id", a->box_id, "detail", a->detail, "outcome",
                         a->outcome, "status", a->status);
   if (!j || json_array_append_new(ctx, j) < 0)
-    return -2;
+    return API_LIST_NOMEM;
   return 0;
 }
 
@@ -372,7 +371,7 @@ enum MHD_Result h_audit_list(struct req *r) {
   int rc = state_audit_list(r->srv->cfg.state, &f, audit_cb, arr, &err);
   if (rc < 0) {
     json_decref(arr);
-    return rc == -1 ? api_reply_err(r, &err) : api_reply_error(r, 500, "internal_error", "out of memory");
+    return api_reply_list_err(r, rc, &err);
   }
   /* A full page: the next one starts after its last record. */
   size_t n = json_array_size(arr);

@@ -32,7 +32,7 @@ json_t *api_box_json(const struct husk_box_info *bi) {
       bi->network[0] ? bi->network : "none", "created_at", json_time(bi->created_ms),
       "expires_at", json_time(bi->expires_ms), "ended_at", json_time(bi->ended_ms), "limits",
       limits, "metadata", meta ? meta : json_object());
-  /* issue 7: the egress policy, placeholders included (not secrets). */
+  /* The egress policy, placeholders included (not secrets). */
   if (o && bi->egress_json) {
     json_t *eg = json_loads(bi->egress_json, 0, &je);
     if (eg)
@@ -41,9 +41,9 @@ json_t *api_box_json(const struct husk_box_info *bi) {
   return o;
 }
 
-static const char *const create_fields[] = {"template", "memory", "cpus", "pids", "disk",
-                                            "timeout", "env", "metadata", "network",
-                                            "egress" /* issue 7 */, NULL};
+static const char *const create_fields[] = {"template", "memory",  "cpus", "pids",
+                                            "disk",     "timeout", "env",  "metadata",
+                                            "network",  "egress",  NULL};
 
 enum MHD_Result h_box_create(struct req *r) {
   json_t *o = api_body_object(r, create_fields);
@@ -78,7 +78,7 @@ enum MHD_Result h_box_create(struct req *r) {
     cr.metadata_json = meta_s;
   }
   cr.env = env;
-  /* issue 7: egress rules and secret bindings, validated by the core. */
+  /* Egress rules and secret bindings, validated by the core. */
   char *egress_s = NULL;
   json_t *eg = json_object_get(o, "egress");
   if (eg) {
@@ -117,7 +117,7 @@ static int list_cb(void *ctx, const struct husk_box_info *bi) {
   struct list_ctx *lc = ctx;
   json_t *j = api_box_json(bi);
   if (!j || json_array_append_new(lc->arr, j) < 0)
-    return -2; /* -1 is the core's own failure */
+    return API_LIST_NOMEM;
   return 0;
 }
 
@@ -167,13 +167,9 @@ enum MHD_Result h_box_list(struct req *r) {
   char next[STATE_CURSOR_SIZE] = "";
   struct husk_err err;
   int rc = husk_box_list(r->srv->cfg.mgr, r->tenant, &lr, list_cb, &lc, next, sizeof next, &err);
-  if (rc == -1) {
-    json_decref(lc.arr);
-    return api_reply_err(r, &err);
-  }
   if (rc < 0) {
     json_decref(lc.arr);
-    return api_reply_error(r, 500, "internal_error", "out of memory");
+    return api_reply_list_err(r, rc, &err);
   }
   return api_reply_json(r, 200,
                         json_pack("{s:o, s:o}", "sandboxes", lc.arr, "next_cursor",

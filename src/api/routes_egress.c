@@ -53,7 +53,7 @@ static int list_cb(void *ctx, const char *name, int64_t created_ms, int64_t upda
   json_t *j = json_pack("{s:s, s:o, s:o}", "name", name, "created_at", json_time(created_ms),
                         "updated_at", json_time(updated_ms));
   if (!j || json_array_append_new(ctx, j) < 0)
-    return -2;
+    return API_LIST_NOMEM;
   return 0;
 }
 
@@ -62,9 +62,10 @@ static enum MHD_Result secret_list(struct req *r, const char *tenant) {
   struct husk_err err;
   if (!arr)
     return api_reply_error(r, 500, "internal_error", "out of memory");
-  if (husk_secret_list(r->srv->cfg.mgr, tenant, list_cb, arr, &err) < 0) {
+  int rc = husk_secret_list(r->srv->cfg.mgr, tenant, list_cb, arr, &err);
+  if (rc < 0) {
     json_decref(arr);
-    return api_reply_err(r, &err);
+    return api_reply_list_err(r, rc, &err);
   }
   return api_reply_json(r, 200, json_pack("{s:o}", "secrets", arr));
 }

@@ -1,4 +1,4 @@
-/* Routes of the network and secrets plane (issue 7). */
+/* Routes of the network and secrets plane. */
 #ifndef HUSK_API_ROUTES_EGRESS_H
 #define HUSK_API_ROUTES_EGRESS_H
 

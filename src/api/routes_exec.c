@@ -37,7 +37,7 @@ static json_t *outcome_json(const struct husk_exec_result *o) {
     char m[sizeof o->message];
     snprintf(m, sizeof m, "%s", o->message);
     husk_sanitize_line(m);
-    json_object_set_new(j, "message", json_bytes_string(m, strlen(m), NULL));
+    json_object_set_new(j, "message", json_text(m, strlen(m), true, NULL));
   }
   return j;
 }
@@ -64,7 +64,7 @@ static json_t *proc_json(const struct husk_proc *p) {
 /* A chunk of output as an event's data: {"data": text} when the bytes are
  * UTF-8, else {"data_b64": base64}. */
 static json_t *chunk_json(const char *buf, size_t len) {
-  if (api_utf8_valid(buf, len))
+  if (utf8_valid(buf, len))
     return json_pack("{s:s%}", "data", buf, len);
   char *b = b64_encode(buf, len, NULL);
   json_t *j = b ? json_pack("{s:s}", "data_b64", b) : NULL;
@@ -162,14 +162,14 @@ static void add_output(struct jreply *j, const char *name, struct outbuf *o) {
    * it (bytes that are not text are kept as they are). */
   if (o->total > o->len) {
     size_t m = utf8_complete_prefix(d, n);
-    if (m < n && api_utf8_valid(d, m))
+    if (m < n && utf8_valid(d, m))
       n = m;
   }
   char k[64];
   snprintf(k, sizeof k, ",\"%s\":", name);
   jreply_text(j, k);
   jreply_string(j, d, n);
-  if (!api_utf8_valid(d, n)) {
+  if (!utf8_valid(d, n)) {
     snprintf(k, sizeof k, ",\"%s_b64\":", name);
     jreply_text(j, k);
     jreply_base64(j, d, n);
@@ -483,7 +483,7 @@ enum MHD_Result h_exec(struct req *r) {
 static int proc_list_cb(void *ctx, const struct husk_proc *p) {
   json_t *j = proc_json(p);
   if (!j || json_array_append_new(ctx, j) < 0)
-    return -2;
+    return API_LIST_NOMEM;
   return 0;
 }
 
@@ -495,8 +495,7 @@ enum MHD_Result h_proc_list(struct req *r) {
   int rc = husk_proc_list(r->srv->cfg.mgr, r->tenant, r->params[0], proc_list_cb, arr, &err);
   if (rc < 0) {
     json_decref(arr);
-    return rc == -1 ? api_reply_err(r, &err)
-                    : api_reply_error(r, 500, "internal_error", "out of memory");
+    return api_reply_list_err(r, rc, &err);
   }
   return api_reply_json(r, 200, json_pack("{s:o}", "processes", arr));
 }
@@ -736,10 +735,10 @@ static ssize_t follow_reader(void *cls, uint64_t pos, char *buf, size_t max) {
       continue;
     }
     husk_proc_free(&p);
-    int w = api_wait_srv(f->srv, f->sock, -1, 250, true);
-    if (w == -1)
+    enum api_wait_result w = api_wait_srv(f->srv, f->sock, -1, 250, true);
+    if (w == API_WAIT_GONE)
       return MHD_CONTENT_READER_END_WITH_ERROR; /* the client went away */
-    if (w == -2)
+    if (w == API_WAIT_STOPPING)
       return MHD_CONTENT_READER_END_OF_STREAM; /* stopping: reconnect with the offset */
     f->idle_ms += 250;
     if (f->fmt == STREAM_SSE && f->idle_ms >= 15000 && max >= 3) {

@@ -59,7 +59,7 @@ static const char *type_name(char t) {
 static void set_text(json_t *o, const char *k, const char *s) {
   bool lossy = false;
   size_t n = strlen(s);
-  json_object_set_new(o, k, json_bytes_string(s, n, &lossy));
+  json_object_set_new(o, k, json_text(s, n, true, &lossy));
   if (lossy) {
     char kk[32];
     snprintf(kk, sizeof kk, "%s_b64", k);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "api/internal.h"
+#include "front/listen.h"
 #include "mcp/mcp.h"
 #include "util/cleanup.h"
 
@@ -117,7 +118,7 @@ static bool listen_is_loopback(const char *listen) {
   struct sockaddr_storage ss;
   socklen_t len;
   struct husk_err err;
-  if (!listen || api_parse_listen(listen, &ss, &len, &err) < 0)
+  if (!listen || front_parse_listen(listen, &ss, &len, &err) < 0)
     return false;
   if (ss.ss_family == AF_INET)
     return (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) == 127;
@@ -161,34 +162,19 @@ static bool origin_allowed(struct req *r, const char *origin, const char *host) 
 
 /* ---- headers of the 2026-07-28 era -------------------------------------------------- */
 
-/* Mcp-Name may carry "=?base64?...?=" for names a header cannot hold. */
+/* Mcp-Name may carry "=?base64?...?=" for names a header cannot hold
+ * (what follows the first "=" of the encoded part is not read). */
 static char *header_value(const char *v) {
   size_t n = strlen(v);
   if (n >= 12 && !strncmp(v, "=?base64?", 9) && !strcmp(v + n - 2, "?=")) {
-    static const char al[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     const char *s = v + 9;
-    size_t sl = n - 11;
-    char *out = malloc(sl + 1);
-    if (!out)
+    size_t len = n - 11;
+    const char *pad = memchr(s, '=', len);
+    unsigned char *name;
+    size_t name_len;
+    if (b64_decode(s, pad ? (size_t)(pad - s) : len, &name, &name_len) < 0)
       return NULL;
-    size_t o = 0;
-    unsigned acc = 0;
-    int bits = 0;
-    for (size_t i = 0; i < sl && s[i] != '='; i++) {
-      const char *q = strchr(al, s[i]);
-      if (!q || !s[i]) {
-        free(out);
-        return NULL;
-      }
-      acc = (acc << 6) | (unsigned)(q - al);
-      bits += 6;
-      if (bits >= 8) {
-        bits -= 8;
-        out[o++] = (char)((acc >> bits) & 0xff);
-      }
-    }
-    out[o] = '\0';
-    return out;
+    return (char *)name;
   }
   return strdup(v);
 }

@@ -15,14 +15,12 @@
 #include <unistd.h>
 
 #include "api/internal.h"
-#include "api/routes_egress.h" /* issue 7 */
+#include "api/routes_egress.h"
+#include "front/listen.h"
 #include "husk/husk.h"
 #include "util/cleanup.h"
 #include "util/clock.h"
 
-/* Connection limits: per-connection memory bounds the request line and
- * headers (past it: 431) and the chunks uploads arrive in. */
-#define API_CONN_MEMORY (256 * 1024)
 /* At a stop, how long cancelled requests get to send their last words. */
 #define API_CANCEL_WAIT_MS 3000
 /* After refusing a body, how much more of it is read (and dropped) so
@@ -157,43 +155,24 @@ static bool param_ok(const char *s) {
 /* ---- logging and small helpers ------------------------------------- */
 
 void api_log(struct api_server *s, const char *fmt, ...) {
-  char line[2048];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
+  husk_vlog(s->cfg.log, s->cfg.log_ctx, fmt, ap);
   va_end(ap);
-  husk_sanitize_line(line);
-  if (s->cfg.log) {
-    s->cfg.log(s->cfg.log_ctx, line);
-    return;
-  }
-  pthread_mutex_lock(&s->log_lock);
-  fprintf(stderr, "husk: %s\n", line);
-  pthread_mutex_unlock(&s->log_lock);
 }
 
-static void mhd_logger(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
-static void mhd_logger(void *cls, const char *fmt, va_list ap) {
-  struct api_server *s = cls;
-  char line[1024];
-  vsnprintf(line, sizeof line, fmt, ap);
-  size_t n = strlen(line);
-  while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-    line[--n] = '\0';
-  api_log(s, "http: %s", line);
-}
-
+/* Workers count under the daemon's lock: a stop waits for them too. */
 void api_worker_enter(struct api_server *s) {
-  pthread_mutex_lock(&s->lock);
+  pthread_mutex_lock(&s->front.lock);
   s->workers++;
-  pthread_mutex_unlock(&s->lock);
+  pthread_mutex_unlock(&s->front.lock);
 }
 
 void api_worker_leave(struct api_server *s) {
-  pthread_mutex_lock(&s->lock);
+  pthread_mutex_lock(&s->front.lock);
   s->workers--;
-  pthread_cond_broadcast(&s->cond);
-  pthread_mutex_unlock(&s->lock);
+  pthread_cond_broadcast(&s->front.cond);
+  pthread_mutex_unlock(&s->front.lock);
 }
 
 int api_worker_start(struct api_server *s, void *(*fn)(void *), void *arg) {
@@ -236,7 +215,8 @@ int api_cancel_fd(struct req *r) {
   return ep;
 }
 
-int api_wait_srv(struct api_server *s, int sock, int fd, int timeout_ms, bool watch_stop) {
+enum api_wait_result api_wait_srv(struct api_server *s, int sock, int fd, int timeout_ms,
+                                  bool watch_stop) {
   struct pollfd p[3];
   int n = 0, ifd = -1, isock = -1, istop = -1;
   if (fd >= 0) { ifd = n; p[n++] = (struct pollfd){.fd = fd, .events = POLLIN}; }
@@ -247,17 +227,17 @@ int api_wait_srv(struct api_server *s, int sock, int fd, int timeout_ms, bool wa
     rc = poll(p, (nfds_t)n, timeout_ms);
   while (rc < 0 && errno == EINTR);
   if (rc < 0)
-    return -1;
+    return API_WAIT_GONE;
   if (isock >= 0 && (p[isock].revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)))
-    return -1;
+    return API_WAIT_GONE;
   if (ifd >= 0 && p[ifd].revents)
-    return 1;
+    return API_WAIT_READY;
   if (istop >= 0 && p[istop].revents)
-    return -2;
-  return 0;
+    return API_WAIT_STOPPING;
+  return API_WAIT_TIMEOUT;
 }
 
-int api_wait(struct req *r, int sock, int fd, int timeout_ms) {
+enum api_wait_result api_wait(struct req *r, int sock, int fd, int timeout_ms) {
   return api_wait_srv(r->srv, sock, fd, timeout_ms, true);
 }
 
@@ -274,19 +254,6 @@ const char *api_query(struct req *r, const char *name) {
                                        NULL) == MHD_YES
              ? ""
              : NULL;
-}
-
-/* Query arguments and header values with a NUL inside would be read cut
- * short, that is, as a different value: refuse the request instead. */
-static enum MHD_Result nul_check(void *cls, enum MHD_ValueKind kind, const char *key,
-                                 size_t key_size, const char *value, size_t value_size) {
-  bool *bad = cls;
-  (void)kind;
-  if (strlen(key) != key_size || (value && strlen(value) != value_size)) {
-    *bad = true;
-    return MHD_NO;
-  }
-  return MHD_YES;
 }
 
 int api_query_u64(struct req *r, const char *name, uint64_t max, uint64_t *out, bool *present) {
@@ -345,7 +312,7 @@ static enum MHD_Result admit(struct req *r) {
   bool exec = route_runs_command(r->route);
   unsigned reqs, execs;
   enum tenant_admit res =
-      tenant_load_acquire(&s->loads, r->tenant, max_req, exec, max_exec, &reqs, &execs);
+      tenant_load_acquire(&s->front.loads, r->tenant, max_req, exec, max_exec, &reqs, &execs);
   if (res == TL_OK) {
     r->load_counted = true;
     r->load_exec = exec;
@@ -376,7 +343,7 @@ static void release(struct req *r) {
   if (!r->load_counted)
     return;
   r->load_counted = false;
-  tenant_load_release(&s->loads, r->tenant, r->load_exec);
+  tenant_load_release(&s->front.loads, r->tenant, r->load_exec);
 }
 
 /* ---- the life of a request ------------------------------------------ */
@@ -426,9 +393,7 @@ static enum MHD_Result route_request(struct req *r, const char *url, const char 
     }
     return api_reply_error(r, 404, "not_found", "no such route");
   }
-  bool has_nul = false;
-  MHD_get_connection_values_n(r->conn, MHD_GET_ARGUMENT_KIND | MHD_HEADER_KIND, nul_check, &has_nul);
-  if (has_nul)
+  if (front_has_nul(r->conn))
     return api_reply_error(r, 400, "bad_request", "NUL bytes are not allowed in the query or headers");
   if (strncmp(r->route->pattern, "/v1/sandboxes/{}", 16) == 0 && r->nparams > 0 &&
       param_ok(r->params[0]) && strlen(r->params[0]) < sizeof r->audit_box)
@@ -451,7 +416,7 @@ static enum MHD_Result route_request(struct req *r, const char *url, const char 
                              API_JSON_BODY_MAX);
   }
   if (r->route->body == BODY_STREAM)
-    conn_watch_request_in(&r->srv->watch, r->conn); /* an upload takes as long as it needs */
+    conn_watch_request_in(&r->srv->front.watch, r->conn); /* an upload takes as long as it needs */
   if (r->route->body == BODY_STREAM && r->route->begin) {
     ret = r->route->begin(r);
     if (r->responded || ret != MHD_YES)
@@ -522,9 +487,7 @@ static enum MHD_Result on_request_deferred(struct api_server *s, struct req *r,
     snprintf(r->method, sizeof r->method, "%s", method);
     snprintf(r->path, sizeof r->path, "%s", url);
     *con_cls = r;
-    pthread_mutex_lock(&s->lock);
-    s->inflight++;
-    pthread_mutex_unlock(&s->lock);
+    front_request_start(&s->front);
     /* A refusal of a request whose body is already on its way is held
      * back until the body is read: a socket closed with unread data is
      * reset, and the client would never see the reply.  (With "Expect:
@@ -575,7 +538,7 @@ static enum MHD_Result on_request_deferred(struct api_server *s, struct req *r,
   }
   /* The whole request is in. */
   r->in_body = false;
-  conn_watch_request_in(&s->watch, conn);
+  conn_watch_request_in(&s->front.watch, conn);
   if (r->pending)
     return flush_pending(r);
   if (r->responded)
@@ -602,180 +565,78 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   release(r);
   if (!r->audited && r->route && r->route->action && (r->admin || r->tenant[0]))
     api_audit(r, "aborted"); /* the client went away before a reply */
-  if (s->cfg.log_requests) {
-    const char *who = r->admin ? "admin" : r->tenant[0] ? r->tenant : "-";
-    api_log(s, "%s %s %d %lldms %s%s", r->method, r->path, r->status,
-            (long long)(mono_ms() - r->t0_ms), who,
-            toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
-  }
+  const char *who = r->admin ? "admin" : r->tenant[0] ? r->tenant : "-";
+  front_log_request(&s->front, r->method, r->path, r->status, r->t0_ms, who, toe);
   free(r->body);
   free(r);
-  conn_watch_request_done(&s->watch, conn);
-  pthread_mutex_lock(&s->lock);
-  s->inflight--;
-  pthread_cond_broadcast(&s->cond);
-  pthread_mutex_unlock(&s->lock);
+  front_request_done(&s->front, conn);
 }
 
 /* ---- start and stop ------------------------------------------------- */
 
-int api_parse_listen(const char *s, struct sockaddr_storage *ss, socklen_t *len,
-                     struct husk_err *err) {
-  char host[128];
-  const char *port;
-  memset(ss, 0, sizeof *ss);
-  if (!s || !*s)
-    return husk_fail(err, EINVAL, "empty listen address");
-  if (s[0] == '[') {
-    const char *e = strchr(s, ']');
-    if (!e || e[1] != ':' || (size_t)(e - s - 1) >= sizeof host)
-      return husk_fail(err, EINVAL, "listen address must be ADDR:PORT or [IPv6]:PORT");
-    memcpy(host, s + 1, (size_t)(e - s - 1));
-    host[e - s - 1] = '\0';
-    port = e + 2;
-  } else {
-    const char *c = strrchr(s, ':');
-    if (!c || (size_t)(c - s) >= sizeof host || strchr(s, ':') != c)
-      return husk_fail(err, EINVAL, "listen address must be ADDR:PORT or [IPv6]:PORT");
-    memcpy(host, s, (size_t)(c - s));
-    host[c - s] = '\0';
-    port = c + 1;
-  }
-  if (!*port || strspn(port, "0123456789") != strlen(port) || strlen(port) > 5 ||
-      atoi(port) > 65535)
-    return husk_fail(err, EINVAL, "bad port in listen address");
-  uint16_t p = (uint16_t)atoi(port);
-  struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
-  struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
-  if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
-    a4->sin_family = AF_INET;
-    a4->sin_port = htons(p);
-    *len = sizeof *a4;
-  } else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
-    a6->sin6_family = AF_INET6;
-    a6->sin6_port = htons(p);
-    *len = sizeof *a6;
-  } else {
-    return husk_fail(err, EINVAL, "listen address must be a numeric IPv4 or [IPv6] address");
-  }
-  return 0;
+static void api_free(struct api_server *s) {
+  if (!s)
+    return;
+  front_free(&s->front);
+  close_quiet(s->stop_fd);
+  free(s->admin_key);
+  free(s);
 }
 
-static void log_cut(void *ctx, unsigned cut, unsigned timeout_s) {
-  api_log(ctx, "closed %u connection(s) that did not send a request within %us", cut, timeout_s);
-}
+static void api_freep(struct api_server **s) { api_free(*s); }
 
 int api_start(struct api_server **out, const struct api_config *cfg, struct husk_err *err) {
-  struct sockaddr_storage ss;
-  socklen_t sslen;
-  if (api_parse_listen(cfg->listen, &ss, &sslen, err) < 0)
-    return -1;
-  if (!cfg->admin_key || !*cfg->admin_key)
-    return husk_fail(err, EINVAL, "no admin key");
-  struct api_server *s = calloc(1, sizeof *s);
+  __attribute__((cleanup(api_freep))) struct api_server *s = calloc(1, sizeof *s);
   if (!s)
     return husk_error(err, ENOMEM, "server");
   s->cfg = *cfg;
+  s->stop_fd = -1;
+  struct front_config fc = {.listen = cfg->listen,
+                            .max_connections = cfg->max_connections,
+                            .max_per_ip = cfg->max_per_ip,
+                            .idle_timeout_s = cfg->idle_timeout_s,
+                            .request_timeout_s = cfg->request_timeout_s,
+                            .strict = true,
+                            .log_requests = cfg->log_requests,
+                            .on_request = on_request,
+                            .on_completed = on_completed,
+                            .cls = s,
+                            .log = cfg->log,
+                            .log_ctx = cfg->log_ctx,
+                            .setup_what = "server setup",
+                            .conn_what = "connection(s)"};
+  if (front_init(&s->front, &fc, err) < 0)
+    return -1;
+  if (!cfg->admin_key || !*cfg->admin_key)
+    return husk_fail(err, EINVAL, "no admin key");
   s->admin_key = strdup(cfg->admin_key);
   s->admin_key_len = s->admin_key ? strlen(s->admin_key) : 0;
   s->cfg.admin_key = NULL;
   s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  pthread_mutex_init(&s->lock, NULL);
-  pthread_cond_init(&s->cond, NULL);
-  pthread_mutex_init(&s->log_lock, NULL);
-  if (!s->admin_key || s->stop_fd < 0) {
-    husk_error(err, s->admin_key ? errno : ENOMEM, "server setup");
-    goto fail;
-  }
-  /* poll(), not select(): every box holds a few fds in the daemon, and with
-   * select() a connection whose fd is >= FD_SETSIZE (1024) is refused, so
-   * past ~145 live boxes no new client could reach the API. */
-  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                   MHD_USE_POLL | MHD_USE_ERROR_LOG | MHD_USE_ITC;
-  if (ss.ss_family == AF_INET6)
-    flags |= MHD_USE_IPv6;
-  unsigned maxc = cfg->max_connections ? cfg->max_connections : 256;
-  unsigned tmo = cfg->idle_timeout_s ? cfg->idle_timeout_s : 120;
+  if (!s->admin_key || s->stop_fd < 0)
+    return husk_error(err, s->admin_key ? errno : ENOMEM, "server setup");
   /* The default shares of the connection threads, at least one each. */
-  unsigned share_req = maxc / API_TENANT_REQUESTS_DIVISOR;
-  unsigned share_exec = maxc / API_TENANT_EXECS_DIVISOR;
-  s->tenant_max_requests = cfg->tenant_max_requests ? cfg->tenant_max_requests : share_req;
-  s->tenant_max_execs = cfg->tenant_max_execs ? cfg->tenant_max_execs : share_exec;
-  if (!s->tenant_max_requests)
-    s->tenant_max_requests = 1;
-  if (!s->tenant_max_execs)
-    s->tenant_max_execs = 1;
-  if (tenant_loads_init(&s->loads, maxc) != 0) {
-    husk_error(err, ENOMEM, "server setup");
-    goto fail;
-  }
-  unsigned rto = cfg->request_timeout_s ? cfg->request_timeout_s : API_REQUEST_TIMEOUT_S;
-  int e = conn_watch_start(&s->watch, maxc, rto, log_cut, s);
-  if (e != 0) {
-    husk_error(err, e, "server setup");
-    goto fail;
-  }
+  s->tenant_max_requests =
+      front_tenant_share(&s->front, cfg->tenant_max_requests, FRONT_TENANT_REQUESTS_DIVISOR);
+  s->tenant_max_execs =
+      front_tenant_share(&s->front, cfg->tenant_max_execs, API_TENANT_EXECS_DIVISOR);
   /* Deletions a previous run left midway end before anyone can call. */
   struct box_tenant_purge purge = api_tenant_purge(&s->cfg);
   box_tenant_resume(s->cfg.mgr, &purge);
-  s->daemon = MHD_start_daemon(
-      flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
-      MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-      MHD_OPTION_CONNECTION_LIMIT, maxc, MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_per_ip,
-      MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)API_CONN_MEMORY,
-      MHD_OPTION_CONNECTION_TIMEOUT, tmo, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-      MHD_OPTION_NOTIFY_CONNECTION, conn_watch_notify, &s->watch,
-      MHD_OPTION_LISTEN_BACKLOG_SIZE, 128U,
-      MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_END);
-  if (!s->daemon) {
-    husk_error(err, errno ? errno : EADDRINUSE, "cannot listen on `%s`", cfg->listen);
-    goto fail;
-  }
-  const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-  s->port = di ? di->port : 0;
-  *out = s;
+  if (front_listen(&s->front, err) < 0)
+    return -1;
+  *out = take_ptr(&s);
   return 0;
-fail:
-  conn_watch_free(&s->watch);
-  close_quiet(s->stop_fd);
-  tenant_loads_free(&s->loads);
-  free(s->admin_key);
-  free(s);
-  return -1;
 }
 
-unsigned api_port(const struct api_server *s) { return s->port; }
-
-/* Wait until no request is in flight and no worker runs, at most `ms`.
- * Returns the number of requests still in flight. */
-static unsigned wait_idle(struct api_server *s, unsigned ms) {
-  int64_t deadline = mono_ms() + ms;
-  pthread_mutex_lock(&s->lock);
-  while (s->inflight > 0 || s->workers > 0) {
-    int64_t left = deadline - mono_ms();
-    if (left <= 0)
-      break;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    int64_t step = left < 100 ? left : 100;
-    ts.tv_nsec += (long)(step * 1000000);
-    ts.tv_sec += ts.tv_nsec / 1000000000;
-    ts.tv_nsec %= 1000000000;
-    pthread_cond_timedwait(&s->cond, &s->lock, &ts);
-  }
-  unsigned n = s->inflight;
-  pthread_mutex_unlock(&s->lock);
-  return n;
-}
+unsigned api_port(const struct api_server *s) { return s->front.port; }
 
 void api_stop(struct api_server *s, unsigned grace_ms) {
   if (!s)
     return;
-  /* 1. Stop accepting.  (The listening socket is closed after the daemon,
-   * as MHD_quiesce_daemon asks.) */
-  MHD_socket lsock = MHD_quiesce_daemon(s->daemon);
-  /* 2. Let the requests in flight finish, for a bounded time. */
-  unsigned left_req = wait_idle(s, grace_ms);
+  /* 1. Stop accepting; 2. let the requests in flight finish, for a bounded
+   * time. */
+  unsigned left_req = front_quiesce(&s->front, grace_ms, &s->workers);
   /* 3. Cancel the rest: execs get their cancel fd and end (their streams
    * with the final event), follows end; give them a moment to say so. */
   uint64_t one = 1;
@@ -784,25 +645,15 @@ void api_stop(struct api_server *s, unsigned grace_ms) {
   }
   if (left_req) {
     api_log(s, "stopping: cancelled %u request(s) still running", left_req);
-    wait_idle(s, API_CANCEL_WAIT_MS);
+    front_wait_idle(&s->front, API_CANCEL_WAIT_MS, &s->workers);
   }
   /* 4. Close the connections (MHD joins their threads). */
-  conn_watch_stop(&s->watch);
-  MHD_stop_daemon(s->daemon);
-  if (lsock != MHD_INVALID_SOCKET)
-    close(lsock);
+  front_close(&s->front);
   /* 5. Wait for the streaming workers: they use the core, which the
    * caller closes next. */
-  pthread_mutex_lock(&s->lock);
+  pthread_mutex_lock(&s->front.lock);
   while (s->workers > 0)
-    pthread_cond_wait(&s->cond, &s->lock);
-  pthread_mutex_unlock(&s->lock);
-  conn_watch_free(&s->watch);
-  close_quiet(s->stop_fd);
-  tenant_loads_free(&s->loads);
-  free(s->admin_key);
-  pthread_mutex_destroy(&s->lock);
-  pthread_cond_destroy(&s->cond);
-  pthread_mutex_destroy(&s->log_lock);
-  free(s);
+    pthread_cond_wait(&s->front.cond, &s->front.lock);
+  pthread_mutex_unlock(&s->front.lock);
+  api_free(s);
 }

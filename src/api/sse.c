@@ -276,10 +276,10 @@ static ssize_t reader(void *cls, uint64_t pos, char *buf, size_t max) {
     /* Nothing queued: wait for data or a hang-up.  The stop fd is not
      * watched: at a stop the producer is cancelled and closes the stream
      * with its final event. */
-    int w = api_wait_srv(s->srv, s->sock, s->data_fd, 1000, false);
-    if (w < 0)
+    enum api_wait_result w = api_wait_srv(s->srv, s->sock, s->data_fd, 1000, false);
+    if (w == API_WAIT_GONE)
       return MHD_CONTENT_READER_END_WITH_ERROR; /* the client went away */
-    if (w > 0) {
+    if (w == API_WAIT_READY) {
       drain(s->data_fd);
       idle_ms = 0;
       continue;

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "mcp/mcp.h"
+#include "util/base64.h"
 #include "util/cleanup.h"
 
 struct remote {
@@ -172,18 +173,10 @@ static json_t *forward(void *ctx, const struct mcp_msg *msg, const struct mcp_ca
       if (ascii_printable(msg->name)) {
         snprintf(line, sizeof line, "Mcp-Name: %s", msg->name);
       } else {
-        /* RFC 2047-style sentinel for names a header cannot carry. */
-        static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-        const unsigned char *s = (const unsigned char *)msg->name;
-        size_t n = strlen(msg->name), o = (size_t)snprintf(line, sizeof line, "Mcp-Name: =?base64?");
-        for (size_t i = 0; i < n; i += 3) {
-          unsigned v = (unsigned)s[i] << 16 | (i + 1 < n ? (unsigned)s[i + 1] << 8 : 0) |
-                       (i + 2 < n ? s[i + 2] : 0);
-          line[o++] = b64[(v >> 18) & 63];
-          line[o++] = b64[(v >> 12) & 63];
-          line[o++] = i + 1 < n ? b64[(v >> 6) & 63] : '=';
-          line[o++] = i + 2 < n ? b64[v & 63] : '=';
-        }
+        /* RFC 2047-style sentinel for names a header cannot carry (under
+         * 200 bytes: their base64 fits the line). */
+        size_t o = (size_t)snprintf(line, sizeof line, "Mcp-Name: =?base64?");
+        o += b64_encode_to(line + o, msg->name, strlen(msg->name), B64_STD);
         snprintf(line + o, sizeof line - o, "?=");
       }
       hdr = curl_slist_append(hdr, line);

@@ -14,12 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "api/api.h"
 #include "box/box.h"
+#include "front/daemon.h"
+#include "front/listen.h"
 #include "husk/husk.h"
 #include "jail/limits.h"
 #include "jail/privs.h"
@@ -29,8 +30,10 @@
 #include "state/state.h"
 #include "storage/remote.h"
 #include "storage/store.h"
+#include "util/base64.h"
 #include "util/cleanup.h"
 #include "util/fileio.h"
+#include "util/id.h"
 #include "util/parse.h"
 
 #define DEFAULT_LISTEN "127.0.0.1:7070"
@@ -109,6 +112,7 @@ static void usage(FILE *f) {
           "The admin key is HUSK_ADMIN_KEY if set, else DIR/admin.key (generated on first start).\n");
 }
 
+/* A step of the start that failed: say why; returns -1. */
 static int fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int fail(const char *fmt, ...) {
   va_list ap;
@@ -117,7 +121,7 @@ static int fail(const char *fmt, ...) {
   vfprintf(stderr, fmt, ap);
   fprintf(stderr, "\n");
   va_end(ap);
-  return 1;
+  return -1;
 }
 
 static void log_line(void *ctx, const char *line) {
@@ -171,14 +175,14 @@ static int admin_key_file(const char *dir, char *key, size_t size, char *path, s
     return husk_error(err, errno, "cannot open `%s`", dir);
   if (faccessat(dfd, "admin.key", F_OK, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
     return read_key(dfd, path, key, size, err);
-  static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  unsigned char raw[32];
-  if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw)
-    return husk_error(err, errno, "getrandom");
+  /* 32 characters of base64url, 6 random bits each: 192 bits. */
+  unsigned char raw[24];
+  if (id_random_bytes(raw, sizeof raw, err) < 0)
+    return -1;
   int n = snprintf(key, size, "hk_admin_");
-  for (size_t i = 0; i < sizeof raw && (size_t)n + 2 < size; i++)
-    key[n++] = b64[raw[i] & 63]; /* 6 random bits per character: 192 bits */
-  key[n] = '\0';
+  if (n < 0 || (size_t)n + b64_encoded_len(sizeof raw, B64_URL) >= size)
+    return husk_fail(err, EINVAL, "no room for the admin key");
+  b64_encode_to(key + n, raw, sizeof raw, B64_URL);
   char tmp[64];
   snprintf(tmp, sizeof tmp, ".admin.key.%d", (int)getpid());
   unlinkat(dfd, tmp, 0);
@@ -201,15 +205,6 @@ static int admin_key_file(const char *dir, char *key, size_t size, char *path, s
     return husk_error(err, e, "cannot create `%s`", path);
   }
   fsync(dfd);
-  return 0;
-}
-
-static int parse_seconds(const char *opt, const char *s, uint64_t *ms) {
-  struct husk_err err;
-  if (parse_milli(s, 1, HUSK_MAX_TIMEOUT_MS, ms, &err) < 0) {
-    fprintf(stderr, "husk serve: %s: %s\n", opt, err.msg);
-    return -1;
-  }
   return 0;
 }
 
@@ -263,18 +258,504 @@ static int parse_pool(const char *arg, struct box_pool_spec *out, struct husk_er
   return 0;
 }
 
-enum { O_LISTEN = 256, O_DATA, O_MAXCONN, O_PERIP, O_IDLE, O_GRACE, O_DTTL, O_MTTL, O_POOL, O_QUIET, O_HELP,
-       O_MCP_WAIT, O_MCP_ORIGIN, O_REPLY_MAX, O_REPLY_BUDGET,
-       /* issue 7 */
-       O_EG_RESOLVER, O_EG_ALLOW, O_EG_CA, O_EG_MAXCONN, O_EG_IDLE, O_AUDIT_RETENTION,
-       O_S3_LISTEN, O_PUBLIC_URL, O_S3_REGION, O_STORE_ENDPOINT, O_STORE_BUCKET, O_STORE_REGION,
-       O_STORE_PART, O_STORAGE_QUOTA, O_TENANT_REQS, O_TENANT_EXECS, O_REQ_TIMEOUT, O_DATA_RESERVE,
-       O_VERSION };
+/* ---- 1. options ---------------------------------------------------------------------- */
+
+/* What the command line says, with the defaults of what it does not. */
+struct serve_opts {
+  const char *listen, *data;
+  uint64_t maxconn, perip;
+  uint64_t tenant_reqs, tenant_execs; /* 0: shares of --max-connections */
+  uint64_t req_timeout_ms, idle_ms, grace_ms, dttl_ms, mttl_ms;
+  struct box_pool_spec pools[BOX_POOL_MAX_SHAPES];
+  size_t npools;
+  bool quiet;
+  uint64_t mcp_wait_ms;
+  const char *mcp_origins;
+  uint64_t reply_max, reply_budget;
+  /* network mode egress (docs/egress.md) */
+  const char *eg_resolver, *eg_ca;
+  const char *eg_allow[16];
+  size_t eg_nallow;
+  uint64_t eg_maxconn, eg_idle_ms, audit_days;
+  /* storage (docs/storage.md); s3_listen "off": no S3 listener */
+  const char *s3_listen, *public_url, *s3_region;
+  bool s3_listen_given;
+  const char *store_endpoint, *store_bucket, *store_region, *data_reserve;
+  uint64_t store_part, storage_quota;
+};
+
+/* The exit status of a command line that is refused. */
+#define SERVE_USAGE 2
+
+/* An option whose value is refused: say which and why; returns -1. */
+static int bad_option(const char *opt, const char *why) {
+  fprintf(stderr, "husk serve: %s: %s\n", opt, why);
+  return -1;
+}
+
+static int opt_u64(const char *opt, const char *arg, uint64_t min, uint64_t max, uint64_t *out) {
+  struct husk_err err;
+  return parse_u64_range(arg, min, max, out, &err) < 0 ? bad_option(opt, err.msg) : 0;
+}
+
+/* Seconds, with a fraction, as milliseconds. */
+static int opt_milli(const char *opt, const char *arg, uint64_t min, uint64_t max, uint64_t *ms) {
+  struct husk_err err;
+  return parse_milli(arg, min, max, ms, &err) < 0 ? bad_option(opt, err.msg) : 0;
+}
+
+/* A duration: at least a millisecond, at most the longest timeout. */
+static int opt_seconds(const char *opt, const char *arg, uint64_t *ms) {
+  return opt_milli(opt, arg, 1, HUSK_MAX_TIMEOUT_MS, ms);
+}
+
+static int opt_size(const char *opt, const char *arg, uint64_t *out) {
+  struct husk_err err;
+  return parse_size(arg, out, &err) < 0 ? bad_option(opt, err.msg) : 0;
+}
+
+static int opt_pool(struct serve_opts *o, const char *arg) {
+  if (o->npools == BOX_POOL_MAX_SHAPES) {
+    fprintf(stderr, "husk serve: at most %d --pool options\n", BOX_POOL_MAX_SHAPES);
+    return -1;
+  }
+  struct husk_err err;
+  if (parse_pool(arg, &o->pools[o->npools], &err) < 0) {
+    fprintf(stderr, "husk serve: --pool %s: %s\n", arg, err.msg);
+    return -1;
+  }
+  if (o->pools[o->npools].size > 0) /* --pool 0: none (as before) */
+    o->npools++;
+  return 0;
+}
+
+enum {
+  O_LISTEN = 256,
+  O_DATA,
+  O_MAXCONN,
+  O_PERIP,
+  O_IDLE,
+  O_GRACE,
+  O_DTTL,
+  O_MTTL,
+  O_POOL,
+  O_QUIET,
+  O_HELP,
+  O_MCP_WAIT,
+  O_MCP_ORIGIN,
+  O_REPLY_MAX,
+  O_REPLY_BUDGET,
+  O_EG_RESOLVER,
+  O_EG_ALLOW,
+  O_EG_CA,
+  O_EG_MAXCONN,
+  O_EG_IDLE,
+  O_AUDIT_RETENTION,
+  O_S3_LISTEN,
+  O_PUBLIC_URL,
+  O_S3_REGION,
+  O_STORE_ENDPOINT,
+  O_STORE_BUCKET,
+  O_STORE_REGION,
+  O_STORE_PART,
+  O_STORAGE_QUOTA,
+  O_TENANT_REQS,
+  O_TENANT_EXECS,
+  O_REQ_TIMEOUT,
+  O_DATA_RESERVE,
+  O_VERSION
+};
+
+static const struct option serve_long_opts[] = {
+    {"listen", required_argument, NULL, O_LISTEN},
+    {"data", required_argument, NULL, O_DATA},
+    {"max-connections", required_argument, NULL, O_MAXCONN},
+    {"max-connections-per-ip", required_argument, NULL, O_PERIP},
+    {"idle-timeout", required_argument, NULL, O_IDLE},
+    {"grace", required_argument, NULL, O_GRACE},
+    {"default-ttl", required_argument, NULL, O_DTTL},
+    {"max-ttl", required_argument, NULL, O_MTTL},
+    {"pool", required_argument, NULL, O_POOL},
+    {"quiet", no_argument, NULL, O_QUIET},
+    {"help", no_argument, NULL, O_HELP},
+    {"version", no_argument, NULL, O_VERSION},
+    {"mcp-wait", required_argument, NULL, O_MCP_WAIT},
+    {"mcp-allow-origin", required_argument, NULL, O_MCP_ORIGIN},
+    {"reply-max", required_argument, NULL, O_REPLY_MAX},
+    {"reply-budget", required_argument, NULL, O_REPLY_BUDGET},
+    /* network mode egress */
+    {"egress-resolver", required_argument, NULL, O_EG_RESOLVER},
+    {"egress-allow-range", required_argument, NULL, O_EG_ALLOW},
+    {"egress-ca-file", required_argument, NULL, O_EG_CA},
+    {"egress-max-conns", required_argument, NULL, O_EG_MAXCONN},
+    {"egress-idle-timeout", required_argument, NULL, O_EG_IDLE},
+    {"audit-retention", required_argument, NULL, O_AUDIT_RETENTION},
+    /* storage */
+    {"s3-listen", required_argument, NULL, O_S3_LISTEN},
+    {"public-url", required_argument, NULL, O_PUBLIC_URL},
+    {"s3-region", required_argument, NULL, O_S3_REGION},
+    {"store-endpoint", required_argument, NULL, O_STORE_ENDPOINT},
+    {"store-bucket", required_argument, NULL, O_STORE_BUCKET},
+    {"store-region", required_argument, NULL, O_STORE_REGION},
+    {"store-part-size", required_argument, NULL, O_STORE_PART},
+    {"storage-quota", required_argument, NULL, O_STORAGE_QUOTA},
+    {"tenant-max-requests", required_argument, NULL, O_TENANT_REQS},
+    {"tenant-max-execs", required_argument, NULL, O_TENANT_EXECS},
+    {"request-timeout", required_argument, NULL, O_REQ_TIMEOUT},
+    {"data-reserve", required_argument, NULL, O_DATA_RESERVE},
+    {0},
+};
+
+/* One option into *o: 0, or -1 when it is refused (said). */
+static int serve_option(struct serve_opts *o, int c, const char *arg) {
+  switch (c) {
+  case O_LISTEN: o->listen = arg; return 0;
+  case O_DATA: o->data = arg; return 0;
+  case O_PERIP: return opt_u64("--max-connections-per-ip", arg, 0, 100000, &o->perip);
+  case O_MAXCONN: return opt_u64("--max-connections", arg, 1, 100000, &o->maxconn);
+  case O_TENANT_REQS: return opt_u64("--tenant-max-requests", arg, 1, 100000, &o->tenant_reqs);
+  case O_TENANT_EXECS: return opt_u64("--tenant-max-execs", arg, 1, 100000, &o->tenant_execs);
+  case O_REQ_TIMEOUT: return opt_seconds("--request-timeout", arg, &o->req_timeout_ms);
+  case O_IDLE: return opt_seconds("--idle-timeout", arg, &o->idle_ms);
+  case O_GRACE: return opt_milli("--grace", arg, 0, 3600 * 1000, &o->grace_ms);
+  case O_DTTL: return opt_seconds("--default-ttl", arg, &o->dttl_ms);
+  case O_MTTL: return opt_seconds("--max-ttl", arg, &o->mttl_ms);
+  case O_POOL: return opt_pool(o, arg);
+  case O_QUIET: o->quiet = true; return 0;
+  case O_MCP_WAIT: return opt_milli("--mcp-wait", arg, 1, 3600 * 1000, &o->mcp_wait_ms);
+  case O_MCP_ORIGIN: o->mcp_origins = arg; return 0;
+  case O_REPLY_MAX: return opt_size("--reply-max", arg, &o->reply_max);
+  case O_REPLY_BUDGET: return opt_size("--reply-budget", arg, &o->reply_budget);
+  case O_EG_RESOLVER: o->eg_resolver = arg; return 0;
+  case O_EG_CA: o->eg_ca = arg; return 0;
+  case O_EG_ALLOW:
+    if (o->eg_nallow == sizeof o->eg_allow / sizeof o->eg_allow[0]) {
+      fprintf(stderr, "husk serve: at most 16 --egress-allow-range options\n");
+      return -1;
+    }
+    o->eg_allow[o->eg_nallow++] = arg;
+    return 0;
+  case O_EG_MAXCONN: return opt_u64("--egress-max-conns", arg, 1, 10000, &o->eg_maxconn);
+  case O_EG_IDLE: return opt_seconds("--egress-idle-timeout", arg, &o->eg_idle_ms);
+  case O_AUDIT_RETENTION: return opt_u64("--audit-retention", arg, 0, 36500, &o->audit_days);
+  case O_S3_LISTEN:
+    o->s3_listen = arg;
+    o->s3_listen_given = true;
+    return 0;
+  case O_PUBLIC_URL: o->public_url = arg; return 0;
+  case O_S3_REGION: o->s3_region = arg; return 0;
+  case O_STORE_ENDPOINT: o->store_endpoint = arg; return 0;
+  case O_STORE_BUCKET: o->store_bucket = arg; return 0;
+  case O_STORE_REGION: o->store_region = arg; return 0;
+  case O_DATA_RESERVE: o->data_reserve = arg; return 0;
+  case O_STORAGE_QUOTA:
+    if (opt_size("--storage-quota", arg, &o->storage_quota) < 0)
+      return -1;
+    return o->storage_quota == 0 ? bad_option("--storage-quota", "must be more than 0") : 0;
+  case O_STORE_PART: return opt_size("--store-part-size", arg, &o->store_part);
+  default: usage(stderr); return -1;
+  }
+}
+
+/* What no single option can check: ranges that depend on another option,
+ * the listen addresses, the region and the public URL.  0, or -1 (said). */
+static int serve_options_agree(const struct serve_opts *o) {
+  if (o->reply_max < API_REPLY_MAX_MIN || o->reply_max > API_REPLY_MAX_MAX) {
+    fprintf(stderr, "husk serve: --reply-max: must be %d bytes to %llu MiB\n", API_REPLY_MAX_MIN,
+            API_REPLY_MAX_MAX >> 20);
+    return -1;
+  }
+  if (o->reply_budget < 4 * o->reply_max)
+    return bad_option("--reply-budget", "must be at least 4 times --reply-max (a sync exec "
+                                        "reserves 2 times it)");
+  struct sockaddr_storage ss;
+  socklen_t sslen;
+  struct husk_err err;
+  if (front_parse_listen(o->listen, &ss, &sslen, &err) < 0)
+    return bad_option("--listen", err.msg);
+  if (strcmp(o->s3_listen, "off") != 0 && front_parse_listen(o->s3_listen, &ss, &sslen, &err) < 0)
+    return bad_option("--s3-listen", err.msg);
+  if (!*o->s3_region || strlen(o->s3_region) > 32 ||
+      strspn(o->s3_region, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(o->s3_region)) {
+    fprintf(stderr, "husk serve: --s3-region: lower-case letters, digits and dashes\n");
+    return -1;
+  }
+  if (o->public_url &&
+      ((strncmp(o->public_url, "http://", 7) && strncmp(o->public_url, "https://", 8)) ||
+       strlen(o->public_url) > 512)) {
+    fprintf(stderr, "husk serve: --public-url must be http://host[:port] or https://host[:port]\n");
+    return -1;
+  }
+  return 0;
+}
+
+/* The command line into *o.  Returns -1 to go on, else the exit status:
+ * 0 after --help or --version, SERVE_USAGE when it is refused (said on
+ * stderr). */
+static int serve_options(int argc, char **argv, struct serve_opts *o) {
+  *o = (struct serve_opts){
+      .listen = DEFAULT_LISTEN,
+      .maxconn = FRONT_MAX_CONNECTIONS,
+      .perip = 64,
+      .req_timeout_ms = (uint64_t)FRONT_REQUEST_TIMEOUT_S * 1000,
+      .idle_ms = (uint64_t)FRONT_IDLE_TIMEOUT_S * 1000,
+      .grace_ms = 10000,
+      .reply_max = API_REPLY_MAX_DEFAULT,
+      .reply_budget = API_REPLY_BUDGET_DEFAULT,
+      .audit_days = 30,
+      .s3_listen = DEFAULT_S3_LISTEN,
+      .s3_region = "us-east-1",
+      .store_region = "us-east-1",
+  };
+  int c;
+  optind = 1;
+  while ((c = getopt_long(argc, argv, "h", serve_long_opts, NULL)) != -1) {
+    if (c == 'h' || c == O_HELP) {
+      usage(stdout);
+      return 0;
+    }
+    if (c == O_VERSION) {
+      printf("husk %s\n", HUSK_VERSION);
+      return 0;
+    }
+    if (serve_option(o, c, optarg) < 0)
+      return SERVE_USAGE;
+  }
+  if (optind < argc) {
+    fprintf(stderr, "husk serve: unexpected argument `%s`\n", argv[optind]);
+    return SERVE_USAGE;
+  }
+  return serve_options_agree(o) < 0 ? SERVE_USAGE : -1;
+}
+
+/* ---- what the daemon holds ------------------------------------------------------------ */
+
+/* Everything the start sets up, torn down by serve_close in the reverse
+ * order, whatever step the start reached. */
+struct serve {
+  struct state *st;
+  struct husk_mgr *mgr;
+  struct store *store;
+  struct mcp_storage mcp_store; /* the storage tools' view of `store` */
+  struct mcp_server *mcp;
+  struct api_server *api;
+  struct s3_server *s3;
+  char key[ADMIN_KEY_MAX + 1]; /* the admin key, until the API has its copy */
+  char keypath[PATH_MAX + 16]; /* where it is kept; "" when it is HUSK_ADMIN_KEY */
+  char s3_url[256];            /* "" without an S3 listener */
+};
+
+/* Stop the fronts, letting their requests finish for up to grace_ms, then
+ * close the core.  Boxes keep running (the next start adopts them). */
+static void serve_close(struct serve *s, unsigned grace_ms) {
+  s3_stop(s->s3, grace_ms);
+  s->s3 = NULL;
+  api_stop(s->api, grace_ms);
+  s->api = NULL;
+  mcp_server_free(s->mcp);
+  s->mcp = NULL;
+  store_close(s->store);
+  s->store = NULL;
+  box_mgr_close(s->mgr, false);
+  s->mgr = NULL;
+  state_close(s->st);
+  s->st = NULL;
+  explicit_bzero(s->key, sizeof s->key);
+}
+
+/* A start that failed: nothing waits for a grace period. */
+static void serve_closep(struct serve *s) { serve_close(s, 0); }
+#define cleanup_serve __attribute__((cleanup(serve_closep)))
+
+/* ---- 2. data directory and admin key ---------------------------------------------------- */
+
+static int serve_data(struct serve_opts *o, struct serve *s) {
+  if (!o->data) {
+    /* From the source tree (make run, tests): keep state beside it. */
+    struct stat st;
+    bool repo = stat("Makefile", &st) == 0 && stat("src/api", &st) == 0 && S_ISDIR(st.st_mode);
+    o->data = repo ? "./var/husk" : "/var/lib/husk";
+  }
+  struct husk_err err;
+  if (mkdir_private(o->data, &err) < 0)
+    return fail("%s", err.msg);
+  const char *env_key = getenv("HUSK_ADMIN_KEY");
+  if (env_key) {
+    if (!key_text_ok(env_key, strlen(env_key)))
+      return fail("HUSK_ADMIN_KEY must be %d..%d printable characters without spaces",
+                  ADMIN_KEY_MIN, ADMIN_KEY_MAX);
+    snprintf(s->key, sizeof s->key, "%s", env_key);
+    return 0;
+  }
+  if (admin_key_file(o->data, s->key, sizeof s->key, s->keypath, sizeof s->keypath, &err) < 0)
+    return fail("%s", err.msg);
+  return 0;
+}
+
+/* Signals: handled by the main thread with sigwait; every other thread
+ * (libmicrohttpd's, the core's) inherits the mask, so this comes before
+ * the first of them.  So does jansson's hash seed. */
+static void serve_threads_setup(sigset_t *stop) {
+  sigemptyset(stop);
+  sigaddset(stop, SIGTERM);
+  sigaddset(stop, SIGINT);
+  sigaddset(stop, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, stop, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  json_object_seed(0);
+}
+
+/* ---- 3. state and planes ---------------------------------------------------------------- */
+
+static int serve_planes(const struct serve_opts *o, struct serve *s) {
+  struct husk_err err;
+  char dbpath[PATH_MAX + 16];
+  snprintf(dbpath, sizeof dbpath, "%s/husk.db", o->data);
+  if (state_open(&s->st, dbpath, &err) < 0)
+    return fail("%s", err.msg);
+  struct box_mgr_config mc = {.data_dir = o->data,
+                              .state = s->st,
+                              .default_ttl_ms = o->dttl_ms,
+                              .max_ttl_ms = o->mttl_ms,
+                              .pools = o->pools,
+                              .npools = o->npools,
+                              .log = log_line,
+                              .egress_resolver = o->eg_resolver,
+                              .egress_allow = o->eg_allow,
+                              .egress_nallow = o->eg_nallow,
+                              .egress_ca_file = o->eg_ca,
+                              .egress_max_conns = (unsigned)o->eg_maxconn,
+                              .egress_idle_ms = (unsigned)o->eg_idle_ms,
+                              .audit_retention_ms = (int64_t)o->audit_days * 86400 * 1000};
+  if (box_mgr_open(&s->mgr, &mc, &err) < 0)
+    return fail("%s", err.msg);
+  /* The storage plane: opened before the API (whose storage routes use
+   * it); its S3 listener starts after the API's. */
+  struct store_config stc = {.data_dir = o->data,
+                             .state = s->st,
+                             .region = o->s3_region,
+                             .quota_bytes = o->storage_quota,
+                             .data_reserve = o->data_reserve,
+                             .public_url = o->public_url,
+                             .log = log_line};
+  if (store_open(&s->store, &stc, &err) < 0)
+    return fail("storage: %s", err.msg);
+  if (o->store_endpoint || o->store_bucket) {
+    struct remote_config rc = {.endpoint = o->store_endpoint,
+                               .region = o->store_region,
+                               .bucket = o->store_bucket,
+                               .access_key = getenv("HUSK_STORE_ACCESS_KEY_ID"),
+                               .secret_key = getenv("HUSK_STORE_SECRET_ACCESS_KEY"),
+                               .part_size = o->store_part};
+    struct remote *rem = NULL;
+    if (remote_open(&rem, &rc, &err) < 0)
+      return fail("external store: %s", err.msg);
+    store_set_remote(s->store, rem);
+  }
+  return 0;
+}
+
+/* ---- 4. fronts -------------------------------------------------------------------------- */
 
 /* The MCP server reaches the core that serve opened at start. */
 static struct husk_mgr *mcp_mgr(void *ctx, struct husk_err *err) {
   (void)err;
   return ctx;
+}
+
+/* The S3 listener, and the links' base URL from its port.  When the
+ * default port is taken (another daemon), the API is served anyway. */
+static int serve_s3(const struct serve_opts *o, struct serve *s) {
+  struct s3_config sc = {.listen = o->s3_listen,
+                         .store = s->store,
+                         .state = s->st,
+                         .max_connections = (unsigned)o->maxconn,
+                         .max_per_ip = (unsigned)o->perip,
+                         .idle_timeout_s = (unsigned)((o->idle_ms + 999) / 1000),
+                         .request_timeout_s = (unsigned)((o->req_timeout_ms + 999) / 1000),
+                         .tenant_max_requests = (unsigned)o->tenant_reqs,
+                         .log_requests = !o->quiet,
+                         .log = log_line};
+  struct husk_err err;
+  if (s3_start(&s->s3, &sc, &err) < 0) {
+    if (o->s3_listen_given)
+      return fail("--s3-listen: %s", err.msg);
+    fprintf(stderr, "husk: S3 listener disabled: %s (use --s3-listen)\n", err.msg);
+    return 0;
+  }
+  char host[128];
+  front_listen_host(o->s3_listen, host, sizeof host);
+  snprintf(s->s3_url, sizeof s->s3_url, "http://%s:%u", host, s3_port(s->s3));
+  if (!o->public_url)
+    store_set_public_url(s->store, s->s3_url);
+  return 0;
+}
+
+static int serve_fronts(const struct serve_opts *o, struct serve *s) {
+  struct husk_err err;
+  /* Storage plane over MCP: store_file, get_link, list_objects, load_file,
+   * and run_code's files as links.  Whether links can be made is known only
+   * once the S3 listener is up; until then (or without one) the tools that
+   * need a link answer an isError saying what to configure. */
+  mcp_storage_plane(&s->mcp_store, s->store);
+  struct mcp_config mcfg = {.mgr = mcp_mgr,
+                            .mgr_ctx = s->mgr,
+                            .wait_ms = o->mcp_wait_ms,
+                            .log = log_line,
+                            .storage = &s->mcp_store};
+  if (mcp_server_new(&s->mcp, &mcfg, &err) < 0)
+    return fail("%s", err.msg);
+  struct api_config ac = {.listen = o->listen,
+                          .mgr = s->mgr,
+                          .state = s->st,
+                          .admin_key = s->key,
+                          .mcp = s->mcp,
+                          .mcp_allowed_origins = o->mcp_origins,
+                          .store = s->store,
+                          .max_connections = (unsigned)o->maxconn,
+                          .max_per_ip = (unsigned)o->perip,
+                          .idle_timeout_s = (unsigned)((o->idle_ms + 999) / 1000),
+                          .tenant_max_requests = (unsigned)o->tenant_reqs,
+                          .tenant_max_execs = (unsigned)o->tenant_execs,
+                          .request_timeout_s = (unsigned)((o->req_timeout_ms + 999) / 1000),
+                          .reply_max = o->reply_max,
+                          .reply_budget = o->reply_budget,
+                          .log_requests = !o->quiet,
+                          .log = log_line};
+  if (api_start(&s->api, &ac, &err) < 0)
+    return fail("%s", err.msg);
+  if (strcmp(o->s3_listen, "off") != 0 && serve_s3(o, s) < 0)
+    return -1;
+  explicit_bzero(s->key, sizeof s->key); /* the API keeps its own copy */
+  return 0;
+}
+
+/* Where everything is, for whoever started the daemon. */
+static void serve_announce(const struct serve_opts *o, const struct serve *s) {
+  char host[128];
+  front_listen_host(o->listen, host, sizeof host);
+  fprintf(stderr, "husk: listening on http://%s:%u\n", host, api_port(s->api));
+  if (!s->keypath[0])
+    fprintf(stderr, "husk: admin key from HUSK_ADMIN_KEY\n");
+  else
+    fprintf(stderr, "husk: admin key in %s\n", s->keypath);
+  fprintf(stderr, "husk: data in %s\n", o->data);
+  if (s->s3)
+    fprintf(stderr, "husk: S3 listening on %s (region %s, links on %s)\n", s->s3_url, o->s3_region,
+            store_remote(s->store) ? o->store_endpoint : store_public_url(s->store));
+  if (store_remote(s->store))
+    fprintf(stderr, "husk: links and box transfers use the external store %s, bucket %s\n",
+            o->store_endpoint, o->store_bucket);
+}
+
+/* ---- 5. wait for a signal, 6. stop ----------------------------------------------------- */
+
+static int serve_wait(const sigset_t *stop) {
+  int sig = 0;
+  while (sigwait(stop, &sig) != 0 || sig == SIGHUP) {
+    /* SIGHUP: nothing to reload; keep serving. */
+  }
+  return sig;
 }
 
 int cmd_serve(int argc, char **argv) {
@@ -284,412 +765,23 @@ int cmd_serve(int argc, char **argv) {
     fprintf(stderr, "husk serve: %s\n", perr.msg);
     return 1;
   }
-  static const struct option opts[] = {
-      {"listen", required_argument, NULL, O_LISTEN},
-      {"data", required_argument, NULL, O_DATA},
-      {"max-connections", required_argument, NULL, O_MAXCONN},
-      {"max-connections-per-ip", required_argument, NULL, O_PERIP},
-      {"idle-timeout", required_argument, NULL, O_IDLE},
-      {"grace", required_argument, NULL, O_GRACE},
-      {"default-ttl", required_argument, NULL, O_DTTL},
-      {"max-ttl", required_argument, NULL, O_MTTL},
-      {"pool", required_argument, NULL, O_POOL},
-      {"quiet", no_argument, NULL, O_QUIET},
-      {"help", no_argument, NULL, O_HELP},
-      {"version", no_argument, NULL, O_VERSION},
-      {"mcp-wait", required_argument, NULL, O_MCP_WAIT},
-      {"mcp-allow-origin", required_argument, NULL, O_MCP_ORIGIN},
-      {"reply-max", required_argument, NULL, O_REPLY_MAX},
-      {"reply-budget", required_argument, NULL, O_REPLY_BUDGET},
-      /* issue 7 */
-      {"egress-resolver", required_argument, NULL, O_EG_RESOLVER},
-      {"egress-allow-range", required_argument, NULL, O_EG_ALLOW},
-      {"egress-ca-file", required_argument, NULL, O_EG_CA},
-      {"egress-max-conns", required_argument, NULL, O_EG_MAXCONN},
-      {"egress-idle-timeout", required_argument, NULL, O_EG_IDLE},
-      {"audit-retention", required_argument, NULL, O_AUDIT_RETENTION},
-      /* storage */
-      {"s3-listen", required_argument, NULL, O_S3_LISTEN},
-      {"public-url", required_argument, NULL, O_PUBLIC_URL},
-      {"s3-region", required_argument, NULL, O_S3_REGION},
-      {"store-endpoint", required_argument, NULL, O_STORE_ENDPOINT},
-      {"store-bucket", required_argument, NULL, O_STORE_BUCKET},
-      {"store-region", required_argument, NULL, O_STORE_REGION},
-      {"store-part-size", required_argument, NULL, O_STORE_PART},
-      {"storage-quota", required_argument, NULL, O_STORAGE_QUOTA},
-      {"tenant-max-requests", required_argument, NULL, O_TENANT_REQS},
-      {"tenant-max-execs", required_argument, NULL, O_TENANT_EXECS},
-      {"request-timeout", required_argument, NULL, O_REQ_TIMEOUT},
-      {"data-reserve", required_argument, NULL, O_DATA_RESERVE},
-      {0},
-  };
-  /* issue 7 */
-  const char *eg_resolver = NULL, *eg_ca = NULL;
-  const char *eg_allow[16];
-  size_t eg_nallow = 0;
-  uint64_t eg_maxconn = 0, eg_idle_ms = 0;
-  uint64_t audit_days = 30;
-  const char *listen = DEFAULT_LISTEN, *data = NULL;
-  uint64_t perip = 64;
-  uint64_t maxconn = 256, idle_ms = 120000, grace_ms = 10000, dttl = 0, mttl = 0;
-  uint64_t tenant_reqs = 0, tenant_execs = 0; /* 0: shares of --max-connections */
-  uint64_t req_timeout_ms = (uint64_t)API_REQUEST_TIMEOUT_S * 1000;
-  struct box_pool_spec pools[BOX_POOL_MAX_SHAPES];
-  size_t npools = 0;
-  bool quiet = false;
-  uint64_t mcp_wait_ms = 0;
-  const char *mcp_origins = NULL;
-  uint64_t reply_max = API_REPLY_MAX_DEFAULT, reply_budget = API_REPLY_BUDGET_DEFAULT;
-  const char *s3_listen = DEFAULT_S3_LISTEN, *public_url = NULL, *s3_region = "us-east-1";
-  bool s3_listen_given = false;
-  const char *store_endpoint = NULL, *store_bucket = NULL, *store_region = "us-east-1";
-  uint64_t store_part = 0, storage_quota = 0;
-  const char *data_reserve = NULL;
-  struct husk_err err;
-  int c;
-  optind = 1;
-  while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-    switch (c) {
-    case O_LISTEN: listen = optarg; break;
-    case O_DATA: data = optarg; break;
-    case O_PERIP:
-      if (parse_u64_range(optarg, 0, 100000, &perip, &err) < 0) {
-        fprintf(stderr, "husk serve: --max-connections-per-ip: %s\n", err.msg);
-        return 2;
-      }
-      break;
-    case O_MAXCONN:
-      if (parse_u64_range(optarg, 1, 100000, &maxconn, &err) < 0) {
-        fprintf(stderr, "husk serve: --max-connections: %s\n", err.msg);
-        return 2;
-      }
-      break;
-    case O_TENANT_REQS:
-    case O_TENANT_EXECS:
-      if (parse_u64_range(optarg, 1, 100000, c == O_TENANT_REQS ? &tenant_reqs : &tenant_execs,
-                          &err) < 0) {
-        fprintf(stderr, "husk serve: --%s: %s\n",
-                c == O_TENANT_REQS ? "tenant-max-requests" : "tenant-max-execs", err.msg);
-        return 2;
-      }
-      break;
-    case O_REQ_TIMEOUT:
-      if (parse_seconds("--request-timeout", optarg, &req_timeout_ms) < 0)
-        return 2;
-      break;
-    case O_IDLE:
-      if (parse_seconds("--idle-timeout", optarg, &idle_ms) < 0)
-        return 2;
-      break;
-    case O_GRACE:
-      if (parse_milli(optarg, 0, 3600 * 1000, &grace_ms, &err) < 0) {
-        fprintf(stderr, "husk serve: --grace: %s\n", err.msg);
-        return 2;
-      }
-      break;
-    case O_DTTL:
-      if (parse_seconds("--default-ttl", optarg, &dttl) < 0)
-        return 2;
-      break;
-    case O_MTTL:
-      if (parse_seconds("--max-ttl", optarg, &mttl) < 0)
-        return 2;
-      break;
-    case O_POOL:
-      if (npools == BOX_POOL_MAX_SHAPES) {
-        fprintf(stderr, "husk serve: at most %d --pool options\n", BOX_POOL_MAX_SHAPES);
-        return 2;
-      }
-      if (parse_pool(optarg, &pools[npools], &err) < 0) {
-        fprintf(stderr, "husk serve: --pool %s: %s\n", optarg, err.msg);
-        return 2;
-      }
-      if (pools[npools].size > 0) /* --pool 0: none (as before) */
-        npools++;
-      break;
-    case O_QUIET: quiet = true; break;
-    case O_MCP_WAIT:
-      if (parse_milli(optarg, 1, 3600 * 1000, &mcp_wait_ms, &err) < 0) {
-        fprintf(stderr, "husk serve: --mcp-wait: %s\n", err.msg);
-        return 2;
-      }
-      break;
-    case O_MCP_ORIGIN: mcp_origins = optarg; break;
-    case O_REPLY_MAX:
-    case O_REPLY_BUDGET:
-      if (parse_size(optarg, c == O_REPLY_MAX ? &reply_max : &reply_budget, &err) < 0) {
-        fprintf(stderr, "husk serve: --%s: %s\n", c == O_REPLY_MAX ? "reply-max" : "reply-budget",
-                err.msg);
-        return 2;
-      }
-      break;
-    /* issue 7 */
-    case O_EG_RESOLVER: eg_resolver = optarg; break;
-    case O_EG_CA: eg_ca = optarg; break;
-    case O_EG_ALLOW:
-      if (eg_nallow == sizeof eg_allow / sizeof eg_allow[0]) {
-        fprintf(stderr, "husk serve: at most 16 --egress-allow-range options\n");
-        return 2;
-      }
-      eg_allow[eg_nallow++] = optarg;
-      break;
-    case O_EG_MAXCONN:
-      if (parse_u64_range(optarg, 1, 10000, &eg_maxconn, &err) < 0) {
-        fprintf(stderr, "husk serve: --egress-max-conns: %s\n", err.msg);
-        return 2;
-      }
-      break;
-    case O_EG_IDLE:
-      if (parse_seconds("--egress-idle-timeout", optarg, &eg_idle_ms) < 0)
-        return 2;
-      break;
-    case O_AUDIT_RETENTION:
-      if (parse_u64_range(optarg, 0, 36500, &audit_days, &err) < 0) {
-        fprintf(stderr, "husk serve: --audit-retention: %s\n", err.msg);
-        return 2;
-      }
-      break;
-    case O_S3_LISTEN: s3_listen = optarg; s3_listen_given = true; break;
-    case O_PUBLIC_URL: public_url = optarg; break;
-    case O_S3_REGION: s3_region = optarg; break;
-    case O_STORE_ENDPOINT: store_endpoint = optarg; break;
-    case O_STORE_BUCKET: store_bucket = optarg; break;
-    case O_STORE_REGION: store_region = optarg; break;
-    case O_DATA_RESERVE: data_reserve = optarg; break;
-    case O_STORAGE_QUOTA:
-      if (parse_size(optarg, &storage_quota, &err) < 0) {
-        fprintf(stderr, "husk serve: --storage-quota: %s\n", err.msg);
-        return 2;
-      }
-      if (storage_quota == 0) {
-        fprintf(stderr, "husk serve: --storage-quota: must be more than 0\n");
-        return 2;
-      }
-      break;
-    case O_STORE_PART:
-      if (parse_size(optarg, &store_part, &err) < 0) {
-        fprintf(stderr, "husk serve: --store-part-size: %s\n", err.msg);
-        return 2;
-      }
-      break;
-    case 'h':
-    case O_HELP: usage(stdout); return 0;
-    case O_VERSION: printf("husk %s\n", HUSK_VERSION); return 0;
-    default: usage(stderr); return 2;
-    }
-  }
-  if (optind < argc) {
-    fprintf(stderr, "husk serve: unexpected argument `%s`\n", argv[optind]);
-    return 2;
-  }
-  if (reply_max < API_REPLY_MAX_MIN || reply_max > API_REPLY_MAX_MAX) {
-    fprintf(stderr, "husk serve: --reply-max: must be %d bytes to %llu MiB\n", API_REPLY_MAX_MIN,
-            API_REPLY_MAX_MAX >> 20);
-    return 2;
-  }
-  if (reply_budget < 4 * reply_max) {
-    fprintf(stderr, "husk serve: --reply-budget: must be at least 4 times --reply-max (a sync "
-            "exec reserves 2 times it)\n");
-    return 2;
-  }
-  struct sockaddr_storage ss;
-  socklen_t sslen;
-  if (api_parse_listen(listen, &ss, &sslen, &err) < 0) {
-    fprintf(stderr, "husk serve: --listen: %s\n", err.msg);
-    return 2;
-  }
-  bool s3_on = strcmp(s3_listen, "off") != 0;
-  if (s3_on && api_parse_listen(s3_listen, &ss, &sslen, &err) < 0) {
-    fprintf(stderr, "husk serve: --s3-listen: %s\n", err.msg);
-    return 2;
-  }
-  if (!*s3_region || strlen(s3_region) > 32 ||
-      strspn(s3_region, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(s3_region)) {
-    fprintf(stderr, "husk serve: --s3-region: lower-case letters, digits and dashes\n");
-    return 2;
-  }
-  if (public_url && ((strncmp(public_url, "http://", 7) && strncmp(public_url, "https://", 8)) ||
-                     strlen(public_url) > 512)) {
-    fprintf(stderr, "husk serve: --public-url must be http://host[:port] or https://host[:port]\n");
-    return 2;
-  }
-  if (api_parse_listen(listen, &ss, &sslen, &err) < 0)
-    return 2;
-  if (!data) {
-    /* From the source tree (make run, tests): keep state beside it. */
-    struct stat st;
-    bool repo = stat("Makefile", &st) == 0 && stat("src/api", &st) == 0 && S_ISDIR(st.st_mode);
-    data = repo ? "./var/husk" : "/var/lib/husk";
-  }
-  if (mkdir_private(data, &err) < 0)
-    return fail("%s", err.msg);
+  struct serve_opts o;
+  int rc = serve_options(argc, argv, &o);
+  if (rc >= 0)
+    return rc;
+  cleanup_serve struct serve s = {0};
+  if (serve_data(&o, &s) < 0)
+    return 1;
+  sigset_t stop;
+  serve_threads_setup(&stop);
+  if (serve_planes(&o, &s) < 0 || serve_fronts(&o, &s) < 0)
+    return 1;
+  serve_announce(&o, &s);
 
-  char key[ADMIN_KEY_MAX + 1];
-  char keypath[PATH_MAX + 16] = "";
-  const char *env_key = getenv("HUSK_ADMIN_KEY");
-  if (env_key) {
-    size_t n = strlen(env_key);
-    if (!key_text_ok(env_key, n))
-      return fail("HUSK_ADMIN_KEY must be %d..%d printable characters without spaces",
-                  ADMIN_KEY_MIN, ADMIN_KEY_MAX);
-    snprintf(key, sizeof key, "%s", env_key);
-  } else if (admin_key_file(data, key, sizeof key, keypath, sizeof keypath, &err) < 0) {
-    return fail("%s", err.msg);
-  }
-
-  /* Signals: handled by this thread with sigwait; every other thread
-   * (libmicrohttpd's, the core's) inherits the mask. */
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &set, NULL);
-  signal(SIGPIPE, SIG_IGN);
-  json_object_seed(0); /* before any thread uses jansson */
-
-  char dbpath[PATH_MAX + 16];
-  snprintf(dbpath, sizeof dbpath, "%s/husk.db", data);
-  struct state *st = NULL;
-  if (state_open(&st, dbpath, &err) < 0)
-    return fail("%s", err.msg);
-  struct husk_mgr *mgr = NULL;
-  struct box_mgr_config mc = {.data_dir = data, .state = st, .default_ttl_ms = dttl,
-                              .max_ttl_ms = mttl, .pools = pools, .npools = npools,
-                              .log = log_line,
-                              /* issue 7 */
-                              .egress_resolver = eg_resolver, .egress_allow = eg_allow,
-                              .egress_nallow = eg_nallow, .egress_ca_file = eg_ca,
-                              .egress_max_conns = (unsigned)eg_maxconn,
-                              .egress_idle_ms = (unsigned)eg_idle_ms,
-                              .audit_retention_ms = (int64_t)audit_days * 86400 * 1000};
-  if (box_mgr_open(&mgr, &mc, &err) < 0) {
-    state_close(st);
-    return fail("%s", err.msg);
-  }
-  /* The storage plane: opened before the API (whose storage routes use
-   * it); its S3 listener starts after the API's. */
-  struct store *store = NULL;
-  struct s3_server *s3 = NULL;
-  char s3_url[256] = "";
-  struct store_config stc = {.data_dir = data, .state = st, .region = s3_region,
-                             .quota_bytes = storage_quota, .data_reserve = data_reserve,
-                             .public_url = public_url, .log = log_line};
-  if (store_open(&store, &stc, &err) < 0) {
-    box_mgr_close(mgr, false);
-    state_close(st);
-    return fail("storage: %s", err.msg);
-  }
-  if (store_endpoint || store_bucket) {
-    struct remote_config rc = {.endpoint = store_endpoint, .region = store_region,
-                               .bucket = store_bucket,
-                               .access_key = getenv("HUSK_STORE_ACCESS_KEY_ID"),
-                               .secret_key = getenv("HUSK_STORE_SECRET_ACCESS_KEY"),
-                               .part_size = store_part};
-    struct remote *rem = NULL;
-    if (remote_open(&rem, &rc, &err) < 0) {
-      store_close(store);
-      box_mgr_close(mgr, false);
-      state_close(st);
-      return fail("external store: %s", err.msg);
-    }
-    store_set_remote(store, rem);
-  }
-  struct mcp_server *mcp = NULL;
-  struct mcp_config mcfg = {.mgr = mcp_mgr, .mgr_ctx = mgr, .wait_ms = mcp_wait_ms, .log = log_line};
-  /* Storage plane over MCP: store_file, get_link, list_objects, load_file,
-   * and run_code's files as links.  Whether links can be made is known only
-   * once the S3 listener is up; until then (or without one) the tools that
-   * need a link answer an isError saying what to configure. */
-  static struct mcp_storage mcp_store;
-  mcp_storage_plane(&mcp_store, store);
-  mcfg.storage = &mcp_store;
-  if (mcp_server_new(&mcp, &mcfg, &err) < 0) {
-    store_close(store);
-    box_mgr_close(mgr, false);
-    state_close(st);
-    return fail("%s", err.msg);
-  }
-  struct api_config ac = {.listen = listen, .mgr = mgr, .state = st, .admin_key = key,
-                          .mcp = mcp, .mcp_allowed_origins = mcp_origins,
-                          .store = store,
-                          .max_connections = (unsigned)maxconn, .max_per_ip = (unsigned)perip,
-                          .idle_timeout_s = (unsigned)((idle_ms + 999) / 1000),
-                          .tenant_max_requests = (unsigned)tenant_reqs,
-                          .tenant_max_execs = (unsigned)tenant_execs,
-                          .request_timeout_s = (unsigned)((req_timeout_ms + 999) / 1000),
-                          .reply_max = reply_max, .reply_budget = reply_budget,
-                          .log_requests = !quiet, .log = log_line};
-  struct api_server *srv = NULL;
-  if (api_start(&srv, &ac, &err) < 0) {
-    mcp_server_free(mcp);
-    store_close(store);
-    box_mgr_close(mgr, false);
-    state_close(st);
-    return fail("%s", err.msg);
-  }
-  if (s3_on) {
-    struct s3_config sc = {.listen = s3_listen, .store = store, .state = st,
-                           .max_connections = (unsigned)maxconn, .max_per_ip = (unsigned)perip,
-                           .idle_timeout_s = (unsigned)((idle_ms + 999) / 1000),
-                           .request_timeout_s = (unsigned)((req_timeout_ms + 999) / 1000),
-                           .tenant_max_requests = (unsigned)tenant_reqs,
-                           .log_requests = !quiet, .log = log_line};
-    if (s3_start(&s3, &sc, &err) < 0) {
-      if (s3_listen_given) {
-        api_stop(srv, 0);
-        mcp_server_free(mcp);
-        store_close(store);
-        box_mgr_close(mgr, false);
-        state_close(st);
-        return fail("--s3-listen: %s", err.msg);
-      }
-      /* The default port is taken (another daemon): serve the API anyway. */
-      fprintf(stderr, "husk: S3 listener disabled: %s (use --s3-listen)\n", err.msg);
-      s3 = NULL;
-    } else {
-      char h[128];
-      const char *colon = strrchr(s3_listen, ':');
-      snprintf(h, sizeof h, "%.*s", (int)(colon - s3_listen), s3_listen);
-      snprintf(s3_url, sizeof s3_url, "http://%s:%u", h, s3_port(s3));
-      if (!public_url)
-        store_set_public_url(store, s3_url);
-    }
-  }
-  memset(key, 0, sizeof key);
-
-  char host[128];
-  if (ss.ss_family == AF_INET6) {
-    const char *e = strchr(listen, ']');
-    snprintf(host, sizeof host, "%.*s", (int)(e - listen + 1), listen);
-  } else {
-    snprintf(host, sizeof host, "%.*s", (int)(strrchr(listen, ':') - listen), listen);
-  }
-  fprintf(stderr, "husk: listening on http://%s:%u\n", host, api_port(srv));
-  if (env_key)
-    fprintf(stderr, "husk: admin key from HUSK_ADMIN_KEY\n");
-  else
-    fprintf(stderr, "husk: admin key in %s\n", keypath);
-  fprintf(stderr, "husk: data in %s\n", data);
-  if (s3)
-    fprintf(stderr, "husk: S3 listening on %s (region %s, links on %s)\n", s3_url, s3_region,
-            store_remote(store) ? store_endpoint : store_public_url(store));
-  if (store_remote(store))
-    fprintf(stderr, "husk: links and box transfers use the external store %s, bucket %s\n",
-            store_endpoint, store_bucket);
-
-  int sig = 0;
-  while (sigwait(&set, &sig) != 0 || sig == SIGHUP) {
-    /* SIGHUP: nothing to reload; keep serving. */
-  }
+  int sig = serve_wait(&stop);
   fprintf(stderr, "husk: %s: stopping (boxes keep running; the next start adopts them)\n",
           strsignal(sig));
-  s3_stop(s3, (unsigned)grace_ms);
-  api_stop(srv, (unsigned)grace_ms);
-  mcp_server_free(mcp);
-  store_close(store);
-  box_mgr_close(mgr, false);
-  state_close(st);
+  serve_close(&s, (unsigned)o.grace_ms);
   fprintf(stderr, "husk: stopped\n");
   return 0;
 }

@@ -80,9 +80,7 @@ static void *audit_writer_main(void *arg) {
     if (!it) {
       if (e->aq_stop)
         break; /* stopping and drained */
-      struct timespec ts;
-      clock_gettime(CLOCK_MONOTONIC, &ts);
-      ts.tv_sec += 1;
+      struct timespec ts = clock_after_ms(CLOCK_MONOTONIC, 1000);
       pthread_cond_timedwait(&e->aq_cond, &e->aq_lock, &ts);
       continue;
     }

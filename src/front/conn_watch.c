@@ -1,4 +1,4 @@
-/* The request timeout's watchdog (util/conn_watch.h).
+/* The request timeout's watchdog (front/conn_watch.h).
  *
  * The socket is shut down under `lock`, and libmicrohttpd notifies
  * MHD_CONNECTION_NOTIFY_CLOSED (which frees the entry under that lock)
@@ -99,11 +99,7 @@ static void *watchdog(void *arg) {
         w->on_cut(w->ctx, cut, w->timeout_s);
       pthread_mutex_lock(&w->lock);
     }
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += (long)(step % 1000) * 1000000;
-    ts.tv_sec += step / 1000 + ts.tv_nsec / 1000000000;
-    ts.tv_nsec %= 1000000000;
+    struct timespec ts = clock_after_ms(CLOCK_MONOTONIC, step);
     pthread_cond_timedwait(&w->cond, &w->lock, &ts);
   }
   pthread_mutex_unlock(&w->lock);

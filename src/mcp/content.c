@@ -1,6 +1,5 @@
-/* Content helpers of the MCP front: base64, UTF-8, image types, times. */
+/* Content helpers of the MCP front: image types, readiness of an fd. */
 #define _GNU_SOURCE
-#include <openssl/evp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,130 +8,6 @@
 #include <time.h>
 
 #include "mcp/internal.h"
-
-char *mcp_b64_encode(const void *buf, size_t len) {
-  if (len > (SIZE_MAX / 4) * 3 - 3 || len > INT32_MAX)
-    return NULL;
-  size_t n = 4 * ((len + 2) / 3) + 1;
-  unsigned char *out = malloc(n);
-  if (!out)
-    return NULL;
-  EVP_EncodeBlock(out, buf, (int)len);
-  return (char *)out;
-}
-
-int mcp_b64_decode(const char *s, size_t len, unsigned char **out, size_t *out_len) {
-  static const char alphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  size_t pad = 0;
-  while (len > 0 && s[len - 1] == '=' && pad < 2) {
-    len--;
-    pad++;
-  }
-  if (len > INT32_MAX / 2 || len % 4 == 1)
-    return -1;
-  for (size_t i = 0; i < len; i++)
-    if (!s[i] || !strchr(alphabet, s[i]))
-      return -1;
-  /* Re-pad to a multiple of 4 for EVP_DecodeBlock. */
-  size_t full = (len + 3) / 4 * 4;
-  char *tmp = malloc(full + 1);
-  unsigned char *bin = malloc(full / 4 * 3 + 1);
-  if (!tmp || !bin) {
-    free(tmp);
-    free(bin);
-    return -1;
-  }
-  memcpy(tmp, s, len);
-  memset(tmp + len, '=', full - len);
-  int n = full ? EVP_DecodeBlock(bin, (unsigned char *)tmp, (int)full) : 0;
-  free(tmp);
-  if (n < 0) {
-    free(bin);
-    return -1;
-  }
-  /* EVP_DecodeBlock counts the padding's bytes as output. */
-  size_t real = (size_t)n - (full - len);
-  *out = bin;
-  *out_len = real;
-  return 0;
-}
-
-bool mcp_utf8_valid(const char *buf, size_t len) {
-  const unsigned char *p = (const unsigned char *)buf;
-  size_t i = 0;
-  while (i < len) {
-    unsigned c = p[i];
-    size_t n;
-    unsigned min;
-    if (c < 0x80) {
-      if (c == 0)
-        return false;
-      i++;
-      continue;
-    } else if ((c & 0xe0) == 0xc0) {
-      n = 1, min = 0x80, c &= 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-      n = 2, min = 0x800, c &= 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-      n = 3, min = 0x10000, c &= 0x07;
-    } else {
-      return false;
-    }
-    if (len - i <= n) /* the sequence would run past the end */
-      return false;
-    for (size_t k = 1; k <= n; k++) {
-      if ((p[i + k] & 0xc0) != 0x80)
-        return false;
-      c = (c << 6) | (p[i + k] & 0x3f);
-    }
-    if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
-      return false;
-    i += n + 1;
-  }
-  return true;
-}
-
-/* Length of the valid UTF-8 sequence at p[0..left), 0 if invalid. */
-static size_t utf8_seq(const unsigned char *p, size_t left) {
-  if (p[0] && p[0] < 0x80)
-    return 1;
-  size_t n = (p[0] & 0xe0) == 0xc0 ? 2 : (p[0] & 0xf0) == 0xe0 ? 3 : (p[0] & 0xf8) == 0xf0 ? 4 : 0;
-  if (!n || n > left)
-    return 0;
-  return mcp_utf8_valid((const char *)p, n) ? n : 0;
-}
-
-json_t *mcp_text(const char *buf, size_t len, bool *lossy) {
-  if (lossy)
-    *lossy = false;
-  if (mcp_utf8_valid(buf, len))
-    return json_stringn(buf, len);
-  if (lossy)
-    *lossy = true;
-  if (len > SIZE_MAX / 3)
-    return NULL;
-  char *out = malloc(len * 3 + 1);
-  if (!out)
-    return NULL;
-  size_t o = 0;
-  const unsigned char *p = (const unsigned char *)buf;
-  for (size_t i = 0; i < len;) {
-    size_t n = utf8_seq(p + i, len - i);
-    if (n) {
-      memcpy(out + o, p + i, n);
-      o += n;
-      i += n;
-    } else {
-      memcpy(out + o, "\xef\xbf\xbd", 3); /* U+FFFD */
-      o += 3;
-      i++;
-    }
-  }
-  json_t *j = json_stringn(out, o);
-  free(out);
-  return j;
-}
 
 static bool ends_with(const char *s, const char *suf) {
   size_t a = strlen(s), b = strlen(suf);
@@ -165,19 +40,6 @@ const char *mcp_mime_by_name(const char *name) {
     if (ends_with(name, t[i].ext))
       return t[i].mime;
   return "application/octet-stream";
-}
-
-json_t *mcp_time(int64_t ms) {
-  if (ms <= 0)
-    return json_null();
-  time_t sec = (time_t)(ms / 1000);
-  struct tm tm;
-  if (!gmtime_r(&sec, &tm))
-    return json_null();
-  char buf[64];
-  snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-           tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)(ms % 1000));
-  return json_string(buf);
 }
 
 bool mcp_fd_readable(int fd) {

@@ -3,8 +3,12 @@
 #define HUSK_MCP_INTERNAL_H
 
 #include <pthread.h>
+#include <string.h>
 
 #include "mcp/mcp.h"
+#include "util/base64.h"
+#include "util/json_text.h"
+#include "util/utf8.h"
 
 /* husk's own tools (tools_exec.c, tools_box.c), in tools/list order. */
 extern const struct mcp_tool mcp_tool_run_code, mcp_tool_sandbox_create, mcp_tool_sandbox_exec,
@@ -33,20 +37,29 @@ json_t *mcp_input_schema(const struct mcp_tool *t);
 char *mcp_check_args(const struct mcp_tool *t, json_t *args);
 
 /* content.c */
-char *mcp_b64_encode(const void *buf, size_t len);
-/* Decode standard base64 (padding optional, whitespace refused). *out
- * malloc'd.  -1 on bad input. */
-int mcp_b64_decode(const char *s, size_t len, unsigned char **out, size_t *out_len);
-/* Bytes as a JSON string: invalid UTF-8 becomes U+FFFD (*lossy set). */
-json_t *mcp_text(const char *buf, size_t len, bool *lossy);
-bool mcp_utf8_valid(const char *buf, size_t len);
 /* The image MIME type of a file by name and first bytes, or NULL. */
 const char *mcp_image_mime(const char *name, const unsigned char *head, size_t n);
 /* A MIME type by file name (for links and listings). */
 const char *mcp_mime_by_name(const char *name);
 /* Whether fd is readable now (poll, no wait). */
 bool mcp_fd_readable(int fd);
-/* RFC 3339 UTC with milliseconds, or null for 0. */
-json_t *mcp_time(int64_t ms);
+
+/* The names tools_exec.c and tools_box.c call the shared helpers by.
+ * Text in MCP results is UTF-8 without NUL (a file or output holding one
+ * is binary); base64 is the standard alphabet, padded (util/base64.h). */
+static inline char *mcp_b64_encode(const void *buf, size_t len) {
+  return b64_encode(buf, len, NULL);
+}
+static inline int mcp_b64_decode(const char *s, size_t len, unsigned char **out, size_t *out_len) {
+  return b64_decode(s, len, out, out_len);
+}
+static inline bool mcp_utf8_valid(const char *buf, size_t len) {
+  return utf8_valid(buf, len) && (len == 0 || !memchr(buf, 0, len));
+}
+static inline json_t *mcp_time(int64_t ms) { return json_time(ms); }
+/* Bytes as a JSON string: invalid UTF-8 and NUL become U+FFFD (*lossy set). */
+static inline json_t *mcp_text(const char *buf, size_t len, bool *lossy) {
+  return json_text(buf, len, false, lossy);
+}
 
 #endif

@@ -16,6 +16,7 @@
 
 #include "mcp/internal.h"
 #include "util/cleanup.h"
+#include "util/clock.h"
 #include "util/fileio.h"
 
 /* Calls in flight at once; more are refused with an error. */
@@ -144,14 +145,7 @@ static void dispatch(struct stdio_srv *s, const char *line, size_t len) {
 }
 
 static void wait_idle(struct stdio_srv *s, int ms) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += ms / 1000;
-  ts.tv_nsec += (long)(ms % 1000) * 1000000;
-  if (ts.tv_nsec >= 1000000000) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000;
-  }
+  struct timespec ts = clock_after_ms(CLOCK_REALTIME, ms);
   pthread_mutex_lock(&s->lock);
   while (s->running > 0)
     if (pthread_cond_timedwait(&s->cond, &s->lock, &ts) == ETIMEDOUT)

@@ -142,7 +142,7 @@ static int check_box(struct mcp_call *c, struct husk_mgr *m, const char *id) {
 
 static void add_link_block(struct mcp_call *c, const char *url, const char *key,
                            const char *mime, uint64_t size, int64_t expires_ms) {
-  json_t *exp = mcp_time(expires_ms);
+  json_t *exp = json_time(expires_ms);
   char desc[160];
   snprintf(desc, sizeof desc, "expiring link (until %s)", json_string_value(exp) ? json_string_value(exp) : "?");
   json_decref(exp);
@@ -267,7 +267,7 @@ static int store_file(struct mcp_call *c) {
     cleanup_free unsigned char *bin = NULL;
     size_t len = json_string_length(content);
     bool b64 = enc && !strcmp(enc, "base64");
-    if (b64 && mcp_b64_decode(json_string_value(content), len, &bin, &len) < 0)
+    if (b64 && b64_decode(json_string_value(content), len, &bin, &len) < 0)
       return mcp_tool_error(c, "content is not valid base64 (encoding is base64)");
     if (len > CONTENT_MAX)
       return mcp_tool_error(c, "content is too large (%zu bytes, at most %d): write it into a "
@@ -288,8 +288,8 @@ static int store_file(struct mcp_call *c) {
   const char *mime = res.tar ? "application/x-tar" : ctype ? ctype : box_store_guess_type(key);
   json_t *r = json_pack("{s:s, s:s, s:I, s:s, s:s, s:o, s:s, s:s, s:b}", "bucket", bucket, "key",
                         key, "size", (json_int_t)res.size, "etag", res.etag, "url",
-                        res.url ? res.url : "", "expires_at", mcp_time(res.expires_ms),
-                        "link_id", res.link_id, "content_type", mime, "tar", (int)res.tar);
+                        res.url ? res.url : "", "expires_at", json_time(res.expires_ms), "link_id",
+                        res.link_id, "content_type", mime, "tar", (int)res.tar);
   if (res.url)
     add_link_block(c, res.url, key, mime, res.size, res.expires_ms);
   box_store_result_free(&res);
@@ -347,7 +347,7 @@ static int get_link(struct mcp_call *c) {
   if (store_link_create(s, c->caller->tenant, bucket, key, exp, dl, &l, &err) < 0)
     return storage_error(c, bucket, key, "object", key, &err);
   json_t *r = json_pack("{s:s, s:s, s:s, s:o, s:s}", "bucket", bucket, "key", key, "url", l.url,
-                        "expires_at", mcp_time(l.expires_ms), "link_id", l.id);
+                        "expires_at", json_time(l.expires_ms), "link_id", l.id);
   const char *mime = box_store_guess_type(key);
   uint64_t size = 0;
   struct store_object o;
@@ -393,7 +393,7 @@ static int list_cb(void *ctx, const struct store_entry *e) {
   if (!e->is_prefix)
     json_array_append_new(ctx, json_pack("{s:s, s:I, s:s, s:o}", "key", e->key, "size",
                                          (json_int_t)e->size, "etag", e->etag ? e->etag : "",
-                                         "last_modified", mcp_time(e->mtime_ms)));
+                                         "last_modified", json_time(e->mtime_ms)));
   return 0;
 }
 
@@ -414,8 +414,8 @@ static int list_objects(struct mcp_call *c) {
    * the model, which should not edit it). */
   cleanup_free unsigned char *after = NULL;
   size_t alen = 0;
-  if (cursor && (mcp_b64_decode(cursor, strlen(cursor), &after, &alen) < 0 ||
-                 memchr(after, 0, alen) || !mcp_utf8_valid((char *)after, alen)))
+  if (cursor && (b64_decode(cursor, strlen(cursor), &after, &alen) < 0 || memchr(after, 0, alen) ||
+                 !utf8_valid((char *)after, alen)))
     return mcp_tool_error(c, "`cursor` is not valid: pass next_cursor of the previous page "
                           "unchanged, or omit it to start over");
   cleanup_free char *after_s = after ? strndup((char *)after, alen) : NULL;
@@ -437,7 +437,7 @@ static int list_objects(struct mcp_call *c) {
   json_t *r = json_pack("{s:s, s:s, s:o, s:b}", "bucket", bucket, "prefix", prefix ? prefix : "",
                         "objects", arr, "truncated", (int)truncated);
   if (truncated && next) {
-    cleanup_free char *nc = mcp_b64_encode(next, strlen(next));
+    cleanup_free char *nc = b64_encode(next, strlen(next), NULL);
     json_object_set_new(r, "next_cursor", nc ? json_string(nc) : json_null());
   }
   mcp_result(c, r, false);

@@ -24,14 +24,14 @@ struct s3_config {
   unsigned max_per_ip;       /* from one address (0: no limit) */
   unsigned idle_timeout_s;
   /* Time to deliver a request (its line, headers and, but for an object
-   * upload, its body); 0: API_REQUEST_TIMEOUT_S. */
+   * upload, its body); 0: FRONT_REQUEST_TIMEOUT_S (front/daemon.h). */
   unsigned request_timeout_s;
   /* A tenant's S3 requests in progress, unless its own max_requests says
-   * otherwise; 0: max_connections / API_TENANT_REQUESTS_DIVISOR.  Past it:
+   * otherwise; 0: max_connections / FRONT_TENANT_REQUESTS_DIVISOR.  Past it:
    * 503 SlowDown. */
   unsigned tenant_max_requests;
   bool log_requests;
-  void (*log)(void *ctx, const char *line);
+  void (*log)(void *ctx, const char *line); /* NULL: no log */
   void *log_ctx;
 };
 

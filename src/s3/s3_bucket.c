@@ -11,8 +11,8 @@
 
 static int bucket_cb(void *ctx, const char *name, int64_t created_ms) {
   struct strbuf *b = ctx;
-  char d[40];
-  s3_iso_date(created_ms, d);
+  char d[TIME_RFC3339_SIZE];
+  time_rfc3339(created_ms, d);
   strbuf_str(b, "<Bucket>");
   xb_elem(b, "Name", name);
   xb_elem(b, "CreationDate", d);
@@ -103,8 +103,8 @@ enum MHD_Result s3_op_bucket_versioning(struct s3_req *r) {
 
 static int upload_cb(void *ctx, const struct store_upload *u) {
   struct strbuf *b = ctx;
-  char d[40];
-  s3_iso_date(u->created_ms, d);
+  char d[TIME_RFC3339_SIZE];
+  time_rfc3339(u->created_ms, d);
   strbuf_str(b, "<Upload>");
   xb_elem(b, "Key", u->key);
   xb_elem(b, "UploadId", u->id);
@@ -189,8 +189,8 @@ static int list_cb(void *ctx, const struct store_entry *e) {
     strbuf_str(&c->prefixes, "</CommonPrefixes>");
     return 0;
   }
-  char d[40];
-  s3_iso_date(e->mtime_ms, d);
+  char d[TIME_RFC3339_SIZE];
+  time_rfc3339(e->mtime_ms, d);
   struct strbuf *b = &c->items;
   strbuf_str(b, "<Contents>");
   xb_elem_enc(b, "Key", e->key, c->url);

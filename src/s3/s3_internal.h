@@ -8,13 +8,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "front/daemon.h"
 #include "s3/s3.h"
 #include "storage/chunked.h"
 #include "storage/sigv4.h"
 #include "storage/store.h"
-#include "front/conn_watch.h"
 #include "util/strbuf.h"
 #include "util/tenant_load.h"
+#include "util/timefmt.h"
 
 /* XML request bodies (CompleteMultipartUpload with 10000 parts is about
  * 1 MiB; DeleteObjects with 1000 keys of 1 KiB about the same). */
@@ -48,18 +49,12 @@ bool s3_rate_exhausted(struct s3_rate *rl, const char *key, int64_t now_ms);
 bool s3_rate_take(struct s3_rate *rl, const char *key, int64_t now_ms);
 
 struct s3_server {
-  struct MHD_Daemon *daemon;
+  /* The daemon, the requests in flight, the per-tenant loads and the
+   * request timeout (front/daemon.h). */
+  struct front_daemon front;
   struct s3_config cfg;
-  unsigned port;
-  pthread_mutex_t lock;
-  pthread_cond_t cond;
-  unsigned inflight;
-  pthread_mutex_t log_lock;
-  struct s3_rate *rate; /* refused link fetches per source */
-  /* Per-tenant requests in progress, sized by the connection limit. */
-  struct tenant_loads loads;
+  struct s3_rate *rate;         /* refused link fetches per source */
   unsigned tenant_max_requests; /* the default */
-  struct conn_watch watch;      /* the request timeout */
 };
 
 /* Replies are built in a struct strbuf (util/strbuf.h); these add XML. */
@@ -189,7 +184,6 @@ enum MHD_Result s3_reply_xml(struct s3_req *r, unsigned status, struct strbuf *b
 enum MHD_Result s3_reply_empty(struct s3_req *r, unsigned status);
 void s3_add_common(struct s3_req *r, struct MHD_Response *resp);
 void s3_http_date(int64_t ms, char out[40]);
-void s3_iso_date(int64_t ms, char out[40]);
 #define S3_XMLNS "http://s3.amazonaws.com/doc/2006-03-01/"
 #define S3_XML_HEAD "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
 

@@ -156,8 +156,8 @@ enum MHD_Result s3_op_copy_object(struct s3_req *r) {
                         replace ? (content_type(r) ? content_type(r) : "") : NULL, meta, &o,
                         &err) < 0)
     return s3_store_error(r, &err);
-  char d[40];
-  s3_iso_date(o.mtime_ms, d);
+  char d[TIME_RFC3339_SIZE];
+  time_rfc3339(o.mtime_ms, d);
   struct strbuf b = {0};
   strbuf_str(&b, S3_XML_HEAD "<CopyObjectResult xmlns=\"" S3_XMLNS "\">");
   xb_elem(&b, "LastModified", d);
@@ -483,8 +483,8 @@ enum MHD_Result s3_op_abort_upload(struct s3_req *r) {
 
 static int part_cb(void *ctx, const struct store_part *p) {
   struct strbuf *b = ctx;
-  char d[40];
-  s3_iso_date(p->mtime_ms, d);
+  char d[TIME_RFC3339_SIZE];
+  time_rfc3339(p->mtime_ms, d);
   xb_fmt(b, "<Part><PartNumber>%d</PartNumber>", p->num);
   xb_elem(b, "LastModified", d);
   strbuf_str(b, "<ETag>&quot;");

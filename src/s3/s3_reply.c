@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "s3/s3_internal.h"
-
+#include "util/utf8.h"
 
 void xb_fmt(struct strbuf *b, const char *fmt, ...) {
   char *s = NULL;
@@ -24,30 +24,13 @@ void xb_fmt(struct strbuf *b, const char *fmt, ...) {
   free(s);
 }
 
-/* Length of the well-formed UTF-8 sequence at s (1..4), 0 if none. */
-static size_t utf8_len(const unsigned char *s) {
-  unsigned char c = s[0];
-  if (c < 0x80)
-    return 1;
-  size_t n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
-  if (n == 0 || c > 0xF4)
-    return 0;
-  for (size_t i = 1; i < n; i++)
-    if ((s[i] & 0xC0) != 0x80)
-      return 0;
-  if ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] > 0x9F) || (c == 0xF0 && s[1] < 0x90) ||
-      (c == 0xF4 && s[1] > 0x8F))
-    return 0; /* overlong, surrogate, above U+10FFFF */
-  return n;
-}
-
 void xb_esc(struct strbuf *b, const char *s) {
   for (; *s; s++) {
     unsigned char c = (unsigned char)*s;
     if (c >= 0x80) {
       /* Replies must be UTF-8: bytes that are not (from a refused key)
        * become U+FFFD. */
-      size_t n = utf8_len((const unsigned char *)s);
+      size_t n = utf8_seq_len((const unsigned char *)s, strnlen(s, 4));
       if (n == 0) {
         strbuf_str(b, "\xEF\xBF\xBD");
       } else {
@@ -100,15 +83,6 @@ void s3_http_date(int64_t ms, char out[40]) {
                                      "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
   snprintf(out, 40, "%s, %02d %s %04d %02d:%02d:%02d GMT", days[tm.tm_wday], tm.tm_mday,
            mons[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
-}
-
-void s3_iso_date(int64_t ms, char out[40]) {
-  time_t t = (time_t)(ms / 1000);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  char base[32];
-  strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
-  snprintf(out, 40, "%.24s.%03dZ", base, (int)(ms % 1000));
 }
 
 void s3_add_common(struct s3_req *r, struct MHD_Response *resp) {

@@ -17,38 +17,17 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
-#include "api/api.h"
-#include "state/state.h"
 #include "s3/s3_internal.h"
+#include "state/state.h"
+#include "util/base64.h"
 #include "util/cleanup.h"
 #include "util/clock.h"
 
-#define S3_CONN_MEMORY (256 * 1024)
-
 void s3_log(struct s3_server *s, const char *fmt, ...) {
-  char line[2048];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
+  husk_vlog(s->cfg.log, s->cfg.log_ctx, fmt, ap);
   va_end(ap);
-  husk_sanitize_line(line);
-  if (s->cfg.log) {
-    s->cfg.log(s->cfg.log_ctx, line);
-    return;
-  }
-  pthread_mutex_lock(&s->log_lock);
-  fprintf(stderr, "husk: s3: %s\n", line);
-  pthread_mutex_unlock(&s->log_lock);
-}
-
-static void mhd_logger(void *cls, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
-static void mhd_logger(void *cls, const char *fmt, va_list ap) {
-  char line[1024];
-  vsnprintf(line, sizeof line, fmt, ap);
-  size_t n = strlen(line);
-  while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-    line[--n] = 0;
-  s3_log(cls, "http: %s", line);
 }
 
 const char *s3_header(struct s3_req *r, const char *name) {
@@ -100,17 +79,6 @@ static enum MHD_Result collect(void *cls, enum MHD_ValueKind kind, const char *k
   h->h[h->n].name = key;
   h->h[h->n].value = value ? value : "";
   h->n++;
-  return MHD_YES;
-}
-
-static enum MHD_Result nul_check(void *cls, enum MHD_ValueKind kind, const char *key,
-                                 size_t key_size, const char *value, size_t value_size) {
-  bool *bad = cls;
-  (void)kind;
-  if (strlen(key) != key_size || (value && strlen(value) != value_size)) {
-    *bad = true;
-    return MHD_NO;
-  }
   return MHD_YES;
 }
 
@@ -237,7 +205,7 @@ static enum MHD_Result admit(struct s3_req *r, bool *ok) {
   }
   unsigned reqs, execs;
   enum tenant_admit res =
-      tenant_load_acquire(&s->loads, r->tenant, max_req, false, 0, &reqs, &execs);
+      tenant_load_acquire(&s->front.loads, r->tenant, max_req, false, 0, &reqs, &execs);
   if (res == TL_OK) {
     r->load_counted = true;
     *ok = true;
@@ -344,15 +312,16 @@ static int sink(void *ctx, const char *buf, size_t n, struct husk_err *err) {
 }
 
 bool s3_b64_md5(const char *s, unsigned char out[16]) {
-  size_t n = strlen(s);
-  if (n != 24)
+  if (strlen(s) != 24 || s[22] != '=' || s[23] != '=')
     return false;
-  unsigned char buf[24];
-  int l = EVP_DecodeBlock(buf, (const unsigned char *)s, 24);
-  if (l != 18 || s[22] != '=' || s[23] != '=')
+  unsigned char *md5;
+  size_t n;
+  if (b64_decode(s, 24, &md5, &n) < 0)
     return false;
-  memcpy(out, buf, 16);
-  return true;
+  if (n == 16)
+    memcpy(out, md5, 16);
+  free(md5);
+  return n == 16;
 }
 
 static bool hex64(const char *s) {
@@ -522,9 +491,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
   for (char *p = r->request_id; *p; p++)
     if (*p >= 'a' && *p <= 'f')
       *p = (char)(*p - 'a' + 'A');
-  pthread_mutex_lock(&s->lock);
-  s->inflight++;
-  pthread_mutex_unlock(&s->lock);
+  front_request_start(&s->front);
   return r;
 }
 
@@ -564,9 +531,7 @@ static void source_key(struct MHD_Connection *conn, char *out, size_t size);
 
 static enum MHD_Result start_request(struct s3_req *r) {
   source_key(r->conn, r->source, sizeof r->source);
-  bool bad = false;
-  MHD_get_connection_values_n(r->conn, MHD_GET_ARGUMENT_KIND | MHD_HEADER_KIND, nul_check, &bad);
-  if (bad)
+  if (front_has_nul(r->conn))
     return s3_error(r, 400, "InvalidArgument", "NUL bytes are not allowed in the query or headers");
   enum MHD_Result ret = parse_target(r);
   if (r->responded || ret != MHD_YES)
@@ -675,7 +640,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     r->in_first_call = false;
     /* An object upload's body takes as long as it needs. */
     if (!r->responded && r->body == SB_OBJECT)
-      conn_watch_request_in(&r->srv->watch, conn);
+      conn_watch_request_in(&r->srv->front.watch, conn);
     return ret;
   }
   if (*upload_data_size > 0) {
@@ -695,7 +660,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return MHD_YES;
   }
   /* The whole request is in. */
-  conn_watch_request_in(&r->srv->watch, conn);
+  conn_watch_request_in(&r->srv->front.watch, conn);
   if (r->pending)
     return flush_pending(r);
   r->body_done = true;
@@ -788,10 +753,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   if (!r)
     return;
   *con_cls = NULL;
-  if (s->cfg.log_requests)
-    s3_log(s, "%s %s %d %lldms %s%s", r->method, r->path_raw ? r->path_raw : "-", r->status,
-           (long long)(mono_ms() - r->t0_ms), r->tenant[0] ? r->tenant : "-",
-           toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection ended early)");
+  front_log_request(&s->front, r->method, r->path_raw ? r->path_raw : "-", r->status, r->t0_ms,
+                    r->tenant[0] ? r->tenant : "-", toe);
   if (r->pending)
     MHD_destroy_response(r->pending);
   store_writer_abort(r->w);
@@ -803,104 +766,59 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   free(r->bucket);
   free(r->key);
   if (r->load_counted)
-    tenant_load_release(&s->loads, r->tenant, false);
+    tenant_load_release(&s->front.loads, r->tenant, false);
   free(r);
-  conn_watch_request_done(&s->watch, conn);
-  pthread_mutex_lock(&s->lock);
-  s->inflight--;
-  pthread_cond_broadcast(&s->cond);
-  pthread_mutex_unlock(&s->lock);
+  front_request_done(&s->front, conn);
 }
 
-static void log_cut(void *ctx, unsigned cut, unsigned timeout_s) {
-  s3_log(ctx, "closed %u S3 connection(s) that did not send a request within %us", cut, timeout_s);
+static void s3_free(struct s3_server *s) {
+  if (!s)
+    return;
+  front_free(&s->front);
+  s3_rate_free(s->rate);
+  free(s);
 }
+
+static void s3_freep(struct s3_server **s) { s3_free(*s); }
 
 int s3_start(struct s3_server **out, const struct s3_config *cfg, struct husk_err *err) {
-  struct sockaddr_storage ss;
-  socklen_t sslen;
-  if (api_parse_listen(cfg->listen, &ss, &sslen, err) < 0)
-    return -1;
-  struct s3_server *s = calloc(1, sizeof *s);
+  __attribute__((cleanup(s3_freep))) struct s3_server *s = calloc(1, sizeof *s);
   if (!s)
     return husk_error(err, ENOMEM, "s3 server");
   s->cfg = *cfg;
-  if (s3_rate_init(&s->rate) < 0) {
-    free(s);
+  struct front_config fc = {.listen = cfg->listen,
+                            .max_connections = cfg->max_connections,
+                            .max_per_ip = cfg->max_per_ip,
+                            .idle_timeout_s = cfg->idle_timeout_s,
+                            .request_timeout_s = cfg->request_timeout_s,
+                            .log_requests = cfg->log_requests,
+                            .on_request = on_request,
+                            .on_completed = on_completed,
+                            .on_uri = on_uri,
+                            .cls = s,
+                            .log = cfg->log,
+                            .log_ctx = cfg->log_ctx,
+                            .setup_what = "s3 server",
+                            .conn_what = "S3 connection(s)"};
+  if (front_init(&s->front, &fc, err) < 0)
+    return -1;
+  if (s3_rate_init(&s->rate) < 0)
     return husk_error(err, ENOMEM, "s3 server");
-  }
-  pthread_mutex_init(&s->lock, NULL);
-  pthread_cond_init(&s->cond, NULL);
-  pthread_mutex_init(&s->log_lock, NULL);
-  unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
-                   MHD_USE_ERROR_LOG | MHD_USE_ITC;
-  if (ss.ss_family == AF_INET6)
-    flags |= MHD_USE_IPv6;
-  unsigned maxc = cfg->max_connections ? cfg->max_connections : 256;
   /* The same default share of the connection threads as the API's. */
   s->tenant_max_requests =
-      cfg->tenant_max_requests ? cfg->tenant_max_requests : maxc / API_TENANT_REQUESTS_DIVISOR;
-  if (!s->tenant_max_requests)
-    s->tenant_max_requests = 1;
-  unsigned rto = cfg->request_timeout_s ? cfg->request_timeout_s : API_REQUEST_TIMEOUT_S;
-  int e = tenant_loads_init(&s->loads, maxc);
-  if (e == 0)
-    e = conn_watch_start(&s->watch, maxc, rto, log_cut, s);
-  if (e == 0)
-    s->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_URI_LOG_CALLBACK, on_uri, s,
-        MHD_OPTION_CONNECTION_LIMIT, maxc, MHD_OPTION_PER_IP_CONNECTION_LIMIT, cfg->max_per_ip,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)S3_CONN_MEMORY, MHD_OPTION_CONNECTION_TIMEOUT,
-        cfg->idle_timeout_s ? cfg->idle_timeout_s : 120, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
-        s, MHD_OPTION_NOTIFY_CONNECTION, conn_watch_notify, &s->watch,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, 128U, MHD_OPTION_END);
-  if (!s->daemon) {
-    if (e != 0)
-      husk_error(err, e, "s3 server");
-    else
-      husk_error(err, errno ? errno : EADDRINUSE, "cannot listen on `%s`", cfg->listen);
-    conn_watch_free(&s->watch);
-    tenant_loads_free(&s->loads);
-    pthread_mutex_destroy(&s->lock);
-    pthread_cond_destroy(&s->cond);
-    pthread_mutex_destroy(&s->log_lock);
-    s3_rate_free(s->rate);
-    free(s);
+      front_tenant_share(&s->front, cfg->tenant_max_requests, FRONT_TENANT_REQUESTS_DIVISOR);
+  if (front_listen(&s->front, err) < 0)
     return -1;
-  }
-  const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-  s->port = di ? di->port : 0;
-  *out = s;
+  *out = take_ptr(&s);
   return 0;
 }
 
-unsigned s3_port(const struct s3_server *s) { return s->port; }
+unsigned s3_port(const struct s3_server *s) { return s->front.port; }
 
 void s3_stop(struct s3_server *s, unsigned grace_ms) {
   if (!s)
     return;
-  MHD_socket lsock = MHD_quiesce_daemon(s->daemon);
-  int64_t deadline = mono_ms() + grace_ms;
-  pthread_mutex_lock(&s->lock);
-  while (s->inflight > 0 && mono_ms() < deadline) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 100 * 1000000;
-    ts.tv_sec += ts.tv_nsec / 1000000000;
-    ts.tv_nsec %= 1000000000;
-    pthread_cond_timedwait(&s->cond, &s->lock, &ts);
-  }
-  pthread_mutex_unlock(&s->lock);
-  conn_watch_stop(&s->watch);
-  MHD_stop_daemon(s->daemon);
-  if (lsock != MHD_INVALID_SOCKET)
-    close(lsock);
-  conn_watch_free(&s->watch);
-  tenant_loads_free(&s->loads);
-  pthread_mutex_destroy(&s->lock);
-  pthread_cond_destroy(&s->cond);
-  pthread_mutex_destroy(&s->log_lock);
-  s3_rate_free(s->rate);
-  free(s);
+  front_quiesce(&s->front, grace_ms, NULL);
+  front_close(&s->front);
+  s3_free(s);
 }

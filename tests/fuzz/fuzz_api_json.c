@@ -81,7 +81,7 @@ static void policy(json_t *eg) {
  * strings, each valid UTF-8 (jansson decoded it). */
 static void strv_check(char **v) {
   for (size_t i = 0; v && v[i]; i++)
-    if (!api_utf8_valid(v[i], strlen(v[i])))
+    if (!utf8_valid(v[i], strlen(v[i])))
       abort();
   free(v);
 }
@@ -131,7 +131,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   case R_SECRET: {
     json_t *v = json_object_get(o, "value");
     if (json_is_string(v))
-      api_utf8_valid(json_string_value(v), json_string_length(v));
+      utf8_valid(json_string_value(v), json_string_length(v));
     break;
   }
   case R_NETWORK:
