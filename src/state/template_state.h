@@ -35,6 +35,9 @@ int state_template_insert(struct state *st, const struct state_template *t, uint
                           struct husk_err *err);
 /* By name or id, as `tenant` sees it: its own, else (shared_too) a shared
  * one.  ENOENT otherwise. */
+/* The bytes of unpacked layers the owner's templates count. */
+int state_template_usage(struct state *st, const char *tenant, uint64_t *used,
+                         struct husk_err *err);
 int state_template_get(struct state *st, const char *tenant, const char *name_or_id,
                        bool shared_too, struct state_template *out, struct husk_err *err);
 /* The templates `tenant` sees (its own, then shared), by name; tenant NULL:

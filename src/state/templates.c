@@ -54,6 +54,26 @@ static int check_row(const struct state_template *t, struct husk_err *err) {
   return 0;
 }
 
+/* The bytes of the owner's templates (the caller holds the lock). */
+static int usage_locked(struct state *st, const char *tenant, uint64_t *used,
+                        struct husk_err *err) {
+  cleanup_stmt sqlite3_stmt *q = NULL;
+  if (db_prepare(st, &q, "SELECT coalesce(sum(size), 0) FROM templates WHERE tenant_id = ?",
+                 err) < 0)
+    return -1;
+  int rc = db_text(q, 1, tenant);
+  if (rc != SQLITE_OK || db_step_row(st, q, "templates", err) != 1)
+    return rc != SQLITE_OK ? db_fail(st, err, rc, "templates") : -1;
+  *used = (uint64_t)sqlite3_column_int64(q, 0);
+  return 0;
+}
+
+int state_template_usage(struct state *st, const char *tenant, uint64_t *used,
+                         struct husk_err *err) {
+  cleanup_unlock struct state *locked = db_lock(st);
+  return usage_locked(st, tenant, used, err);
+}
+
 int state_template_insert(struct state *st, const struct state_template *t, uint64_t quota,
                           struct husk_err *err) {
   if (check_row(t, err) < 0)
@@ -63,14 +83,9 @@ int state_template_insert(struct state *st, const struct state_template *t, uint
   if (db_begin(st, &txn, err) < 0)
     return -1;
   if (quota) {
-    cleanup_stmt sqlite3_stmt *q = NULL;
-    if (db_prepare(st, &q, "SELECT coalesce(sum(size), 0) FROM templates WHERE tenant_id = ?",
-                   err) < 0)
+    uint64_t used;
+    if (usage_locked(st, t->tenant_id, &used, err) < 0)
       return -1;
-    int rc = db_text(q, 1, t->tenant_id);
-    if (rc != SQLITE_OK || db_step_row(st, q, "templates", err) != 1)
-      return rc != SQLITE_OK ? db_fail(st, err, rc, "templates") : -1;
-    uint64_t used = (uint64_t)sqlite3_column_int64(q, 0);
     if (used + (uint64_t)t->size > quota)
       return husk_fail(err, EDQUOT,
                        "the template needs %lld bytes; %llu of the %llu bytes of template storage "

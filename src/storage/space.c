@@ -5,31 +5,13 @@
 #include <errno.h>
 #include <stdint.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 
 #include "state/store_state.h"
 #include "storage/store_internal.h"
+#include "util/disk_reserve.h"
 
 int store_space_check(struct store *s, uint64_t add, struct husk_err *err) {
-  struct statvfs sv;
-  if (fstatvfs(s->dirfd, &sv) < 0)
-    return husk_error(err, errno, "cannot read the free space of `%s`", s->dir);
-  uint64_t total = (uint64_t)sv.f_blocks * sv.f_frsize;
-  uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
-  uint64_t reserve = s->reserve;
-  if (s->reserve_pct)
-    reserve = total / 100 * s->reserve_pct;
-  else if (s->reserve_default)
-    reserve = total / 100 * STORE_RESERVE_DEFAULT_PCT < STORE_RESERVE_DEFAULT
-                  ? total / 100 * STORE_RESERVE_DEFAULT_PCT
-                  : STORE_RESERVE_DEFAULT;
-  if (avail < reserve || avail - reserve < add)
-    return husk_fail(err, ENOSPC,
-                     "the server's data disk is full: %llu bytes free, %llu of them kept in "
-                     "reserve (--data-reserve), %llu asked for",
-                     (unsigned long long)avail, (unsigned long long)reserve,
-                     (unsigned long long)add);
-  return 0;
+  return disk_reserve_check(s->dirfd, &s->reserve, add, err);
 }
 
 int store_fd_bound(int fd, uint64_t *size, uint64_t *bound, struct husk_err *err) {

@@ -19,6 +19,7 @@
 #include "state/state.h"
 #include "storage/remote.h"
 #include "storage/store_internal.h"
+#include "util/disk_reserve.h"
 #include "util/cleanup.h"
 #include "util/parse.h"
 
@@ -68,25 +69,8 @@ int store_open(struct store **out, const struct store_config *cfg, struct husk_e
   s->log_ctx = cfg->log_ctx;
   snprintf(s->region, sizeof s->region, "%s", cfg->region ? cfg->region : "us-east-1");
   s->quota = cfg->quota_bytes;
-  if (!cfg->data_reserve) {
-    s->reserve_default = true;
-  } else {
-    size_t rl = strlen(cfg->data_reserve);
-    if (rl > 1 && cfg->data_reserve[rl - 1] == '%') {
-      char pct[8] = "";
-      uint64_t v = 0;
-      struct husk_err pe;
-      if (rl - 1 < sizeof pct)
-        memcpy(pct, cfg->data_reserve, rl - 1);
-      if (!pct[0] || parse_u64_range(pct, 0, 90, &v, &pe) < 0) {
-        husk_fail(err, EINVAL, "the data reserve must be SIZE or N%% with N 0..90");
-        goto fail;
-      }
-      s->reserve_pct = (unsigned)v;
-    } else if (parse_size(cfg->data_reserve, &s->reserve, err) < 0) {
-      goto fail;
-    }
-  }
+  if (disk_reserve_parse(cfg->data_reserve, &s->reserve, err) < 0)
+    goto fail;
   /* No public URL: no links on the embedded store (until one is set,
    * e.g. once the S3 listener has its port). */
   s->public_url = strdup(cfg->public_url ? cfg->public_url : "");

@@ -87,15 +87,13 @@ struct store_config {
                            * (links on the embedded store are refused, EOPNOTSUPP) */
   /* Free space kept on DATA's filesystem, which no object write may use
    * (the database lives there too): "SIZE" (bytes, k/M/G suffixes) or
-   * "N%" of the filesystem; NULL: STORE_RESERVE_DEFAULT, at most
-   * STORE_RESERVE_DEFAULT_PCT of the filesystem. */
+   * "N%" of the filesystem; NULL: the default (util/disk_reserve.h).
+   * Template imports keep the same reserve. */
   const char *data_reserve;
   void (*log)(void *ctx, const char *line);
   void *log_ctx;
 };
 
-#define STORE_RESERVE_DEFAULT (1ULL << 30)
-#define STORE_RESERVE_DEFAULT_PCT 5
 /* A box file may have this much more apparent size than allocated bytes
  * (the filesystem's rounding) before it counts as sparse and is refused:
  * its holes would be written out in full. */

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "storage/store.h"
+#include "util/disk_reserve.h"
 #include "util/error.h"
 
 struct store {
@@ -20,9 +21,7 @@ struct store {
   int partfd; /* parts/ */
   char region[64];
   uint64_t quota;
-  uint64_t reserve;     /* bytes kept free on DATA's filesystem ... */
-  unsigned reserve_pct; /* ... or this percent of it (0: `reserve`) */
-  bool reserve_default; /* STORE_RESERVE_DEFAULT, capped at _PCT */
+  struct disk_reserve reserve; /* kept free on DATA's filesystem */
   char *public_url;
   unsigned char master[32]; /* seals the S3 secrets */
   struct remote *remote;    /* the external store, when configured (owned) */

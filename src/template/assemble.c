@@ -55,7 +55,7 @@ int template_asm_begin(struct template_store *ts, const char *tenant, const char
   a->ts = ts;
   snprintf(a->tenant, sizeof a->tenant, "%s", tenant);
   snprintf(a->name, sizeof a->name, "%s", name);
-  if (import_begin(ts, &a->im, err) < 0) {
+  if (import_begin(ts, tenant, &a->im, err) < 0) {
     template_asm_end(a);
     return -1;
   }

@@ -200,7 +200,7 @@ int template_create_debian(struct template_store *ts, const char *tenant, const 
   struct image_layer layer = {0};
   cleanup_close int tree = -1, blob = -1;
   int rc = -1;
-  if (import_begin(ts, &im, err) < 0)
+  if (import_begin(ts, tenant, &im, err) < 0)
     goto out;
   char root[PATH_MAX];
   if (snprintf(root, sizeof root, "%s/templates/tmp/%s/debian", ts->cfg.data_dir, im.work) >=

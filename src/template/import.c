@@ -26,27 +26,34 @@
 
 /* ---- import ---------------------------------------------------------------- */
 
-/* The data disk keeps its reserve: an import stops before eating it. */
+/* The data disk keeps its reserve: an import stops before eating it (an
+ * archive's layers are checked one by one as they are unpacked). */
 static int check_space(struct template_store *ts, struct husk_err *err) {
-  if (!ts->cfg.data_reserve)
-    return 0;
-  struct statvfs sv;
-  if (fstatvfs(ts->root, &sv) < 0)
-    return husk_error(err, errno, "cannot read the data disk's free space");
-  uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize;
-  if (avail < ts->cfg.data_reserve)
-    return husk_fail(err, ENOSPC,
-                     "the data disk is down to its reserve (%llu bytes free, %llu kept): the "
-                     "template cannot be stored",
-                     (unsigned long long)avail, (unsigned long long)ts->cfg.data_reserve);
+  if (disk_reserve_check(ts->root, &ts->reserve, 0, err) < 0)
+    return husk_error_wrap(err, "the template cannot be stored");
   return 0;
 }
 
-int import_begin(struct template_store *ts, struct import *im, struct husk_err *err) {
+int import_begin(struct template_store *ts, const char *tenant, struct import *im,
+                 struct husk_err *err) {
   im->ts = ts;
   im->wfd = -1;
+  im->max_bytes = ts->cfg.max_image_bytes;
   if (check_space(ts, err) < 0)
     return -1;
+  if (*tenant && ts->cfg.tenant_quota) {
+    uint64_t used;
+    if (state_template_usage(ts->state, tenant, &used, err) < 0)
+      return -1;
+    if (used >= ts->cfg.tenant_quota)
+      return husk_fail(err, EDQUOT,
+                       "the tenant's templates use %llu of their %llu bytes of template storage",
+                       (unsigned long long)used, (unsigned long long)ts->cfg.tenant_quota);
+    if (ts->cfg.tenant_quota - used < im->max_bytes) {
+      im->max_bytes = ts->cfg.tenant_quota - used;
+      im->quota_bound = true;
+    }
+  }
   if (flock(ts->gc, LOCK_SH) < 0)
     return husk_error(err, errno, "cannot lock the template store");
   im->held = true;
@@ -98,11 +105,20 @@ int import_place_layer(struct import *im, int srcdir, const struct image_layer *
                                        RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
   if (blob < 0)
     return husk_error(err, errno, "cannot open layer %zu's blob", i + 1);
-  struct layer_limits lim = {.max_bytes = ts->cfg.max_image_bytes,
-                             .max_entries = ts->cfg.max_layer_entries};
+  /* Within the tenant's room, less the layers unpacked before this one. */
+  uint64_t room = im->max_bytes;
+  if (im->quota_bound)
+    room = *size < room ? room - *size : 1;
+  struct layer_limits lim = {.max_bytes = room, .max_entries = ts->cfg.max_layer_entries};
   struct layer_result res;
-  if (layer_extract(blob, rootfd, &lim, &res, err) < 0)
+  if (layer_extract(blob, rootfd, &lim, &res, err) < 0) {
+    if (err->code == EFBIG && im->quota_bound)
+      return husk_fail(err, EDQUOT,
+                       "layer %zu unpacks to more than the %llu bytes of template storage the "
+                       "tenant has left",
+                       i + 1, (unsigned long long)room);
     return husk_error_wrap(err, "layer %zu (%s)", i + 1, l->digest);
+  }
   if (strcmp(res.diff_id, l->diff_id))
     return husk_fail(err, EINVAL,
                      "layer %zu unpacks to %s, but the image config says %s: the image is "
@@ -227,11 +243,15 @@ int template_import_archive(struct template_store *ts, const char *tenant, const
   struct import im = {0};
   struct image img = {0};
   int rc = -1;
-  if (import_begin(ts, &im, err) < 0)
+  if (import_begin(ts, tenant, &im, err) < 0)
     goto out;
-  struct image_limits lim = {.max_bytes = ts->cfg.max_image_bytes, .max_entries = 100000};
-  if (image_read_archive(in, ctx, im.wfd, &lim, &img, err) < 0)
+  struct image_limits lim = {.max_bytes = im.max_bytes, .max_entries = 100000};
+  if (image_read_archive(in, ctx, im.wfd, &lim, &img, err) < 0) {
+    if (err->code == EFBIG && im.quota_bound)
+      husk_fail(err, EDQUOT, "the archive is larger than the %llu bytes of template storage the "
+                "tenant has left", (unsigned long long)im.max_bytes);
     goto out;
+  }
   rc = import_commit(&im, im.wfd, true, tenant, name, "oci", &img, out, err);
 out:
   image_free(&img);
@@ -249,9 +269,9 @@ int template_import_layout(struct template_store *ts, const char *tenant, const 
   struct import im = {0};
   struct image img = {0};
   int rc = -1;
-  if (import_begin(ts, &im, err) < 0)
+  if (import_begin(ts, tenant, &im, err) < 0)
     goto out;
-  struct image_limits lim = {.max_bytes = ts->cfg.max_image_bytes, .max_entries = 100000};
+  struct image_limits lim = {.max_bytes = im.max_bytes, .max_entries = 100000};
   if (image_read_layout(dfd, &lim, &img, err) < 0)
     goto out;
   rc = import_commit(&im, dfd, false, tenant, name, "oci", &img, out, err);

@@ -8,11 +8,14 @@
 
 #include "template/template.h"
 
+#include "util/disk_reserve.h"
+
 #define HEX_OFF 7 /* "sha256:" */
 
 struct template_store {
   struct template_store_config cfg;
   struct state *state;
+  struct disk_reserve reserve;
   int root;             /* DATA/templates */
   int layers;           /* .../layers */
   int blobs;            /* .../blobs/sha256 */
@@ -38,8 +41,14 @@ struct import {
   char work[40];
   int wfd;
   bool held;
+  uint64_t max_bytes; /* an archive or a layer: the store's limit, or the tenant's room */
+  bool quota_bound;   /* max_bytes is the tenant's room */
 };
-int import_begin(struct template_store *ts, struct import *im, struct husk_err *err);
+/* Start an import for `tenant` (""; the operator's: no quota): the disk
+ * reserve and the tenant's template storage are checked (ENOSPC, EDQUOT)
+ * and bound what it may unpack. */
+int import_begin(struct template_store *ts, const char *tenant, struct import *im,
+                 struct husk_err *err);
 void import_end(struct import *im);
 /* The name `name` is free for `tenant` and well-formed. */
 int import_check_new(struct template_store *ts, const char *tenant, const char *name,
