@@ -44,6 +44,7 @@ struct husk_box_info {
   char state[16]; /* creating | running | stopped | killed | expired | failed */
   char reason[256];
   char template_name[64];
+  char workdir[256]; /* where commands start unless they say */
   char network[16];  /* "none" or "egress" */
   char *egress_json; /* egress mode: the policy, secrets shown as placeholders; else NULL */
   struct husk_limits limits;

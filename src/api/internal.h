@@ -292,6 +292,19 @@ enum MHD_Result h_link_revoke(struct req *r);
 enum MHD_Result h_link_get(struct req *r);
 enum MHD_Result h_link_access(struct req *r);
 enum MHD_Result h_box_export(struct req *r);
+/* routes_templates.c */
+enum MHD_Result h_template_import_begin(struct req *r);
+int h_template_import_upload(struct req *r, const char *data, size_t len);
+enum MHD_Result h_template_import(struct req *r);
+void h_template_import_cleanup(struct req *r);
+enum MHD_Result h_template_list(struct req *r);
+enum MHD_Result h_template_get(struct req *r);
+enum MHD_Result h_template_delete(struct req *r);
+enum MHD_Result h_template_export(struct req *r);
+enum MHD_Result h_build_begin(struct req *r);
+int h_build_upload(struct req *r, const char *data, size_t len);
+enum MHD_Result h_build(struct req *r);
+void h_build_cleanup(struct req *r);
 enum MHD_Result h_box_import(struct req *r);
 
 /* ---- file_body.c: bodies read from a box-controlled file ------------ */
@@ -354,6 +367,16 @@ bool api_stream_gone(const struct api_stream *s);
 int api_stream_gone_fd(const struct api_stream *s);
 /* The MHD response draining the stream (takes a reference). */
 struct MHD_Response *api_stream_response(struct api_stream *s);
+/* A raw body made by produce(ctx, out, out_ctx, err) in a worker thread:
+ * it writes through out (-1, ECONNRESET, once the client is gone) and
+ * returns < 0 on failure.  A failure before its first byte is the reply's
+ * error status; after it, the body ends without its last chunk (clients
+ * see an error, not a short file).  ctx_free(ctx) runs when both the
+ * worker and the reply are done with it (also when nothing started). */
+typedef int (*api_producer)(void *ctx, int (*out)(void *oc, const void *buf, size_t len),
+                            void *oc, struct husk_err *err);
+enum MHD_Result api_reply_produced(struct req *r, const char *content_type, api_producer produce,
+                                   void *ctx, void (*ctx_free)(void *ctx));
 /* Format one SSE event; returns malloc'd text. */
 char *sse_format(const char *event, const char *id, json_t *data, size_t *len);
 char *ndjson_format(const char *event, json_t *data, size_t *len);

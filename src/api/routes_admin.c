@@ -138,7 +138,8 @@ enum MHD_Result h_pool(struct req *r) {
   size_t n = box_pool_stats(r->srv->cfg.mgr, st, BOX_POOL_MAX_SHAPES, &unmatched);
   json_t *arr = json_array();
   for (size_t i = 0; arr && i < n; i++) {
-    json_t *p = json_pack("{s:o, s:I, s:I, s:I, s:I}", "limits", api_limits_json(&st[i].shape),
+    json_t *p = json_pack("{s:s, s:o, s:I, s:I, s:I, s:I}", "template", st[i].template_name,
+                          "limits", api_limits_json(&st[i].shape),
                           "size", (json_int_t)st[i].size, "ready", (json_int_t)st[i].ready,
                           "claims", (json_int_t)st[i].claims, "empty", (json_int_t)st[i].empty);
     if (!p || json_array_append_new(arr, p) < 0) {

@@ -27,8 +27,9 @@ json_t *api_box_json(const struct husk_box_info *bi) {
   if (limits)
     json_object_set_new(limits, "timeout", json_real((double)bi->limits.timeout_ms / 1000.0));
   json_t *o = json_pack(
-      "{s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o}", "id", bi->id, "state", bi->state,
-      "reason", bi->reason, "template", bi->template_name, "network",
+      "{s:s, s:s, s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:o}", "id", bi->id, "state",
+      bi->state, "reason", bi->reason, "template", bi->template_name, "workdir", bi->workdir,
+      "network",
       bi->network[0] ? bi->network : "none", "created_at", json_time(bi->created_ms),
       "expires_at", json_time(bi->expires_ms), "ended_at", json_time(bi->ended_ms), "limits",
       limits, "metadata", meta ? meta : json_object());

@@ -481,73 +481,30 @@ enum MHD_Result h_file_delete(struct req *r) {
 
 /* ---- GET /files/tar?path=DIR: a tar stream, produced as it is sent --- */
 
-/* husk_tar_write() pushes the archive chunk by chunk; it runs in a worker
- * thread feeding a queue that the connection's thread drains (chunked
- * encoding).  The reply starts with the first chunk, so errors before it
- * (no such directory) are ordinary HTTP errors; a failure later ends the
- * body without its final chunk, which clients report as an error. */
+/* husk_tar_write() pushes the archive chunk by chunk from a worker thread
+ * (api_reply_produced): errors before the first chunk (no such directory)
+ * are ordinary HTTP errors; a failure later ends the body without its
+ * final chunk, which clients report as an error. */
 struct tar_out {
   struct api_server *srv;
-  struct api_stream *st;
   struct husk_fs b;
   char *path;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int refs;
-  bool started, finished;
-  int rc;
-  struct husk_err err;
 };
 
-static void tar_out_unref(struct tar_out *t) {
-  pthread_mutex_lock(&t->mu);
-  bool last = --t->refs == 0;
-  pthread_mutex_unlock(&t->mu);
-  if (!last)
-    return;
-  api_stream_unref(t->st);
+static void tar_out_free(void *ctx) {
+  struct tar_out *t = ctx;
   close_quiet(t->b.fs);
   free(t->path);
-  pthread_mutex_destroy(&t->mu);
-  pthread_cond_destroy(&t->cv);
   free(t);
 }
 
-static int tar_out_cb(void *ctx, const void *buf, size_t len) {
+static int tar_out_produce(void *ctx, int (*out)(void *, const void *, size_t), void *oc,
+                           struct husk_err *err) {
   struct tar_out *t = ctx;
-  pthread_mutex_lock(&t->mu);
-  if (!t->started) {
-    t->started = true;
-    pthread_cond_broadcast(&t->cv);
-  }
-  pthread_mutex_unlock(&t->mu);
-  if (api_stream_push_raw(t->st, buf, len) < 0) {
-    errno = ECONNRESET; /* the client went away */
-    return -1;
-  }
-  return 0;
-}
-
-static void *tar_out_worker(void *arg) {
-  struct tar_out *t = arg;
-  struct husk_err err = {0};
-  int rc = husk_tar_write(&t->b, t->path, tar_out_cb, t, &err);
+  int rc = husk_tar_write(&t->b, t->path, out, oc, err);
   if (rc > 0)
     api_log(t->srv, "tar download of a box directory: %d entries skipped", rc);
-  pthread_mutex_lock(&t->mu);
-  t->finished = true;
-  t->rc = rc;
-  t->err = err;
-  pthread_cond_broadcast(&t->cv);
-  pthread_mutex_unlock(&t->mu);
-  if (rc < 0)
-    api_stream_fail(t->st);
-  else
-    api_stream_close(t->st);
-  struct api_server *srv = t->srv;
-  tar_out_unref(t);
-  api_worker_leave(srv);
-  return NULL;
+  return rc;
 }
 
 enum MHD_Result h_tar_get(struct req *r) {
@@ -559,48 +516,17 @@ enum MHD_Result h_tar_get(struct req *r) {
   struct tar_out *t = calloc(1, sizeof *t);
   if (!t)
     return api_reply_error(r, 500, "internal_error", "out of memory");
-  pthread_mutex_init(&t->mu, NULL);
-  pthread_cond_init(&t->cv, NULL);
-  t->refs = 1;
   t->srv = r->srv;
   t->b.fs = -1;
-  t->path = strdup(path);
-  t->st = api_stream_new(r, STREAM_RAW);
-  if (!t->path || !t->st) {
-    bool busy = t->path && errno == EAGAIN;
-    tar_out_unref(t);
-    return busy ? api_reply_busy(r) : api_reply_error(r, 500, "internal_error", "out of memory");
+  if (!(t->path = strdup(path))) {
+    tar_out_free(t);
+    return api_reply_error(r, 500, "internal_error", "out of memory");
   }
   if (open_fs(r, &t->b) < 0) {
-    tar_out_unref(t);
+    tar_out_free(t);
     return api_reply_err(r, &r->err);
   }
-  t->refs = 2;
-  if (api_worker_start(r->srv, tar_out_worker, t) != 0) {
-    t->refs = 1;
-    tar_out_unref(t);
-    return api_reply_error(r, 503, "unavailable", "cannot start a worker thread");
-  }
-  pthread_mutex_lock(&t->mu);
-  while (!t->started && !t->finished)
-    pthread_cond_wait(&t->cv, &t->mu);
-  bool failed = !t->started && t->rc < 0;
-  struct husk_err err = t->err;
-  pthread_mutex_unlock(&t->mu);
-  enum MHD_Result ret;
-  if (failed) {
-    ret = api_reply_err(r, &err);
-  } else {
-    struct MHD_Response *resp = api_stream_response(t->st);
-    if (resp) {
-      MHD_add_response_header(resp, "Content-Type", "application/x-tar");
-      ret = api_queue(r, 200, resp);
-    } else {
-      ret = MHD_NO;
-    }
-  }
-  tar_out_unref(t);
-  return ret;
+  return api_reply_produced(r, "application/x-tar", tar_out_produce, t, tar_out_free);
 }
 
 /* ---- PUT /files/tar?path=DIR: extract the body as it arrives -------- */

@@ -76,10 +76,10 @@ const struct route api_routes[] = {
     {"PUT", SB "/files/tar", AUTH_TENANT, BODY_STREAM, "files.tar_upload", h_tar_put, h_tar_put_begin,
      h_tar_put_upload, h_tar_put_cleanup},
 
-    /* MCP, Streamable HTTP (branch mcp); GET/DELETE answer 405.  Tool calls
-     * are audited one by one inside (action "mcp.<tool>"). */
+    /* MCP, Streamable HTTP; GET/DELETE answer 405.  Tool calls are
+     * audited one by one inside (action "mcp.<tool>"). */
     {"POST", "/mcp", AUTH_TENANT, BODY_STREAM, NULL, h_mcp, h_mcp_begin, h_mcp_upload, h_mcp_cleanup},
-    /* issue 7: the network and secrets plane */
+    /* The network and secrets plane */
     {"PUT", SB "/network", AUTH_TENANT, BODY_JSON, "sandbox.network", h_box_network, NULL, NULL, NULL},
     {"GET", "/v1/secrets", AUTH_TENANT, BODY_NONE, NULL, h_secret_list, NULL, NULL, NULL},
     {"PUT", "/v1/secrets/{}", AUTH_TENANT, BODY_JSON, "secret.put", h_secret_put, NULL, NULL, NULL},
@@ -88,7 +88,7 @@ const struct route api_routes[] = {
     {"PUT", "/v1/tenants/{}/secrets/{}", AUTH_ADMIN, BODY_JSON, "secret.put", h_admin_secret_put, NULL, NULL, NULL},
     {"DELETE", "/v1/tenants/{}/secrets/{}", AUTH_ADMIN, BODY_NONE, "secret.delete", h_admin_secret_delete,
      NULL, NULL, NULL},
-    /* Storage plane (issue 6): routes_storage.c */
+    /* The storage plane: routes_storage.c */
     {"POST", "/v1/s3-keys", AUTH_TENANT, BODY_NONE, "s3_key.create", h_s3_key_create, NULL, NULL, NULL},
     {"GET", "/v1/s3-keys", AUTH_TENANT, BODY_NONE, NULL, h_s3_key_list, NULL, NULL, NULL},
     {"DELETE", "/v1/s3-keys/{}", AUTH_TENANT, BODY_NONE, "s3_key.revoke", h_s3_key_revoke, NULL, NULL, NULL},
@@ -99,6 +99,16 @@ const struct route api_routes[] = {
     {"GET", "/v1/links/{}/access", AUTH_TENANT, BODY_NONE, NULL, h_link_access, NULL, NULL, NULL},
     {"POST", SB "/store", AUTH_TENANT, BODY_JSON, "sandbox.store", h_box_export, NULL, NULL, NULL},
     {"POST", SB "/load", AUTH_TENANT, BODY_JSON, "sandbox.load", h_box_import, NULL, NULL, NULL},
+    /* Templates (a tenant's own; the admin key: the shared): routes_templates.c */
+    {"POST", "/v1/templates", AUTH_ANY, BODY_STREAM, "template.import", h_template_import,
+     h_template_import_begin, h_template_import_upload, h_template_import_cleanup},
+    {"GET", "/v1/templates", AUTH_ANY, BODY_NONE, NULL, h_template_list, NULL, NULL, NULL},
+    {"GET", "/v1/templates/{}", AUTH_ANY, BODY_NONE, NULL, h_template_get, NULL, NULL, NULL},
+    {"DELETE", "/v1/templates/{}", AUTH_ANY, BODY_NONE, "template.delete", h_template_delete, NULL,
+     NULL, NULL},
+    {"GET", "/v1/templates/{}/export", AUTH_ANY, BODY_NONE, NULL, h_template_export, NULL, NULL, NULL},
+    {"POST", "/v1/builds", AUTH_ANY, BODY_STREAM, "template.build", h_build, h_build_begin,
+     h_build_upload, h_build_cleanup},
 };
 const size_t api_nroutes = sizeof api_routes / sizeof api_routes[0];
 
@@ -290,7 +300,7 @@ int api_query_bool(struct req *r, const char *name, bool *out) {
 /* Routes whose request lasts as long as a command runs or streams. */
 static bool route_runs_command(const struct route *rt) {
   return rt->handle == h_exec || rt->handle == h_proc_output || rt->handle == h_proc_stdin ||
-         rt->handle == h_mcp;
+         rt->handle == h_mcp || rt->handle == h_build;
 }
 
 /* Count an authenticated tenant request in its tenant's load, or refuse it

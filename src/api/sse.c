@@ -323,3 +323,118 @@ struct MHD_Response *api_stream_response(struct api_stream *s) {
   }
   return resp;
 }
+
+/* ---- a raw body produced by a worker thread ------------------------- */
+
+struct produced {
+  struct api_server *srv;
+  struct api_stream *st;
+  api_producer produce;
+  void *ctx;
+  void (*ctx_free)(void *ctx);
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int refs;
+  bool started, finished;
+  int rc;
+  struct husk_err err;
+};
+
+static void produced_unref(struct produced *p) {
+  pthread_mutex_lock(&p->mu);
+  bool last = --p->refs == 0;
+  pthread_mutex_unlock(&p->mu);
+  if (!last)
+    return;
+  api_stream_unref(p->st);
+  if (p->ctx_free)
+    p->ctx_free(p->ctx);
+  pthread_mutex_destroy(&p->mu);
+  pthread_cond_destroy(&p->cv);
+  free(p);
+}
+
+static int produced_out(void *oc, const void *buf, size_t len) {
+  struct produced *p = oc;
+  pthread_mutex_lock(&p->mu);
+  if (!p->started) {
+    p->started = true;
+    pthread_cond_broadcast(&p->cv);
+  }
+  pthread_mutex_unlock(&p->mu);
+  if (api_stream_push_raw(p->st, buf, len) < 0) {
+    errno = ECONNRESET; /* the client went away */
+    return -1;
+  }
+  return 0;
+}
+
+static void *produced_worker(void *arg) {
+  struct produced *p = arg;
+  struct husk_err err = {0};
+  int rc = p->produce(p->ctx, produced_out, p, &err);
+  pthread_mutex_lock(&p->mu);
+  p->finished = true;
+  p->rc = rc;
+  p->err = err;
+  pthread_cond_broadcast(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+  if (rc < 0)
+    api_stream_fail(p->st);
+  else
+    api_stream_close(p->st);
+  struct api_server *srv = p->srv;
+  produced_unref(p);
+  api_worker_leave(srv);
+  return NULL;
+}
+
+enum MHD_Result api_reply_produced(struct req *r, const char *content_type, api_producer produce,
+                                   void *ctx, void (*ctx_free)(void *ctx)) {
+  struct produced *p = calloc(1, sizeof *p);
+  if (!p) {
+    if (ctx_free)
+      ctx_free(ctx);
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  }
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_cond_init(&p->cv, NULL);
+  p->refs = 1;
+  p->srv = r->srv;
+  p->produce = produce;
+  p->ctx = ctx;
+  p->ctx_free = ctx_free;
+  p->st = api_stream_new(r, STREAM_RAW);
+  if (!p->st) {
+    bool busy = errno == EAGAIN;
+    produced_unref(p);
+    return busy ? api_reply_busy(r) : api_reply_error(r, 500, "internal_error", "out of memory");
+  }
+  p->refs = 2; /* this handler and the worker */
+  if (api_worker_start(r->srv, produced_worker, p) != 0) {
+    p->refs = 1;
+    produced_unref(p);
+    return api_reply_error(r, 503, "unavailable", "cannot start a worker thread");
+  }
+  /* Errors before the first byte are ordinary HTTP errors. */
+  pthread_mutex_lock(&p->mu);
+  while (!p->started && !p->finished)
+    pthread_cond_wait(&p->cv, &p->mu);
+  bool failed = !p->started && p->rc < 0;
+  struct husk_err err = p->err;
+  pthread_mutex_unlock(&p->mu);
+  enum MHD_Result ret;
+  if (failed) {
+    ret = api_reply_err(r, &err);
+  } else {
+    struct MHD_Response *resp = api_stream_response(p->st);
+    if (resp) {
+      MHD_add_response_header(resp, "Content-Type", content_type);
+      ret = api_queue(r, 200, resp);
+    } else {
+      ret = MHD_NO;
+    }
+  }
+  produced_unref(p);
+  return ret;
+}

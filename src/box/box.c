@@ -291,6 +291,7 @@ static void fill_info(struct husk_box_info *bi, const struct state_box *sb) {
   snprintf(bi->state, sizeof bi->state, "%.15s", st);
   snprintf(bi->reason, sizeof bi->reason, "%s", sb->reason);
   snprintf(bi->template_name, sizeof bi->template_name, "%s", sb->template_name[0] ? sb->template_name : "default");
+  snprintf(bi->workdir, sizeof bi->workdir, "%s", sb->workdir[0] ? sb->workdir : "/workspace");
   snprintf(bi->network, sizeof bi->network, "none");
   bi->limits.memory_bytes = (uint64_t)sb->memory;
   bi->limits.pids = (uint64_t)sb->pids;

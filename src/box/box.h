@@ -81,6 +81,14 @@ struct box_pool_stat {
 };
 size_t box_pool_stats(struct husk_mgr *m, struct box_pool_stat *out, size_t max, uint64_t *unmatched);
 
+/* The template store the manager was opened with (NULL: only `default`). */
+struct template_store *box_mgr_templates(struct husk_mgr *m);
+
+/* The templates `tenant` may use (its own, then the shared), by name. */
+int box_template_list(struct husk_mgr *m, const char *tenant,
+                      int (*cb)(void *ctx, const struct state_template *t), void *ctx,
+                      struct husk_err *err);
+
 /* Delete the owner's template (template_delete) unless a warm pool keeps
  * boxes of it (EBUSY: its boxes have no row the store's check would see). */
 int box_template_delete(struct husk_mgr *m, const char *tenant, const char *name_or_id,
@@ -113,18 +121,25 @@ void box_tenant_resume(struct husk_mgr *m, const struct box_tenant_purge *purge)
  * steps with the network `egress_json` allows, else none), the template
  * made belongs to `owner` ("" : the operator's, shared), named `name`.
  * Output (step headers and the steps' own output) goes to log(ctx, ...)
- * as it comes.  `context`: a directory fd of the build context (-1: none;
- * COPY then fails).  Errors: EINVAL (the Dockerfile, a failed step: the
- * message names the step), EEXIST (the name is taken), as a box create or
- * an import otherwise. */
+ * as it comes.  The build context is `context`, a directory fd, or what
+ * `context_tar` (an fd: a tar stream, read to its end) holds, unpacked
+ * into the store's work space (at most context_max bytes of tar, 0:
+ * TEMPLATE_CONTEXT_MAX); neither (-1): COPY fails.  The Dockerfile is
+ * `dockerfile`, or NULL: the file `dockerfile_path` ("Dockerfile" if
+ * NULL) of the context.  Errors: EINVAL (the Dockerfile, a failed step:
+ * the message names the step), EEXIST (the name is taken), as a box
+ * create or an import otherwise. */
 struct box_build_req {
   const char *tenant;
   const char *owner;
   const char *name;
   const char *dockerfile;
   size_t dockerfile_len;
+  const char *dockerfile_path;
   char *const *build_args; /* NAME=VALUE, NULL-terminated, or NULL */
   int context;
+  int context_tar;
+  uint64_t context_max;
   const char *egress_json;
   struct husk_limits limits; /* of each step's box; timeout_ms: each RUN's (default 30 min) */
   bool no_cache;
@@ -134,5 +149,15 @@ struct box_build_req {
 };
 int box_build(struct husk_mgr *m, const struct box_build_req *req, struct state_template *out,
               struct husk_err *err);
+
+/* The egress policy (JSON, malloc'd; NULL when out of memory) that lets
+ * a build's RUN steps reach `hosts` (names, "*.suffix" patterns) through
+ * the proxy, and nothing else. */
+char *box_build_egress_policy(const char *const *hosts, size_t n);
+
+/* The tenant the operator's builds (of shared templates) run their steps'
+ * boxes as: found, or made the first time. */
+#define BOX_BUILD_TENANT "husk-builds"
+int box_build_tenant(struct husk_mgr *m, char out[HUSK_TENANT_ID_MAX], struct husk_err *err);
 
 #endif

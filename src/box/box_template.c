@@ -100,3 +100,11 @@ fail:
   box_image_free(out);
   return -1;
 }
+
+struct template_store *box_mgr_templates(struct husk_mgr *m) { return m->cfg.templates; }
+
+int box_template_list(struct husk_mgr *m, const char *tenant,
+                      int (*cb)(void *ctx, const struct state_template *t), void *ctx,
+                      struct husk_err *err) {
+  return state_template_list(m->cfg.state, tenant, cb, ctx, err);
+}

@@ -18,6 +18,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <poll.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
@@ -56,6 +57,7 @@ struct build {
   char key[KEY_SIZE]; /* of everything so far */
   struct husk_err *err;
   unsigned copies;
+  int context; /* the request's, or the one unpacked from its tar */
 };
 
 static void say(struct build *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -219,9 +221,13 @@ static int run_step(struct build *b, const struct df_step *st, size_t no) {
   }
   struct husk_box_info bi = {0};
   uint64_t step_ms = r->limits.timeout_ms ? r->limits.timeout_ms : BUILD_STEP_TIMEOUT_MS;
+  /* Tagged: a step's box shows in the tenant's listing as its build's. */
+  char meta[128];
+  snprintf(meta, sizeof meta, "{\"husk.build\":\"%s\"}", r->name);
   struct husk_box_spec spec = {.limits = r->limits,
                                .network = r->egress_json ? "egress" : NULL,
-                               .egress_json = r->egress_json};
+                               .egress_json = r->egress_json,
+                               .metadata_json = meta};
   spec.limits.timeout_ms = step_ms + 60 * 1000; /* the box outlives its step */
   bool made = rc == 0 && box_create(b->m, r->tenant, &spec, img, &bi, b->err) == 0;
   for (i = 0; i < nargs; i++)
@@ -300,9 +306,8 @@ static int fix_dir_times(int dirfd, int depth) {
 /* COPY SRC... DST: the sources from the context, under DST (relative to the
  * working directory), as one layer. */
 static int copy_step(struct build *b, const struct df_step *st, size_t no) {
-  const struct box_build_req *r = b->req;
   say(b, "step %zu: %s", no, st->text);
-  if (r->context < 0)
+  if (b->context < 0)
     return husk_fail(b->err, EINVAL, "step %zu: COPY needs a build context", no);
   const char *dst = st->args[st->nargs - 1];
   char full[PATH_MAX];
@@ -357,7 +362,7 @@ static int copy_step(struct build *b, const struct df_step *st, size_t no) {
     const char *src = st->args[i];
     /* Beneath the context: a symlink on the way that leads out, or `..`
      * above it, is refused (RESOLVE_BENEATH). */
-    cleanup_close int s = sys_openat2(r->context, *src ? src : ".", O_RDONLY | O_CLOEXEC, 0,
+    cleanup_close int s = sys_openat2(b->context, *src ? src : ".", O_RDONLY | O_CLOEXEC, 0,
                                       RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
     if (s < 0) {
       if (errno == EXDEV || errno == ELOOP)
@@ -455,14 +460,136 @@ static int config_step(struct build *b, const struct df_step *st, size_t no) {
   return 0;
 }
 
+char *box_build_egress_policy(const char *const *hosts, size_t n) {
+  json_t *rules = json_array();
+  for (size_t i = 0; rules && i < n; i++)
+    if (json_array_append_new(rules, json_pack("{s:s}", "host", hosts[i])) < 0) {
+      json_decref(rules);
+      rules = NULL;
+    }
+  json_t *p = rules ? json_pack("{s:o}", "rules", rules) : NULL;
+  char *text = p ? json_dumps(p, JSON_COMPACT) : NULL;
+  json_decref(p);
+  return text;
+}
+
+int box_build_tenant(struct husk_mgr *m, char out[HUSK_TENANT_ID_MAX], struct husk_err *err) {
+  for (int tries = 0; tries < 2; tries++) {
+    if (husk_tenant_find(m, BOX_BUILD_TENANT, out, err) == 0)
+      return 0;
+    if (err->code != ENOENT)
+      return -1;
+    if (husk_tenant_create(m, BOX_BUILD_TENANT, out, err) == 0)
+      return 0;
+    if (err->code != EEXIST) /* else another build made it meanwhile */
+      return -1;
+  }
+  return -1;
+}
+
+/* The Dockerfile at `path` of the context (beneath it, a regular file of
+ * at most DOCKERFILE_MAX_BYTES) into a malloc'd buffer. */
+static int read_dockerfile(int context, const char *path, char **out, size_t *len,
+                           struct husk_err *err) {
+  cleanup_close int fd = sys_openat2(context, path, O_RDONLY | O_NOCTTY | O_CLOEXEC, 0,
+                                     RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV);
+  if (fd < 0) {
+    if (errno == EXDEV || errno == ELOOP)
+      return husk_fail(err, EINVAL, "the Dockerfile `%.200s` leads out of the build context",
+                       path);
+    return husk_error(err, errno, "the Dockerfile `%.200s` of the build context", path);
+  }
+  struct stat st;
+  if (fstat(fd, &st) < 0)
+    return husk_error(err, errno, "the Dockerfile `%.200s`", path);
+  if (!S_ISREG(st.st_mode))
+    return husk_fail(err, EINVAL, "the Dockerfile `%.200s` is not a file", path);
+  if (st.st_size > DOCKERFILE_MAX_BYTES)
+    return husk_fail(err, EFBIG, "the Dockerfile is larger than %d bytes", DOCKERFILE_MAX_BYTES);
+  char *buf = malloc((size_t)st.st_size + 1);
+  if (!buf)
+    return husk_error(err, ENOMEM, "the Dockerfile");
+  /* One byte more than its size: a file that grows meanwhile is noticed. */
+  size_t cap = (size_t)st.st_size + 1, n = 0;
+  while (n < cap) {
+    ssize_t got = read(fd, buf + n, cap - n);
+    if (got < 0 && errno == EINTR)
+      continue;
+    if (got < 0) {
+      free(buf);
+      return husk_error(err, errno, "the Dockerfile");
+    }
+    if (got == 0)
+      break;
+    n += (size_t)got;
+  }
+  if (n == cap) {
+    free(buf);
+    return husk_fail(err, EAGAIN, "the Dockerfile changed while it was read");
+  }
+  *out = buf;
+  *len = (size_t)n;
+  return 0;
+}
+
+static int build_parsed(struct husk_mgr *m, const struct box_build_req *req, int context,
+                        const struct dockerfile *df, struct state_template *out,
+                        struct husk_err *err);
+
 int box_build(struct husk_mgr *m, const struct box_build_req *req, struct state_template *out,
               struct husk_err *err) {
   if (!m->cfg.templates)
     return husk_fail(err, EINVAL, "this server keeps no templates");
+  struct template_context tc = {.dir = -1, .work = -1};
+  int context = req->context;
+  if (req->context_tar >= 0) {
+    if (template_context_unpack(m->cfg.templates, req->context_tar, req->context_max, &tc, err) <
+        0)
+      return -1;
+    context = tc.dir;
+  }
+  cleanup_free char *text = NULL;
+  const char *dockerfile = req->dockerfile;
+  size_t dockerfile_len = req->dockerfile_len;
+  int rc = -1;
+  if (!dockerfile) {
+    if (context < 0) {
+      husk_fail(err, EINVAL, "no Dockerfile");
+      goto out;
+    }
+    if (read_dockerfile(context, req->dockerfile_path ? req->dockerfile_path : "Dockerfile",
+                        &text, &dockerfile_len, err) < 0)
+      goto out;
+    dockerfile = text;
+  }
   struct dockerfile df;
-  if (dockerfile_parse(req->dockerfile, req->dockerfile_len, req->build_args, &df, err) < 0)
-    return husk_error_wrap(err, "Dockerfile");
-  struct build b = {.m = m, .req = req, .err = err, .args = json_object()};
+  if (dockerfile_parse(dockerfile, dockerfile_len, req->build_args, &df, err) < 0) {
+    husk_error_wrap(err, "Dockerfile");
+    goto out;
+  }
+  rc = build_parsed(m, req, context, &df, out, err);
+  dockerfile_free(&df);
+out:
+  template_context_end(&tc);
+  return rc;
+}
+
+/* The caller gave up (its cancel fd is readable): no further step, and
+ * no template from what was done. */
+static int check_cancel(const struct box_build_req *r, struct husk_err *err) {
+  if (r->cancel_fd < 0)
+    return 0;
+  struct pollfd p = {.fd = r->cancel_fd, .events = POLLIN};
+  if (poll(&p, 1, 0) > 0)
+    return husk_fail(err, ECANCELED, "the build was cancelled");
+  return 0;
+}
+
+static int build_parsed(struct husk_mgr *m, const struct box_build_req *req, int context,
+                        const struct dockerfile *df_, struct state_template *out,
+                        struct husk_err *err) {
+  const struct dockerfile df = *df_;
+  struct build b = {.m = m, .req = req, .err = err, .args = json_object(), .context = context};
   struct state_template base = {0};
   cleanup_free char *config = NULL;
   int rc = -1;
@@ -493,12 +620,16 @@ int box_build(struct husk_mgr *m, const struct box_build_req *req, struct state_
   say(&b, "step 1: FROM %s (%s)", bname, base.id);
   for (size_t i = from + 1; i < df.n; i++) {
     const struct df_step *st = &df.steps[i];
+    if (check_cancel(req, err) < 0)
+      goto out;
     int r = st->op == DF_RUN    ? run_step(&b, st, i + 1)
             : st->op == DF_COPY ? copy_step(&b, st, i + 1)
                                 : config_step(&b, st, i + 1);
     if (r < 0)
       goto out;
   }
+  if (check_cancel(req, err) < 0)
+    goto out;
   json_object_set_new(b.config, "created", json_string("1970-01-01T00:00:00Z"));
   if (!(config = json_dumps(b.config, JSON_COMPACT | JSON_SORT_KEYS))) {
     husk_error(err, ENOMEM, "build");
@@ -512,6 +643,5 @@ out:
   json_decref(b.config);
   json_decref(b.args);
   state_template_free(&base);
-  dockerfile_free(&df);
   return rc;
 }

@@ -36,6 +36,7 @@
 #include "jail/privs.h"
 #include "mcp/mcp.h"
 #include "state/state.h"
+#include "template/template.h"
 #include "util/fileio.h"
 #include "util/parse.h"
 
@@ -76,6 +77,7 @@ struct local {
   pthread_mutex_t lock;
   const char *data;
   struct state *st;
+  struct template_store *templates;
   struct husk_mgr *mgr;
   char tenant[STATE_TENANT_ID_SIZE];
 };
@@ -116,7 +118,12 @@ static struct husk_mgr *local_mgr(void *ctx, struct husk_err *err) {
       goto out;
     }
   }
-  struct box_mgr_config mc = {.data_dir = l->data, .state = l->st, .log = log_line};
+  /* The operator's templates (husk template), for boxes of them. */
+  struct template_store_config tc = {.data_dir = l->data, .state = l->st, .log = log_line};
+  if (!l->templates && template_store_open(&l->templates, &tc, err) < 0)
+    goto out;
+  struct box_mgr_config mc = {
+      .data_dir = l->data, .state = l->st, .templates = l->templates, .log = log_line};
   if (box_mgr_open(&l->mgr, &mc, err) < 0) {
     if (err->code == EWOULDBLOCK || err->code == EAGAIN)
       husk_fail(err, EBUSY, "another husk uses the data directory `%s` (a second `husk mcp`?). "

@@ -30,6 +30,7 @@
 #include "state/state.h"
 #include "storage/remote.h"
 #include "storage/store.h"
+#include "template/template.h"
 #include "util/base64.h"
 #include "util/cleanup.h"
 #include "util/fileio.h"
@@ -68,10 +69,13 @@ static void usage(FILE *f) {
           "  --grace SECONDS         on SIGTERM, how long requests in flight may finish [10]\n"
           "  --default-ttl SECONDS   lifetime of a box created without \"timeout\" [300]\n"
           "  --max-ttl SECONDS       longest lifetime a box may ask for [604800]\n"
-          "  --pool N[:SHAPE]        keep N boxes ready; a create whose limits resolve to the\n"
-          "                          pool's shape claims one.  SHAPE: memory=SIZE,cpus=N,\n"
-          "                          pids=N,disk=SIZE (unset: the defaults); without SHAPE,\n"
-          "                          the default shape.  Repeatable, one per shape [none]\n"
+          "  --pool N[:SHAPE]        keep N boxes ready; a create whose template and limits\n"
+          "                          are the pool's claims one.  SHAPE: memory=SIZE,cpus=N,\n"
+          "                          pids=N,disk=SIZE,template=NAME (unset: the defaults;\n"
+          "                          NAME: a shared template, see husk template).\n"
+          "                          Repeatable, one per shape [none]\n"
+          "  --template-quota SIZE   bytes of unpacked template layers each tenant may keep\n"
+          "                          [no limit]\n"
           "  --quiet                 no log line per request\n"
           "  --reply-max SIZE        box data one reply holds: stdout and stderr of a sync\n"
           "                          exec (each; the rest is counted and flagged truncated),\n"
@@ -82,7 +86,6 @@ static void usage(FILE *f) {
           "                          job_id [45]\n"
           "  --mcp-allow-origin LIST Origins allowed at /mcp besides loopback and the\n"
           "                          server's own (comma-separated, e.g. https://claude.ai)\n"
-          /* issue 7: network mode egress (docs/egress.md) */
           "  --egress-resolver IP[:PORT]  DNS server the egress proxy asks [first nameserver\n"
           "                          of /etc/resolv.conf]\n"
           "  --egress-allow-range CIDR  exempt this range from the always-on deny set (private,\n"
@@ -100,7 +103,7 @@ static void usage(FILE *f) {
           "  --s3-region REGION      the region clients sign for [us-east-1]\n"
           "  --storage-quota SIZE    bytes each tenant may store (objects and parts) [no limit]\n"
           "  --data-reserve SIZE|N%%  free space on the data directory's disk that no object\n"
-          "                          write may use [1G, at most 5%%]\n"
+          "                          write or template import may use [1G, at most 5%%]\n"
           "  --store-endpoint URL    use an external S3-compatible store for links and box\n"
           "                          transfers (e.g. https://ACCOUNT.r2.cloudflarestorage.com);\n"
           "                          keys from HUSK_STORE_ACCESS_KEY_ID and\n"
@@ -209,10 +212,13 @@ static int admin_key_file(const char *dir, char *key, size_t size, char *path, s
 }
 
 /* --pool N[:SHAPE]: N ready boxes of the default shape, or of SHAPE, a
- * comma-separated list of memory=SIZE, cpus=N, pids=N, disk=SIZE (the
- * fields of a create request; the others keep their defaults).  The core
- * checks the ranges and that no two pools have one shape. */
-static int parse_pool(const char *arg, struct box_pool_spec *out, struct husk_err *err) {
+ * comma-separated list of memory=SIZE, cpus=N, pids=N, disk=SIZE,
+ * template=NAME (the fields of a create request; the others keep their
+ * defaults).  The template's name is kept in tname.  The core checks the
+ * ranges, that the template exists and is shared, and that no two pools
+ * have one shape. */
+static int parse_pool(const char *arg, struct box_pool_spec *out, char tname[64],
+                      struct husk_err *err) {
   *out = (struct box_pool_spec){0};
   const char *colon = strchr(arg, ':');
   cleanup_free char *count = strndup(arg, colon ? (size_t)(colon - arg) : strlen(arg));
@@ -237,15 +243,23 @@ static int parse_pool(const char *arg, struct box_pool_spec *out, struct husk_er
       return husk_fail(err, EINVAL, "`%s` is not KEY=VALUE", kv);
     *eq = '\0';
     const char *v = eq + 1;
-    static const char *const keys[] = {"memory", "cpus", "pids", "disk"};
+    static const char *const keys[] = {"memory", "cpus", "pids", "disk", "template"};
     unsigned k = 0;
-    while (k < 4 && strcmp(kv, keys[k]))
+    while (k < 5 && strcmp(kv, keys[k]))
       k++;
-    if (k == 4)
-      return husk_fail(err, EINVAL, "unknown shape key `%s` (memory, cpus, pids, disk)", kv);
+    if (k == 5)
+      return husk_fail(err, EINVAL,
+                       "unknown shape key `%s` (memory, cpus, pids, disk, template)", kv);
     if (seen & (1u << k))
       return husk_fail(err, EINVAL, "`%s` given twice", kv);
     seen |= 1u << k;
+    if (k == 4) {
+      if (!*v || strlen(v) >= 64)
+        return husk_fail(err, EINVAL, "template: a template's name");
+      memcpy(tname, v, strlen(v) + 1);
+      out->template_name = tname;
+      continue;
+    }
     int rc = k == 0   ? parse_size(v, &out->shape.memory_bytes, err)
              : k == 1 ? parse_milli(v, HUSK_MIN_CPU_MILLI, HUSK_MAX_CPU_MILLI, &out->shape.cpu_milli, err)
              : k == 2 ? parse_u64_range(v, HUSK_MIN_PIDS, HUSK_MAX_PIDS, &out->shape.pids, err)
@@ -267,7 +281,9 @@ struct serve_opts {
   uint64_t tenant_reqs, tenant_execs; /* 0: shares of --max-connections */
   uint64_t req_timeout_ms, idle_ms, grace_ms, dttl_ms, mttl_ms;
   struct box_pool_spec pools[BOX_POOL_MAX_SHAPES];
+  char pool_templates[BOX_POOL_MAX_SHAPES][64];
   size_t npools;
+  uint64_t template_quota;
   bool quiet;
   uint64_t mcp_wait_ms;
   const char *mcp_origins;
@@ -320,7 +336,7 @@ static int opt_pool(struct serve_opts *o, const char *arg) {
     return -1;
   }
   struct husk_err err;
-  if (parse_pool(arg, &o->pools[o->npools], &err) < 0) {
+  if (parse_pool(arg, &o->pools[o->npools], o->pool_templates[o->npools], &err) < 0) {
     fprintf(stderr, "husk serve: --pool %s: %s\n", arg, err.msg);
     return -1;
   }
@@ -363,6 +379,7 @@ enum {
   O_TENANT_EXECS,
   O_REQ_TIMEOUT,
   O_DATA_RESERVE,
+  O_TEMPLATE_QUOTA,
   O_VERSION
 };
 
@@ -403,6 +420,7 @@ static const struct option serve_long_opts[] = {
     {"tenant-max-execs", required_argument, NULL, O_TENANT_EXECS},
     {"request-timeout", required_argument, NULL, O_REQ_TIMEOUT},
     {"data-reserve", required_argument, NULL, O_DATA_RESERVE},
+    {"template-quota", required_argument, NULL, O_TEMPLATE_QUOTA},
     {0},
 };
 
@@ -452,6 +470,10 @@ static int serve_option(struct serve_opts *o, int c, const char *arg) {
     if (opt_size("--storage-quota", arg, &o->storage_quota) < 0)
       return -1;
     return o->storage_quota == 0 ? bad_option("--storage-quota", "must be more than 0") : 0;
+  case O_TEMPLATE_QUOTA:
+    if (opt_size("--template-quota", arg, &o->template_quota) < 0)
+      return -1;
+    return o->template_quota == 0 ? bad_option("--template-quota", "must be more than 0") : 0;
   case O_STORE_PART: return opt_size("--store-part-size", arg, &o->store_part);
   default: usage(stderr); return -1;
   }
@@ -534,6 +556,7 @@ static int serve_options(int argc, char **argv, struct serve_opts *o) {
  * order, whatever step the start reached. */
 struct serve {
   struct state *st;
+  struct template_store *templates;
   struct husk_mgr *mgr;
   struct store *store;
   struct mcp_storage mcp_store; /* the storage tools' view of `store` */
@@ -558,6 +581,8 @@ static void serve_close(struct serve *s, unsigned grace_ms) {
   s->store = NULL;
   box_mgr_close(s->mgr, false);
   s->mgr = NULL;
+  template_store_close(s->templates);
+  s->templates = NULL;
   state_close(s->st);
   s->st = NULL;
   explicit_bzero(s->key, sizeof s->key);
@@ -613,8 +638,16 @@ static int serve_planes(const struct serve_opts *o, struct serve *s) {
   snprintf(dbpath, sizeof dbpath, "%s/husk.db", o->data);
   if (state_open(&s->st, dbpath, &err) < 0)
     return fail("%s", err.msg);
+  struct template_store_config tc = {.data_dir = o->data,
+                                     .state = s->st,
+                                     .tenant_quota = o->template_quota,
+                                     .data_reserve = o->data_reserve,
+                                     .log = log_line};
+  if (template_store_open(&s->templates, &tc, &err) < 0)
+    return fail("templates: %s", err.msg);
   struct box_mgr_config mc = {.data_dir = o->data,
                               .state = s->st,
+                              .templates = s->templates,
                               .default_ttl_ms = o->dttl_ms,
                               .max_ttl_ms = o->mttl_ms,
                               .pools = o->pools,

@@ -33,8 +33,6 @@
 #include "template/dockerfile.h"
 #include "util/parse.h"
 
-/* The tenant the operator's builds run their steps' boxes as. */
-#define BUILD_TENANT "husk-builds"
 #include "state/state.h"
 #include "state/template_state.h"
 #include "template/template.h"
@@ -115,19 +113,6 @@ static void close_store(struct tctx *c) {
 }
 
 static ssize_t fd_in(void *ctx, void *buf, size_t cap) { return read(*(int *)ctx, buf, cap); }
-
-static json_t *template_json(const struct state_template *t, bool full) {
-  json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:I, s:s}", "id", t->id, "name", t->name, "source",
-                        t->source, "size", (json_int_t)t->size, "created_ms",
-                        (json_int_t)t->created_ms, "digest", t->config_digest);
-  if (j && full) {
-    json_object_set_new(j, "layers", json_loads(t->layers_json, 0, NULL));
-    json_object_set_new(j, "config", json_loads(t->config_json, 0, NULL));
-  }
-  if (j)
-    json_object_set_new(j, "shared", json_boolean(!t->tenant_id[0]));
-  return j;
-}
 
 static int cmd_import(struct tctx *c, const char *src, const char *name) {
   struct husk_err err;
@@ -281,16 +266,8 @@ static int cmd_build(struct tctx *c, const char *name, const char *context,
     return fail("build: cannot open the context `%s`: %s", context, strerror(errno));
   /* RUN steps reach these hosts through husk's proxy, nothing else. */
   cleanup_free char *policy = NULL;
-  if (bo->nhosts) {
-    json_t *rules = json_array();
-    for (size_t i = 0; i < bo->nhosts; i++)
-      json_array_append_new(rules, json_pack("{s:s}", "host", bo->hosts[i]));
-    json_t *p = json_pack("{s:o}", "rules", rules);
-    policy = p ? json_dumps(p, JSON_COMPACT) : NULL;
-    json_decref(p);
-    if (!policy)
-      return fail("out of memory");
-  }
+  if (bo->nhosts && !(policy = box_build_egress_policy(bo->hosts, bo->nhosts)))
+    return fail("out of memory");
   /* The steps' boxes: a manager of this data directory's own. */
   char self[PATH_MAX];
   ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -303,13 +280,12 @@ static int cmd_build(struct tctx *c, const char *name, const char *context,
   if (husk_mgr_open(&m, &mc, &err) < 0) {
     if (err.code == EWOULDBLOCK)
       return fail("build: a husk serve holds `%s`: build through its API "
-                  "(POST /v1/templates/builds), or stop it",
+                  "(POST /v1/builds), or stop it",
                   c->data);
     return fail("build: %s", err.msg);
   }
   char tenant[HUSK_TENANT_ID_MAX];
-  if (husk_tenant_find(m, BUILD_TENANT, tenant, &err) < 0 &&
-      husk_tenant_create(m, BUILD_TENANT, tenant, &err) < 0) {
+  if (box_build_tenant(m, tenant, &err) < 0) {
     husk_mgr_close(m, true);
     return fail("build: %s", err.msg);
   }
@@ -327,6 +303,7 @@ static int cmd_build(struct tctx *c, const char *name, const char *context,
                              .dockerfile_len = (size_t)n,
                              .build_args = bo->args,
                              .context = ctx,
+                             .context_tar = -1,
                              .egress_json = policy,
                              .limits = bo->limits,
                              .no_cache = bo->no_cache,

@@ -27,7 +27,7 @@ static const struct mcp_tool *const own_tools[] = {
     &mcp_tool_run_code,           &mcp_tool_sandbox_create,    &mcp_tool_sandbox_exec,
     &mcp_tool_sandbox_write_file, &mcp_tool_sandbox_read_file, &mcp_tool_sandbox_list_files,
     &mcp_tool_sandbox_destroy,    &mcp_tool_sandbox_list,      &mcp_tool_job_status,
-    &mcp_tool_job_wait,           &mcp_tool_job_cancel,
+    &mcp_tool_job_wait,           &mcp_tool_job_cancel,        &mcp_tool_template_list,
 };
 #define N_OWN_TOOLS (sizeof own_tools / sizeof own_tools[0])
 

@@ -197,6 +197,8 @@ int mcp_tool_core_error(struct mcp_call *c, const char *what, const char *id,
                         const struct husk_err *err) {
   switch (err->code) {
   case ENOENT:
+    if (!strncmp(err->msg, "no template ", 12))
+      return mcp_tool_error(c, "%s: template_list shows the templates there are", err->msg);
     if (strcmp(what, "sandbox") != 0 && strcmp(what, "job") != 0)
       return mcp_tool_error(c, "%s `%s` does not exist in the sandbox (sandbox_list_files shows "
                             "what is there)", what, id ? id : "");

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "box/box.h"
 #include "mcp/boxio.h"
 #include "mcp/internal.h"
 #include "util/cleanup.h"
@@ -28,7 +29,12 @@ static json_t *box_json(const struct husk_box_info *bi) {
 
 /* ---- sandbox_create ------------------------------------------------------------- */
 
+#define TEMPLATE_PARAM                                                                          \
+  {"template", MCP_P_STRING, false, "the software the sandbox runs: a template name from "       \
+   "template_list (default: \"default\", Python 3, bash and common tools)", NULL, 0, 0, 64}
+
 static const struct mcp_param create_params[] = {
+    TEMPLATE_PARAM,
     {"ttl_seconds", MCP_P_INT, false, "lifetime: the sandbox and its files are destroyed this "
      "long after creation (default 1800 = 30 min, at most 86400)", NULL, 60,
      MCP_MAX_BOX_TTL_MS / 1000, 0},
@@ -67,6 +73,7 @@ static int sandbox_create(struct mcp_call *c) {
       i++;
   }
   struct husk_box_spec cr = {.env = envv,
+                              .template_name = mcp_arg_str(c, "template"),
                               .metadata_json = "{\"created_by\":\"mcp sandbox_create\"}"};
   cr.limits.timeout_ms = (uint64_t)ttl * 1000;
   cr.limits.memory_bytes = (uint64_t)mem * 1024 * 1024;
@@ -80,7 +87,8 @@ static int sandbox_create(struct mcp_call *c) {
   snprintf(c->audit_box, sizeof c->audit_box, "%s", bi.id);
   json_t *r = box_json(&bi);
   json_object_set_new(r, "ttl_seconds", json_integer(ttl));
-  json_object_set_new(r, "workdir", json_string("/workspace"));
+  json_object_set_new(r, "workdir", json_string(bi.workdir));
+  json_object_set_new(r, "template", json_string(bi.template_name));
   husk_box_info_free(&bi);
   mcp_result(c, r, false);
   return 0;
@@ -99,7 +107,8 @@ const struct mcp_tool mcp_tool_sandbox_create = {
     "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"state\":{\"type\":"
     "\"string\"},\"created_at\":{\"type\":\"string\"},\"expires_at\":{\"type\":\"string\"},"
     "\"ttl_seconds\":{\"type\":\"integer\"},\"memory_bytes\":{\"type\":\"integer\"},\"workdir\":"
-    "{\"type\":\"string\"}},\"required\":[\"sandbox_id\",\"expires_at\"]}",
+    "{\"type\":\"string\"},\"template\":{\"type\":\"string\"}},\"required\":[\"sandbox_id\","
+    "\"expires_at\"]}",
     false, false, false, sandbox_create,
 };
 
@@ -377,4 +386,50 @@ const struct mcp_tool mcp_tool_sandbox_list = {
     "\"string\"},\"created_at\":{\"type\":\"string\"},\"expires_at\":{\"type\":\"string\"}}}},"
     "\"truncated\":{\"type\":\"boolean\"}},\"required\":[\"sandboxes\"]}",
     true, false, true, sandbox_list,
+};
+
+/* ---- template_list ------------------------------------------------------------------ */
+
+static int template_cb(void *ctx, const struct state_template *t) {
+  json_t *j = json_pack("{s:s, s:s, s:b, s:o}", "name", t->name, "source", t->source, "shared",
+                        !t->tenant_id[0], "created_at", mcp_time(t->created_ms));
+  /* The image's labels (a description, a version) tell an agent what it is. */
+  json_t *cfg = j ? json_loads(t->config_json, 0, NULL) : NULL;
+  json_t *labels = json_object_get(json_object_get(cfg, "config"), "Labels");
+  if (j && json_is_object(labels))
+    json_object_set(j, "labels", labels);
+  json_decref(cfg);
+  if (!j || json_array_append_new(ctx, j) < 0)
+    return -1;
+  return 0;
+}
+
+static int template_list(struct mcp_call *c) {
+  struct husk_mgr *m = mcp_call_mgr(c);
+  if (!m)
+    return 0;
+  json_t *arr = json_array();
+  struct husk_err err = {0};
+  json_array_append_new(arr, json_pack("{s:s, s:s, s:b}", "name", "default", "source", "host",
+                                       "shared", true));
+  if (box_template_list(m, c->caller->tenant, template_cb, arr, &err) < 0) {
+    json_decref(arr);
+    return mcp_tool_core_error(c, "template list", "", &err);
+  }
+  mcp_result(c, json_pack("{s:o}", "templates", arr), false);
+  return 0;
+}
+
+const struct mcp_tool mcp_tool_template_list = {
+    "template_list", "List templates",
+    "List the templates a sandbox can be made from (the `template` of sandbox_create and "
+    "run_code): `default` (Python 3 with numpy and matplotlib, bash, common tools) and the "
+    "images this server keeps (their own software, e.g. a language or a toolchain), with their "
+    "labels.",
+    no_params,
+    "{\"type\":\"object\",\"properties\":{\"templates\":{\"type\":\"array\",\"items\":{\"type\":"
+    "\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"source\":{\"type\":\"string\"},"
+    "\"shared\":{\"type\":\"boolean\"},\"created_at\":{\"type\":\"string\"},\"labels\":{\"type\":"
+    "\"object\"}}}}},\"required\":[\"templates\"]}",
+    true, false, true, template_list,
 };

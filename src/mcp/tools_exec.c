@@ -453,6 +453,9 @@ static const char *const languages[] = {"python", "bash", "node", NULL};
 static const struct mcp_param run_code_params[] = {
     {"language", MCP_P_STRING, true, "python (python3 with numpy and matplotlib), bash, or node "
      "(if installed)", languages, 0, 0, 0},
+    {"template", MCP_P_STRING, false, "the software it runs with: a template name from "
+     "template_list (default: \"default\"); the template must have the language's interpreter",
+     NULL, 0, 0, 64},
     {"code", MCP_P_STRING, true, "the program; it runs as /workspace/main.py (.sh, .js) with "
      "/workspace as working directory", NULL, 0, 0, CODE_MAX},
     {"files", MCP_P_STRMAP, false, "input files to create first: relative path under /workspace "
@@ -501,7 +504,8 @@ static int run_code(struct mcp_call *c) {
                        : !strcmp(lang, "bash") ? "/workspace/main.sh"
                                                : "/workspace/main.js";
   struct husk_err err;
-  struct husk_box_spec cr = {.metadata_json = "{\"created_by\":\"mcp run_code\"}"};
+  struct husk_box_spec cr = {.template_name = mcp_arg_str(c, "template"),
+                              .metadata_json = "{\"created_by\":\"mcp run_code\"}"};
   cr.limits.timeout_ms = (uint64_t)secs * 1000 + RUN_BOX_GRACE_MS;
   struct husk_box_info bi = {0};
   if (husk_box_create(m, c->caller->tenant, &cr, &bi, &err) < 0)

@@ -21,6 +21,7 @@
 #include "util/cleanup.h"
 #include "util/fileio.h"
 #include "util/id.h"
+#include "util/json_text.h"
 
 #define DEFAULT_MAX_BYTES (16ULL << 30)
 #define DEFAULT_MAX_ENTRIES 2000000ULL
@@ -112,6 +113,11 @@ int template_store_open(struct template_store **out, const struct template_store
     ts->cfg.max_layer_entries = DEFAULT_MAX_ENTRIES;
   ts->root = ts->layers = ts->blobs = ts->tmp = ts->gc = -1;
   pthread_mutex_init(&ts->lock, NULL);
+  if (disk_reserve_parse(cfg->data_reserve, &ts->reserve, err) < 0) {
+    husk_error_wrap(err, "the data reserve");
+    free(ts);
+    return -1;
+  }
   cleanup_close int data = open(cfg->data_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   cleanup_close int blobs = -1;
   if (data < 0) {
@@ -233,4 +239,20 @@ int template_layers_open(struct template_store *ts, const struct state_template 
   if (rc < 0)
     template_layers_release(out);
   return rc;
+}
+
+json_t *template_json(const struct state_template *t, bool full) {
+  json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:s, s:o, s:b}", "id", t->id, "name", t->name,
+                        "source", t->source, "size", (json_int_t)t->size, "digest",
+                        t->config_digest, "created_at", json_time(t->created_ms), "shared",
+                        !t->tenant_id[0]);
+  if (j && full) {
+    /* set_new takes its value even when it fails (or is given NULL). */
+    if (json_object_set_new(j, "layers", json_loads(t->layers_json, 0, NULL)) < 0 ||
+        json_object_set_new(j, "config", json_loads(t->config_json, 0, NULL)) < 0) {
+      json_decref(j);
+      return NULL;
+    }
+  }
+  return j;
 }

@@ -25,6 +25,7 @@
 #ifndef HUSK_TEMPLATE_TEMPLATE_H
 #define HUSK_TEMPLATE_TEMPLATE_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -46,7 +47,8 @@ struct template_store_config {
   uint64_t max_image_bytes;   /* an archive, and a layer unpacked; 0: 16 GiB */
   uint64_t max_layer_entries; /* 0: 2,000,000 */
   uint64_t tenant_quota;      /* bytes of unpacked layers per tenant; 0: none */
-  uint64_t data_reserve;      /* bytes of the data disk no import may use */
+  const char *data_reserve;   /* of the data disk no import may use (util/disk_reserve.h:
+                                 "SIZE", "N%"; NULL: the default) */
   void (*log)(void *ctx, const char *line);
   void *log_ctx;
 };
@@ -126,6 +128,22 @@ int template_asm_commit(struct template_asm *a, const char *config_json,
 /* Ends it (whether committed or not): its work directory goes. */
 void template_asm_end(struct template_asm *a);
 
+/* A build context sent as a tar (plain, gzip or zstd) read from tar_fd
+ * to its end: unpacked as a layer is (untrusted: beneath its directory,
+ * no devices, no setuid, no extended attributes), at most max_bytes of
+ * tar (0: TEMPLATE_CONTEXT_MAX), into a work directory of the store;
+ * out->dir is its root.  template_context_end removes it (a crash leaves
+ * it to the next open). */
+#define TEMPLATE_CONTEXT_MAX (1ULL << 30)
+struct template_context {
+  struct template_store *ts;
+  char name[40];
+  int work, dir;
+};
+int template_context_unpack(struct template_store *ts, int tar_fd, uint64_t max_bytes,
+                            struct template_context *out, struct husk_err *err);
+void template_context_end(struct template_context *c);
+
 /* The build cache: the layer a step made, by the step's key (a digest of
  * everything the step's result depends on).  Layers it names are kept
  * until its entries go unused for TEMPLATE_CACHE_KEEP_MS (template_collect). */
@@ -166,6 +184,11 @@ struct template_profile {
 int template_profile(const struct state_template *t, const struct template_layers *l,
                      struct template_profile *out, struct husk_err *err);
 void template_profile_free(struct template_profile *p);
+
+/* A template as the fronts show it: id, name, source, size (unpacked
+ * bytes), digest (of its config), created_at, shared (the operator's), and
+ * with `full` its layers and image config.  NULL when out of memory. */
+json_t *template_json(const struct state_template *t, bool full);
 
 /* Remove what no template names: layers and blobs (skipping any a box
  * holds).  Returns how many were removed. */

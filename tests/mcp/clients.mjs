@@ -89,7 +89,7 @@ await t('tools/list: every tool with input and output schemas', async () => {
   const names = tools.map(x => x.name);
   for (const want of ['run_code', 'sandbox_create', 'sandbox_exec', 'sandbox_write_file',
                       'sandbox_read_file', 'sandbox_list_files', 'sandbox_destroy', 'sandbox_list',
-                      'job_status', 'job_wait', 'job_cancel'])
+                      'job_status', 'job_wait', 'job_cancel', 'template_list'])
     assert.ok(names.includes(want), `missing ${want}`);
   for (const tool of tools) {
     assert.equal(tool.inputSchema.type, 'object');
