@@ -540,7 +540,7 @@ int box_build(struct husk_mgr *m, const struct box_build_req *req, struct state_
               struct husk_err *err) {
   if (!m->cfg.templates)
     return husk_fail(err, EINVAL, "this server keeps no templates");
-  struct template_context tc = {.dir = -1, .work = -1};
+  struct template_context tc = {.dir = -1, .work = -1, .gc = -1};
   int context = req->context;
   if (req->context_tar >= 0) {
     if (template_context_unpack(m->cfg.templates, req->context_tar, req->context_max, &tc, err) <

@@ -590,11 +590,20 @@ static int sandbox_exec(struct mcp_call *c) {
   struct husk_mgr *m = mcp_call_mgr(c);
   if (!m)
     return 0;
-  char *argv[] = {"bash", "-c", (char *)cmd, NULL};
-  struct husk_exec_req er = {.argv = argv, .cwd = cwd, .timeout_ms = (uint64_t)secs * 1000,
-                             .cancel_fd = -1};
-  struct state_job job = {0};
+  /* bash where the box has it (the default template does); an image
+   * without it gets its sh. */
+  static const char pick[] = "if command -v bash >/dev/null 2>&1; then exec bash -c \"$1\"; "
+                             "else exec sh -c \"$1\"; fi";
+  char *bash_argv[] = {"bash", "-c", (char *)cmd, NULL};
+  char *sh_argv[] = {"/bin/sh", "-c", (char *)pick, "sh", (char *)cmd, NULL};
+  struct husk_box_info bi = {0};
   struct husk_err err;
+  bool is_default = husk_box_get(m, c->caller->tenant, id, &bi, &err) < 0 ||
+                    !strcmp(bi.template_name, "default");
+  husk_box_info_free(&bi);
+  struct husk_exec_req er = {.argv = is_default ? bash_argv : sh_argv, .cwd = cwd,
+                             .timeout_ms = (uint64_t)secs * 1000, .cancel_fd = -1};
+  struct state_job job = {0};
   if (job_start(m, c->caller->tenant, id, "exec", false, &er, &job, &err) < 0) {
     if (cwd && strstr(err.msg, "working directory"))
       return mcp_tool_error(c, "cwd `%s` does not exist in the sandbox (create it first, e.g. "
@@ -611,8 +620,8 @@ static int sandbox_exec(struct mcp_call *c) {
 
 const struct mcp_tool mcp_tool_sandbox_exec = {
     "sandbox_exec", "Run a command in a sandbox",
-    "Run a bash command line in a sandbox made by sandbox_create (working directory /workspace "
-    "unless cwd is given). Files and installed state persist between calls in the same sandbox. "
+    "Run a bash command line in a sandbox made by sandbox_create (sh in a template without bash; "
+    "working directory /workspace, or the template's, unless cwd is given). Files and installed state persist between calls in the same sandbox. "
     "Returns stdout, stderr and exit_code; a non-zero exit_code is reported as an error result. "
     "Output longer than 20 kB per stream is cut to its last 20 kB and kept whole in a file in the "
     "sandbox (path in stdout_file / stderr_file). If the command runs longer than the server's wait (45 s unless configured) "

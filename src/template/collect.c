@@ -117,8 +117,9 @@ static int cache_cb(void *ctx, const char *diff_id) {
 
 int template_collect(struct template_store *ts, struct husk_err *err) {
   /* Never while an import places layers it has not recorded yet. */
-  if (flock(ts->gc, LOCK_EX | LOCK_NB) < 0)
-    return 0;
+  cleanup_close int gc = ts_gc_hold(ts, LOCK_EX | LOCK_NB);
+  if (gc < 0)
+    return errno == EWOULDBLOCK ? 0 : husk_error(err, errno, "cannot lock the template store");
   struct collect_ctx c = {0};
   int rc = state_build_cache_prune(ts->state, state_now_ms() - TEMPLATE_CACHE_KEEP_MS, err);
   if (rc == 0)
@@ -129,7 +130,6 @@ int template_collect(struct template_store *ts, struct husk_err *err) {
     rc = husk_error(err, ENOMEM, "collecting template layers");
   if (rc == 0)
     rc = sweep_dir(ts->layers, &c.layers, true) + sweep_dir(ts->blobs, &c.blobs, false);
-  flock(ts->gc, LOCK_UN);
   for (size_t i = 0; i < c.layers.n; i++)
     free(c.layers.v[i]);
   for (size_t i = 0; i < c.blobs.n; i++)

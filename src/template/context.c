@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include "template/template_internal.h"
@@ -36,13 +37,20 @@ static void context_words(struct husk_err *err) {
 
 int template_context_unpack(struct template_store *ts, int tar_fd, uint64_t max_bytes,
                             struct template_context *out, struct husk_err *err) {
-  *out = (struct template_context){.ts = ts, .dir = -1, .work = -1};
-  if (disk_reserve_check(ts->root, &ts->reserve, 0, err) < 0)
-    return husk_error_wrap(err, "the build context cannot be stored");
-  if (id_new("ctx-", 12, out->name, sizeof out->name, err) < 0)
+  *out = (struct template_context){.ts = ts, .dir = -1, .work = -1, .gc = -1};
+  /* Held (shared) while the context lives: another process's store open
+   * empties tmp/ only when no one holds it. */
+  if ((out->gc = ts_gc_hold(ts, LOCK_SH)) < 0)
+    return husk_error(err, errno, "cannot lock the template store");
+  if (disk_reserve_check(ts->root, &ts->reserve, 0, err) < 0) {
+    husk_error_wrap(err, "the build context cannot be stored");
+    template_context_end(out);
     return -1;
-  if ((out->work = ts_subdir(ts->tmp, out->name, err)) < 0) {
+  }
+  if (id_new("ctx-", 12, out->name, sizeof out->name, err) < 0 ||
+      (out->work = ts_subdir(ts->tmp, out->name, err)) < 0) {
     out->name[0] = '\0';
+    template_context_end(out);
     return -1;
   }
   if ((out->dir = ts_subdir(out->work, "context", err)) < 0) {
@@ -68,6 +76,8 @@ void template_context_end(struct template_context *c) {
     close(c->work);
   if (c->name[0])
     rmtree_at(c->ts->tmp, c->name);
-  c->dir = c->work = -1;
+  if (c->gc >= 0)
+    close(c->gc);
+  c->dir = c->work = c->gc = -1;
   c->name[0] = '\0';
 }

@@ -37,7 +37,7 @@ static int check_space(struct template_store *ts, struct husk_err *err) {
 int import_begin(struct template_store *ts, const char *tenant, struct import *im,
                  struct husk_err *err) {
   im->ts = ts;
-  im->wfd = -1;
+  im->wfd = im->gc = -1;
   im->max_bytes = ts->cfg.max_image_bytes;
   if (check_space(ts, err) < 0)
     return -1;
@@ -54,9 +54,8 @@ int import_begin(struct template_store *ts, const char *tenant, struct import *i
       im->quota_bound = true;
     }
   }
-  if (flock(ts->gc, LOCK_SH) < 0)
+  if ((im->gc = ts_gc_hold(ts, LOCK_SH)) < 0)
     return husk_error(err, errno, "cannot lock the template store");
-  im->held = true;
   char id[32];
   if (id_new("imp-", 12, id, sizeof id, err) < 0)
     return -1;
@@ -71,8 +70,17 @@ void import_end(struct import *im) {
     close(im->wfd);
     rmtree_at(im->ts->tmp, im->work);
   }
-  if (im->held)
-    flock(im->ts->gc, LOCK_UN);
+  if (im->gc >= 0) {
+    close(im->gc);
+    im->gc = -1;
+  }
+  /* A failed import's layers and blobs: gone now, not at the next delete
+   * (repeated failures must not fill the disk). */
+  if (im->placed && !im->committed) {
+    struct husk_err err;
+    if (template_collect(im->ts, &err) < 0)
+      ts_log(im->ts, "templates: cannot collect a failed import's layers: %s", err.msg);
+  }
 }
 
 /* Unpack layer `l` (its blob in `srcdir`) into layers/<hex> unless it is
@@ -133,7 +141,9 @@ int import_place_layer(struct import *im, int srcdir, const struct image_layer *
     return husk_error(err, errno, "cannot sync layer %zu", i + 1);
   /* Into place at once: a concurrent import of the same layer may have
    * won (then ours goes with the work directory). */
-  if (renameat(im->wfd, lname, ts->layers, hex) < 0 && errno != EEXIST && errno != ENOTEMPTY)
+  if (renameat(im->wfd, lname, ts->layers, hex) == 0)
+    im->placed = true;
+  else if (errno != EEXIST && errno != ENOTEMPTY)
     return husk_error(err, errno, "cannot store layer %zu", i + 1);
   *size += res.file_bytes;
   return 0;
@@ -149,8 +159,10 @@ int import_keep_blob(struct import *im, int srcdir, bool move, const char *diges
     return 0;
   if (!path)
     return husk_fail(err, ENOENT, "blob %s is not in the store", digest);
-  if (move && renameat(srcdir, path, ts->blobs, hex) == 0)
+  if (move && renameat(srcdir, path, ts->blobs, hex) == 0) {
+    im->placed = true;
     return 0;
+  }
   /* From a layout directory: copied (the host's directory stays whole). */
   cleanup_close int in = sys_openat2(srcdir, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0,
                                      RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS);
@@ -167,6 +179,7 @@ int import_keep_blob(struct import *im, int srcdir, bool move, const char *diges
       return husk_error(err, errno, "cannot keep blob %s", digest);
   if (n < 0 || fsync(outf) < 0 || renameat(im->wfd, tmpname, ts->blobs, hex) < 0)
     return husk_error(err, errno, "cannot keep blob %s", digest);
+  im->placed = true;
   return 0;
 }
 
@@ -211,6 +224,7 @@ int import_commit(struct import *im, int srcdir, bool move, const char *tenant, 
     return husk_error(err, errno, "cannot sync the template store");
   if (state_template_insert(ts->state, &t, *tenant ? ts->cfg.tenant_quota : 0, err) < 0)
     return -1;
+  im->committed = true;
   ts_log(ts, "template %s (%s) imported for %s: %zu layer(s), %llu bytes", t.name, t.id,
          *tenant ? tenant : "every tenant", img->nlayers, (unsigned long long)size);
   if (out) {

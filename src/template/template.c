@@ -99,6 +99,21 @@ static void empty_dir(int dirfd) {
   closedir(d);
 }
 
+int ts_gc_hold(struct template_store *ts, int how) {
+  int fd = openat(ts->root, "gc.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return -1;
+  while (flock(fd, how) < 0) {
+    if (errno == EINTR)
+      continue;
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+  }
+  return fd;
+}
+
 int template_store_open(struct template_store **out, const struct template_store_config *cfg,
                         struct husk_err *err) {
   *out = NULL;
@@ -111,7 +126,7 @@ int template_store_open(struct template_store **out, const struct template_store
     ts->cfg.max_image_bytes = DEFAULT_MAX_BYTES;
   if (!ts->cfg.max_layer_entries)
     ts->cfg.max_layer_entries = DEFAULT_MAX_ENTRIES;
-  ts->root = ts->layers = ts->blobs = ts->tmp = ts->gc = -1;
+  ts->root = ts->layers = ts->blobs = ts->tmp = -1;
   pthread_mutex_init(&ts->lock, NULL);
   if (disk_reserve_parse(cfg->data_reserve, &ts->reserve, err) < 0) {
     husk_error_wrap(err, "the data reserve");
@@ -130,16 +145,16 @@ int template_store_open(struct template_store **out, const struct template_store
       (ts->blobs = ts_subdir(blobs, "sha256", err)) < 0 ||
       (ts->tmp = ts_subdir(ts->root, "tmp", err)) < 0)
     goto fail;
-  ts->gc = openat(ts->root, "gc.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (ts->gc < 0) {
+  /* What a crashed import left: its work directory, and layers no row
+   * names.  Another process's import, build or context holds gc.lock. */
+  int gc = ts_gc_hold(ts, LOCK_EX | LOCK_NB);
+  if (gc < 0 && errno != EWOULDBLOCK) {
     husk_error(err, errno, "cannot open the template store's lock");
     goto fail;
   }
-  /* What a crashed import left: its work directory, and layers no row
-   * names.  Another process's import in progress holds gc.lock. */
-  if (flock(ts->gc, LOCK_EX | LOCK_NB) == 0) {
+  if (gc >= 0) {
     empty_dir(ts->tmp);
-    flock(ts->gc, LOCK_UN);
+    close(gc);
   }
   struct husk_err e2;
   if (template_collect(ts, &e2) < 0)
@@ -158,7 +173,6 @@ void template_store_close(struct template_store *ts) {
   close_quiet(ts->layers);
   close_quiet(ts->blobs);
   close_quiet(ts->tmp);
-  close_quiet(ts->gc);
   pthread_mutex_destroy(&ts->lock);
   free(ts);
 }

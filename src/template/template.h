@@ -138,7 +138,7 @@ void template_asm_end(struct template_asm *a);
 struct template_context {
   struct template_store *ts;
   char name[40];
-  int work, dir;
+  int work, dir, gc;
 };
 int template_context_unpack(struct template_store *ts, int tar_fd, uint64_t max_bytes,
                             struct template_context *out, struct husk_err *err);

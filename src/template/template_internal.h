@@ -20,7 +20,6 @@ struct template_store {
   int layers;           /* .../layers */
   int blobs;            /* .../blobs/sha256 */
   int tmp;              /* .../tmp */
-  int gc;               /* .../gc.lock */
   pthread_mutex_t lock; /* one import's layer placement at a time in this process */
 };
 
@@ -29,6 +28,11 @@ void ts_log(struct template_store *ts, const char *fmt, ...) __attribute__((form
 /* Remove `name` in dirfd and everything below it, never following a
  * symlink.  -1 with errno. */
 int rmtree_at(int dirfd, const char *name);
+/* A hold on gc.lock: flock(how) on an open file description of its own
+ * (flock locks belong to one: holders sharing an fd would release each
+ * other's).  Returns the fd (close it to release), or -1 with errno
+ * (EWOULDBLOCK: LOCK_NB and held the other way). */
+int ts_gc_hold(struct template_store *ts, int how);
 /* mkdir (0700, if missing) and open a directory of the store. */
 int ts_subdir(int at, const char *name, struct husk_err *err);
 /* "sha256:" + 64 lower-case hex digits. */
@@ -40,7 +44,9 @@ struct import {
   struct template_store *ts;
   char work[40];
   int wfd;
-  bool held;
+  int gc;          /* its hold on gc.lock (shared), or -1 */
+  bool placed;     /* it put layers or blobs in the store */
+  bool committed;  /* ... and recorded the template that names them */
   uint64_t max_bytes; /* an archive or a layer: the store's limit, or the tenant's room */
   bool quota_bound;   /* max_bytes is the tenant's room */
 };

@@ -231,6 +231,48 @@ TEST(layers_are_collected_when_no_template_has_them) {
   CHECK(count_dir("layers") == before - 1); /* `other` was only in it */
 }
 
+TEST(a_failed_imports_layers_go_at_once) {
+  struct husk_err err = {0};
+  int before = count_dir("layers"), blobs = count_dir("blobs/sha256");
+  /* Its first layer is placed, its second unpacks past the tenant's
+   * quota (zeros: the archive itself is small). */
+  const char *img = image("half.tar", "--layer %L%/fresh --layer %L%/zeros");
+  CHECK(import_file(tenant, "half", img, &err) == -1 && err.code == EDQUOT);
+  CHECK(count_dir("layers") == before);
+  CHECK(count_dir("blobs/sha256") == blobs);
+}
+
+TEST(one_import_ending_keeps_anothers_hold_on_the_store) {
+  struct husk_err err = {0};
+  struct state_template from;
+  CHECK(state_template_get(st, "", "app", false, &from, &err) == 0);
+  int before = count_dir("layers");
+  struct template_asm *a = NULL, *b = NULL;
+  CHECK(template_asm_begin(ts, "", "held-a", &from, &a, &err) == 0);
+  CHECK(template_asm_begin(ts, "", "held-b", &from, &b, &err) == 0);
+  if (!a || !b)
+    return;
+  int wfd = template_asm_workdir(a);
+  CHECK(mkdirat(wfd, "tree", 0755) == 0);
+  int tree = openat(wfd, "tree", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int f = openat(tree, "new", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  CHECK(f >= 0 && write(f, "x", 1) == 1);
+  close(f);
+  char diff[LAYER_DIGEST_SIZE];
+  CHECK(template_asm_add_tree(a, tree, 0, NULL, diff, &err) == 0);
+  close(tree);
+  CHECK(count_dir("layers") == before + 1);
+  /* The other ends: the one in progress still holds collection off (each
+   * hold is a lock of its own, not one shared by the process). */
+  template_asm_end(b);
+  CHECK(template_collect(ts, &err) == 0);
+  CHECK(count_dir("layers") == before + 1);
+  /* Ended without a commit: its layer goes with it. */
+  template_asm_end(a);
+  CHECK(count_dir("layers") == before);
+  state_template_free(&from);
+}
+
 TEST(a_crashed_import_is_cleaned_at_open) {
   char p[400];
   snprintf(p, sizeof p, "%s/templates/tmp/imp-crashed/L0/root/x", data);
@@ -252,7 +294,8 @@ int main(void) {
   sh("L=%s/l && mkdir -p $L/base/etc $L/base/bin $L/top/etc $L/other $L/fresh $L/only $L/big && "
      "echo hello > $L/base/etc/motd && printf '#!/bin/sh\\necho app\\n' > $L/base/bin/app && "
      "touch $L/top/etc/.wh.motd && echo o > $L/other/o && echo f > $L/fresh/f && "
-     "echo only > $L/only/only && head -c 2000000 /dev/urandom > $L/big/blob",
+     "echo only > $L/only/only && head -c 2000000 /dev/urandom > $L/big/blob && "
+     "mkdir -p $L/zeros && head -c 2000000 /dev/zero > $L/zeros/zeros",
      base);
   struct husk_err err;
   char db[400];
@@ -273,6 +316,8 @@ int main(void) {
   RUN(a_hostile_layer_is_refused_naming_its_entry);
   RUN(names_quota_and_shared_templates);
   RUN(layers_are_collected_when_no_template_has_them);
+  RUN(a_failed_imports_layers_go_at_once);
+  RUN(one_import_ending_keeps_anothers_hold_on_the_store);
   RUN(a_crashed_import_is_cleaned_at_open);
   template_store_close(ts);
   state_close(st);
