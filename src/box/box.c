@@ -407,8 +407,29 @@ static void box_image_freep(struct box_image **bi) {
 }
 #define cleanup_box_image __attribute__((cleanup(box_image_freep)))
 
+/* Metadata keys beginning with `husk.` are husk's own (a build's step
+ * boxes carry husk.build, which a restart ends): a caller cannot set them. */
+static int metadata_keys_ok(const char *metadata_json, struct husk_err *err) {
+  if (!metadata_json || !strstr(metadata_json, "husk."))
+    return 0;
+  json_t *o = json_loads(metadata_json, 0, NULL);
+  const char *k;
+  json_t *v;
+  int rc = 0;
+  json_object_foreach(o, k, v) {
+    if (!strncmp(k, "husk.", 5)) {
+      rc = husk_fail(err, EINVAL, "metadata keys beginning with `husk.` are husk's own");
+      break;
+    }
+  }
+  json_decref(o);
+  return rc;
+}
+
 int husk_box_create(struct husk_mgr *m, const char *tenant, const struct husk_box_spec *req,
                     struct husk_box_info *out, struct husk_err *err) {
+  if (metadata_keys_ok(req->metadata_json, err) < 0)
+    return -1;
   /* An image template: its layers, user, env and working directory. */
   cleanup_box_image struct box_image *img = NULL;
   if (req->template_name && req->template_name[0] && strcmp(req->template_name, "default")) {

@@ -331,6 +331,17 @@ static bool stale_box_cgroup(const char *name) {
   return true;
 }
 
+/* A box a build ran one of its steps in (metadata husk.build, which only
+ * the build sets: box.c refuses husk.* keys from callers). */
+static bool build_step(const struct state_box *sb) {
+  if (!sb->metadata_json || !strstr(sb->metadata_json, "\"husk.build\""))
+    return false;
+  json_t *o = json_loads(sb->metadata_json, 0, NULL);
+  bool is = json_is_string(json_object_get(o, "husk.build"));
+  json_decref(o);
+  return is;
+}
+
 void box_reconcile(struct husk_mgr *m) {
   struct row_list rl = {0};
   char cursor[STATE_CURSOR_SIZE] = "";
@@ -351,7 +362,11 @@ void box_reconcile(struct husk_mgr *m) {
     struct state_box *sb = &rl.rows[i];
     const char *state = NULL, *reason = NULL;
     char why[HUSK_ERR_MSG_MAX + 64];
-    if (!strcmp(sb->state, STATE_BOX_RUNNING) && (!sb->expires_ms || sb->expires_ms > now)) {
+    if (!strcmp(sb->state, STATE_BOX_RUNNING) && build_step(sb)) {
+      /* The build it served died with the previous daemon. */
+      state = STATE_BOX_STOPPED;
+      reason = "killed";
+    } else if (!strcmp(sb->state, STATE_BOX_RUNNING) && (!sb->expires_ms || sb->expires_ms > now)) {
       if (adopt(m, sb, &err) == 0) {
         box_log(m, "box %s re-adopted", sb->id);
         continue;

@@ -224,19 +224,6 @@ struct build_opts {
   struct husk_limits limits;
 };
 
-struct leftovers {
-  struct husk_mgr *m;
-  const char *tenant;
-};
-
-static int end_leftover(void *ctx, const struct husk_box_info *bi) {
-  struct leftovers *lo = ctx;
-  struct husk_err err;
-  if (husk_box_destroy(lo->m, lo->tenant, bi->id, "killed", &err) < 0)
-    fprintf(stderr, "husk template: build: cannot end leftover box %s: %s\n", bi->id, err.msg);
-  return 0;
-}
-
 static void build_log(void *ctx, const char *buf, size_t len) {
   (void)ctx;
   fwrite(buf, 1, len, stdout);
@@ -289,13 +276,8 @@ static int cmd_build(struct tctx *c, const char *name, const char *context,
     husk_mgr_close(m, true);
     return fail("build: %s", err.msg);
   }
-  /* A build that was killed left its step's box running (the manager
-   * adopted it): only one build at a time holds the data directory, so
-   * every box of the builds' tenant is a leftover. */
-  struct leftovers lo = {.m = m, .tenant = tenant};
-  struct husk_box_filter f = {.state = "running", .limit = 1000};
-  if (husk_box_list(m, tenant, &f, end_leftover, &lo, NULL, 0, &err) < 0)
-    fprintf(stderr, "husk template: build: cannot list leftover boxes: %s\n", err.msg);
+  /* Step boxes a killed build left were ended when the manager opened
+   * (box_reconcile: their metadata says husk.build). */
   struct box_build_req rq = {.tenant = tenant,
                              .owner = "",
                              .name = name,

@@ -338,6 +338,27 @@ serve_start --template-quota 20M
 check "the restart removed the killed import's work" tmp_empty
 KEY=$KB api GET /v1/templates/killed
 expect_code "and it is no template" 404
+
+# ... and during a build: its step's box is ended at the restart, not adopted.
+printf 'FROM copy\nRUN echo started; sleep 60\n' >"$C/Dockerfile"
+tar -C "$C" -cf "$T_SCRATCH/ctx.tar" .
+curl -sN --max-time 120 -X POST -H "Authorization: Bearer $KB" --data-binary "@$T_SCRATCH/ctx.tar" \
+  "$URL/v1/builds?name=killedbuild" >"$T_SCRATCH/kb.out" &
+CURL=$!
+check "a build's step was running" wait_for 30 grep -q started "$T_SCRATCH/kb.out"
+KEY=$KB api GET "/v1/sandboxes?state=running&metadata.husk.build=killedbuild"
+STEPBOX=$(jf 'j["sandboxes"][0]["id"]')
+serve_kill9
+wait "$CURL" 2>/dev/null
+serve_start --template-quota 20M
+KEY=$KB api GET "/v1/sandboxes/$STEPBOX"
+expect_eq "the restart ended the killed build's step box" "$(jf 'j["state"]')" killed
+check "its processes are gone" wait_for 10 box_gone "$STEPBOX"
+KEY=$KB api GET /v1/templates/killedbuild
+expect_code "the killed build is no template" 404
+check "and its context is gone from the work area" tmp_empty
+KEY=$KB api POST /v1/sandboxes -d '{"metadata":{"husk.build":"x"}}'
+expect_code "a caller cannot tag a box husk.build (husk.* metadata is husk's)" 400
 KEY=$KB api GET /v1/templates/app
 expect_code "the templates made before are all there" 200
 

@@ -130,8 +130,8 @@ wait "$bp" 2>/dev/null
 tpl list
 check "a SIGKILLed build is no template" bash -c '! grep -q "^slow " <<<"$1"' _ "$OUT"
 check "its work is gone once the store is opened again" [ -z "$(ls -A "$TDATA/templates/tmp")" ]
-# Its step's box is left to the next manager of the data directory (as any
-# box of a daemon that died): the next build sweeps it.
+# Its step's box is left to the next manager of the data directory, which
+# ends it (its metadata says husk.build) instead of adopting it.
 build again --build-arg WHO=tester
 expect_eq "the next build on the data directory works" "$RC" 0
 for _ in $(seq 100); do
