@@ -127,7 +127,16 @@ struct husk_mgr {
   /* The network and secrets plane (box_egress.c). */
   struct egress *egress;
   struct egress_vault *vault;
+
+  /* Templates' profiles by id (box_template.c): a template never changes,
+   * so what its image config and /etc/passwd say is worked out once, not
+   * at each create. */
+  pthread_mutex_t profile_lock;
+  struct profile_entry *profiles; /* PROFILE_CACHE_MAX, least recently used replaced */
+  uint64_t profile_tick;
 };
+#define PROFILE_CACHE_MAX 64
+void box_profiles_free(struct husk_mgr *m);
 
 /* box.c */
 /* Where a command starts: the one it names, else the box's (an image's

@@ -43,6 +43,62 @@ static char **merge_env(char *const *image, char *const *req) {
   return env;
 }
 
+/* ---- the profile cache ---- */
+
+struct profile_entry {
+  char id[STATE_TEMPLATE_ID_SIZE]; /* "": free */
+  struct template_profile p;
+  uint64_t used;
+};
+
+/* The cached profile of template `id` copied into *out: 1, or 0 if none. */
+static int profile_cached(struct husk_mgr *m, const char *id, struct template_profile *out) {
+  int found = 0;
+  pthread_mutex_lock(&m->profile_lock);
+  for (size_t i = 0; m->profiles && i < PROFILE_CACHE_MAX; i++) {
+    struct profile_entry *e = &m->profiles[i];
+    if (e->id[0] && !strcmp(e->id, id)) {
+      e->used = ++m->profile_tick;
+      found = template_profile_copy(out, &e->p) == 0;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&m->profile_lock);
+  return found;
+}
+
+static void profile_keep(struct husk_mgr *m, const char *id, const struct template_profile *p) {
+  pthread_mutex_lock(&m->profile_lock);
+  if (!m->profiles)
+    m->profiles = calloc(PROFILE_CACHE_MAX, sizeof *m->profiles);
+  struct profile_entry *slot = NULL;
+  for (size_t i = 0; m->profiles && i < PROFILE_CACHE_MAX; i++) {
+    struct profile_entry *e = &m->profiles[i];
+    if (e->id[0] && !strcmp(e->id, id)) {
+      slot = NULL; /* another create kept it meanwhile */
+      break;
+    }
+    if (!slot || !e->id[0] || (slot->id[0] && e->used < slot->used))
+      slot = e;
+  }
+  if (slot) {
+    template_profile_free(&slot->p);
+    slot->id[0] = '\0';
+    if (template_profile_copy(&slot->p, p) == 0) {
+      snprintf(slot->id, sizeof slot->id, "%s", id);
+      slot->used = ++m->profile_tick;
+    }
+  }
+  pthread_mutex_unlock(&m->profile_lock);
+}
+
+void box_profiles_free(struct husk_mgr *m) {
+  for (size_t i = 0; m->profiles && i < PROFILE_CACHE_MAX; i++)
+    template_profile_free(&m->profiles[i].p);
+  free(m->profiles);
+  m->profiles = NULL;
+}
+
 int box_image_resolve(struct husk_mgr *m, const char *tenant, const char *name,
                       char *const *req_env, struct box_image *out, struct husk_err *err) {
   memset(out, 0, sizeof *out);
@@ -83,14 +139,18 @@ int box_image_of(struct husk_mgr *m, struct state_template *t, char *const *req_
   }
   json_decref(layers);
   out->n = n;
-  /* The profile reads the image's /etc/passwd through its layers. */
-  struct template_layers tl;
-  if (template_layers_open(m->cfg.templates, &out->t, &tl, err) < 0)
-    goto fail;
-  int rc = template_profile(&out->t, &tl, &out->p, err);
-  template_layers_release(&tl);
-  if (rc < 0)
-    goto fail;
+  /* The profile reads the image's /etc/passwd through its layers: once
+   * per template. */
+  if (!profile_cached(m, out->t.id, &out->p)) {
+    struct template_layers tl;
+    if (template_layers_open(m->cfg.templates, &out->t, &tl, err) < 0)
+      goto fail;
+    int rc = template_profile(&out->t, &tl, &out->p, err);
+    template_layers_release(&tl);
+    if (rc < 0)
+      goto fail;
+    profile_keep(m, out->t.id, &out->p);
+  }
   if (!(out->env = merge_env(out->p.env, req_env))) {
     husk_error(err, ENOMEM, "template env");
     goto fail;

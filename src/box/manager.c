@@ -47,6 +47,7 @@ int box_mgr_open(struct husk_mgr **out, const struct box_mgr_config *cfg, struct
   m->dir_lock = -1;
   pthread_mutex_init(&m->lock, NULL);
   pthread_mutex_init(&m->pool_lock, NULL);
+  pthread_mutex_init(&m->profile_lock, NULL);
   pthread_mutex_init(&m->reap_lock, NULL);
   pthread_cond_init(&m->reap_cond, NULL);
   /* Monotonic: the pool's back-off must not stretch when the wall clock
@@ -195,6 +196,8 @@ void box_mgr_close(struct husk_mgr *m, bool destroy_boxes) {
   pthread_cond_destroy(&m->reap_cond);
   pthread_mutex_destroy(&m->reap_lock);
   pthread_mutex_destroy(&m->lock);
+  box_profiles_free(m);
+  pthread_mutex_destroy(&m->profile_lock);
   free(m->pools);
   free(m);
 }

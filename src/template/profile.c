@@ -23,6 +23,31 @@ static void strv_free(char **v) {
   free(v);
 }
 
+static char **strv_dup(char *const *v) {
+  size_t n = 0;
+  while (v && v[n])
+    n++;
+  char **c = calloc(n + 1, sizeof *c);
+  for (size_t i = 0; c && i < n; i++)
+    if (!(c[i] = strdup(v[i]))) {
+      strv_free(c);
+      return NULL;
+    }
+  return c;
+}
+
+int template_profile_copy(struct template_profile *dst, const struct template_profile *src) {
+  *dst = *src;
+  dst->env = strv_dup(src->env);
+  dst->argv = src->argv ? strv_dup(src->argv) : NULL;
+  dst->workdir = strdup(src->workdir ? src->workdir : "");
+  if (!dst->env || (src->argv && !dst->argv) || !dst->workdir) {
+    template_profile_free(dst);
+    return -1;
+  }
+  return 0;
+}
+
 void template_profile_free(struct template_profile *p) {
   strv_free(p->env);
   strv_free(p->argv);

@@ -184,6 +184,8 @@ struct template_profile {
 int template_profile(const struct state_template *t, const struct template_layers *l,
                      struct template_profile *out, struct husk_err *err);
 void template_profile_free(struct template_profile *p);
+/* A deep copy (-1: out of memory, *dst zeroed). */
+int template_profile_copy(struct template_profile *dst, const struct template_profile *src);
 
 /* A template as the fronts show it: id, name, source, size (unpacked
  * bytes), digest (of its config), created_at, shared (the operator's), and
