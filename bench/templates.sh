@@ -154,7 +154,8 @@ if want import; then
   tar -C "$TMP/layers-tar" -xf "$TMP/big.tar"
   mapfile -t LTARS < <(find "$TMP/layers-tar/blobs/sha256" -type f -size +100k)
   start_daemon import
-  H=() T=() P=()
+  H=() C=() T=() P=() PL=()
+  PODMAN_RUN_ERR=""
   for r in $(seq "$REPS"); do
     sync
     echo 3 >/proc/sys/vm/drop_caches
@@ -164,6 +165,14 @@ if want import; then
     [ "$code" = 201 ] || die "import failed ($code): $(head -c 300 "$TMP/imp.json")"
     H+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}')")
     admin DELETE "/v1/templates/big$r" >/dev/null
+    sync
+    echo 3 >/proc/sys/vm/drop_caches
+    rm -rf "$TMP/cli-data" && mkdir -p "$TMP/cli-data"
+    t0=$(now)
+    "$HUSK" template import "$TMP/big.tar" --name big --data "$TMP/cli-data" >/dev/null
+    t1=$(now)
+    C+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}')")
+    rm -rf "$TMP/cli-data"
     sync
     echo 3 >/proc/sys/vm/drop_caches
     rm -rf "$TMP/x" && mkdir "$TMP/x"
@@ -178,24 +187,38 @@ if want import; then
       echo 3 >/proc/sys/vm/drop_caches
       t0=$(now)
       id=$(podman load -i "$TMP/big.tar" 2>/dev/null | sed -n 's/^Loaded image: *//p' | tail -n1)
-      podman run --rm --network none "$id" /bin/true
       t1=$(now)
+      PL+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}')")
+      # Limits no higher than podman's own (raising one needs CAP_SYS_RESOURCE).
+      if podman run --rm --network none --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 \
+        "$id" /bin/true 2>"$TMP/podman.err"; then
+        t1=$(now)
+        P+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}')")
+      else
+        PODMAN_RUN_ERR=$(tail -n1 "$TMP/podman.err")
+      fi
       PODMAN_IMAGES+=("$id")
-      P+=("$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b - a}')")
       podman rmi -f "$id" >/dev/null 2>&1 || true
     fi
   done
   stop_daemon
   hm=$(printf '%s\n' "${H[@]}" | median)
+  cm=$(printf '%s\n' "${C[@]}" | median)
   tm=$(printf '%s\n' "${T[@]}" | median)
   say "== import of a ${BIG_MB} MB image ($BIG_FILES files in its big layer), $REPS runs each, cold page cache"
-  say "husk POST /v1/templates:      median ${hm} s   (runs: ${H[*]})"
+  say "husk template import FILE:    median ${cm} s   (runs: ${C[*]})"
+  say "husk POST /v1/templates:      median ${hm} s   (runs: ${H[*]}; the upload over loopback included)"
   say "tar -x of its layers + sync:  median ${tm} s   (runs: ${T[*]})"
-  if [ ${#P[@]} -gt 0 ]; then
-    pm=$(printf '%s\n' "${P[@]}" | median)
-    say "podman load + run --rm true: median ${pm} s   (runs: ${P[*]})"
+  if [ ${#PL[@]} -gt 0 ]; then
+    say "podman load:                  median $(printf '%s\n' "${PL[@]}" | median) s   (runs: ${PL[*]})"
   fi
-  say "$(awk -v h="$hm" -v t="$tm" 'BEGIN{r = h / t; printf "target: husk <= 2 x tar -x: %.2f x -> %s", r, (r <= 2 ? "met" : "NOT met")}')"
+  if [ ${#P[@]} -gt 0 ]; then
+    say "podman load + run --rm true:  median $(printf '%s\n' "${P[@]}" | median) s   (runs: ${P[*]})"
+  elif [ -n "$PODMAN_RUN_ERR" ]; then
+    say "podman run --rm true:         fails on this host: $PODMAN_RUN_ERR"
+  fi
+  say "$(awk -v h="$cm" -v t="$tm" 'BEGIN{r = h / t; printf "target: husk import <= 2 x tar -x (both from a file on disk): %.2f x -> %s", r, (r <= 2 ? "met" : "NOT met")}')"
+  say "$(awk -v h="$hm" -v t="$tm" 'BEGIN{printf "over HTTP: %.2f x tar -x", h / t}')"
   say ""
 fi
 

@@ -117,7 +117,9 @@ int import_place_layer(struct import *im, int srcdir, const struct image_layer *
   uint64_t room = im->max_bytes;
   if (im->quota_bound)
     room = *size < room ? room - *size : 1;
-  struct layer_limits lim = {.max_bytes = room, .max_entries = ts->cfg.max_layer_entries};
+  struct layer_limits lim = {.max_bytes = room,
+                             .max_entries = ts->cfg.max_layer_entries,
+                             .blob_digest = l->digest};
   struct layer_result res;
   if (layer_extract(blob, rootfd, &lim, &res, err) < 0) {
     if (err->code == EFBIG && im->quota_bound)

@@ -36,6 +36,10 @@
 struct layer_limits {
   uint64_t max_bytes;   /* uncompressed tar stream */
   uint64_t max_entries; /* tar entries */
+  /* The blob's own sha256 ("sha256:<hex>"), already verified, or NULL.
+   * When the blob turns out to be uncompressed, that digest is its
+   * diff_id and the stream is not hashed a second time. */
+  const char *blob_digest;
 };
 
 struct layer_result {
