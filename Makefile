@@ -224,7 +224,7 @@ chaos: all
 bench:
 	@scripts/deps.sh bench
 	@$(MAKE) --no-print-directory all
-	@bench/run.sh && bench/serve.sh
+	@bench/run.sh && bench/serve.sh && bench/templates.sh
 
 # libFuzzer harnesses (tests/fuzz/fuzz_<target>.c), built with clang under
 # ASan+UBSan in their own tree: the library objects carry coverage
