@@ -1,5 +1,5 @@
 #!/bin/bash
-# Egress proxy overhead (issue 7), on this machine only: an upstream
+# Egress proxy overhead, on this machine only: an upstream
 # network namespace with HTTPS servers (tests/serve/egress/setup.bash), a
 # daemon, and boxes in egress mode.
 #

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Benchmarks of `husk serve` (issue 4): each runs husk and its peers in the
+# Benchmarks of `husk serve`: each runs husk and its peers in the
 # same run and prints medians, p95, the ratios and the commands.
 #
 #   bench/serve.sh                      everything (about 4 minutes)

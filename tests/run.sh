@@ -80,8 +80,8 @@ if [ -x build-asan/husk ]; then
     [ -f "$s" ] && run_suite "asan/${s#tests/}" env HUSK="$root/build-asan/husk" HUSK_ASAN=1 \
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 bash "$s"
   done
-  # MCP over HTTP under the sanitizers (branch mcp): raw protocol input and
-  # both SDK clients, and the storage tools (branch glue).
+  # MCP over HTTP under the sanitizers: raw protocol input and
+  # both SDK clients, and the storage tools.
   for s in tests/mcp/protocol.sh tests/mcp/sdk.sh tests/mcp/storage.sh; do
     [ -f "$s" ] && run_suite "asan/${s#tests/}" env HUSK="$root/build-asan/husk" HUSK_ASAN=1 \
       SDKS="v1 v2" MODES=http \
@@ -93,7 +93,7 @@ if [ -x build-asan/husk ]; then
     [ -f "$s" ] && run_suite "asan/${s#tests/}" env HUSK="$root/build-asan/husk" HUSK_ASAN=1 \
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 bash "$s"
   done
-  # issue 7: the egress proxy parses hostile input from boxes.
+  # The egress proxy parses hostile input from boxes.
   for s in tests/serve/egress.sh; do
     [ -f "$s" ] && run_suite "asan/${s#tests/}" env HUSK="$root/build-asan/husk" HUSK_ASAN=1 \
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 bash "$s"

@@ -1,4 +1,4 @@
-/* The state of the network and secrets plane (issue 7): sealed secrets
+/* The state of the network and secrets plane: sealed secrets
  * and each box's egress settings.  Kept apart from state.h so the plane
  * can be read on its own; same conventions (see state.h). */
 #ifndef HUSK_STATE_EGRESS_STATE_H

@@ -115,7 +115,7 @@ static const char schema_v1[] =
     "CREATE TRIGGER audit_append_only BEFORE DELETE ON audit"
     "  BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;";
 
-/* ---- MCP jobs (branch mcp) ----
+/* ---- MCP jobs ----
  * A job is a command of an MCP tool call that outlived the call's wait: its
  * process is a background process of a box (output in files, exit collected
  * by the monitor), and this row says whose it is, whether its box is
@@ -138,7 +138,7 @@ static const char schema_jobs[] =
     "CREATE INDEX jobs_tenant ON jobs(tenant_id, created_ms);"
     "CREATE INDEX jobs_box ON jobs(box_id);";
 
-/* issue 7 (network and secrets plane): the secrets vault (values sealed
+/* The network and secrets plane: the secrets vault (values sealed
  * by src/egress/vault.c, never plaintext here) and the egress settings of
  * each box (mode and policy with its placeholders, for re-adoption). */
 static const char schema_egress[] =
@@ -156,7 +156,7 @@ static const char schema_egress[] =
     "  policy_json TEXT NOT NULL"
     ") STRICT;";
 
-/* Storage plane (issue 6): S3 access keys, buckets, objects, multipart
+/* The storage plane: S3 access keys, buckets, objects, multipart
  * uploads, links and their access log.  Object bytes live in files under
  * DATA/storage (src/storage/store.c); a row names its file, and a row
  * exists only once its file is complete and fsynced.  Keys and names are

@@ -369,7 +369,7 @@ int state_proc_list(struct state *st, const char *tenant_id, const char *box_id,
                     struct husk_err *err);
 void state_proc_free(struct state_proc *p);
 
-/* ---- MCP jobs (branch mcp) ------------------------------------------- */
+/* ---- MCP jobs ------------------------------------------------------- */
 
 /* A job: a background process of a box started by an MCP tool call, kept
  * so that a later call (job_status / job_wait), even after a daemon

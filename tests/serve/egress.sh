@@ -1,5 +1,5 @@
 #!/bin/bash
-# Network modes and the egress proxy (issue 7).  Everything stays on this
+# Network modes and the egress proxy.  Everything stays on this
 # machine: the "internet" is a network namespace made here (egress/setup.bash)
 # with HTTP/HTTPS echo servers and a scriptable DNS server, reached through
 # the operator's test allow-range.  The attacker is the code in the box: it
