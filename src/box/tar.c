@@ -23,6 +23,7 @@
 
 #include "jail/syscalls.h"
 #include "util/cleanup.h"
+#include "util/fileio.h"
 
 #define TAR_MAX_FILE_SIZE (1ULL << 44) /* 16 TiB logical: holes cost a call per ZERO_SPAN */
 #define TAR_MAX_REGIONS (1U << 20)     /* data extents of one sparse file */
@@ -520,43 +521,6 @@ static void split(char *rel, char **parent, char **name) {
   }
 }
 
-static bool all_zero(const char *p, size_t n) {
-  return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
-}
-
-/* Write a data block at its offset in a fresh (all-zero) file.  Gaps
- * between blocks stay holes, and so do pages of zeros inside blocks (the
- * box's disk is RAM, and an archive made without --sparse stores holes as
- * zeros): zeros are checked page by page of the file and not written.
- * -1 with errno. */
-static int tr_write_block(int fd, const char *buf, size_t size, la_int64_t off) {
-  const size_t page = 4096;
-  for (size_t done = 0; done < size;) {
-    /* One piece: up to the next page boundary of the file offset. */
-    uint64_t at = (uint64_t)off + done;
-    size_t n = page - (size_t)(at % page);
-    if (n > size - done)
-      n = size - done;
-    if (all_zero(buf + done, n)) {
-      done += n; /* the file is all zeros already: any zero piece is a no-op */
-      continue;
-    }
-    /* Coalesce following non-zero pages into one write. */
-    while (done + n < size) {
-      size_t m = size - done - n > page ? page : size - done - n;
-      if (m == page && all_zero(buf + done + n, m))
-        break;
-      n += m;
-    }
-    ssize_t w = pwrite(fd, buf + done, n, (off_t)at);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w < 0)
-      return -1;
-    done += (size_t)w;
-  }
-  return 0;
-}
 
 static int tr_file(struct tr *t, struct archive_entry *e, int pfd, const char *name, const char *rel) {
   struct husk_err e2;
@@ -574,7 +538,7 @@ static int tr_file(struct tr *t, struct archive_entry *e, int pfd, const char *n
       return tr_archive_fail(t, rel);
     if (off < 0)
       return husk_fail(t->err, EINVAL, "damaged archive (%s): negative offset", rel);
-    int w = tr_write_block(fd, buf, size, off);
+    int w = write_block_sparse(fd, buf, size, off);
     if (w < 0) {
       if (out_of_space(errno) || errno == EFBIG || errno == EINVAL)
         return tr_fs_error(t, out_of_space(errno) ? ENOSPC : errno, rel) < 0 ? -1 : 0;

@@ -114,6 +114,18 @@ static void close_store(struct tctx *c) {
 
 static ssize_t fd_in(void *ctx, void *buf, size_t cap) { return read(*(int *)ctx, buf, cap); }
 
+/* The template on stdout (one line; `full`: indented, with its layers and
+ * config), then freed. */
+static void print_template(struct state_template *t, bool full) {
+  json_t *j = template_json(t, full);
+  char *text = j ? json_dumps(j, full ? JSON_INDENT(2) : JSON_COMPACT) : NULL;
+  if (text)
+    printf("%s\n", text);
+  free(text);
+  json_decref(j);
+  state_template_free(t);
+}
+
 static int cmd_import(struct tctx *c, const char *src, const char *name) {
   struct husk_err err;
   if (!name)
@@ -135,13 +147,7 @@ static int cmd_import(struct tctx *c, const char *src, const char *name) {
     close_store(c);
     return fail("import: %s", err.msg);
   }
-  json_t *j = template_json(&t, false);
-  char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-  if (s)
-    printf("%s\n", s);
-  free(s);
-  json_decref(j);
-  state_template_free(&t);
+  print_template(&t, false);
   close_store(c);
   return 0;
 }
@@ -173,13 +179,7 @@ static int cmd_create(struct tctx *c, const char *name, const char *suite, const
     close_store(c);
     return fail("create: %s", err.msg);
   }
-  json_t *j = template_json(&t, false);
-  char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-  if (s)
-    printf("%s\n", s);
-  free(s);
-  json_decref(j);
-  state_template_free(&t);
+  print_template(&t, false);
   close_store(c);
   return 0;
 }
@@ -296,13 +296,7 @@ static int cmd_build(struct tctx *c, const char *name, const char *context,
   husk_mgr_close(m, true);
   if (rc < 0)
     return fail("build: %s", err.msg);
-  json_t *j = template_json(&t, false);
-  char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
-  if (s)
-    printf("%s\n", s);
-  free(s);
-  json_decref(j);
-  state_template_free(&t);
+  print_template(&t, false);
   return 0;
 }
 
@@ -351,13 +345,7 @@ static int cmd_inspect(struct tctx *c, const char *name) {
   close_store(c);
   if (rc < 0)
     return fail("inspect: %s", err.msg);
-  json_t *j = template_json(&t, true);
-  char *s = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
-  if (s)
-    printf("%s\n", s);
-  free(s);
-  json_decref(j);
-  state_template_free(&t);
+  print_template(&t, true);
   return 0;
 }
 

@@ -74,31 +74,6 @@ static void hex_digest(EVP_MD_CTX *md, char out[LAYER_DIGEST_SIZE]) {
     p += snprintf(p, 3, "%02x", d[i]);
 }
 
-/* Archive name -> clean relative name ("./" and repeated slashes go);
- * -1 for an absolute name, "..", or one too long. */
-static int clean_name(const char *raw, char *out, size_t cap) {
-  if (raw[0] == '/')
-    return -1;
-  size_t o = 0;
-  for (const char *p = raw; *p;) {
-    while (*p == '/')
-      p++;
-    const char *s = p;
-    while (*p && *p != '/')
-      p++;
-    size_t n = (size_t)(p - s);
-    if (n == 0 || (n == 1 && s[0] == '.'))
-      continue;
-    if ((n == 2 && s[0] == '.' && s[1] == '.') || n > NAME_MAX || o + n + 2 > cap)
-      return -1;
-    if (o)
-      out[o++] = '/';
-    memcpy(out + o, s, n);
-    o += n;
-  }
-  out[o] = '\0';
-  return 0;
-}
 
 static struct sfile *src_add(struct src *s, const char *name) {
   if (s->n == s->cap) {
@@ -605,7 +580,7 @@ static int resolve_docker(struct src *s, struct image *im) {
   }
   char clean[PATH_MAX];
   struct sfile *config = NULL;
-  if (clean_name(cname, clean, sizeof clean) == 0)
+  if (layer_clean_name(cname, clean, sizeof clean) == 0)
     config = get_file(s, clean);
   if (!config) {
     husk_fail(s->err, EINVAL, "manifest.json names a config `%.200s` the archive lacks", cname);
@@ -614,7 +589,7 @@ static int resolve_docker(struct src *s, struct image *im) {
   struct sfile *lf[IMAGE_MAX_LAYERS];
   for (size_t i = 0; i < n; i++) {
     const char *ln = json_string_value(json_array_get(layers, i));
-    lf[i] = ln && clean_name(ln, clean, sizeof clean) == 0 ? get_file(s, clean) : NULL;
+    lf[i] = ln && layer_clean_name(ln, clean, sizeof clean) == 0 ? get_file(s, clean) : NULL;
     if (!lf[i]) {
       husk_fail(s->err, EINVAL, "manifest.json names a layer `%.200s` the archive lacks",
                 ln ? ln : "?");
@@ -763,7 +738,7 @@ int image_read_archive(ssize_t (*in)(void *ctx, void *buf, size_t cap), void *ct
     }
     const char *raw = archive_entry_pathname(e);
     char name[PATH_MAX];
-    if (!raw || clean_name(raw, name, sizeof name) < 0) {
+    if (!raw || layer_clean_name(raw, name, sizeof name) < 0) {
       husk_fail(err, EINVAL, "image archive entry `%.200s`: an absolute name or `..` is refused",
                 raw ? raw : "?");
       goto out;

@@ -26,6 +26,7 @@
 
 #include "jail/syscalls.h"
 #include "util/cleanup.h"
+#include "util/fileio.h"
 
 #define CHUNK ((size_t)256 * 1024)
 #define MAX_ID 65535    /* the highest id a box's map covers */
@@ -92,10 +93,7 @@ static int lx_archive_fail(struct lx *x, const char *what) {
   return husk_fail(x->err, EINVAL, "damaged layer (%s): %s", what, m ? m : "unknown error");
 }
 
-/* Archive name -> relative path.  "./" components and trailing slashes
- * go; an absolute name, ".." anywhere, a component over NAME_MAX or a path
- * over `cap` is refused (returns -1). */
-static int clean_name(const char *raw, char *out, size_t cap) {
+int layer_clean_name(const char *raw, char *out, size_t cap) {
   if (raw[0] == '/')
     return -1;
   size_t o = 0;
@@ -206,37 +204,6 @@ static int lx_clear(struct lx *x, int pfd, const char *name, bool new_is_dir, co
   return 0;
 }
 
-static bool all_zero(const char *p, size_t n) {
-  return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
-}
-
-/* A data block at its offset in a fresh file: pages of zeros stay holes. */
-static int write_block(int fd, const char *buf, size_t size, la_int64_t off) {
-  const size_t page = 4096;
-  for (size_t done = 0; done < size;) {
-    uint64_t at = (uint64_t)off + done;
-    size_t n = page - (size_t)(at % page);
-    if (n > size - done)
-      n = size - done;
-    if (all_zero(buf + done, n)) {
-      done += n;
-      continue;
-    }
-    while (done + n < size) {
-      size_t m = size - done - n > page ? page : size - done - n;
-      if (m == page && all_zero(buf + done + n, m))
-        break;
-      n += m;
-    }
-    ssize_t w = pwrite(fd, buf + done, n, (off_t)at);
-    if (w < 0 && errno == EINTR)
-      continue;
-    if (w < 0)
-      return -1;
-    done += (size_t)w;
-  }
-  return 0;
-}
 
 static void set_mtime_at(int pfd, const char *name, struct archive_entry *e) {
   if (!archive_entry_mtime_is_set(e))
@@ -265,7 +232,7 @@ static int lx_file(struct lx *x, struct archive_entry *e, int pfd, const char *n
       return lx_archive_fail(x, entry);
     if (off < 0)
       return husk_fail(x->err, EINVAL, "damaged layer: entry `%s` has a negative offset", entry);
-    if (write_block(fd, buf, size, off) < 0)
+    if (write_block_sparse(fd, buf, size, off) < 0)
       return husk_error(x->err, errno, "cannot write layer entry `%s`", entry);
   }
   la_int64_t size = archive_entry_size_is_set(e) ? archive_entry_size(e) : -1;
@@ -320,7 +287,7 @@ static int lx_symlink(struct lx *x, struct archive_entry *e, int pfd, const char
 static int lx_hardlink(struct lx *x, const char *raw_target, int pfd, const char *name,
                        const char *entry) {
   char target[PATH_MAX];
-  if (clean_name(raw_target, target, sizeof target) < 0 || !*target)
+  if (layer_clean_name(raw_target, target, sizeof target) < 0 || !*target)
     return husk_fail(x->err, EINVAL, "layer entry `%s`: a hardlink to `%.200s` is refused", entry,
                      raw_target);
   char *tparent, *tname;
@@ -358,7 +325,7 @@ static int lx_entry(struct lx *x, struct archive_entry *e) {
   char rel[PATH_MAX];
   if (!raw)
     return husk_fail(x->err, EINVAL, "damaged layer: an entry without a name");
-  if (clean_name(raw, rel, sizeof rel) < 0)
+  if (layer_clean_name(raw, rel, sizeof rel) < 0)
     return husk_fail(x->err, EINVAL,
                      "layer entry `%.300s`: an absolute name, a `..` component or a name too "
                      "long is refused",

@@ -55,6 +55,11 @@ struct layer_result {
  * directory dest_fd.  Returns 0 with *out filled, or -1: err->code EINVAL
  * (the layer is damaged or holds what is refused: the message names the
  * entry), EFBIG (over a limit), others (I/O, space). */
+/* Archive name -> relative path.  "./" components and trailing slashes
+ * go; an absolute name, ".." anywhere, a component over NAME_MAX or a path
+ * over `cap` is refused (returns -1). */
+int layer_clean_name(const char *raw, char *out, size_t cap);
+
 int layer_extract(int blob_fd, int dest_fd, const struct layer_limits *lim,
                   struct layer_result *out, struct husk_err *err);
 

@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,5 +140,38 @@ int mkdir_private(const char *dir, struct husk_err *err) {
     return husk_fail(err, EPERM, "`%s` belongs to another user", p);
   if (st.st_mode & 022)
     return husk_fail(err, EPERM, "`%s` is writable by others: use a private directory (0700)", p);
+  return 0;
+}
+
+static bool all_zero(const char *p, size_t n) {
+  return n == 0 || (p[0] == 0 && memcmp(p, p + 1, n - 1) == 0);
+}
+
+int write_block_sparse(int fd, const char *buf, size_t size, int64_t off) {
+  const size_t page = 4096;
+  for (size_t done = 0; done < size;) {
+    /* One piece: up to the next page boundary of the file offset. */
+    uint64_t at = (uint64_t)off + done;
+    size_t n = page - (size_t)(at % page);
+    if (n > size - done)
+      n = size - done;
+    if (all_zero(buf + done, n)) {
+      done += n; /* the file is all zeros already: any zero piece is a no-op */
+      continue;
+    }
+    /* Coalesce following non-zero pages into one write. */
+    while (done + n < size) {
+      size_t m = size - done - n > page ? page : size - done - n;
+      if (m == page && all_zero(buf + done + n, m))
+        break;
+      n += m;
+    }
+    ssize_t w = pwrite(fd, buf + done, n, (off_t)at);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w < 0)
+      return -1;
+    done += (size_t)w;
+  }
   return 0;
 }

@@ -3,6 +3,7 @@
 #define HUSK_UTIL_FILEIO_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "util/error.h"
@@ -25,6 +26,11 @@ ssize_t read_file_at(int dirfd, const char *name, char *buf, size_t size);
 
 /* write() all of buf, retrying on EINTR and short writes. */
 int write_all(int fd, const void *buf, size_t len);
+/* Write a data block at offset `off` of a fresh (all-zero) file: pages of
+ * zeros are not written, so gaps between blocks and zeros inside them
+ * stay holes (an archive made without --sparse stores holes as zeros).
+ * -1 with errno. */
+int write_block_sparse(int fd, const char *buf, size_t size, int64_t off);
 
 /* Numeric fields of /proc/PID/stat (pid 0: self), numbered as in proc(5):
  * v[k] is field k for 3 <= k < n (fields after the command name, which
