@@ -1,12 +1,14 @@
 /* A complete program on libhusk: a box that lives across calls.
  *
  *   cc boxes.c $(pkg-config --cflags --libs husk) -o boxes
- *   sudo ./boxes /tmp/husk-example
+ *   sudo ./boxes /tmp/husk-example [IMAGE.tar]
  *
  * It opens a manager on a data directory, makes (or finds) a tenant,
  * creates a box, writes a script into it, runs the script with its output
  * streamed back, reads the file the script wrote, lists /workspace, shows
- * the box's usage, deletes the box, and finally runs one program in a
+ * the box's usage, deletes the box; given an image archive (docker save,
+ * podman save, an oci-archive), imports it as a template, runs `id` in a
+ * box of it and deletes both; and finally runs one program in a
  * throw-away box with husk_run.  HUSK_BINARY names the `husk` program boxes
  * are started from when it is not where the library was installed. */
 #include <errno.h>
@@ -34,6 +36,42 @@ static int print_entry(void *ctx, const struct husk_dirent *e) {
   (void)ctx;
   printf("  %c %6llu %s\n", e->type, (unsigned long long)e->size, e->path);
   return 0;
+}
+
+static ssize_t read_fd(void *ctx, void *buf, size_t cap) { return read(*(int *)ctx, buf, cap); }
+
+/* The image archive at `path` as a template, `id` run in a box of it, both
+ * deleted afterwards. */
+static int image_box(struct husk_mgr *m, const char *tenant, const char *path,
+                     struct husk_err *err) {
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    snprintf(err->msg, sizeof err->msg, "cannot open `%s`: %s", path, strerror(errno));
+    return -1;
+  }
+  struct husk_template_info t;
+  int rc = husk_template_import(m, tenant, "example-image", read_fd, &fd, &t, err);
+  close(fd);
+  if (rc < 0)
+    return -1;
+  printf("template %s (%s): %llu bytes unpacked\n", t.name, t.id, (unsigned long long)t.size);
+  struct husk_box_spec spec = {.template_name = "example-image"};
+  struct husk_box_info box;
+  if (husk_box_create(m, tenant, &spec, &box, err) < 0)
+    return -1;
+  char *cmd[] = {"id", NULL};
+  struct husk_exec_req req = {.argv = cmd, .sink = sink, .cancel_fd = -1};
+  struct husk_exec_result res;
+  rc = husk_box_exec(m, tenant, box.id, &req, &res, err);
+  struct husk_err end_err;
+  if (husk_box_destroy(m, tenant, box.id, "stopped", &end_err) < 0 && rc == 0) {
+    *err = end_err;
+    rc = -1;
+  }
+  husk_box_info_free(&box);
+  if (rc == 0)
+    rc = husk_template_delete(m, tenant, "example-image", err);
+  return rc;
 }
 
 /* Write `text` to `path` in the box: a new unnamed file, then put in place. */
@@ -116,6 +154,8 @@ int main(int argc, char **argv) {
   if (husk_box_destroy(m, tenant, box.id, "stopped", &err) < 0)
     return die("delete the box", &err);
   husk_box_info_free(&box);
+  if (argc > 2 && image_box(m, tenant, argv[2], &err) < 0)
+    return die("a box of an image", &err);
   husk_mgr_close(m, false);
 
   /* One program, one box, nothing left afterwards. */

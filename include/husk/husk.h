@@ -22,5 +22,6 @@
 #include "husk/files.h"
 #include "husk/manager.h"
 #include "husk/run.h"
+#include "husk/template.h"
 
 #endif

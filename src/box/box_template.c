@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "box/box_internal.h"
+#include "husk/template.h"
 #include "template/template.h"
 #include "util/cleanup.h"
 
@@ -167,4 +168,90 @@ int box_template_list(struct husk_mgr *m, const char *tenant,
                       int (*cb)(void *ctx, const struct state_template *t), void *ctx,
                       struct husk_err *err) {
   return state_template_list(m->cfg.state, tenant, cb, ctx, err);
+}
+
+/* ---- the public API (husk/template.h) ---- */
+
+static void template_info(const struct state_template *t, struct husk_template_info *out) {
+  if (!out)
+    return;
+  memset(out, 0, sizeof *out);
+  snprintf(out->id, sizeof out->id, "%s", t->id);
+  snprintf(out->name, sizeof out->name, "%s", t->name);
+  snprintf(out->tenant_id, sizeof out->tenant_id, "%s", t->tenant_id);
+  snprintf(out->source, sizeof out->source, "%s", t->source);
+  snprintf(out->digest, sizeof out->digest, "%s", t->config_digest);
+  out->size = t->size > 0 ? (uint64_t)t->size : 0;
+  out->created_ms = t->created_ms;
+}
+
+static struct template_store *store_or_fail(struct husk_mgr *m, struct husk_err *err) {
+  if (!m->cfg.templates)
+    husk_fail(err, EINVAL, "this manager keeps no templates: only `default`");
+  return m->cfg.templates;
+}
+
+int husk_template_import(struct husk_mgr *m, const char *tenant, const char *name,
+                         ssize_t (*in)(void *ctx, void *buf, size_t cap), void *ctx,
+                         struct husk_template_info *out, struct husk_err *err) {
+  struct template_store *ts = store_or_fail(m, err);
+  struct state_template t;
+  if (!ts || template_import_archive(ts, tenant, name, in, ctx, &t, err) < 0)
+    return -1;
+  template_info(&t, out);
+  state_template_free(&t);
+  return 0;
+}
+
+int husk_template_import_dir(struct husk_mgr *m, const char *tenant, const char *name,
+                             const char *dir, struct husk_template_info *out,
+                             struct husk_err *err) {
+  struct template_store *ts = store_or_fail(m, err);
+  struct state_template t;
+  if (!ts || template_import_layout(ts, tenant, name, dir, &t, err) < 0)
+    return -1;
+  template_info(&t, out);
+  state_template_free(&t);
+  return 0;
+}
+
+int husk_template_get(struct husk_mgr *m, const char *tenant, const char *name_or_id,
+                      struct husk_template_info *out, struct husk_err *err) {
+  struct state_template t;
+  if (state_template_get(m->cfg.state, tenant, name_or_id, true, &t, err) < 0)
+    return -1;
+  template_info(&t, out);
+  state_template_free(&t);
+  return 0;
+}
+
+struct public_list {
+  int (*cb)(void *ctx, const struct husk_template_info *t);
+  void *ctx;
+};
+
+static int public_list_cb(void *ctx, const struct state_template *t) {
+  struct public_list *pl = ctx;
+  struct husk_template_info info;
+  template_info(t, &info);
+  return pl->cb(pl->ctx, &info);
+}
+
+int husk_template_list(struct husk_mgr *m, const char *tenant,
+                       int (*cb)(void *ctx, const struct husk_template_info *t), void *ctx,
+                       struct husk_err *err) {
+  struct public_list pl = {.cb = cb, .ctx = ctx};
+  return state_template_list(m->cfg.state, tenant, public_list_cb, &pl, err);
+}
+
+int husk_template_delete(struct husk_mgr *m, const char *tenant, const char *name_or_id,
+                         struct husk_err *err) {
+  return box_template_delete(m, tenant, name_or_id, err);
+}
+
+int husk_template_export(struct husk_mgr *m, const char *tenant, const char *name_or_id,
+                         int (*out)(void *ctx, const void *buf, size_t len), void *ctx,
+                         struct husk_err *err) {
+  struct template_store *ts = store_or_fail(m, err);
+  return ts ? template_export(ts, tenant, name_or_id, out, ctx, err) : -1;
 }

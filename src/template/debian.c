@@ -70,6 +70,9 @@ static void host_mirror(char *out, size_t len) {
   }
 }
 
+/* The comma-separated package list's longest length, NUL included. */
+#define PACKAGES_MAX 8192
+
 static const char *arch_name(void) {
   struct utsname u;
   if (uname(&u) == 0 && !strcmp(u.machine, "aarch64"))
@@ -82,7 +85,8 @@ static int run_debootstrap(const char *suite, const char *packages, const char *
                            const char *mirror, int log_fd, struct husk_err *err) {
   if (access(DEBOOTSTRAP, X_OK) < 0)
     return husk_error(err, errno, "cannot run `%s` (install the debootstrap package)", DEBOOTSTRAP);
-  char include[8192];
+  /* The list is at most PACKAGES_MAX bytes (checked by the caller). */
+  char include[sizeof "--include=" + PACKAGES_MAX];
   snprintf(include, sizeof include, "--include=%s", packages);
   char *argv[8];
   size_t n = 0;
@@ -187,7 +191,7 @@ int template_create_debian(struct template_store *ts, const char *tenant, const 
   } else {
     host_mirror(mirror, sizeof mirror);
   }
-  char packages[8192] = "";
+  char packages[PACKAGES_MAX] = "";
   size_t o = 0;
   for (size_t i = 0; i < np; i++) {
     int w = snprintf(packages + o, sizeof packages - o, "%s%s", i ? "," : "", d->packages[i]);

@@ -93,9 +93,20 @@ wait_for() { # SECONDS COMMAND...
     sleep 0.2
   done
 }
+# An image for the example's template: busybox, and a passwd naming uid 0.
+IMG=""
+if [ -x /bin/busybox ]; then
+  mkdir -p "$T_SCRATCH/img/bin" "$T_SCRATCH/img/etc"
+  cp /bin/busybox "$T_SCRATCH/img/bin/busybox"
+  for c in sh id; do ln -sf busybox "$T_SCRATCH/img/bin/$c"; done
+  printf 'root:x:0:0:root:/root:/bin/sh\n' >"$T_SCRATCH/img/etc/passwd"
+  printf 'root:x:0:\n' >"$T_SCRATCH/img/etc/group"
+  python3 "$ROOT/tests/template/mkimage.py" "$T_SCRATCH/img.tar" --layer "$T_SCRATCH/img" && IMG=$T_SCRATCH/img.tar
+fi
+check "an image for the example's template (busybox: scripts/deps.sh test)" [ -n "$IMG" ]
 run_example() { # NAME BINARY
   local data=$T_SCRATCH/data-$1
-  LD_LIBRARY_PATH=$D$P/lib HUSK_BINARY=$D$P/bin/husk "$2" "$data" >"$T_SCRATCH/$1.out" \
+  LD_LIBRARY_PATH=$D$P/lib HUSK_BINARY=$D$P/bin/husk "$2" "$data" $IMG >"$T_SCRATCH/$1.out" \
     2>"$T_SCRATCH/$1.err" &
   local pid=$!
   wait "$pid"
@@ -105,6 +116,11 @@ run_example() { # NAME BINARY
   check "$1: the file the script wrote was read back" grep -q '^result.txt: done$' "$T_SCRATCH/$1.out"
   check "$1: /workspace was listed" grep -q '/workspace/count.sh' "$T_SCRATCH/$1.out"
   check "$1: the one-shot box ran as the box user" grep -q '^one-shot: 1000$' "$T_SCRATCH/$1.out"
+  check "$1: an image was imported as a template (husk_template_import)" \
+    grep -q '^template example-image (tpl_' "$T_SCRATCH/$1.out"
+  check "$1: a box of it ran as the image's root" grep -q '^uid=0(root) gid=0(root)' "$T_SCRATCH/$1.out"
+  check "$1: the template was deleted with its layers" \
+    [ -z "$(ls -A "$data/templates/layers" 2>/dev/null)" ]
   check "$1: the deleted box's cgroups are gone" wait_for 30 gone "$data"
   check "$1: the one-shot box's cgroup is gone" \
     [ -z "$(find /sys/fs/cgroup -maxdepth 4 -type d -name "run-$pid-*" 2>/dev/null)" ]
