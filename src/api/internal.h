@@ -143,7 +143,6 @@ enum api_wait_result {
   API_WAIT_TIMEOUT = 0,
   API_WAIT_READY = 1, /* fd is readable */
 };
-enum api_wait_result api_wait(struct req *r, int sock, int fd, int timeout_ms);
 enum api_wait_result api_wait_srv(struct api_server *s, int sock, int fd, int timeout_ms,
                                   bool watch_stop);
 

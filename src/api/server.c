@@ -247,10 +247,6 @@ enum api_wait_result api_wait_srv(struct api_server *s, int sock, int fd, int ti
   return API_WAIT_TIMEOUT;
 }
 
-enum api_wait_result api_wait(struct req *r, int sock, int fd, int timeout_ms) {
-  return api_wait_srv(r->srv, sock, fd, timeout_ms, true);
-}
-
 const char *api_header(struct req *r, const char *name) {
   return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
 }

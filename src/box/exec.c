@@ -16,16 +16,11 @@
 #include <unistd.h>
 
 #include "util/cleanup.h"
+#include "util/clock.h"
 
 #define RELAY_CHUNK (64 * 1024)
 #define TRIP_POLL_MS 20
 #define LINGER_MS 50 /* process mode: how long to wait for output after exit */
-
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 char **exec_build_env(char *const *box_env, char *const *extra) {
   static const char *const base[] = {
@@ -183,7 +178,7 @@ int exec_relay(struct jail *j, int conn, bool whole_box, const struct exec_spec 
     goto out;
   }
   int fds[3] = {in[0], out[1], errp[1]};
-  uint64_t t0 = now_ms();
+  uint64_t t0 = (uint64_t)mono_ms();
   if (jail_exec_fd(conn, 1, spec->argv, spec->env, spec->cwd, fds, CTL_EXEC_KILL_ON_HANGUP, &err) < 0) {
     failed(o, &err);
     goto out;
@@ -220,8 +215,8 @@ int exec_relay(struct jail *j, int conn, bool whole_box, const struct exec_spec 
     if (done && exited && !whole_box) {
       /* Process mode: leftovers may hold the pipes; don't wait for them. */
       if (!linger_until)
-        linger_until = now_ms() + LINGER_MS;
-      else if (now_ms() >= linger_until)
+        linger_until = (uint64_t)mono_ms() + LINGER_MS;
+      else if ((uint64_t)mono_ms() >= linger_until)
         break;
     }
     struct pollfd p[10];
@@ -238,7 +233,7 @@ int exec_relay(struct jail *j, int conn, bool whole_box, const struct exec_spec 
       idl = np; p[np++] = (struct pollfd){.fd = deadline, .events = POLLIN};
       itk = np; p[np++] = (struct pollfd){.fd = tick, .events = POLLIN};
     }
-    int timeout = linger_until ? (int)(linger_until > now_ms() ? linger_until - now_ms() : 0) : -1;
+    int timeout = linger_until ? (int)(linger_until > (uint64_t)mono_ms() ? linger_until - (uint64_t)mono_ms() : 0) : -1;
     if (poll(p, (nfds_t)np, timeout) < 0) {
       if (errno == EINTR)
         continue;
@@ -295,7 +290,7 @@ int exec_relay(struct jail *j, int conn, bool whole_box, const struct exec_spec 
     if (stop_now) {
       if (stop != HUSK_REASON_SETUP_ERROR)
         forced(o, stop);
-      o->wall_ms = now_ms() - t0;
+      o->wall_ms = (uint64_t)mono_ms() - t0;
       done = true;
       if (whole_box)
         jail_kill(j);
@@ -324,7 +319,7 @@ int exec_relay(struct jail *j, int conn, bool whole_box, const struct exec_spec 
               husk_fail(&err, EIO, "the box ended while the program was running");
             failed(o, &err);
           }
-          o->wall_ms = now_ms() - t0;
+          o->wall_ms = (uint64_t)mono_ms() - t0;
           done = true;
         }
         if (whole_box)
@@ -341,7 +336,7 @@ int exec_relay(struct jail *j, int conn, bool whole_box, const struct exec_spec 
                        ctl_stage_name(ev.started.stage), spec->cwd);
             failed(o, &err);
           }
-          o->wall_ms = now_ms() - t0;
+          o->wall_ms = (uint64_t)mono_ms() - t0;
           done = exited = true;
           if (whole_box)
             jail_kill(j);
@@ -353,7 +348,7 @@ int exec_relay(struct jail *j, int conn, bool whole_box, const struct exec_spec 
       } else if (ev.h.type == CTL_EXITED && ev.exited.id == 1) {
         exited = true;
         if (!done) {
-          o->wall_ms = now_ms() - t0;
+          o->wall_ms = (uint64_t)mono_ms() - t0;
           finish_status(o, ev.exited.status);
           enum cgroup_trip t = cgroup_tripped(&j->cg);
           if (whole_box && t == CGROUP_TRIP_MEMORY)

@@ -37,6 +37,7 @@
 #include "state/state.h"
 #include "template/template.h"
 #include "util/cleanup.h"
+#include "util/clock.h"
 #include "util/fileio.h"
 
 /* Where a one-shot box stacks an image's layers: an empty directory that
@@ -45,12 +46,6 @@
 #define IMAGE_SCRATCH "/run/husk/image"
 
 #define COPY_MAX_DEPTH 256
-
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 __attribute__((format(printf, 2, 3))) static void set_message(struct husk_run_result *r,
                                                                  const char *fmt, ...) {
@@ -283,7 +278,7 @@ int husk_run(const struct husk_run_spec *spec, struct husk_run_result *res) {
 
   unsigned rnd = 0;
   if (getentropy(&rnd, sizeof rnd) < 0)
-    rnd = (unsigned)now_ms();
+    rnd = (unsigned)(uint64_t)mono_ms();
   char name[64];
   snprintf(name, sizeof name, "run-%d-%08x", (int)getpid(), rnd);
   struct jail_config cfg = {

@@ -20,6 +20,10 @@
  * flight at the mark may become live after a listing. */
 #define DELETE_BOX_ROUNDS 3
 
+/* What collect_id returns when out of memory (the listing passes a
+ * callback's non-zero result back unchanged). */
+#define COLLECT_NOMEM (-2)
+
 struct id_list {
   char (*ids)[STATE_BOX_ID_SIZE];
   size_t n, cap;
@@ -30,7 +34,7 @@ static int collect_id(struct id_list *l, const char *id) {
     size_t cap = l->cap ? l->cap * 2 : 64;
     void *p = realloc(l->ids, cap * sizeof *l->ids);
     if (!p)
-      return -2;
+      return COLLECT_NOMEM;
     l->ids = p;
     l->cap = cap;
   }
@@ -52,7 +56,7 @@ static int end_boxes(struct husk_mgr *m, const char *tenant, struct husk_err *er
       int rc = state_box_list(m->cfg.state, &f, collect_box, &l, next, sizeof next, err);
       if (rc < 0) {
         free(l.ids);
-        return rc == -2 ? husk_error(err, ENOMEM, "listing the tenant's boxes") : -1;
+        return rc == COLLECT_NOMEM ? husk_error(err, ENOMEM, "listing the tenant's boxes") : -1;
       }
       snprintf(cursor, sizeof cursor, "%s", next);
     } while (cursor[0]);
