@@ -11,6 +11,7 @@
  * box of it and deletes both; and finally runs one program in a
  * throw-away box with husk_run.  HUSK_BINARY names the `husk` program boxes
  * are started from when it is not where the library was installed. */
+#define _POSIX_C_SOURCE 200809L /* O_CLOEXEC, ssize_t */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

@@ -141,8 +141,10 @@ int box_image_of(struct husk_mgr *m, struct state_template *t, char *const *req_
   json_decref(layers);
   out->n = n;
   /* The profile reads the image's /etc/passwd through its layers: once
-   * per template. */
-  if (!profile_cached(m, out->t.id, &out->p)) {
+   * per recorded template (a build's image so far has no digest yet, and
+   * changes from step to step: never cached). */
+  bool cacheable = out->t.config_digest[0] != '\0';
+  if (!cacheable || !profile_cached(m, out->t.id, &out->p)) {
     struct template_layers tl;
     if (template_layers_open(m->cfg.templates, &out->t, &tl, err) < 0)
       goto fail;
@@ -150,7 +152,8 @@ int box_image_of(struct husk_mgr *m, struct state_template *t, char *const *req_
     template_layers_release(&tl);
     if (rc < 0)
       goto fail;
-    profile_keep(m, out->t.id, &out->p);
+    if (cacheable)
+      profile_keep(m, out->t.id, &out->p);
   }
   if (!(out->env = merge_env(out->p.env, req_env))) {
     husk_error(err, ENOMEM, "template env");

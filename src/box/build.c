@@ -393,7 +393,11 @@ static int copy_step(struct build *b, const struct df_step *st, size_t no) {
     while ((n = read(s, buf, sizeof buf)) > 0)
       if (write_all(d, buf, (size_t)n) < 0)
         return husk_error(b->err, errno, "step %zu: `%.200s`", no, base);
-    if (n < 0 || fchown(d, uid, gid) < 0 || fchmod(d, sst.st_mode & 0777) < 0)
+    /* The source's times, as copy_tree keeps them: the same context gives
+     * the same layer (and cache key) whenever it is built. */
+    struct timespec ts[2] = {sst.st_atim, sst.st_mtim};
+    if (n < 0 || fchown(d, uid, gid) < 0 || fchmod(d, sst.st_mode & 0777) < 0 ||
+        futimens(d, ts) < 0)
       return husk_error(b->err, errno, "step %zu: `%.200s`", no, base);
   }
   if (fix_dir_times(tree, 0) < 0)
