@@ -188,5 +188,13 @@ run_tpl --template v1 -- cat /etc/version
 expect_eq "another template of the shared layer still runs" "$OUT" 1
 run_tpl --template nosuch -- true
 expect_eq "an unknown template: husk's own failure (125)" "$RC" 125
+# The operator's imports and deletes are in the audit log, as the API's.
+AUDIT=$(python3 -c '
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+print(" ".join(sorted({a + ":" + o for a, o in c.execute(
+    "SELECT action, outcome FROM audit WHERE action LIKE ?", ("template.%",))})))' "$TDATA/husk.db")
+check "imports, refusals and deletes are audited ($AUDIT)" \
+  grep -q "template.delete:ok.*template.import:error.*template.import:ok" <<<"$AUDIT"
 check "leftover run cgroups: none" [ -z "$(leftover_cgroups)" ]
 finish
