@@ -34,12 +34,12 @@ static void usage(FILE *f) {
              "                long-lived boxes over HTTP, an S3-compatible store, MCP at /mcp\n"
              "  mcp [OPTIONS] the MCP server on stdio, standalone or in front of `husk serve`\n"
              "  template COMMAND\n"
-             "                the software boxes run: import, list, inspect, rm images\n"
+             "                the software boxes run: import, build, export, list, rm\n"
              "  version       print the version\n"
              "  help          print this text\n"
              "\n"
              "`husk COMMAND --help` lists the options of a command; husk(1), husk-run(1),\n"
-             "husk-serve(1) and husk-mcp(1) say more.\n");
+             "husk-template(1), husk-serve(1) and husk-mcp(1) say more.\n");
 }
 
 /* `husk run --help`: the options of a run. */

@@ -68,9 +68,10 @@ static void template_usage(FILE *f) {
              "  --data DIR     the data directory [./var/husk in the source tree, else\n"
              "                 /var/lib/husk]: the one `husk serve --data` uses\n"
              "  -h, --help     print this text\n"
+             "  --version      print the version\n"
              "\n"
-             "Then: husk run --template NAME [--] [PROGRAM ARGS...], or \"template\" in a\n"
-             "sandbox create (docs/templates.md).\n");
+             "Boxes of a template: husk run's template option (husk-run(1)), or \"template\"\n"
+             "in a sandbox create of husk serve (docs/templates.md).\n");
 }
 
 struct tctx {
@@ -425,6 +426,10 @@ int cmd_template(int argc, char **argv) {
   const char *sub = argv[1];
   if (!strcmp(sub, "help") || !strcmp(sub, "--help") || !strcmp(sub, "-h")) {
     template_usage(stdout);
+    return 0;
+  }
+  if (!strcmp(sub, "--version")) {
+    printf("husk %s\n", HUSK_VERSION);
     return 0;
   }
   struct tctx c = {0};

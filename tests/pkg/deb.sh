@@ -58,7 +58,8 @@ has() {
 }
 has husk /usr/bin/husk /usr/lib/husk/husk-serve /usr/lib/husk/husk-mcp /usr/lib/husk/husk \
   /usr/share/man/man1/husk.1.gz /usr/share/man/man1/husk-run.1.gz \
-  /usr/share/man/man1/husk-serve.1.gz /usr/share/man/man1/husk-mcp.1.gz
+  /usr/share/man/man1/husk-serve.1.gz /usr/share/man/man1/husk-mcp.1.gz \
+  /usr/share/man/man1/husk-template.1.gz
 check "husk holds the systemd unit" grep -Eqx '(/usr)?/lib/systemd/system/husk.service' \
   "$T_SCRATCH/husk.list"
 has libhusk0 "/usr/lib/$MA/libhusk.so.$VERSION" "/usr/lib/$MA/libhusk.so.${VERSION%%.*}"
@@ -109,7 +110,7 @@ else
 fi
 check "it loads libhusk.so.${VERSION%%.*} of libhusk0" bash -c \
   "LD_LIBRARY_PATH='$D/usr/lib/$MA' ldd '$T_SCRATCH/boxes' | grep -q 'libhusk.so.${VERSION%%.*} => $D'"
-for m in husk husk-run husk-serve husk-mcp; do
+for m in husk husk-run husk-serve husk-mcp husk-template; do
   f=$D/usr/share/man/man1/$m.1.gz
   if MANWIDTH=80 man --warnings -l "$f" >"$T_SCRATCH/man.out" 2>"$T_SCRATCH/man.err" &&
     [ ! -s "$T_SCRATCH/man.err" ] && grep -q NAME "$T_SCRATCH/man.out"; then
@@ -125,7 +126,7 @@ man_options() {
   awk '/^\.SH OPTIONS/ {o = 1; next} /^\.SH/ {o = 0} o && prev == ".TP" {print} {prev = $0}' "$1" |
     sed 's/\\-/-/g' | grep -o -- '--[a-z][a-z0-9-]*' | sort -u
 }
-for c in run serve mcp; do
+for c in run serve mcp template; do
   run_husk "$c" --help
   expect_eq "husk $c --help: exit 0, nothing on stderr" "$RC/$ERR" "0/"
   HELP=$(grep -o -- '--[a-z][a-z0-9-]*' <<<"$OUT" | grep -vx -- '--help\|--version' | sort -u)
@@ -145,13 +146,13 @@ for a in --help help -h; do
   run_husk "$a"
   expect_eq "husk $a: exit 0, nothing on stderr" "$RC/$ERR" "0/"
   MISSING=""
-  for c in run serve mcp version help; do
+  for c in run serve mcp template version help; do
     grep -q "^  $c\b" <<<"$OUT" || MISSING="$MISSING $c"
   done
   expect_eq "husk $a names each command of husk.1" "$MISSING" ""
 done
 check "husk.1 lists the commands run, serve, mcp, version, help" bash -c "
-  for c in run serve mcp version help; do
+  for c in run serve mcp template version help; do
     awk '/^\.SH COMMANDS/ {o = 1; next} /^\.SH/ {o = 0} o' '$ROOT/man/husk.1' | grep -qx \".B \$c\" || exit 1
   done"
 run_husk --version
