@@ -114,6 +114,18 @@ HUSK_PUBLIC int husk_proc_list(struct husk_mgr *m, const char *tenant, const cha
                                int (*cb)(void *ctx, const struct husk_proc *p), void *ctx,
                                struct husk_err *err);
 
+/* A page of the box's background processes, newest first: at most
+ * `limit` (1..1000) of them older than the cursor `before` (0: from the
+ * newest).  cb also gets each one's cursor (pass the last one as `before`
+ * for the next page) and whether its cmd_json, longer than `cmd_max`
+ * bytes, was cut to its program name (at most 1024 characters).  cb
+ * returns as for husk_proc_list.  Errors: ENOENT, EINVAL (limit). */
+HUSK_PUBLIC int husk_proc_list_page(struct husk_mgr *m, const char *tenant, const char *id,
+                                    uint64_t before, unsigned limit, size_t cmd_max,
+                                    int (*cb)(void *ctx, const struct husk_proc *p, uint64_t cursor,
+                                              bool cmd_cut),
+                                    void *ctx, struct husk_err *err);
+
 /* One process by its pid in the box.  Errors: ENOENT (box or process). */
 HUSK_PUBLIC int husk_proc_get(struct husk_mgr *m, const char *tenant, const char *id, int64_t pid,
                               struct husk_proc *out, struct husk_err *err);

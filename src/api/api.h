@@ -72,6 +72,12 @@ struct api_config {
 /* Entries of a files listing page: by default, and at most. */
 #define API_LIST_LIMIT_DEFAULT 1000
 #define API_LIST_LIMIT_MAX 10000
+/* A processes listing page: entries by default and at most; a cmd longer
+ * than API_PROC_CMD_MAX bytes of JSON is listed as its program name only
+ * (cmd_truncated: the process itself has it whole). */
+#define API_PROC_LIMIT_DEFAULT 100
+#define API_PROC_LIMIT_MAX 500
+#define API_PROC_CMD_MAX 4096
 
 /* Start listening.  *out is the running server. */
 int api_start(struct api_server **out, const struct api_config *cfg, struct husk_err *err);

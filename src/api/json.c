@@ -143,6 +143,7 @@ void api_err_status(int code, unsigned *status, const char **name) {
   case EFBIG: case EMSGSIZE: *status = 413; *name = "payload_too_large"; return;
   case ESRCH: *status = 409; *name = "conflict"; return; /* process already gone */
   case EAGAIN: *status = 503; *name = "unavailable"; return;
+  case EUSERS: *status = 429; *name = "too_many_requests"; return; /* a tenant's bound */
   case ETIMEDOUT: *status = 504; *name = "timeout"; return;
   case ENOTSUP: *status = 501; *name = "not_implemented"; return;
   default: *status = 500; *name = "internal_error"; return;

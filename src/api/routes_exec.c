@@ -480,24 +480,109 @@ enum MHD_Result h_exec(struct req *r) {
 
 /* ---- processes ------------------------------------------------------ */
 
-static int proc_list_cb(void *ctx, const struct husk_proc *p) {
+/* A processes listing is paged like a files listing: at most `limit`
+ * entries and --reply-max bytes of them (but always one), older than
+ * `cursor` (the process order, from the previous page's next_cursor).  An
+ * entry's cmd is cut (state_proc_page) so that one entry takes at most
+ * PROC_ENTRY_MAX bytes; the rows of a page, read before it is built, at
+ * most PROC_ROW_MAX each.  Both come out of the reply budget. */
+#define PROC_ENTRY_MAX (API_PROC_CMD_MAX + 6 * STATE_PROC_CMD_CUT + 1024)
+#define PROC_ROW_MAX (API_PROC_CMD_MAX + 4 * STATE_PROC_CMD_CUT + 512)
+
+struct proc_page {
+  uint64_t limit, count, last;
+  size_t cap;
+  char *text;
+  size_t len, alloc;
+  bool more, oom;
+};
+
+static int proc_page_cb(void *ctx, const struct husk_proc *p, uint64_t cursor, bool cmd_cut) {
+  struct proc_page *pp = ctx;
+  if (pp->count == pp->limit) {
+    pp->more = true;
+    return 1;
+  }
   json_t *j = proc_json(p);
-  if (!j || json_array_append_new(ctx, j) < 0)
+  if (j)
+    json_object_set_new(j, "cmd_truncated", json_boolean(cmd_cut));
+  char *d = j ? json_dumps(j, JSON_COMPACT) : NULL;
+  json_decref(j);
+  if (!d) {
+    pp->oom = true;
     return API_LIST_NOMEM;
+  }
+  size_t n = strlen(d);
+  if (pp->count > 0 && pp->len + 1 + n > pp->cap) {
+    free(d);
+    pp->more = true;
+    return 1;
+  }
+  if (pp->len + n + 2 > pp->alloc) {
+    size_t a = pp->alloc ? pp->alloc : 16384;
+    while (a < pp->len + n + 2)
+      a *= 2;
+    char *t = realloc(pp->text, a);
+    if (!t) {
+      free(d);
+      pp->oom = true;
+      return API_LIST_NOMEM;
+    }
+    pp->text = t;
+    pp->alloc = a;
+  }
+  if (pp->count)
+    pp->text[pp->len++] = ',';
+  memcpy(pp->text + pp->len, d, n);
+  pp->len += n;
+  pp->text[pp->len] = '\0';
+  free(d);
+  pp->count++;
+  pp->last = cursor;
   return 0;
 }
 
 enum MHD_Result h_proc_list(struct req *r) {
-  json_t *arr = json_array();
+  uint64_t limit = API_PROC_LIMIT_DEFAULT, cursor = 0;
+  if (api_query_u64(r, "limit", API_PROC_LIMIT_MAX, &limit, NULL) < 0 ||
+      api_query_u64(r, "cursor", INT64_MAX, &cursor, NULL) < 0)
+    return api_reply_bad(r);
+  if (limit == 0)
+    return api_reply_error(r, 400, "bad_request", "limit must be 1 to %d", API_PROC_LIMIT_MAX);
+  uint64_t cap = api_reply_max(r->srv);
+  /* The page text may pass the cap by one entry; the rows are read (one
+   * more than the page, to know there is more) before it is built. */
+  uint64_t reserved = cap + PROC_ENTRY_MAX + (limit + 1) * PROC_ROW_MAX;
+  if (!api_budget_take(r->srv, reserved))
+    return api_reply_busy(r);
+  struct proc_page pp = {.limit = limit, .cap = (size_t)cap};
   struct husk_err err;
-  if (!arr)
-    return api_reply_error(r, 500, "internal_error", "out of memory");
-  int rc = husk_proc_list(r->srv->cfg.mgr, r->tenant, r->params[0], proc_list_cb, arr, &err);
+  int rc = husk_proc_list_page(r->srv->cfg.mgr, r->tenant, r->params[0], cursor,
+                               (unsigned)limit + 1, API_PROC_CMD_MAX, proc_page_cb, &pp, &err);
   if (rc < 0) {
-    json_decref(arr);
+    free(pp.text);
+    api_budget_give(r->srv, reserved);
     return api_reply_list_err(r, rc, &err);
   }
-  return api_reply_json(r, 200, json_pack("{s:o}", "processes", arr));
+  char tail[128];
+  if (pp.more)
+    snprintf(tail, sizeof tail, "],\"truncated\":true,\"next_cursor\":\"%llu\"}",
+             (unsigned long long)pp.last);
+  else
+    snprintf(tail, sizeof tail, "],\"truncated\":false,\"next_cursor\":null}");
+  /* The rows are gone: the reply keeps the page's share only. */
+  api_budget_give(r->srv, (limit + 1) * PROC_ROW_MAX);
+  reserved -= (limit + 1) * PROC_ROW_MAX;
+  struct jreply *j = jreply_new(r->srv, reserved);
+  if (!j) {
+    free(pp.text);
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  }
+  jreply_text(j, "{\"processes\":[");
+  if (pp.text)
+    jreply_take_text(j, pp.text, pp.len);
+  jreply_text(j, tail);
+  return api_reply_jreply(r, 200, j);
 }
 
 enum MHD_Result h_proc_get(struct req *r) {

@@ -146,6 +146,7 @@ void bgproc_free_all(struct live_box *b) {
     free(p);
   }
   b->procs = NULL;
+  atomic_store(&b->nprocs, 0);
 }
 
 /* Release host resources and memory.  The box must be dead already or

@@ -57,8 +57,14 @@ struct box_mgr_config {
   const char *const *egress_allow;
   size_t egress_nallow;
   const char *egress_ca_file;
-  unsigned egress_max_conns;
+  unsigned egress_max_conns;        /* per box; 0: the proxy's default */
+  unsigned egress_tenant_max_conns; /* per tenant, all its boxes; 0: the proxy's default */
+  unsigned egress_total_max_conns;  /* the whole daemon; 0: the proxy's default */
   unsigned egress_idle_ms;
+  /* Background processes one tenant may have running at once, over all
+   * its boxes (each holds two of the daemon's fds while it runs); 0:
+   * BOX_TENANT_PROCS_DEFAULT. */
+  unsigned tenant_max_procs;
   /* Audit records older than this are removed (bounded batches, on the
    * egress audit thread); 0: kept forever. */
   int64_t audit_retention_ms;

@@ -29,6 +29,8 @@ int box_egress_open(struct husk_mgr *m, struct husk_err *err) {
     return -1;
   struct egress_config ec = {.state = m->cfg.state, .vault = m->vault,
                              .ca_file = m->cfg.egress_ca_file, .max_conns = m->cfg.egress_max_conns,
+                             .tenant_max_conns = m->cfg.egress_tenant_max_conns,
+                             .total_max_conns = m->cfg.egress_total_max_conns,
                              .idle_ms = m->cfg.egress_idle_ms,
                              .audit_retention_ms = m->cfg.audit_retention_ms,
                              .log = egress_log_cb, .log_ctx = m};

@@ -37,7 +37,13 @@ struct bgproc {
   int64_t due_ms;         /* when the monitor looks at it next (0: at once) */
   bool killed;            /* its group was killed for `limit` */
   bool ended;             /* its exit is recorded */
+  bool counted;           /* under the box's lock: in its box's nprocs */
 };
+
+/* Background processes one tenant may have running at once by default
+ * (husk serve --tenant-max-procs): each holds two of the daemon's fds (its
+ * control connection, its stdin) until its exit is seen. */
+#define BOX_TENANT_PROCS_DEFAULT 512
 
 struct live_box {
   struct live_box *next;
@@ -54,6 +60,9 @@ struct live_box {
   struct husk_limits limits;
   int64_t expires_ms;
   struct bgproc *procs;
+  /* Background processes started by this daemon whose exit it has not yet
+   * seen (and those being started): what the tenant's bound counts. */
+  atomic_uint nprocs;
   uint64_t next_exec_id; /* starts at random: unique across daemon lifetimes */
   bool init_acks; /* its init keeps exits until CTL_EXIT_ACK (version 1+) */
   /* Re-adopted: its processes' limits are enforced from this time (wall

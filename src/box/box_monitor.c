@@ -159,9 +159,18 @@ void *box_monitor_main(void *arg) {
         if (rc > 0 && ev.h.type == CTL_EXITED)
           record_exit(m, b, &ev.exited);
         if (wi[i].kind == W_PROC && (rc <= 0 || ev.h.type == CTL_EXITED)) {
+          /* Ended (or its connection is): the fds it held go, and with
+           * them its place in the tenant's bound.  A write to its stdin
+           * is refused from now on anyway (the row says it ended). */
           pthread_mutex_lock(&b->lock);
           close_quiet(wi[i].p->conn);
           wi[i].p->conn = -1;
+          close_quiet(wi[i].p->stdin_w);
+          wi[i].p->stdin_w = -1;
+          if (wi[i].p->counted) {
+            wi[i].p->counted = false;
+            atomic_fetch_sub(&b->nprocs, 1);
+          }
           pthread_mutex_unlock(&b->lock);
         }
         /* The watch connection closing means init is gone: the pidfd says

@@ -78,6 +78,28 @@ static char *argv_to_json(char *const *argv) {
   return s;
 }
 
+/* One more background process of b's tenant, if its bound allows: 0, or
+ * -1 with EUSERS.  Counted and checked under the manager's lock, so that
+ * requests at once cannot together pass the bound. */
+static int procs_reserve(struct husk_mgr *m, struct live_box *b, struct husk_err *err) {
+  unsigned max = m->cfg.tenant_max_procs ? m->cfg.tenant_max_procs : BOX_TENANT_PROCS_DEFAULT;
+  unsigned n = 0;
+  pthread_mutex_lock(&m->lock);
+  for (struct live_box *o = m->boxes; o; o = o->next)
+    if (!strcmp(o->tenant, b->tenant))
+      n += atomic_load(&o->nprocs);
+  bool ok = n < max;
+  if (ok)
+    atomic_fetch_add(&b->nprocs, 1);
+  pthread_mutex_unlock(&m->lock);
+  if (!ok)
+    return husk_fail(err, EUSERS,
+                     "the tenant has %u background processes running (at most %u); wait for one "
+                     "to end",
+                     n, max);
+  return 0;
+}
+
 int husk_box_exec_background(struct husk_mgr *m, const char *tenant, const char *id,
                         const struct husk_exec_req *req, struct husk_proc *out, struct husk_err *err) {
   if (box_check_exec(req, err) < 0)
@@ -90,12 +112,17 @@ int husk_box_exec_background(struct husk_mgr *m, const char *tenant, const char 
   int rc = -1;
   int conn = -1, in[2] = {-1, -1}, outf = -1, errf = -1;
   char tmp_out[64], tmp_err[64];
+  tmp_out[0] = tmp_err[0] = '\0';
+  bool reserved = false;
   cleanup_free char **env = box_exec_env(b, req->env);
   cleanup_free char *cmd_json = argv_to_json(req->argv);
   if (!env || !cmd_json) {
     husk_fail(err, ENOMEM, "out of memory");
     goto out;
   }
+  if (procs_reserve(m, b, err) < 0)
+    goto out;
+  reserved = true;
   if (mkdirat(b->j.fs, "procs", 0700) < 0 && errno != EEXIST) {
     husk_error(err, errno, "cannot prepare process output");
     goto out;
@@ -176,6 +203,8 @@ int husk_box_exec_background(struct husk_mgr *m, const char *tenant, const char 
   bp->output_limit = output_limit; /* the monitor measures it at once (due_ms 0) */
   conn = in[1] = -1;
   pthread_mutex_lock(&b->lock);
+  bp->counted = true; /* the reservation is the process's now */
+  reserved = false;
   bp->next = b->procs;
   b->procs = bp;
   pthread_mutex_unlock(&b->lock);
@@ -196,10 +225,12 @@ out:
   close_quiet(in[1]);
   close_quiet(outf);
   close_quiet(errf);
-  if (rc < 0 && b->j.fs >= 0) {
+  if (rc < 0 && b->j.fs >= 0 && tmp_out[0]) {
     unlinkat(b->j.fs, tmp_out, 0);
     unlinkat(b->j.fs, tmp_err, 0);
   }
+  if (reserved)
+    atomic_fetch_sub(&b->nprocs, 1);
   lb_unref(m, b);
   return rc;
 }
@@ -228,6 +259,34 @@ int husk_proc_list(struct husk_mgr *m, const char *tenant, const char *id,
   state_box_free(&sb);
   struct proc_list_ctx pc = {.cb = cb, .ctx = ctx};
   return state_proc_list(m->cfg.state, tenant, id, 0, STATE_LIST_MAX, proc_list_cb, &pc, err);
+}
+
+struct proc_page_ctx {
+  int (*cb)(void *, const struct husk_proc *, uint64_t, bool);
+  void *ctx;
+};
+
+static int proc_page_cb(void *ctx, const struct state_proc *sp) {
+  struct proc_page_ctx *pc = ctx;
+  struct husk_proc bp;
+  proc_from_state(&bp, sp);
+  int rc = pc->cb(pc->ctx, &bp, (uint64_t)sp->seq, sp->cmd_cut);
+  husk_proc_free(&bp);
+  return rc;
+}
+
+int husk_proc_list_page(struct husk_mgr *m, const char *tenant, const char *id, uint64_t before,
+                        unsigned limit, size_t cmd_max,
+                        int (*cb)(void *ctx, const struct husk_proc *p, uint64_t cursor,
+                                  bool cmd_cut),
+                        void *ctx, struct husk_err *err) {
+  if (!box_valid_id(id))
+    return husk_fail(err, ENOENT, "no such sandbox");
+  if (before > INT64_MAX || limit < 1 || limit > STATE_LIST_MAX)
+    return husk_fail(err, EINVAL, "limit must be 1 to %d", STATE_LIST_MAX);
+  struct proc_page_ctx pc = {.cb = cb, .ctx = ctx};
+  return state_proc_page(m->cfg.state, tenant, id, (int64_t)before, (int)limit, cmd_max,
+                         proc_page_cb, &pc, err);
 }
 
 int husk_proc_get(struct husk_mgr *m, const char *tenant, const char *id, int64_t pid,

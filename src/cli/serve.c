@@ -39,6 +39,13 @@
 
 #define DEFAULT_LISTEN "127.0.0.1:7070"
 #define DEFAULT_S3_LISTEN "127.0.0.1:7071"
+/* The quotas of a tenant that sets none.  Boxes: a quarter of the host's
+ * uid slots, so that one tenant leaves three quarters to the others while
+ * a single user still has a thousand.  Memory (SERVE_TENANT_MEMORY_HOST):
+ * the host's RAM, so that one tenant's boxes, filled up, cannot by
+ * themselves promise more memory than there is (docs/limits.md). */
+#define SERVE_TENANT_BOXES_DEFAULT ((int64_t)(HUSK_UID_SLOTS / 4))
+#define SERVE_TENANT_MEMORY_HOST INT64_MIN
 #define ADMIN_KEY_MIN 16
 #define ADMIN_KEY_MAX 256
 
@@ -76,6 +83,11 @@ static void usage(FILE *f) {
           "                          Repeatable, one per shape [none]\n"
           "  --template-quota SIZE   bytes of unpacked template layers each tenant may keep\n"
           "                          [no limit]\n"
+          "  --tenant-max-boxes N|none  live boxes of a tenant whose max_boxes is unset\n"
+          "                          [1024, a quarter of the host's box slots]\n"
+          "  --tenant-max-memory SIZE|none  memory limits of those boxes summed, for a tenant\n"
+          "                          whose max_memory is unset [the host's RAM]\n"
+          "  --tenant-max-procs N    background processes one tenant may have running [512]\n"
           "  --quiet                 no log line per request\n"
           "  --reply-max SIZE        box data one reply holds: stdout and stderr of a sync\n"
           "                          exec (each; the rest is counted and flagged truncated),\n"
@@ -92,6 +104,8 @@ static void usage(FILE *f) {
           "                          loopback...): for test networks only; repeatable\n"
           "  --egress-ca-file FILE   extra trust roots for TLS the proxy re-originates\n"
           "  --egress-max-conns N    concurrent proxied connections per box [64]\n"
+          "  --egress-tenant-max-conns N  the same per tenant, over all its boxes [256]\n"
+          "  --egress-total-max-conns N  the same for the whole daemon [1024]\n"
           "  --egress-idle-timeout SECONDS  idle proxied connections are closed [60]\n"
           "  --audit-retention DAYS  audit records older than this are removed; 0: keep\n"
           "                          them all [30]\n"
@@ -279,6 +293,8 @@ struct serve_opts {
   const char *listen, *data;
   uint64_t maxconn, perip;
   uint64_t tenant_reqs, tenant_execs; /* 0: shares of --max-connections */
+  int64_t tenant_boxes, tenant_memory; /* unset quotas of a tenant; STATE_UNLIMITED: none */
+  uint64_t tenant_procs;
   uint64_t req_timeout_ms, idle_ms, grace_ms, dttl_ms, mttl_ms;
   struct box_pool_spec pools[BOX_POOL_MAX_SHAPES];
   char pool_templates[BOX_POOL_MAX_SHAPES][64];
@@ -292,7 +308,7 @@ struct serve_opts {
   const char *eg_resolver, *eg_ca;
   const char *eg_allow[16];
   size_t eg_nallow;
-  uint64_t eg_maxconn, eg_idle_ms, audit_days;
+  uint64_t eg_maxconn, eg_tenant_conns, eg_total_conns, eg_idle_ms, audit_days;
   /* storage (docs/storage.md); s3_listen "off": no S3 listener */
   const char *s3_listen, *public_url, *s3_region;
   bool s3_listen_given;
@@ -328,6 +344,21 @@ static int opt_seconds(const char *opt, const char *arg, uint64_t *ms) {
 static int opt_size(const char *opt, const char *arg, uint64_t *out) {
   struct husk_err err;
   return parse_size(arg, out, &err) < 0 ? bad_option(opt, err.msg) : 0;
+}
+
+/* A tenant quota's default: a count or a size, or "none" (unlimited). */
+static int opt_quota(const char *opt, const char *arg, bool size, int64_t *out) {
+  if (!strcmp(arg, "none")) {
+    *out = STATE_UNLIMITED;
+    return 0;
+  }
+  uint64_t v;
+  if ((size ? opt_size(opt, arg, &v) : opt_u64(opt, arg, 0, INT64_MAX, &v)) < 0)
+    return -1;
+  if (v > INT64_MAX)
+    return bad_option(opt, "too large");
+  *out = (int64_t)v;
+  return 0;
 }
 
 static int opt_pool(struct serve_opts *o, const char *arg) {
@@ -380,6 +411,11 @@ enum {
   O_REQ_TIMEOUT,
   O_DATA_RESERVE,
   O_TEMPLATE_QUOTA,
+  O_TENANT_BOXES,
+  O_TENANT_MEMORY,
+  O_TENANT_PROCS,
+  O_EG_TENANT_CONNS,
+  O_EG_TOTAL_CONNS,
   O_VERSION
 };
 
@@ -421,6 +457,11 @@ static const struct option serve_long_opts[] = {
     {"request-timeout", required_argument, NULL, O_REQ_TIMEOUT},
     {"data-reserve", required_argument, NULL, O_DATA_RESERVE},
     {"template-quota", required_argument, NULL, O_TEMPLATE_QUOTA},
+    {"tenant-max-boxes", required_argument, NULL, O_TENANT_BOXES},
+    {"tenant-max-memory", required_argument, NULL, O_TENANT_MEMORY},
+    {"tenant-max-procs", required_argument, NULL, O_TENANT_PROCS},
+    {"egress-tenant-max-conns", required_argument, NULL, O_EG_TENANT_CONNS},
+    {"egress-total-max-conns", required_argument, NULL, O_EG_TOTAL_CONNS},
     {0},
 };
 
@@ -475,6 +516,13 @@ static int serve_option(struct serve_opts *o, int c, const char *arg) {
       return -1;
     return o->template_quota == 0 ? bad_option("--template-quota", "must be more than 0") : 0;
   case O_STORE_PART: return opt_size("--store-part-size", arg, &o->store_part);
+  case O_TENANT_BOXES: return opt_quota("--tenant-max-boxes", arg, false, &o->tenant_boxes);
+  case O_TENANT_MEMORY: return opt_quota("--tenant-max-memory", arg, true, &o->tenant_memory);
+  case O_TENANT_PROCS: return opt_u64("--tenant-max-procs", arg, 1, 1000000, &o->tenant_procs);
+  case O_EG_TENANT_CONNS:
+    return opt_u64("--egress-tenant-max-conns", arg, 1, 100000, &o->eg_tenant_conns);
+  case O_EG_TOTAL_CONNS:
+    return opt_u64("--egress-total-max-conns", arg, 1, 100000, &o->eg_total_conns);
   default: usage(stderr); return -1;
   }
 }
@@ -524,6 +572,8 @@ static int serve_options(int argc, char **argv, struct serve_opts *o) {
       .grace_ms = 10000,
       .reply_max = API_REPLY_MAX_DEFAULT,
       .reply_budget = API_REPLY_BUDGET_DEFAULT,
+      .tenant_boxes = SERVE_TENANT_BOXES_DEFAULT,
+      .tenant_memory = SERVE_TENANT_MEMORY_HOST,
       .audit_days = 30,
       .s3_listen = DEFAULT_S3_LISTEN,
       .s3_region = "us-east-1",
@@ -638,6 +688,14 @@ static int serve_planes(const struct serve_opts *o, struct serve *s) {
   snprintf(dbpath, sizeof dbpath, "%s/husk.db", o->data);
   if (state_open(&s->st, dbpath, &err) < 0)
     return fail("%s", err.msg);
+  int64_t tenant_memory = o->tenant_memory;
+  if (tenant_memory == SERVE_TENANT_MEMORY_HOST) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0 || __builtin_mul_overflow((int64_t)pages, (int64_t)page,
+                                                          &tenant_memory))
+      return fail("cannot tell the host's memory: give --tenant-max-memory");
+  }
+  state_set_tenant_defaults(s->st, o->tenant_boxes, tenant_memory);
   struct template_store_config tc = {.data_dir = o->data,
                                      .state = s->st,
                                      .tenant_quota = o->template_quota,
@@ -658,6 +716,9 @@ static int serve_planes(const struct serve_opts *o, struct serve *s) {
                               .egress_nallow = o->eg_nallow,
                               .egress_ca_file = o->eg_ca,
                               .egress_max_conns = (unsigned)o->eg_maxconn,
+                              .egress_tenant_max_conns = (unsigned)o->eg_tenant_conns,
+                              .egress_total_max_conns = (unsigned)o->eg_total_conns,
+                              .tenant_max_procs = (unsigned)o->tenant_procs,
                               .egress_idle_ms = (unsigned)o->eg_idle_ms,
                               .audit_retention_ms = (int64_t)o->audit_days * 86400 * 1000};
   if (box_mgr_open(&s->mgr, &mc, &err) < 0)

@@ -7,6 +7,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -30,7 +31,10 @@ static void conn_end(struct conn *c) {
     SSL_free(c->box.ssl);
   close_quiet(c->up.fd);
   close_quiet(c->box.fd);
-  atomic_fetch_sub(&c->b->nconns, 1);
+  if (c->counted) {
+    atomic_fetch_sub(&c->b->nconns, 1);
+    atomic_fetch_sub(&e->nconns, 1);
+  }
   egress_ebox_unref(e, c->b);
   free(c);
   atomic_fetch_sub(&e->live, 1);
@@ -52,6 +56,25 @@ static void *conn_main(void *arg) {
     break;
   }
   conn_end(c);
+  return NULL;
+}
+
+/* Under e->lock: count a new connection of `b` if the bounds allow (NULL),
+ * else say which bound it meets (its audit reason).  Every connection is
+ * a thread: one box, one tenant's boxes, and all of them are bounded. */
+static const char *admit(struct egress *e, struct ebox *b) {
+  if (atomic_load(&b->nconns) >= e->cfg.max_conns)
+    return "too-many-connections";
+  if (atomic_load(&e->nconns) >= e->cfg.total_max_conns)
+    return "proxy-too-many-connections";
+  unsigned n = 0;
+  for (struct ebox *o = e->boxes; o; o = o->next)
+    if (!strcmp(o->tenant, b->tenant))
+      n += atomic_load(&o->nconns);
+  if (n >= e->cfg.tenant_max_conns)
+    return "tenant-too-many-connections";
+  atomic_fetch_add(&b->nconns, 1);
+  atomic_fetch_add(&e->nconns, 1);
   return NULL;
 }
 
@@ -79,11 +102,16 @@ void egress_conn_accept(struct egress *e, struct ebox *b, enum listener kind) {
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   pthread_mutex_lock(&e->lock);
   b->refs++;
+  const char *full = admit(e, b);
+  c->counted = !full;
   pthread_mutex_unlock(&e->lock);
-  if (atomic_fetch_add(&b->nconns, 1) >= e->cfg.max_conns) {
+  if (full) {
     if (kind == L_PROXY)
-      egress_reply(c, 429, "too many connections from this box");
-    egress_audit(c, "egress.connect", "denied", 429, "too-many-connections");
+      egress_reply(c, 429, !strcmp(full, "too-many-connections") ? "too many connections from this box"
+                           : !strcmp(full, "tenant-too-many-connections")
+                               ? "too many connections from this tenant's boxes"
+                               : "the proxy has too many connections");
+    egress_audit(c, "egress.connect", "denied", 429, full);
     conn_end(c);
     return;
   }

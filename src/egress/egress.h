@@ -44,6 +44,8 @@ struct egress_config {
   size_t nallow;
   const char *ca_file;                 /* extra roots for upstream TLS (tests), or NULL */
   unsigned max_conns;                  /* per box; 0 = default */
+  unsigned tenant_max_conns;           /* per tenant, over its boxes; 0 = default */
+  unsigned total_max_conns;            /* the whole proxy (= its threads); 0 = default */
   unsigned idle_ms, total_ms;          /* per connection; 0 = default */
   struct egress_agg_limits audit;      /* audit aggregation and caps; 0s = defaults */
   /* Audit records (all of them, not only egress) older than this are

@@ -310,6 +310,10 @@ int egress_open(struct egress **out, const struct egress_config *cfg, struct hus
   e->cfg.hash = e->hash;
   if (!e->cfg.max_conns)
     e->cfg.max_conns = EGRESS_DEFAULT_MAX_CONNS;
+  if (!e->cfg.tenant_max_conns)
+    e->cfg.tenant_max_conns = EGRESS_DEFAULT_TENANT_CONNS;
+  if (!e->cfg.total_max_conns)
+    e->cfg.total_max_conns = EGRESS_DEFAULT_TOTAL_CONNS;
   if (!e->cfg.idle_ms)
     e->cfg.idle_ms = EGRESS_DEFAULT_IDLE_MS;
   if (!e->cfg.total_ms)

@@ -29,6 +29,10 @@
 #include "state/state.h"
 
 #define EGRESS_DEFAULT_MAX_CONNS 64
+/* Each connection is a thread of the daemon: a tenant's boxes together, and
+ * all boxes together, are bounded too (a quarter of the whole per tenant). */
+#define EGRESS_DEFAULT_TENANT_CONNS 256
+#define EGRESS_DEFAULT_TOTAL_CONNS 1024
 #define EGRESS_DEFAULT_IDLE_MS 60000
 #define EGRESS_DEFAULT_TOTAL_MS 3600000
 #define EGRESS_DNS_TIMEOUT_MS 3000
@@ -76,6 +80,7 @@ struct egress {
   int wake[2];
   atomic_bool stop;
   atomic_int live; /* connection threads running */
+  atomic_uint nconns; /* connections admitted (counted in their box's nconns too) */
   char hash[16];   /* copy of cfg.hash */
   /* Audit records written by a thread of their own (the DNS stub runs on
    * the acceptor, which must never wait for the database). */
@@ -107,6 +112,7 @@ struct conn {
   struct egress *e;
   struct ebox *b;
   enum listener kind;
+  bool counted; /* admitted: in its box's and the proxy's nconns */
   struct io box;
   struct io up;
   int64_t deadline;

@@ -159,7 +159,13 @@ static int live_usage(struct state *st, const char *tenant_id, int64_t *boxes, i
   return 0;
 }
 
-/* Under the write lock: refuse a box the tenant's quotas cannot take. */
+void state_set_tenant_defaults(struct state *st, int64_t max_boxes, int64_t max_memory) {
+  st->default_max_boxes = max_boxes < 0 ? STATE_UNLIMITED : max_boxes;
+  st->default_max_memory = max_memory < 0 ? STATE_UNLIMITED : max_memory;
+}
+
+/* Under the write lock: refuse a box the tenant's quotas cannot take (an
+ * unset quota is the daemon's default). */
 static int check_quota(struct state *st, const struct state_box *b, struct husk_err *err) {
   cleanup_stmt sqlite3_stmt *s = NULL;
   /* A tenant being deleted is gone for new boxes. */
@@ -176,17 +182,24 @@ static int check_quota(struct state *st, const struct state_box *b, struct husk_
   if (r == 0)
     return husk_fail(err, ENOENT, "tenant `%s` not found", b->tenant_id);
   int64_t max_boxes = sqlite3_column_int64(s, 0), max_memory = sqlite3_column_int64(s, 1);
+  bool dflt_boxes = max_boxes == STATE_UNLIMITED, dflt_memory = max_memory == STATE_UNLIMITED;
+  if (dflt_boxes)
+    max_boxes = st->default_max_boxes;
+  if (dflt_memory)
+    max_memory = st->default_max_memory;
   int64_t boxes, memory, want;
   if (live_usage(st, b->tenant_id, &boxes, &memory, err) < 0)
     return -1;
   if (max_boxes != STATE_UNLIMITED && boxes + 1 > max_boxes)
-    return husk_fail(err, EDQUOT, "tenant `%s` has %lld of %lld boxes", b->tenant_id,
-                     (long long)boxes, (long long)max_boxes);
+    return husk_fail(err, EDQUOT, "tenant `%s` has %lld of %lld boxes%s", b->tenant_id,
+                     (long long)boxes, (long long)max_boxes,
+                     dflt_boxes ? " (the daemon's default per tenant)" : "");
   if (max_memory != STATE_UNLIMITED &&
       (__builtin_add_overflow(memory, b->memory, &want) || want > max_memory))
     return husk_fail(err, EDQUOT,
-                     "tenant `%s` uses %lld of %lld bytes of memory; this box needs %lld more",
-                     b->tenant_id, (long long)memory, (long long)max_memory, (long long)b->memory);
+                     "tenant `%s` uses %lld of %lld bytes of memory%s; this box needs %lld more",
+                     b->tenant_id, (long long)memory, (long long)max_memory,
+                     dflt_memory ? " (the daemon's default per tenant)" : "", (long long)b->memory);
   return 0;
 }
 

@@ -485,6 +485,8 @@ int state_open(struct state **out, const char *path, struct husk_err *err) {
   cleanup_free struct state *st = calloc(1, sizeof *st);
   if (!st)
     return husk_error(err, ENOMEM, "cannot allocate the state handle");
+  st->default_max_boxes = STATE_UNLIMITED;
+  st->default_max_memory = STATE_UNLIMITED;
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX |
               SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_EXRESCODE;
   int rc = sqlite3_open_v2(path, &st->db, flags, NULL);

@@ -57,6 +57,9 @@ struct state {
   uint64_t syncs;  /* fdatasync calls made (tests: group commit) */
   int wal_fd;
   char *wal_path, *wal_dir;
+  /* What a tenant's unset (STATE_UNLIMITED) max_boxes / max_memory mean
+   * (state_set_tenant_defaults); STATE_UNLIMITED unless the daemon says. */
+  _Atomic int64_t default_max_boxes, default_max_memory;
 };
 
 /* ---- durability (durable.c) ---- */

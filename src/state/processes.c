@@ -214,6 +214,57 @@ int state_proc_list(struct state *st, const char *tenant_id, const char *box_id,
   return 0;
 }
 
+static int read_proc_paged(sqlite3_stmt *s, void *row, struct husk_err *err) {
+  if (read_proc(s, row, err) < 0)
+    return -1;
+  struct state_proc *p = row;
+  p->seq = sqlite3_column_int64(s, 13);
+  p->cmd_cut = sqlite3_column_int(s, 14) != 0;
+  return 0;
+}
+
+int state_proc_page(struct state *st, const char *tenant_id, const char *box_id, int64_t before,
+                    int limit, size_t cmd_max, int (*cb)(void *ctx, const struct state_proc *p),
+                    void *ctx, struct husk_err *err) {
+  if ((tenant_id && check_id("tenant id", tenant_id, STATE_TENANT_ID_SIZE, err) < 0) ||
+      check_id("box id", box_id, STATE_BOX_ID_SIZE, err) < 0)
+    return -1;
+  if (limit < 1 || limit > STATE_LIST_MAX || before < 0 || cmd_max > INT32_MAX)
+    return husk_fail(err, EINVAL, "limit must be between 1 and %d", STATE_LIST_MAX);
+  cleanup_rows struct db_rows rows = {.item_size = sizeof(struct state_proc),
+                                      .free_item = proc_free_item};
+  {
+    cleanup_unlock struct state *locked = db_lock(st);
+    char box_state[16];
+    if (box_current_state(st, tenant_id, box_id, box_state, sizeof box_state, err) < 0)
+      return -1;
+    cleanup_stmt sqlite3_stmt *s = NULL;
+    /* The cut is made by SQLite: a long argv is never copied out whole. */
+    if (db_prepare(st, &s,
+                   "SELECT p.box_id, p.pid,"
+                   " CASE WHEN length(CAST(p.cmd_json AS BLOB)) <= ?4 THEN p.cmd_json"
+                   " ELSE json_array(substr(json_extract(p.cmd_json, '$[0]'), 1, ?5)) END,"
+                   " p.state, p.exit_code, p.signal, p.started_ms, p.ended_ms, p.tag" PROC_LIMIT_COLUMNS
+                   ", p.seq, length(CAST(p.cmd_json AS BLOB)) > ?4"
+                   " FROM processes p WHERE p.box_id = ?1 AND (?2 = 0 OR p.seq < ?2)"
+                   " ORDER BY p.seq DESC LIMIT ?3",
+                   err) < 0)
+      return -1;
+    int rc;
+    if ((rc = db_text(s, 1, box_id)) || (rc = db_int(s, 2, before)) || (rc = db_int(s, 3, limit)) ||
+        (rc = db_int(s, 4, (int64_t)cmd_max)) || (rc = db_int(s, 5, STATE_PROC_CMD_CUT)))
+      return db_fail(st, err, rc, "cannot bind process filter");
+    if (db_rows_fill(st, s, &rows, read_proc_paged, "cannot list processes", err) < 0)
+      return -1;
+  }
+  for (size_t i = 0; i < rows.n; i++) {
+    int r = cb(ctx, db_rows_at(&rows, i));
+    if (r != 0)
+      return db_cb_verdict(r);
+  }
+  return 0;
+}
+
 int state_proc_set_limit_hit(struct state *st, const char *box_id, int64_t pid, int64_t exec_id,
                              const char *limit, struct husk_err *err) {
   if (check_id("box id", box_id, STATE_BOX_ID_SIZE, err) < 0)

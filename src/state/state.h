@@ -119,7 +119,8 @@ int state_new_id(const char *prefix, char *out, size_t size, struct husk_err *er
 /* ---- Tenants ---------------------------------------------------------- */
 
 /* A tenant's quotas bound its live boxes (see state_box_count_live): how
- * many, and their memory limits summed.  STATE_UNLIMITED lifts a bound; 0
+ * many, and their memory limits summed.  STATE_UNLIMITED (unset) means the
+ * default of state_set_tenant_defaults, itself unlimited unless set; 0
  * forbids new boxes (a way to suspend a tenant without losing its data). */
 struct state_tenant {
   char id[STATE_TENANT_ID_SIZE]; /* "t_" + 24 hex */
@@ -136,6 +137,11 @@ struct state_tenant {
 };
 /* A per-tenant concurrency bound that is not set: the daemon's applies. */
 #define STATE_DEFAULT (-1)
+
+/* What an unset max_boxes / max_memory of a tenant means from now on:
+ * >= 0, or STATE_UNLIMITED (the default).  The daemon sets it at start
+ * (husk serve --tenant-max-boxes, --tenant-max-memory). */
+void state_set_tenant_defaults(struct state *st, int64_t max_boxes, int64_t max_memory);
 
 /* EEXIST if the name is taken.  `out` (may be NULL) receives the new row. */
 int state_tenant_create(struct state *st, const char *name, int64_t max_boxes, int64_t max_memory,
@@ -332,6 +338,10 @@ struct state_proc {
   int64_t timeout_ms;
   int64_t output_limit;
   char limit_hit[16];
+  /* Set by state_proc_page only: the row's place in the box's order (its
+   * cursor), and whether cmd_json was cut to its program name. */
+  int64_t seq;
+  bool cmd_cut;
 };
 #define STATE_PROC_LIMIT_TIMEOUT "timeout"
 #define STATE_PROC_LIMIT_OUTPUT "output"
@@ -367,6 +377,15 @@ int state_proc_get(struct state *st, const char *tenant_id, const char *box_id, 
 int state_proc_list(struct state *st, const char *tenant_id, const char *box_id, int running_only,
                     int limit, int (*cb)(void *ctx, const struct state_proc *p), void *ctx,
                     struct husk_err *err);
+/* A page of them, newest first: at most `limit` (1..STATE_LIST_MAX) rows
+ * whose seq is below `before` (0: from the newest).  A cmd_json longer
+ * than `cmd_max` bytes comes as a one-element array, its program name cut
+ * to STATE_PROC_CMD_CUT characters (cmd_cut set), so that a page holds at
+ * most limit × (cmd_max + a row) bytes whatever the commands were. */
+#define STATE_PROC_CMD_CUT 1024
+int state_proc_page(struct state *st, const char *tenant_id, const char *box_id, int64_t before,
+                    int limit, size_t cmd_max, int (*cb)(void *ctx, const struct state_proc *p),
+                    void *ctx, struct husk_err *err);
 void state_proc_free(struct state_proc *p);
 
 /* ---- MCP jobs ------------------------------------------------------- */
