@@ -1,0 +1,104 @@
+#!/bin/bash
+# Every proxied egress connection is a thread of the daemon: besides the
+# per-box bound, a tenant's boxes together (--egress-tenant-max-conns) and
+# all boxes together (--egress-total-max-conns) are bounded.  Past each,
+# the proxy answers 429 (or closes, on the transparent ports) and audits
+# the refusal; another tenant's connections still go through.
+# Run under flock /tmp/husk-egress-test.lock (the upstream namespace).
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/serve.bash"
+. "$(dirname "$0")/egress/setup.bash"
+on_exit 'up_stop; serve_cleanup'
+CLIENT="$(dirname "$0")/egress/boxclient.py"
+
+if ! up_start; then
+  not_ok "the upstream test network starts"
+  finish
+  exit 1
+fi
+up_zone '{"api.ex.test": ["10.250.0.2"]}'
+# 4 per box, 6 per tenant, 9 in all.
+if ! serve_start --default-ttl 3600 --egress-resolver "$UP_IP:53" --egress-allow-range "$UP_NET" \
+  --egress-ca-file "$UP_CA" --egress-max-conns 4 --egress-tenant-max-conns 6 --egress-total-max-conns 9; then
+  not_ok "the daemon starts with the egress bounds"
+  serve_finish
+  exit 1
+fi
+has() { grep -qF -- "$2" <<<"$1"; }
+bx() { # BOX SHELL: OUT = stdout+stderr
+  local body
+  body=$(python3 -c 'import json,sys; print(json.dumps({"cmd":["sh","-c",sys.argv[1]],"timeout":60}))' "$2")
+  API_TIMEOUT=90 api POST "/v1/sandboxes/$1/exec" -d "$body"
+  OUT=$(jf 'j["stdout"]+j["stderr"]')
+}
+# HOLD BOX N: N idle connections to the proxy, held by a background process.
+hold() {
+  api POST "/v1/sandboxes/$1/exec" -d "{\"cmd\":[\"python3\",\"/workspace/c.py\",\"halfhello\",\"$PROXY\",\"$2\",\"hold\"],\"background\":true}"
+}
+mkbox() { # sets BOX, uploads the client and the CA
+  new_box '{"network":"egress","egress":{"rules":[{"host":"api.ex.test"}]}}' || return 1
+  api PUT "/v1/sandboxes/$BOX/files?path=/workspace/c.py" --data-binary @"$CLIENT"
+  api PUT "/v1/sandboxes/$BOX/files?path=/workspace/ca.pem" --data-binary @"$UP_CA"
+}
+audit_of() { # BOX
+  api GET "/v1/audit?box=$1&action=egress.connect&limit=1000"
+  jf '"\n".join("%s %s %s" % (r["outcome"], r["status"], r["detail"]) for r in j["records"])'
+}
+fetch() { # BOX PATH: a request through the proxy; OUT
+  bx "$1" "curl -sS --max-time 20 --cacert /workspace/ca.pem -o /dev/null -w '%{http_code}' https://api.ex.test/$2"
+}
+
+new_tenant alpha || not_ok "tenant alpha"
+A_KEY=$TKEY
+new_tenant beta || not_ok "tenant beta"
+B_KEY=$TKEY
+KEY=$A_KEY
+mkbox || not_ok "alpha's first egress box"
+A1=$BOX
+mkbox || not_ok "alpha's second egress box"
+A2=$BOX
+bx "$A1" 'env | sed -n "s|^HTTP_PROXY=http://\([0-9.]*\):.*|\1|p"'
+PROXY=$OUT
+KEY=$B_KEY
+mkbox || not_ok "beta's first egress box"
+B1=$BOX
+mkbox || not_ok "beta's second egress box"
+B2=$BOX
+bx "$B1" 'env | sed -n "s|^HTTP_PROXY=http://\([0-9.]*\):.*|\1|p"'
+B1PROXY=$OUT
+
+# alpha: 4 held in its first box, 2 in its second: its 6.
+KEY=$A_KEY
+hold "$A1" 4
+expect_code "alpha holds 4 connections in its first box" 201
+hold "$A2" 2
+expect_code "and 2 in its second" 201
+sleep 1
+bx "$A2" "python3 /workspace/c.py hold $PROXY 0"
+check "alpha's 7th connection (its second box has room) gets 429" has "$OUT" "HTTP/1.1 429"
+check "audit: tenant-too-many-connections" has "$(audit_of "$A2")" "denied 429 reason=tenant-too-many-connections"
+KEY=$B_KEY
+fetch "$B1" beta-fine
+expect_eq "beta's request goes through meanwhile" "$OUT" 200
+check "it reached the upstream" has "$(up_requests)" "/beta-fine"
+
+# beta: 3 held: 9 in all, the proxy's bound.
+PROXY=$B1PROXY
+hold "$B1" 3
+expect_code "beta holds 3 connections" 201
+sleep 1
+bx "$B2" "python3 /workspace/c.py hold $PROXY 0"
+check "the 10th connection of the daemon (beta has room) gets 429" has "$OUT" "HTTP/1.1 429"
+check "audit: proxy-too-many-connections" has "$(audit_of "$B2")" "denied 429 reason=proxy-too-many-connections"
+
+# alpha lets go: beta's connections go through again.
+KEY=$A_KEY
+api DELETE "/v1/sandboxes/$A1"
+KEY=$B_KEY
+fetch_ok() { fetch "$B2" after && [ "$OUT" = 200 ]; }
+check "once alpha's box is gone, beta's second box connects" wait_for 20 fetch_ok
+
+reap_boxes "$A_KEY" "$B_KEY" >/dev/null
+serve_stop
+expect_eq "the daemon stops cleanly" "$SERVE_RC" 0
+serve_finish
