@@ -31,19 +31,31 @@ bx() { # BOX SHELL: OUT = stdout+stderr
   API_TIMEOUT=90 api POST "/v1/sandboxes/$1/exec" -d "$body"
   OUT=$(jf 'j["stdout"]+j["stderr"]')
 }
-# HOLD BOX N: N idle connections to the proxy, held by a background process.
+# The proxy's address as a box sees it (the host end of its own link).
+declare -A PROXY_OF
+# HOLD BOX N: N idle connections to the proxy, held by a background process
+# (until it has them all: "holding" in its output).
 hold() {
-  api POST "/v1/sandboxes/$1/exec" -d "{\"cmd\":[\"python3\",\"/workspace/c.py\",\"halfhello\",\"$PROXY\",\"$2\",\"hold\"],\"background\":true}"
+  api POST "/v1/sandboxes/$1/exec" -d "{\"cmd\":[\"python3\",\"/workspace/c.py\",\"halfhello\",\"${PROXY_OF[$1]}\",\"$2\",\"hold\"],\"background\":true}"
+  [ "$CODE" = 201 ] || return 1
+  local pid=$(jf 'j["pid"]')
+  holding() { api GET "/v1/sandboxes/$1/processes/$2/output?stream=stdout"; grep -q holding <<<"$BODY"; }
+  wait_for 20 holding "$1" "$pid"
 }
 mkbox() { # sets BOX, uploads the client and the CA
   new_box '{"network":"egress","egress":{"rules":[{"host":"api.ex.test"}]}}' || return 1
   api PUT "/v1/sandboxes/$BOX/files?path=/workspace/c.py" --data-binary @"$CLIENT"
   api PUT "/v1/sandboxes/$BOX/files?path=/workspace/ca.pem" --data-binary @"$UP_CA"
+  bx "$BOX" 'env | sed -n "s|^HTTP_PROXY=http://\([0-9.]*\):.*|\1|p"'
+  PROXY_OF[$BOX]=$OUT
+  [ -n "$OUT" ]
 }
 audit_of() { # BOX
   api GET "/v1/audit?box=$1&action=egress.connect&limit=1000"
   jf '"\n".join("%s %s %s" % (r["outcome"], r["status"], r["detail"]) for r in j["records"])'
 }
+# Decisions are counted and written once per aggregation interval (10 s).
+audit_has() { has "$(audit_of "$1")" "$2"; }
 fetch() { # BOX PATH: a request through the proxy; OUT
   bx "$1" "curl -sS --max-time 20 --cacert /workspace/ca.pem -o /dev/null -w '%{http_code}' https://api.ex.test/$2"
 }
@@ -57,39 +69,31 @@ mkbox || not_ok "alpha's first egress box"
 A1=$BOX
 mkbox || not_ok "alpha's second egress box"
 A2=$BOX
-bx "$A1" 'env | sed -n "s|^HTTP_PROXY=http://\([0-9.]*\):.*|\1|p"'
-PROXY=$OUT
 KEY=$B_KEY
 mkbox || not_ok "beta's first egress box"
 B1=$BOX
 mkbox || not_ok "beta's second egress box"
 B2=$BOX
-bx "$B1" 'env | sed -n "s|^HTTP_PROXY=http://\([0-9.]*\):.*|\1|p"'
-B1PROXY=$OUT
 
 # alpha: 4 held in its first box, 2 in its second: its 6.
 KEY=$A_KEY
-hold "$A1" 4
-expect_code "alpha holds 4 connections in its first box" 201
-hold "$A2" 2
-expect_code "and 2 in its second" 201
-sleep 1
-bx "$A2" "python3 /workspace/c.py hold $PROXY 0"
+check "alpha holds 4 connections in its first box" hold "$A1" 4
+check "and 2 in its second" hold "$A2" 2
+bx "$A2" "python3 /workspace/c.py hold ${PROXY_OF[$A2]} 0"
+echo "# $OUT"
 check "alpha's 7th connection (its second box has room) gets 429" has "$OUT" "HTTP/1.1 429"
-check "audit: tenant-too-many-connections" has "$(audit_of "$A2")" "denied 429 reason=tenant-too-many-connections"
+check "audit: tenant-too-many-connections" wait_for 30 audit_has "$A2" "denied 429 reason=tenant-too-many-connections"
 KEY=$B_KEY
 fetch "$B1" beta-fine
 expect_eq "beta's request goes through meanwhile" "$OUT" 200
 check "it reached the upstream" has "$(up_requests)" "/beta-fine"
 
 # beta: 3 held: 9 in all, the proxy's bound.
-PROXY=$B1PROXY
-hold "$B1" 3
-expect_code "beta holds 3 connections" 201
-sleep 1
-bx "$B2" "python3 /workspace/c.py hold $PROXY 0"
+check "beta holds 3 connections" hold "$B1" 3
+bx "$B2" "python3 /workspace/c.py hold ${PROXY_OF[$B2]} 0"
+echo "# $OUT"
 check "the 10th connection of the daemon (beta has room) gets 429" has "$OUT" "HTTP/1.1 429"
-check "audit: proxy-too-many-connections" has "$(audit_of "$B2")" "denied 429 reason=proxy-too-many-connections"
+check "audit: proxy-too-many-connections" wait_for 30 audit_has "$B2" "denied 429 reason=proxy-too-many-connections"
 
 # alpha lets go: beta's connections go through again.
 KEY=$A_KEY
