@@ -63,6 +63,8 @@ struct api_config {
    * API_REPLY_BUDGET_DEFAULT). */
   uint64_t reply_max;
   uint64_t reply_budget;
+  /* Of it, what one tenant's requests may hold together (0: half). */
+  uint64_t tenant_reply_budget;
 };
 
 #define API_REPLY_MAX_DEFAULT (1024 * 1024)

@@ -317,8 +317,8 @@ struct MHD_Response *api_file_response(int fd, uint64_t off, uint64_t len);
 uint64_t api_reply_max(const struct api_server *s);
 /* Reserve n bytes of the daemon-wide reply budget (--reply-budget): false
  * when they do not fit (reply api_reply_busy).  give returns them. */
-bool api_budget_take(struct api_server *s, uint64_t n);
-void api_budget_give(struct api_server *s, uint64_t n);
+bool api_budget_take(struct api_server *s, const char *tenant, uint64_t n);
+void api_budget_give(struct api_server *s, const char *tenant, uint64_t n);
 /* 503 with Retry-After: the budget is spent. */
 enum MHD_Result api_reply_busy(struct req *r);
 /* A JSON reply built from parts, produced as it is sent (no escaped copy
@@ -326,7 +326,7 @@ enum MHD_Result api_reply_busy(struct req *r);
  * back when it is freed, also by jreply_new's failure).  The add functions
  * record a failure that api_reply_jreply reports as 500. */
 struct jreply;
-struct jreply *jreply_new(struct api_server *s, uint64_t reserved);
+struct jreply *jreply_new(struct api_server *s, const char *tenant, uint64_t reserved);
 void jreply_free(struct jreply *j);
 /* Free p with the reply (the data of string and base64 parts). */
 void jreply_own(struct jreply *j, void *p);

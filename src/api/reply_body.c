@@ -14,7 +14,9 @@
  * it may hold from one daemon-wide counter (--reply-budget); a request
  * that does not fit is refused with 503 and Retry-After instead of growing
  * the daemon's memory.  The reservation is given back when the reply has
- * been sent (or failed). */
+ * been sent (or failed).  One tenant's requests together hold at most a
+ * share of it (--tenant-reply-budget), so that one tenant filling it does
+ * not refuse every other tenant's replies. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
@@ -35,19 +37,35 @@ static uint64_t budget_total(const struct api_server *s) {
   return s->cfg.reply_budget ? s->cfg.reply_budget : API_REPLY_BUDGET_DEFAULT;
 }
 
-bool api_budget_take(struct api_server *s, uint64_t n) {
+/* What one tenant's requests may hold of it together: a share, so that one
+ * tenant filling it leaves the rest to the others (--tenant-reply-budget,
+ * by default half of the budget). */
+static uint64_t budget_tenant(const struct api_server *s) {
+  uint64_t share = s->cfg.tenant_reply_budget ? s->cfg.tenant_reply_budget : budget_total(s) / 2;
+  return share < budget_total(s) ? share : budget_total(s);
+}
+
+bool api_budget_take(struct api_server *s, const char *tenant, uint64_t n) {
+  if (tenant && *tenant && !tenant_load_take_bytes(&s->front.loads, tenant, n, budget_tenant(s)))
+    return false;
   uint64_t total = budget_total(s);
   uint64_t cur = atomic_load(&s->reply_reserved);
   do {
-    if (n > total || cur > total - n)
+    if (n > total || cur > total - n) {
+      if (tenant && *tenant)
+        tenant_load_give_bytes(&s->front.loads, tenant, n);
       return false;
+    }
   } while (!atomic_compare_exchange_weak(&s->reply_reserved, &cur, cur + n));
   return true;
 }
 
-void api_budget_give(struct api_server *s, uint64_t n) {
-  if (n)
-    atomic_fetch_sub(&s->reply_reserved, n);
+void api_budget_give(struct api_server *s, const char *tenant, uint64_t n) {
+  if (!n)
+    return;
+  atomic_fetch_sub(&s->reply_reserved, n);
+  if (tenant && *tenant)
+    tenant_load_give_bytes(&s->front.loads, tenant, n);
 }
 
 enum MHD_Result api_reply_busy(struct req *r) {
@@ -55,7 +73,7 @@ enum MHD_Result api_reply_busy(struct req *r) {
   snprintf(r->xhdr_value, sizeof r->xhdr_value, "1");
   return api_reply_error(r, 503, "unavailable",
                          "the server holds as much reply data as it may "
-                         "(--reply-budget): try again");
+                         "(--reply-budget, or this tenant's share of it): try again");
 }
 
 /* ---- parts ----------------------------------------------------------- */
@@ -70,6 +88,7 @@ struct part {
 
 struct jreply {
   struct api_server *srv;
+  char tenant[STATE_TENANT_ID_SIZE]; /* whose share holds `reserved` ("" admin) */
   uint64_t reserved;
   struct part parts[REPLY_MAX_PARTS];
   size_t nparts;
@@ -83,13 +102,14 @@ struct jreply {
   size_t carry_len, carry_off;
 };
 
-struct jreply *jreply_new(struct api_server *s, uint64_t reserved) {
+struct jreply *jreply_new(struct api_server *s, const char *tenant, uint64_t reserved) {
   struct jreply *j = calloc(1, sizeof *j);
   if (!j) {
-    api_budget_give(s, reserved);
+    api_budget_give(s, tenant, reserved);
     return NULL;
   }
   j->srv = s;
+  snprintf(j->tenant, sizeof j->tenant, "%s", tenant ? tenant : "");
   j->reserved = reserved;
   return j;
 }
@@ -99,7 +119,7 @@ void jreply_free(struct jreply *j) {
     return;
   for (size_t i = 0; i < j->nowned; i++)
     free(j->owned[i]);
-  api_budget_give(j->srv, j->reserved);
+  api_budget_give(j->srv, j->tenant, j->reserved);
   free(j);
 }
 

@@ -435,7 +435,7 @@ enum MHD_Result h_exec(struct req *r) {
   } else if (stream || fmt != FMT_JSON) {
     ret = exec_stream(r, fmt == FMT_NDJSON ? STREAM_NDJSON : STREAM_SSE, argv, env, cwd, stdin_s,
                       stdin_len, timeout_ms, output_limit);
-  } else if (!api_budget_take(r->srv, 2 * api_reply_max(r->srv))) {
+  } else if (!api_budget_take(r->srv, r->tenant, 2 * api_reply_max(r->srv))) {
     free(argv);
     free(env);
     ret = api_reply_busy(r);
@@ -452,14 +452,14 @@ enum MHD_Result h_exec(struct req *r) {
     int rc = husk_box_exec(r->srv->cfg.mgr, r->tenant, r->params[0], &er, &out, &err);
     close_quiet(cancel);
     if (rc < 0) {
-      api_budget_give(r->srv, reserved);
+      api_budget_give(r->srv, r->tenant, reserved);
       ret = api_reply_err(r, &err);
     } else if (sc.oom) {
-      api_budget_give(r->srv, reserved);
+      api_budget_give(r->srv, r->tenant, reserved);
       ret = api_reply_error(r, 500, "internal_error", "out of memory collecting the output");
     } else {
       /* The reply owns the reservation and the kept output from here. */
-      struct jreply *j = jreply_new(r->srv, reserved);
+      struct jreply *j = jreply_new(r->srv, r->tenant, reserved);
       if (j) {
         jreply_text(j, "{");
         jreply_fields(j, outcome_json(&out));
@@ -553,7 +553,7 @@ enum MHD_Result h_proc_list(struct req *r) {
   /* The page text may pass the cap by one entry; the rows are read (one
    * more than the page, to know there is more) before it is built. */
   uint64_t reserved = cap + PROC_ENTRY_MAX + (limit + 1) * PROC_ROW_MAX;
-  if (!api_budget_take(r->srv, reserved))
+  if (!api_budget_take(r->srv, r->tenant, reserved))
     return api_reply_busy(r);
   struct proc_page pp = {.limit = limit, .cap = (size_t)cap};
   struct husk_err err;
@@ -561,7 +561,7 @@ enum MHD_Result h_proc_list(struct req *r) {
                                (unsigned)limit + 1, API_PROC_CMD_MAX, proc_page_cb, &pp, &err);
   if (rc < 0) {
     free(pp.text);
-    api_budget_give(r->srv, reserved);
+    api_budget_give(r->srv, r->tenant, reserved);
     return api_reply_list_err(r, rc, &err);
   }
   char tail[128];
@@ -571,9 +571,9 @@ enum MHD_Result h_proc_list(struct req *r) {
   else
     snprintf(tail, sizeof tail, "],\"truncated\":false,\"next_cursor\":null}");
   /* The rows are gone: the reply keeps the page's share only. */
-  api_budget_give(r->srv, (limit + 1) * PROC_ROW_MAX);
+  api_budget_give(r->srv, r->tenant, (limit + 1) * PROC_ROW_MAX);
   reserved -= (limit + 1) * PROC_ROW_MAX;
-  struct jreply *j = jreply_new(r->srv, reserved);
+  struct jreply *j = jreply_new(r->srv, r->tenant, reserved);
   if (!j) {
     free(pp.text);
     return api_reply_error(r, 500, "internal_error", "out of memory");

@@ -343,11 +343,11 @@ enum MHD_Result h_file_list(struct req *r) {
     return api_reply_error(r, 400, "bad_request", "limit must be 1 to %d", API_LIST_LIMIT_MAX);
   uint64_t cap = api_reply_max(r->srv);
   uint64_t reserved = cap + LIST_ENTRY_MAX;
-  if (!api_budget_take(r->srv, reserved))
+  if (!api_budget_take(r->srv, r->tenant, reserved))
     return api_reply_busy(r);
   struct husk_fs b;
   if (open_fs(r, &b) < 0) {
-    api_budget_give(r->srv, reserved);
+    api_budget_give(r->srv, r->tenant, reserved);
     return api_reply_err(r, &r->err);
   }
   struct list_ctx lc = {.skip = cursor, .limit = limit, .cap = (size_t)cap};
@@ -358,7 +358,7 @@ enum MHD_Result h_file_list(struct req *r) {
   close_quiet(b.fs);
   if (rc < 0 || lc.oom) {
     free(lc.text);
-    api_budget_give(r->srv, reserved);
+    api_budget_give(r->srv, r->tenant, reserved);
     if (lc.oom)
       return api_reply_error(r, 500, "internal_error", "out of memory");
     return api_reply_err(r, &r->err);
@@ -370,7 +370,7 @@ enum MHD_Result h_file_list(struct req *r) {
              (unsigned long long)(cursor + lc.count));
   else
     snprintf(tail, sizeof tail, "],\"truncated\":false,\"next_cursor\":null}");
-  struct jreply *j = jreply_new(r->srv, reserved);
+  struct jreply *j = jreply_new(r->srv, r->tenant, reserved);
   if (!j) {
     free(lc.text);
     return api_reply_error(r, 500, "internal_error", "out of memory");

@@ -41,6 +41,7 @@ struct chunk {
 
 struct api_stream {
   struct api_server *srv;
+  char tenant[STATE_TENANT_ID_SIZE]; /* whose reply-budget share holds STREAM_RESERVE */
   enum api_stream_fmt fmt;
   pthread_mutex_t mu;
   pthread_cond_t room;
@@ -56,17 +57,18 @@ struct api_stream {
 };
 
 struct api_stream *api_stream_new(struct req *r, enum api_stream_fmt fmt) {
-  if (!api_budget_take(r->srv, STREAM_RESERVE)) {
+  if (!api_budget_take(r->srv, r->tenant, STREAM_RESERVE)) {
     errno = EAGAIN;
     return NULL;
   }
   struct api_stream *s = calloc(1, sizeof *s);
   if (!s) {
-    api_budget_give(r->srv, STREAM_RESERVE);
+    api_budget_give(r->srv, r->tenant, STREAM_RESERVE);
     errno = ENOMEM;
     return NULL;
   }
   s->srv = r->srv;
+  snprintf(s->tenant, sizeof s->tenant, "%s", r->tenant);
   s->fmt = fmt;
   s->refs = 1;
   s->sock = api_conn_fd(r);
@@ -76,7 +78,7 @@ struct api_stream *api_stream_new(struct req *r, enum api_stream_fmt fmt) {
     close_quiet(s->data_fd);
     close_quiet(s->gone_fd);
     free(s);
-    api_budget_give(r->srv, STREAM_RESERVE);
+    api_budget_give(r->srv, r->tenant, STREAM_RESERVE);
     errno = ENOMEM;
     return NULL;
   }
@@ -107,7 +109,7 @@ void api_stream_unref(struct api_stream *s) {
   close_quiet(s->gone_fd);
   pthread_mutex_destroy(&s->mu);
   pthread_cond_destroy(&s->room);
-  api_budget_give(s->srv, STREAM_RESERVE);
+  api_budget_give(s->srv, s->tenant, STREAM_RESERVE);
   free(s);
 }
 

@@ -94,6 +94,8 @@ static void usage(FILE *f) {
           "                          the entries of a files listing page [1M]\n"
           "  --reply-budget SIZE     box data all requests in flight may hold for their replies\n"
           "                          (sync execs, listings, streams); past it, 503 [256M]\n"
+          "  --tenant-reply-budget SIZE  of it, what one tenant's requests may hold\n"
+          "                          together [half of --reply-budget]\n"
           "  --mcp-wait SECONDS      longest an MCP tool call waits before answering with a\n"
           "                          job_id [45]\n"
           "  --mcp-allow-origin LIST Origins allowed at /mcp besides loopback and the\n"
@@ -303,7 +305,7 @@ struct serve_opts {
   bool quiet;
   uint64_t mcp_wait_ms;
   const char *mcp_origins;
-  uint64_t reply_max, reply_budget;
+  uint64_t reply_max, reply_budget, tenant_reply_budget;
   /* network mode egress (docs/egress.md) */
   const char *eg_resolver, *eg_ca;
   const char *eg_allow[16];
@@ -416,6 +418,7 @@ enum {
   O_TENANT_PROCS,
   O_EG_TENANT_CONNS,
   O_EG_TOTAL_CONNS,
+  O_TENANT_REPLY,
   O_VERSION
 };
 
@@ -462,6 +465,7 @@ static const struct option serve_long_opts[] = {
     {"tenant-max-procs", required_argument, NULL, O_TENANT_PROCS},
     {"egress-tenant-max-conns", required_argument, NULL, O_EG_TENANT_CONNS},
     {"egress-total-max-conns", required_argument, NULL, O_EG_TOTAL_CONNS},
+    {"tenant-reply-budget", required_argument, NULL, O_TENANT_REPLY},
     {0},
 };
 
@@ -521,6 +525,7 @@ static int serve_option(struct serve_opts *o, int c, const char *arg) {
   case O_TENANT_PROCS: return opt_u64("--tenant-max-procs", arg, 1, 1000000, &o->tenant_procs);
   case O_EG_TENANT_CONNS:
     return opt_u64("--egress-tenant-max-conns", arg, 1, 100000, &o->eg_tenant_conns);
+  case O_TENANT_REPLY: return opt_size("--tenant-reply-budget", arg, &o->tenant_reply_budget);
   case O_EG_TOTAL_CONNS:
     return opt_u64("--egress-total-max-conns", arg, 1, 100000, &o->eg_total_conns);
   default: usage(stderr); return -1;
@@ -538,6 +543,10 @@ static int serve_options_agree(const struct serve_opts *o) {
   if (o->reply_budget < 4 * o->reply_max)
     return bad_option("--reply-budget", "must be at least 4 times --reply-max (a sync exec "
                                         "reserves 2 times it)");
+  if (o->tenant_reply_budget &&
+      (o->tenant_reply_budget < 2 * o->reply_max || o->tenant_reply_budget > o->reply_budget))
+    return bad_option("--tenant-reply-budget", "must be at least 2 times --reply-max and at most "
+                                               "--reply-budget");
   struct sockaddr_storage ss;
   socklen_t sslen;
   struct husk_err err;
@@ -814,6 +823,7 @@ static int serve_fronts(const struct serve_opts *o, struct serve *s) {
                           .request_timeout_s = (unsigned)((o->req_timeout_ms + 999) / 1000),
                           .reply_max = o->reply_max,
                           .reply_budget = o->reply_budget,
+                          .tenant_reply_budget = o->tenant_reply_budget,
                           .log_requests = !o->quiet,
                           .log = log_line};
   if (api_start(&s->api, &ac, &err) < 0)

@@ -9,6 +9,7 @@
 struct tenant_load_entry {
   char tenant[TENANT_LOAD_ID_SIZE];
   unsigned requests, execs;
+  uint64_t bytes;
 };
 
 int tenant_loads_init(struct tenant_loads *t, size_t cap) {
@@ -75,8 +76,37 @@ void tenant_load_release(struct tenant_loads *t, const char *tenant, bool exec) 
     l->requests--;
     if (exec)
       l->execs--;
-    if (l->requests == 0)
+    if (l->requests == 0 && l->bytes == 0)
       *l = t->e[--t->n]; /* unordered: move the last one here */
+  }
+  pthread_mutex_unlock(&t->lock);
+}
+
+bool tenant_load_take_bytes(struct tenant_loads *t, const char *tenant, uint64_t n, uint64_t max) {
+  if (strlen(tenant) >= TENANT_LOAD_ID_SIZE)
+    return false;
+  pthread_mutex_lock(&t->lock);
+  struct tenant_load_entry *l = find(t, tenant);
+  bool ok = (l || t->n < t->cap) && n <= max && (l ? l->bytes : 0) <= max - n;
+  if (ok) {
+    if (!l) {
+      l = &t->e[t->n++];
+      memset(l, 0, sizeof *l);
+      snprintf(l->tenant, sizeof l->tenant, "%s", tenant);
+    }
+    l->bytes += n;
+  }
+  pthread_mutex_unlock(&t->lock);
+  return ok;
+}
+
+void tenant_load_give_bytes(struct tenant_loads *t, const char *tenant, uint64_t n) {
+  pthread_mutex_lock(&t->lock);
+  struct tenant_load_entry *l = find(t, tenant);
+  if (l) {
+    l->bytes -= n < l->bytes ? n : l->bytes;
+    if (l->requests == 0 && l->bytes == 0)
+      *l = t->e[--t->n];
   }
   pthread_mutex_unlock(&t->lock);
 }

@@ -47,5 +47,11 @@ enum tenant_admit tenant_load_acquire(struct tenant_loads *t, const char *tenant
                                       unsigned *execs);
 /* Undo one TL_OK of tenant_load_acquire with the same `tenant` and `exec`. */
 void tenant_load_release(struct tenant_loads *t, const char *tenant, bool exec);
+/* Reply bytes held by the tenant's requests (the API's reply budget, per
+ * tenant): count n more unless that would pass `max`.  An entry lives
+ * while the tenant has requests or bytes (a reply may be freed after its
+ * request is complete).  false: over its share, or no entry left. */
+bool tenant_load_take_bytes(struct tenant_loads *t, const char *tenant, uint64_t n, uint64_t max);
+void tenant_load_give_bytes(struct tenant_loads *t, const char *tenant, uint64_t n);
 
 #endif

@@ -2,13 +2,16 @@
 # A tenant that sets no quota still has bounds (the daemon's defaults per
 # tenant): its live boxes (--tenant-max-boxes), their memory limits summed
 # (--tenant-max-memory) and its background processes running at once
-# (--tenant-max-procs, each holds daemon fds).  Past each it gets a clear
+# (--tenant-max-procs, each holds daemon fds), and its share of the reply
+# budget (--tenant-reply-budget, half of --reply-budget).  Past each it gets a clear
 # error, and another tenant's requests still succeed.  A tenant's own
 # max_boxes / max_memory override the defaults.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/serve.bash"
 
-if ! serve_start --tenant-max-boxes 2 --tenant-max-memory 1G --tenant-max-procs 3; then
+# A reply budget of 8 MiB: each tenant's share is half, 4 MiB (two sync
+# execs at the default --reply-max: each reserves 2 MiB).
+if ! serve_start --tenant-max-boxes 2 --tenant-max-memory 1G --tenant-max-procs 3 --reply-budget 8M; then
   not_ok "the daemon starts with the per-tenant defaults"
   serve_finish
   exit 1
@@ -50,7 +53,7 @@ new_box "$SMALL" || not_ok "alpha's third box, once its own max_boxes is 3"
 A3=$BOX
 KEY=$ADMIN
 api PUT "/v1/tenants/$A_TID/quota" -d '{"max_boxes":null}'
-expect_eq "null returns alpha's max_boxes to the daemon's default" "$(jf 'j["max_boxes"] is None')" True
+expect_eq "null returns alpha's max_boxes to the daemon's default" "$(jf 'j["max_boxes"] is None')" true
 KEY=$A_KEY
 api DELETE "/v1/sandboxes/$A3"
 
@@ -113,10 +116,36 @@ expect_eq "alpha runs six short processes, three at most at once (each gives its
 # The daemon's fds do not grow with ended processes (their stdin is closed).
 FDS0=$(ls /proc/"$SPID"/fd | wc -l)
 for n in $(seq 20); do wait_for 20 start_true || break; done
-ended_all() { api GET "/v1/sandboxes/$A4/processes?limit=500" >/dev/null; [ "$(jf 'sum(p["state"] != "exited" for p in j["processes"])')" = 0 ]; }
+ended_all() { api GET "/v1/sandboxes/$A4/processes" >/dev/null; [ "$(jf 'sum(p["state"] != "exited" for p in j["processes"])')" = 0 ]; }
 check "the short processes ended" wait_for 30 ended_all
 fds_back() { [ "$(ls /proc/"$SPID"/fd | wc -l)" -le $((FDS0 + 2)) ]; }
 check "the daemon holds no fd for ended processes" wait_for 10 fds_back
+
+# ---- the reply budget ------------------------------------------------------------------
+# alpha tries to fill the whole budget with four slow sync execs (they wait
+# for /workspace/release): two fit its share, the others get 503; beta's
+# requests that carry box data still fit.
+SLOWS=()
+for n in 1 2 3 4; do
+  curl -sS -o "$T_SCRATCH/slow$n" -w '%{http_code}\n' --max-time 120 -H "Authorization: Bearer $A_KEY" \
+    "$URL/v1/sandboxes/$A4/exec" -d "{\"cmd\":[\"sh\",\"-c\",\"while [ ! -e /workspace/release ]; do sleep 0.1; done; echo slow$n\"]}" \
+    >"$T_SCRATCH/slow$n.code" &
+  SLOWS+=($!)
+done
+two_refused() { [ "$(cat "$T_SCRATCH"/slow*.code 2>/dev/null | grep -c 503)" = 2 ]; }
+check "two of alpha's four slow execs are refused (its share is full)" wait_for 30 two_refused
+check "503: says it is the tenant's share" grep -qh "this tenant's share" "$T_SCRATCH"/slow[1-4]
+KEY=$B_KEY
+api POST "/v1/sandboxes/$B1/exec" -d '{"cmd":["echo","beta"]}'
+expect_eq "beta's sync exec runs meanwhile" "$(jf 'j["stdout"]')" beta
+api GET "/v1/sandboxes/$B1/files/list?path=/workspace"
+expect_code "beta's files listing too" 200
+KEY=$A_KEY
+api PUT "/v1/sandboxes/$A4/files?path=/workspace/release" --data-binary go
+wait "${SLOWS[@]}"
+expect_eq "alpha's two admitted execs completed" "$(cat "$T_SCRATCH"/slow*.code | sort | tr '\n' ' ')" "200 200 503 503 "
+api POST "/v1/sandboxes/$A4/exec" -d '{"cmd":["echo","again"]}'
+expect_eq "alpha's share is back once they are done" "$(jf 'j["stdout"]')" again
 
 reap_boxes "$A_KEY" "$B_KEY" "$G_KEY" "$D_KEY" >/dev/null
 serve_stop

@@ -1079,6 +1079,46 @@ TEST(quotas) {
   close_and_remove(st);
 }
 
+TEST(quota_defaults_apply_to_unset_quotas) {
+  struct husk_err err = {0};
+  struct state *st = open_fresh();
+  struct state_tenant t = mk_tenant(st, "unset", STATE_UNLIMITED, STATE_UNLIMITED);
+  struct state_tenant own = mk_tenant(st, "own", 3, 10000);
+  state_set_tenant_defaults(st, 2, 1000);
+  struct state_box b = box_template(t.id, "b_d1");
+  b.memory = 400;
+  CHECK_OK(state_box_insert(st, &b, &err));
+  snprintf(b.id, sizeof b.id, "b_d2");
+  CHECK_OK(state_box_insert(st, &b, &err));
+  snprintf(b.id, sizeof b.id, "b_d3");
+  b.memory = 1;
+  CHECK_ERR(state_box_insert(st, &b, &err), EDQUOT); /* the default: 2 boxes */
+  CHECK(strstr(err.msg, "daemon's default") != NULL);
+  /* A tenant's own quotas win over the defaults. */
+  struct state_box o = box_template(own.id, "b_o1");
+  o.memory = 3000;
+  CHECK_OK(state_box_insert(st, &o, &err));
+  snprintf(o.id, sizeof o.id, "b_o2");
+  CHECK_OK(state_box_insert(st, &o, &err));
+  snprintf(o.id, sizeof o.id, "b_o3");
+  CHECK_OK(state_box_insert(st, &o, &err));
+  snprintf(o.id, sizeof o.id, "b_o4");
+  CHECK_ERR(state_box_insert(st, &o, &err), EDQUOT);
+  CHECK(strstr(err.msg, "daemon's default") == NULL);
+  /* The memory default. */
+  state_set_tenant_defaults(st, 10, 1000);
+  b.memory = 201;
+  CHECK_ERR(state_box_insert(st, &b, &err), EDQUOT); /* 800 + 201 > 1000 */
+  b.memory = 200;
+  CHECK_OK(state_box_insert(st, &b, &err));
+  /* Unlimited defaults: as before. */
+  state_set_tenant_defaults(st, STATE_UNLIMITED, STATE_UNLIMITED);
+  snprintf(b.id, sizeof b.id, "b_d4");
+  b.memory = 1 << 30;
+  CHECK_OK(state_box_insert(st, &b, &err));
+  close_and_remove(st);
+}
+
 /* ---- processes ---- */
 
 static int collect_pids(void *ctx, const struct state_proc *p) {
@@ -1868,6 +1908,7 @@ int main(void) {
   RUN(box_list_filters_and_pages);
   RUN(list_callbacks_may_reenter);
   RUN(quotas);
+  RUN(quota_defaults_apply_to_unset_quotas);
   RUN(processes);
   RUN(process_limits);
   RUN(audit_log);
