@@ -7,7 +7,7 @@
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/serve.bash"
 
-if ! serve_start --reply-budget 4M; then
+if ! serve_start --reply-budget 4M --tenant-reply-budget 4M; then
   not_ok "the daemon starts"
   serve_finish
   exit 1

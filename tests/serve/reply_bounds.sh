@@ -8,8 +8,9 @@
 . "$(dirname "$0")/serve.bash"
 
 # 1 MiB of each stream per reply (the default); a budget of two sync execs
-# and a half (each reserves twice --reply-max).
-if ! serve_start --reply-budget 5M; then
+# and a half (each reserves twice --reply-max), all of it this one tenant's
+# share (tenant_bounds.sh tests the shares).
+if ! serve_start --reply-budget 5M --tenant-reply-budget 5M; then
   not_ok "the daemon starts"
   serve_finish
   exit 1
