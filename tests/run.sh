@@ -49,10 +49,6 @@ done
 for s in tests/template/*.sh; do
   [ -f "$s" ] && run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"
 done
-# Templates: images imported, built and run, from the command line.
-for s in tests/template/*.sh; do
-  [ -f "$s" ] && run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"
-done
 # The library as a user gets it: installed, linked, packaged.
 for s in tests/lib/*.sh; do
   [ -f "$s" ] && run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"
