@@ -154,6 +154,12 @@ $(BUILD)/tests/test_front: tests/unit/test_front.c $(FRONT_OBJ) $(CORE_A) tests/
 	@mkdir -p $(dir $@)
 	$(COMPILE) -Itests/unit $< -o $@ $(FRONT_OBJ) $(CORE_A) $(LDLIBS)
 
+# The unit test of the S3 front's limiter of refused link fetches links
+# its object.
+$(BUILD)/tests/test_s3_rate: tests/unit/test_s3_rate.c $(BUILD)/src/s3/s3_ratelimit.o $(CORE_A) tests/unit/unit.h
+	@mkdir -p $(dir $@)
+	$(COMPILE) -Itests/unit $< -o $@ $(BUILD)/src/s3/s3_ratelimit.o $(CORE_A) $(LDLIBS)
+
 $(BUILD)/tests/%: tests/unit/%.c $(CORE_A) tests/unit/unit.h
 	@mkdir -p $(dir $@)
 	$(COMPILE) -Itests/unit $< -o $@ $(CORE_A) $(LDLIBS)
