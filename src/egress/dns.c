@@ -249,7 +249,8 @@ int egress_dns_parse_server(const char *s, struct sockaddr_storage *out, struct 
 int egress_dns_system_server(struct sockaddr_storage *out, struct husk_err *err) {
   cleanup_fclose FILE *f = fopen("/etc/resolv.conf", "re");
   if (!f)
-    return husk_error(err, errno, "cannot read `/etc/resolv.conf` (set --egress-resolver)");
+    return husk_error(err, errno,
+                      "no egress resolver configured and cannot read `/etc/resolv.conf`");
   char line[512];
   while (fgets(line, sizeof line, f)) {
     char addr[INET6_ADDRSTRLEN + 1];
@@ -262,7 +263,8 @@ int egress_dns_system_server(struct sockaddr_storage *out, struct husk_err *err)
       return egress_dns_parse_server(addr, out, err);
     }
   }
-  return husk_fail(err, ENOENT, "no nameserver in `/etc/resolv.conf` (set --egress-resolver)");
+  return husk_fail(err, ENOENT,
+                   "no egress resolver configured and no nameserver in `/etc/resolv.conf`");
 }
 
 /* ---- the stub --------------------------------------------------------------- */
