@@ -17,6 +17,7 @@
 #include <openssl/evp.h>
 
 #include "state/db.h"
+#include "util/base64.h"
 #include "util/cleanup.h"
 #include "util/id.h"
 
@@ -26,27 +27,6 @@
 
 _Static_assert(KEY_PREFIX_LEN + (KEY_RAW_BYTES * 4 + 2) / 3 == STATE_KEY_LEN,
                "STATE_KEY_LEN is the prefix plus unpadded base64 of the raw bytes");
-
-static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-/* Unpadded base64url of n bytes into out (room for 4*ceil(n/3) + 1). */
-static void base64url(const unsigned char *in, size_t n, char *out) {
-  size_t o = 0;
-  for (size_t i = 0; i < n; i += 3) {
-    uint32_t v = (uint32_t)in[i] << 16;
-    if (i + 1 < n)
-      v |= (uint32_t)in[i + 1] << 8;
-    if (i + 2 < n)
-      v |= in[i + 2];
-    out[o++] = b64url[(v >> 18) & 63];
-    out[o++] = b64url[(v >> 12) & 63];
-    if (i + 1 < n)
-      out[o++] = b64url[(v >> 6) & 63];
-    if (i + 2 < n)
-      out[o++] = b64url[v & 63];
-  }
-  out[o] = '\0';
-}
 
 static int key_hash(const char *key, size_t n, unsigned char hash[KEY_HASH_BYTES],
                     struct husk_err *err) {
@@ -61,7 +41,7 @@ static bool key_well_formed(const char *k, size_t n) {
   if (n != STATE_KEY_LEN || memcmp(k, STATE_KEY_PREFIX, KEY_PREFIX_LEN) != 0)
     return false;
   for (size_t i = KEY_PREFIX_LEN; i < n; i++)
-    if (!memchr(b64url, k[i], sizeof b64url - 1))
+    if (!b64_char_ok(k[i], B64_URL))
       return false;
   return true;
 }
@@ -103,7 +83,7 @@ int state_key_create(struct state *st, const char *tenant_id, char *plaintext,
       id_random_bytes(ks.raw, sizeof ks.raw, err) < 0)
     return -1;
   memcpy(ks.text, STATE_KEY_PREFIX, KEY_PREFIX_LEN);
-  base64url(ks.raw, sizeof ks.raw, ks.text + KEY_PREFIX_LEN);
+  b64_encode_to(ks.text + KEY_PREFIX_LEN, ks.raw, sizeof ks.raw, B64_URL);
   if (key_hash(ks.text, STATE_KEY_LEN, hash, err) < 0)
     return -1;
 

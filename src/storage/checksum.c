@@ -7,7 +7,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include <openssl/evp.h>
 #include <zlib.h>
 
 #include "storage/store_internal.h"
@@ -90,6 +89,3 @@ const char *store_checksum_name(enum store_checksum ck) {
   return "";
 }
 
-void store_b64(const unsigned char *in, size_t n, char *out) {
-  EVP_EncodeBlock((unsigned char *)out, in, (int)n);
-}

@@ -191,6 +191,13 @@ TEST(base64_url_alphabet_is_unpadded) {
     CHECK(b64_encoded_len(n, B64_STD) == (n + 2) / 3 * 4);
     CHECK(b64_encoded_len(n, B64_URL) == (n * 8 + 5) / 6);
   }
+  for (int c = 1; c < 256; c++) {
+    bool url = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+               c == '-' || c == '_';
+    bool std = url ? c != '-' && c != '_' : c == '+' || c == '/';
+    CHECK(b64_char_ok((char)c, B64_URL) == url && b64_char_ok((char)c, B64_STD) == std);
+  }
+  CHECK(!b64_char_ok('\0', B64_URL) && !b64_char_ok('=', B64_STD));
   /* An admin key: 24 random bytes, 32 characters. */
   CHECK(b64_encoded_len(24, B64_URL) == 32);
 }
