@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +19,7 @@
 #include "storage/remote.h"
 #include "storage/store.h"
 #include "util/cleanup.h"
+#include "util/id.h"
 
 /* Inline content of store_file (decoded size; the message limit is 4 MiB). */
 #define CONTENT_MAX (3 * 1024 * 1024)
@@ -74,13 +74,12 @@ static void safe_name(const char *in, char *out, size_t cap) {
 
 /* A fresh key: "<dir>/<16 hex>/<name>", unique without asking the store. */
 static int unique_key(const char *dir, const char *name, char **out, struct husk_err *err) {
-  unsigned char r[8];
-  if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
-    return husk_error(err, errno ? errno : EIO, "getrandom");
+  char hex[17];
+  if (id_new(NULL, 8, hex, sizeof hex, err) < 0)
+    return -1;
   char safe[NAME_MAX_LEN + 1];
   safe_name(name, safe, sizeof safe);
-  if (asprintf(out, "%s/%02x%02x%02x%02x%02x%02x%02x%02x/%s", dir, r[0], r[1], r[2], r[3], r[4],
-               r[5], r[6], r[7], safe) < 0) {
+  if (asprintf(out, "%s/%s/%s", dir, hex, safe) < 0) {
     *out = NULL;
     return husk_error(err, ENOMEM, "key");
   }
