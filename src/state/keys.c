@@ -196,26 +196,13 @@ int state_key_list(struct state *st, const char *tenant_id,
   if (tenant_id && check_id("tenant id", tenant_id, STATE_TENANT_ID_SIZE, err) < 0)
     return -1;
   cleanup_rows struct db_rows rows = {.item_size = sizeof(struct state_key)};
-  {
-    cleanup_unlock struct state *locked = db_lock(st);
-    cleanup_stmt sqlite3_stmt *s = NULL;
-    if (db_prepare(st, &s,
-                   tenant_id ? "SELECT id, tenant_id, created_ms, revoked_ms FROM api_keys "
-                               "WHERE tenant_id = ?1 ORDER BY created_ms, id"
-                             : "SELECT id, tenant_id, created_ms, revoked_ms FROM api_keys "
-                               "ORDER BY created_ms, id",
-                   err) < 0)
-      return -1;
-    int rc = tenant_id ? db_text(s, 1, tenant_id) : SQLITE_OK;
-    if (rc)
-      return db_fail(st, err, rc, "cannot bind tenant id");
-    if (db_rows_fill(st, s, &rows, read_key, "cannot list keys", err) < 0)
-      return -1;
-  }
-  for (size_t i = 0; i < rows.n; i++) {
-    int r = cb(ctx, db_rows_at(&rows, i));
-    if (r != 0)
-      return db_cb_verdict(r);
-  }
-  return 0;
+  const struct db_arg tenant = DB_TEXT(tenant_id);
+  if (db_rows_select(st, &rows,
+                     tenant_id ? "SELECT id, tenant_id, created_ms, revoked_ms FROM api_keys "
+                                 "WHERE tenant_id = ?1 ORDER BY created_ms, id"
+                               : "SELECT id, tenant_id, created_ms, revoked_ms FROM api_keys "
+                                 "ORDER BY created_ms, id",
+                     &tenant, tenant_id ? 1 : 0, read_key, "cannot list keys", err) < 0)
+    return -1;
+  return db_rows_each(&rows, rows.n, cb, ctx);
 }
