@@ -327,39 +327,36 @@ static int number(json_t *v, const char *k, double *d, struct husk_err *err) {
   return 0;
 }
 
-int jget_seconds_ms(json_t *o, const char *k, uint64_t *out, struct husk_err *err) {
+/* A positive number of units as thousandths: `unit` words the refusal
+ * (" of seconds"), `round_up` rounds up (a timeout never gets shorter)
+ * rather than to the nearest. */
+static int jget_thousandths(json_t *o, const char *k, const char *unit, bool round_up,
+                            uint64_t *out, struct husk_err *err) {
   json_t *v = field(o, k);
   if (!v)
     return 0;
-  double d;
+  double d = 0;
   if (number(v, k, &d, err) < 0)
     return -1;
   if (d <= 0)
-    return husk_fail(err, EINVAL, "`%s` must be a positive number of seconds", k);
+    return husk_fail(err, EINVAL, "`%s` must be a positive number%s", k, unit);
   /* A bound on the conversion only (core limits are checked by the core):
    * more than ~292 million years of milliseconds does not fit. */
   if (d > 9.0e15 / 1000)
     return husk_fail(err, EINVAL, "`%s` is too large", k);
-  double ms = ceil(d * 1000.0);
-  *out = (uint64_t)ms;
+  uint64_t t = round_up ? (uint64_t)ceil(d * 1000.0) : (uint64_t)llround(d * 1000.0);
+  if (t == 0)
+    return husk_fail(err, EINVAL, "`%s` is too small", k);
+  *out = t;
   return 1;
 }
 
+int jget_seconds_ms(json_t *o, const char *k, uint64_t *out, struct husk_err *err) {
+  return jget_thousandths(o, k, " of seconds", true, out, err);
+}
+
 int jget_milli(json_t *o, const char *k, uint64_t *out, struct husk_err *err) {
-  json_t *v = field(o, k);
-  if (!v)
-    return 0;
-  double d;
-  if (number(v, k, &d, err) < 0)
-    return -1;
-  if (d <= 0)
-    return husk_fail(err, EINVAL, "`%s` must be a positive number", k);
-  if (d > 9.0e15 / 1000)
-    return husk_fail(err, EINVAL, "`%s` is too large", k);
-  *out = (uint64_t)llround(d * 1000.0);
-  if (*out == 0)
-    return husk_fail(err, EINVAL, "`%s` is too small", k);
-  return 1;
+  return jget_thousandths(o, k, "", false, out, err);
 }
 
 int jget_string_object(json_t *o, const char *k, json_t **out, struct husk_err *err) {
