@@ -84,8 +84,8 @@ static inline void db_unlock_now(struct state **locked) { db_unlockp(locked); }
  * db_prepare hands out a cached statement when the calling thread holds
  * the state lock (db_lock) and the same SQL was prepared before and is not
  * in use; releasing it (cleanup_stmt, before the lock: declared after it)
- * resets it and clears its bindings for the next caller.  Other
- * statements are finalized as before. */
+ * resets it and clears its bindings for the next caller.  A statement
+ * that is not kept is finalized on release. */
 void db_releasep(sqlite3_stmt **s);
 #define cleanup_stmt __attribute__((cleanup(db_releasep)))
 
