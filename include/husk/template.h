@@ -46,14 +46,18 @@ struct husk_template_info {
  * read, 0 at the end, -1 with errno) as template `name` of `tenant` (""
  * for a shared one).  *out (may be NULL) describes it.
  * Errors: EINVAL (a bad name, not an image, a forged digest, a hostile
- * layer: the message names the entry), EEXIST (the name is taken), EFBIG
- * (past a size limit), ENOSPC (the data disk's reserve), others (I/O). */
+ * layer: the message names the entry; or a manager that keeps no
+ * templates), EEXIST (the name is taken), EFBIG (past a size limit),
+ * EDQUOT (the tenant's template storage), ENOSPC (the data disk's
+ * reserve), others (I/O). */
 HUSK_PUBLIC int husk_template_import(struct husk_mgr *m, const char *tenant, const char *name,
                                      ssize_t (*in)(void *ctx, void *buf, size_t cap),
                                      void *ctx, struct husk_template_info *out,
                                      struct husk_err *err);
 
-/* The same from an OCI image layout directory (index.json, blobs/). */
+/* The same from an OCI image layout directory (index.json, blobs/) of the
+ * host.  Errors: those of husk_template_import, and ENOENT / ENOTDIR /
+ * EACCES (`dir` cannot be opened as a directory). */
 HUSK_PUBLIC int husk_template_import_dir(struct husk_mgr *m, const char *tenant,
                                          const char *name, const char *dir,
                                          struct husk_template_info *out, struct husk_err *err);
@@ -63,8 +67,13 @@ HUSK_PUBLIC int husk_template_import_dir(struct husk_mgr *m, const char *tenant,
 HUSK_PUBLIC int husk_template_get(struct husk_mgr *m, const char *tenant, const char *name_or_id,
                                   struct husk_template_info *out, struct husk_err *err);
 
-/* Every template `tenant` sees, by name: cb(ctx, t) for each; a non-zero
- * return from cb stops the listing and is returned. */
+/* Every template `tenant` sees, its own first, each group by name (tenant
+ * NULL: every template of every tenant, shared ones first): cb(ctx, t) for
+ * each, `t` valid during the call only.  As husk_box_list: cb returns 0 to
+ * go on, > 0 to stop (the listing returns 0), < 0 to fail (the listing
+ * returns that value; err is not filled).  `default` is not listed: it is
+ * not a stored template.
+ * Errors: EINVAL (`tenant` is not a tenant id), others (the state). */
 HUSK_PUBLIC int husk_template_list(struct husk_mgr *m, const char *tenant,
                                    int (*cb)(void *ctx, const struct husk_template_info *t),
                                    void *ctx, struct husk_err *err);

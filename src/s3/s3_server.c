@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,6 +21,7 @@
 #include "util/base64.h"
 #include "util/cleanup.h"
 #include "util/clock.h"
+#include "util/id.h"
 
 void s3_log(struct s3_server *s, const char *fmt, ...) {
   va_list ap;
@@ -488,7 +488,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
   r->raw_uri = strdup(uri ? uri : "/");
   r->t0_ms = mono_ms();
   unsigned char rnd[8];
-  if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+  struct husk_err err;
+  if (id_random_bytes(rnd, sizeof rnd, &err) < 0)
     memset(rnd, 0, sizeof rnd);
   sigv4_hex(rnd, 8, r->request_id);
   for (char *p = r->request_id; *p; p++)

@@ -65,8 +65,6 @@ int store_fill_object(struct store_object *out, const char *key, const char *fil
                       struct husk_err *err);
 
 /* ---- checksum.c ---- */
-/* Base64 of n bytes into out (room for 4*ceil(n/3)+1). */
-void store_b64(const unsigned char *in, size_t n, char *out);
 /* Running CRC-32 (zlib's), CRC-32C and CRC-64/NVME of a body: start from
  * 0, feed it in pieces. */
 uint32_t store_crc32_update(uint32_t crc, const void *buf, size_t n);

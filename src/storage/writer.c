@@ -16,6 +16,7 @@
 #include <openssl/evp.h>
 
 #include "storage/store_internal.h"
+#include "util/base64.h"
 #include "util/cleanup.h"
 #include "util/fileio.h"
 #include "util/id.h"
@@ -147,16 +148,16 @@ int store_writer_finish(struct store_writer *w, const struct store_expect *e,
   if (w->ck == CK_CRC32 || w->ck == CK_CRC32C) {
     unsigned char be[4] = {(unsigned char)(w->crc >> 24), (unsigned char)(w->crc >> 16),
                            (unsigned char)(w->crc >> 8), (unsigned char)w->crc};
-    store_b64(be, 4, b64);
+    b64_encode_to(b64, be, 4, B64_STD);
   } else if (w->ck == CK_CRC64NVME) {
     unsigned char be[8];
     for (int i = 0; i < 8; i++)
       be[i] = (unsigned char)(w->crc64 >> (56 - 8 * i));
-    store_b64(be, 8, b64);
+    b64_encode_to(b64, be, 8, B64_STD);
   } else if (w->ck_md) {
     if (EVP_DigestFinal_ex(w->ck_md, md, &l) != 1)
       return husk_fail(err, ENOMEM, "checksum");
-    store_b64(md, l, b64);
+    b64_encode_to(b64, md, l, B64_STD);
   }
   if (e && e->ck != CK_NONE && e->ck_b64 && strcmp(b64, e->ck_b64) != 0)
     return husk_fail(err, STORE_EBADDIGEST,

@@ -1,6 +1,6 @@
 /* Templates: the software a box runs.
  *
- * `default` is the host's /usr, as every box had before templates.  Any
+ * `default` is the host's /usr, read-only, what a box gets unless told.  Any
  * other template is an image (imported from an OCI or Docker archive, or
  * built) whose layers are unpacked once into a content-addressed store
  * under DATA/templates and stacked read-only by an overlay mount under
