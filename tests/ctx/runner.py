@@ -18,6 +18,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUNNER = os.path.join(ROOT, "src", "ctx", "husk_ctx.py")
 JS_RUNNER = os.path.join(ROOT, "src", "ctx", "husk_ctx.js")
+SH_RUNNER = os.path.join(ROOT, "src", "ctx", "husk_ctx.sh")
 PYTHON = sys.argv[1] if len(sys.argv) > 1 else "/usr/bin/python3"
 
 n = 0
@@ -191,6 +192,111 @@ def javascript():
     c.close()
 
 
+class BashCtx(Ctx):
+    """The bash runner: command lines on stdin, bytes on the code fd."""
+
+    def __init__(self):
+        cmd_r, self.cmd_w = os.pipe()
+        code_r, self.code_w = os.pipe()
+        self.ev_r, ev_w = os.pipe()
+        self.out_r, out_w = os.pipe()
+        self.err_r, err_w = os.pipe()
+        e = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
+             "HUSK_CODE_FD": str(code_r), "HUSK_EV_FD": str(ev_w)}
+        self.p = subprocess.Popen(
+            ["bash", "--rcfile", SH_RUNNER, "--noediting", "-i"], stdin=cmd_r, stdout=out_w,
+            stderr=err_w, pass_fds=(code_r, ev_w), env=e, start_new_session=True)
+        for fd in (cmd_r, code_r, ev_w, out_w, err_w):
+            os.close(fd)
+        self.buf = self.out = self.err = b""
+        self.seq = 0
+        self.req_w = self.cmd_w
+        self.ready = self.event(30)
+
+    def execute(self, code, env=None, timeout=60, before_end=None, rid=None):
+        self.seq += 1
+        rid = rid or "x%d" % self.seq
+        self.out = self.err = b""
+        b = code.encode()
+        lines = b""
+        for k, v in (env or {}).items():
+            vb = v.encode()
+            os.write(self.code_w, vb)
+            lines += b"__husk_env %s %d\n" % (k.encode(), len(vb))
+        os.write(self.code_w, b)
+        os.write(self.cmd_w, lines + b"__husk_read %s %d\n__husk_eval\n" % (rid.encode(), len(b)))
+        evs = []
+        if before_end:
+            before_end(self)
+        while True:
+            ev = self.event(timeout)
+            evs.append(ev)
+            if ev is None or ev.get("type") == "end":
+                break
+        for fd, attr in ((self.out_r, "out"), (self.err_r, "err")):
+            while True:
+                got = self._drain(fd, 0.05)
+                if not got:
+                    break
+                setattr(self, attr, getattr(self, attr) + got)
+        return evs
+
+    def close(self):
+        try:
+            os.killpg(self.p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.p.wait()
+        for fd in (self.cmd_w, self.code_w, self.ev_r, self.out_r, self.err_r):
+            os.close(fd)
+
+
+def bash():
+    c = BashCtx()
+    ok(c.ready and c.ready.get("language") == "bash" and c.ready.get("version", "").count(".") >= 2,
+       "bash: ready", c.ready)
+    evs = c.execute("declare x=5; y='h\u00e9llo'; f() { echo \"fn $1\"; }; cd /tmp; echo \"$y\"")
+    e = end_of(evs)
+    ok(e and e["status"] == "ok" and e["exit_code"] == 0 and e["id"] == "x1" and
+       e["execution_count"] == 1 and c.out == "h\u00e9llo\n".encode(), "bash: runs, UTF-8 code", (evs, c.out))
+    evs = c.execute("f $x; pwd")
+    ok(c.out == b"fn 5\n/tmp\n", "bash: variables (declare too), functions and cwd are kept", c.out)
+    evs = c.execute("false")
+    ok(end_of(evs)["status"] == "error" and end_of(evs)["exit_code"] == 1, "bash: a failure's status")
+    evs = c.execute("cat; read -r l; echo \"read=$?\"")
+    ok(end_of(evs) and c.out == b"read=1\n", "bash: stdin is empty: no hang, no protocol bytes",
+       (evs, c.out))
+    evs = c.execute("ls /proc/self/fd | tr '\\n' ' '")
+    ok(c.out == b"0 1 2 3 ", "bash: the code's children get no protocol fd", c.out)
+
+    def interrupt(ctx):
+        time.sleep(0.5)
+        os.killpg(ctx.p.pid, signal.SIGINT)
+
+    evs = c.execute("i=0; while true; do i=$((i+1)); done; echo notreached", before_end=interrupt)
+    ok(end_of(evs) and end_of(evs)["exit_code"] == 130 and b"notreached" not in c.out,
+       "bash: SIGINT aborts a builtin loop", (evs, c.out))
+    evs = c.execute("echo alive $x")
+    ok(c.out == b"alive 5\n", "bash: alive after it, its state intact", c.out)
+    evs = c.execute("sleep 30; echo after", before_end=interrupt)
+    ok(end_of(evs) and end_of(evs)["exit_code"] == 130 and b"after" not in c.out,
+       "bash: SIGINT ends a running program and the rest of the code", (evs, c.out))
+    evs = c.execute('echo "$HUSK_T"', env={"HUSK_T": "a b\nc"})
+    ok(c.out == b"a b\nc\n", "bash: env for one execution", c.out)
+    evs = c.execute('echo "${HUSK_T-unset} $HOME"', env={"HOME": "/x"})
+    ok(c.out == b"unset /x\n", "bash: ... restored after it", c.out)
+    evs = c.execute('echo "$HOME"')
+    ok(c.out == b"/tmp\n", "bash: a variable that was set is restored", c.out)
+    evs = c.execute("echo no", rid="a/b")
+    ok(end_of(evs) and end_of(evs)["id"] is None and end_of(evs)["status"] == "error" and
+       c.out == b"", "bash: a bad id runs nothing", (evs, c.out))
+    evs = c.execute("")
+    ok(end_of(evs) and end_of(evs)["status"] == "ok", "bash: empty code", evs)
+    evs = c.execute("exit 4")
+    ok(end_of(evs) is None and c.p.wait(5) == 4, "bash: exit ends the context", evs)
+    c.close()
+
+
 def main():
     c = Ctx()
     ok(c.ready and c.ready.get("type") == "ready" and c.ready.get("language") == "python",
@@ -345,6 +451,7 @@ def main():
     c.close()
 
     javascript()
+    bash()
     print("# %d passed, %d failed" % (n - failed, failed))
     return 1 if failed else 0
 
