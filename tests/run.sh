@@ -35,6 +35,10 @@ done
 for b in build-asan/tests/test_*; do
   [ -x "$b" ] && run_suite "unit-asan/$(basename "$b")" "$b"
 done
+# The code-context runners (src/ctx/), driven through their fds outside a box.
+for s in tests/ctx/*.py; do
+  [ -f "$s" ] && run_suite "${s#tests/}" /usr/bin/python3 "$s"
+done
 # The libFuzzer harnesses (make fuzz-build): regression inputs, then a few
 # seconds of fuzzing each; a crash fails the suite.
 [ -d build-fuzz/fuzz ] && run_suite fuzz/smoke tests/fuzz/run.sh "${FUZZ_SMOKE_SECONDS:-4}"
