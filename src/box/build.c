@@ -33,6 +33,7 @@
 #include "box/box.h"
 #include "box/box_internal.h"
 #include "box/copy.h"
+#include "egress/policy.h"
 #include "jail/limits.h"
 #include "jail/syscalls.h"
 #include "template/dockerfile.h"
@@ -467,7 +468,10 @@ static int config_step(struct build *b, const struct df_step *st, size_t no) {
 char *box_build_egress_policy(const char *const *hosts, size_t n) {
   json_t *rules = json_array();
   for (size_t i = 0; rules && i < n; i++)
-    if (json_array_append_new(rules, json_pack("{s:s}", "host", hosts[i])) < 0) {
+    /* Port 80 as well as 443: package mirrors (Debian's, Ubuntu's) are
+     * plain HTTP, and apt-get is what RUN steps mostly run. */
+    if (json_array_append_new(rules, json_pack("{s:s, s:[i, i]}", "host", hosts[i], "ports", 80,
+                                               443)) < 0) {
       json_decref(rules);
       rules = NULL;
     }
@@ -544,6 +548,15 @@ int box_build(struct husk_mgr *m, const struct box_build_req *req, struct state_
               struct husk_err *err) {
   if (!m->cfg.templates)
     return husk_fail(err, EINVAL, "this server keeps no templates");
+  /* A bad host in the policy fails the build before any step, not at the
+   * first RUN's box. */
+  if (req->egress_json) {
+    cleanup_free struct egress_policy *pol = malloc(sizeof *pol);
+    if (!pol)
+      return husk_error(err, ENOMEM, "the build's egress policy");
+    if (egress_policy_parse(req->egress_json, false, pol, err) < 0)
+      return husk_error_wrap(err, "the build's egress hosts");
+  }
   struct template_context tc = {.dir = -1, .work = -1, .gc = -1};
   int context = req->context;
   if (req->context_tar >= 0) {
