@@ -367,8 +367,27 @@ static int lx_entry(struct lx *x, struct archive_entry *e) {
   return lx_file(x, e, pfd, name, entry);
 }
 
+int layer_codec_check(int blob_fd, bool have_zstd, struct husk_err *err) {
+  static const unsigned char zstd_magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
+  unsigned char m[4];
+  ssize_t n;
+  do
+    n = pread(blob_fd, m, sizeof m, 0);
+  while (n < 0 && errno == EINTR);
+  if (n < 0 && errno != ESPIPE)
+    return husk_error(err, errno, "cannot read the layer");
+  if (!have_zstd && n == (ssize_t)sizeof m && !memcmp(m, zstd_magic, sizeof m))
+    return husk_fail(err, ENOTSUP,
+                     "it is zstd-compressed, and the libarchive husk runs on was built "
+                     "without zstd (recompress the image with gzip, or install a libarchive "
+                     "with libzstd)");
+  return 0;
+}
+
 /* The chain: raw (decompression only) over the blob fd, tar over raw. */
 static int lx_open(struct lx *x, int blob_fd) {
+  if (layer_codec_check(blob_fd, archive_libzstd_version() != NULL, x->err) < 0)
+    return -1;
   if (!(x->raw = archive_read_new()) || !(x->tar = archive_read_new()))
     return husk_error(x->err, ENOMEM, "archive reader");
   archive_read_support_format_raw(x->raw);

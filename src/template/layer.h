@@ -63,6 +63,12 @@ int layer_clean_name(const char *raw, char *out, size_t cap);
 int layer_extract(int blob_fd, int dest_fd, const struct layer_limits *lim,
                   struct layer_result *out, struct husk_err *err);
 
+/* Can this libarchive decompress the blob at blob_fd?  A zstd frame with
+ * no zstd in it (have_zstd false) is ENOTSUP saying so, where libarchive
+ * would only see a damaged tar; a blob whose start cannot be read in
+ * place (a pipe) passes.  layer_extract checks it first. */
+int layer_codec_check(int blob_fd, bool have_zstd, struct husk_err *err);
+
 /* The other way: the tree under dirfd as an uncompressed layer tar,
  * written to out_fd (layer_write.c).  Host owners become the box's (the
  * host id less `id_base`; outside the box's 65536 ids, 65534); overlay
