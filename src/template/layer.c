@@ -367,6 +367,40 @@ static int lx_entry(struct lx *x, struct archive_entry *e) {
   return lx_file(x, e, pfd, name, entry);
 }
 
+/* bzip2 and xz/lzma, only when built into libarchive (else it would run
+ * an external program). */
+static void more_filters(struct archive *a) {
+  if (archive_bzlib_version())
+    archive_read_support_filter_bzip2(a);
+  if (archive_liblzma_version()) {
+    archive_read_support_filter_xz(a);
+    archive_read_support_filter_lzma(a);
+  }
+}
+
+int layer_is_archive(int fd, bool *out, struct husk_err *err) {
+  *out = false;
+  struct archive *a = archive_read_new();
+  if (!a)
+    return husk_error(err, ENOMEM, "archive reader");
+  archive_read_support_format_tar(a);
+  if (archive_zlib_version())
+    archive_read_support_filter_gzip(a);
+  if (archive_libzstd_version())
+    archive_read_support_filter_zstd(a);
+  more_filters(a);
+  struct archive_entry *e;
+  if (lseek(fd, 0, SEEK_SET) == 0 && archive_read_open_fd(a, fd, CHUNK) == ARCHIVE_OK)
+  {
+    int r = archive_read_next_header(a, &e);
+    *out = r == ARCHIVE_OK || r == ARCHIVE_WARN; /* an empty file is no archive */
+  }
+  archive_read_free(a);
+  if (lseek(fd, 0, SEEK_SET) < 0)
+    return husk_error(err, errno, "cannot read the file again");
+  return 0;
+}
+
 int layer_codec_check(int blob_fd, bool have_zstd, struct husk_err *err) {
   static const unsigned char zstd_magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
   unsigned char m[4];
@@ -397,6 +431,8 @@ static int lx_open(struct lx *x, int blob_fd) {
     archive_read_support_filter_gzip(x->raw);
   if (archive_libzstd_version())
     archive_read_support_filter_zstd(x->raw);
+  if (x->lim->more_filters)
+    more_filters(x->raw);
   if (archive_read_open_fd(x->raw, blob_fd, CHUNK) != ARCHIVE_OK) {
     x->raw_failed = true;
     return lx_archive_fail(x, "start");
