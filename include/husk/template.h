@@ -92,4 +92,44 @@ HUSK_PUBLIC int husk_template_export(struct husk_mgr *m, const char *tenant,
                                      int (*out)(void *ctx, const void *buf, size_t len),
                                      void *ctx, struct husk_err *err);
 
+/* ---- builds ---- */
+
+#include "husk/run.h" /* struct husk_limits */
+
+/* A Dockerfile build (docs/templates.md, Builds): FROM a template `tenant`
+ * sees, each RUN step in a husk box of the image so far, COPY and ADD from
+ * the context directory; steps are cached by their content. */
+struct husk_build_req {
+  const char *dockerfile;       /* its text (dockerfile_len bytes), or NULL: the file
+                                   dockerfile_path of the context */
+  size_t dockerfile_len;
+  const char *dockerfile_path;  /* beneath context_dir; NULL: "Dockerfile" */
+  const char *context_dir;      /* COPY and ADD sources, resolved beneath it; NULL: none */
+  char *const *build_args;      /* "NAME=VALUE" for ARG, NULL-terminated, or NULL */
+  const char *const *egress_hosts; /* hosts ("*.suffix" patterns too) RUN steps reach on
+                                      ports 80 and 443 through husk's proxy,
+                                      NULL-terminated; NULL: no network */
+  struct husk_limits limits;    /* of each step's box; timeout_ms: each RUN's (0: 30 min) */
+  bool no_cache;                /* run every step */
+  /* The build's output as it comes: step headers and each step's own
+   * output.  May be NULL. */
+  void (*log)(void *ctx, const char *buf, size_t len);
+  void *log_ctx;
+  int cancel_fd;                /* readable: stop, keep nothing; -1: none */
+};
+
+/* Build template `name` of `tenant` ("" : a shared one, whose steps run
+ * as boxes of the tenant "husk-builds", made if missing) from req; the
+ * steps' boxes are `tenant`'s otherwise, counted in its quotas.  *out
+ * (may be NULL) describes the template.  A failed or cancelled build
+ * leaves no template and no step box.
+ * Errors: EINVAL (the Dockerfile: the message names the line; a failed
+ * step: its number, exit code and output; a bad egress host; a COPY out of
+ * the context), EEXIST (the name is taken), ENOENT (no FROM template),
+ * ECANCELED (cancel_fd), others as husk_box_create and
+ * husk_template_import. */
+HUSK_PUBLIC int husk_template_build(struct husk_mgr *m, const char *tenant, const char *name,
+                                    const struct husk_build_req *req,
+                                    struct husk_template_info *out, struct husk_err *err);
+
 #endif

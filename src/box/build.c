@@ -33,9 +33,11 @@
 #include "box/box.h"
 #include "box/box_internal.h"
 #include "box/copy.h"
+#include "egress/policy.h"
 #include "jail/limits.h"
 #include "jail/syscalls.h"
 #include "template/dockerfile.h"
+#include "template/layer.h"
 #include "template/template.h"
 #include "util/cleanup.h"
 #include "util/fileio.h"
@@ -305,6 +307,48 @@ static int fix_dir_times(int dirfd, int depth) {
 
 /* COPY SRC... DST: the sources from the context, under DST (relative to the
  * working directory), as one layer. */
+/* An ADD's archive: at most this much unpacked, this many entries. */
+#define ADD_MAX_BYTES TEMPLATE_CONTEXT_MAX
+#define ADD_MAX_ENTRIES 1000000
+
+/* ADD of the archive at fd `src` into the directory `dir` (of the step's
+ * tree; `name` beneath it, made if missing, or NULL: `dir` itself).  The
+ * archive is unpacked as a layer is (layer_extract: every entry created
+ * beneath a directory of its own, a name that climbs out, a link out of
+ * it, a device refused or dropped, setuid bits dropped, bounded) into a
+ * fresh directory of the work space, then merged into the destination:
+ * owners as the archive has them, or --chown's. */
+static int add_archive(struct build *b, int src, int dir, const char *name, uid_t uid, gid_t gid,
+                       size_t no, const char *what) {
+  int wfd = template_asm_workdir(b->asm_);
+  char tname[32];
+  snprintf(tname, sizeof tname, "add%u", b->copies++);
+  if (mkdirat(wfd, tname, 0755) < 0)
+    return husk_error(b->err, errno, "step %zu", no);
+  cleanup_close int tmp = openat(wfd, tname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (tmp < 0)
+    return husk_error(b->err, errno, "step %zu", no);
+  struct layer_limits lim = {.max_bytes = ADD_MAX_BYTES, .max_entries = ADD_MAX_ENTRIES,
+                             .more_filters = true};
+  struct layer_result res;
+  if (layer_extract(src, tmp, &lim, &res, b->err) < 0)
+    return husk_error_wrap(b->err, "step %zu: the archive `%.200s`", no, what);
+  cleanup_close int dest = -1;
+  if (name) {
+    if (mkdirat(dir, name, 0755) < 0 && errno != EEXIST)
+      return husk_error(b->err, errno, "step %zu: `%.200s`", no, name);
+    dest = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  } else {
+    dest = fcntl(dir, F_DUPFD_CLOEXEC, 3);
+  }
+  if (dest < 0)
+    return husk_error(b->err, errno, "step %zu: the destination of `%.200s`", no, what);
+  struct copy_opts o = {.uid = uid, .gid = gid, .keep_owner = true, .max_depth = 256};
+  if (copy_tree(tmp, dest, &o, NULL, b->err) < 0)
+    return husk_error_wrap(b->err, "step %zu: `%.200s`", no, what);
+  return 0;
+}
+
 static int copy_step(struct build *b, const struct df_step *st, size_t no) {
   say(b, "step %zu: %s", no, st->text);
   if (b->context < 0)
@@ -324,7 +368,10 @@ static int copy_step(struct build *b, const struct df_step *st, size_t no) {
     unsigned long u = strtoul(st->chown, &e, 10);
     unsigned long g = *e == ':' ? strtoul(e + 1, &e, 10) : u;
     if (*e || u > 65535 || g > 65535)
-      return husk_fail(b->err, EINVAL, "step %zu: --chown takes numeric ids (UID[:GID])", no);
+      return husk_fail(b->err, EINVAL,
+                       "step %zu: --chown takes numeric ids (UID[:GID]); names are not looked "
+                       "up in the image's /etc/passwd",
+                       no);
     uid = (uint32_t)u;
     gid = (uint32_t)g;
   }
@@ -382,6 +429,19 @@ static int copy_step(struct build *b, const struct df_step *st, size_t no) {
     }
     if (!S_ISREG(sst.st_mode))
       return husk_fail(b->err, EINVAL, "step %zu: `%.200s` is not a file or directory", no, src);
+    if (st->add) {
+      bool archive;
+      if (layer_is_archive(s, &archive, b->err) < 0)
+        return husk_error_wrap(b->err, "step %zu: `%.200s`", no, src);
+      if (archive) {
+        /* Unpacked into the destination, a directory (as Docker's ADD). */
+        const char *last = into_dir ? NULL : strrchr(full, '/');
+        if (add_archive(b, s, at, last ? last + 1 : into_dir ? NULL : full,
+                        st->chown ? uid : (uid_t)-1, st->chown ? gid : (gid_t)-1, no, src) < 0)
+          return -1;
+        continue;
+      }
+    }
     const char *base = into_dir ? strrchr(src, '/') : strrchr(full, '/');
     base = base ? base + 1 : into_dir ? src : full;
     cleanup_close int d =
@@ -467,7 +527,10 @@ static int config_step(struct build *b, const struct df_step *st, size_t no) {
 char *box_build_egress_policy(const char *const *hosts, size_t n) {
   json_t *rules = json_array();
   for (size_t i = 0; rules && i < n; i++)
-    if (json_array_append_new(rules, json_pack("{s:s}", "host", hosts[i])) < 0) {
+    /* Port 80 as well as 443: package mirrors (Debian's, Ubuntu's) are
+     * plain HTTP, and apt-get is what RUN steps mostly run. */
+    if (json_array_append_new(rules, json_pack("{s:s, s:[i, i]}", "host", hosts[i], "ports", 80,
+                                               443)) < 0) {
       json_decref(rules);
       rules = NULL;
     }
@@ -544,6 +607,15 @@ int box_build(struct husk_mgr *m, const struct box_build_req *req, struct state_
               struct husk_err *err) {
   if (!m->cfg.templates)
     return husk_fail(err, EINVAL, "this server keeps no templates");
+  /* A bad host in the policy fails the build before any step, not at the
+   * first RUN's box. */
+  if (req->egress_json) {
+    cleanup_free struct egress_policy *pol = malloc(sizeof *pol);
+    if (!pol)
+      return husk_error(err, ENOMEM, "the build's egress policy");
+    if (egress_policy_parse(req->egress_json, false, pol, err) < 0)
+      return husk_error_wrap(err, "the build's egress hosts");
+  }
   struct template_context tc = {.dir = -1, .work = -1, .gc = -1};
   int context = req->context;
   if (req->context_tar >= 0) {
