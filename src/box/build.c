@@ -264,10 +264,10 @@ static int run_step(struct build *b, const struct df_step *st, size_t no) {
       rc = husk_error_wrap(b->err, "step %zu: cannot keep its changes", no);
     else if (!r->no_cache && b->key[0] &&
              template_cache_put(b->m->cfg.templates, r->owner, b->key, diff, &e2) < 0) {
-      /* The entry would keep the layer past the owner's template storage:
-       * the build ends here (and the layer goes with it); anything else
-       * only costs the cache. */
-      if (e2.code == EDQUOT) {
+      /* The entry would keep the layer past the owner's template storage,
+       * or the owner is being deleted: the build ends here (and the
+       * layer goes with it); anything else only costs the cache. */
+      if (e2.code == EDQUOT || e2.code == ENOENT) {
         *b->err = e2;
         rc = husk_error_wrap(b->err, "step %zu (`%.200s`)", no, st->text);
       } else {

@@ -30,7 +30,10 @@ void state_template_free(struct state_template *t);
 
 /* Insert t (its id chosen by the caller); EEXIST when the owner has a
  * template of that name; EDQUOT when the owner's template storage
- * (state_template_usage) would pass `quota` bytes (0: none). */
+ * (state_template_usage) would pass `quota` bytes (0: none); ENOENT when
+ * the owner is not a tenant, or one being deleted (checked in the
+ * insert's transaction: a template recorded after its tenant's purge
+ * would outlive it). */
 int state_template_insert(struct state *st, const struct state_template *t, uint64_t quota,
                           struct husk_err *err);
 /* By name or id, as `tenant` sees it: its own, else (shared_too) a shared
@@ -54,7 +57,7 @@ int state_template_delete(struct state *st, const char *tenant, const char *id,
 /* The build cache (a step's key -> the layer it made).  get: ENOENT on a
  * miss (a hit marks the entry used).  put: `size` is the layer's unpacked
  * bytes, counted in the owner's template storage; EDQUOT past `quota`
- * (0: none).  prune: entries unused since
+ * (0: none), ENOENT as state_template_insert.  prune: entries unused since
  * `before_ms` go.  layers: every diff_id the cache names. */
 int state_build_cache_get(struct state *st, const char *tenant, const char *key,
                           char diff_id[STATE_DIGEST_SIZE], struct husk_err *err);

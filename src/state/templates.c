@@ -81,6 +81,28 @@ int state_template_usage(struct state *st, const char *tenant, uint64_t *used,
   return usage_locked(st, tenant, used, err);
 }
 
+/* Templates and cache entries are only made for a tenant that exists and
+ * is not being deleted (the caller holds the lock, in the transaction
+ * that makes them): one made after the tenant's purge would outlive it. */
+static int check_owner_locked(struct state *st, const char *tenant, struct husk_err *err) {
+  if (!*tenant)
+    return 0; /* the operator's */
+  cleanup_stmt sqlite3_stmt *q = NULL;
+  if (db_prepare(st, &q, "SELECT deleted_ms FROM tenants WHERE id = ?1", err) < 0)
+    return -1;
+  int rc = db_text(q, 1, tenant);
+  if (rc != SQLITE_OK)
+    return db_fail(st, err, rc, "cannot bind tenant id");
+  int r = db_step_row(st, q, "cannot read tenant", err);
+  if (r < 0)
+    return -1;
+  if (r == 0)
+    return husk_fail(err, ENOENT, "tenant `%s` not found", tenant);
+  if (sqlite3_column_int64(q, 0) != 0)
+    return husk_fail(err, ENOENT, "tenant `%s` is being deleted", tenant);
+  return 0;
+}
+
 /* After the caller's insert, in its transaction: EDQUOT when the owner's
  * storage is now past `quota` (0: none); `adding` (its bytes) and
  * `before` (the usage before it) are for the message. */
@@ -107,6 +129,8 @@ int state_template_insert(struct state *st, const struct state_template *t, uint
   cleanup_unlock struct state *locked = db_lock(st);
   cleanup_txn struct db_txn txn = {0};
   if (db_begin(st, &txn, err) < 0)
+    return -1;
+  if (check_owner_locked(st, t->tenant_id, err) < 0)
     return -1;
   uint64_t before = 0;
   if (quota && *t->tenant_id && usage_locked(st, t->tenant_id, &before, err) < 0)
@@ -270,6 +294,8 @@ int state_build_cache_put(struct state *st, const char *tenant, const char *key,
   cleanup_unlock struct state *locked = db_lock(st);
   cleanup_txn struct db_txn txn = {0};
   if (db_begin(st, &txn, err) < 0)
+    return -1;
+  if (check_owner_locked(st, tenant, err) < 0)
     return -1;
   uint64_t before = 0;
   if (quota && *tenant && usage_locked(st, tenant, &before, err) < 0)

@@ -148,7 +148,8 @@ void template_context_end(struct template_context *c);
  * everything the step's result depends on).  Layers it names are kept
  * until its entries go unused for TEMPLATE_CACHE_KEEP_MS (template_collect),
  * and count in the tenant's template storage meanwhile: put fails with
- * EDQUOT past the store's tenant_quota (state_build_cache_put). */
+ * EDQUOT past the store's tenant_quota, ENOENT when the tenant is being
+ * deleted (state_build_cache_put). */
 #define TEMPLATE_CACHE_KEEP_MS (7LL * 24 * 3600 * 1000)
 int template_cache_get(struct template_store *ts, const char *tenant, const char *key,
                        char diff_id[LAYER_DIGEST_SIZE], struct husk_err *err);
