@@ -155,7 +155,7 @@ int state_tenant_create_with(struct state *st, const struct state_tenant *in,
 /* Set all four bounds of `t->id` at once. */
 int state_tenant_set_bounds(struct state *st, const struct state_tenant *t, struct husk_err *err);
 
-/* Deleting a tenant, in three steps that each survive a crash:
+/* Deleting a tenant, in steps that each survive a crash:
  *   1. state_tenant_mark_deleted: one transaction records deleted_ms and
  *      revokes every API key and S3 key of the tenant, so nothing can act
  *      for it from then on, and no box, template or build cache entry can
@@ -170,8 +170,9 @@ int state_tenant_set_bounds(struct state *st, const struct state_tenant *t, stru
  *      (template_collect).
  * A daemon killed in between finds the tenant marked (deleted_ms != 0) and
  * runs 2 and 3 again at start; one killed after 3 leaves only layers, which
- * the template store's collection at open removes.  Marking twice keeps the first time.  The
- * audit records of the tenant stay: they are the log of what it did. */
+ * the template store's collection at open removes.  Marking twice keeps
+ * the first time.  The audit records of the tenant stay: they are the log
+ * of what it did. */
 int state_tenant_mark_deleted(struct state *st, const char *id, struct husk_err *err);
 int state_tenant_purge(struct state *st, const char *id, struct husk_err *err);
 

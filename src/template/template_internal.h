@@ -54,10 +54,10 @@ struct import {
   struct template_store *ts;
   char work[40];
   int wfd;
-  int gc;          /* its hold on gc.lock (shared), or -1 */
-  bool placed;     /* it put layers or blobs in the store */
+  int gc;            /* its hold on gc.lock (shared), or -1 */
+  bool placed;       /* it put layers or blobs in the store */
+  bool committed;    /* ... and recorded the template that names them */
   uint64_t unpacked; /* bytes of the layers it placed or found (an assembly's, so far) */
-  bool committed;  /* ... and recorded the template that names them */
   uint64_t max_bytes; /* an archive or a layer: the store's limit, or the tenant's room */
   bool quota_bound;   /* max_bytes is the tenant's room */
 };

@@ -184,9 +184,9 @@ static int64_t count(const char *sql, const char *tenant) {
 
 /* Rows a tenant owns, over every table that names one. */
 static int64_t owned_rows(const char *tenant) {
-  static const char *const tables[] = {"api_keys", "boxes",   "jobs",    "secrets",   "s3_keys",
-                                       "buckets",  "objects", "uploads", "links",     "templates",
-                                       "build_cache"};
+  static const char *const tables[] = {"api_keys", "boxes",     "jobs",       "secrets",
+                                       "s3_keys",  "buckets",   "objects",    "uploads",
+                                       "links",    "templates", "build_cache"};
   int64_t n = 0;
   for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
     char sql[96];
