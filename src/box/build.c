@@ -265,8 +265,17 @@ static int run_step(struct build *b, const struct df_step *st, size_t no) {
                                    b->err) < 0)
       rc = husk_error_wrap(b->err, "step %zu: cannot keep its changes", no);
     else if (!r->no_cache && b->key[0] &&
-             template_cache_put(b->m->cfg.templates, r->owner, b->key, diff, &e2) < 0)
-      say(b, "step %zu: not cached: %s", no, e2.msg);
+             template_cache_put(b->m->cfg.templates, r->owner, b->key, diff, &e2) < 0) {
+      /* The entry would keep the layer past the owner's template storage,
+       * or the owner is being deleted: the build ends here (and the
+       * layer goes with it); anything else only costs the cache. */
+      if (e2.code == EDQUOT || e2.code == ENOENT) {
+        *b->err = e2;
+        rc = husk_error_wrap(b->err, "step %zu (`%.200s`)", no, st->text);
+      } else {
+        say(b, "step %zu: not cached: %s", no, e2.msg);
+      }
+    }
     husk_fs_close(&fs);
   } else if (rc == 0) {
     rc = -1;
