@@ -19,7 +19,14 @@
  * the base64 and base64url characters that depend on the value alone, at
  * each alignment), at least SCRUB_VARIANT_MIN long.  The oracle computes
  * those encodings itself, and looks for them between the placeholders the
- * scrubber wrote (a placeholder next to other bytes is not a leak). */
+ * scrubber wrote (a placeholder next to other bytes is not a leak).
+ *
+ * And with no secret bound (nothing to scrub), a chunked response read in
+ * one piece must reach the box de-chunked exactly as a strict decoder of
+ * the harness's own reads it, up to where that decoder stops: a chunk size
+ * is 1 to 16 hex digits, then the end of the line or an extension (`;`,
+ * or blanks before it); a line is at most 1023 bytes with its CRLF; chunk
+ * data is followed by CRLF alone. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <ftw.h>
@@ -30,6 +37,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "egress/http.h"
 #include "egress/proxy_internal.h"
 #include "egress/vault.h"
 #include "fuzz.h"
@@ -263,6 +271,88 @@ static void check_no_secret(const char *out, size_t n, unsigned bound) {
   }
 }
 
+/* The line starting at p[*i]: its length without the CRLF, the CRLF
+ * consumed; -1 if it does not end within the line limit. */
+static ssize_t ref_line(const uint8_t *p, size_t n, size_t *i) {
+  for (size_t k = *i; k + 1 < n && k + 2 - *i <= 1023; k++)
+    if (p[k] == '\r' && p[k + 1] == '\n') {
+      ssize_t len = (ssize_t)(k - *i);
+      *i = k + 2;
+      return len;
+    }
+  return -1;
+}
+
+/* De-chunk p[0..n) into out (room for n), up to the end or the first
+ * framing error; returns the bytes decoded. */
+static size_t ref_dechunk(const uint8_t *p, size_t n, uint8_t *out) {
+  size_t i = 0, o = 0;
+  for (;;) {
+    size_t at = i;
+    ssize_t l = ref_line(p, n, &i);
+    if (l < 0)
+      return o;
+    size_t d = 0;
+    uint64_t v = 0;
+    while (d < (size_t)l && strchr("0123456789abcdefABCDEF", p[at + d]) && p[at + d]) {
+      unsigned c = p[at + d];
+      v = v << 4 | (c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+      d++;
+    }
+    if (!d || d > 16 || (d < (size_t)l && p[at + d] != ';' && p[at + d] != ' ' && p[at + d] != '\t'))
+      return o;
+    if (v == 0)
+      return o; /* the trailer section adds nothing */
+    size_t take = n - i < v ? n - i : (size_t)v;
+    memcpy(out + o, p + i, take);
+    o += take;
+    i += take;
+    if (take < v)
+      return o;
+    at = i;
+    if (ref_line(p, n, &i) != 0)
+      return o;
+  }
+}
+
+/* With nothing bound, what the box got after our head must be the
+ * reference decoding of the chunked body (see the top). */
+static void check_dechunked(const uint8_t *in, size_t n, bool head_request, const char *out,
+                            size_t olen) {
+  size_t end = egress_http_head_end((const char *)in, n);
+  if (!end)
+    return;
+  char *h = malloc(end);
+  if (!h)
+    abort();
+  memcpy(h, in, end);
+  struct http_head rh;
+  struct husk_err err;
+  int rc = egress_http_parse(h, end, false, &rh, &err);
+  free(h);
+  if (rc != 0)
+    return;
+  int status = atoi(rh.start[1]);
+  bool chunked = rh.chunked;
+  egress_http_free(&rh);
+  if (!chunked || status < 200 || status == 204 || status == 304 || head_request)
+    return;
+  const char *ob = out ? memmem(out, olen, "\r\n\r\n", 4) : NULL;
+  if (!ob)
+    abort(); /* the head was good: the box must have ours */
+  ob += 4;
+  size_t blen = olen - (size_t)(ob - out);
+  uint8_t *want = malloc(n - end + 1);
+  if (!want)
+    abort();
+  size_t wlen = ref_dechunk(in + end, n - end, want);
+  if (wlen != blen || memcmp(want, ob, blen)) {
+    fprintf(stderr, "de-chunked body: %zu bytes, the reference decodes %zu\n", blen, wlen);
+    abort();
+  }
+  free(want);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!st)
     setup();
@@ -302,6 +392,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   close(up[1]);
   memcpy(box.pol.bindings, all, sizeof all);
   check_no_secret(pr.out, pr.olen, bound);
+  if (!bound && !piece && f.n <= EGRESS_HTTP_HEAD_MAX)
+    check_dechunked(f.p, f.n, flags & 1, pr.out, pr.olen);
   free(pr.out);
   return 0;
 }
