@@ -1210,7 +1210,7 @@ TEST(object_fsync_failure_fails_put) {
   setup();
   for (long n = 1; n <= 2; n++) {
     struct husk_err err = {0};
-    char key[16];
+    char key[32];
     snprintf(key, sizeof key, "fs%ld", n);
     arm(F_STORE_SYNC, n);
     CHECK(put(key, "must not stay", &err) == -1);
