@@ -347,10 +347,12 @@ static int chunk_feed(struct conn *c, struct chunker *k, struct scrub *sc, const
       k->st = CK_SIZE;
     } else if (k->st == CK_SIZE) {
       /* Hex digits only: strtoull alone would take a sign, a 0x prefix
-       * and leading blanks, which no chunk size has. */
+       * and leading blanks, which no chunk size has.  The digits end
+       * the line only at its real end: a NUL byte in it does not. */
       size_t digits = strspn(k->line, "0123456789abcdefABCDEF");
       char *end = k->line + digits;
-      if (!digits || digits > 16 || (*end && *end != ';' && *end != ' ' && *end != '\t'))
+      if (!digits || digits > 16 ||
+          (digits < linelen && *end != ';' && *end != ' ' && *end != '\t'))
         return -1;
       unsigned long long v = strtoull(k->line, NULL, 16);
       if (v == 0)

@@ -130,6 +130,17 @@ int state_part_put(struct state *st, const char *tenant_id, const char *bucket, 
   return db_commit(&txn, err);
 }
 
+bool state_part_names_file(struct state *st, const char *upload_id, const char *file) {
+  cleanup_unlock struct state *locked = db_lock(st);
+  cleanup_stmt sqlite3_stmt *q = NULL;
+  struct husk_err ignored;
+  if (db_prepare(st, &q, "SELECT 1 FROM parts WHERE upload_id = ? AND file = ?", &ignored) < 0)
+    return false;
+  if (db_text(q, 1, upload_id) || db_text(q, 2, file))
+    return false;
+  return db_step_row(st, q, "part", &ignored) == 1;
+}
+
 static int read_part(sqlite3_stmt *q, void *row, struct husk_err *err) {
   struct state_part *p = row;
   p->num = sqlite3_column_int(q, 0);

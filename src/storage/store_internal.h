@@ -45,6 +45,9 @@ void store_unlink(struct store *s, int dirfd, const char *name);
 int store_sweep(struct store *s, struct husk_err *err);
 
 /* ---- writer.c ---- */
+/* The fsync of an object's data and of its directory: fsync(2), replaced
+ * by the fault simulation (tests/unit/test_faults.c) to fail it. */
+extern int (*store_fsync)(int fd);
 /* Rename the writer's temporary file into `dirfd` as `name` and fsync the
  * directory (step 3 of the discipline). */
 int store_writer_publish(struct store_writer *w, int dirfd, const char *name, struct husk_err *err);

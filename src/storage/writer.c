@@ -21,6 +21,8 @@
 #include "util/fileio.h"
 #include "util/id.h"
 
+int (*store_fsync)(int fd) = fsync;
+
 struct store_writer {
   struct store *s;
   int fd;
@@ -165,7 +167,7 @@ int store_writer_finish(struct store_writer *w, const struct store_expect *e,
                      store_checksum_name(e->ck));
   if (ck_b64)
     snprintf(ck_b64, 64, "%.63s", b64);
-  if (fsync(w->fd) < 0)
+  if (store_fsync(w->fd) < 0)
     return husk_error(err, errno, "cannot fsync the object");
   memcpy(w->etag, etag, STORE_ETAG_SIZE);
   w->finished = true;
@@ -177,7 +179,7 @@ int store_writer_publish(struct store_writer *w, int dirfd, const char *name,
   if (renameat(w->s->tmpfd, w->tmp, dirfd, name) < 0)
     return husk_error(err, errno, "cannot publish the object");
   w->published = true;
-  if (fsync(dirfd) < 0) {
+  if (store_fsync(dirfd) < 0) {
     int e = errno;
     unlinkat(dirfd, name, 0);
     return husk_error(err, e, "cannot fsync the object directory");
