@@ -320,6 +320,20 @@ static int fix_dir_times(int dirfd, int depth) {
 #define ADD_MAX_BYTES TEMPLATE_CONTEXT_MAX
 #define ADD_MAX_ENTRIES 1000000
 
+/* A fresh directory of the build's work space ("PREFIX<n>"), opened; -1
+ * with b->err set. */
+static int scratch_dir(struct build *b, const char *prefix, size_t no) {
+  int wfd = template_asm_workdir(b->asm_);
+  char tname[32];
+  snprintf(tname, sizeof tname, "%s%u", prefix, b->copies++);
+  if (mkdirat(wfd, tname, 0755) < 0)
+    return husk_error(b->err, errno, "step %zu", no);
+  int fd = openat(wfd, tname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return husk_error(b->err, errno, "step %zu", no);
+  return fd;
+}
+
 /* ADD of the archive at fd `src` into the directory `dir` (of the step's
  * tree; `name` beneath it, made if missing, or NULL: `dir` itself).  The
  * archive is unpacked as a layer is (layer_extract: every entry created
@@ -329,14 +343,9 @@ static int fix_dir_times(int dirfd, int depth) {
  * owners as the archive has them, or --chown's. */
 static int add_archive(struct build *b, int src, int dir, const char *name, uid_t uid, gid_t gid,
                        size_t no, const char *what) {
-  int wfd = template_asm_workdir(b->asm_);
-  char tname[32];
-  snprintf(tname, sizeof tname, "add%u", b->copies++);
-  if (mkdirat(wfd, tname, 0755) < 0)
-    return husk_error(b->err, errno, "step %zu", no);
-  cleanup_close int tmp = openat(wfd, tname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  cleanup_close int tmp = scratch_dir(b, "add", no);
   if (tmp < 0)
-    return husk_error(b->err, errno, "step %zu", no);
+    return -1;
   struct layer_limits lim = {.max_bytes = ADD_MAX_BYTES, .max_entries = ADD_MAX_ENTRIES,
                              .more_filters = true};
   struct layer_result res;
@@ -384,14 +393,9 @@ static int copy_step(struct build *b, const struct df_step *st, size_t no) {
     uid = (uint32_t)u;
     gid = (uint32_t)g;
   }
-  int wfd = template_asm_workdir(b->asm_);
-  char tname[32];
-  snprintf(tname, sizeof tname, "copy%u", b->copies++);
-  if (mkdirat(wfd, tname, 0755) < 0)
-    return husk_error(b->err, errno, "step %zu", no);
-  cleanup_close int tree = openat(wfd, tname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  cleanup_close int tree = scratch_dir(b, "copy", no);
   if (tree < 0)
-    return husk_error(b->err, errno, "step %zu", no);
+    return -1;
   /* The destination's directories, root's (0755), then each source. */
   char parent[PATH_MAX];
   snprintf(parent, sizeof parent, "%s", full);

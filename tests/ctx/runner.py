@@ -106,25 +106,29 @@ class Ctx:
         if env is not None:
             req["env"] = env
         self.send_raw((json.dumps(req) + "\n").encode())
-        evs = []
         if before_end:
             before_end(self)
+        return self.events_to_end(timeout)
+
+    def events_to_end(self, timeout):
+        """Events up to "end" (None last if they stop), then the streams."""
+        evs = []
         while True:
             ev = self.event(timeout)
-            if ev is None:
-                evs.append(None)
-                break
             evs.append(ev)
-            if ev.get("type") == "end":
+            if ev is None or ev.get("type") == "end":
                 break
-        # What was written before "end" is in the pipes now.
+        self.drain_streams()
+        return evs
+
+    def drain_streams(self):
+        """What was written before "end" is in the pipes now: read it."""
         for fd, attr in ((self.out_r, "out"), (self.err_r, "err")):
             while True:
                 b = self._drain(fd, 0.05)
                 if not b:
                     break
                 setattr(self, attr, getattr(self, attr) + b)
-        return evs
 
     def close(self):
         try:
@@ -225,21 +229,9 @@ class BashCtx(Ctx):
             lines += b"__husk_env %s %d\n" % (k.encode(), len(vb))
         os.write(self.code_w, b)
         os.write(self.cmd_w, lines + b"__husk_read %s %d\n__husk_eval\n" % (rid.encode(), len(b)))
-        evs = []
         if before_end:
             before_end(self)
-        while True:
-            ev = self.event(timeout)
-            evs.append(ev)
-            if ev is None or ev.get("type") == "end":
-                break
-        for fd, attr in ((self.out_r, "out"), (self.err_r, "err")):
-            while True:
-                got = self._drain(fd, 0.05)
-                if not got:
-                    break
-                setattr(self, attr, getattr(self, attr) + got)
-        return evs
+        return self.events_to_end(timeout)
 
     def close(self):
         try:
