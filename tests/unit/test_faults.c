@@ -881,7 +881,7 @@ static int cache_put_run(int v, struct husk_err *err) {
   char key[80], diff[STATE_DIGEST_SIZE];
   snprintf(key, sizeof key, "sha256:%064d", v);
   snprintf(diff, sizeof diff, "sha256:%064d", v + 1);
-  return state_build_cache_put(st, tenant, key, diff, err);
+  return state_build_cache_put(st, tenant, key, diff, 4096, 0, err);
 }
 static bool cache_put_applied(int v) {
   return q("SELECT count(*) FROM build_cache WHERE key = 'sha256:%064d'", v) == 1;
