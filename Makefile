@@ -5,7 +5,8 @@
 #   make bench    run the benchmarks (not part of the tests)
 #   make fuzz     run every libFuzzer harness for FUZZ_SECONDS each (docs/fuzzing.md)
 #   make chaos    a long chaos run: the daemon SIGKILLed under load, then every
-#                 acknowledged item checked (docs/reliability.md)
+#                 acknowledged item checked (docs/reliability.md); make faults first
+#   make faults   the state plane's fault simulation at every fault point
 #   make install  PREFIX=/usr/local DESTDIR=: the binaries, libhusk (.so and .a),
 #                 its headers, husk.pc and the man pages
 #   make deb      the Debian packages husk, libhusk0, libhusk-dev (debian/)
@@ -82,7 +83,7 @@ CORE_A := $(BUILD)/libhusk-core.a
 LIB_A := $(BUILD)/libhusk.a
 LIB_SO := $(BUILD)/libhusk.so.$(VERSION)
 
-.PHONY: all lib deps deps-test run demo test test-unit check-clang bench chaos clean format \
+.PHONY: all lib deps deps-test run demo test test-unit check-clang bench chaos faults clean format \
 	fuzz fuzz-build fuzz-smoke install uninstall deb FORCE
 
 all: $(BUILD)/husk $(BUILD)/husk-serve $(BUILD)/husk-mcp lib
@@ -154,6 +155,12 @@ $(BUILD)/tests/test_front: tests/unit/test_front.c $(FRONT_OBJ) $(CORE_A) tests/
 	@mkdir -p $(dir $@)
 	$(COMPILE) -Itests/unit $< -o $@ $(FRONT_OBJ) $(CORE_A) $(LDLIBS)
 
+# The unit test of the S3 front's limiter of refused link fetches links
+# its object.
+$(BUILD)/tests/test_s3_rate: tests/unit/test_s3_rate.c $(BUILD)/src/s3/s3_ratelimit.o $(CORE_A) tests/unit/unit.h
+	@mkdir -p $(dir $@)
+	$(COMPILE) -Itests/unit $< -o $@ $(BUILD)/src/s3/s3_ratelimit.o $(CORE_A) $(LDLIBS)
+
 $(BUILD)/tests/%: tests/unit/%.c $(CORE_A) tests/unit/unit.h
 	@mkdir -p $(dir $@)
 	$(COMPILE) -Itests/unit $< -o $@ $(CORE_A) $(LDLIBS)
@@ -217,14 +224,19 @@ deb:
 # CHAOS_SEED=N repeats a run's operation mix and kill times.
 CHAOS_DURATION ?= 300
 CHAOS_KILLS ?= 24
-chaos: all
+chaos: all faults
 	@python3 tests/chaos/chaos.py --husk $(BUILD)/husk --tap --duration $(CHAOS_DURATION) \
 	  --kills $(CHAOS_KILLS) --clients 6 $(if $(CHAOS_SEED),--seed $(CHAOS_SEED))
+
+# make test's run of tests/unit/test_faults.c tries every 10th allocation
+# on a freshly opened database; this tries every one.
+faults: $(BUILD)/tests/test_faults
+	@HUSK_FAULTS_FULL=1 $(BUILD)/tests/test_faults
 
 bench:
 	@scripts/deps.sh bench
 	@$(MAKE) --no-print-directory all
-	@bench/run.sh && bench/serve.sh && bench/templates.sh
+	@bench/run.sh && bench/serve.sh && bench/templates.sh && bench/rootmount.sh
 
 # libFuzzer harnesses (tests/fuzz/fuzz_<target>.c), built with clang under
 # ASan+UBSan in their own tree: the library objects carry coverage

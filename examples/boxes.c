@@ -8,7 +8,8 @@
  * streamed back, reads the file the script wrote, lists /workspace, shows
  * the box's usage, deletes the box; given an image archive (docker save,
  * podman save, an oci-archive), imports it as a template, runs `id` in a
- * box of it and deletes both; and finally runs one program in a
+ * box of it, builds a second template from it with a Dockerfile (its
+ * output streamed back) and deletes them all; and finally runs one program in a
  * throw-away box with husk_run.  HUSK_BINARY names the `husk` program boxes
  * are started from when it is not where the library was installed. */
 #define _POSIX_C_SOURCE 200809L /* O_CLOEXEC, ssize_t */
@@ -41,8 +42,33 @@ static int print_entry(void *ctx, const struct husk_dirent *e) {
 
 static ssize_t read_fd(void *ctx, void *buf, size_t cap) { return read(*(int *)ctx, buf, cap); }
 
-/* The image archive at `path` as a template, `id` run in a box of it, both
- * deleted afterwards. */
+/* A build's output, as it comes. */
+static void build_log(void *ctx, const char *buf, size_t len) {
+  (void)ctx;
+  printf("build: %.*s", (int)len, buf);
+}
+
+/* A template built FROM the imported one: a RUN step in a box of it. */
+static int build_from(struct husk_mgr *m, const char *tenant, struct husk_err *err) {
+  static const char dockerfile[] = "FROM example-image\n"
+                                   "RUN echo built by a RUN step > /built\n"
+                                   "CMD [\"cat\", \"/built\"]\n";
+  struct husk_build_req req = {.dockerfile = dockerfile,
+                               .dockerfile_len = sizeof dockerfile - 1,
+                               .log = build_log,
+                               /* a one-off: no step cache entry keeps its
+                                  layer once the template is deleted */
+                               .no_cache = true,
+                               .cancel_fd = -1};
+  struct husk_template_info t;
+  if (husk_template_build(m, tenant, "example-built", &req, &t, err) < 0)
+    return -1;
+  printf("template %s (%s) built: %llu bytes\n", t.name, t.id, (unsigned long long)t.size);
+  return husk_template_delete(m, tenant, "example-built", err);
+}
+
+/* The image archive at `path` as a template, `id` run in a box of it, a
+ * template built from it; all deleted afterwards. */
 static int image_box(struct husk_mgr *m, const char *tenant, const char *path,
                      struct husk_err *err) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -70,6 +96,8 @@ static int image_box(struct husk_mgr *m, const char *tenant, const char *path,
     rc = -1;
   }
   husk_box_info_free(&box);
+  if (rc == 0)
+    rc = build_from(m, tenant, err);
   if (rc == 0)
     rc = husk_template_delete(m, tenant, "example-image", err);
   return rc;

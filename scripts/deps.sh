@@ -14,15 +14,15 @@ build="gcc libc6-dev make pkg-config libseccomp-dev libjansson-dev libsqlite3-de
 build="$build libmicrohttpd-dev libarchive-dev libcurl4-openssl-dev libexpat1-dev zlib1g-dev"
 build="$build curl jq nftables iproute2"
 # Testing: clang (the -Werror build and the fuzzers), the host tools the
-# suites drive (ip, ps, openssl for a test CA, tcpdump), matplotlib for
-# charts in boxes, the real S3 clients, busybox for the template suites'
+# suites drive (ip, ps, openssl for a test CA, tcpdump), matplotlib and pandas for
+# charts and tables in boxes, the real S3 clients, busybox for the template suites'
 # images, debootstrap for a Debian template (husk template create --debian
 # runs it), and npm for the pinned MCP clients (tests/mcp/package-lock.json,
 # which bring their own Node; an npm already installed is used as is).
-test="clang python3 iproute2 procps curl openssl tcpdump python3-matplotlib"
+test="clang python3 iproute2 procps curl openssl tcpdump python3-matplotlib python3-pandas"
 test="$test awscli s3cmd rclone busybox-static debootstrap"
 command -v npm >/dev/null 2>&1 || test="$test nodejs npm"
-bench="bubblewrap runc util-linux hyperfine podman busybox-static"
+bench="bubblewrap runc util-linux hyperfine podman busybox-static erofs-utils"
 # The Debian packages (make deb, tests/pkg/deb.sh): dpkg-buildpackage and
 # the debhelper sequence (no fakeroot: debian/control says
 # Rules-Requires-Root: no); man-db renders the man pages in the tests.

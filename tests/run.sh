@@ -35,6 +35,10 @@ done
 for b in build-asan/tests/test_*; do
   [ -x "$b" ] && run_suite "unit-asan/$(basename "$b")" "$b"
 done
+# The code-context runners (src/ctx/), driven through their fds outside a box.
+for s in tests/ctx/*.py; do
+  [ -f "$s" ] && run_suite "${s#tests/}" /usr/bin/python3 "$s"
+done
 # The libFuzzer harnesses (make fuzz-build): regression inputs, then a few
 # seconds of fuzzing each; a crash fails the suite.
 [ -d build-fuzz/fuzz ] && run_suite fuzz/smoke tests/fuzz/run.sh "${FUZZ_SMOKE_SECONDS:-4}"
@@ -43,10 +47,6 @@ for s in tests/e2e/*.sh tests/hostile/run.sh; do
 done
 # The daemon, driven over HTTP.
 for s in tests/serve/*.sh; do
-  [ -f "$s" ] && run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"
-done
-# Templates: images imported, built and run, from the command line.
-for s in tests/template/*.sh; do
   [ -f "$s" ] && run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"
 done
 # Templates: images imported, built and run, from the command line.

@@ -127,11 +127,22 @@ HUSK_PUBLIC int husk_box_metrics(struct husk_mgr *m, const char *tenant, const c
  * requests for those hosts after they leave the box.  Names: 1..64 of
  * [A-Za-z0-9_], not starting with a digit.  Values: 1..8192 bytes of
  * printable ASCII (they go into HTTP headers).
- * Errors: EINVAL, ENOENT (delete of an unknown name). */
+ *
+ * husk_secret_put stores `value` (`len` bytes) as secret `name` of
+ * `tenant`, sealed, replacing one of that name.
+ * Errors: EINVAL (a bad name or value), ENOTSUP (the manager has no
+ * secrets vault), others (the vault or the state). */
 HUSK_PUBLIC int husk_secret_put(struct husk_mgr *m, const char *tenant, const char *name,
                                 const void *value, size_t len, struct husk_err *err);
+/* Delete the tenant's secret `name`.
+ * Errors: ENOENT (no such secret, or a name no secret can have), ENOTSUP
+ * (no vault), others. */
 HUSK_PUBLIC int husk_secret_delete(struct husk_mgr *m, const char *tenant, const char *name,
                                    struct husk_err *err);
+/* Call cb for each of the tenant's secrets, by name: its name and when it
+ * was created and last replaced (Unix ms), never its value.  cb returns 0
+ * to go on, anything else to stop (the listing then returns 0).
+ * Errors: ENOTSUP (no vault), others (the state). */
 HUSK_PUBLIC int husk_secret_list(struct husk_mgr *m, const char *tenant,
                                  int (*cb)(void *ctx, const char *name, int64_t created_ms,
                                            int64_t updated_ms),

@@ -23,7 +23,12 @@
  * ENOTDIR, ENOTEMPTY, EINVAL, ENAMETOOLONG, ELOOP, EBUSY (an area root, or
  * a tree moved while it was removed), EAGAIN (a path the box keeps
  * changing), ENOSPC (the box's disk is full), ECANCELED (a callback
- * stopped the call).
+ * stopped the call).  Every call that takes a path fails as its resolution
+ * does -- EINVAL (empty, or a NUL byte), ENAMETOOLONG, EACCES (outside the
+ * writable areas), ENOENT (a missing directory on the way), ENOTDIR (a
+ * file on the way), ELOOP (too many symlinks), EAGAIN -- and each
+ * function's Errors line adds its own; any other code is the errno of the
+ * system call that failed.
  *
  * Thread-safe: no global state; each call holds its own fds and buffers. */
 #ifndef HUSK_FILES_H
@@ -78,14 +83,21 @@ HUSK_PUBLIC int husk_file_open_read(const struct husk_fs *b, const char *path, i
  * `mode & 0777`.  Write the body to it, then husk_file_commit() puts it in
  * place atomically or husk_file_abort() drops it; the caller closes *fd_out
  * afterwards.  `mkparents` creates missing directories.  `tmpname`
- * (HUSK_TMPNAME_MAX bytes) receives what commit and abort need. */
+ * (HUSK_TMPNAME_MAX bytes) receives what commit and abort need.
+ * Errors: EISDIR (`path` is an area root, ends in "/", or is a directory),
+ * EINVAL (it ends in "." or "..", or the filesystem has no O_TMPFILE and
+ * `tmplen` is below HUSK_TMPNAME_MAX), ENOTDIR (with `mkparents`: a parent
+ * exists and is not a directory), ENOSPC. */
 HUSK_PUBLIC int husk_file_create(const struct husk_fs *b, const char *path, bool mkparents,
                                  mode_t mode, int *fd_out, char *tmpname, size_t tmplen,
                                  struct husk_err *err);
 
 /* Put the file written through `fd` at `path` (resolved again), replacing
- * a file or symlink there, never writing through it; a directory there is
- * EISDIR. */
+ * a file or symlink there, never writing through it.
+ * Errors: EISDIR (a directory is there, or `path` names one as create
+ * refuses it), EINVAL (it ends in "." or ".."), ENOENT (its directory was
+ * removed since create), ENOSPC.  The file is not in place after a
+ * failure; husk_file_abort drops it. */
 HUSK_PUBLIC int husk_file_commit(const struct husk_fs *b, const char *path, int fd,
                                  const char *tmpname, struct husk_err *err);
 
@@ -116,25 +128,38 @@ HUSK_PUBLIC int husk_file_list(const struct husk_fs *b, const char *path, int de
                                struct husk_err *err);
 
 /* lstat semantics: a symlink is reported as one.  Release *out's strings
- * with husk_dirent_free. */
+ * with husk_dirent_free (*out is zeroed on failure).
+ * Errors: ENOENT (nothing at `path`), ENOMEM. */
 HUSK_PUBLIC int husk_file_stat(const struct husk_fs *b, const char *path, struct husk_dirent *out,
                                struct husk_err *err);
 HUSK_PUBLIC void husk_dirent_free(struct husk_dirent *e);
 
 /* Create directory `path` (mode 0755, the box user's).  Without `parents`
- * it must not exist (EEXIST); with it, missing parents are made and an
- * existing directory is fine. */
+ * it must not exist; with it, missing parents are made and an existing
+ * directory is fine.
+ * Errors: EEXIST (without `parents`: something is at `path`, an area root
+ * included), ENOENT (without `parents`: its parent is missing), ENOTDIR
+ * (with `parents`: it or a parent exists and is not a directory), EINVAL
+ * (without `parents`: it ends in "." or ".."), ENOSPC. */
 HUSK_PUBLIC int husk_file_mkdir(const struct husk_fs *b, const char *path, bool parents,
                                 struct husk_err *err);
 
-/* Rename within the box; an existing `to` is EEXIST unless `overwrite`.  A
- * symlink is moved (or replaced) as itself. */
+/* Rename within the box; an existing `to` is refused unless `overwrite`.
+ * A symlink is moved (or replaced) as itself.
+ * Errors: ENOENT (no `from`), EEXIST (`to` exists and not `overwrite`),
+ * ENOTEMPTY (`to` is a directory that is not empty), EBUSY (either is an
+ * area root), EINVAL (either ends in "." or "..", or `to` is inside
+ * `from`), EISDIR / ENOTDIR (a file onto a directory, or the reverse). */
 HUSK_PUBLIC int husk_file_move(const struct husk_fs *b, const char *from, const char *to,
                                bool overwrite, struct husk_err *err);
 
 /* Remove a file, symlink or empty directory; `recursive` removes a whole
  * tree (any depth, a constant number of fds, never following a symlink).
- * The area roots themselves cannot be removed (EBUSY). */
+ * Errors: ENOENT (nothing at `path`), ENOTEMPTY (a directory that is not
+ * empty, without `recursive`), EBUSY (an area root; with `recursive`, a
+ * tree the box moved or kept changing while it was removed: part of it
+ * may be gone), ELOOP (deeper than the removal follows), EINVAL (it ends
+ * in "." or ".."). */
 HUSK_PUBLIC int husk_file_remove(const struct husk_fs *b, const char *path, bool recursive,
                                  struct husk_err *err);
 

@@ -9,10 +9,15 @@
  *   husk/box.h      boxes: create, get, list, end, lifetime, network, secrets
  *   husk/exec.h     commands in a box: to completion, streaming, background
  *   husk/files.h    a box's files and trees
+ *   husk/template.h templates: import, get, list, delete, export
  *
- * Every function returns a negative value on failure and fills a
- * `struct husk_err` (husk/base.h); the calls that build or enter boxes
- * need root.  examples/ holds a complete program. */
+ * Every function that takes a `struct husk_err` returns a negative value
+ * on failure and fills it (husk/base.h); 0 or more is success (some
+ * return a count: each says so).  husk_run is the exception: it returns
+ * the program's exit status and reports failures in its result.  The
+ * void functions release what others returned and cannot fail.  The
+ * calls that build or enter boxes need root.  examples/ holds a complete
+ * program. */
 #ifndef HUSK_HUSK_H
 #define HUSK_HUSK_H
 

@@ -188,9 +188,12 @@ int jget_bool(json_t *o, const char *k, bool *out, struct husk_err *err);
 int jget_u64(json_t *o, const char *k, uint64_t max, uint64_t *out, struct husk_err *err);
 /* Bytes: a non-negative integer or a size string ("256M"). */
 int jget_size(json_t *o, const char *k, uint64_t *out, struct husk_err *err);
-/* Seconds (integer or fraction, > 0) as milliseconds. */
+/* Seconds (integer or fraction, > 0) as milliseconds, rounded up.  Like
+ * the other jget_*: 0 when `k` is absent (or null), 1 when read, -1 with
+ * EINVAL when it is not a positive number or too large. */
 int jget_seconds_ms(json_t *o, const char *k, uint64_t *out, struct husk_err *err);
-/* A CPU count (number > 0) in thousandths. */
+/* A CPU count (number > 0) in thousandths, rounded to the nearest; EINVAL
+ * too when that is 0. */
 int jget_milli(json_t *o, const char *k, uint64_t *out, struct husk_err *err);
 /* An object of strings as a NULL-terminated "NAME=VALUE" array (malloc'd,
  * one block; free() it). */

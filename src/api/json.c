@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "api/internal.h"
+#include "util/cleanup_json.h"
 #include "util/parse.h"
 
 /* ---- replies -------------------------------------------------------- */
@@ -53,11 +54,11 @@ enum MHD_Result api_queue(struct req *r, unsigned status, struct MHD_Response *r
   return ret;
 }
 
-enum MHD_Result api_reply_json(struct req *r, unsigned status, json_t *body) {
+enum MHD_Result api_reply_json(struct req *r, unsigned status, json_t *body_in) {
+  cleanup_json json_t *body = body_in;
   if (!body)
     return api_reply_error(r, 500, "internal_error", "out of memory");
   char *text = json_dumps(body, JSON_COMPACT);
-  json_decref(body);
   if (!text)
     return api_reply_error(r, 500, "internal_error", "out of memory");
   size_t n = strlen(text);
@@ -94,7 +95,8 @@ enum MHD_Result api_reply_error(struct req *r, unsigned status, const char *code
    * line, and valid UTF-8 for the encoder. */
   husk_sanitize_line(msg);
   json_t *m = json_text(msg, strlen(msg), true, NULL);
-  json_t *o = json_pack("{s:{s:s, s:o}}", "error", "code", code, "message", m ? m : json_string(""));
+  cleanup_json json_t *o =
+      json_pack("{s:{s:s, s:o}}", "error", "code", code, "message", m ? m : json_string(""));
   if (!o) {
     static const char fallback[] = "{\"error\":{\"code\":\"internal_error\",\"message\":\"\"}}\n";
     struct MHD_Response *resp = MHD_create_response_from_buffer(sizeof fallback - 1, (void *)fallback,
@@ -105,7 +107,6 @@ enum MHD_Result api_reply_error(struct req *r, unsigned status, const char *code
     return api_queue(r, status, resp);
   }
   char *text = json_dumps(o, JSON_COMPACT);
-  json_decref(o);
   if (!text)
     return MHD_NO;
   size_t n = strlen(text);
@@ -208,7 +209,7 @@ int api_check_fields(json_t *o, const char *const *allowed, struct husk_err *err
 
 json_t *api_body_object(struct req *r, const char *const *allowed) {
   json_error_t je;
-  json_t *o;
+  cleanup_json json_t *o = NULL;
   size_t n = r->body_len;
   const char *s = r->body ? r->body : "";
   /* An empty body (or only whitespace) is an empty object: every field of
@@ -239,15 +240,12 @@ json_t *api_body_object(struct req *r, const char *const *allowed) {
     return NULL;
   }
   if (!json_is_object(o)) {
-    json_decref(o);
     husk_fail(&r->err, EINVAL, "the body must be a JSON object");
     return NULL;
   }
-  if (api_check_fields(o, allowed, &r->err) < 0) {
-    json_decref(o);
+  if (api_check_fields(o, allowed, &r->err) < 0)
     return NULL;
-  }
-  return o;
+  return steal_pointer(&o);
 }
 
 static json_t *field(json_t *o, const char *k) {
@@ -328,39 +326,36 @@ static int number(json_t *v, const char *k, double *d, struct husk_err *err) {
   return 0;
 }
 
-int jget_seconds_ms(json_t *o, const char *k, uint64_t *out, struct husk_err *err) {
+/* A positive number of units as thousandths: `unit` words the refusal
+ * (" of seconds"), `round_up` rounds up (a timeout never gets shorter)
+ * rather than to the nearest. */
+static int jget_thousandths(json_t *o, const char *k, const char *unit, bool round_up,
+                            uint64_t *out, struct husk_err *err) {
   json_t *v = field(o, k);
   if (!v)
     return 0;
-  double d;
+  double d = 0;
   if (number(v, k, &d, err) < 0)
     return -1;
   if (d <= 0)
-    return husk_fail(err, EINVAL, "`%s` must be a positive number of seconds", k);
+    return husk_fail(err, EINVAL, "`%s` must be a positive number%s", k, unit);
   /* A bound on the conversion only (core limits are checked by the core):
    * more than ~292 million years of milliseconds does not fit. */
   if (d > 9.0e15 / 1000)
     return husk_fail(err, EINVAL, "`%s` is too large", k);
-  double ms = ceil(d * 1000.0);
-  *out = (uint64_t)ms;
+  uint64_t t = round_up ? (uint64_t)ceil(d * 1000.0) : (uint64_t)llround(d * 1000.0);
+  if (t == 0)
+    return husk_fail(err, EINVAL, "`%s` is too small", k);
+  *out = t;
   return 1;
 }
 
+int jget_seconds_ms(json_t *o, const char *k, uint64_t *out, struct husk_err *err) {
+  return jget_thousandths(o, k, " of seconds", true, out, err);
+}
+
 int jget_milli(json_t *o, const char *k, uint64_t *out, struct husk_err *err) {
-  json_t *v = field(o, k);
-  if (!v)
-    return 0;
-  double d;
-  if (number(v, k, &d, err) < 0)
-    return -1;
-  if (d <= 0)
-    return husk_fail(err, EINVAL, "`%s` must be a positive number", k);
-  if (d > 9.0e15 / 1000)
-    return husk_fail(err, EINVAL, "`%s` is too large", k);
-  *out = (uint64_t)llround(d * 1000.0);
-  if (*out == 0)
-    return husk_fail(err, EINVAL, "`%s` is too small", k);
-  return 1;
+  return jget_thousandths(o, k, "", false, out, err);
 }
 
 int jget_string_object(json_t *o, const char *k, json_t **out, struct husk_err *err) {

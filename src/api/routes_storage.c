@@ -12,6 +12,7 @@
 #include "box/box.h"
 #include "box/box_store.h"
 #include "storage/store.h"
+#include "util/cleanup_json.h"
 
 /* A store error as the API's JSON error. */
 static enum MHD_Result store_err(struct req *r, const struct husk_err *err) {
@@ -66,15 +67,13 @@ enum MHD_Result h_s3_key_list(struct req *r) {
   struct store *st = r->srv->cfg.store;
   if (!st)
     return no_store(r);
-  json_t *arr = json_array();
+  cleanup_json json_t *arr = json_array();
   struct husk_err err;
   if (!arr)
     return api_reply_error(r, 500, "internal_error", "out of memory");
-  if (store_key_list(st, r->tenant, key_cb, arr, &err) < 0) {
-    json_decref(arr);
+  if (store_key_list(st, r->tenant, key_cb, arr, &err) < 0)
     return store_err(r, &err);
-  }
-  return api_reply_json(r, 200, json_pack("{s:o}", "keys", arr));
+  return api_reply_json(r, 200, json_pack("{s:o}", "keys", steal_pointer(&arr)));
 }
 
 enum MHD_Result h_s3_key_revoke(struct req *r) {
@@ -114,15 +113,13 @@ enum MHD_Result h_link_list(struct req *r) {
   struct store *st = r->srv->cfg.store;
   if (!st)
     return no_store(r);
-  json_t *arr = json_array();
+  cleanup_json json_t *arr = json_array();
   struct husk_err err;
   if (!arr)
     return api_reply_error(r, 500, "internal_error", "out of memory");
-  if (store_link_list(st, r->tenant, link_cb, arr, &err) < 0) {
-    json_decref(arr);
+  if (store_link_list(st, r->tenant, link_cb, arr, &err) < 0)
     return store_err(r, &err);
-  }
-  return api_reply_json(r, 200, json_pack("{s:o}", "links", arr));
+  return api_reply_json(r, 200, json_pack("{s:o}", "links", steal_pointer(&arr)));
 }
 
 enum MHD_Result h_link_revoke(struct req *r) {
@@ -142,30 +139,22 @@ enum MHD_Result h_link_create(struct req *r) {
   struct store *st = r->srv->cfg.store;
   if (!st)
     return no_store(r);
-  json_t *o = api_body_object(r, link_fields);
+  cleanup_json json_t *o = api_body_object(r, link_fields);
   if (!o)
     return api_reply_bad(r);
   const char *bucket = NULL, *key = NULL, *filename = NULL;
   uint64_t exp = 0;
   if (jget_string(o, "bucket", &bucket, &r->err) < 0 || jget_string(o, "key", &key, &r->err) < 0 ||
       jget_string(o, "filename", &filename, &r->err) < 0 ||
-      jget_u64(o, "expires_in", STORE_LINK_MAX_S, &exp, &r->err) < 0) {
-    json_decref(o);
+      jget_u64(o, "expires_in", STORE_LINK_MAX_S, &exp, &r->err) < 0)
     return api_reply_bad(r);
-  }
-  if (!bucket || !key) {
-    json_decref(o);
+  if (!bucket || !key)
     return api_reply_error(r, 400, "bad_request", "`bucket` and `key` are required");
-  }
-  if (json_object_get(o, "expires_in") && exp == 0) {
-    json_decref(o);
+  if (json_object_get(o, "expires_in") && exp == 0)
     return api_reply_error(r, 400, "bad_request", "`expires_in` must be 1..%d seconds", STORE_LINK_MAX_S);
-  }
   struct store_link l;
   struct husk_err err;
-  int rc = store_link_create(st, r->tenant, bucket, key, (int64_t)exp, filename, &l, &err);
-  json_decref(o); /* bucket, key and filename are not used below */
-  if (rc < 0)
+  if (store_link_create(st, r->tenant, bucket, key, (int64_t)exp, filename, &l, &err) < 0)
     return store_err(r, &err);
   snprintf(r->audit_detail, sizeof r->audit_detail, "link=%s", l.id);
   json_t *j = link_json(&l);
@@ -210,19 +199,18 @@ enum MHD_Result h_link_access(struct req *r) {
     return api_reply_bad(r);
   if (limit == 0)
     return api_reply_error(r, 400, "bad_request", "limit must be 1..1000");
-  struct access_ctx c = {json_array(), 0};
+  cleanup_json json_t *arr = json_array();
+  struct access_ctx c = {arr, 0};
   struct husk_err err;
-  if (!c.arr)
+  if (!arr)
     return api_reply_error(r, 500, "internal_error", "out of memory");
   if (store_link_log(st, r->tenant, r->params[0], (int64_t)after, (int)limit, access_cb, &c,
-                     &err) < 0) {
-    json_decref(c.arr);
+                     &err) < 0)
     return store_err(r, &err);
-  }
   /* A full page may have more after it. */
-  json_t *next = json_array_size(c.arr) == limit ? json_integer((json_int_t)c.last) : json_null();
+  json_t *next = json_array_size(arr) == limit ? json_integer((json_int_t)c.last) : json_null();
   return api_reply_json(r, 200, json_pack("{s:s, s:o, s:o}", "link_id", r->params[0], "accesses",
-                                          c.arr, "next_after", next));
+                                          steal_pointer(&arr), "next_after", next));
 }
 
 /* ---- box <-> store ---- */
@@ -236,7 +224,7 @@ enum MHD_Result h_box_export(struct req *r) {
   struct store *st = r->srv->cfg.store;
   if (!st)
     return no_store(r);
-  json_t *o = api_body_object(r, export_fields);
+  cleanup_json json_t *o = api_body_object(r, export_fields);
   if (!o)
     return api_reply_bad(r);
   const char *path = NULL, *bucket = NULL, *key = NULL, *filename = NULL;
@@ -245,22 +233,16 @@ enum MHD_Result h_box_export(struct req *r) {
   if (jget_string(o, "path", &path, &r->err) < 0 || jget_string(o, "bucket", &bucket, &r->err) < 0 ||
       jget_string(o, "key", &key, &r->err) < 0 || jget_bool(o, "link", &link, &r->err) < 0 ||
       jget_string(o, "filename", &filename, &r->err) < 0 ||
-      jget_u64(o, "expires_in", STORE_LINK_MAX_S, &exp, &r->err) < 0) {
-    json_decref(o);
+      jget_u64(o, "expires_in", STORE_LINK_MAX_S, &exp, &r->err) < 0)
     return api_reply_bad(r);
-  }
-  if (!path || !bucket || !key) {
-    json_decref(o);
+  if (!path || !bucket || !key)
     return api_reply_error(r, 400, "bad_request", "`path`, `bucket` and `key` are required");
-  }
   struct box_store_result res;
   struct husk_err err;
   int rc = box_store_put(r->srv->cfg.mgr, st, r->tenant, r->params[0], path, bucket, key, link,
                          (int64_t)exp, filename, &res, &err);
-  if (rc < 0) {
-    json_decref(o);
+  if (rc < 0)
     return store_err(r, &err);
-  }
   snprintf(r->audit_detail, sizeof r->audit_detail, "bucket=%s", bucket);
   json_error_t je;
   json_t *j = json_pack_ex(&je, 0, "{s:s, s:s, s:I, s:s, s:b}", "bucket", bucket, "key", key,
@@ -273,7 +255,6 @@ enum MHD_Result h_box_export(struct req *r) {
     json_object_set_new(j, "expires_at", json_time(res.expires_ms));
   }
   box_store_result_free(&res);
-  json_decref(o); /* after the last use of bucket and key, which it holds */
   return api_reply_json(r, 201, j);
 }
 
@@ -285,31 +266,24 @@ enum MHD_Result h_box_import(struct req *r) {
   struct store *st = r->srv->cfg.store;
   if (!st)
     return no_store(r);
-  json_t *o = api_body_object(r, import_fields);
+  cleanup_json json_t *o = api_body_object(r, import_fields);
   if (!o)
     return api_reply_bad(r);
   const char *path = NULL, *bucket = NULL, *key = NULL;
   bool extract = false;
   if (jget_string(o, "path", &path, &r->err) < 0 || jget_string(o, "bucket", &bucket, &r->err) < 0 ||
-      jget_string(o, "key", &key, &r->err) < 0 || jget_bool(o, "extract", &extract, &r->err) < 0) {
-    json_decref(o);
+      jget_string(o, "key", &key, &r->err) < 0 || jget_bool(o, "extract", &extract, &r->err) < 0)
     return api_reply_bad(r);
-  }
-  if (!path || !bucket || !key) {
-    json_decref(o);
+  if (!path || !bucket || !key)
     return api_reply_error(r, 400, "bad_request", "`path`, `bucket` and `key` are required");
-  }
   uint64_t size = 0;
   struct husk_err err;
   int rc = box_store_get(r->srv->cfg.mgr, st, r->tenant, bucket, key, r->params[0], path, extract,
                          &size, &err);
-  if (rc < 0) {
-    json_decref(o);
+  if (rc < 0)
     return store_err(r, &err);
-  }
   snprintf(r->audit_detail, sizeof r->audit_detail, "bucket=%s", bucket);
   json_t *j = json_pack("{s:s, s:I, s:b}", "path", path, "size", (json_int_t)size, "extracted",
                         (int)extract);
-  json_decref(o); /* holds path */
   return api_reply_json(r, 200, j);
 }

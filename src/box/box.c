@@ -29,7 +29,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
@@ -43,6 +42,7 @@
 #include "jail/syscalls.h"
 #include "util/cleanup.h"
 #include "util/fileio.h"
+#include "util/id.h"
 
 void box_log(struct husk_mgr *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void box_log(struct husk_mgr *m, const char *fmt, ...) {
@@ -131,7 +131,8 @@ struct live_box *lb_new(void) {
    * reports (again, after a daemon crash): a daemon restarted on the same
    * box must not hand out an id an earlier one used. */
   uint64_t r = 0;
-  if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
+  struct husk_err err;
+  if (id_random_bytes(&r, sizeof r, &err) < 0)
     r = (uint64_t)state_now_ms() << 20;
   /* Fits an SQLite INTEGER, never 0. */
   b->next_exec_id = (r & ((UINT64_C(1) << 62) - 1)) | 1;

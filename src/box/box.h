@@ -76,6 +76,19 @@ struct box_mgr_config {
  * leftovers, start the monitor. */
 int box_mgr_open(struct husk_mgr **out, const struct box_mgr_config *cfg, struct husk_err *err);
 
+/* The proxy settings of husk_mgr_open_egress (box_mgr_config's egress_*). */
+struct box_egress_settings {
+  const char *resolver;
+  const char *const *allow;
+  size_t nallow;
+  const char *ca_file;
+};
+/* husk_mgr_open (include/husk/manager.h) with the egress proxy's operator
+ * settings: for `husk template build`, whose RUN steps may use the proxy.
+ * `eg` NULL: the defaults, as husk_mgr_open. */
+int husk_mgr_open_egress(struct husk_mgr **out, const struct husk_mgr_config *cfg,
+                         const struct box_egress_settings *eg, struct husk_err *err);
+
 /* The warm pools' state, in configuration order (at most `max`); the
  * count of creates whose shape no pool keeps goes to *unmatched. */
 struct box_pool_stat {
@@ -157,8 +170,8 @@ int box_build(struct husk_mgr *m, const struct box_build_req *req, struct state_
               struct husk_err *err);
 
 /* The egress policy (JSON, malloc'd; NULL when out of memory) that lets
- * a build's RUN steps reach `hosts` (names, "*.suffix" patterns) through
- * the proxy, and nothing else. */
+ * a build's RUN steps reach `hosts` (names, "*.suffix" patterns) on ports
+ * 80 and 443 through the proxy (tunnel mode), and nothing else. */
 char *box_build_egress_policy(const char *const *hosts, size_t n);
 
 /* The tenant the operator's builds (of shared templates) run their steps'

@@ -39,12 +39,13 @@ int box_egress_open(struct husk_mgr *m, struct husk_err *err) {
   snprintf(hash, sizeof hash, "%.8s", m->cg_prefix + 4);
   ec.hash = hash;
   if (m->cfg.egress_resolver && egress_dns_parse_server(m->cfg.egress_resolver, &ec.resolver, err) < 0)
-    return husk_error_wrap(err, "--egress-resolver");
+    return husk_error_wrap(err, "the egress resolver");
   if (m->cfg.egress_nallow > EGRESS_MAX_ALLOW)
-    return husk_fail(err, EINVAL, "at most %d --egress-allow-range options", EGRESS_MAX_ALLOW);
+    return husk_fail(err, EINVAL, "at most %d ranges exempt from the egress deny set",
+                     EGRESS_MAX_ALLOW);
   for (size_t i = 0; i < m->cfg.egress_nallow; i++)
     if (egress_cidr_parse(m->cfg.egress_allow[i], &ec.allow[ec.nallow++], err) < 0)
-      return husk_error_wrap(err, "--egress-allow-range");
+      return husk_error_wrap(err, "a range exempt from the egress deny set");
   return egress_open(&m->egress, &ec, err);
 }
 

@@ -26,6 +26,7 @@
 #include "jail/syscalls.h"
 #include "state/egress_state.h"
 #include "util/cleanup.h"
+#include "util/clock.h"
 #include "util/fileio.h"
 
 #define MONITOR_MAX_MS 1000 /* the monitor looks at expiries at least this often */
@@ -367,6 +368,12 @@ void box_reconcile(struct husk_mgr *m) {
     snprintf(cursor, sizeof cursor, "%s", next);
   }
   int64_t now = state_now_ms();
+  /* Re-adoption is announced and its end logged, so an operator (and the
+   * chaos run, which kills the daemon between the two lines) can tell a
+   * restart that stopped in the middle of it. */
+  size_t adopted = 0, lost = 0;
+  int64_t t0 = mono_ms();
+  box_log(m, "re-adoption: %zu live box(es) to reconcile", rl.n);
   for (size_t i = 0; i < rl.n; i++) {
     struct state_box *sb = &rl.rows[i];
     const char *state = NULL, *reason = NULL;
@@ -378,8 +385,10 @@ void box_reconcile(struct husk_mgr *m) {
     } else if (!strcmp(sb->state, STATE_BOX_RUNNING) && (!sb->expires_ms || sb->expires_ms > now)) {
       if (adopt(m, sb, &err) == 0) {
         box_log(m, "box %s re-adopted", sb->id);
+        adopted++;
         continue;
       }
+      lost++;
       snprintf(why, sizeof why, "lost in a daemon restart: %s", err.msg);
       husk_sanitize_line(why);
       state = STATE_BOX_FAILED;
@@ -433,4 +442,6 @@ void box_reconcile(struct husk_mgr *m) {
     }
     closedir(d);
   }
+  box_log(m, "re-adoption done: %zu adopted, %zu lost, %zu ended, in %lld ms", adopted, lost,
+          rl.n - adopted - lost, (long long)(mono_ms() - t0));
 }

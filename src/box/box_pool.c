@@ -238,7 +238,7 @@ int box_template_delete(struct husk_mgr *m, const char *tenant, const char *name
   for (size_t i = 0; i < m->cfg.npools && m->pools; i++) {
     const struct box_image *img = m->pools[i].img;
     if (img && !*tenant && (!strcmp(img->t.name, name_or_id) || !strcmp(img->t.id, name_or_id)))
-      return husk_fail(err, EBUSY, "template `%s` is kept ready by warm pool %zu (--pool)",
+      return husk_fail(err, EBUSY, "template `%s` is kept ready by the daemon's warm pool %zu",
                        name_or_id, i + 1);
   }
   return template_delete(m->cfg.templates, tenant, name_or_id, err);

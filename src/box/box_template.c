@@ -4,6 +4,7 @@
  * image's env under the request's, and its working directory. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,4 +258,52 @@ int husk_template_export(struct husk_mgr *m, const char *tenant, const char *nam
                          struct husk_err *err) {
   struct template_store *ts = store_or_fail(m, err);
   return ts ? template_export(ts, tenant, name_or_id, out, ctx, err) : -1;
+}
+
+int husk_template_build(struct husk_mgr *m, const char *tenant, const char *name,
+                        const struct husk_build_req *req, struct husk_template_info *out,
+                        struct husk_err *err) {
+  if (!tenant || !name || !req)
+    return husk_fail(err, EINVAL, "a build needs a tenant, a name and a request");
+  if (!store_or_fail(m, err))
+    return -1;
+  cleanup_close int ctx = -1;
+  if (req->context_dir && (ctx = open(req->context_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+    return husk_error(err, errno, "the build context `%.200s`", req->context_dir);
+  size_t nhosts = 0;
+  while (req->egress_hosts && req->egress_hosts[nhosts])
+    nhosts++;
+  cleanup_free char *policy = NULL;
+  if (nhosts && !(policy = box_build_egress_policy(req->egress_hosts, nhosts)))
+    return husk_error(err, ENOMEM, "the build's egress policy");
+  /* A shared template's steps run as the builds' own tenant, as the
+   * command line's and the admin's builds do. */
+  char steps[HUSK_TENANT_ID_MAX];
+  if (!tenant[0]) {
+    if (box_build_tenant(m, steps, err) < 0)
+      return -1;
+  } else {
+    snprintf(steps, sizeof steps, "%s", tenant);
+  }
+  struct box_build_req rq = {.tenant = steps,
+                             .owner = tenant,
+                             .name = name,
+                             .dockerfile = req->dockerfile,
+                             .dockerfile_len = req->dockerfile_len,
+                             .dockerfile_path = req->dockerfile_path,
+                             .build_args = req->build_args,
+                             .context = ctx,
+                             .context_tar = -1,
+                             .egress_json = policy,
+                             .limits = req->limits,
+                             .no_cache = req->no_cache,
+                             .log = req->log,
+                             .log_ctx = req->log_ctx,
+                             .cancel_fd = req->cancel_fd};
+  struct state_template t;
+  if (box_build(m, &rq, &t, err) < 0)
+    return -1;
+  template_info(&t, out);
+  state_template_free(&t);
+  return 0;
 }

@@ -33,9 +33,11 @@
 #include "box/box.h"
 #include "box/box_internal.h"
 #include "box/copy.h"
+#include "egress/policy.h"
 #include "jail/limits.h"
 #include "jail/syscalls.h"
 #include "template/dockerfile.h"
+#include "template/layer.h"
 #include "template/template.h"
 #include "util/cleanup.h"
 #include "util/fileio.h"
@@ -263,8 +265,17 @@ static int run_step(struct build *b, const struct df_step *st, size_t no) {
                                    b->err) < 0)
       rc = husk_error_wrap(b->err, "step %zu: cannot keep its changes", no);
     else if (!r->no_cache && b->key[0] &&
-             template_cache_put(b->m->cfg.templates, r->owner, b->key, diff, &e2) < 0)
-      say(b, "step %zu: not cached: %s", no, e2.msg);
+             template_cache_put(b->m->cfg.templates, r->owner, b->key, diff, &e2) < 0) {
+      /* The entry would keep the layer past the owner's template storage,
+       * or the owner is being deleted: the build ends here (and the
+       * layer goes with it); anything else only costs the cache. */
+      if (e2.code == EDQUOT || e2.code == ENOENT) {
+        *b->err = e2;
+        rc = husk_error_wrap(b->err, "step %zu (`%.200s`)", no, st->text);
+      } else {
+        say(b, "step %zu: not cached: %s", no, e2.msg);
+      }
+    }
     husk_fs_close(&fs);
   } else if (rc == 0) {
     rc = -1;
@@ -305,6 +316,57 @@ static int fix_dir_times(int dirfd, int depth) {
 
 /* COPY SRC... DST: the sources from the context, under DST (relative to the
  * working directory), as one layer. */
+/* An ADD's archive: at most this much unpacked, this many entries. */
+#define ADD_MAX_BYTES TEMPLATE_CONTEXT_MAX
+#define ADD_MAX_ENTRIES 1000000
+
+/* A fresh directory of the build's work space ("PREFIX<n>"), opened; -1
+ * with b->err set. */
+static int scratch_dir(struct build *b, const char *prefix, size_t no) {
+  int wfd = template_asm_workdir(b->asm_);
+  char tname[32];
+  snprintf(tname, sizeof tname, "%s%u", prefix, b->copies++);
+  if (mkdirat(wfd, tname, 0755) < 0)
+    return husk_error(b->err, errno, "step %zu", no);
+  int fd = openat(wfd, tname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return husk_error(b->err, errno, "step %zu", no);
+  return fd;
+}
+
+/* ADD of the archive at fd `src` into the directory `dir` (of the step's
+ * tree; `name` beneath it, made if missing, or NULL: `dir` itself).  The
+ * archive is unpacked as a layer is (layer_extract: every entry created
+ * beneath a directory of its own, a name that climbs out, a link out of
+ * it, a device refused or dropped, setuid bits dropped, bounded) into a
+ * fresh directory of the work space, then merged into the destination:
+ * owners as the archive has them, or --chown's. */
+static int add_archive(struct build *b, int src, int dir, const char *name, uid_t uid, gid_t gid,
+                       size_t no, const char *what) {
+  cleanup_close int tmp = scratch_dir(b, "add", no);
+  if (tmp < 0)
+    return -1;
+  struct layer_limits lim = {.max_bytes = ADD_MAX_BYTES, .max_entries = ADD_MAX_ENTRIES,
+                             .more_filters = true};
+  struct layer_result res;
+  if (layer_extract(src, tmp, &lim, &res, b->err) < 0)
+    return husk_error_wrap(b->err, "step %zu: the archive `%.200s`", no, what);
+  cleanup_close int dest = -1;
+  if (name) {
+    if (mkdirat(dir, name, 0755) < 0 && errno != EEXIST)
+      return husk_error(b->err, errno, "step %zu: `%.200s`", no, name);
+    dest = openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  } else {
+    dest = fcntl(dir, F_DUPFD_CLOEXEC, 3);
+  }
+  if (dest < 0)
+    return husk_error(b->err, errno, "step %zu: the destination of `%.200s`", no, what);
+  struct copy_opts o = {.uid = uid, .gid = gid, .keep_owner = true, .max_depth = 256};
+  if (copy_tree(tmp, dest, &o, NULL, b->err) < 0)
+    return husk_error_wrap(b->err, "step %zu: `%.200s`", no, what);
+  return 0;
+}
+
 static int copy_step(struct build *b, const struct df_step *st, size_t no) {
   say(b, "step %zu: %s", no, st->text);
   if (b->context < 0)
@@ -324,18 +386,16 @@ static int copy_step(struct build *b, const struct df_step *st, size_t no) {
     unsigned long u = strtoul(st->chown, &e, 10);
     unsigned long g = *e == ':' ? strtoul(e + 1, &e, 10) : u;
     if (*e || u > 65535 || g > 65535)
-      return husk_fail(b->err, EINVAL, "step %zu: --chown takes numeric ids (UID[:GID])", no);
+      return husk_fail(b->err, EINVAL,
+                       "step %zu: --chown takes numeric ids (UID[:GID]); names are not looked "
+                       "up in the image's /etc/passwd",
+                       no);
     uid = (uint32_t)u;
     gid = (uint32_t)g;
   }
-  int wfd = template_asm_workdir(b->asm_);
-  char tname[32];
-  snprintf(tname, sizeof tname, "copy%u", b->copies++);
-  if (mkdirat(wfd, tname, 0755) < 0)
-    return husk_error(b->err, errno, "step %zu", no);
-  cleanup_close int tree = openat(wfd, tname, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  cleanup_close int tree = scratch_dir(b, "copy", no);
   if (tree < 0)
-    return husk_error(b->err, errno, "step %zu", no);
+    return -1;
   /* The destination's directories, root's (0755), then each source. */
   char parent[PATH_MAX];
   snprintf(parent, sizeof parent, "%s", full);
@@ -382,6 +442,19 @@ static int copy_step(struct build *b, const struct df_step *st, size_t no) {
     }
     if (!S_ISREG(sst.st_mode))
       return husk_fail(b->err, EINVAL, "step %zu: `%.200s` is not a file or directory", no, src);
+    if (st->add) {
+      bool archive;
+      if (layer_is_archive(s, &archive, b->err) < 0)
+        return husk_error_wrap(b->err, "step %zu: `%.200s`", no, src);
+      if (archive) {
+        /* Unpacked into the destination, a directory (as Docker's ADD). */
+        const char *last = into_dir ? NULL : strrchr(full, '/');
+        if (add_archive(b, s, at, last ? last + 1 : into_dir ? NULL : full,
+                        st->chown ? uid : (uid_t)-1, st->chown ? gid : (gid_t)-1, no, src) < 0)
+          return -1;
+        continue;
+      }
+    }
     const char *base = into_dir ? strrchr(src, '/') : strrchr(full, '/');
     base = base ? base + 1 : into_dir ? src : full;
     cleanup_close int d =
@@ -467,7 +540,10 @@ static int config_step(struct build *b, const struct df_step *st, size_t no) {
 char *box_build_egress_policy(const char *const *hosts, size_t n) {
   json_t *rules = json_array();
   for (size_t i = 0; rules && i < n; i++)
-    if (json_array_append_new(rules, json_pack("{s:s}", "host", hosts[i])) < 0) {
+    /* Port 80 as well as 443: package mirrors (Debian's, Ubuntu's) are
+     * plain HTTP, and apt-get is what RUN steps mostly run. */
+    if (json_array_append_new(rules, json_pack("{s:s, s:[i, i]}", "host", hosts[i], "ports", 80,
+                                               443)) < 0) {
       json_decref(rules);
       rules = NULL;
     }
@@ -544,6 +620,15 @@ int box_build(struct husk_mgr *m, const struct box_build_req *req, struct state_
               struct husk_err *err) {
   if (!m->cfg.templates)
     return husk_fail(err, EINVAL, "this server keeps no templates");
+  /* A bad host in the policy fails the build before any step, not at the
+   * first RUN's box. */
+  if (req->egress_json) {
+    cleanup_free struct egress_policy *pol = malloc(sizeof *pol);
+    if (!pol)
+      return husk_error(err, ENOMEM, "the build's egress policy");
+    if (egress_policy_parse(req->egress_json, false, pol, err) < 0)
+      return husk_error_wrap(err, "the build's egress hosts");
+  }
   struct template_context tc = {.dir = -1, .work = -1, .gc = -1};
   int context = req->context;
   if (req->context_tar >= 0) {

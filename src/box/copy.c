@@ -49,9 +49,11 @@ static int path_push(struct walk *w, const char *name) {
 }
 
 static int set_meta(struct walk *w, int dirfd, const char *name, int fd, const struct stat *s) {
-  if (w->o->uid != (uid_t)-1) {
-    int rc = fd >= 0 ? fchown(fd, w->o->uid, w->o->gid)
-                     : fchownat(dirfd, name, w->o->uid, w->o->gid, AT_SYMLINK_NOFOLLOW);
+  bool own = w->o->uid != (uid_t)-1;
+  if (own || w->o->keep_owner) {
+    uid_t u = own ? w->o->uid : s->st_uid;
+    gid_t g = own ? w->o->gid : s->st_gid;
+    int rc = fd >= 0 ? fchown(fd, u, g) : fchownat(dirfd, name, u, g, AT_SYMLINK_NOFOLLOW);
     if (rc < 0)
       return husk_error(w->err, errno, "cannot set owner of `%s`", w->path);
   }

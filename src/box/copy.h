@@ -9,6 +9,7 @@
 #ifndef HUSK_BOX_COPY_H
 #define HUSK_BOX_COPY_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -17,6 +18,7 @@
 struct copy_opts {
   uid_t uid;         /* owner for created entries, (uid_t)-1 to leave as is */
   gid_t gid;
+  bool keep_owner;   /* with uid (uid_t)-1: each entry gets its source's owner */
   unsigned max_depth;
   /* Called for each entry that is skipped (special file, too deep, cannot
    * be replaced); `why` is a short reason.  May be NULL. */

@@ -15,7 +15,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -23,18 +22,24 @@
 #include "box/resolve.h"
 #include "jail/syscalls.h"
 #include "util/cleanup.h"
+#include "util/id.h"
 
 #define REMOVE_MAX_DEPTH 65536       /* levels of a recursive removal (heap, not fds) */
 #define REMOVE_MAX_PASSES (1U << 22) /* directory scans of one removal, against endless races */
 
+/* A temporary name, ".husk-<16 hex>.tmp".  Every user creates it
+ * exclusively and tries another on EEXIST, so the clock-derived name used
+ * when the kernel gives no random bytes only costs retries. */
 static void random_name(char *buf, size_t size) {
-  uint64_t r = 0;
-  if (getrandom(&r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) {
+  struct husk_err err;
+  char hex[17];
+  if (id_new(NULL, 8, hex, sizeof hex, &err) < 0) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    r ^= (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid() << 32;
+    uint64_t r = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ULL ^ (uint64_t)getpid() << 32;
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)r);
   }
-  snprintf(buf, size, ".husk-%016llx.tmp", (unsigned long long)r);
+  snprintf(buf, size, ".husk-%s.tmp", hex);
 }
 
 /* ---- creating things that belong to the box ------------------------------- */

@@ -207,6 +207,11 @@ void box_mgr_close(struct husk_mgr *m, bool destroy_boxes) {
 const char *husk_version(void) { return HUSK_VERSION; }
 
 int husk_mgr_open(struct husk_mgr **out, const struct husk_mgr_config *cfg, struct husk_err *err) {
+  return husk_mgr_open_egress(out, cfg, NULL, err);
+}
+
+int husk_mgr_open_egress(struct husk_mgr **out, const struct husk_mgr_config *cfg,
+                         const struct box_egress_settings *eg, struct husk_err *err) {
   *out = NULL;
   if (!cfg || !cfg->data_dir || !cfg->data_dir[0])
     return husk_fail(err, EINVAL, "the manager needs a data directory");
@@ -237,6 +242,12 @@ int husk_mgr_open(struct husk_mgr **out, const struct husk_mgr_config *cfg, stru
                               .templates = ts,
                               .log = cfg->log,
                               .log_ctx = cfg->log_ctx};
+  if (eg) {
+    mc.egress_resolver = eg->resolver;
+    mc.egress_allow = eg->allow;
+    mc.egress_nallow = eg->nallow;
+    mc.egress_ca_file = eg->ca_file;
+  }
   struct husk_mgr *m = NULL;
   if (mc.default_ttl_ms > mc.max_ttl_ms)
     husk_fail(err, EINVAL, "the default lifetime is above the maximum");

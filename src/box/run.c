@@ -140,9 +140,8 @@ static int run_template_open(const char *data, const char *name, struct run_temp
   /* The namespace first: a layer's mount can only be cloned in the
    * namespace its fd (and the directory fds it was opened from) belongs
    * to. */
-  int mk = mkdir_p(IMAGE_SCRATCH, 0755);
-  if (mk < 0)
-    return husk_error(err, -mk, "cannot create `%s`", IMAGE_SCRATCH);
+  if (mkdir_p(IMAGE_SCRATCH, 0755) < 0)
+    return husk_error(err, errno, "cannot create `%s`", IMAGE_SCRATCH);
   if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
     return husk_error(err, errno, "cannot make a mount namespace for the box's root");
   struct template_store_config tc = {.data_dir = data};
@@ -208,9 +207,8 @@ static int copy_in(struct jail *j, const struct husk_run_spec *spec, uint32_t ui
 }
 
 static int copy_out(struct jail *j, const struct husk_run_spec *spec, struct husk_err *err) {
-  int rc = mkdir_p(spec->export_dir, 0755);
-  if (rc < 0)
-    return husk_error(err, -rc, "cannot create export directory `%s`", spec->export_dir);
+  if (mkdir_p(spec->export_dir, 0755) < 0)
+    return husk_error(err, errno, "cannot create export directory `%s`", spec->export_dir);
   cleanup_close int dst = open(spec->export_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dst < 0)
     return husk_error(err, errno, "cannot open export directory `%s`", spec->export_dir);

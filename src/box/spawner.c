@@ -365,9 +365,8 @@ static int open_layers(const struct spawn_req *rq, struct image_fds *l, struct h
   l->n = 0;
   if (rq->nlayers > IMAGE_MAX_LAYERS)
     return husk_fail(err, EINVAL, "too many layers");
-  int mk = mkdir_p(SPAWNER_IMAGE_SCRATCH, 0755);
-  if (mk < 0)
-    return husk_error(err, -mk, "cannot create `%s`", SPAWNER_IMAGE_SCRATCH);
+  if (mkdir_p(SPAWNER_IMAGE_SCRATCH, 0755) < 0)
+    return husk_error(err, errno, "cannot create `%s`", SPAWNER_IMAGE_SCRATCH);
   for (uint32_t i = 0; i < rq->nlayers; i++) {
     char path[PATH_MAX + 96];
     char id[LAYER_DIGEST_SIZE];

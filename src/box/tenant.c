@@ -4,8 +4,9 @@
  * state_tenant_mark_deleted): the mark comes first and takes away every
  * key of the tenant, so nothing new can be made for it while the rest goes;
  * then its live boxes are ended (killed, torn down), its storage removed
- * (the caller's purge: the box plane does not know the store), and the
- * remaining rows and the tenant itself dropped in one transaction.  A
+ * (the caller's purge: the box plane does not know the store), the
+ * remaining rows and the tenant itself dropped in one transaction, and
+ * the template layers no one else has collected.  A
  * daemon killed midway finds the mark at its next start and finishes
  * (box_tenant_resume). */
 #define _GNU_SOURCE
@@ -85,7 +86,22 @@ int box_tenant_finish_delete(struct husk_mgr *m, const char *tenant,
     return -1;
   if (purge && purge->storage && purge->storage(purge->ctx, tenant, err) < 0)
     return -1;
-  return state_tenant_purge(m->cfg.state, tenant, err);
+  if (state_tenant_purge(m->cfg.state, tenant, err) < 0)
+    return -1;
+  /* Its templates' and build cache's rows went with the purge; their
+   * layers go now unless another template or cache entry has them.  The
+   * tenant is gone whatever happens here: a layer left (a crash before
+   * this, a failure, an import holding the store) goes at the store's
+   * next collection, at the latest when it is opened. */
+  if (m->cfg.templates) {
+    struct husk_err e2;
+    int n = template_collect(m->cfg.templates, &e2);
+    if (n < 0)
+      box_log(m, "deleting tenant %s: cannot collect its template layers: %s", tenant, e2.msg);
+    else if (n > 0)
+      box_log(m, "deleting tenant %s: %d template layer(s) and blob(s) removed", tenant, n);
+  }
+  return 0;
 }
 
 int box_tenant_delete(struct husk_mgr *m, const char *tenant, const struct box_tenant_purge *purge,

@@ -19,6 +19,8 @@
 
 #include "api/api.h"
 #include "box/box.h"
+#include "egress/dns.h"
+#include "egress/host.h"
 #include "front/daemon.h"
 #include "front/listen.h"
 #include "husk/husk.h"
@@ -363,6 +365,32 @@ static int opt_quota(const char *opt, const char *arg, bool size, int64_t *out) 
   return 0;
 }
 
+/* The egress resolver and the ranges exempt from the deny set are checked
+ * here too, so that a bad one is reported with the option that gave it
+ * (the core checks them again when the manager opens). */
+static int opt_resolver(struct serve_opts *o, const char *arg) {
+  struct husk_err err;
+  struct sockaddr_storage ss;
+  if (egress_dns_parse_server(arg, &ss, &err) < 0)
+    return bad_option("--egress-resolver", err.msg);
+  o->eg_resolver = arg;
+  return 0;
+}
+
+static int opt_allow_range(struct serve_opts *o, const char *arg) {
+  if (o->eg_nallow == sizeof o->eg_allow / sizeof o->eg_allow[0]) {
+    fprintf(stderr, "husk serve: at most %zu --egress-allow-range options\n",
+            sizeof o->eg_allow / sizeof o->eg_allow[0]);
+    return -1;
+  }
+  struct husk_err err;
+  struct egress_cidr c;
+  if (egress_cidr_parse(arg, &c, &err) < 0)
+    return bad_option("--egress-allow-range", err.msg);
+  o->eg_allow[o->eg_nallow++] = arg;
+  return 0;
+}
+
 static int opt_pool(struct serve_opts *o, const char *arg) {
   if (o->npools == BOX_POOL_MAX_SHAPES) {
     fprintf(stderr, "husk serve: at most %d --pool options\n", BOX_POOL_MAX_SHAPES);
@@ -373,7 +401,7 @@ static int opt_pool(struct serve_opts *o, const char *arg) {
     fprintf(stderr, "husk serve: --pool %s: %s\n", arg, err.msg);
     return -1;
   }
-  if (o->pools[o->npools].size > 0) /* --pool 0: none (as before) */
+  if (o->pools[o->npools].size > 0) /* --pool 0: no pool */
     o->npools++;
   return 0;
 }
@@ -489,15 +517,9 @@ static int serve_option(struct serve_opts *o, int c, const char *arg) {
   case O_MCP_ORIGIN: o->mcp_origins = arg; return 0;
   case O_REPLY_MAX: return opt_size("--reply-max", arg, &o->reply_max);
   case O_REPLY_BUDGET: return opt_size("--reply-budget", arg, &o->reply_budget);
-  case O_EG_RESOLVER: o->eg_resolver = arg; return 0;
+  case O_EG_RESOLVER: return opt_resolver(o, arg);
   case O_EG_CA: o->eg_ca = arg; return 0;
-  case O_EG_ALLOW:
-    if (o->eg_nallow == sizeof o->eg_allow / sizeof o->eg_allow[0]) {
-      fprintf(stderr, "husk serve: at most 16 --egress-allow-range options\n");
-      return -1;
-    }
-    o->eg_allow[o->eg_nallow++] = arg;
-    return 0;
+  case O_EG_ALLOW: return opt_allow_range(o, arg);
   case O_EG_MAXCONN: return opt_u64("--egress-max-conns", arg, 1, 10000, &o->eg_maxconn);
   case O_EG_IDLE: return opt_seconds("--egress-idle-timeout", arg, &o->eg_idle_ms);
   case O_AUDIT_RETENTION: return opt_u64("--audit-retention", arg, 0, 36500, &o->audit_days);

@@ -55,9 +55,12 @@ static void template_usage(FILE *f) {
              "                build a template from a Dockerfile: FROM a template, RUN steps\n"
              "                in boxes, COPY from CONTEXT_DIR; steps are cached.  Options:\n"
              "                --build-arg K=V, --egress-allow HOST (RUN steps reach HOST\n"
-             "                through husk's proxy; repeatable), --no-cache, --memory SIZE,\n"
-             "                --disk SIZE (each step's box).  Needs the data directory to\n"
-             "                itself: with husk serve running, build through its API\n"
+             "                through husk's proxy on ports 80 and 443; repeatable),\n"
+             "                --egress-resolver IP[:PORT], --egress-allow-range CIDR,\n"
+             "                --egress-ca-file FILE (the proxy's, as husk serve's),\n"
+             "                --no-cache, --memory SIZE, --disk SIZE (each step's box).\n"
+             "                Needs the data directory to itself: with husk serve\n"
+             "                running, build through its API\n"
              "  export NAME FILE|-\n"
              "                the template as an OCI image archive (podman load, skopeo)\n"
              "  list [--json]  the templates\n"
@@ -241,6 +244,7 @@ struct build_opts {
   size_t nargs;
   const char **hosts;
   size_t nhosts;
+  struct box_egress_settings eg; /* the proxy's operator settings, as husk serve's */
   bool no_cache;
   struct husk_limits limits;
 };
@@ -285,7 +289,7 @@ static int cmd_build(struct tctx *c, const char *name, const char *context,
   struct husk_err err;
   struct husk_mgr_config mc = {.data_dir = c->data, .husk_binary = self};
   struct husk_mgr *m;
-  if (husk_mgr_open(&m, &mc, &err) < 0) {
+  if (husk_mgr_open_egress(&m, &mc, &bo->eg, &err) < 0) {
     if (err.code == EWOULDBLOCK)
       return fail("build: a husk serve holds `%s`: build through its API "
                   "(POST /v1/builds), or stop it",
@@ -393,6 +397,9 @@ int cmd_template(int argc, char **argv) {
     O_MIRROR,
     O_BUILD_ARG,
     O_EGRESS,
+    O_EG_RESOLVER,
+    O_EG_ALLOW,
+    O_EG_CA,
     O_NO_CACHE,
     O_MEMORY,
     O_DISK
@@ -406,6 +413,9 @@ int cmd_template(int argc, char **argv) {
                                        {"file", required_argument, NULL, 'f'},
                                        {"build-arg", required_argument, NULL, O_BUILD_ARG},
                                        {"egress-allow", required_argument, NULL, O_EGRESS},
+                                       {"egress-resolver", required_argument, NULL, O_EG_RESOLVER},
+                                       {"egress-allow-range", required_argument, NULL, O_EG_ALLOW},
+                                       {"egress-ca-file", required_argument, NULL, O_EG_CA},
                                        {"no-cache", no_argument, NULL, O_NO_CACHE},
                                        {"memory", required_argument, NULL, O_MEMORY},
                                        {"disk", required_argument, NULL, O_DISK},
@@ -415,10 +425,12 @@ int cmd_template(int argc, char **argv) {
   struct build_opts bo = {0};
   cleanup_free char **bargs = calloc((size_t)argc + 1, sizeof *bargs);
   cleanup_free const char **hosts = calloc((size_t)argc + 1, sizeof *hosts);
-  if (!bargs || !hosts)
+  cleanup_free const char **ranges = calloc((size_t)argc + 1, sizeof *ranges);
+  if (!bargs || !hosts || !ranges)
     return fail("out of memory");
   bo.args = bargs;
   bo.hosts = hosts;
+  bo.eg.allow = ranges;
   if (argc < 2) {
     template_usage(stderr);
     return 2;
@@ -460,6 +472,9 @@ int cmd_template(int argc, char **argv) {
         bargs[bo.nargs++] = optarg;
         break;
       case O_EGRESS: hosts[bo.nhosts++] = optarg; break;
+      case O_EG_RESOLVER: bo.eg.resolver = optarg; break;
+      case O_EG_ALLOW: ranges[bo.eg.nallow++] = optarg; break;
+      case O_EG_CA: bo.eg.ca_file = optarg; break;
       case O_NO_CACHE: bo.no_cache = true; break;
       case O_MEMORY:
       case O_DISK:

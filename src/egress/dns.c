@@ -11,11 +11,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "util/cleanup.h"
 #include "util/clock.h"
+#include "util/id.h"
 
 #define T_A 1
 #define T_AAAA 28
@@ -135,8 +135,8 @@ int egress_dns_resolve(const struct sockaddr_storage *server, const char *name, 
   if (connect(fd, (const struct sockaddr *)server, sl) < 0)
     return husk_error(err, errno, "cannot reach the DNS resolver");
   uint16_t ids[2];
-  if (getrandom(ids, sizeof ids, 0) != (ssize_t)sizeof ids)
-    return husk_error(err, errno, "getrandom");
+  if (id_random_bytes(ids, sizeof ids, err) < 0)
+    return -1;
   static const uint16_t types[2] = {T_A, T_AAAA};
   uint8_t q[2][300];
   size_t ql[2];
@@ -249,7 +249,8 @@ int egress_dns_parse_server(const char *s, struct sockaddr_storage *out, struct 
 int egress_dns_system_server(struct sockaddr_storage *out, struct husk_err *err) {
   cleanup_fclose FILE *f = fopen("/etc/resolv.conf", "re");
   if (!f)
-    return husk_error(err, errno, "cannot read `/etc/resolv.conf` (set --egress-resolver)");
+    return husk_error(err, errno,
+                      "no egress resolver configured and cannot read `/etc/resolv.conf`");
   char line[512];
   while (fgets(line, sizeof line, f)) {
     char addr[INET6_ADDRSTRLEN + 1];
@@ -262,7 +263,8 @@ int egress_dns_system_server(struct sockaddr_storage *out, struct husk_err *err)
       return egress_dns_parse_server(addr, out, err);
     }
   }
-  return husk_fail(err, ENOENT, "no nameserver in `/etc/resolv.conf` (set --egress-resolver)");
+  return husk_fail(err, ENOENT,
+                   "no egress resolver configured and no nameserver in `/etc/resolv.conf`");
 }
 
 /* ---- the stub --------------------------------------------------------------- */

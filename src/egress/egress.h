@@ -68,7 +68,6 @@ struct egress_box_spec {
   pid_t init_pid;
   int pidfd;
   int fs;                  /* the box filesystem's root (tmp/ gets the CA bundle) */
-  uint32_t box_uid_host;   /* unused for now */
   const char *policy_json; /* stored form (placeholders included) */
 };
 

@@ -20,9 +20,10 @@
  *     it back to a later request that carries no placeholder -- is
  *     replaced by its placeholder in the response head and body, raw and
  *     in its common encodings (Accept-Encoding is forced to identity so
- *     the body is scannable; chunked bodies are de-chunked, so a value
- *     split across chunks is still found, and the response is delimited
- *     by the connection close).
+ *     the body is scannable, and a response with a body in any other
+ *     Content-Encoding is refused with 502; chunked bodies are de-chunked,
+ *     so a value split across chunks is still found, and the response is
+ *     delimited by the connection close).
  * Secret values live in this connection's memory only while it runs and
  * are wiped at its end. */
 #define _GNU_SOURCE
@@ -346,10 +347,12 @@ static int chunk_feed(struct conn *c, struct chunker *k, struct scrub *sc, const
       k->st = CK_SIZE;
     } else if (k->st == CK_SIZE) {
       /* Hex digits only: strtoull alone would take a sign, a 0x prefix
-       * and leading blanks, which no chunk size has. */
+       * and leading blanks, which no chunk size has.  The digits end
+       * the line only at its real end: a NUL byte in it does not. */
       size_t digits = strspn(k->line, "0123456789abcdefABCDEF");
       char *end = k->line + digits;
-      if (!digits || digits > 16 || (*end && *end != ';' && *end != ' ' && *end != '\t'))
+      if (!digits || digits > 16 ||
+          (digits < linelen && *end != ';' && *end != ' ' && *end != '\t'))
         return -1;
       unsigned long long v = strtoull(k->line, NULL, 16);
       if (v == 0)
@@ -559,19 +562,42 @@ static int tls_upstream(struct conn *c, const struct egress_host *h, const char 
   return 0;
 }
 
-/* Relay the request body (raw) and process the response. */
-static void exchange(struct conn *c, struct secrets *s, bool head_request, const char *extra,
-                     size_t extra_len) {
+/* Whether a response's body is in a content coding other than identity
+ * (gzip, br, deflate, zstd, or anything unknown): the scrubber reads the
+ * bytes as they are and would miss a secret inside one, so such a
+ * response is refused.  Upstreams are asked for identity; this is for
+ * those that send a coding anyway. */
+static bool coded_body(const struct http_head *rh) {
+  for (size_t i = 0; i < rh->nh; i++) {
+    if (strcasecmp(rh->h[i].name, "content-encoding"))
+      continue;
+    for (const char *p = rh->h[i].value; *p;) {
+      p += strspn(p, " \t,");
+      size_t n = strcspn(p, " \t,");
+      if (n && !(n == 8 && !strncasecmp(p, "identity", 8)))
+        return true;
+      p += n;
+    }
+  }
+  return false;
+}
+
+/* Relay the request body (raw) and process the response.  0, or a status
+ * with *why when the response was refused (the box has had the proxy's
+ * own reply instead, nothing of the upstream's). */
+static int exchange(struct conn *c, struct secrets *s, bool head_request, const char *extra,
+                    size_t extra_len, const char **why) {
+  int refused = 0;
   struct scrub sc = {.s = s};
   if (extra_len) {
     if (egress_io_write_all(c, &c->up, extra, extra_len) < 0)
-      return;
+      return 0;
     c->bytes_up += extra_len;
   }
   size_t cap = EGRESS_HTTP_HEAD_MAX + 1, got = 0;
   cleanup_free char *hbuf = malloc(cap);
   if (!hbuf)
-    return;
+    return 0;
   bool in_head = true, box_open = true;
   struct chunker ck = {0};
   bool chunked = false, sized = false, done = false;
@@ -624,6 +650,15 @@ static void exchange(struct conn *c, struct secrets *s, bool head_request, const
       int status = atoi(rh.start[1]);
       if (status == 101) {
         egress_http_free(&rh);
+        break;
+      }
+      /* A body the scrubber cannot read is not relayed (a head-only
+       * response carries no body, whatever it says it is coded in). */
+      if (status >= 200 && !head_request && status != 204 && status != 304 && coded_body(&rh)) {
+        egress_http_free(&rh);
+        egress_reply(c, 502, "the upstream response is compressed: it cannot be scrubbed");
+        *why = "upstream-content-encoding";
+        refused = 502;
         break;
       }
       /* Our own head for the box: framing replaced by the close. */
@@ -688,6 +723,7 @@ static void exchange(struct conn *c, struct secrets *s, bool head_request, const
   if (sc.tail)
     explicit_bzero(sc.tail, sc.tlen);
   free(sc.tail);
+  return refused;
 }
 
 void egress_inject(struct conn *c, const struct egress_host *h) {
@@ -771,8 +807,11 @@ void egress_inject(struct conn *c, const struct egress_host *h) {
     c->bytes_up += req_len;
     char used[64];
     snprintf(used, sizeof used, "secrets=%zu", used_n);
-    exchange(c, &s, head_request, buf + end, got - end);
-    egress_audit(c, "egress.inject", "ok", 200, used);
+    int rst = exchange(c, &s, head_request, buf + end, got - end, &why);
+    if (rst)
+      egress_audit(c, "egress.inject", "error", rst, why);
+    else
+      egress_audit(c, "egress.inject", "ok", 200, used);
   } else {
     egress_audit(c, "egress.inject", "error", 502, "upstream-write");
   }
@@ -789,7 +828,7 @@ int egress_scrubbed_relay(struct conn *c, bool head_request, const char **why) {
   struct secrets s = {0};
   int st = use_all_secrets(c, &s, why);
   if (!st)
-    exchange(c, &s, head_request, NULL, 0);
+    st = exchange(c, &s, head_request, NULL, 0, why);
   secrets_wipe(&s);
   return st;
 }

@@ -124,11 +124,16 @@ void egress_io_relay(struct conn *c) {
 }
 
 void egress_reply(struct conn *c, int status, const char *reason) {
+  /* The reason is cut to what fits twice (status line and body) in the
+   * buffer: a longer one must not make the write run past it. */
   char buf[256];
+  int rl = (int)strnlen(reason, 80);
   int n = snprintf(buf, sizeof buf,
-                   "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n"
-                   "Connection: close\r\n\r\n%s\n",
-                   status, reason, strlen(reason) + 1, reason);
+                   "HTTP/1.1 %d %.*s\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
+                   "Connection: close\r\n\r\n%.*s\n",
+                   status, rl, reason, rl + 1, rl, reason);
+  if (n < 0 || (size_t)n >= sizeof buf)
+    return;
   if (egress_io_write_all(c, &c->box, buf, (size_t)n) < 0 || c->box.ssl)
     return;
   /* Close gracefully: a client still sending (an oversize head) would

@@ -8,9 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "egress/egress.h"
+#include "util/id.h"
 
 static int pattern_parse(const char *s, struct egress_pattern *out, const char *what,
                          struct husk_err *err) {
@@ -73,14 +73,9 @@ static bool env_name_ok(const char *s) {
   return true;
 }
 
+/* "husk_ph_" and 16 random bytes in hex. */
 static int make_placeholder(char out[EGRESS_PLACEHOLDER_LEN], struct husk_err *err) {
-  unsigned char r[16];
-  if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
-    return husk_error(err, errno, "getrandom");
-  int o = snprintf(out, EGRESS_PLACEHOLDER_LEN, "husk_ph_");
-  for (size_t i = 0; i < sizeof r; i++)
-    o += snprintf(out + o, (size_t)(EGRESS_PLACEHOLDER_LEN - o), "%02x", r[i]);
-  return 0;
+  return id_new("husk_ph_", 16, out, EGRESS_PLACEHOLDER_LEN, err);
 }
 
 static bool placeholder_ok(const char *s) {

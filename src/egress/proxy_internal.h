@@ -203,7 +203,9 @@ void egress_tunnel_transparent(struct conn *c);
 void egress_inject(struct conn *c, const struct egress_host *h);
 /* Relay the response of a request already sent upstream (plain HTTP)
  * with every secret bound to the box scrubbed from it, as in inject mode.
- * 0, or a status with *why (nothing relayed). */
+ * 0, or a status with *why: nothing of the response relayed (a response
+ * that cannot be scrubbed, being compressed, got the box a 502 of the
+ * proxy's own). */
 int egress_scrubbed_relay(struct conn *c, bool head_request, const char **why);
 
 /* ---- dns_stub.c: the box's DNS stub ---- */

@@ -50,8 +50,8 @@ int rootfs_instance_drop(const char *at, struct husk_err *err);
 /* Whether the host entries the last rootfs_prepare() mirrored (/etc files,
  * /bin links...) are still the same files, and the files it copied still
  * the same size and modification time.  When not, the creator prepares
- * again, so that a new box never gets a file the host replaced or edited
- * (a package update) as it was before. */
+ * again, so that a new box never gets the old content of a file the host
+ * replaced or edited (a package update). */
 bool rootfs_prepared_current(void);
 
 /* Build the root, pivot into it, and leave the root read-only: from

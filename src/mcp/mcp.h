@@ -162,7 +162,8 @@ json_t *mcp_handle(struct mcp_server *s, const struct mcp_msg *msg, const struct
  * an unknown tool's error at once, without opening a stream). */
 bool mcp_tool_known(struct mcp_server *s, const char *name);
 
-/* A JSON-RPC error reply (id may be NULL: null). */
+/* A JSON-RPC error reply (id may be NULL: null), with `data` (may be
+ * NULL) as its error's data; `data` is taken over, whatever happens. */
 json_t *mcp_error(json_t *id, int code, const char *message, json_t *data);
 /* The error code of a reply, 0 for a result. */
 int mcp_reply_code(json_t *reply);

@@ -16,6 +16,7 @@
 #include "husk/husk.h"
 #include "mcp/internal.h"
 #include "util/cleanup.h"
+#include "util/cleanup_json.h"
 
 #define META_VERSION "io.modelcontextprotocol/protocolVersion"
 #define META_CAPS "io.modelcontextprotocol/clientCapabilities"
@@ -87,12 +88,11 @@ char *mcp_dump(json_t *msg) {
   return json_dumps(msg, JSON_COMPACT | JSON_ENCODE_ANY);
 }
 
-json_t *mcp_error(json_t *id, int code, const char *message, json_t *data) {
+json_t *mcp_error(json_t *id, int code, const char *message, json_t *data_in) {
+  cleanup_json json_t *data = data_in;
   json_t *e = json_pack("{s:i, s:s}", "code", code, "message", message);
   if (e && data)
-    json_object_set_new(e, "data", data);
-  else
-    json_decref(data);
+    json_object_set_new(e, "data", steal_pointer(&data));
   return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "error", e);
 }
 
@@ -115,7 +115,7 @@ int mcp_parse(const char *text, size_t len, struct mcp_msg *out, json_t **error_
   *error_reply = NULL;
   json_error_t je;
   /* REJECT_DUPLICATES: {"id":1,"id":2} has no one meaning. */
-  json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
+  cleanup_json json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
   if (!root) {
     /* The position, not jansson's quote of the input near it (which could
      * carry whatever the message held). */
@@ -130,7 +130,6 @@ int mcp_parse(const char *text, size_t len, struct mcp_msg *out, json_t **error_
     return -1;
   }
   if (json_is_array(root)) {
-    json_decref(root);
     *error_reply = mcp_error(NULL, MCP_INVALID_REQUEST,
                              "Invalid Request: JSON-RPC batches are not supported (send one "
                              "message at a time)", NULL);
@@ -158,10 +157,9 @@ int mcp_parse(const char *text, size_t len, struct mcp_msg *out, json_t **error_
     char m[160];
     snprintf(m, sizeof m, "Invalid Request: %s", why);
     *error_reply = mcp_error(id_ok ? id : NULL, MCP_INVALID_REQUEST, m, NULL);
-    json_decref(root);
     return -1;
   }
-  out->root = root;
+  out->root = steal_pointer(&root);
   if (!method) {
     out->kind = MCP_RESPONSE;
     return 0;
@@ -284,16 +282,14 @@ static json_t *list_result(const struct mcp_msg *msg, const char *key, json_t *i
 
 static json_t *tool_json(const struct mcp_tool *t) {
   json_error_t je;
-  json_t *out = t->output_schema ? json_loads(t->output_schema, 0, &je) : NULL;
+  cleanup_json json_t *out = t->output_schema ? json_loads(t->output_schema, 0, &je) : NULL;
   json_t *j = json_pack("{s:s, s:s, s:s, s:o, s:{s:s, s:b, s:b, s:b, s:b}}", "name", t->name,
                         "title", t->title, "description", t->description, "inputSchema",
                         mcp_input_schema(t), "annotations", "title", t->title, "readOnlyHint",
                         t->read_only, "destructiveHint", t->destructive, "idempotentHint",
                         t->idempotent, "openWorldHint", 0);
   if (j && out)
-    json_object_set_new(j, "outputSchema", out);
-  else
-    json_decref(out);
+    json_object_set_new(j, "outputSchema", steal_pointer(&out));
   return j;
 }
 

@@ -12,6 +12,7 @@
 #include "mcp/boxio.h"
 #include "mcp/internal.h"
 #include "util/cleanup.h"
+#include "util/cleanup_json.h"
 
 #define READ_DEFAULT (64 * 1024)
 #define READ_MAX (1024 * 1024)
@@ -300,17 +301,16 @@ static int list_files(struct mcp_call *c) {
   struct husk_fs b;
   if (open_fs(c, &m, &b) < 0)
     return 0;
-  struct list_ctx lc = {.arr = json_array()};
+  cleanup_json json_t *arr = json_array();
+  struct list_ctx lc = {.arr = arr};
   struct husk_err err;
   b.list_max = LIST_ENTRIES_MAX + 1;
   int rc = husk_file_list(&b, path, (int)depth, list_cb, &lc, &err);
   close(b.fs);
-  if (rc < 0) {
-    json_decref(lc.arr);
+  if (rc < 0)
     return mcp_tool_core_error(c, "directory", path, &err);
-  }
-  mcp_result(c, json_pack("{s:s, s:o, s:b}", "path", path, "entries", lc.arr, "truncated",
-                          lc.more || rc == 1), false);
+  mcp_result(c, json_pack("{s:s, s:o, s:b}", "path", path, "entries", steal_pointer(&arr),
+                          "truncated", lc.more || rc == 1), false);
   return 0;
 }
 
@@ -365,15 +365,15 @@ static int sandbox_list(struct mcp_call *c) {
   struct husk_mgr *m = mcp_call_mgr(c);
   if (!m)
     return 0;
-  json_t *arr = json_array();
+  cleanup_json json_t *arr = json_array();
   struct husk_box_filter lr = {.state = "running", .limit = 100};
   char next[64] = "";
   struct husk_err err;
-  if (husk_box_list(m, c->caller->tenant, &lr, box_list_cb, arr, next, sizeof next, &err) < 0) {
-    json_decref(arr);
+  if (husk_box_list(m, c->caller->tenant, &lr, box_list_cb, arr, next, sizeof next, &err) < 0)
     return mcp_tool_core_error(c, "sandbox list", "", &err);
-  }
-  mcp_result(c, json_pack("{s:o, s:b}", "sandboxes", arr, "truncated", next[0] != 0), false);
+  mcp_result(c, json_pack("{s:o, s:b}", "sandboxes", steal_pointer(&arr), "truncated",
+                          next[0] != 0),
+             false);
   return 0;
 }
 
@@ -394,11 +394,10 @@ static int template_cb(void *ctx, const struct state_template *t) {
   json_t *j = json_pack("{s:s, s:s, s:b, s:o}", "name", t->name, "source", t->source, "shared",
                         !t->tenant_id[0], "created_at", mcp_time(t->created_ms));
   /* The image's labels (a description, a version) tell an agent what it is. */
-  json_t *cfg = j ? json_loads(t->config_json, 0, NULL) : NULL;
+  cleanup_json json_t *cfg = j ? json_loads(t->config_json, 0, NULL) : NULL;
   json_t *labels = json_object_get(json_object_get(cfg, "config"), "Labels");
   if (j && json_is_object(labels))
     json_object_set(j, "labels", labels);
-  json_decref(cfg);
   if (!j || json_array_append_new(ctx, j) < 0)
     return -1;
   return 0;
@@ -408,15 +407,13 @@ static int template_list(struct mcp_call *c) {
   struct husk_mgr *m = mcp_call_mgr(c);
   if (!m)
     return 0;
-  json_t *arr = json_array();
+  cleanup_json json_t *arr = json_array();
   struct husk_err err = {0};
   json_array_append_new(arr, json_pack("{s:s, s:s, s:b}", "name", "default", "source", "host",
                                        "shared", true));
-  if (box_template_list(m, c->caller->tenant, template_cb, arr, &err) < 0) {
-    json_decref(arr);
+  if (box_template_list(m, c->caller->tenant, template_cb, arr, &err) < 0)
     return mcp_tool_core_error(c, "template list", "", &err);
-  }
-  mcp_result(c, json_pack("{s:o}", "templates", arr), false);
+  mcp_result(c, json_pack("{s:o}", "templates", steal_pointer(&arr)), false);
   return 0;
 }
 

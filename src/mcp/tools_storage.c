@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -20,6 +19,8 @@
 #include "storage/remote.h"
 #include "storage/store.h"
 #include "util/cleanup.h"
+#include "util/cleanup_json.h"
+#include "util/id.h"
 
 /* Inline content of store_file (decoded size; the message limit is 4 MiB). */
 #define CONTENT_MAX (3 * 1024 * 1024)
@@ -74,13 +75,12 @@ static void safe_name(const char *in, char *out, size_t cap) {
 
 /* A fresh key: "<dir>/<16 hex>/<name>", unique without asking the store. */
 static int unique_key(const char *dir, const char *name, char **out, struct husk_err *err) {
-  unsigned char r[8];
-  if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r)
-    return husk_error(err, errno ? errno : EIO, "getrandom");
+  char hex[17];
+  if (id_new(NULL, 8, hex, sizeof hex, err) < 0)
+    return -1;
   char safe[NAME_MAX_LEN + 1];
   safe_name(name, safe, sizeof safe);
-  if (asprintf(out, "%s/%02x%02x%02x%02x%02x%02x%02x%02x/%s", dir, r[0], r[1], r[2], r[3], r[4],
-               r[5], r[6], r[7], safe) < 0) {
+  if (asprintf(out, "%s/%s/%s", dir, hex, safe) < 0) {
     *out = NULL;
     return husk_error(err, ENOMEM, "key");
   }
@@ -142,10 +142,9 @@ static int check_box(struct mcp_call *c, struct husk_mgr *m, const char *id) {
 
 static void add_link_block(struct mcp_call *c, const char *url, const char *key,
                            const char *mime, uint64_t size, int64_t expires_ms) {
-  json_t *exp = json_time(expires_ms);
+  cleanup_json json_t *exp = json_time(expires_ms);
   char desc[160];
   snprintf(desc, sizeof desc, "expiring link (until %s)", json_string_value(exp) ? json_string_value(exp) : "?");
-  json_decref(exp);
   mcp_add_block(c, json_pack("{s:s, s:s, s:s, s:s, s:I, s:s}", "type", "resource_link", "uri", url,
                              "name", base_name(key), "mimeType", mime, "size", (json_int_t)size,
                              "description", desc));
@@ -421,21 +420,20 @@ static int list_objects(struct mcp_call *c) {
   cleanup_free char *after_s = after ? strndup((char *)after, alen) : NULL;
   if (after && !after_s)
     return mcp_tool_error(c, "out of memory");
-  json_t *arr = json_array();
+  cleanup_json json_t *arr = json_array();
   struct store_list_req rq = {.prefix = prefix ? prefix : "", .after = after_s,
                               .max_keys = (unsigned)max};
   bool truncated = false;
   cleanup_free char *next = NULL;
   struct husk_err err;
   if (store_list(s, c->caller->tenant, bucket, &rq, list_cb, arr, &truncated, &next, &err) < 0) {
-    json_decref(arr);
     if (!(dflt && err.code == STORE_ENOBUCKET)) /* the default bucket before its first use */
       return storage_error(c, bucket, prefix ? prefix : "", "bucket", bucket, &err);
-    arr = json_array();
+    json_array_clear(arr);
     truncated = false;
   }
   json_t *r = json_pack("{s:s, s:s, s:o, s:b}", "bucket", bucket, "prefix", prefix ? prefix : "",
-                        "objects", arr, "truncated", (int)truncated);
+                        "objects", steal_pointer(&arr), "truncated", (int)truncated);
   if (truncated && next) {
     cleanup_free char *nc = b64_encode(next, strlen(next), NULL);
     json_object_set_new(r, "next_cursor", nc ? json_string(nc) : json_null());

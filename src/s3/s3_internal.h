@@ -30,7 +30,8 @@
  * address (an IPv6 one by its /64) may have S3_LINK_DENY_BURST counted,
  * refilled at S3_LINK_DENY_PER_S; all sources together
  * S3_LINK_DENY_SHARED_BURST at S3_LINK_DENY_SHARED_PER_S.  Past that,
- * link fetches from the source get 429 and are not counted. */
+ * the source's refused link fetches get 429 (not 403) and are not
+ * counted; its valid ones are served as ever. */
 #define S3_LINK_DENY_BURST 20
 #define S3_LINK_DENY_PER_S 1.0
 #define S3_LINK_DENY_SHARED_BURST 1000
@@ -41,12 +42,24 @@
 
 /* ---- s3_ratelimit.c ---- */
 struct s3_rate;
-int s3_rate_init(struct s3_rate **out);
+struct sockaddr;
+/* The budgets: each source's and the one all sources share. */
+struct s3_rate_limits {
+  double burst, per_s;               /* one source's */
+  double shared_burst, shared_per_s; /* all sources' together */
+};
+/* The daemon's: S3_LINK_DENY_*. */
+extern const struct s3_rate_limits s3_link_deny_limits;
+int s3_rate_init(struct s3_rate **out, const struct s3_rate_limits *lim);
 void s3_rate_free(struct s3_rate *rl);
-/* Whether the source (or everyone) has no refusal left in its budget. */
-bool s3_rate_exhausted(struct s3_rate *rl, const char *key, int64_t now_ms);
-/* Spend one refusal of the source's budget; false if there was none. */
+/* Spend one refusal of the source's budget (and of the shared one); false
+ * if either has none left.  Only refusals are ever passed here: a request
+ * that is let through costs no budget and is never refused by it. */
 bool s3_rate_take(struct s3_rate *rl, const char *key, int64_t now_ms);
+/* The limiter's name of a client address: an IPv4 address as it is (an
+ * IPv4-mapped IPv6 one too), an IPv6 one by its /64 (one host is usually
+ * given a whole /64), "-" for anything else. */
+void s3_rate_source(const struct sockaddr *sa, char *out, size_t size);
 
 struct s3_server {
   /* The daemon, the requests in flight, the per-tenant loads and the

@@ -7,8 +7,12 @@
  * slot used least recently is taken over (that source then starts again
  * with a full bucket, which the shared bucket still bounds). */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "s3/s3_internal.h"
 
@@ -20,17 +24,29 @@ struct slot {
   int64_t last_ms; /* 0: free */
 };
 
+const struct s3_rate_limits s3_link_deny_limits = {
+    .burst = S3_LINK_DENY_BURST,
+    .per_s = S3_LINK_DENY_PER_S,
+    .shared_burst = S3_LINK_DENY_SHARED_BURST,
+    .shared_per_s = S3_LINK_DENY_SHARED_PER_S,
+};
+
 struct s3_rate {
   pthread_mutex_t lock;
+  struct s3_rate_limits lim;
   struct slot slots[S3_RATE_SLOTS];
   struct slot shared;
 };
 
-int s3_rate_init(struct s3_rate **out) {
+int s3_rate_init(struct s3_rate **out, const struct s3_rate_limits *lim) {
   struct s3_rate *rl = calloc(1, sizeof *rl);
   if (!rl)
     return -1;
-  pthread_mutex_init(&rl->lock, NULL);
+  if (pthread_mutex_init(&rl->lock, NULL) != 0) {
+    free(rl);
+    return -1;
+  }
+  rl->lim = *lim;
   *out = rl;
   return 0;
 }
@@ -88,18 +104,9 @@ static struct slot *find(struct s3_rate *rl, const char *key, int64_t now) {
       n = sizeof sl->key - 1;
     memcpy(sl->key, key, n);
   }
-  refill(sl, S3_LINK_DENY_BURST, S3_LINK_DENY_PER_S, now);
-  refill(&rl->shared, S3_LINK_DENY_SHARED_BURST, S3_LINK_DENY_SHARED_PER_S,
-         now);
+  refill(sl, rl->lim.burst, rl->lim.per_s, now);
+  refill(&rl->shared, rl->lim.shared_burst, rl->lim.shared_per_s, now);
   return sl;
-}
-
-bool s3_rate_exhausted(struct s3_rate *rl, const char *key, int64_t now_ms) {
-  pthread_mutex_lock(&rl->lock);
-  struct slot *sl = find(rl, key, now_ms);
-  bool out = sl->tokens < 1.0 || rl->shared.tokens < 1.0;
-  pthread_mutex_unlock(&rl->lock);
-  return out;
 }
 
 bool s3_rate_take(struct s3_rate *rl, const char *key, int64_t now_ms) {
@@ -112,4 +119,20 @@ bool s3_rate_take(struct s3_rate *rl, const char *key, int64_t now_ms) {
   }
   pthread_mutex_unlock(&rl->lock);
   return ok;
+}
+
+void s3_rate_source(const struct sockaddr *sa, char *out, size_t size) {
+  snprintf(out, size, "-");
+  if (!sa)
+    return;
+  if (sa->sa_family == AF_INET) {
+    if (!inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)size))
+      snprintf(out, size, "-");
+  } else if (sa->sa_family == AF_INET6) {
+    struct in6_addr a = ((const struct sockaddr_in6 *)sa)->sin6_addr;
+    if (!IN6_IS_ADDR_V4MAPPED(&a))
+      memset(a.s6_addr + 8, 0, 8);
+    if (!inet_ntop(AF_INET6, &a, out, (socklen_t)size))
+      snprintf(out, size, "-");
+  }
 }

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,6 +21,7 @@
 #include "util/base64.h"
 #include "util/cleanup.h"
 #include "util/clock.h"
+#include "util/id.h"
 
 void s3_log(struct s3_server *s, const char *fmt, ...) {
   va_list ap;
@@ -121,11 +121,14 @@ static bool refusal_counted(struct s3_req *r, const char *id) {
 static enum MHD_Result authenticate(struct s3_req *r, bool *ok) {
   *ok = false;
   /* A request naming a link is a link fetch: anyone holding (or
-   * guessing) a URL may send one, so its refusals are budgeted. */
+   * guessing) a URL may send one, so its refusals are budgeted.  The
+   * budget is consulted only once the fetch is known to be refused: a
+   * valid fetch (its signature checked first, one HMAC) is never turned
+   * away because others, from the same address or not, sent bad ones.
+   * A refusal past the budget costs the parse, one key lookup and one
+   * HMAC, and writes nothing. */
   cleanup_free char *lid = s3_query(r, "x-husk-link");
   bool link_fetch = lid != NULL;
-  if (link_fetch && s3_rate_exhausted(r->srv->rate, r->source, mono_ms()))
-    return too_many(r);
   struct hdrs h = {0};
   MHD_get_connection_values(r->conn, MHD_HEADER_KIND, collect, &h);
   if (h.too_many)
@@ -485,7 +488,8 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
   r->raw_uri = strdup(uri ? uri : "/");
   r->t0_ms = mono_ms();
   unsigned char rnd[8];
-  if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+  struct husk_err err;
+  if (id_random_bytes(rnd, sizeof rnd, &err) < 0)
     memset(rnd, 0, sizeof rnd);
   sigv4_hex(rnd, 8, r->request_id);
   for (char *p = r->request_id; *p; p++)
@@ -686,23 +690,11 @@ static void remote_addr(struct MHD_Connection *conn, char *out, size_t size) {
     inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out, (socklen_t)size);
 }
 
-/* The rate limiter's name of the client: its IPv4 address, or the /64
- * of its IPv6 one (one host is usually given a whole /64). */
+/* The rate limiter's name of the client (s3_ratelimit.c). */
 static void source_key(struct MHD_Connection *conn, char *out, size_t size) {
-  snprintf(out, size, "-");
   const union MHD_ConnectionInfo *ci =
       MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-  if (!ci || !ci->client_addr)
-    return;
-  const struct sockaddr *sa = ci->client_addr;
-  if (sa->sa_family == AF_INET) {
-    inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)size);
-  } else if (sa->sa_family == AF_INET6) {
-    struct in6_addr a = ((const struct sockaddr_in6 *)sa)->sin6_addr;
-    if (!IN6_IS_ADDR_V4MAPPED(&a))
-      memset(a.s6_addr + 8, 0, 8);
-    inet_ntop(AF_INET6, &a, out, (socklen_t)size);
-  }
+  s3_rate_source(ci ? ci->client_addr : NULL, out, size);
 }
 
 /* Bucket-level changes (and batch deletes) go to the audit log, like the
@@ -802,7 +794,7 @@ int s3_start(struct s3_server **out, const struct s3_config *cfg, struct husk_er
                             .conn_what = "S3 connection(s)"};
   if (front_init(&s->front, &fc, err) < 0)
     return -1;
-  if (s3_rate_init(&s->rate) < 0)
+  if (s3_rate_init(&s->rate, &s3_link_deny_limits) < 0)
     return husk_error(err, ENOMEM, "s3 server");
   /* The same default share of the connection threads as the API's. */
   s->tenant_max_requests =

@@ -135,12 +135,7 @@ int state_audit_list(struct state *st, const struct state_audit_filter *filter,
     if (db_rows_fill(st, s, &rows, read_audit, "cannot list audit records", err) < 0)
       return -1;
   }
-  for (size_t i = 0; i < rows.n; i++) {
-    int r = cb(ctx, db_rows_at(&rows, i));
-    if (r != 0)
-      return db_cb_verdict(r);
-  }
-  return 0;
+  return db_rows_each(&rows, rows.n, cb, ctx);
 }
 
 int state_audit_prune(struct state *st, int64_t before_ms, unsigned max_rows, size_t *deleted,

@@ -556,12 +556,7 @@ int state_box_list(struct state *st, const struct state_box_filter *filter,
     if (next_cursor)
       snprintf(next_cursor, next_size, "%lld.%s", (long long)last->created_ms, last->id);
   }
-  for (size_t i = 0; i < shown; i++) {
-    int r = cb(ctx, db_rows_at(&rows, i));
-    if (r != 0)
-      return db_cb_verdict(r);
-  }
-  return 0;
+  return db_rows_each(&rows, shown, cb, ctx);
 }
 
 int state_box_count_live(struct state *st, const char *tenant_id, int64_t *boxes, int64_t *memory,

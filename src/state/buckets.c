@@ -100,18 +100,10 @@ int state_bucket_list(struct state *st, const char *tenant_id,
                       int (*cb)(void *ctx, const char *name, int64_t created_ms), void *ctx,
                       struct husk_err *err) {
   cleanup_rows struct db_rows rows = {.item_size = sizeof(struct bucket_row)};
-  {
-    cleanup_unlock struct state *locked = db_lock(st);
-    cleanup_stmt sqlite3_stmt *q = NULL;
-    if (db_prepare(st, &q, "SELECT name, created_ms FROM buckets WHERE tenant_id = ? ORDER BY name",
-                   err) < 0)
-      return -1;
-    int rc = db_text(q, 1, tenant_id);
-    if (rc != SQLITE_OK)
-      return db_fail(st, err, rc, "buckets");
-    if (db_rows_fill(st, q, &rows, read_bucket, "buckets", err) < 0)
-      return -1;
-  }
+  if (db_rows_select(st, &rows,
+                     "SELECT name, created_ms FROM buckets WHERE tenant_id = ? ORDER BY name",
+                     DB_ARGS(DB_TEXT(tenant_id)), read_bucket, "buckets", err) < 0)
+    return -1;
   for (size_t i = 0; i < rows.n; i++) {
     struct bucket_row *b = db_rows_at(&rows, i);
     int v = cb(ctx, b->name, b->created_ms);

@@ -12,6 +12,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -391,6 +392,38 @@ int db_rows_fill(struct state *st, sqlite3_stmt *s, struct db_rows *rows,
       return -1;
   }
   return r < 0 ? -1 : 0;
+}
+
+int db_rows_select_locked(struct state *st, struct db_rows *rows, const char *sql,
+                          const struct db_arg *args, size_t nargs,
+                          int (*read)(sqlite3_stmt *s, void *row, struct husk_err *err),
+                          const char *what, struct husk_err *err) {
+  cleanup_stmt sqlite3_stmt *s = NULL;
+  if (db_prepare(st, &s, sql, err) < 0)
+    return -1;
+  for (size_t i = 0; i < nargs; i++) {
+    int at = (int)i + 1, rc = SQLITE_MISUSE;
+    switch (args[i].kind) {
+    case DB_ARG_TEXT: rc = db_text(s, at, args[i].text); break;
+    case DB_ARG_TEXT_N:
+      rc = args[i].len > INT_MAX
+               ? SQLITE_TOOBIG
+               : sqlite3_bind_text(s, at, args[i].text, (int)args[i].len, SQLITE_STATIC);
+      break;
+    case DB_ARG_INT: rc = db_int(s, at, args[i].i); break;
+    }
+    if (rc != SQLITE_OK)
+      return db_fail(st, err, rc, "%s", what);
+  }
+  return db_rows_fill(st, s, rows, read, what, err);
+}
+
+int db_rows_select(struct state *st, struct db_rows *rows, const char *sql,
+                   const struct db_arg *args, size_t nargs,
+                   int (*read)(sqlite3_stmt *s, void *row, struct husk_err *err), const char *what,
+                   struct husk_err *err) {
+  cleanup_unlock struct state *locked = db_lock(st);
+  return db_rows_select_locked(st, rows, sql, args, nargs, read, what, err);
 }
 
 void db_rows_free(struct db_rows *r) {

@@ -87,8 +87,8 @@ static inline void db_unlock_now(struct state **locked) { db_unlockp(locked); }
  * db_prepare hands out a cached statement when the calling thread holds
  * the state lock (db_lock) and the same SQL was prepared before and is not
  * in use; releasing it (cleanup_stmt, before the lock: declared after it)
- * resets it and clears its bindings for the next caller.  Other
- * statements are finalized as before. */
+ * resets it and clears its bindings for the next caller.  A statement
+ * that is not kept is finalized on release. */
 void db_releasep(sqlite3_stmt **s);
 #define cleanup_stmt __attribute__((cleanup(db_releasep)))
 
@@ -198,17 +198,15 @@ int schema_migrate(struct state *st, struct husk_err *err);
  * to the callback without it.  Every listing has this shape:
  *
  *   cleanup_rows struct db_rows rows = {.item_size = sizeof(struct row)};
- *   {
- *     cleanup_unlock struct state *locked = db_lock(st);
- *     cleanup_stmt sqlite3_stmt *s = NULL;
- *     ... db_prepare, binds (and any check that needs the same lock) ...
- *     if (db_rows_fill(st, s, &rows, read_row, "cannot list rows", err) < 0)
- *       return -1;
- *   }
- *   for (size_t i = 0; i < rows.n; i++)   the callback, without the lock
- *     if ((r = cb(ctx, db_rows_at(&rows, i))) != 0)
- *       return db_cb_verdict(r);
+ *   if (db_rows_select(st, &rows, "SELECT ... WHERE tenant_id = ?1 LIMIT ?2",
+ *                      DB_ARGS(DB_TEXT(tenant_id), DB_INT(limit)), read_row,
+ *                      "cannot list rows", err) < 0)
+ *     return -1;
+ *   return db_rows_each(&rows, rows.n, cb, ctx);   the callback, without the lock
  *
+ * A listing that checks something under the same lock first takes it
+ * itself and calls db_rows_select_locked; one whose binds depend on its
+ * filter prepares and binds itself and calls db_rows_fill.
  * `free_item` (may be NULL) releases what a row owns (its JSON strings). */
 struct db_rows {
   void *items;
@@ -232,6 +230,49 @@ int db_rows_fill(struct state *st, sqlite3_stmt *s, struct db_rows *rows,
 /* What a listing returns for a callback's verdict: 0 to go on (and 0 at
  * the end), a negative verdict as is, a positive one as 0. */
 static inline int db_cb_verdict(int r) { return r < 0 ? r : 0; }
+
+/* One parameter of a listing's query, bound to ?1, ?2, ... in order. */
+struct db_arg {
+  enum { DB_ARG_TEXT, DB_ARG_TEXT_N, DB_ARG_INT } kind;
+  const char *text; /* DB_ARG_TEXT (NULL binds NULL), DB_ARG_TEXT_N */
+  size_t len;       /* DB_ARG_TEXT_N: the text's length (it may hold NULs) */
+  int64_t i;        /* DB_ARG_INT */
+};
+#define DB_TEXT(s) ((struct db_arg){.kind = DB_ARG_TEXT, .text = (s)})
+#define DB_TEXT_N(s, n) ((struct db_arg){.kind = DB_ARG_TEXT_N, .text = (s), .len = (n)})
+#define DB_INT(v) ((struct db_arg){.kind = DB_ARG_INT, .i = (v)})
+/* The array and count db_rows_select takes. */
+#define DB_ARGS(...)                                                                              \
+  (const struct db_arg[]){__VA_ARGS__},                                                            \
+      sizeof((const struct db_arg[]){__VA_ARGS__}) / sizeof(struct db_arg)
+#define DB_NO_ARGS NULL, 0
+
+/* Under the lock (the caller's): prepare `sql`, bind `args`, and fill
+ * `rows` from it as db_rows_fill does.  `what` names the listing in
+ * errors.  0, or -1 with err filled. */
+int db_rows_select_locked(struct state *st, struct db_rows *rows, const char *sql,
+                          const struct db_arg *args, size_t nargs,
+                          int (*read)(sqlite3_stmt *s, void *row, struct husk_err *err),
+                          const char *what, struct husk_err *err);
+/* db_rows_select_locked under a lock of its own, released on return. */
+int db_rows_select(struct state *st, struct db_rows *rows, const char *sql,
+                   const struct db_arg *args, size_t nargs,
+                   int (*read)(sqlite3_stmt *s, void *row, struct husk_err *err), const char *what,
+                   struct husk_err *err);
+
+/* Hand the first `max` rows (at most rows->n) to `cb(ctx, row)`, each row
+ * a pointer to its slot (converted to the callback's row type), stopping
+ * at the first nonzero verdict; evaluates to that verdict as
+ * db_cb_verdict gives it.  Call it without the lock. */
+#define db_rows_each(rows, max, cb, ctx)                                                          \
+  __extension__({                                                                                  \
+    const struct db_rows *each_rows_ = (rows);                                                     \
+    size_t each_max_ = (max), each_i_ = 0;                                                         \
+    int each_v_ = 0;                                                                               \
+    for (; !each_v_ && each_i_ < each_rows_->n && each_i_ < each_max_; each_i_++)                  \
+      each_v_ = (cb)((ctx), db_rows_at(each_rows_, each_i_));                                      \
+    db_cb_verdict(each_v_);                                                                        \
+  })
 
 /* A listing's page size: 0 means STATE_LIST_DEFAULT, 1..STATE_LIST_MAX
  * as is, anything else EINVAL. */

@@ -72,28 +72,35 @@ int state_secret_delete(struct state *st, const char *tenant, const char *name, 
   return 0;
 }
 
+struct secret_row {
+  char name[128];
+  int64_t created_ms, updated_ms;
+  bool oversized; /* a name longer than any the API stores: not listed */
+};
+
+static int read_secret(sqlite3_stmt *s, void *row, struct husk_err *err) {
+  struct secret_row *r = row;
+  r->oversized = !db_col_text(s, 0, r->name, sizeof r->name);
+  r->created_ms = sqlite3_column_int64(s, 1);
+  r->updated_ms = sqlite3_column_int64(s, 2);
+  return 0;
+}
+
 int state_secret_list(struct state *st, const char *tenant,
                       int (*cb)(void *ctx, const char *name, int64_t created_ms, int64_t updated_ms),
                       void *ctx, struct husk_err *err) {
-  cleanup_unlock struct state *locked = db_lock(st);
-  cleanup_stmt sqlite3_stmt *s = NULL;
-  if (db_prepare(st, &s,
-                 "SELECT name, created_ms, updated_ms FROM secrets WHERE tenant_id = ?1 ORDER BY name",
-                 err) < 0)
+  cleanup_rows struct db_rows rows = {.item_size = sizeof(struct secret_row)};
+  if (db_rows_select(st, &rows,
+                     "SELECT name, created_ms, updated_ms FROM secrets WHERE tenant_id = ?1 "
+                     "ORDER BY name",
+                     DB_ARGS(DB_TEXT(tenant)), read_secret, "cannot list secrets", err) < 0)
     return -1;
-  int rc;
-  if ((rc = db_text(s, 1, tenant)))
-    return db_fail(st, err, rc, "cannot bind tenant");
-  for (;;) {
-    int r = db_step_row(st, s, "cannot list secrets", err);
-    if (r <= 0)
-      return r;
-    char name[128];
-    if (!db_col_text(s, 0, name, sizeof name))
-      continue;
-    if (cb(ctx, name, sqlite3_column_int64(s, 1), sqlite3_column_int64(s, 2)) != 0)
+  for (size_t i = 0; i < rows.n; i++) {
+    const struct secret_row *r = db_rows_at(&rows, i);
+    if (!r->oversized && cb(ctx, r->name, r->created_ms, r->updated_ms) != 0)
       return 0;
   }
+  return 0;
 }
 
 int state_box_egress_set(struct state *st, const char *box_id, const char *network,

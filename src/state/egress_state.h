@@ -18,6 +18,8 @@ int state_secret_put(struct state *st, const char *tenant, const char *name, con
 int state_secret_get(struct state *st, const char *tenant, const char *name, uint8_t **sealed,
                      size_t *len, struct husk_err *err);
 int state_secret_delete(struct state *st, const char *tenant, const char *name, struct husk_err *err);
+/* Each of the tenant's secrets, in name order, to `cb` (called without
+ * the state lock); a nonzero verdict stops the listing.  0, or -1. */
 int state_secret_list(struct state *st, const char *tenant,
                       int (*cb)(void *ctx, const char *name, int64_t created_ms, int64_t updated_ms),
                       void *ctx, struct husk_err *err);

@@ -17,6 +17,7 @@
 #include <openssl/evp.h>
 
 #include "state/db.h"
+#include "util/base64.h"
 #include "util/cleanup.h"
 #include "util/id.h"
 
@@ -26,27 +27,6 @@
 
 _Static_assert(KEY_PREFIX_LEN + (KEY_RAW_BYTES * 4 + 2) / 3 == STATE_KEY_LEN,
                "STATE_KEY_LEN is the prefix plus unpadded base64 of the raw bytes");
-
-static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-
-/* Unpadded base64url of n bytes into out (room for 4*ceil(n/3) + 1). */
-static void base64url(const unsigned char *in, size_t n, char *out) {
-  size_t o = 0;
-  for (size_t i = 0; i < n; i += 3) {
-    uint32_t v = (uint32_t)in[i] << 16;
-    if (i + 1 < n)
-      v |= (uint32_t)in[i + 1] << 8;
-    if (i + 2 < n)
-      v |= in[i + 2];
-    out[o++] = b64url[(v >> 18) & 63];
-    out[o++] = b64url[(v >> 12) & 63];
-    if (i + 1 < n)
-      out[o++] = b64url[(v >> 6) & 63];
-    if (i + 2 < n)
-      out[o++] = b64url[v & 63];
-  }
-  out[o] = '\0';
-}
 
 static int key_hash(const char *key, size_t n, unsigned char hash[KEY_HASH_BYTES],
                     struct husk_err *err) {
@@ -61,7 +41,7 @@ static bool key_well_formed(const char *k, size_t n) {
   if (n != STATE_KEY_LEN || memcmp(k, STATE_KEY_PREFIX, KEY_PREFIX_LEN) != 0)
     return false;
   for (size_t i = KEY_PREFIX_LEN; i < n; i++)
-    if (!memchr(b64url, k[i], sizeof b64url - 1))
+    if (!b64_char_ok(k[i], B64_URL))
       return false;
   return true;
 }
@@ -103,7 +83,7 @@ int state_key_create(struct state *st, const char *tenant_id, char *plaintext,
       id_random_bytes(ks.raw, sizeof ks.raw, err) < 0)
     return -1;
   memcpy(ks.text, STATE_KEY_PREFIX, KEY_PREFIX_LEN);
-  base64url(ks.raw, sizeof ks.raw, ks.text + KEY_PREFIX_LEN);
+  b64_encode_to(ks.text + KEY_PREFIX_LEN, ks.raw, sizeof ks.raw, B64_URL);
   if (key_hash(ks.text, STATE_KEY_LEN, hash, err) < 0)
     return -1;
 
@@ -216,26 +196,13 @@ int state_key_list(struct state *st, const char *tenant_id,
   if (tenant_id && check_id("tenant id", tenant_id, STATE_TENANT_ID_SIZE, err) < 0)
     return -1;
   cleanup_rows struct db_rows rows = {.item_size = sizeof(struct state_key)};
-  {
-    cleanup_unlock struct state *locked = db_lock(st);
-    cleanup_stmt sqlite3_stmt *s = NULL;
-    if (db_prepare(st, &s,
-                   tenant_id ? "SELECT id, tenant_id, created_ms, revoked_ms FROM api_keys "
-                               "WHERE tenant_id = ?1 ORDER BY created_ms, id"
-                             : "SELECT id, tenant_id, created_ms, revoked_ms FROM api_keys "
-                               "ORDER BY created_ms, id",
-                   err) < 0)
-      return -1;
-    int rc = tenant_id ? db_text(s, 1, tenant_id) : SQLITE_OK;
-    if (rc)
-      return db_fail(st, err, rc, "cannot bind tenant id");
-    if (db_rows_fill(st, s, &rows, read_key, "cannot list keys", err) < 0)
-      return -1;
-  }
-  for (size_t i = 0; i < rows.n; i++) {
-    int r = cb(ctx, db_rows_at(&rows, i));
-    if (r != 0)
-      return db_cb_verdict(r);
-  }
-  return 0;
+  const struct db_arg tenant = DB_TEXT(tenant_id);
+  if (db_rows_select(st, &rows,
+                     tenant_id ? "SELECT id, tenant_id, created_ms, revoked_ms FROM api_keys "
+                                 "WHERE tenant_id = ?1 ORDER BY created_ms, id"
+                               : "SELECT id, tenant_id, created_ms, revoked_ms FROM api_keys "
+                                 "ORDER BY created_ms, id",
+                     &tenant, tenant_id ? 1 : 0, read_key, "cannot list keys", err) < 0)
+    return -1;
+  return db_rows_each(&rows, rows.n, cb, ctx);
 }

@@ -127,26 +127,12 @@ int state_link_list(struct state *st, const char *tenant_id,
                     struct husk_err *err) {
   cleanup_rows struct db_rows rows = {.item_size = sizeof(struct store_link),
                                       .free_item = link_free};
-  {
-    cleanup_unlock struct state *locked = db_lock(st);
-    cleanup_stmt sqlite3_stmt *q = NULL;
-    if (db_prepare(st, &q,
-                   "SELECT " LINK_COLS " FROM links WHERE tenant_id = ? "
-                   "ORDER BY created_ms DESC, id LIMIT 1000",
-                   err) < 0)
-      return -1;
-    int rc = db_text(q, 1, tenant_id);
-    if (rc != SQLITE_OK)
-      return db_fail(st, err, rc, "links");
-    if (db_rows_fill(st, q, &rows, read_link, "links", err) < 0)
-      return -1;
-  }
-  for (size_t i = 0; i < rows.n; i++) {
-    int v = cb(ctx, db_rows_at(&rows, i));
-    if (v)
-      return db_cb_verdict(v);
-  }
-  return 0;
+  if (db_rows_select(st, &rows,
+                     "SELECT " LINK_COLS " FROM links WHERE tenant_id = ? "
+                     "ORDER BY created_ms DESC, id LIMIT 1000",
+                     DB_ARGS(DB_TEXT(tenant_id)), read_link, "links", err) < 0)
+    return -1;
+  return db_rows_each(&rows, rows.n, cb, ctx);
 }
 
 int state_link_record(struct state *st, const char *id, const char *remote, const char *user_agent,
@@ -246,24 +232,13 @@ int state_link_log(struct state *st, const char *tenant_id, const char *id, int6
   cleanup_rows struct db_rows rows = {.item_size = sizeof(struct store_link_access)};
   {
     cleanup_unlock struct state *locked = db_lock(st);
-    if (link_check_locked(st, tenant_id, id, err) < 0)
-      return -1;
-    cleanup_stmt sqlite3_stmt *l = NULL;
-    if (db_prepare(st, &l,
-                   "SELECT seq, ts_ms, remote, user_agent, status FROM link_access WHERE "
-                   "link_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-                   err) < 0)
-      return -1;
-    int rc = db_text(l, 1, id) || db_int(l, 2, after_seq) || db_int(l, 3, limit);
-    if (rc != SQLITE_OK)
-      return db_fail(st, err, rc, "link");
-    if (db_rows_fill(st, l, &rows, read_access, "link", err) < 0)
+    if (link_check_locked(st, tenant_id, id, err) < 0 ||
+        db_rows_select_locked(st, &rows,
+                              "SELECT seq, ts_ms, remote, user_agent, status FROM link_access "
+                              "WHERE link_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                              DB_ARGS(DB_TEXT(id), DB_INT(after_seq), DB_INT(limit)), read_access,
+                              "link", err) < 0)
       return -1;
   }
-  for (size_t i = 0; i < rows.n; i++) {
-    int v = cb(ctx, db_rows_at(&rows, i));
-    if (v)
-      return db_cb_verdict(v);
-  }
-  return 0;
+  return db_rows_each(&rows, rows.n, cb, ctx);
 }

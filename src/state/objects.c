@@ -281,22 +281,13 @@ int state_object_page(struct state *st, const char *tenant_id, const char *bucke
   *out = (struct state_object_page){0};
   cleanup_rows struct db_rows rows = {.item_size = sizeof(struct state_object_entry),
                                       .free_item = entry_free};
-  {
-    cleanup_unlock struct state *locked = db_lock(st);
-    cleanup_stmt sqlite3_stmt *q = NULL;
-    if (db_prepare(
-            st, &q,
-            "SELECT key, size, etag, mtime_ms FROM objects WHERE tenant_id = ? AND "
-            "bucket = ? AND key > ? AND key >= ? ORDER BY key LIMIT " PAGE_STR(STATE_OBJECT_PAGE),
-            err) < 0)
-      return -1;
-    int rc = db_text(q, 1, tenant_id) || db_text(q, 2, bucket) ||
-             sqlite3_bind_text(q, 3, after, (int)after_len, SQLITE_STATIC) || db_text(q, 4, prefix);
-    if (rc != SQLITE_OK)
-      return db_fail(st, err, rc, "list");
-    if (db_rows_fill(st, q, &rows, read_entry, "list", err) < 0)
-      return -1;
-  }
+  if (db_rows_select(
+          st, &rows,
+          "SELECT key, size, etag, mtime_ms FROM objects WHERE tenant_id = ? AND "
+          "bucket = ? AND key > ? AND key >= ? ORDER BY key LIMIT " PAGE_STR(STATE_OBJECT_PAGE),
+          DB_ARGS(DB_TEXT(tenant_id), DB_TEXT(bucket), DB_TEXT_N(after, after_len), DB_TEXT(prefix)),
+          read_entry, "list", err) < 0)
+    return -1;
   out->entries = take_ptr(&rows.items);
   out->n = rows.n;
   rows.n = rows.cap = 0;

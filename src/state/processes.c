@@ -192,26 +192,16 @@ int state_proc_list(struct state *st, const char *tenant_id, const char *box_id,
     char box_state[16];
     if (box_current_state(st, tenant_id, box_id, box_state, sizeof box_state, err) < 0)
       return -1;
-    cleanup_stmt sqlite3_stmt *s = NULL;
-    if (db_prepare(st, &s,
-                   "SELECT " PROC_COLUMNS PROC_LIMIT_COLUMNS " FROM processes p WHERE p.box_id = ?1"
-                   " AND (?2 = 0 OR p.state = '" STATE_PROC_RUNNING "')"
-                   " ORDER BY p.seq DESC LIMIT ?3",
-                   err) < 0)
-      return -1;
-    int rc;
-    if ((rc = db_text(s, 1, box_id)) || (rc = db_int(s, 2, running_only ? 1 : 0)) ||
-        (rc = db_int(s, 3, limit)))
-      return db_fail(st, err, rc, "cannot bind process filter");
-    if (db_rows_fill(st, s, &rows, read_proc, "cannot list processes", err) < 0)
+    if (db_rows_select_locked(st, &rows,
+                              "SELECT " PROC_COLUMNS PROC_LIMIT_COLUMNS
+                              " FROM processes p WHERE p.box_id = ?1"
+                              " AND (?2 = 0 OR p.state = '" STATE_PROC_RUNNING "')"
+                              " ORDER BY p.seq DESC LIMIT ?3",
+                              DB_ARGS(DB_TEXT(box_id), DB_INT(running_only ? 1 : 0), DB_INT(limit)),
+                              read_proc, "cannot list processes", err) < 0)
       return -1;
   }
-  for (size_t i = 0; i < rows.n; i++) {
-    int r = cb(ctx, db_rows_at(&rows, i));
-    if (r != 0)
-      return db_cb_verdict(r);
-  }
-  return 0;
+  return db_rows_each(&rows, rows.n, cb, ctx);
 }
 
 static int read_proc_paged(sqlite3_stmt *s, void *row, struct husk_err *err) {

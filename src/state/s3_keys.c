@@ -100,26 +100,12 @@ int state_s3_key_list(struct state *st, const char *tenant_id,
                       int (*cb)(void *ctx, const struct store_key_info *k), void *ctx,
                       struct husk_err *err) {
   cleanup_rows struct db_rows rows = {.item_size = sizeof(struct store_key_info)};
-  {
-    cleanup_unlock struct state *locked = db_lock(st);
-    cleanup_stmt sqlite3_stmt *q = NULL;
-    if (db_prepare(st, &q,
-                   "SELECT id, created_ms, revoked_ms, api_key_id FROM s3_keys WHERE "
-                   "tenant_id = ? AND internal = 0 ORDER BY created_ms, id LIMIT 1000",
-                   err) < 0)
-      return -1;
-    int rc = db_text(q, 1, tenant_id);
-    if (rc != SQLITE_OK)
-      return db_fail(st, err, rc, "S3 keys");
-    if (db_rows_fill(st, q, &rows, read_key_info, "S3 keys", err) < 0)
-      return -1;
-  }
-  for (size_t i = 0; i < rows.n; i++) {
-    int v = cb(ctx, db_rows_at(&rows, i));
-    if (v)
-      return db_cb_verdict(v);
-  }
-  return 0;
+  if (db_rows_select(st, &rows,
+                     "SELECT id, created_ms, revoked_ms, api_key_id FROM s3_keys WHERE "
+                     "tenant_id = ? AND internal = 0 ORDER BY created_ms, id LIMIT 1000",
+                     DB_ARGS(DB_TEXT(tenant_id)), read_key_info, "S3 keys", err) < 0)
+    return -1;
+  return db_rows_each(&rows, rows.n, cb, ctx);
 }
 
 int state_s3_key_revoke(struct state *st, const char *tenant_id, const char *key_id,

@@ -330,10 +330,16 @@ static const char schema_build_cache[] =
     ") STRICT;"
     "CREATE INDEX build_cache_used ON build_cache(used_ms);";
 
+/* A cache entry's layer counts in its tenant's template storage (the
+ * unpacked bytes of the layer; 0 for entries made before it was kept). */
+static const char schema_build_cache_size[] =
+    "ALTER TABLE build_cache ADD COLUMN size INTEGER NOT NULL DEFAULT 0 CHECK (size >= 0);";
+
 static const char *const migrations[] = {
     schema_v1,          schema_jobs,         schema_egress,      schema_storage,
     schema_audit_retention, schema_tenant_lifecycle, schema_proc_exec_id, schema_link_denied,
-    schema_templates,   schema_proc_limits, schema_box_template, schema_build_cache};
+    schema_templates,   schema_proc_limits, schema_box_template, schema_build_cache,
+    schema_build_cache_size};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 int state_schema_latest(void) { return SCHEMA_VERSION; }

@@ -161,18 +161,24 @@ int state_tenant_create_with(struct state *st, const struct state_tenant *in,
 /* Set all four bounds of `t->id` at once. */
 int state_tenant_set_bounds(struct state *st, const struct state_tenant *t, struct husk_err *err);
 
-/* Deleting a tenant, in three steps that each survive a crash:
+/* Deleting a tenant, in steps that each survive a crash:
  *   1. state_tenant_mark_deleted: one transaction records deleted_ms and
  *      revokes every API key and S3 key of the tenant, so nothing can act
- *      for it from then on, and no box can be inserted for it (ENOENT);
+ *      for it from then on, and no box, template or build cache entry can
+ *      be inserted for it (ENOENT);
  *   2. the caller ends its live boxes and removes its storage (objects,
  *      their files, buckets, uploads, links: store_tenant_purge);
  *   3. state_tenant_purge: one transaction removes the rest (ended boxes,
- *      processes, jobs, secrets, keys, links) and the tenant row.  EBUSY
- *      while a box is live or storage remains: step 2 is not finished.
+ *      processes, jobs, secrets, keys, links, templates, build cache
+ *      entries) and the tenant row.  EBUSY while a box is live or storage
+ *      remains: step 2 is not finished;
+ *   4. the caller collects the template layers no row names any more
+ *      (template_collect).
  * A daemon killed in between finds the tenant marked (deleted_ms != 0) and
- * runs 2 and 3 again at start.  Marking twice keeps the first time.  The
- * audit records of the tenant stay: they are the log of what it did. */
+ * runs 2 and 3 again at start; one killed after 3 leaves only layers, which
+ * the template store's collection at open removes.  Marking twice keeps
+ * the first time.  The audit records of the tenant stay: they are the log
+ * of what it did. */
 int state_tenant_mark_deleted(struct state *st, const char *id, struct husk_err *err);
 int state_tenant_purge(struct state *st, const char *id, struct husk_err *err);
 

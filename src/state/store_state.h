@@ -146,6 +146,8 @@ struct state_part {
 int state_part_put(struct state *st, const char *tenant_id, const char *bucket, const char *key,
                    const char *upload_id, const struct state_part *p, uint64_t quota, char *old,
                    struct husk_err *err);
+/* Whether a part row of the upload names `file` (false when unsure). */
+bool state_part_names_file(struct state *st, const char *upload_id, const char *file);
 
 /* An upload as stored: what its object will be given, and its parts. */
 struct state_upload {

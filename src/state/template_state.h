@@ -29,13 +29,18 @@ struct state_template {
 void state_template_free(struct state_template *t);
 
 /* Insert t (its id chosen by the caller); EEXIST when the owner has a
- * template of that name; EDQUOT when the owner's templates would pass
- * `quota` bytes (0: none). */
+ * template of that name; EDQUOT when the owner's template storage
+ * (state_template_usage) would pass `quota` bytes (0: none); ENOENT when
+ * the owner is not a tenant, or one being deleted (checked in the
+ * insert's transaction: a template recorded after its tenant's purge
+ * would outlive it). */
 int state_template_insert(struct state *st, const struct state_template *t, uint64_t quota,
                           struct husk_err *err);
 /* By name or id, as `tenant` sees it: its own, else (shared_too) a shared
  * one.  ENOENT otherwise. */
-/* The bytes of unpacked layers the owner's templates count. */
+/* The owner's template storage, in bytes of unpacked layers: each of its
+ * templates' size, plus each distinct layer its build cache holds that
+ * none of its templates has. */
 int state_template_usage(struct state *st, const char *tenant, uint64_t *used,
                          struct husk_err *err);
 int state_template_get(struct state *st, const char *tenant, const char *name_or_id,
@@ -50,12 +55,15 @@ int state_template_delete(struct state *st, const char *tenant, const char *id,
                           struct husk_err *err);
 
 /* The build cache (a step's key -> the layer it made).  get: ENOENT on a
- * miss (a hit marks the entry used).  prune: entries unused since
+ * miss (a hit marks the entry used).  put: `size` is the layer's unpacked
+ * bytes, counted in the owner's template storage; EDQUOT past `quota`
+ * (0: none), ENOENT as state_template_insert.  prune: entries unused since
  * `before_ms` go.  layers: every diff_id the cache names. */
 int state_build_cache_get(struct state *st, const char *tenant, const char *key,
                           char diff_id[STATE_DIGEST_SIZE], struct husk_err *err);
 int state_build_cache_put(struct state *st, const char *tenant, const char *key,
-                          const char *diff_id, struct husk_err *err);
+                          const char *diff_id, int64_t size, uint64_t quota,
+                          struct husk_err *err);
 int state_build_cache_prune(struct state *st, int64_t before_ms, struct husk_err *err);
 int state_build_cache_layers(struct state *st, int (*cb)(void *ctx, const char *diff_id),
                              void *ctx, struct husk_err *err);

@@ -54,11 +54,18 @@ static int check_row(const struct state_template *t, struct husk_err *err) {
   return 0;
 }
 
-/* The bytes of the owner's templates (the caller holds the lock). */
+/* The bytes of the owner's template storage (the caller holds the lock):
+ * its templates' unpacked layers, and the layers its build cache holds
+ * that none of its templates has, each once. */
 static int usage_locked(struct state *st, const char *tenant, uint64_t *used,
                         struct husk_err *err) {
   cleanup_stmt sqlite3_stmt *q = NULL;
-  if (db_prepare(st, &q, "SELECT coalesce(sum(size), 0) FROM templates WHERE tenant_id = ?",
+  if (db_prepare(st, &q,
+                 "SELECT (SELECT coalesce(sum(size), 0) FROM templates WHERE tenant_id = ?1) + "
+                 "(SELECT coalesce(sum(size), 0) FROM (SELECT max(size) AS size FROM build_cache "
+                 "WHERE tenant_id = ?1 AND diff_id NOT IN (SELECT json_extract(l.value, "
+                 "'$.diff_id') FROM templates t, json_each(t.layers_json) l WHERE t.tenant_id = ?1) "
+                 "GROUP BY diff_id))",
                  err) < 0)
     return -1;
   int rc = db_text(q, 1, tenant);
@@ -74,6 +81,47 @@ int state_template_usage(struct state *st, const char *tenant, uint64_t *used,
   return usage_locked(st, tenant, used, err);
 }
 
+/* Templates and cache entries are only made for a tenant that exists and
+ * is not being deleted (the caller holds the lock, in the transaction
+ * that makes them): one made after the tenant's purge would outlive it. */
+static int check_owner_locked(struct state *st, const char *tenant, struct husk_err *err) {
+  if (!*tenant)
+    return 0; /* the operator's */
+  cleanup_stmt sqlite3_stmt *q = NULL;
+  if (db_prepare(st, &q, "SELECT deleted_ms FROM tenants WHERE id = ?1", err) < 0)
+    return -1;
+  int rc = db_text(q, 1, tenant);
+  if (rc != SQLITE_OK)
+    return db_fail(st, err, rc, "cannot bind tenant id");
+  int r = db_step_row(st, q, "cannot read tenant", err);
+  if (r < 0)
+    return -1;
+  if (r == 0)
+    return husk_fail(err, ENOENT, "tenant `%s` not found", tenant);
+  if (sqlite3_column_int64(q, 0) != 0)
+    return husk_fail(err, ENOENT, "tenant `%s` is being deleted", tenant);
+  return 0;
+}
+
+/* After the caller's insert, in its transaction: EDQUOT when the owner's
+ * storage is now past `quota` (0: none); `adding` (its bytes) and
+ * `before` (the usage before it) are for the message. */
+static int check_quota_locked(struct state *st, const char *tenant, uint64_t quota,
+                              const char *what, int64_t adding, uint64_t before,
+                              struct husk_err *err) {
+  if (!quota || !*tenant)
+    return 0;
+  uint64_t after;
+  if (usage_locked(st, tenant, &after, err) < 0)
+    return -1;
+  if (after > quota)
+    return husk_fail(err, EDQUOT,
+                     "%s needs %lld bytes; %llu of the %llu bytes of template storage are used",
+                     what, (long long)adding, (unsigned long long)before,
+                     (unsigned long long)quota);
+  return 0;
+}
+
 int state_template_insert(struct state *st, const struct state_template *t, uint64_t quota,
                           struct husk_err *err) {
   if (check_row(t, err) < 0)
@@ -82,16 +130,11 @@ int state_template_insert(struct state *st, const struct state_template *t, uint
   cleanup_txn struct db_txn txn = {0};
   if (db_begin(st, &txn, err) < 0)
     return -1;
-  if (quota) {
-    uint64_t used;
-    if (usage_locked(st, t->tenant_id, &used, err) < 0)
-      return -1;
-    if (used + (uint64_t)t->size > quota)
-      return husk_fail(err, EDQUOT,
-                       "the template needs %lld bytes; %llu of the %llu bytes of template storage "
-                       "are used",
-                       (long long)t->size, (unsigned long long)used, (unsigned long long)quota);
-  }
+  if (check_owner_locked(st, t->tenant_id, err) < 0)
+    return -1;
+  uint64_t before = 0;
+  if (quota && *t->tenant_id && usage_locked(st, t->tenant_id, &before, err) < 0)
+    return -1;
   cleanup_stmt sqlite3_stmt *q = NULL;
   if (db_prepare(st, &q, "INSERT INTO templates (" COLS ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                  err) < 0)
@@ -107,6 +150,9 @@ int state_template_insert(struct state *st, const struct state_template *t, uint
       husk_fail(err, EEXIST, "a template named `%s` exists", t->name);
     return -1;
   }
+  /* Counted with the row in: its layers the cache holds count once. */
+  if (check_quota_locked(st, t->tenant_id, quota, "the template", t->size, before, err) < 0)
+    return -1;
   db_fault_point("template_insert");
   return db_commit(&txn, err);
 }
@@ -237,27 +283,38 @@ int state_build_cache_get(struct state *st, const char *tenant, const char *key,
 }
 
 int state_build_cache_put(struct state *st, const char *tenant, const char *key,
-                          const char *diff_id, struct husk_err *err) {
+                          const char *diff_id, int64_t size, uint64_t quota,
+                          struct husk_err *err) {
   if (check_id_or_empty("tenant id", tenant, STATE_TENANT_ID_SIZE, err) < 0 ||
       check_text("cache key", key, STATE_DIGEST_SIZE, false, err) < 0 ||
       check_text("layer id", diff_id, STATE_DIGEST_SIZE, false, err) < 0)
     return -1;
+  if (size < 0)
+    return husk_fail(err, EINVAL, "a layer's size is >= 0");
   cleanup_unlock struct state *locked = db_lock(st);
   cleanup_txn struct db_txn txn = {0};
   if (db_begin(st, &txn, err) < 0)
     return -1;
+  if (check_owner_locked(st, tenant, err) < 0)
+    return -1;
+  uint64_t before = 0;
+  if (quota && *tenant && usage_locked(st, tenant, &before, err) < 0)
+    return -1;
   cleanup_stmt sqlite3_stmt *q = NULL;
   if (db_prepare(st, &q,
-                 "INSERT OR REPLACE INTO build_cache (tenant_id, key, diff_id, used_ms) "
-                 "VALUES (?, ?, ?, ?)",
+                 "INSERT OR REPLACE INTO build_cache (tenant_id, key, diff_id, used_ms, size) "
+                 "VALUES (?, ?, ?, ?, ?)",
                  err) < 0)
     return -1;
   int rc = db_text(q, 1, tenant) || db_text(q, 2, key) || db_text(q, 3, diff_id) ||
-           db_int(q, 4, state_now_ms());
+           db_int(q, 4, state_now_ms()) || db_int(q, 5, size);
   if (rc != SQLITE_OK)
     return db_fail(st, err, rc, "build cache");
   if (db_step_done(st, q, "cannot record the build step", err) < 0)
     return -1;
+  if (check_quota_locked(st, tenant, quota, "the step's layer", size, before, err) < 0)
+    return -1;
+  db_fault_point("build_cache_put");
   return db_commit(&txn, err);
 }
 

@@ -130,6 +130,17 @@ int state_part_put(struct state *st, const char *tenant_id, const char *bucket, 
   return db_commit(&txn, err);
 }
 
+bool state_part_names_file(struct state *st, const char *upload_id, const char *file) {
+  cleanup_unlock struct state *locked = db_lock(st);
+  cleanup_stmt sqlite3_stmt *q = NULL;
+  struct husk_err ignored;
+  if (db_prepare(st, &q, "SELECT 1 FROM parts WHERE upload_id = ? AND file = ?", &ignored) < 0)
+    return false;
+  if (db_text(q, 1, upload_id) || db_text(q, 2, file))
+    return false;
+  return db_step_row(st, q, "part", &ignored) == 1;
+}
+
 static int read_part(sqlite3_stmt *q, void *row, struct husk_err *err) {
   struct state_part *p = row;
   p->num = sqlite3_column_int(q, 0);
@@ -146,18 +157,12 @@ static int upload_get(struct state *st, const char *tenant_id, const char *bucke
   cleanup_rows struct db_rows rows = {.item_size = sizeof(struct state_part)};
   {
     cleanup_unlock struct state *locked = db_lock(st);
-    if (upload_check_locked(st, tenant_id, bucket, key, upload_id, out, err) < 0)
-      return -1;
-    cleanup_stmt sqlite3_stmt *q = NULL;
-    if (db_prepare(st, &q,
-                   "SELECT num, file, md5, size, mtime_ms FROM parts WHERE upload_id = ? AND "
-                   "num > ? ORDER BY num LIMIT ?",
-                   err) < 0)
-      return -1;
-    int rc = db_text(q, 1, upload_id) || db_int(q, 2, after) || db_int(q, 3, max);
-    if (rc != SQLITE_OK)
-      return db_fail(st, err, rc, "parts");
-    if (db_rows_fill(st, q, &rows, read_part, "parts", err) < 0)
+    if (upload_check_locked(st, tenant_id, bucket, key, upload_id, out, err) < 0 ||
+        db_rows_select_locked(st, &rows,
+                              "SELECT num, file, md5, size, mtime_ms FROM parts WHERE "
+                              "upload_id = ? AND num > ? ORDER BY num LIMIT ?",
+                              DB_ARGS(DB_TEXT(upload_id), DB_INT(after), DB_INT(max)), read_part,
+                              "parts", err) < 0)
       return -1;
   }
   out->parts = take_ptr(&rows.items);
@@ -237,21 +242,16 @@ int state_upload_list(struct state *st, const char *tenant_id, const char *bucke
                                       .free_item = upload_row_free};
   {
     cleanup_unlock struct state *locked = db_lock(st);
-    if (bucket_check_locked(st, tenant_id, bucket, err) < 0)
-      return -1;
-    cleanup_stmt sqlite3_stmt *q = NULL;
-    if (db_prepare(st, &q,
-                   "SELECT key, id, created_ms FROM uploads WHERE tenant_id = ?1 AND bucket = ?2 "
-                   "AND substr(key, 1, length(?3)) = ?3 AND (key > ?4 OR (key = ?4 AND id > ?5)) "
-                   "ORDER BY key, id LIMIT ?6",
-                   err) < 0)
-      return -1;
-    int rc = db_text(q, 1, tenant_id) || db_text(q, 2, bucket) ||
-             db_text(q, 3, prefix ? prefix : "") || db_text(q, 4, key_marker ? key_marker : "") ||
-             db_text(q, 5, id_marker ? id_marker : "") || db_int(q, 6, max + 1);
-    if (rc != SQLITE_OK)
-      return db_fail(st, err, rc, "uploads");
-    if (db_rows_fill(st, q, &rows, read_upload, "uploads", err) < 0)
+    if (bucket_check_locked(st, tenant_id, bucket, err) < 0 ||
+        db_rows_select_locked(
+            st, &rows,
+            "SELECT key, id, created_ms FROM uploads WHERE tenant_id = ?1 AND bucket = ?2 "
+            "AND substr(key, 1, length(?3)) = ?3 AND (key > ?4 OR (key = ?4 AND id > ?5)) "
+            "ORDER BY key, id LIMIT ?6",
+            DB_ARGS(DB_TEXT(tenant_id), DB_TEXT(bucket), DB_TEXT(prefix ? prefix : ""),
+                    DB_TEXT(key_marker ? key_marker : ""), DB_TEXT(id_marker ? id_marker : ""),
+                    DB_INT((int64_t)max + 1)),
+            read_upload, "uploads", err) < 0)
       return -1;
   }
   *truncated = rows.n > (size_t)max;
@@ -282,23 +282,10 @@ int state_upload_stale(struct state *st, int64_t before_ms, int max,
                        struct husk_err *err) {
   cleanup_rows struct db_rows rows = {.item_size = sizeof(struct state_stale_upload),
                                       .free_item = stale_free};
-  {
-    cleanup_unlock struct state *locked = db_lock(st);
-    cleanup_stmt sqlite3_stmt *q = NULL;
-    if (db_prepare(st, &q,
-                   "SELECT id, tenant_id, bucket, key FROM uploads WHERE created_ms < ? LIMIT ?",
-                   err) < 0)
-      return -1;
-    int rc = db_int(q, 1, before_ms) || db_int(q, 2, max);
-    if (rc != SQLITE_OK)
-      return db_fail(st, err, rc, "stale uploads");
-    if (db_rows_fill(st, q, &rows, read_stale, "stale uploads", err) < 0)
-      return -1;
-  }
-  for (size_t i = 0; i < rows.n; i++) {
-    int v = cb(ctx, db_rows_at(&rows, i));
-    if (v)
-      return db_cb_verdict(v);
-  }
-  return 0;
+  if (db_rows_select(st, &rows,
+                     "SELECT id, tenant_id, bucket, key FROM uploads WHERE created_ms < ? LIMIT ?",
+                     DB_ARGS(DB_INT(before_ms), DB_INT(max)), read_stale, "stale uploads",
+                     err) < 0)
+    return -1;
+  return db_rows_each(&rows, rows.n, cb, ctx);
 }

@@ -21,6 +21,7 @@
 
 #include "state/store_state.h"
 #include "storage/store_internal.h"
+#include "util/base64.h"
 #include "util/cleanup.h"
 #include "util/fileio.h"
 #include "util/id.h"
@@ -157,7 +158,7 @@ int store_key_mint(struct store *s, const char *tenant_id, const char *api_key_i
   if (id_random_bytes(k.raw, sizeof k.raw, err) < 0)
     return -1;
   /* Base64 with "+/" as AWS's secrets: every client accepts those. */
-  store_b64(k.raw, sizeof k.raw, k.secret);
+  b64_encode_to(k.secret, k.raw, sizeof k.raw, B64_STD);
   unsigned char sealed[NONCE + SECRET_LEN + TAG + 16];
   size_t sl = 0;
   /* The API key id is checked there (an id or ""). */

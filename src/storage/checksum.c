@@ -1,13 +1,13 @@
 /* The checksums an S3 client may ask the store to check (CRC-32, CRC-32C,
- * CRC-64/NVME, SHA-1, SHA-256: x-amz-checksum-*), and the base64 they
- * travel in.  The writer (writer.c) runs them over a body as it arrives. */
+ * CRC-64/NVME, SHA-1, SHA-256: x-amz-checksum-*, in standard base64:
+ * util/base64.h).  The writer (writer.c) runs them over a body as it
+ * arrives. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <strings.h>
 
-#include <openssl/evp.h>
 #include <zlib.h>
 
 #include "storage/store_internal.h"
@@ -90,6 +90,3 @@ const char *store_checksum_name(enum store_checksum ck) {
   return "";
 }
 
-void store_b64(const unsigned char *in, size_t n, char *out) {
-  EVP_EncodeBlock((unsigned char *)out, in, (int)n);
-}

@@ -50,8 +50,13 @@ int store_part_commit(struct store_writer *w, const char *tenant_id, const char 
     struct state_part p = {.num = num, .size = store_writer_size(w)};
     snprintf(p.file, sizeof p.file, "%s", file);
     snprintf(p.md5, sizeof p.md5, "%s", store_writer_etag(w));
-    if (state_part_put(s->st, tenant_id, bucket, key, upload_id, &p, s->quota, old, err) < 0)
+    if (state_part_put(s->st, tenant_id, bucket, key, upload_id, &p, s->quota, old, err) < 0) {
+      /* A failed sync fails the call with the row committed (state.h):
+       * then the file is the part's, and must stay. */
+      if (state_part_names_file(s->st, upload_id, file))
+        goto out;
       goto unpublish;
+    }
   }
   if (old[0])
     store_unlink(s, s->partfd, old);
@@ -235,7 +240,9 @@ int store_upload_complete(struct store *s, const char *tenant_id, const char *bu
                                .mtime_ms = now};
   if (state_upload_complete(s->st, tenant_id, bucket, upload_id, &o, s->quota, all_parts, old,
                             err) < 0) {
-    store_unlink(s, s->objfd, file);
+    /* As for a part: after a failed sync the row may name the file. */
+    if (!state_object_names_file(s->st, tenant_id, bucket, key, file))
+      store_unlink(s, s->objfd, file);
     goto out;
   }
   if (old[0])

@@ -45,6 +45,9 @@ void store_unlink(struct store *s, int dirfd, const char *name);
 int store_sweep(struct store *s, struct husk_err *err);
 
 /* ---- writer.c ---- */
+/* The fsync of an object's data and of its directory: fsync(2), replaced
+ * by the fault simulation (tests/unit/test_faults.c) to fail it. */
+extern int (*store_fsync)(int fd);
 /* Rename the writer's temporary file into `dirfd` as `name` and fsync the
  * directory (step 3 of the discipline). */
 int store_writer_publish(struct store_writer *w, int dirfd, const char *name, struct husk_err *err);
@@ -65,8 +68,6 @@ int store_fill_object(struct store_object *out, const char *key, const char *fil
                       struct husk_err *err);
 
 /* ---- checksum.c ---- */
-/* Base64 of n bytes into out (room for 4*ceil(n/3)+1). */
-void store_b64(const unsigned char *in, size_t n, char *out);
 /* Running CRC-32 (zlib's), CRC-32C and CRC-64/NVME of a body: start from
  * 0, feed it in pieces. */
 uint32_t store_crc32_update(uint32_t crc, const void *buf, size_t n);

@@ -16,9 +16,12 @@
 #include <openssl/evp.h>
 
 #include "storage/store_internal.h"
+#include "util/base64.h"
 #include "util/cleanup.h"
 #include "util/fileio.h"
 #include "util/id.h"
+
+int (*store_fsync)(int fd) = fsync;
 
 struct store_writer {
   struct store *s;
@@ -147,16 +150,16 @@ int store_writer_finish(struct store_writer *w, const struct store_expect *e,
   if (w->ck == CK_CRC32 || w->ck == CK_CRC32C) {
     unsigned char be[4] = {(unsigned char)(w->crc >> 24), (unsigned char)(w->crc >> 16),
                            (unsigned char)(w->crc >> 8), (unsigned char)w->crc};
-    store_b64(be, 4, b64);
+    b64_encode_to(b64, be, 4, B64_STD);
   } else if (w->ck == CK_CRC64NVME) {
     unsigned char be[8];
     for (int i = 0; i < 8; i++)
       be[i] = (unsigned char)(w->crc64 >> (56 - 8 * i));
-    store_b64(be, 8, b64);
+    b64_encode_to(b64, be, 8, B64_STD);
   } else if (w->ck_md) {
     if (EVP_DigestFinal_ex(w->ck_md, md, &l) != 1)
       return husk_fail(err, ENOMEM, "checksum");
-    store_b64(md, l, b64);
+    b64_encode_to(b64, md, l, B64_STD);
   }
   if (e && e->ck != CK_NONE && e->ck_b64 && strcmp(b64, e->ck_b64) != 0)
     return husk_fail(err, STORE_EBADDIGEST,
@@ -164,7 +167,7 @@ int store_writer_finish(struct store_writer *w, const struct store_expect *e,
                      store_checksum_name(e->ck));
   if (ck_b64)
     snprintf(ck_b64, 64, "%.63s", b64);
-  if (fsync(w->fd) < 0)
+  if (store_fsync(w->fd) < 0)
     return husk_error(err, errno, "cannot fsync the object");
   memcpy(w->etag, etag, STORE_ETAG_SIZE);
   w->finished = true;
@@ -176,7 +179,7 @@ int store_writer_publish(struct store_writer *w, int dirfd, const char *name,
   if (renameat(w->s->tmpfd, w->tmp, dirfd, name) < 0)
     return husk_error(err, errno, "cannot publish the object");
   w->published = true;
-  if (fsync(dirfd) < 0) {
+  if (store_fsync(dirfd) < 0) {
     int e = errno;
     unlinkat(dirfd, name, 0);
     return husk_error(err, e, "cannot fsync the object directory");

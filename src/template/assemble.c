@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <openssl/evp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "state/template_state.h"
 #include "template/template_internal.h"
 #include "util/cleanup.h"
+#include "util/fileio.h"
 
 struct template_asm {
   struct template_store *ts;
@@ -105,8 +107,8 @@ int template_asm_add_tree(struct template_asm *a, int tree_fd, uint32_t id_base,
   snprintf(l.diff_id, sizeof l.diff_id, "%s", w.diff_id);
   snprintf(l.digest, sizeof l.digest, "%s", w.diff_id); /* uncompressed: the same */
   l.blob = blob;
-  uint64_t unpacked = 0;
-  if (import_place_layer(&a->im, a->im.wfd, &l, a->n, &unpacked, err) < 0 ||
+  /* Within the tenant's room less what the assembly's layers took so far. */
+  if (import_place_layer(&a->im, a->im.wfd, &l, a->n, &a->im.unpacked, err) < 0 ||
       import_keep_blob(&a->im, a->im.wfd, true, l.digest, blob, err) < 0)
     return -1;
   snprintf(diff_id_out, LAYER_DIGEST_SIZE, "%s", w.diff_id);
@@ -188,5 +190,20 @@ int template_cache_get(struct template_store *ts, const char *tenant, const char
 
 int template_cache_put(struct template_store *ts, const char *tenant, const char *key,
                        const char *diff_id, struct husk_err *err) {
-  return state_build_cache_put(ts->state, tenant, key, diff_id, err);
+  if (!digest_ok(diff_id))
+    return husk_fail(err, EINVAL, "a malformed layer id");
+  /* Its unpacked bytes, as the layer's meta file has them: counted in the
+   * tenant's template storage while the entry keeps the layer. */
+  char path[96], buf[32];
+  snprintf(path, sizeof path, "%s/size", diff_id + HEX_OFF);
+  ssize_t n = read_file_at(ts->layers, path, buf, sizeof buf);
+  if (n <= 0)
+    return husk_fail(err, ENOENT, "layer %s is no longer in the store", diff_id);
+  char *end;
+  errno = 0;
+  unsigned long long size = strtoull(buf, &end, 10);
+  if (errno || end == buf || size > INT64_MAX)
+    return husk_fail(err, EUCLEAN, "layer %s: its size file is damaged", diff_id);
+  return state_build_cache_put(ts->state, tenant, key, diff_id, (int64_t)size,
+                               *tenant ? ts->cfg.tenant_quota : 0, err);
 }

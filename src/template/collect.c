@@ -106,6 +106,17 @@ static int sweep_dir(int dirfd, const struct named *keep, bool layers) {
   return removed;
 }
 
+void ts_gc_release(struct template_store *ts, int fd, bool collect) {
+  if (fd < 0)
+    return;
+  close(fd);
+  if (atomic_exchange(&ts->collect_pending, false))
+    collect = true;
+  struct husk_err err;
+  if (collect && template_collect(ts, &err) < 0)
+    ts_log(ts, "templates: cannot collect unused layers: %s", err.msg);
+}
+
 /* A layer a build made is its own blob (uncompressed): both are kept. */
 static int cache_cb(void *ctx, const char *diff_id) {
   struct collect_ctx *c = ctx;
@@ -118,8 +129,12 @@ static int cache_cb(void *ctx, const char *diff_id) {
 int template_collect(struct template_store *ts, struct husk_err *err) {
   /* Never while an import places layers it has not recorded yet. */
   cleanup_close int gc = ts_gc_hold(ts, LOCK_EX | LOCK_NB);
+  if (gc < 0 && errno == EWOULDBLOCK) {
+    atomic_store(&ts->collect_pending, true);
+    return 0;
+  }
   if (gc < 0)
-    return errno == EWOULDBLOCK ? 0 : husk_error(err, errno, "cannot lock the template store");
+    return husk_error(err, errno, "cannot lock the template store");
   struct collect_ctx c = {0};
   int rc = state_build_cache_prune(ts->state, state_now_ms() - TEMPLATE_CACHE_KEEP_MS, err);
   if (rc == 0)

@@ -76,8 +76,7 @@ void template_context_end(struct template_context *c) {
     close(c->work);
   if (c->name[0])
     rmtree_at(c->ts->tmp, c->name);
-  if (c->gc >= 0)
-    close(c->gc);
+  ts_gc_release(c->ts, c->gc, false);
   c->dir = c->work = c->gc = -1;
   c->name[0] = '\0';
 }

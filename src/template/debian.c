@@ -80,6 +80,17 @@ static const char *arch_name(void) {
   return "amd64";
 }
 
+/* The proxy variables debootstrap (its wget) is given from husk's own
+ * environment. */
+static const char *const proxy_vars[] = {"http_proxy", "https_proxy", "no_proxy",
+                                         "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"};
+enum { NPROXY = sizeof proxy_vars / sizeof proxy_vars[0] };
+
+static void free_proxy_env(char *(*env)[NPROXY]) {
+  for (size_t i = 0; i < NPROXY; i++)
+    free((*env)[i]);
+}
+
 /* debootstrap SUITE DIR MIRROR, its output to `log_fd`. */
 static int run_debootstrap(const char *suite, const char *packages, const char *dir,
                            const char *mirror, int log_fd, struct husk_err *err) {
@@ -105,8 +116,25 @@ static int run_debootstrap(const char *suite, const char *packages, const char *
     posix_spawn_file_actions_adddup2(&fa, log_fd, 1);
     posix_spawn_file_actions_adddup2(&fa, log_fd, 2);
   }
-  char *envp[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                  "LANG=C.UTF-8", "DEBIAN_FRONTEND=noninteractive", NULL};
+  /* A fixed environment, but for the proxy settings of husk's own: a host
+   * behind a proxy reaches its mirror through it as its apt does.  (Their
+   * values, which may hold credentials, are never logged.) */
+  char *envp[3 + NPROXY + 1] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                                "LANG=C.UTF-8", "DEBIAN_FRONTEND=noninteractive"};
+  __attribute__((cleanup(free_proxy_env))) char *owned[NPROXY] = {0};
+  size_t ne = 3;
+  for (size_t i = 0; i < NPROXY; i++) {
+    const char *v = getenv(proxy_vars[i]);
+    if (!v)
+      continue;
+    if (asprintf(&owned[i], "%s=%s", proxy_vars[i], v) < 0) {
+      owned[i] = NULL;
+      posix_spawn_file_actions_destroy(&fa);
+      return husk_error(err, ENOMEM, "debootstrap's environment");
+    }
+    envp[ne++] = owned[i];
+  }
+  envp[ne] = NULL;
   pid_t pid;
   int rc = posix_spawn(&pid, DEBOOTSTRAP, &fa, NULL, argv, envp);
   posix_spawn_file_actions_destroy(&fa);

@@ -347,6 +347,7 @@ static int instruction(struct parser *p, struct dockerfile *d, char *line) {
   for (size_t i = 0; i < sizeof keywords / sizeof *keywords; i++)
     if (strlen(keywords[i].kw) == kwlen && !strncasecmp(c, keywords[i].kw, kwlen)) {
       st.op = keywords[i].op;
+      st.add = !strcasecmp(keywords[i].kw, "ADD");
       found = true;
     }
   if (!found)

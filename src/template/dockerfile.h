@@ -3,8 +3,10 @@
  *   FROM TEMPLATE [AS NAME]     the template to start from ("default" is
  *                               refused: a build needs an image)
  *   RUN CMD | RUN ["PROG",...]  run in a box of the build so far
- *   COPY [--chown=U[:G]] SRC... DST, ADD (local files only, no URL, no
- *                               archive extraction: as COPY)
+ *   COPY [--chown=UID[:GID]] SRC... DST
+ *   ADD [--chown=UID[:GID]] SRC... DST   as COPY, but a source that is a
+ *                               tar archive (plain, gzip, bzip2, xz, zstd)
+ *                               is unpacked into DST; no URL
  *   ENV K=V ... | ENV K V, ARG K[=V], WORKDIR DIR, USER U[:G],
  *   LABEL K=V ..., CMD, ENTRYPOINT (exec or shell form)
  * Comments, blank lines, line continuations (the escape character, `\`
@@ -46,6 +48,7 @@ struct df_step {
   size_t nargs;
   bool shell;  /* RUN/CMD/ENTRYPOINT in shell form: args[0] is the command line */
   char *chown; /* COPY --chown, or NULL */
+  bool add;    /* ADD: archive sources are unpacked */
   char *text;  /* the instruction as written (one line), for logs and cache keys */
 };
 

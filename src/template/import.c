@@ -70,17 +70,10 @@ void import_end(struct import *im) {
     close(im->wfd);
     rmtree_at(im->ts->tmp, im->work);
   }
-  if (im->gc >= 0) {
-    close(im->gc);
-    im->gc = -1;
-  }
   /* A failed import's layers and blobs: gone now, not at the next delete
    * (repeated failures must not fill the disk). */
-  if (im->placed && !im->committed) {
-    struct husk_err err;
-    if (template_collect(im->ts, &err) < 0)
-      ts_log(im->ts, "templates: cannot collect a failed import's layers: %s", err.msg);
-  }
+  ts_gc_release(im->ts, im->gc, im->placed && !im->committed);
+  im->gc = -1;
 }
 
 /* Unpack layer `l` (its blob in `srcdir`) into layers/<hex> unless it is

@@ -367,8 +367,61 @@ static int lx_entry(struct lx *x, struct archive_entry *e) {
   return lx_file(x, e, pfd, name, entry);
 }
 
+/* bzip2 and xz/lzma, only when built into libarchive (else it would run
+ * an external program). */
+static void more_filters(struct archive *a) {
+  if (archive_bzlib_version())
+    archive_read_support_filter_bzip2(a);
+  if (archive_liblzma_version()) {
+    archive_read_support_filter_xz(a);
+    archive_read_support_filter_lzma(a);
+  }
+}
+
+int layer_is_archive(int fd, bool *out, struct husk_err *err) {
+  *out = false;
+  struct archive *a = archive_read_new();
+  if (!a)
+    return husk_error(err, ENOMEM, "archive reader");
+  archive_read_support_format_tar(a);
+  if (archive_zlib_version())
+    archive_read_support_filter_gzip(a);
+  if (archive_libzstd_version())
+    archive_read_support_filter_zstd(a);
+  more_filters(a);
+  struct archive_entry *e;
+  if (lseek(fd, 0, SEEK_SET) == 0 && archive_read_open_fd(a, fd, CHUNK) == ARCHIVE_OK)
+  {
+    int r = archive_read_next_header(a, &e);
+    *out = r == ARCHIVE_OK || r == ARCHIVE_WARN; /* an empty file is no archive */
+  }
+  archive_read_free(a);
+  if (lseek(fd, 0, SEEK_SET) < 0)
+    return husk_error(err, errno, "cannot read the file again");
+  return 0;
+}
+
+int layer_codec_check(int blob_fd, bool have_zstd, struct husk_err *err) {
+  static const unsigned char zstd_magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
+  unsigned char m[4];
+  ssize_t n;
+  do
+    n = pread(blob_fd, m, sizeof m, 0);
+  while (n < 0 && errno == EINTR);
+  if (n < 0 && errno != ESPIPE)
+    return husk_error(err, errno, "cannot read the layer");
+  if (!have_zstd && n == (ssize_t)sizeof m && !memcmp(m, zstd_magic, sizeof m))
+    return husk_fail(err, ENOTSUP,
+                     "it is zstd-compressed, and the libarchive husk runs on was built "
+                     "without zstd (recompress the image with gzip, or install a libarchive "
+                     "with libzstd)");
+  return 0;
+}
+
 /* The chain: raw (decompression only) over the blob fd, tar over raw. */
 static int lx_open(struct lx *x, int blob_fd) {
+  if (layer_codec_check(blob_fd, archive_libzstd_version() != NULL, x->err) < 0)
+    return -1;
   if (!(x->raw = archive_read_new()) || !(x->tar = archive_read_new()))
     return husk_error(x->err, ENOMEM, "archive reader");
   archive_read_support_format_raw(x->raw);
@@ -378,6 +431,8 @@ static int lx_open(struct lx *x, int blob_fd) {
     archive_read_support_filter_gzip(x->raw);
   if (archive_libzstd_version())
     archive_read_support_filter_zstd(x->raw);
+  if (x->lim->more_filters)
+    more_filters(x->raw);
   if (archive_read_open_fd(x->raw, blob_fd, CHUNK) != ARCHIVE_OK) {
     x->raw_failed = true;
     return lx_archive_fail(x, "start");

@@ -40,6 +40,9 @@ struct layer_limits {
    * When the blob turns out to be uncompressed, that digest is its
    * diff_id and the stream is not hashed a second time. */
   const char *blob_digest;
+  /* bzip2 and xz too (an ADD's archive), where libarchive has them built
+   * in; layers are plain, gzip or zstd. */
+  bool more_filters;
 };
 
 struct layer_result {
@@ -62,6 +65,17 @@ int layer_clean_name(const char *raw, char *out, size_t cap);
 
 int layer_extract(int blob_fd, int dest_fd, const struct layer_limits *lim,
                   struct layer_result *out, struct husk_err *err);
+
+/* Can this libarchive decompress the blob at blob_fd?  A zstd frame with
+ * no zstd in it (have_zstd false) is ENOTSUP saying so, where libarchive
+ * would only see a damaged tar; a blob whose start cannot be read in
+ * place (a pipe) passes.  layer_extract checks it first. */
+int layer_codec_check(int blob_fd, bool have_zstd, struct husk_err *err);
+
+/* Is the file at fd (read from offset 0, left at offset 0) a tar archive,
+ * plain or compressed with a filter of layer_limits' more_filters?  Told
+ * by reading its first entry's header, as Docker's ADD tells. */
+int layer_is_archive(int fd, bool *out, struct husk_err *err);
 
 /* The other way: the tree under dirfd as an uncompressed layer tar,
  * written to out_fd (layer_write.c).  Host owners become the box's (the

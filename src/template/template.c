@@ -128,6 +128,7 @@ int template_store_open(struct template_store **out, const struct template_store
     ts->cfg.max_layer_entries = DEFAULT_MAX_ENTRIES;
   ts->root = ts->layers = ts->blobs = ts->tmp = -1;
   pthread_mutex_init(&ts->lock, NULL);
+  atomic_init(&ts->collect_pending, false);
   if (disk_reserve_parse(cfg->data_reserve, &ts->reserve, err) < 0) {
     husk_error_wrap(err, "the data reserve");
     free(ts);

@@ -1,6 +1,6 @@
 /* Templates: the software a box runs.
  *
- * `default` is the host's /usr, as every box had before templates.  Any
+ * `default` is the host's /usr, read-only, what a box gets unless told.  Any
  * other template is an image (imported from an OCI or Docker archive, or
  * built) whose layers are unpacked once into a content-addressed store
  * under DATA/templates and stacked read-only by an overlay mount under
@@ -146,7 +146,10 @@ void template_context_end(struct template_context *c);
 
 /* The build cache: the layer a step made, by the step's key (a digest of
  * everything the step's result depends on).  Layers it names are kept
- * until its entries go unused for TEMPLATE_CACHE_KEEP_MS (template_collect). */
+ * until its entries go unused for TEMPLATE_CACHE_KEEP_MS (template_collect),
+ * and count in the tenant's template storage meanwhile: put fails with
+ * EDQUOT past the store's tenant_quota, ENOENT when the tenant is being
+ * deleted (state_build_cache_put). */
 #define TEMPLATE_CACHE_KEEP_MS (7LL * 24 * 3600 * 1000)
 int template_cache_get(struct template_store *ts, const char *tenant, const char *key,
                        char diff_id[LAYER_DIGEST_SIZE], struct husk_err *err);
@@ -192,8 +195,10 @@ int template_profile_copy(struct template_profile *dst, const struct template_pr
  * with `full` its layers and image config.  NULL when out of memory. */
 json_t *template_json(const struct state_template *t, bool full);
 
-/* Remove what no template names: layers and blobs (skipping any a box
- * holds).  Returns how many were removed. */
+/* Remove what no template and no build cache entry names: layers and
+ * blobs (skipping any a box holds).  Returns how many were removed; 0
+ * when an import, build or context holds the store (the last of this
+ * process to end then collects). */
 int template_collect(struct template_store *ts, struct husk_err *err);
 
 #endif

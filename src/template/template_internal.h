@@ -4,6 +4,7 @@
 #define HUSK_TEMPLATE_TEMPLATE_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 
 #include "template/template.h"
@@ -21,6 +22,11 @@ struct template_store {
   int blobs;            /* .../blobs/sha256 */
   int tmp;              /* .../tmp */
   pthread_mutex_t lock; /* one import's layer placement at a time in this process */
+  /* A collection found the store held (an import, build or context in
+   * progress) and did nothing: the last hold of this process to end runs
+   * it (ts_gc_release), so what a deletion left goes without waiting for
+   * the next delete or restart. */
+  atomic_bool collect_pending;
 };
 
 void ts_log(struct template_store *ts, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -33,6 +39,10 @@ int rmtree_at(int dirfd, const char *name);
  * other's).  Returns the fd (close it to release), or -1 with errno
  * (EWOULDBLOCK: LOCK_NB and held the other way). */
 int ts_gc_hold(struct template_store *ts, int how);
+/* Release a hold (ts_gc_hold, LOCK_SH: fd >= 0) and run a collection
+ * another one asked for meanwhile, or `collect` (the holder's own
+ * leftovers). */
+void ts_gc_release(struct template_store *ts, int fd, bool collect);
 /* mkdir (0700, if missing) and open a directory of the store. */
 int ts_subdir(int at, const char *name, struct husk_err *err);
 /* "sha256:" + 64 lower-case hex digits. */
@@ -44,9 +54,10 @@ struct import {
   struct template_store *ts;
   char work[40];
   int wfd;
-  int gc;          /* its hold on gc.lock (shared), or -1 */
-  bool placed;     /* it put layers or blobs in the store */
-  bool committed;  /* ... and recorded the template that names them */
+  int gc;            /* its hold on gc.lock (shared), or -1 */
+  bool placed;       /* it put layers or blobs in the store */
+  bool committed;    /* ... and recorded the template that names them */
+  uint64_t unpacked; /* bytes of the layers it placed or found (an assembly's, so far) */
   uint64_t max_bytes; /* an archive or a layer: the store's limit, or the tenant's room */
   bool quota_bound;   /* max_bytes is the tenant's room */
 };

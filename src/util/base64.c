@@ -2,6 +2,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 static const char alphabet[2][65] = {
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
@@ -45,6 +46,10 @@ char *b64_encode(const void *in, size_t n, size_t *out_len) {
   if (out_len)
     *out_len = o;
   return out;
+}
+
+bool b64_char_ok(char c, enum b64_alphabet a) {
+  return c != '\0' && memchr(alphabet[a == B64_URL], c, 64) != NULL;
 }
 
 /* The value of a character of the standard alphabet, -1 for any other. */

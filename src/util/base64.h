@@ -23,6 +23,9 @@ size_t b64_encode_to(char *out, const void *in, size_t n, enum b64_alphabet a);
  * not NULL); NULL when out of memory. */
 char *b64_encode(const void *in, size_t n, size_t *out_len);
 
+/* Whether c is one of the 64 characters of alphabet a (not "="). */
+bool b64_char_ok(char c, enum b64_alphabet a);
+
 /* Decode the standard alphabet: padding optional (at most two "="), no
  * whitespace or other character; bits past the last whole byte are
  * dropped.  *out is malloc'd (NUL-terminated, so text can be used as a

@@ -50,19 +50,21 @@ int write_file_at(int dirfd, const char *name, const char *s) {
 int mkdir_p(const char *path, mode_t mode) {
   char buf[PATH_MAX];
   size_t len = strlen(path);
-  if (len == 0 || len >= sizeof buf)
-    return -ENAMETOOLONG;
+  if (len == 0 || len >= sizeof buf) {
+    errno = len ? ENAMETOOLONG : ENOENT;
+    return -1;
+  }
   memcpy(buf, path, len + 1);
   for (char *p = buf + 1; *p; p++) {
     if (*p != '/')
       continue;
     *p = '\0';
     if (mkdir(buf, mode) < 0 && errno != EEXIST)
-      return -errno;
+      return -1;
     *p = '/';
   }
   if (mkdir(buf, mode) < 0 && errno != EEXIST)
-    return -errno;
+    return -1;
   return 0;
 }
 
@@ -98,18 +100,21 @@ int proc_stat_fields(pid_t pid, unsigned long long *v, int n) {
     snprintf(path, sizeof path, "/proc/self/stat");
   for (int k = 0; k < n; k++)
     v[k] = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0)
-    return -errno;
-  ssize_t len = read(fd, buf, sizeof buf - 1);
-  int e = errno;
-  close(fd);
-  if (len <= 0)
-    return len < 0 ? -e : -EIO;
+    return -1;
+  ssize_t len;
+  do
+    len = read(fd, buf, sizeof buf - 1);
+  while (len < 0 && errno == EINTR);
+  if (len < 0)
+    return -1;
   buf[len] = '\0';
   char *p = strrchr(buf, ')'); /* the command name ends at the last ')' */
-  if (!p)
-    return -EIO;
+  if (!p) {
+    errno = EIO;
+    return -1;
+  }
   int field = 2;
   for (char *t = p + 1; *t && field < n; t++)
     if (*t == ' ' && ++field < n)

@@ -12,7 +12,8 @@
 int write_file_at(int dirfd, const char *name, const char *s);
 
 /* mkdir -p `path` (absolute or relative to the cwd) with `mode`.  Uses only
- * the stack: safe between fork and exec.  Returns 0 or -errno. */
+ * the stack: safe between fork and exec.  Returns 0, or -1 with errno
+ * (ENAMETOOLONG: `path` does not fit PATH_MAX; ENOENT: it is empty). */
 int mkdir_p(const char *path, mode_t mode);
 
 /* mkdir -p with mode 0700 for what it creates, for a daemon's data
@@ -35,7 +36,7 @@ int write_block_sparse(int fd, const char *buf, size_t size, int64_t off);
 /* Numeric fields of /proc/PID/stat (pid 0: self), numbered as in proc(5):
  * v[k] is field k for 3 <= k < n (fields after the command name, which
  * may itself hold spaces and parentheses); others are 0.  Stack only.
- * Returns 0 or -errno. */
+ * Returns 0, or -1 with errno (EIO: not the shape of a stat file). */
 int proc_stat_fields(pid_t pid, unsigned long long *v, int n);
 
 #endif

@@ -6,7 +6,7 @@ acknowledged operation is checked, and the host is checked for what the
 run's daemon may have leaked.
 
   chaos.py [--husk build/husk] [--duration S] [--kills N] [--clients N]
-           [--seed N] [--tap]
+           [--idle-boxes N] [--seed N] [--tap]
 
 Acknowledged means the client got a success reply: a timeout or a reset
 connection is not an acknowledgement, so whatever it may have done is not
@@ -25,7 +25,15 @@ checked.  Checks (each a TAP line with --tap; a summary of losses always):
   audit       every acknowledged state change has its audit record
   leaks       after deleting every box and stopping the daemon: no cgroup
               of this data directory (box-<hash>-*), no mount under it,
-              no process in those cgroups, no runtime directory left
+              no process in those cgroups, no runtime directory left, no
+              temporary file of the object store (DATA/storage/tmp)
+  re-adoption every other kill, the restart is killed again while it
+              re-adopts its boxes: the moment its log says re-adoption
+              started, and the kill counts as landing there only if the
+              log has no line saying it ended (--idle-boxes idle boxes
+              make it last); the daemon started after such a kill must
+              have every acknowledged box running, no cgroup of a box it
+              does not list as live, no store temporary file
 
 Every acknowledged operation is also written, one JSON line each, to
 acked.jsonl in the run's directory (kept with --keep), and every loss found
@@ -43,6 +51,8 @@ ap.add_argument("--husk", default=os.path.join(os.path.dirname(os.path.abspath(_
 ap.add_argument("--duration", type=float, default=30, help="seconds of load (at least)")
 ap.add_argument("--kills", type=int, default=4, help="SIGKILLs of the daemon")
 ap.add_argument("--clients", type=int, default=4)
+ap.add_argument("--idle-boxes", type=int, default=24,
+                help="boxes created at the start and left idle: re-adoption lasts longer")
 ap.add_argument("--seed", type=int, default=None)
 ap.add_argument("--tap", action="store_true")
 ap.add_argument("--keep", action="store_true", help="keep the run's directory")
@@ -80,28 +90,71 @@ up = threading.Event()
 restarts = 0
 
 
-def start_daemon():
-    """Start and wait for its listening lines; returns False if it died."""
-    global daemon, api_url, s3_url
+def spawn_daemon():
+    """A daemon on DATA, its stderr appended to LOG: (process, log offset)."""
     logf = open(LOG, "ab")
     start = logf.tell()
     env = dict(os.environ, HUSK_ADMIN_KEY=ADMIN)
-    daemon = subprocess.Popen([args.husk, "serve", "--listen", "127.0.0.1:0", "--s3-listen",
-                               "127.0.0.1:0", "--data", DATA, "--quiet"],
-                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=logf,
-                              env=env)
+    p = subprocess.Popen([args.husk, "serve", "--listen", "127.0.0.1:0", "--s3-listen",
+                          "127.0.0.1:0", "--data", DATA, "--quiet"],
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=logf,
+                         env=env)
     logf.close()
+    return p, start
+
+
+def log_since(start):
+    with open(LOG, "rb") as f:
+        f.seek(start)
+        return f.read().decode(errors="replace")
+
+
+READOPT_START = re.compile(r"^husk: re-adoption: (\d+) live box", re.M)
+READOPT_END = re.compile(r"^husk: re-adoption done: .* in (\d+) ms$", re.M)
+
+
+def kill_during_readoption():
+    """Start a daemon and SIGKILL it once its log says re-adoption started
+    and a random number of its boxes (fewer than all) were re-adopted.
+    (landed, boxes, adopted): landed when, the daemon dead, the log still
+    has no line saying re-adoption ended: the kill provably interrupted it."""
+    p, start = spawn_daemon()
+    deadline = time.time() + 60
+    landed, n, k = False, 0, None
+    while time.time() < deadline and p.poll() is None:
+        text = log_since(start)
+        m = READOPT_START.search(text)
+        if m:
+            n = int(m.group(1))
+            if k is None:
+                k = master.randrange(0, max(n, 1))
+            if text.count(" re-adopted\n", m.end()) >= k or READOPT_END.search(text):
+                p.kill()
+                p.wait()
+                landed = not READOPT_END.search(log_since(start))
+                break
+        time.sleep(0.001)
+    if p.poll() is None:
+        p.kill()
+        p.wait()
+    return landed, n, k or 0
+
+
+def start_daemon(release=True):
+    """Start and wait for its listening lines; returns False if it died.
+    The clients resume only when `release` (else once up is set)."""
+    global daemon, api_url, s3_url
+    daemon, start = spawn_daemon()
     deadline = time.time() + 60
     while time.time() < deadline:
-        with open(LOG, "rb") as f:
-            f.seek(start)
-            text = f.read().decode(errors="replace")
+        text = log_since(start)
         a = re.findall(r"^husk: listening on (http://127\.0\.0\.1:\d+)$", text, re.M)
         s = re.findall(r"^husk: S3 listening on (http://127\.0\.0\.1:\d+) ", text, re.M)
         if a and s:
             with url_lock:
                 api_url, s3_url = a[-1], s[-1]
-            up.set()
+            if release:
+                up.set()
             return True
         if daemon.poll() is not None:
             return False
@@ -412,13 +465,23 @@ def main():
 
     until_acked(put_object)
     ack("object", bucket=probe_bucket, key="obj", sha=hashlib.sha256(b"probe").hexdigest(), size=5)
+    # Idle boxes, so that re-adoption takes long enough for a kill to land
+    # in it.
+    idle_boxes = []
+    for _ in range(args.idle_boxes):
+        b = until_acked(lambda: jreq("POST", "/v1/sandboxes",
+                                     {"memory": "32M", "timeout": 3600}, key))["id"]
+        ack("box", box=b, audit="sandbox.create")
+        idle_boxes.append(b)
     clients = [Client(i, key, creds) for i in range(args.clients)]
     for c in clients:
         c.start()
 
-    # Kill times spread over the duration, each at a random moment; a
-    # third of the restarts are killed again while re-adopting.
-    kills = readoption_kills = 0
+    # Kill times spread over the duration, each at a random moment; every
+    # other restart is killed again the moment it starts re-adopting, and
+    # about a third of the others at a random moment of their start.
+    kills = readoption_kills = early_kills = 0
+    readopt_boxes = []
     t_end = time.time() + args.duration
     gap = args.duration / max(args.kills, 1)
     while kills < args.kills:
@@ -458,27 +521,36 @@ def main():
         kill_daemon()
         time.sleep(1.0)
         kills += 1
-        again = master.random() < 0.35
-        if again:
-            # Started, then killed before or just after it listens.
-            logf = open(LOG, "ab")
-            env = dict(os.environ, HUSK_ADMIN_KEY=ADMIN)
-            p = subprocess.Popen([args.husk, "serve", "--listen", "127.0.0.1:0", "--s3-listen",
-                                  "127.0.0.1:0", "--data", DATA, "--quiet"],
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                 stderr=logf, env=env)
-            logf.close()
+        landed = False
+        if kills % 2 == 0:
+            # Up to three tries: one whose re-adoption ended before the
+            # kill is an early kill like the others.
+            for _ in range(3):
+                landed, n, k = kill_during_readoption()
+                if landed:
+                    break
+            if landed:
+                readoption_kills += 1
+                readopt_boxes.append(f"{k} of {n}")
+        elif master.random() < 0.35:
+            # Started, then killed at a random moment of its start.
+            p, _ = spawn_daemon()
             time.sleep(master.uniform(0.0, 0.4))
             p.kill()
             p.wait()
-            readoption_kills += 1
+            early_kills += 1
         # Down for a while, as after a real crash: background processes
         # that end meanwhile must still get their true exit status.
         time.sleep(master.uniform(0.0, 1.5))
         restarts += 1
-        if not start_daemon():
+        if not start_daemon(release=not landed):
             raise SystemExit("Bail out! the daemon did not restart:\n" +
                              open(LOG).read()[-2000:])
+        if landed:
+            # The clients are held until the state after the interrupted
+            # re-adoption is checked.
+            after_readoption(key, [probe_box] + idle_boxes, clients)
+            up.set()
     while time.time() < t_end:
         time.sleep(0.2)
     stop.set()
@@ -488,17 +560,51 @@ def main():
     # Background processes end within their sleeps; give them time.
     longest = max([r["secs"] for r in acked if r["kind"] == "process"] + [0])
     time.sleep(longest + 2)
-    verify(key, creds, kills, readoption_kills)
+    verify(key, creds, kills, readoption_kills, early_kills, readopt_boxes)
 
 
 results = []
+readoption_losses = []
+
+
+def after_readoption(key, fixed_boxes, clients):
+    """The daemon started after a kill during re-adoption: every box
+    acknowledged and not being deleted is running, no cgroup of this data
+    directory belongs to a box it does not list as live, and the store
+    has no temporary file left (its sweep ran at start)."""
+    def mine():
+        return set(fixed_boxes) | {b for c in clients for b in list(c.boxes)}
+    for b in sorted(mine()):
+        try:
+            st, data, _ = request("GET", f"/v1/sandboxes/{b}", key=key)
+        except NotAcked as e:
+            readoption_losses.append(f"{b}: no reply ({e})")
+            continue
+        state = json.loads(data).get("state") if st == 200 else f"http {st}"
+        # A box a client took out of its list meanwhile is being deleted.
+        if state != "running" and b in mine():
+            readoption_losses.append(f"{b}: {state}")
+    try:
+        st, data, _ = request("GET", "/v1/sandboxes?state=live&limit=1000", key=key)
+        live = {b["id"] for b in json.loads(data)["sandboxes"]} if st == 200 else None
+    except NotAcked:
+        live = None
+    if live is None:
+        readoption_losses.append("cannot list the live boxes")
+    else:
+        prefix = cg_prefix()
+        for cg in box_cgroups():
+            if os.path.basename(cg)[len(prefix):] not in live:
+                readoption_losses.append(f"cgroup of no live box: {cg}")
+    for f in store_tmp_files():
+        readoption_losses.append(f"store temporary file {f}")
 
 
 def check(name, ok, detail=""):
     results.append((name, ok, detail))
 
 
-def verify(key, creds, kills, readoption_kills):
+def verify(key, creds, kills, readoption_kills, early_kills, readopt_boxes):
     deleted = {r["box"] for r in acked if r["kind"] in ("box_deleted", "box_maybe_deleted")}
     boxes = {r["box"] for r in acked if r["kind"] == "box"} - deleted
     losses = {}
@@ -596,10 +702,18 @@ def verify(key, creds, kills, readoption_kills):
         if not leaks:
             break
         time.sleep(0.1)
-    check("leaks: no cgroup, mount, process or runtime directory left", not leaks,
-          "; ".join(leaks[:8]))
+    check("leaks: no cgroup, mount, process, runtime directory or store temporary file left",
+          not leaks, "; ".join(leaks[:8]))
+    tried = kills // 2
+    check(f"re-adoption: {readoption_kills} of {tried} kills landed during it "
+          f"(at least {', '.join(readopt_boxes) or 'no'} boxes re-adopted at the kill)",
+          tried == 0 or readoption_kills > 0,
+          "the log said re-adoption had ended before every such kill")
+    check(f"re-adoption: after each of the {readoption_kills} kills, every box running, "
+          f"nothing left over", not readoption_losses, "; ".join(readoption_losses[:8]))
 
-    print(f"# chaos: {kills} kills ({readoption_kills} more during re-adoption), "
+    print(f"# chaos: {kills} kills ({readoption_kills} more during re-adoption, "
+          f"{early_kills} more early in a start), "
           f"{attempts['acked']} operations acknowledged, {attempts['not_acked']} not",
           flush=True)
     with open(os.path.join(run_dir, "losses.txt"), "w") as f:
@@ -624,7 +738,7 @@ def cg_prefix():
     return "box-%08x-" % h
 
 
-def find_leaks():
+def box_cgroups():
     out = []
     prefix = cg_prefix()
     for root, dirs, _ in os.walk("/sys/fs/cgroup"):
@@ -633,7 +747,23 @@ def find_leaks():
             continue
         for d in dirs:
             if d.startswith(prefix):
-                out.append("cgroup " + os.path.join(root, d))
+                out.append(os.path.join(root, d))
+    return out
+
+
+def store_tmp_files():
+    """Named temporary files of the object store (its writer's, renamed
+    into place on commit or unlinked on failure)."""
+    tmp = os.path.join(DATA, "storage", "tmp")
+    try:
+        return sorted(os.listdir(tmp))
+    except FileNotFoundError:
+        return []
+
+
+def find_leaks():
+    out = ["cgroup " + cg for cg in box_cgroups()]
+    prefix = cg_prefix()
     real = os.path.realpath(DATA)
     try:
         for line in open("/proc/self/mountinfo"):
@@ -655,6 +785,9 @@ def find_leaks():
         left = os.listdir(boxes_dir)
         if left:
             out.append(f"{len(left)} entries in DATA/boxes: {' '.join(sorted(left)[:4])}")
+    tmp = store_tmp_files()
+    if tmp:
+        out.append(f"{len(tmp)} store temporary files: {' '.join(tmp[:4])}")
     return out
 
 

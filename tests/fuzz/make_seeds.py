@@ -328,10 +328,42 @@ def ctl():
     put("ctl", "fs", b"\x03" + struct.pack("<II", 9, 8))
 
 
+def inject():
+    # flags: bit 0 HEAD, bits 1-4 the bound secrets; then the piece size.
+    secret = "ghp_Z9yX8wV7uT6sR5qP4oN3"
+    odd = "s3cr3t/+=\"\\ &?%:x"
+    b64 = __import__("base64").b64encode(("x" + secret).encode()).decode()
+    all4 = 0x1e
+    put("inject", "sized", bytes([all4, 0]) +
+        ("HTTP/1.1 200 OK\r\nContent-Length: %d\r\nX-Echo: %s\r\n\r\n%s"
+         % (len(secret) + 2, secret, "<" + secret + ">")).encode())
+    put("inject", "chunked-split", bytes([all4, 7]) +
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"5\r\nghp_Z\r\n13;ext=1\r\n9yX8wV7uT6sR5qP4oN3\r\n0\r\nTrailer: t\r\n\r\n")
+    put("inject", "interim", bytes([all4, 0]) +
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    put("inject", "close-delimited", bytes([all4, 3]) +
+        ('HTTP/1.0 200 OK\r\n\r\n{"t":"%s","b":"%s","u":"%s"}'
+         % (odd.replace("\\", "\\\\").replace('"', '\\"'), b64,
+            __import__("urllib.parse").parse.quote(odd, safe=""))).encode())
+    put("inject", "head", bytes([all4 | 1, 0]) +
+        b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n")
+    put("inject", "no-content", bytes([0x04, 0]) + b"HTTP/1.1 204 No Content\r\n\r\n")
+    put("inject", "unbound", bytes([0, 0]) +
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n")
+
+
+GENERATORS = (egress_http, egress_sni, egress_dns, egress_host, api_json, mcp, s3_xml, sigv4,
+              chunked, tar, multipart, s3_request, ctl, inject)
+
 if __name__ == "__main__":
-    for t in os.listdir(OUT) if os.path.isdir(OUT) else []:
-        if t != "egress_sni":
-            shutil.rmtree(os.path.join(OUT, t))
-    for g in (egress_http, egress_sni, egress_dns, egress_host, api_json, mcp, s3_xml, sigv4,
-              chunked, tar, multipart, s3_request, ctl):
+    # Only the corpora written here are replaced (egress_sni keeps what
+    # it has: its hellos are random); image, layer and dockerfile seeds
+    # are written by hand.
+    for g in GENERATORS:
+        d = os.path.join(OUT, g.__name__)
+        if g.__name__ != "egress_sni" and os.path.isdir(d):
+            shutil.rmtree(d)
+    for g in GENERATORS:
         g()

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Hostile test suite: what a malicious program inside a box tries, and what
-# the box must answer (docs: /work/shared/research/isolation.md section 4).
+# the box must answer (the model they check: docs/security.md).
 #
 # tests/hostile/probe.c is one multi-call binary; `probe NAME` runs one
 # attack and prints "PASS NAME: ..." or "FAIL NAME: ...".  This script builds

@@ -119,6 +119,8 @@ run_example() { # NAME BINARY
   check "$1: an image was imported as a template (husk_template_import)" \
     grep -q '^template example-image (tpl_' "$T_SCRATCH/$1.out"
   check "$1: a box of it ran as the image's root" grep -q '^uid=0(root) gid=0(root)' "$T_SCRATCH/$1.out"
+  check "$1: a template was built from it (husk_template_build), its output streamed" \
+    bash -c 'grep -q "^build: step 2: RUN" "$1" && grep -q "^template example-built (tpl_.*) built" "$1"' _ "$T_SCRATCH/$1.out"
   check "$1: the template was deleted with its layers" \
     [ -z "$(ls -A "$data/templates/layers" 2>/dev/null)" ]
   check "$1: the deleted box's cgroups are gone" wait_for 30 gone "$data"

@@ -155,6 +155,12 @@ check "husk.1 lists the commands run, serve, mcp, version, help" bash -c "
   for c in run serve mcp template version help; do
     awk '/^\.SH COMMANDS/ {o = 1; next} /^\.SH/ {o = 0} o' '$ROOT/man/husk.1' | grep -qx \".B \$c\" || exit 1
   done"
+MISSING=""
+for f in "$ROOT"/man/*.1; do
+  p=$(basename "$f" .1)
+  grep -F 'the man pages ' "$ROOT/README.md" | grep -qF "$p(1)" || MISSING="$MISSING $p"
+done
+expect_eq "README's list of the husk package's man pages names every page of man/" "$MISSING" ""
 run_husk --version
 expect_eq "husk --version" "$RC/$OUT/$ERR" "0/husk $VERSION/"
 finish

@@ -129,7 +129,7 @@ serve_start || not_ok "graceful restart"
 echo "# restarted at ${SECONDS}s"
 check_all "after a graceful restart"
 
-# The box still works and new processes are recorded as before.
+# The box still works and new processes are still recorded.
 api POST "/v1/sandboxes/$B/exec" -d '{"cmd":["sh","-c","exit 42"],"background":true}'
 NP=$(jf 'j["pid"]')
 recorded() {

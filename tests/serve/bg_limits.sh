@@ -4,7 +4,7 @@
 # its output limit is killed with reason output and its output cut to the
 # limit; both hold across a daemon SIGKILL and restart (a deadline that
 # passed while no daemon ran is enforced by the next one).  A process
-# without limits runs on, as before.
+# without limits runs on.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/serve.bash"
 
@@ -77,7 +77,7 @@ expect_eq "with its exit code" "$(jf 'j["exit_code"]')" 5
 expect_eq "not truncated" "$(jf 'j["truncated"]')" false
 expect_eq "its output is whole" "$(output_size "$P" stdout)" 6
 
-# ---- no limits: as before -----------------------------------------------
+# ---- no limits: the process runs on --------------------------------------
 bg '"cmd":["sleep","3051"]' || not_ok "start a process without limits"
 NP=$P
 proc "$NP"

@@ -1,8 +1,8 @@
 #!/bin/bash
 # A short chaos run (tests/chaos/chaos.py): mixed load from four clients,
-# the daemon SIGKILLed four times at random moments (and sometimes again
-# while re-adopting), then every acknowledged item checked and the host
-# checked for leaks.  `make chaos` runs a long one.  The seed is printed;
+# the daemon SIGKILLed four times at random moments, every other restart
+# killed again in the middle of re-adopting its boxes (as its log shows),
+# then every acknowledged item checked and the host checked for leaks.  `make chaos` runs a long one.  The seed is printed;
 # CHAOS_SEED repeats a run's operation mix and kill times.
 set -u
 cd "$(dirname "$0")/../.."

@@ -377,6 +377,26 @@ print("ok" if ok else "leak or missing: %d bodies %d heads, %d with the secret" 
 R=$(recalled "$OUT" "$SECRET" "$PH")
 check "a stored secret handed back later (no placeholder in the request) reaches the box only as its placeholder ($R)" [ "$R" = ok ]
 
+# An upstream that compresses its response although it was asked for
+# identity: the scrubber cannot read the body, so the box gets the proxy's
+# 502 instead, never the (compressed) secret, and the refusal is audited.
+# curl --compressed would decode what it got, so a relayed secret would
+# show in its output.
+bx 'for u in https://api.ex.test/coded/gzip/echo https://api.ex.test/coded/br/recall https://api.ex.test/coded/identity,zstd/recall; do curl -sS -i --compressed --max-time 20 -H "Authorization: Bearer $TOKEN" "$u" 2>&1; echo; done; for u in https://other.test/coded/deflate/recall http://plain.test/coded/gzip/recall; do curl -sS -i --compressed --max-time 20 "$u" 2>&1; echo; done'
+CREQ=$(grep '"/coded/gzip/echo"' <<<"$(up_requests)")
+check "the compressing upstream got the secret (it is in its compressed echo)" has "$CREQ" "Bearer $SECRET"
+check "and was asked for identity" has "$CREQ" '"Accept-Encoding": "identity"'
+check "every compressed response is refused with 502 ($(grep -c '^HTTP/1.1 502' <<<"$OUT"))" \
+  [ "$(grep -c '^HTTP/1.1 502 the upstream response is compressed' <<<"$OUT")" = 5 ]
+check "the box never sees the secret from a compressed response" lacks "$OUT" "$SECRET"
+check "nor its placeholder in a relayed body" lacks "$OUT" '"stored"'
+AUD=$(audit_of "$INJ")
+check "audit: the compressed inject response" has "$AUD" "egress.inject error 502"
+check "audit: names the reason" has "$AUD" "reason=upstream-content-encoding"
+check "audit: the compressed plain HTTP response too" bash -c 'grep -q "^egress.http error 502 .*reason=upstream-content-encoding" <<<"$1"' _ "$AUD"
+bx 'curl -sS -o /dev/null -w "%{http_code}\n" -I --max-time 20 https://api.ex.test/coded/gzip/echo'
+check "a HEAD response naming a coding (no body) is relayed" has "$OUT" "200"
+
 CAP=$T_SCRATCH/wire.pcap
 tcpdump -i "$UP_IF" -w "$CAP" -U >/dev/null 2>&1 &
 TCPD=$!

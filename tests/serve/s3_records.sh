@@ -3,7 +3,8 @@
 # the moment a client has its reply loses no audit record of a bucket
 # create / delete / multi-object delete and no access record of a link
 # fetch.  And refused link fetches (forged, revoked, unknown) are counted,
-# not stored one by one, and rate-limited per source address.
+# not stored one by one, and rate-limited per source address, without
+# ever refusing a valid fetch.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/serve.bash"
 . "$(dirname "$0")/s3.bash"
@@ -100,8 +101,23 @@ api GET "/v1/links/$LID"
 expect_eq "only the refusals within the budget are counted" "$(jf 'j["denied_fetches"]')" "$((n403 + 1))"
 expect_eq "and no access row was added" "$(rows)" "$R0"
 
+# Only refusals spend the budget: a valid fetch from an address whose
+# budget is spent, or while floods from many addresses spend the shared
+# one, is served.  The flooding address alternates forged and valid
+# fetches, so each of its valid ones comes while its budget is empty.
+S0=$(rows)
+read -r f403 f429 fother v200 vother < <(python3 "$(dirname "$0")/link_flood.py" "$FORGED" "$LURL" \
+  --sources 30 --per-source 50 2>"$T_SCRATCH/flood.err")
+check "a flood of 1500 forged fetches from 30 addresses is cut off with 429 ($f403 x 403, $f429 x 429)" \
+  [ "${f429:-0}" -gt 0 ]
+expect_eq "every forged fetch got 403 or 429" "$((${f403:-0} + ${f429:-0}))" 1500
+check "valid fetches were sent during the flood (${v200:-0})" [ "${v200:-0}" -ge 70 ]
+expect_eq "none of them was refused" "${vother:-x}" 0
+expect_eq "each one is recorded" "$(($(rows) - S0))" "${v200:-0}"
+
 # A revoked link with its genuine signature is refused and counted too.
 api DELETE "/v1/links/$LID"
+R0=$(rows)
 CODE=$(python3 "$S3REQ" GET "$LURL" --raw 2>/dev/null)
 check "a revoked link: refused ($CODE)" [ "$CODE" = 403 -o "$CODE" = 429 ]
 expect_eq "no access row for it" "$(rows)" "$R0"

@@ -3,7 +3,8 @@
 # imports shared templates, tenants import and build their own and never
 # see another's; boxes of them over the API and MCP; every refusal (bad
 # name, taken name, garbage, a forged image, a hostile context, the
-# tenant's template quota, a cut upload) leaves nothing behind; deletes
+# tenant's template quota, which the build cache's layers count in, a cut
+# upload) leaves nothing behind; deletes
 # wait for the boxes and pools that use a template; export round-trips;
 # builds stream their output, fail cleanly, stop when the client goes
 # away; a pool per template; a SIGKILLed import is no template after the
@@ -267,6 +268,27 @@ build "$ADMIN" 'name=shared-app' "$C"
 expect_eq "the admin builds a shared template" "$(nd '(lines[-1]["type"], lines[-1]["template"]["shared"])')" "('done', True)"
 KEY=$KA api GET /v1/templates/shared-app
 expect_code "every tenant sees it" 200
+
+# Builds that fail after a cached step keep its layer (the cache's), and it
+# counts in the tenant's template storage (--template-quota 20M): the third
+# 8 MB step does not fit, fails the build with quota_exceeded, and its
+# layer does not stay.
+new_tenant gamma && KG=$TKEY
+store_layers() { find "$DATA/templates/layers" -mindepth 1 -maxdepth 1 -type d | wc -l; }
+for i in 1 2; do
+  printf 'FROM base\nUSER root\nRUN head -c 8000000 /dev/urandom > /blob%s\nRUN exit 3\n' "$i" \
+    >"$C/Dockerfile"
+  build "$KG" "name=cached$i" "$C"
+  expect_eq "build $i fails on its last step" \
+    "$(nd '(lines[-1]["type"], "exit code 3" in lines[-1]["message"])')" "('error', True)"
+done
+LAYERS=$(store_layers)
+printf 'FROM base\nUSER root\nRUN head -c 8000000 /dev/urandom > /blob3\nRUN exit 3\n' >"$C/Dockerfile"
+build "$KG" "name=cached3" "$C"
+expect_eq "a third: its step is past the quota the cached layers use" \
+  "$(nd '(lines[-1]["type"], lines[-1]["code"])')" "('error', 'quota_exceeded')"
+expect_eq "and its layer is not kept" "$(store_layers)" "$LAYERS"
+check "nor anything in the store's work area" tmp_empty
 
 # ---- MCP --------------------------------------------------------------------------------
 tool() { R=$(python3 "$MCPDIR/mcpcall.py" "$URL/mcp" "$1" call "$2" "$3"); }

@@ -2,8 +2,9 @@
 # A tenant's credentials and its end: S3 keys record the API key that minted
 # them and are revoked with it; the admin lists and revokes a tenant's S3
 # keys; DELETE /v1/tenants/{id} removes the tenant with its boxes (killed),
-# objects (their files too), buckets, links, secrets and keys, audited
-# without secrets; a daemon killed midway finishes the deletion at start.
+# objects (their files too), buckets, links, secrets, keys and templates
+# (their layers too, but one another template has), audited without
+# secrets; a daemon killed midway finishes the deletion at start.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/serve.bash"
 . "$(dirname "$0")/s3.bash"
@@ -13,6 +14,23 @@ if ! s3_start; then
   serve_finish
   exit 1
 fi
+
+# Images: a layer every one has, and one of each's own.
+L=$T_SCRATCH/layers
+mkdir -p "$L/common" "$L/one" "$L/two" "$L/three"
+for d in common one two three; do echo "$d" >"$L/$d/$d"; done
+for d in one two three; do
+  python3 "$(dirname "$0")/../template/mkimage.py" "$T_SCRATCH/$d.tar" --layer "$L/common" \
+    --layer "$L/$d" || not_ok "mkimage $d"
+done
+upload() { # FILE NAME: POST /v1/templates?name=NAME under $KEY
+  api POST "/v1/templates?name=$2" --data-binary "@$1" -H 'Content-Type: application/x-tar'
+}
+layers_of() { # NAME: the layer directories of template NAME (as $KEY sees it)
+  api GET "/v1/templates/$1"
+  jf '" ".join("'"$DATA"'/templates/layers/" + l["diff_id"][7:] for l in j["layers"])'
+}
+all_there() { local d; for d in "$@"; do [ -d "$d" ] || return 1; done; }
 
 key_id_of() { # TENANT: the id of its first API key
   local save=$KEY
@@ -87,7 +105,16 @@ api POST /v1/links -d '{"bucket":"two-bkt","key":"a","expires_in":600}'
 expect_code "tenant two makes a link" 201
 LINK_URL=$(jf 'j["url"]')
 check "the link serves the object" bash -c "curl -sf '$LINK_URL' | grep -q 'object a'"
-# Tenant one's object must survive tenant two's deletion.
+upload "$T_SCRATCH/two.tar" two-tpl
+expect_code "tenant two imports a template" 201
+read -r TWO_COMMON TWO_OWN <<<"$(layers_of two-tpl)"
+check "its layers are on disk" all_there "$TWO_COMMON" "$TWO_OWN"
+# Tenant one's object and template must survive tenant two's deletion.
+KEY=$ONE_KEY2
+upload "$T_SCRATCH/one.tar" one-tpl
+expect_code "tenant one imports a template with a layer tenant two's has" 201
+ONE_LAYERS=$(layers_of one-tpl)
+check "the layer both have is stored once" [ "${ONE_LAYERS%% *}" = "$TWO_COMMON" ]
 AK=$AK1 SK=$SK1
 KEY=$ONE_KEY2
 api POST /v1/s3-keys
@@ -112,9 +139,22 @@ expect_code "its API key no longer works" 401
 check "its box is gone from the host (processes, cgroups)" wait_for 20 box_gone "$TWO_BOX"
 check "its objects' files are removed" [ "$(store_files objects)" -eq $((FILES_BEFORE + 1)) ]
 check "its link is refused" not bash -c "curl -sf '$LINK_URL' >/dev/null"
+check "its template's own layer is removed from disk" [ ! -e "$TWO_OWN" ]
 AK=$ONE_AK SK=$ONE_SK
 s3req GET /one-bkt/keep
 expect_code "the other tenant's object is intact" 200
+KEY=$ONE_KEY2
+api GET /v1/templates/one-tpl
+expect_code "the other tenant's template is intact" 200
+# shellcheck disable=SC2086
+check "... and every layer of it, the one tenant two had too" all_there $ONE_LAYERS
+check "the database has no template of the deleted tenant" python3 - "$DATA/husk.db" "$TWO" <<'EOF'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+n = db.execute("SELECT (SELECT count(*) FROM templates WHERE tenant_id = ?1) + "
+               "(SELECT count(*) FROM build_cache WHERE tenant_id = ?1)", (sys.argv[2],)).fetchone()[0]
+sys.exit(0 if n == 0 else 1)
+EOF
 KEY=$ADMIN
 api GET "/v1/audit?action=tenant.delete"
 expect_eq "the deletion is audited" "$(jf "[[r['outcome'], r['status']] for r in j['records'] if '$TWO' in r['detail']][0]")" '["ok", 204]'
@@ -135,6 +175,9 @@ check "tenant three makes a box" new_box
 THREE_BOX=$BOX
 api POST "/v1/sandboxes/$THREE_BOX/exec" -d '{"cmd":["sleep","1012"],"background":true}'
 check "its process runs" wait_for 10 has_box_proc "$THREE_BOX" "sleep 1012"
+upload "$T_SCRATCH/three.tar" three-tpl
+expect_code "tenant three imports a template" 201
+read -r _ THREE_OWN <<<"$(layers_of three-tpl)"
 FILES_BEFORE=$(store_files objects)
 serve_kill9
 # Only the first step (what the DELETE commits first) is done here, as a
@@ -159,6 +202,7 @@ expect_code "the restart finished the deletion: the tenant is gone" 404
 check "the restart logged it" grep -q "finished deleting tenant $THREE" "$SERVE_LOG"
 check "its box is gone from the host" wait_for 20 box_gone "$THREE_BOX"
 check "its object file is removed" [ "$(store_files objects)" -lt "$FILES_BEFORE" ]
+check "its template's own layer is removed" [ ! -e "$THREE_OWN" ]
 api GET "/v1/audit?action=tenant.delete"
 check "the resumed deletion is audited" grep -q "tenant=$THREE resumed at start" <<<"$BODY"
 

@@ -113,6 +113,60 @@ printf 'FROM base\nRUN ls /sys/class/net 2>/dev/null; cat /proc/net/dev | tail -
 run_tpl --template net -- cat /ifaces
 expect_eq "a step without an egress policy has only its loopback" "$OUT" lo
 
+# ADD: a local tar archive, plain or compressed, is unpacked into the
+# destination (its owners kept, or --chown's); any other file is copied,
+# as COPY does; a hostile archive is refused with nothing written.
+mkdir -p "$T_SCRATCH/tree/dir"
+echo "from the archive" >"$T_SCRATCH/tree/dir/f"
+tar -C "$T_SCRATCH/tree" --owner=1234 --group=1234 --numeric-owner -cf "$C/tree.tar" dir
+gzip -c "$C/tree.tar" >"$C/tree.tar.gz"
+bzip2 -c "$C/tree.tar" >"$C/tree.tar.bz2"
+xz -c "$C/tree.tar" >"$C/tree.tar.xz"
+zstd -q -c "$C/tree.tar" >"$C/tree.tar.zst"
+echo "not an archive" >"$C/note.tar"
+cat >"$C/Dockerfile.add" <<'EOF'
+FROM base
+ADD tree.tar.gz /a/gz/
+ADD tree.tar.bz2 /a/bz2
+ADD tree.tar.xz tree.tar.zst /a/multi/
+ADD tree.tar /a/plain/
+ADD note.tar /a/note.tar
+ADD --chown=1000:1000 tree.tar /a/owned/
+COPY tree.tar /a/copied.tar
+CMD ["sh", "-c", "cat /a/gz/dir/f /a/bz2/dir/f /a/multi/dir/f /a/plain/dir/f /a/note.tar; stat -c %u /a/plain/dir/f /a/owned/dir/f; test -f /a/copied.tar && echo copied"]
+EOF
+"$HUSK" template build -f "$C/Dockerfile.add" --name added --data "$TDATA" "$C" \
+  >"$T_SCRATCH/a.out" 2>"$T_SCRATCH/a.err"
+expect_eq "ADD builds ($(tail -n 1 "$T_SCRATCH/a.err"))" "$?" 0
+run_tpl --template added
+expect_eq "ADD unpacks plain, gzip, bzip2, xz and zstd tars, copies other files; COPY never unpacks" \
+  "$OUT" $'from the archive\nfrom the archive\nfrom the archive\nfrom the archive\nnot an archive\n1234\n1000\ncopied'
+python3 - "$C/evil.tar" <<'EOF'
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "w") as t:
+    i = tarfile.TarInfo("ok"); i.size = 2; t.addfile(i, io.BytesIO(b"ok"))
+    i = tarfile.TarInfo("link"); i.type = tarfile.SYMTYPE; i.linkname = "/"; t.addfile(i)
+    i = tarfile.TarInfo("link/add-escape-canary"); i.size = 4; t.addfile(i, io.BytesIO(b"evil"))
+EOF
+python3 - "$C/climb.tar" <<'EOF'
+import io, sys, tarfile
+with tarfile.open(sys.argv[1], "w") as t:
+    i = tarfile.TarInfo("../../add-escape-canary"); i.size = 4; t.addfile(i, io.BytesIO(b"evil"))
+EOF
+for a in evil climb; do
+  printf 'FROM base\nADD %s.tar /x/\n' "$a" >"$C/Dockerfile.$a"
+  "$HUSK" template build -f "$C/Dockerfile.$a" --name "add-$a" --data "$TDATA" "$C" \
+    >/dev/null 2>"$T_SCRATCH/$a.err"
+  check "ADD of a hostile archive ($a) is refused, naming it: $(cat "$T_SCRATCH/$a.err")" \
+    grep -q "the archive \`$a.tar\`" "$T_SCRATCH/$a.err"
+done
+check "and nothing was written outside the destination" \
+  bash -c '[ ! -e /add-escape-canary ] && [ -z "$(find "$1" -name add-escape-canary 2>/dev/null)" ]' _ "$T_SCRATCH"
+printf 'FROM base\nADD --chown=app tree.tar /x/\n' >"$C/Dockerfile.names"
+"$HUSK" template build -f "$C/Dockerfile.names" --name add-names --data "$TDATA" "$C" \
+  >/dev/null 2>"$T_SCRATCH/n.err"
+check "--chown with a name says it takes numbers" grep -q "numeric ids" "$T_SCRATCH/n.err"
+
 # A SIGKILLed build: no template, no box left, the work gone next time.
 cat >"$C/Dockerfile.slow" <<'EOF'
 FROM base

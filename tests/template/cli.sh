@@ -68,6 +68,25 @@ mkimage "$T_SCRATCH/layout" --format oci-dir --layer "$L/base" --env FORM=layout
 tpl import "$T_SCRATCH/layout" --name fromdir
 run_tpl --template fromdir -- sh -c 'echo $FORM'
 expect_eq "an OCI layout directory" "$OUT" layout
+# zstd layers (tar+zstd) in a zstd-compressed archive (.tar.zst): the same
+# trees as app's, so the same layers (a layer is named by its tar's digest).
+mkimage "$T_SCRATCH/z.tar.zst" --compress zstd --layer "$L/base:zstd" --layer "$L/top:zstd" \
+  --owner home/app=1000:1000 --env FORM=zstd
+check "the test image has zstd layers in a zstd archive" \
+  bash -c 'zstd -dc "$1" | tar -xOf - index.json >/dev/null && [ "$(head -c 4 "$1" | od -An -tx1 | tr -d " ")" = 28b52ffd ]' _ "$T_SCRATCH/z.tar.zst"
+tpl import "$T_SCRATCH/z.tar.zst" --name zst
+expect_eq "a .tar.zst archive of zstd layers is imported ($ERR)" "$RC" 0
+run_tpl --template zst -- sh -c 'echo $FORM; cat /etc/motd; ls /cache'
+expect_eq "and its box runs on them" "$OUT" $'zstd\ntop\nnew'
+zstd_blobs() {
+  local f n=0
+  for f in "$TDATA"/templates/blobs/sha256/*; do
+    [ "$(head -c 4 "$f" | od -An -tx1 | tr -d ' ')" = 28b52ffd ] && n=$((n + 1))
+  done
+  echo "$n"
+}
+expect_eq "its zstd blobs are kept as imported (export gives them back)" "$(zstd_blobs)" 2
+tpl rm zst
 "$HUSK" template import - --name fromstdin --data "$TDATA" <"$T_SCRATCH/app.tar" >/dev/null 2>&1
 expect_eq "an archive on stdin" "$?" 0
 # app's two layers (its base owns /home/app as 1000) and the plain base of

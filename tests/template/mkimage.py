@@ -2,19 +2,23 @@
 """Write a container image for husk's template tests, from directories.
 
   mkimage.py OUT [--format oci-archive|docker-archive|oci-dir]
-             --layer DIR[:gzip|:plain] ...      base layer first
+             --layer DIR[:gzip|:zstd|:plain] ...      base layer first
              [--env K=V ...] [--workdir DIR] [--user U] [--entrypoint JSON]
              [--cmd JSON] [--label K=V ...] [--arch amd64]
-             [--tamper blob|diffid|config]
+             [--tamper blob|diffid|config] [--compress gzip|zstd]
 
 Each layer is the tree under DIR as a tar (owners root unless --owner
 PATH=UID:GID); a file named .wh.NAME in DIR is written as that whiteout, and
 a file named .wh..wh..opq marks its directory opaque, as image builders do.
---raw-layer TARFILE[:gzip|:plain] adds a tar as it is (hostile layers).
+--raw-layer TARFILE[:gzip|:zstd|:plain] adds a tar as it is (hostile layers).
+zstd layers (application/vnd.oci.image.layer.v1.tar+zstd) are compressed
+by the zstd program; --compress compresses the whole archive (.tar.gz,
+.tar.zst).
 --tamper: blob (a layer blob no longer matches its digest), diffid (the
 config's diff_id for the last layer is wrong), config (the config blob does
-not match its digest).  Uses only the standard library."""
-import argparse, gzip, hashlib, io, json, os, tarfile
+not match its digest).  Uses the standard library, and the zstd program
+for zstd."""
+import argparse, gzip, hashlib, io, json, os, subprocess, tarfile
 
 ap = argparse.ArgumentParser()
 ap.add_argument("out")
@@ -31,6 +35,7 @@ ap.add_argument("--cmd")
 ap.add_argument("--label", action="append", default=[])
 ap.add_argument("--arch", default="amd64")
 ap.add_argument("--tamper", choices=["blob", "diffid", "config"])
+ap.add_argument("--compress", choices=["gzip", "zstd"])
 a = ap.parse_args()
 
 owners = {}
@@ -78,11 +83,21 @@ def sha(b):
     return "sha256:" + hashlib.sha256(b).hexdigest()
 
 
+def compress(raw, how):
+    if how == "gzip":
+        return gzip.compress(raw, mtime=0)
+    if how == "zstd":
+        return subprocess.run(["zstd", "-q", "-c", "-3"], input=raw, stdout=subprocess.PIPE,
+                              check=True).stdout
+    assert how == "plain", how
+    return raw
+
+
 descs, diff_ids, docker_layers = [], [], []
 for raw, comp in layers:
     diff_ids.append(sha(raw))
-    blob = gzip.compress(raw, mtime=0) if comp == "gzip" else raw
-    mt = "application/vnd.oci.image.layer.v1.tar" + ("+gzip" if comp == "gzip" else "")
+    blob = compress(raw, comp)
+    mt = "application/vnd.oci.image.layer.v1.tar" + ("+" + comp if comp != "plain" else "")
     descs.append({"mediaType": mt, "digest": sha(blob), "size": len(blob)})
     blobs[sha(blob)] = blob
 if a.tamper == "diffid" and diff_ids:
@@ -143,9 +158,12 @@ if a.format == "oci-dir":
         with open(p, "wb") as f:
             f.write(b)
 else:
-    with tarfile.open(a.out, "w", format=tarfile.PAX_FORMAT) as t:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
         for n in sorted(files):
             ti = tarfile.TarInfo(n)
             ti.size = len(files[n])
             ti.mtime = 1700000000
             t.addfile(ti, io.BytesIO(files[n]))
+    with open(a.out, "wb") as f:
+        f.write(compress(buf.getvalue(), a.compress or "plain"))

@@ -102,6 +102,17 @@ static void refused(const char *text, const char *needle) {
   CHECK(rc == -1 && strstr(err.msg, needle));
 }
 
+TEST(add_is_copy_that_unpacks_archives) {
+  static const char text[] = "FROM x\nADD --chown=1:2 a.tar.gz /opt/\nCOPY a.tar.gz /opt/\n";
+  struct dockerfile d;
+  struct husk_err err = {0};
+  CHECK(dockerfile_parse(text, sizeof text - 1, NULL, &d, &err) == 0);
+  CHECK(d.n == 3 && d.steps[1].op == DF_COPY && d.steps[1].add && !d.steps[2].add);
+  CHECK_STR(d.steps[1].chown, "1:2");
+  CHECK_STR(d.steps[1].args[0], "a.tar.gz");
+  dockerfile_free(&d);
+}
+
 TEST(refusals_name_the_line) {
   refused("FROM x\nHEALTHCHECK CMD true\n", "line 2");
   refused("FROM x\nFROM y\n", "second FROM");
@@ -111,6 +122,7 @@ TEST(refusals_name_the_line) {
   refused("FROM x\nADD https://example.test/a.tgz /tmp/\n", "URL");
   refused("FROM x\nENV A=\"unterminated\n", "unterminated");
   refused("FROM x\nCOPY onlyone\n", "source and a destination");
+  refused("FROM x\nADD onlyone\n", "source and a destination");
   refused("FROM x\nRUN\n", "nothing to run");
   refused("FROM x\nENV =v\n", "not a name");
   refused("FROM x\nWORKDIR a b\n", "one word");
@@ -124,6 +136,7 @@ int main(void) {
   RUN(the_usual_forms);
   RUN(build_args_defaults_and_substitution_forms);
   RUN(the_escape_directive);
+  RUN(add_is_copy_that_unpacks_archives);
   RUN(refusals_name_the_line);
   return unit_done();
 }

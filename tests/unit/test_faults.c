@@ -21,6 +21,9 @@
  *   write       the Nth pwrite/write/ftruncate of SQLite fails with EIO
  *   sync        the Nth fdatasync of the WAL or fsync of its directory
  *               fails with EIO (durable.c's hooks)
+ *   store-sync  the Nth fsync of an object's or a part's data or of its
+ *               directory fails with EIO (writer.c's hook): the call
+ *               fails, and no row and no published file is left
  * and each in two settings: "cold" (a database just opened: statements
  * are compiled) and "warm" (the same call made once before: statements
  * come from the cache), the latter also with the commit's sync deferred
@@ -42,13 +45,17 @@
 #include "state/db.h"
 #include "state/egress_state.h"
 #include "state/state.h"
+#include "state/store_state.h"
+#include "state/template_state.h"
 #include "storage/store.h"
+#include "storage/store_internal.h"
 #include "unit.h"
 
 /* ---- the fault injector ---- */
 
-enum fault { F_NONE, F_MALLOC, F_MALLOC_PERSIST, F_WRITE, F_SYNC };
-static const char *const fault_names[] = {"none", "malloc", "malloc+", "write", "sync"};
+enum fault { F_NONE, F_MALLOC, F_MALLOC_PERSIST, F_WRITE, F_SYNC, F_STORE_SYNC };
+static const char *const fault_names[] = {"none", "malloc", "malloc+", "write", "sync",
+                                          "store-sync"};
 
 static enum fault armed;
 static long fault_at, fault_calls;
@@ -133,6 +140,15 @@ static int fs_fsync(int fd) {
   return fsync(fd);
 }
 
+/* writer.c's fsyncs. */
+static int fo_fsync(int fd) {
+  if (fault_now(F_STORE_SYNC)) {
+    errno = EIO;
+    return -1;
+  }
+  return fsync(fd);
+}
+
 static void install_faults(void) {
   if (sqlite3_config(SQLITE_CONFIG_GETMALLOC, &real_mem) != SQLITE_OK) {
     printf("Bail out! SQLITE_CONFIG_GETMALLOC\n");
@@ -161,6 +177,7 @@ static void install_faults(void) {
   }
   db_fdatasync = fs_fdatasync;
   db_fsync = fs_fsync;
+  store_fsync = fo_fsync;
 }
 
 /* ---- fixture: a data directory with the state and the store ---- */
@@ -658,6 +675,244 @@ static bool upload_applied(int v) {
   return q("SELECT count(*) FROM uploads WHERE key = 'u%d'", v) == 1;
 }
 
+/* Tenant deletion: marking (every API and S3 key revoked with it), then
+ * the purge of what is left once its storage is gone.  [1]: the
+ * warm-up's tenant. */
+static char tn_ids[2][STATE_TENANT_ID_SIZE];
+static int tenant_doomed_prep(int v, struct husk_err *err) {
+  char name[32], key[STATE_KEY_SIZE];
+  snprintf(name, sizeof name, "td%d", v);
+  struct state_tenant t;
+  struct state_key k;
+  static const unsigned char sealed[40] = {4, 5, 6};
+  char s3id[STORE_ACCESS_KEY_SIZE];
+  snprintf(s3id, sizeof s3id, "AKTD%d", v);
+  if (state_tenant_create(st, name, 4, STATE_UNLIMITED, &t, err) < 0 ||
+      state_key_create(st, t.id, key, sizeof key, &k, err) < 0 ||
+      state_s3_key_insert(st, s3id, t.id, sealed, sizeof sealed, false, k.id, err) < 0 ||
+      state_secret_put(st, t.id, "S", sealed, sizeof sealed, err) < 0)
+    return -1;
+  struct state_box b = {.memory = 1 << 20, .pids = 16, .uid_base = -1, .slot = -1};
+  snprintf(b.id, sizeof b.id, "b_td%d", v);
+  snprintf(b.tenant_id, sizeof b.tenant_id, "%s", t.id);
+  snprintf(b.state, sizeof b.state, "%s", STATE_BOX_RUNNING);
+  if (state_box_insert(st, &b, err) < 0 ||
+      state_box_set_state(st, b.id, NULL, STATE_BOX_STOPPED, "stopped", 0, err) < 0)
+    return -1;
+  snprintf(tn_ids[v >= WARM_BASE], sizeof tn_ids[0], "%s", t.id);
+  return 0;
+}
+static int tenant_mark_run(int v, struct husk_err *err) {
+  return state_tenant_mark_deleted(st, tn_ids[v >= WARM_BASE], err);
+}
+static bool tenant_mark_applied(int v) {
+  const char *t = tn_ids[v >= WARM_BASE];
+  return q("SELECT count(*) FROM tenants WHERE id = '%s' AND deleted_ms > 0", t) == 1 &&
+         q("SELECT count(*) FROM api_keys WHERE tenant_id = '%s' AND revoked_ms = 0", t) == 0 &&
+         q("SELECT count(*) FROM s3_keys WHERE tenant_id = '%s' AND revoked_ms = 0", t) == 0;
+}
+static int tenant_marked_prep(int v, struct husk_err *err) {
+  return tenant_doomed_prep(v, err) || tenant_mark_run(v, err) ? -1 : 0;
+}
+static int tenant_purge_run(int v, struct husk_err *err) {
+  return state_tenant_purge(st, tn_ids[v >= WARM_BASE], err);
+}
+static bool tenant_purge_applied(int v) {
+  const char *t = tn_ids[v >= WARM_BASE];
+  return q("SELECT (SELECT count(*) FROM tenants WHERE id = '%s') + "
+           "(SELECT count(*) FROM api_keys WHERE tenant_id = '%s') + "
+           "(SELECT count(*) FROM s3_keys WHERE tenant_id = '%s') + "
+           "(SELECT count(*) FROM secrets WHERE tenant_id = '%s') + "
+           "(SELECT count(*) FROM boxes WHERE tenant_id = '%s')",
+           t, t, t, t, t) == 0;
+}
+
+/* S3 keys: revoked one by one, and with the API key that minted them. */
+static char s3_ids[2][STORE_ACCESS_KEY_SIZE];
+static int s3key_prep(int v, struct husk_err *err) {
+  char secret[STORE_SECRET_SIZE];
+  return store_key_create(so, tenant, false, s3_ids[v >= WARM_BASE], secret, err);
+}
+static int s3key_revoke_run(int v, struct husk_err *err) {
+  return store_key_revoke(so, tenant, s3_ids[v >= WARM_BASE], err);
+}
+static bool s3key_revoke_applied(int v) {
+  return q("SELECT count(*) FROM s3_keys WHERE id = '%s' AND revoked_ms > 0",
+           s3_ids[v >= WARM_BASE]) == 1;
+}
+
+static int minting_key_prep(int v, struct husk_err *err) {
+  char id[STORE_ACCESS_KEY_SIZE], secret[STORE_SECRET_SIZE];
+  if (key_revoke_prep(v, err) < 0)
+    return -1;
+  for (int i = 0; i < 2; i++)
+    if (store_key_mint(so, tenant, key_ids[v >= WARM_BASE], id, secret, err) < 0)
+      return -1;
+  return 0;
+}
+static bool key_revoke_cascade_applied(int v) {
+  const char *k = key_ids[v >= WARM_BASE];
+  return key_revoke_applied(v) &&
+         q("SELECT count(*) FROM s3_keys WHERE api_key_id = '%s' AND revoked_ms > 0", k) == 2;
+}
+
+/* Buckets and objects. */
+static int bucket_delete_run(int v, struct husk_err *err) {
+  char name[32];
+  snprintf(name, sizeof name, "bk%d", v);
+  return store_bucket_delete(so, tenant, name, err);
+}
+static bool bucket_delete_applied(int v) {
+  return q("SELECT count(*) FROM buckets WHERE name = 'bk%d'", v) == 0;
+}
+
+/* Multipart uploads: a part committed, and an upload completed.  [1]:
+ * the warm-up's upload. */
+static char up_ids[2][STORE_ID_SIZE];
+static char up_etag[2][STORE_ETAG_SIZE];
+static int upload_prep(int v, struct husk_err *err) {
+  char key[32];
+  snprintf(key, sizeof key, "m%d", v);
+  return store_upload_create(so, tenant, "bkt", key, "text/plain", NULL, up_ids[v >= WARM_BASE],
+                             err);
+}
+static int part_commit_run(int v, struct husk_err *err) {
+  char key[32];
+  snprintf(key, sizeof key, "m%d", v);
+  struct store_writer *w = NULL;
+  static const char data[] = "part bytes";
+  if (store_writer_open(so, CK_NONE, false, 0, &w, err) < 0)
+    return -1;
+  if (store_writer_write(w, data, sizeof data - 1, err) < 0 ||
+      store_writer_finish(w, NULL, up_etag[v >= WARM_BASE], NULL, err) < 0) {
+    store_writer_abort(w);
+    return -1;
+  }
+  return store_part_commit(w, tenant, "bkt", key, up_ids[v >= WARM_BASE], 1, err);
+}
+static bool part_commit_applied(int v) {
+  return q("SELECT count(*) FROM parts WHERE upload_id = '%s' AND num = 1 AND size = 10",
+           up_ids[v >= WARM_BASE]) == 1;
+}
+static int upload_with_part_prep(int v, struct husk_err *err) {
+  return upload_prep(v, err) || part_commit_run(v, err) ? -1 : 0;
+}
+static int complete_run(int v, struct husk_err *err) {
+  char key[32];
+  snprintf(key, sizeof key, "m%d", v);
+  struct store_part p = {.num = 1};
+  snprintf(p.etag, sizeof p.etag, "%s", up_etag[v >= WARM_BASE]);
+  struct store_object o;
+  int r = store_upload_complete(so, tenant, "bkt", key, up_ids[v >= WARM_BASE], &p, 1, &o, err);
+  if (r == 0)
+    store_object_free(&o);
+  return r;
+}
+static bool complete_applied(int v) {
+  return q("SELECT count(*) FROM objects WHERE key = 'm%d' AND size = 10 AND etag LIKE '%%-1'",
+           v) == 1 &&
+         q("SELECT count(*) FROM uploads WHERE id = '%s'", up_ids[v >= WARM_BASE]) == 0 &&
+         q("SELECT count(*) FROM parts WHERE upload_id = '%s'", up_ids[v >= WARM_BASE]) == 0;
+}
+
+/* Links: revoked, and a refused fetch counted (on its link, or on the
+ * global counter when it names none). */
+static char ln_ids[2][STORE_ID_SIZE];
+static int link_prep(int v, struct husk_err *err) {
+  struct store_link l;
+  if (store_link_create(so, tenant, "bkt", "src", 60, NULL, &l, err) < 0)
+    return -1;
+  snprintf(ln_ids[v >= WARM_BASE], sizeof ln_ids[0], "%s", l.id);
+  store_link_free(&l);
+  return 0;
+}
+static int link_revoke_run(int v, struct husk_err *err) {
+  return store_link_revoke(so, tenant, ln_ids[v >= WARM_BASE], err);
+}
+static bool link_revoke_applied(int v) {
+  return q("SELECT count(*) FROM links WHERE id = '%s' AND revoked_ms > 0",
+           ln_ids[v >= WARM_BASE]) == 1;
+}
+static int link_denied_run(int v, struct husk_err *err) {
+  return state_link_denied(st, link_id, err);
+}
+static int64_t link_denied_count(void) {
+  return q("SELECT denied FROM links WHERE id = '%s'", link_id);
+}
+static int denied_global_run(int v, struct husk_err *err) {
+  return state_link_denied(st, NULL, err);
+}
+static int64_t denied_global_count(void) {
+  return q("SELECT coalesce((SELECT count FROM link_denied), 0)");
+}
+
+/* Secrets. */
+static int secret_delete_run(int v, struct husk_err *err) {
+  char name[32];
+  snprintf(name, sizeof name, "S%d", v);
+  return state_secret_delete(st, tenant, name, err);
+}
+static bool secret_delete_applied(int v) {
+  return q("SELECT count(*) FROM secrets WHERE name = 'S%d'", v) == 0;
+}
+
+/* Templates and the build cache. */
+static int template_insert_run(int v, struct husk_err *err) {
+  struct state_template t = {.config_json = "{\"Env\":[]}", .layers_json = "[]", .size = 1000};
+  snprintf(t.id, sizeof t.id, "tpl_%024d", v);
+  snprintf(t.tenant_id, sizeof t.tenant_id, "%s", tenant);
+  snprintf(t.name, sizeof t.name, "t%d", v);
+  snprintf(t.source, sizeof t.source, "oci");
+  snprintf(t.config_digest, sizeof t.config_digest, "sha256:%064d", v);
+  return state_template_insert(st, &t, 1 << 30, err);
+}
+static bool template_insert_applied(int v) {
+  return q("SELECT count(*) FROM templates WHERE id = 'tpl_%024d' AND name = 't%d'", v, v) == 1;
+}
+static int template_delete_run(int v, struct husk_err *err) {
+  char id[STATE_TEMPLATE_ID_SIZE];
+  snprintf(id, sizeof id, "tpl_%024d", v);
+  return state_template_delete(st, tenant, id, err);
+}
+static bool template_delete_applied(int v) {
+  return q("SELECT count(*) FROM templates WHERE id = 'tpl_%024d'", v) == 0;
+}
+static int cache_put_run(int v, struct husk_err *err) {
+  char key[80], diff[STATE_DIGEST_SIZE];
+  snprintf(key, sizeof key, "sha256:%064d", v);
+  snprintf(diff, sizeof diff, "sha256:%064d", v + 1);
+  return state_build_cache_put(st, tenant, key, diff, 4096, 0, err);
+}
+static bool cache_put_applied(int v) {
+  return q("SELECT count(*) FROM build_cache WHERE key = 'sha256:%064d'", v) == 1;
+}
+
+/* Audit retention: three records older than the minimum age go in one
+ * call.  The warm-up's records are the oldest, so that its own call
+ * takes them and leaves the ones under test. */
+static int audit_old_prep(int v, struct husk_err *err) {
+  for (int i = 0; i < 3; i++) {
+    struct state_audit a = {.status = 200, .ts_ms = v >= WARM_BASE ? 1 : 1000 + v};
+    snprintf(a.tenant_id, sizeof a.tenant_id, "%s", tenant);
+    snprintf(a.action, sizeof a.action, "box.exec");
+    snprintf(a.detail, sizeof a.detail, "old%d", v);
+    snprintf(a.outcome, sizeof a.outcome, "ok");
+    int64_t id;
+    if (state_audit_add(st, &a, &id, err) < 0)
+      return -1;
+  }
+  return 0;
+}
+static int audit_prune_run(int v, struct husk_err *err) {
+  size_t n = 0;
+  if (state_audit_prune(st, state_now_ms(), 3, &n, err) < 0)
+    return -1;
+  return n == 3 ? 0 : husk_fail(err, EPROTO, "pruned %zu records, not 3", n);
+}
+static bool audit_prune_applied(int v) {
+  return q("SELECT count(*) FROM audit WHERE detail = 'old%d'", v) == 0;
+}
+
 static const struct op ops[] = {
     {"tenant_create", false, NULL, tenant_create_run, tenant_create_applied, NULL},
     {"tenant_set_quota", false, NULL, quota_run, quota_applied, NULL},
@@ -684,6 +939,23 @@ static const struct op ops[] = {
     {"link_record", true, NULL, link_record_run, NULL, link_record_count},
     {"s3_key_create", true, NULL, s3key_run, NULL, s3key_count},
     {"upload_create", true, NULL, upload_run, upload_applied, NULL},
+    {"tenant_mark_deleted", false, tenant_doomed_prep, tenant_mark_run, tenant_mark_applied, NULL},
+    {"tenant_purge", false, tenant_marked_prep, tenant_purge_run, tenant_purge_applied, NULL},
+    {"s3_key_revoke", true, s3key_prep, s3key_revoke_run, s3key_revoke_applied, NULL},
+    {"key_revoke_cascade", true, minting_key_prep, key_revoke_run, key_revoke_cascade_applied,
+     NULL},
+    {"bucket_delete", true, bucket_run, bucket_delete_run, bucket_delete_applied, NULL},
+    {"part_commit", true, upload_prep, part_commit_run, part_commit_applied, NULL},
+    {"upload_complete", true, upload_with_part_prep, complete_run, complete_applied, NULL},
+    {"link_revoke", true, link_prep, link_revoke_run, link_revoke_applied, NULL},
+    {"link_denied", false, NULL, link_denied_run, NULL, link_denied_count},
+    {"link_denied_global", false, NULL, denied_global_run, NULL, denied_global_count},
+    {"secret_delete", false, secret_run, secret_delete_run, secret_delete_applied, NULL},
+    {"template_insert", false, NULL, template_insert_run, template_insert_applied, NULL},
+    {"template_delete", false, template_insert_run, template_delete_run, template_delete_applied,
+     NULL},
+    {"build_cache_put", false, NULL, cache_put_run, cache_put_applied, NULL},
+    {"audit_prune", false, audit_old_prep, audit_prune_run, audit_prune_applied, NULL},
 };
 
 /* The rows every operation starts from. */
@@ -804,6 +1076,12 @@ static bool one_run(const struct op *op, struct variants *vs, enum setting set, 
              n, err.msg, applied ? "applied" : "changed rows");
       bad = true;
     }
+    /* Before any sweep: a file whose fsync failed is not left published. */
+    if (k == F_STORE_SYNC && !files_match_rows()) {
+      printf("#   %s %s %s@%ld: a file is left without its row\n", op->name, setting_names[set],
+             fault_names[k], n);
+      bad = true;
+    }
   }
   if (!integrity_ok()) {
     printf("#   %s %s %s@%ld: integrity\n", op->name, setting_names[set], fault_names[k], n);
@@ -812,7 +1090,7 @@ static bool one_run(const struct op *op, struct variants *vs, enum setting set, 
   /* Reopened: what a restart would find.  A failed allocation cannot make
    * the file differ from what the connection showed, so only acknowledged
    * changes and I/O faults are looked at again. */
-  if (r == -1 && k != F_WRITE && k != F_SYNC) {
+  if (r == -1 && k != F_WRITE && k != F_SYNC && k != F_STORE_SYNC) {
     if (set == COLD)
       close_all();
     tl->problems += bad;
@@ -878,7 +1156,7 @@ static void check_op(const struct op *op) {
   with_store = op->store;
   struct variants vs = {.prepped = -1};
   struct tally tl = {0};
-  for (enum fault k = F_MALLOC; k <= F_SYNC; k++) {
+  for (enum fault k = F_MALLOC; k <= F_STORE_SYNC; k++) {
     for (enum setting set = COLD; set <= DEFERRED; set++) {
       if (set == DEFERRED && k != F_SYNC && k != F_WRITE)
         continue; /* deferral moves only the sync */
@@ -923,6 +1201,31 @@ TEST(injector_reaches_callers) {
   rm_tree(AT_FDCWD, dir);
 }
 
+/* A failed fsync of an object's data, or of its directory after the
+ * rename, fails the PUT: no row, no object to read, no file published. */
+TEST(object_fsync_failure_fails_put) {
+  with_store = true;
+  fresh_dir();
+  open_all();
+  setup();
+  for (long n = 1; n <= 2; n++) {
+    struct husk_err err = {0};
+    char key[32];
+    snprintf(key, sizeof key, "fs%ld", n);
+    arm(F_STORE_SYNC, n);
+    CHECK(put(key, "must not stay", &err) == -1);
+    CHECK(fault_fired);
+    disarm();
+    CHECK(err.code == EIO);
+    CHECK(q("SELECT count(*) FROM objects WHERE key = '%s'", key) == 0);
+    struct store_object o;
+    CHECK(store_object_get(so, tenant, "bkt", key, &o, NULL, &err) == -1);
+    CHECK(files_match_rows());
+  }
+  close_all();
+  rm_tree(AT_FDCWD, dir);
+}
+
 static void run_ops(void) {
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
     unit_cur_failed = 0;
@@ -941,6 +1244,7 @@ int main(void) {
   full = f && *f && strcmp(f, "0");
   install_faults();
   RUN(injector_reaches_callers);
+  RUN(object_fsync_failure_fails_put);
   run_ops();
   return unit_done();
 }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "state/db.h"
+#include "state/egress_state.h"
 #include "state/state.h"
 #include "unit.h"
 
@@ -1033,6 +1034,63 @@ TEST(list_callbacks_may_reenter) {
   close_and_remove(st);
 }
 
+/* A listing's verdicts: a positive one stops it with 0, a negative one
+ * stops it and is returned. */
+struct verdicts {
+  int calls, verdict;
+};
+static int verdict_key_cb(void *ctx, const struct state_key *k) {
+  (void)k;
+  struct verdicts *v = ctx;
+  v->calls++;
+  return v->verdict;
+}
+struct secret_reenter {
+  struct state *st;
+  int calls, keys;
+};
+static int count_one_key(void *ctx, const struct state_key *k) {
+  (void)k;
+  ++*(int *)ctx;
+  return 0;
+}
+/* Reads the state from inside the callback: the state lock must not be
+ * held while a listing's callback runs. */
+static int secret_reenter_cb(void *ctx, const char *name, int64_t created, int64_t updated) {
+  (void)name, (void)created, (void)updated;
+  struct secret_reenter *r = ctx;
+  struct husk_err err;
+  r->calls++;
+  if (state_key_list(r->st, NULL, count_one_key, &r->keys, &err) < 0)
+    return -1;
+  return 0;
+}
+
+TEST(list_verdicts_and_callbacks_without_the_lock) {
+  struct husk_err err = {0};
+  struct state *st = open_fresh();
+  struct state_tenant t = mk_tenant(st, "v", -1, -1);
+  char key[STATE_KEY_SIZE];
+  for (int i = 0; i < 3; i++)
+    CHECK_OK(state_key_create(st, t.id, key, sizeof key, NULL, &err));
+  struct verdicts v = {0, 0};
+  CHECK_OK(state_key_list(st, t.id, verdict_key_cb, &v, &err));
+  CHECK(v.calls == 3);
+  v = (struct verdicts){0, 1};
+  CHECK(state_key_list(st, t.id, verdict_key_cb, &v, &err) == 0 && v.calls == 1);
+  v = (struct verdicts){0, -7};
+  CHECK(state_key_list(st, NULL, verdict_key_cb, &v, &err) == -7 && v.calls == 1);
+
+  CHECK_OK(state_secret_put(st, t.id, "A", "x", 1, &err));
+  CHECK_OK(state_secret_put(st, t.id, "B", "y", 1, &err));
+  struct secret_reenter r = {st, 0, 0};
+  alarm(30); /* a listing that kept the lock would deadlock here */
+  CHECK_OK(state_secret_list(st, t.id, secret_reenter_cb, &r, &err));
+  alarm(0);
+  CHECK(r.calls == 2 && r.keys == 6);
+  close_and_remove(st);
+}
+
 TEST(quotas) {
   struct husk_err err = {0};
   struct state *st = open_fresh();
@@ -1907,6 +1965,7 @@ int main(void) {
   RUN(box_vocabulary_matches_sql);
   RUN(box_list_filters_and_pages);
   RUN(list_callbacks_may_reenter);
+  RUN(list_verdicts_and_callbacks_without_the_lock);
   RUN(quotas);
   RUN(quota_defaults_apply_to_unset_quotas);
   RUN(processes);

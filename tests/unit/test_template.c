@@ -2,8 +2,8 @@
  * and OCI layout directories (made by tests/template/mkimage.py); layers
  * shared between templates stored once and collected when no template
  * has them; forged digests and diff_ids refused with nothing left behind;
- * names per tenant, shared templates, quotas; a crashed import's leftovers
- * gone at the next open. */
+ * names per tenant, shared templates, quotas (the build cache's layers
+ * counted); a crashed import's leftovers gone at the next open. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -273,6 +273,125 @@ TEST(one_import_ending_keeps_anothers_hold_on_the_store) {
   state_template_free(&from);
 }
 
+/* A tree of one file of `bytes` random bytes in the assembly's work
+ * directory; its fd, or -1. */
+static int random_tree(struct template_asm *a, size_t bytes) {
+  static unsigned trees;
+  char name[32];
+  snprintf(name, sizeof name, "rand%u", trees++);
+  int wfd = template_asm_workdir(a);
+  if (mkdirat(wfd, name, 0755) < 0)
+    return -1;
+  int tree = openat(wfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int f = tree >= 0 ? openat(tree, "data", O_WRONLY | O_CREAT | O_CLOEXEC, 0644) : -1;
+  int r = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  bool ok = f >= 0 && r >= 0;
+  char buf[65536];
+  for (size_t left = bytes; ok && left;) {
+    size_t n = left < sizeof buf ? left : sizeof buf;
+    ok = read(r, buf, n) == (ssize_t)n && write(f, buf, n) == (ssize_t)n;
+    left -= n;
+  }
+  if (f >= 0)
+    close(f);
+  if (r >= 0)
+    close(r);
+  if (!ok && tree >= 0) {
+    close(tree);
+    tree = -1;
+  }
+  return tree;
+}
+
+/* A RUN step as a build does it: a layer of `bytes` made, then cached. */
+static int cached_step(struct template_asm *a, const char *tn, const char *key, size_t bytes,
+                       struct husk_err *err) {
+  int tree = random_tree(a, bytes);
+  if (tree < 0)
+    return husk_error(err, errno, "a step's tree");
+  char diff[LAYER_DIGEST_SIZE];
+  int rc = template_asm_add_tree(a, tree, 0, NULL, diff, err);
+  close(tree);
+  if (rc == 0)
+    rc = template_cache_put(ts, tn, key, diff, err);
+  return rc;
+}
+
+static uint64_t usage(const char *tn) {
+  uint64_t used = 0;
+  struct husk_err err;
+  if (state_template_usage(st, tn, &used, &err) < 0)
+    printf("#   usage: %s\n", err.msg);
+  return used;
+}
+
+/* The layers a tenant's build cache keeps count in its template storage
+ * (quota 1 MiB here): builds that fail after their cached steps cannot
+ * store past it. */
+TEST(build_cache_layers_count_in_the_quota) {
+  struct husk_err err = {0};
+  struct state_tenant t;
+  CHECK(state_tenant_create(st, "builder", STATE_UNLIMITED, STATE_UNLIMITED, &t, &err) == 0);
+  struct state_template from;
+  CHECK(state_template_get(st, t.id, "app", true, &from, &err) == 0); /* the shared one */
+  int before = count_dir("layers");
+  struct template_asm *a = NULL, *b = NULL;
+  /* Two builds whose last step fails: each keeps its cached step's layer. */
+  CHECK(template_asm_begin(ts, t.id, "b1", &from, &a, &err) == 0);
+  CHECK(a && cached_step(a, t.id, "sha256:k1", 400000, &err) == 0);
+  template_asm_end(a);
+  CHECK(count_dir("layers") == before + 1);
+  CHECK(usage(t.id) == 400000);
+  CHECK(template_asm_begin(ts, t.id, "b2", &from, &a, &err) == 0);
+  CHECK(a && cached_step(a, t.id, "sha256:k2", 400000, &err) == 0);
+  template_asm_end(a);
+  CHECK(usage(t.id) == 800000);
+  /* A third cannot: its step's layer is past the room left, and goes. */
+  CHECK(template_asm_begin(ts, t.id, "b3", &from, &a, &err) == 0);
+  CHECK(a && cached_step(a, t.id, "sha256:k3", 400000, &err) == -1 && err.code == EDQUOT);
+  template_asm_end(a);
+  CHECK(count_dir("layers") == before + 2);
+  CHECK(count_dir("tmp") == 0);
+  CHECK(usage(t.id) == 800000);
+  /* Nor can an import. */
+  CHECK(import_file(t.id, "big", image("big2.tar", "--layer %L%/zeros"), &err) == -1 &&
+        err.code == EDQUOT);
+
+  /* Two builds at once, each begun with the whole room: the second step's
+   * cache entry is refused, and its layer goes once no one holds the store
+   * (here a third build, with no layer of its own, ends last). */
+  struct state_tenant t2;
+  CHECK(state_tenant_create(st, "builder2", STATE_UNLIMITED, STATE_UNLIMITED, &t2, &err) == 0);
+  before = count_dir("layers");
+  struct template_asm *h = NULL;
+  CHECK(template_asm_begin(ts, t2.id, "c1", &from, &a, &err) == 0);
+  CHECK(template_asm_begin(ts, t2.id, "c2", &from, &b, &err) == 0);
+  CHECK(template_asm_begin(ts, t2.id, "c3", &from, &h, &err) == 0);
+  CHECK(a && cached_step(a, t2.id, "sha256:c1", 600000, &err) == 0);
+  CHECK(b && cached_step(b, t2.id, "sha256:c2", 600000, &err) == -1 && err.code == EDQUOT);
+  CHECK(usage(t2.id) == 600000);
+  template_asm_end(a);
+  template_asm_end(b);
+  CHECK(count_dir("layers") == before + 2); /* `h` holds the store */
+  template_asm_end(h);
+  CHECK(count_dir("layers") == before + 1);
+
+  /* A build that commits: its cached layers count once, with the template. */
+  struct state_tenant t3;
+  CHECK(state_tenant_create(st, "builder3", STATE_UNLIMITED, STATE_UNLIMITED, &t3, &err) == 0);
+  CHECK(template_asm_begin(ts, t3.id, "done", &from, &a, &err) == 0);
+  CHECK(a && cached_step(a, t3.id, "sha256:d1", 700000, &err) == 0);
+  struct state_template built = {0};
+  CHECK(a && template_asm_commit(a, from.config_json, &built, &err) == 0);
+  template_asm_end(a);
+  CHECK(built.size > 700000 && usage(t3.id) == (uint64_t)built.size);
+  state_template_free(&built);
+  /* Deleted, the template's layer is still the cache's: still counted. */
+  CHECK(template_delete(ts, t3.id, "done", &err) == 0);
+  CHECK(usage(t3.id) == 700000);
+  state_template_free(&from);
+}
+
 TEST(a_crashed_import_is_cleaned_at_open) {
   char p[400];
   snprintf(p, sizeof p, "%s/templates/tmp/imp-crashed/L0/root/x", data);
@@ -318,6 +437,7 @@ int main(void) {
   RUN(layers_are_collected_when_no_template_has_them);
   RUN(a_failed_imports_layers_go_at_once);
   RUN(one_import_ending_keeps_anothers_hold_on_the_store);
+  RUN(build_cache_layers_count_in_the_quota);
   RUN(a_crashed_import_is_cleaned_at_open);
   template_store_close(ts);
   state_close(st);

@@ -349,6 +349,26 @@ TEST(a_damaged_or_empty_layer_is_refused) {
   CHECK(extract(lp, &big, dir, sizeof dir, &r, &err) == -1 && err.code == EINVAL);
 }
 
+TEST(a_zstd_layer_without_zstd_in_libarchive_says_so) {
+  const struct ent e[] = {{.name = "a", .type = AE_IFREG, .perm = 0644, .data = "hello"}};
+  char zp[256], gp[256];
+  make_layer("zstd", e, 1, zp, sizeof zp);
+  make_layer("gzip", e, 1, gp, sizeof gp);
+  int zfd = open(zp, O_RDONLY | O_CLOEXEC), gfd = open(gp, O_RDONLY | O_CLOEXEC);
+  struct husk_err err = {0};
+  CHECK(layer_codec_check(zfd, false, &err) == -1 && err.code == ENOTSUP);
+  CHECK(strstr(err.msg, "zstd") != NULL);
+  CHECK(layer_codec_check(zfd, true, &err) == 0);
+  CHECK(layer_codec_check(gfd, false, &err) == 0);
+  int p[2];
+  CHECK(pipe(p) == 0);
+  CHECK(layer_codec_check(p[0], false, &err) == 0); /* a stream: libarchive decides */
+  close(p[0]);
+  close(p[1]);
+  close(zfd);
+  close(gfd);
+}
+
 /* A tree written back as a layer and unpacked again is the same tree:
  * files, modes, owners, links, whiteouts and opaque directories. */
 TEST(a_tree_written_as_a_layer_unpacks_to_the_same_tree) {
@@ -414,6 +434,7 @@ int main(void) {
   RUN(hostile_layers_are_refused_naming_the_entry);
   RUN(limits_on_bytes_and_entries);
   RUN(a_damaged_or_empty_layer_is_refused);
+  RUN(a_zstd_layer_without_zstd_in_libarchive_says_so);
   RUN(a_tree_written_as_a_layer_unpacks_to_the_same_tree);
   char cmd[300];
   snprintf(cmd, sizeof cmd, "rm -rf %s", base);

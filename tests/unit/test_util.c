@@ -1,18 +1,24 @@
 /* Unit tests for the helpers of src/util that the core and the fronts
  * share: UTF-8 (utf8.h), JSON text and times (json_text.h, timefmt.h),
- * base64 (base64.h) and the clock (clock.h), with the edge cases each copy
+ * base64 (base64.h), the clock (clock.h) and fileio.h's failures, with the edge cases each copy
  * they replace handled. */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "unit.h"
 #include "util/base64.h"
 #include "util/clock.h"
+#include "util/fileio.h"
 #include "util/json_text.h"
 #include "util/timefmt.h"
 #include "util/utf8.h"
@@ -191,6 +197,13 @@ TEST(base64_url_alphabet_is_unpadded) {
     CHECK(b64_encoded_len(n, B64_STD) == (n + 2) / 3 * 4);
     CHECK(b64_encoded_len(n, B64_URL) == (n * 8 + 5) / 6);
   }
+  for (int c = 1; c < 256; c++) {
+    bool url = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+               c == '-' || c == '_';
+    bool std = url ? c != '-' && c != '_' : c == '+' || c == '/';
+    CHECK(b64_char_ok((char)c, B64_URL) == url && b64_char_ok((char)c, B64_STD) == std);
+  }
+  CHECK(!b64_char_ok('\0', B64_URL) && !b64_char_ok('=', B64_STD));
   /* An admin key: 24 random bytes, 32 characters. */
   CHECK(b64_encoded_len(24, B64_URL) == 32);
 }
@@ -269,6 +282,43 @@ TEST(wait_deadlines_are_normalised) {
   CHECK(a > 0 && b >= a);
 }
 
+/* mkdir_p and proc_stat_fields fail as the rest of fileio.h does: -1 with
+ * errno, so a caller's errno names the real cause. */
+TEST(fileio_failures_are_minus_one_with_errno) {
+  char tmpl[] = "/tmp/husk-test-fileio-XXXXXX";
+  CHECK(mkdtemp(tmpl) != NULL);
+  char path[PATH_MAX + 64];
+  snprintf(path, sizeof path, "%s/a/b/c", tmpl);
+  CHECK(mkdir_p(path, 0700) == 0);
+  struct stat st;
+  CHECK(stat(path, &st) == 0 && S_ISDIR(st.st_mode));
+  CHECK(mkdir_p(path, 0700) == 0); /* already there */
+  snprintf(path, sizeof path, "%s/file", tmpl);
+  int fd = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+  CHECK(fd >= 0);
+  close(fd);
+  snprintf(path, sizeof path, "%s/file/sub", tmpl);
+  errno = 0;
+  CHECK(mkdir_p(path, 0700) == -1 && errno == ENOTDIR);
+  char *longp = malloc(PATH_MAX + 2);
+  memset(longp, 'x', PATH_MAX + 1);
+  longp[PATH_MAX + 1] = '\0';
+  errno = 0;
+  CHECK(mkdir_p(longp, 0700) == -1 && errno == ENAMETOOLONG);
+  free(longp);
+  errno = 0;
+  CHECK(mkdir_p("", 0700) == -1 && errno == ENOENT);
+
+  unsigned long long v[23];
+  CHECK(proc_stat_fields(0, v, 23) == 0 && v[22] > 0); /* our own starttime */
+  errno = 0;
+  CHECK(proc_stat_fields(INT32_MAX, v, 23) == -1 && errno == ENOENT && v[22] == 0);
+
+  char cmd[PATH_MAX + 32];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpl);
+  CHECK(system(cmd) == 0);
+}
+
 int main(void) {
   RUN(utf8_sequences);
   RUN(utf8_valid_strings);
@@ -281,5 +331,6 @@ int main(void) {
   RUN(base64_decode_leniency_and_refusals);
   RUN(times_are_rfc3339_utc_with_milliseconds);
   RUN(wait_deadlines_are_normalised);
+  RUN(fileio_failures_are_minus_one_with_errno);
   return unit_done();
 }

@@ -19,8 +19,11 @@ serves, until killed:
     /recall (on any host and port) answers it back in a header and in the
     body raw, base64 and percent-encoded; /recall-chunked the same in
     chunks of 3 bytes (a value split across chunks).
+  - an upstream that ignores Accept-Encoding: /coded/CODING/REST answers as
+    REST would (/echo: the echo), its body gzip-compressed and sent with
+    Content-Encoding: CODING.
 """
-import base64, json, os, socket, ssl, struct, sys, threading, urllib.parse
+import base64, gzip, json, os, socket, ssl, struct, sys, threading, urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 DIR, ADDR = sys.argv[1], sys.argv[2]
@@ -51,6 +54,19 @@ class Echo(BaseHTTPRequestHandler):
         rec = {"method": self.command, "path": self.path, "headers": dict(self.headers.items()),
                "body": body, "port": self.server.server_address[1]}
         log("requests.log", rec)
+        coding = None
+        if self.path.startswith("/coded/"):
+            _, _, coding, rest = (self.path + "/").split("/", 3)
+            self.path = "/" + rest.rstrip("/")
+            rec["path"] = self.path
+
+        def send_body(out):
+            if coding:
+                out = gzip.compress(out)
+                self.send_header("Content-Encoding", coding)
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
         if self.path.startswith("/bytes/"):
             # A large body for throughput benchmarks (bench/egress.sh).
             n = int(self.path.split("/")[2])
@@ -81,9 +97,7 @@ class Echo(BaseHTTPRequestHandler):
                     self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
                 self.wfile.write(b"0\r\n\r\n")
                 return
-            self.send_header("Content-Length", str(len(out)))
-            self.end_headers()
-            self.wfile.write(out)
+            send_body(out)
             return
         if self.path.startswith("/redirect"):
             self.send_response(302)
@@ -102,9 +116,7 @@ class Echo(BaseHTTPRequestHandler):
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
             self.wfile.write(b"0\r\n\r\n")
             return
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
+        send_body(out)
 
     do_GET = do_POST = do_PUT = do_HEAD = handle_any
 
