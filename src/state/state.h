@@ -50,6 +50,7 @@
 #ifndef HUSK_STATE_STATE_H
 #define HUSK_STATE_STATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
