@@ -396,6 +396,7 @@ int box_make_jail(struct husk_mgr *m, struct live_box *b, const struct husk_limi
   if (spawner_create(sp, &jc, img ? &si : NULL, &b->j, err) < 0)
     return -1;
   b->init_acks = true; /* its init is this build's (the spawner checks) */
+  b->init_version = CTL_VERSION;
   /* The connection it was created with becomes the watch connection: it
    * receives exits nobody else is listening for. */
   return jail_watch(b->j.ctl, err);

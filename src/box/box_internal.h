@@ -65,6 +65,7 @@ struct live_box {
   atomic_uint nprocs;
   uint64_t next_exec_id; /* starts at random: unique across daemon lifetimes */
   bool init_acks; /* its init keeps exits until CTL_EXIT_ACK (version 1+) */
+  uint32_t init_version; /* CTL_VERSION of its init */
   /* Re-adopted: its processes' limits are enforced from this time (wall
    * clock ms) on, once its init has re-sent the exits it held (INT64_MAX
    * until the monitor asked for them). */

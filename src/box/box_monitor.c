@@ -289,6 +289,7 @@ static int adopt(struct husk_mgr *m, const struct state_box *sb, struct husk_err
   /* An init started by an older daemon delivers each exit once and knows
    * no acks; it gets none. */
   b->init_acks = version >= 1;
+  b->init_version = version;
   /* CTL_WATCH makes init flush the exits it holds: the monitor sends it,
    * once it reads this connection. */
   b->need_watch = true;

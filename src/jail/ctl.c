@@ -6,7 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define CTL_MAX_FDS 3
+#define CTL_MAX_FDS CTL_EXEC_MAX_FDS
 
 int ctl_send(int sock, const void *msg, size_t len, const int *fds, size_t nfds,
              struct husk_err *err) {
@@ -104,7 +104,7 @@ ssize_t ctl_recv(int sock, void *buf, size_t size, int *fds, size_t *nfds, struc
 }
 
 ssize_t ctl_pack_exec(void *buf, size_t size, uint64_t id, const char *cwd, char *const argv[],
-                      char *const env[], bool with_fds, struct husk_err *err) {
+                      char *const env[], size_t nfds, struct husk_err *err) {
   if (size < sizeof(struct ctl_exec))
     return husk_fail(err, E2BIG, "the exec request does not fit in %zu bytes", size);
   struct ctl_exec *m = buf;
@@ -132,7 +132,7 @@ ssize_t ctl_pack_exec(void *buf, size_t size, uint64_t id, const char *cwd, char
   m->argc = argc;
   m->envc = envc;
   m->strings_len = (uint32_t)(p - (char *)buf - sizeof *m);
-  m->nfds = with_fds ? 3 : 0;
+  m->nfds = (uint32_t)nfds;
   return p - (char *)buf;
 }
 

@@ -33,7 +33,16 @@
  *   init -> host  CTL_EXITED    a started process ended (wait status)
  *   host -> init  CTL_EXIT_ACK  that exit is recorded: forget it
  *   host -> init  CTL_HELLO     which version are you?  init -> host: the
- * answer */
+ * answer
+ *   host -> init  CTL_HOLD      keep these fds for a started process (the
+ *                               host's ends of its pipes) until it exits
+ *   host -> init  CTL_GET_HELD  give them back (after a daemon restart), and
+ *                               make this connection the process's own
+ *   init -> host  CTL_HELD      the fds attached, or none (no such process)
+ *
+ * A process whose host-side pipes init holds keeps them open while no
+ * daemon runs: it neither reads end of file nor gets SIGPIPE, and the next
+ * daemon takes up its pipes where the last one left them. */
 #ifndef HUSK_JAIL_CTL_H
 #define HUSK_JAIL_CTL_H
 
@@ -58,10 +67,20 @@ enum ctl_type {
   CTL_EXIT_ACK = 10, /* host -> init: struct ctl_exit_ack */
   CTL_HELLO =
       11, /* host -> init: header only; init -> host: struct ctl_hello */
+  CTL_HOLD = 12,     /* host -> init: struct ctl_hold, fds attached */
+  CTL_GET_HELD = 13, /* host -> init: struct ctl_hold, nfds 0 */
+  CTL_HELD = 14,     /* init -> host: struct ctl_hold, its fds attached */
 };
 
-/* 1: CTL_HELLO, CTL_EXIT_ACK, CTL_EXEC_ACK_EXIT. */
-#define CTL_VERSION 1u
+/* 1: CTL_HELLO, CTL_EXIT_ACK, CTL_EXEC_ACK_EXIT.
+ * 2: CTL_HOLD, CTL_GET_HELD; CTL_EXEC with up to CTL_EXEC_MAX_FDS fds. */
+#define CTL_VERSION 2u
+
+/* The fds an exec may carry: stdin, stdout, stderr, then fds 3, 4, ... of
+ * the program (version 2). */
+#define CTL_EXEC_MAX_FDS 6
+/* The fds init holds for one process. */
+#define CTL_HOLD_MAX_FDS 4
 
 struct ctl_hdr {
   uint32_t type;
@@ -75,7 +94,7 @@ struct ctl_exec {
   uint32_t argc;
   uint32_t envc;
   uint32_t strings_len;
-  uint32_t nfds; /* 0 or 3 */
+  uint32_t nfds; /* 0, or 3 to CTL_EXEC_MAX_FDS: the program's fds 0, 1, ... */
   uint32_t flags; /* CTL_EXEC_* */
 };
 
@@ -117,6 +136,13 @@ struct ctl_hello {
   uint32_t pad;     /* 0 */
 };
 
+struct ctl_hold {
+  struct ctl_hdr h;
+  uint64_t id; /* the exec that started it */
+  int32_t pid;
+  uint32_t nfds; /* attached: 1 to CTL_HOLD_MAX_FDS (CTL_GET_HELD: 0) */
+};
+
 struct ctl_signal {
   struct ctl_hdr h;
   int32_t pid;
@@ -143,9 +169,10 @@ int ctl_send(int sock, const void *msg, size_t len, const int *fds, size_t nfds,
  * of a message not returned are closed, and -1 in `fds`. */
 ssize_t ctl_recv(int sock, void *buf, size_t size, int *fds, size_t *nfds, struct husk_err *err);
 
-/* Pack an exec request into buf; returns total length or -1 (E2BIG). */
+/* Pack an exec request into buf, for `nfds` fds sent with it (0, or 3 to
+ * CTL_EXEC_MAX_FDS); returns total length or -1 (E2BIG). */
 ssize_t ctl_pack_exec(void *buf, size_t size, uint64_t id, const char *cwd, char *const argv[],
-                      char *const env[], bool with_fds, struct husk_err *err);
+                      char *const env[], size_t nfds, struct husk_err *err);
 
 /* Unpack in place: fills the pointer arrays (NULL-terminated).  Returns 0 or
  * -1 (EPROTO) if the message is malformed. */

@@ -57,7 +57,20 @@ static struct tracked {
   bool exited;
   bool sent; /* delivered since the last CTL_WATCH (exited only) */
   int status;
+  uint32_t nheld; /* CTL_HOLD fds, kept while it runs */
+  int held[CTL_HOLD_MAX_FDS];
 } tracked[MAX_TRACKED];
+
+static void drop_held(struct tracked *t) {
+  for (uint32_t i = 0; i < t->nheld; i++)
+    close(t->held[i]);
+  t->nheld = 0;
+}
+
+static void tracked_clear(struct tracked *t) {
+  drop_held(t);
+  *t = (struct tracked){0};
+}
 
 /* The watch connection has exits it could not take yet (its socket was
  * full): poll it for POLLOUT and go on then. */
@@ -163,18 +176,20 @@ static int exec_child(void *arg) {
    * the program has no controlling terminal to inject input into. */
   if (setsid() < 0)
     exec_fail(CTL_STAGE_SETUP, errno);
-  int stdio[3] = {-1, -1, -1};
-  for (int i = 0; i < 3; i++) {
+  int nprog = a->nfds > 3 ? (int)a->nfds : 3;
+  int stdio[CTL_EXEC_MAX_FDS];
+  for (int i = 0; i < nprog; i++) {
     int src = (size_t)i < a->nfds ? a->fds[i] : -1;
     if (src < 0)
       src = open("/dev/null", i == 0 ? O_RDONLY : O_WRONLY);
     if (src < 0)
       exec_fail(CTL_STAGE_SETUP, errno);
-    stdio[i] = fcntl(src, F_DUPFD, 10); /* out of the 0..2 range before dup2 */
+    /* out of the range the program gets before dup2 */
+    stdio[i] = fcntl(src, F_DUPFD, 10 + CTL_EXEC_MAX_FDS);
     if (stdio[i] < 0)
       exec_fail(CTL_STAGE_SETUP, errno);
   }
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < nprog; i++)
     if (dup2(stdio[i], i) < 0)
       exec_fail(CTL_STAGE_SETUP, errno);
   /* init is uid 0 of the box with just enough to do this; the program
@@ -183,7 +198,7 @@ static int exec_child(void *arg) {
   if (privs_drop_for_program(config->uid, config->gid, &err) < 0)
     exec_fail(CTL_STAGE_SETUP, err.code);
   /* Everything else closes at exec. */
-  if (sys_close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+  if (sys_close_range((unsigned)nprog, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
     exec_fail(CTL_STAGE_SETUP, errno);
   umask(022);
   if (chdir(a->cwd) < 0) {
@@ -227,7 +242,7 @@ static void exit_sent(struct tracked *t) {
   if (t->flags & CTL_EXEC_ACK_EXIT)
     t->sent = true;
   else
-    *t = (struct tracked){0};
+    tracked_clear(t);
 }
 
 static void exit_msg(const struct tracked *t, struct ctl_exited *m) {
@@ -284,6 +299,7 @@ static void reap(void) {
         tracked[i].exited = true;
         tracked[i].sent = false;
         tracked[i].status = status;
+        drop_held(&tracked[i]); /* nothing to take up any more */
         deliver_exit(&tracked[i]);
         break;
       }
@@ -301,7 +317,7 @@ static void do_exec(size_t len, int *fds, size_t nfds) {
   const struct ctl_exec *m = (const void *)msgbuf;
   const char *cwd;
   if (ctl_unpack_exec(msgbuf, len, &cwd, argv_buf, MAX_ARGS, env_buf, MAX_ARGS, NULL) < 0 ||
-      (m->nfds != 0 && m->nfds != nfds) || cwd[0] != '/') {
+      m->nfds != nfds || (nfds != 0 && nfds < 3) || cwd[0] != '/') {
     reply_started(len >= sizeof *m ? m->id : 0, 0, CTL_STAGE_SETUP, EPROTO);
     return;
   }
@@ -348,6 +364,46 @@ static void do_exec(size_t len, int *fds, size_t nfds) {
   reply_started(m->id, pid, CTL_STAGE_NONE, 0);
 }
 
+/* The host's pipe ends of a process it started, kept open for the next
+ * daemon.  The fds are taken out of `fds` (set to -1) when kept. */
+static void do_hold(size_t len, int *fds, size_t nfds) {
+  const struct ctl_hold *h = (const void *)msgbuf;
+  if (len != sizeof *h || h->pid <= 0 || h->nfds != nfds || nfds == 0 ||
+      nfds > CTL_HOLD_MAX_FDS)
+    return;
+  for (size_t i = 0; i < MAX_TRACKED; i++) {
+    struct tracked *t = &tracked[i];
+    if (t->pid == h->pid && t->id == h->id && !t->exited) {
+      drop_held(t);
+      for (size_t k = 0; k < nfds; k++) {
+        t->held[k] = fds[k];
+        fds[k] = -1;
+      }
+      t->nheld = (uint32_t)nfds;
+      return;
+    }
+  }
+}
+
+static void do_get_held(size_t len) {
+  const struct ctl_hold *h = (const void *)msgbuf;
+  if (len != sizeof *h)
+    return;
+  struct ctl_hold r = {.h = {.type = CTL_HELD, .len = sizeof r}, .id = h->id, .pid = h->pid};
+  for (size_t i = 0; i < MAX_TRACKED; i++) {
+    struct tracked *t = &tracked[i];
+    if (h->pid > 0 && t->pid == h->pid && t->id == h->id && !t->exited && t->nheld) {
+      /* Its exit is this connection's to report from now on. */
+      t->conn = cur;
+      t->gen = conns[cur].gen;
+      r.nfds = t->nheld;
+      conn_send(cur, &r, sizeof r, t->held, t->nheld);
+      return;
+    }
+  }
+  conn_send(cur, &r, sizeof r, NULL, 0);
+}
+
 static void do_signal(size_t len) {
   const struct ctl_signal *s = (const void *)msgbuf;
   if (len != sizeof *s || s->pid <= 1 || s->sig < 0 || s->sig >= NSIG)
@@ -374,7 +430,7 @@ static void do_exit_ack(size_t len) {
     struct tracked *t = &tracked[i];
     if (t->pid == a->pid && t->id == a->id && t->exited &&
         (t->flags & CTL_EXEC_ACK_EXIT)) {
-      *t = (struct tracked){0};
+      tracked_clear(t);
       return;
     }
   }
@@ -422,8 +478,8 @@ static void conn_close(int i) {
 
 /* One message from connection i. */
 static void serve(int i) {
-  int fds[3];
-  size_t nfds = 3;
+  int fds[CTL_EXEC_MAX_FDS];
+  size_t nfds = CTL_EXEC_MAX_FDS;
   struct husk_err err;
   ssize_t n = ctl_recv(conns[i].fd, msgbuf, sizeof msgbuf, fds, &nfds, &err);
   if (n == 0 || (n < 0 && err.code != EMSGSIZE && err.code != EPROTO && err.code != EAGAIN)) {
@@ -447,12 +503,15 @@ static void serve(int i) {
       if ((size_t)n == sizeof *h)
         do_hello();
       break;
+    case CTL_HOLD: do_hold((size_t)n, fds, nfds); break;
+    case CTL_GET_HELD: do_get_held((size_t)n); break;
     default: break; /* unknown requests are ignored */
     }
   }
   cur = -1;
   for (size_t k = 0; k < nfds; k++)
-    close(fds[k]);
+    if (fds[k] >= 0)
+      close(fds[k]);
 }
 
 /* What init needs before it can serve: default signal dispositions, SIGCHLD

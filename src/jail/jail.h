@@ -102,6 +102,20 @@ int jail_exec_fd(int fd, uint64_t id, char *const argv[], char *const env[], con
                  const int fds[3], uint32_t flags, struct husk_err *err);
 int jail_signal_fd(int fd, pid_t pid, int sig, bool group, struct husk_err *err);
 
+/* As jail_exec_fd with nfds fds (0, or 3 to CTL_EXEC_MAX_FDS): the
+ * program's fds 0, 1, 2, 3, ... (an init of version 2 or later). */
+int jail_exec_fds(int fd, uint64_t id, char *const argv[], char *const env[], const char *cwd,
+                  const int *fds, size_t nfds, uint32_t flags, struct husk_err *err);
+
+/* Over connection `fd` (version 2+): init keeps copies of `fds` (the
+ * host's ends of the pipes of process `pid`, started by exec `id`) until
+ * it exits, and jail_get_held gives them back, exactly `nfds` of them, and
+ * makes `fd` the connection its exit is reported on.  ESRCH: no such live
+ * process (it has ended). */
+int jail_hold_fds(int fd, uint64_t id, pid_t pid, const int *fds, size_t nfds,
+                  struct husk_err *err);
+int jail_get_held(int fd, uint64_t id, pid_t pid, int *fds, size_t nfds, struct husk_err *err);
+
 /* Kill everything in the box now (SIGKILL to init ends the pid namespace;
  * the cgroup is killed as well, as a second line). */
 void jail_kill(struct jail *j);

@@ -634,16 +634,66 @@ int jail_exec(struct jail *j, uint64_t id, char *const argv[], char *const env[]
 
 int jail_exec_fd(int sock, uint64_t id, char *const argv[], char *const env[], const char *cwd,
                  const int fds[3], uint32_t flags, struct husk_err *err) {
+  return jail_exec_fds(sock, id, argv, env, cwd, fds, fds ? 3 : 0, flags, err);
+}
+
+int jail_exec_fds(int sock, uint64_t id, char *const argv[], char *const env[], const char *cwd,
+                  const int *fds, size_t nfds, uint32_t flags, struct husk_err *err) {
+  if (nfds != 0 && (nfds < 3 || nfds > CTL_EXEC_MAX_FDS))
+    return husk_fail(err, EINVAL, "an exec carries 0 or 3 to %d fds", CTL_EXEC_MAX_FDS);
   cleanup_free char *buf = malloc(HUSK_CTL_MSG_MAX);
   if (!buf)
     return husk_error(err, ENOMEM, "exec request");
-  ssize_t len = ctl_pack_exec(buf, HUSK_CTL_MSG_MAX, id, cwd, argv, env, fds != NULL, NULL);
+  ssize_t len = ctl_pack_exec(buf, HUSK_CTL_MSG_MAX, id, cwd, argv, env, nfds, NULL);
   if (len < 0)
     return husk_fail(err, E2BIG, "arguments and environment exceed %llu KiB",
                      (unsigned long long)(HUSK_CTL_MSG_MAX / 1024));
   ((struct ctl_exec *)(void *)buf)->flags = flags;
-  if (ctl_send(sock, buf, (size_t)len, fds, fds ? 3 : 0, err) < 0)
+  if (ctl_send(sock, buf, (size_t)len, fds, nfds, err) < 0)
     return husk_error_wrap(err, "cannot send the exec request to the box");
+  return 0;
+}
+
+int jail_hold_fds(int sock, uint64_t id, pid_t pid, const int *fds, size_t nfds,
+                  struct husk_err *err) {
+  if (nfds < 1 || nfds > CTL_HOLD_MAX_FDS)
+    return husk_fail(err, EINVAL, "init holds 1 to %d fds for a process", CTL_HOLD_MAX_FDS);
+  struct ctl_hold m = {.h = {.type = CTL_HOLD, .len = sizeof m}, .id = id, .pid = pid,
+                       .nfds = (uint32_t)nfds};
+  if (ctl_send(sock, &m, sizeof m, fds, nfds, err) < 0)
+    return husk_error_wrap(err, "cannot hand the box's init a process's pipes");
+  return 0;
+}
+
+int jail_get_held(int sock, uint64_t id, pid_t pid, int *fds, size_t nfds, struct husk_err *err) {
+  struct ctl_hold m = {.h = {.type = CTL_GET_HELD, .len = sizeof m}, .id = id, .pid = pid};
+  if (ctl_send(sock, &m, sizeof m, NULL, 0, err) < 0)
+    return husk_error_wrap(err, "cannot ask the box's init for a process's pipes");
+  struct ctl_hold r;
+  int got[CTL_HOLD_MAX_FDS];
+  size_t n = CTL_HOLD_MAX_FDS;
+  for (;;) {
+    ssize_t len = ctl_recv(sock, &r, sizeof r, got, &n, err);
+    if (len <= 0)
+      return len == 0 ? husk_fail(err, EIO, "the sandbox ended")
+                      : husk_error_wrap(err, "cannot read from the box's init");
+    if (r.h.type == CTL_HELD)
+      break;
+    /* An exit of this connection's process may come first: the caller
+     * learns of it from the missing fds. */
+    for (size_t i = 0; i < n; i++)
+      close(got[i]);
+    n = CTL_HOLD_MAX_FDS;
+  }
+  if ((size_t)r.h.len != sizeof r || r.id != id || r.pid != pid || r.nfds != n ||
+      (n != 0 && n != nfds)) {
+    for (size_t i = 0; i < n; i++)
+      close(got[i]);
+    return husk_fail(err, EPROTO, "malformed answer from the box's init");
+  }
+  if (n == 0)
+    return husk_fail(err, ESRCH, "the process has ended");
+  memcpy(fds, got, n * sizeof *fds);
   return 0;
 }
 

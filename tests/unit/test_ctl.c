@@ -43,7 +43,7 @@ static ssize_t failed_as(ssize_t rc, const struct husk_err *err) {
 static ssize_t pack_exec(void *buf, size_t size, uint64_t id, const char *cwd, char *const argv[],
                          char *const env[], bool with_fds) {
   struct husk_err err;
-  return failed_as(ctl_pack_exec(buf, size, id, cwd, argv, env, with_fds, &err), &err);
+  return failed_as(ctl_pack_exec(buf, size, id, cwd, argv, env, with_fds ? 3 : 0, &err), &err);
 }
 
 static int unpack_exec(const void *msg, size_t len, const char **cwd, const char **argv,
