@@ -1420,6 +1420,9 @@ int husk_ctx_execute(struct husk_mgr *m, const char *tenant, const char *box, co
     out->status = HUSK_CTX_RESTARTED;
     snprintf(out->message, sizeof out->message,
              "the context was restarted or deleted during the execution");
+  } else if (b->ending) {
+    husk_fail(err, EBUSY, "sandbox %s ended during the execution", b->id);
+    goto busy_out;
   } else if (r.died || timed_out) {
     /* Drain what it wrote before it ended, then start it again. */
     if (out_open)
