@@ -41,6 +41,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -49,6 +50,7 @@
 #include "husk/context.h"
 #include "jail/ctl.h"
 #include "jail/limits.h"
+#include "jail/syscalls.h"
 #include "util/cleanup.h"
 #include "util/cleanup_json.h"
 #include "util/fileio.h"
@@ -400,10 +402,12 @@ static int ctx_spawn(struct husk_mgr *m, struct live_box *b, struct box_ctx *c,
   int src = -1;
   cleanup_free char **env = NULL;
   char *extra[4 + 1] = {0};
-  char repr[64];
+  char repr[64], mark[HUSK_CTX_ID_MAX + 16];
   snprintf(repr, sizeof repr, "HUSK_CTX_REPR_MAX=%u", CTX_REPR_MAX);
+  snprintf(mark, sizeof mark, "HUSK_CONTEXT=%s", c->id);
   size_t ne = 0;
   extra[ne++] = repr;
+  extra[ne++] = mark;
   if (is_bash(c)) {
     extra[ne++] = (char *)"HUSK_CODE_FD=3";
     extra[ne++] = (char *)"HUSK_EV_FD=4";
@@ -583,10 +587,67 @@ out:
   return rc;
 }
 
-/* Kill the interpreter and its process group; its pipes go. */
-static void ctx_stop(struct box_ctx *c) {
+/* Does process `pid` (the host's pid) carry `mark` in its environment?
+ * Read from /proc as the box left it: bounded, and only compared. */
+static bool carries_mark(pid_t pid, const char *mark, size_t mlen) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/environ", (int)pid);
+  cleanup_close int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  static const size_t max = 256 * 1024;
+  cleanup_free char *buf = malloc(max + 1);
+  if (!buf)
+    return false;
+  size_t n = 0;
+  ssize_t r;
+  while (n < max && (r = read(fd, buf + n, max - n)) > 0)
+    n += (size_t)r;
+  for (size_t i = 0; i + mlen <= n;) {
+    char *z = memchr(buf + i, '\0', n - i);
+    size_t len = z ? (size_t)(z - (buf + i)) : n - i;
+    if (len == mlen && !memcmp(buf + i, mark, mlen))
+      return true;
+    i += len + 1;
+  }
+  return false;
+}
+
+/* Processes the context started that left its process group (a daemon
+ * that called setsid) end with it too: they carry its HUSK_CONTEXT
+ * variable, and are found in the box's cgroup.  Code that clears its
+ * environment escapes this; it stays in the box, and ends with it. */
+static void kill_strays(struct live_box *b, const struct box_ctx *c) {
+  int dir = b->j.cg.v2 >= 0 ? b->j.cg.v2 : b->j.cg.pids;
+  if (dir < 0)
+    return;
+  int fd = openat(dir, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+  FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+  if (!f) {
+    close_quiet(fd);
+    return;
+  }
+  char mark[HUSK_CTX_ID_MAX + 16];
+  int mlen = snprintf(mark, sizeof mark, "HUSK_CONTEXT=%s", c->id);
+  long pid;
+  while (fscanf(f, "%ld", &pid) == 1) {
+    if (pid <= 0 || pid > INT_MAX)
+      continue;
+    cleanup_close int pfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+    if (pfd >= 0 && carries_mark((pid_t)pid, mark, (size_t)mlen))
+      sys_pidfd_send_signal(pfd, SIGKILL);
+  }
+  fclose(f);
+}
+
+/* Kill the interpreter, its process group and its strays; its pipes go. */
+static void ctx_stop(struct live_box *b, struct box_ctx *c) {
   if (c->conn >= 0 && c->pid > 0)
     jail_signal_fd(c->conn, c->pid, SIGKILL, true, NULL);
+  else if (c->pid > 0)
+    ctx_signal(b, c->pid, SIGKILL);
+  if (c->pid > 0)
+    kill_strays(b, c);
   close_fds(c);
 }
 
@@ -772,7 +833,7 @@ static int ctx_create_in(struct husk_mgr *m, struct live_box *b, const char *id,
     goto fail;
   pthread_mutex_lock(&c->run);
   if (ctx_spawn(m, b, c, err) < 0 || ctx_persist(b, c, err) < 0) {
-    ctx_stop(c);
+    ctx_stop(b, c);
     pthread_mutex_unlock(&c->run);
     goto fail;
   }
@@ -785,7 +846,7 @@ static int ctx_create_in(struct husk_mgr *m, struct live_box *b, const char *id,
     if (o)
       o->refs++;
     pthread_mutex_unlock(&b->lock);
-    ctx_stop(c);
+    ctx_stop(b, c);
     if (!dup)
       ctx_unpersist(b, c);
     ctx_free(c);
@@ -896,7 +957,7 @@ int husk_ctx_restart(struct husk_mgr *m, const char *tenant, const char *box, co
   if (!b)
     return -1;
   ctx_take(b, c);
-  ctx_stop(c);
+  ctx_stop(b, c);
   pthread_mutex_lock(&b->lock);
   c->pid = 0;
   pthread_mutex_unlock(&b->lock);
@@ -944,7 +1005,7 @@ int husk_ctx_delete(struct husk_mgr *m, const char *tenant, const char *box, con
   if (!b)
     return -1;
   ctx_take(b, c);
-  ctx_stop(c);
+  ctx_stop(b, c);
   ctx_unpersist(b, c);
   pthread_mutex_lock(&b->lock);
   bool was = !c->removed;
@@ -1290,9 +1351,9 @@ int husk_ctx_execute(struct husk_mgr *m, const char *tenant, const char *box, co
     if (!c->ended && c->conn >= 0 && took_exit(&probe, 0))
       c->ended = true;
     if (c->ended || c->conn < 0) {
-      ctx_stop(c);
+      ctx_stop(b, c);
       if (ctx_spawn(m, b, c, err) < 0 || ctx_persist(b, c, err) < 0) {
-        ctx_stop(c);
+        ctx_stop(b, c);
         c->ended = true;
         goto out;
       }
@@ -1441,13 +1502,13 @@ int husk_ctx_execute(struct husk_mgr *m, const char *tenant, const char *box, co
       snprintf(out->message, sizeof out->message,
                "the execution ignored the interrupt at its timeout: the context was restarted, "
                "without its state");
-    ctx_stop(c);
+    ctx_stop(b, c);
     pthread_mutex_lock(&b->lock);
     c->pid = 0;
     pthread_mutex_unlock(&b->lock);
     struct husk_err e2;
     if (ctx_spawn(m, b, c, &e2) < 0 || ctx_persist(b, c, &e2) < 0) {
-      ctx_stop(c);
+      ctx_stop(b, c);
       c->ended = true;
       size_t l = strlen(out->message);
       snprintf(out->message + l, sizeof out->message - l, "; it could not be started again: %s",
