@@ -1376,7 +1376,7 @@ int husk_ctx_execute(struct husk_mgr *m, const char *tenant, const char *box, co
   int64_t deadline = t0 + (int64_t)(timeout < (uint64_t)INT64_MAX / 2 ? timeout : INT64_MAX / 4);
   int64_t grace = 0; /* after the timeout's SIGINT: restart when passed */
   bool timed_out = false, out_open = true, err_open = true, ev_eof = false, dropped = false;
-  bool cancel_seen = false;
+  bool cancel_seen = false, forced = false;
   while (!r.ended && !r.died) {
     struct pollfd p[7];
     int wi[7];
@@ -1448,12 +1448,14 @@ int husk_ctx_execute(struct husk_mgr *m, const char *tenant, const char *box, co
     if (r.ended || r.died)
       break;
     now = mono_ms();
+    if (r.stopped && !grace)
+      grace = now + CTX_GRACE_MS; /* the caller is gone: the same grace */
     if (!timed_out && now >= deadline) {
       timed_out = true;
       grace = now + CTX_GRACE_MS;
       jail_signal_fd(c->conn, c->pid, SIGINT, true, NULL);
     } else if (grace && now >= grace) {
-      r.died = true; /* it ignored the interrupt */
+      r.died = forced = true; /* it ignored the interrupt */
       break;
     }
   }
@@ -1490,18 +1492,16 @@ int husk_ctx_execute(struct husk_mgr *m, const char *tenant, const char *box, co
       pump_stream(&r, P_OUT);
     if (err_open)
       pump_stream(&r, P_ERR);
-    if (timed_out && !r.died) {
-      out->status = HUSK_CTX_TIMEOUT;
-    } else if (timed_out) {
-      out->status = HUSK_CTX_TIMEOUT;
+    if (timed_out || forced) {
+      out->status = timed_out ? HUSK_CTX_TIMEOUT : HUSK_CTX_INTERRUPTED;
+      snprintf(out->message, sizeof out->message,
+               "the execution ignored the interrupt%s: the context was restarted, without its "
+               "state",
+               timed_out ? " at its timeout" : "");
     } else {
       out->status = HUSK_CTX_DIED;
       describe_death(&r);
     }
-    if (timed_out)
-      snprintf(out->message, sizeof out->message,
-               "the execution ignored the interrupt at its timeout: the context was restarted, "
-               "without its state");
     ctx_stop(b, c);
     pthread_mutex_lock(&b->lock);
     c->pid = 0;
