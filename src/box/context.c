@@ -1428,6 +1428,12 @@ int husk_ctx_execute(struct husk_mgr *m, const char *tenant, const char *box, co
         json_t *o;
         int e;
         while ((e = read_event(c, &o, &dropped, &ev_eof)) > 0) {
+          /* What the code printed before the event is in the stream pipes
+           * by now: it goes first, so that the order is the code's. */
+          if (out_open)
+            out_open = pump_stream(&r, P_OUT);
+          if (err_open)
+            err_open = pump_stream(&r, P_ERR);
           take_event(&r, o);
           json_decref(o);
           if (r.ended)

@@ -148,6 +148,7 @@ static void lb_detach(struct live_box *b) {
   close_quiet(b->j.slot_lock);
   cgroup_close(&b->j.cg);
   bgproc_free_all(b);
+  box_ctx_free_all(b);
   box_env_retire_all(b);
   box_env_free(b->env);
   pthread_mutex_destroy(&b->lock);
