@@ -311,13 +311,15 @@ static void output_text(struct tbuf *t, const struct husk_ctx_output *o, size_t 
     *cut = true;
     tb_str(t, ",\"truncated\":[");
     first = true;
-    for (size_t i = 0; i < o->ntruncated; i++) {
+    /* The names are the box's too: a few KiB of them at most. */
+    size_t names_from = t->len;
+    for (size_t i = 0; i < o->ntruncated && t->len - names_from < 4096; i++) {
       if (!first)
         tb_str(t, ",");
       first = false;
       json_str(t, o->truncated[i], strlen(o->truncated[i]));
     }
-    for (size_t i = 0; i < o->nreprs; i++) {
+    for (size_t i = 0; i < o->nreprs && t->len - names_from < 8192; i++) {
       if (!left[i])
         continue;
       if (!first)
@@ -443,8 +445,10 @@ static int sync_output(void *ctx, const struct husk_ctx_output *o) {
   if (o->is_error) {
     s->error.len = 0;
     output_text(&s->error, o, s->cap, &s->cut);
+  } else if (s->results.len >= s->cap) {
+    s->cut = true; /* no room for even its framing: left out */
   } else {
-    size_t room = s->results.len < s->cap ? s->cap - s->results.len : 0;
+    size_t room = s->cap - s->results.len;
     if (s->nresults)
       tb_str(&s->results, ",");
     output_text(&s->results, o, room, &s->cut);
