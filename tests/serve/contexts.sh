@@ -128,6 +128,40 @@ ex "$C2" "class S:
 S()"
 expect_eq "_repr_svg_ gives image/svg+xml" "$(jf '[r["data"].get("image/svg+xml") for r in j["results"]][0]')" "<svg/>"
 
+
+# A representation larger than --reply-max: left out of a JSON reply and
+# named in its truncated; a stream carries it whole.
+ex "$C2" "class Big:
+    def _repr_svg_(self):
+        return '<svg>' + 'a' * 3000000 + '</svg>'
+Big()"
+expect_eq "a JSON reply leaves out a result past --reply-max" "$(jf '[r.get("truncated") for r in j["results"]][0]')" '["image/svg+xml"]'
+expect_eq "... and says truncated" "$(jf 'j["truncated"]')" true
+curl -s -N --max-time 60 -H "Authorization: Bearer $KEY" -H 'Accept: application/x-ndjson' \
+  -X POST "$URL$CX/$C2/execute" -d '{"code":"Big()"}' >"$T_SCRATCH/ndbig"
+check "a stream carries it whole" python3 -c '
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+r = [e for e in ev if e["type"] == "result"][0]
+assert len(r["data"]["image/svg+xml"]) == 3000011, len(r["data"].get("image/svg+xml", ""))
+assert ev[-1]["type"] == "end"
+' "$T_SCRATCH/ndbig"
+
+# A streaming client that goes away interrupts its execution.
+curl -s -N --max-time 2 -H "Authorization: Bearer $KEY" -H 'Accept: application/x-ndjson' \
+  -X POST "$URL$CX/$C2/execute" -d '{"code":"while True: pass"}' >/dev/null
+idle() { api GET "$CX/$C2"; [ "$(jf 'j["state"]')" = idle ]; }
+check "a client that hangs up interrupts the execution" wait_for 10 idle
+ex "$C2" 'z'
+expect_eq "... and the context goes on" "$(main_text)" 5
+curl -s -N --max-time 60 -H "Authorization: Bearer $KEY" -X POST "$URL$CX/$C2/execute" \
+  -d '{"code":"print(7)","stream":true}' >"$T_SCRATCH/sse2"
+check '"stream": true is SSE' grep -q '^event: end' "$T_SCRATCH/sse2"
+api POST "$CX/default/interrupt?language=python"
+expect_code "interrupt an idle default context by ?language" 204
+api GET "$CX/default?language=cobol"
+expect_code "?language of an unknown language: 400" 400
+
 # ---- errors, output, input -------------------------------------------------
 ex "$C2" 'a = 1
 1 / 0'
