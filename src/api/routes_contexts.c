@@ -311,15 +311,16 @@ static void output_text(struct tbuf *t, const struct husk_ctx_output *o, size_t 
     *cut = true;
     tb_str(t, ",\"truncated\":[");
     first = true;
-    /* The names are the box's too: a few KiB of them at most. */
-    size_t names_from = t->len;
-    for (size_t i = 0; i < o->ntruncated && t->len - names_from < 4096; i++) {
+    /* The names are the box's too: an eighth of the share for each list
+     * (and the name that passes it). */
+    size_t names_from = t->len, lim = cap / 8 < 4096 ? cap / 8 : 4096;
+    for (size_t i = 0; i < o->ntruncated && t->len - names_from < lim; i++) {
       if (!first)
         tb_str(t, ",");
       first = false;
       json_str(t, o->truncated[i], strlen(o->truncated[i]));
     }
-    for (size_t i = 0; i < o->nreprs && t->len - names_from < 8192; i++) {
+    for (size_t i = 0; i < o->nreprs && t->len - names_from < 2 * lim; i++) {
       if (!left[i])
         continue;
       if (!first)
@@ -422,9 +423,18 @@ static int exec_parse(struct req *r, json_t *o, struct exec_args *a, enum MHD_Re
 
 /* ---- one JSON reply ------------------------------------------------- */
 
+/* A JSON reply reserves 2 x --reply-max, as a sync exec's does (every
+ * budget the options allow fits it): half of --reply-max each for stdout,
+ * stderr, the results and the error.  The results and the error leave a
+ * margin for what passes their share: the framing of the last result and
+ * the names of what was left out (output_text: a quarter of the share, at
+ * most 8 KiB, plus two names and the framing). */
+#define CTX_FRAMING_MARGIN (16 * 1024)
+
 struct sync_exec {
   struct api_outbuf b[2];
-  size_t cap;
+  size_t cap;  /* of each stream */
+  size_t rcap; /* of the results, and of the error */
   struct tbuf results; /* the results array's entries */
   struct tbuf error;   /* the error object, if any */
   size_t nresults;
@@ -444,11 +454,11 @@ static int sync_output(void *ctx, const struct husk_ctx_output *o) {
   struct sync_exec *s = ctx;
   if (o->is_error) {
     s->error.len = 0;
-    output_text(&s->error, o, s->cap, &s->cut);
-  } else if (s->results.len >= s->cap) {
+    output_text(&s->error, o, s->rcap, &s->cut);
+  } else if (s->results.len >= s->rcap) {
     s->cut = true; /* no room for even its framing: left out */
   } else {
-    size_t room = s->cap - s->results.len;
+    size_t room = s->rcap - s->results.len;
     if (s->nresults)
       tb_str(&s->results, ",");
     output_text(&s->results, o, room, &s->cut);
@@ -463,12 +473,13 @@ static int sync_output(void *ctx, const struct husk_ctx_output *o) {
 
 static enum MHD_Result exec_sync(struct req *r, struct exec_args *a) {
   uint64_t cap = api_reply_max(r->srv);
-  /* stdout, stderr, the results and the error: each at most the cap (the
-   * results' framing past it is small). */
-  uint64_t reserved = 4 * cap + 4096;
+  uint64_t reserved = 2 * cap;
   if (!api_budget_take(r->srv, r->tenant, reserved))
     return api_reply_busy(r);
-  struct sync_exec s = {.cap = (size_t)cap};
+  size_t half = (size_t)cap / 2;
+  struct sync_exec s = {.cap = half,
+                        .rcap = half > 2 * CTX_FRAMING_MARGIN ? half - CTX_FRAMING_MARGIN
+                                                              : half / 2};
   int cancel = api_cancel_fd(r);
   struct husk_ctx_exec_req er = {.code = a->code, .code_len = a->code_len, .env = a->env,
                                  .timeout_ms = a->timeout_ms, .output_limit = a->output_limit,
