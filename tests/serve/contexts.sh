@@ -240,7 +240,7 @@ ev = [json.loads(l) for l in open(sys.argv[1])]
 t = [e["type"] for e in ev]
 assert t[-1] == "end" and ev[-1]["status"] == "error", t
 assert t.index("stdout") < t.index("end") and t.index("error") < t.index("end"), t
-assert ev[t.index("stdout")]["data"] == "one\n"
+assert "".join(e["data"] for e in ev if e["type"] == "stdout") == "one\n"
 assert ev[t.index("error")]["name"] == "ZeroDivisionError"
 ' "$T_SCRATCH/nd"
 curl -s -N --max-time 60 -H "Authorization: Bearer $KEY" -H 'Accept: text/event-stream' \
