@@ -282,6 +282,13 @@ api POST "/v1/sandboxes/b_nosuchbox/contexts" -d '{}'
 expect_code "unknown box: 404" 404
 check "errors are {error:{code,message}}" [ -n "$(jf 'j["error"]["message"]')" ]
 
+api POST "$CX" -d '{"cwd":"/no/such/dir"}'
+expect_code "a cwd that does not exist: 400" 400
+api POST "$CX" -d '{"cwd":"relative"}'
+expect_code "a relative cwd: 400" 400
+api POST "$CX" -d '{"env":{"1BAD":"x"}}'
+expect_code "a bad env name: 400" 400
+
 # ---- a daemon restart ------------------------------------------------------
 ex "$C2" 'kept = "still here"'
 serve_stop
@@ -293,5 +300,20 @@ api DELETE "/v1/sandboxes/$BOX"
 expect_code "delete the box" 200
 api GET "$CX"
 check "contexts of a deleted box are gone" [ "$CODE" = 404 -o "$CODE" = 409 ]
+
+# ---- at most 32 contexts a box ---------------------------------------------
+new_box '{"timeout":600}' || not_ok "a second box"
+n=0
+for _ in $(seq 32); do
+  api POST "/v1/sandboxes/$BOX/contexts" -d '{"language":"bash"}'
+  [ "$CODE" = 201 ] && n=$((n + 1))
+done
+expect_eq "32 contexts in a box" "$n" 32
+api POST "/v1/sandboxes/$BOX/contexts" -d '{"language":"bash"}'
+expect_code "the 33rd: 429" 429
+ex2() { api POST "/v1/sandboxes/$BOX/contexts/default/execute" -d '{"code":"1"}'; }
+ex2
+expect_code "a default context past the bound: 429 too" 429
+api DELETE "/v1/sandboxes/$BOX"
 
 serve_finish
