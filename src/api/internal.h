@@ -251,8 +251,33 @@ enum MHD_Result h_box_get(struct req *r);
 enum MHD_Result h_box_delete(struct req *r);
 enum MHD_Result h_box_timeout(struct req *r);
 enum MHD_Result h_box_metrics(struct req *r);
+struct jreply;
 /* routes_exec.c */
+/* A chunk of output as an event's data: {"data": text} when the bytes are
+ * UTF-8, else {"data_b64": base64}. */
+json_t *api_chunk_json(const char *buf, size_t len);
+/* Output kept for a reply: at most `cap` bytes of a stream; what comes
+ * past it is counted, not kept.  add: -1 when out of memory. */
+struct api_outbuf {
+  char *d;
+  size_t len, alloc;
+  uint64_t total; /* all that was written on the stream */
+};
+int api_outbuf_add(struct api_outbuf *o, size_t cap, const char *buf, size_t len);
+/* ,"stdout": the kept bytes (as text, U+FFFD for invalid UTF-8), plus
+ * "stdout_b64" with the exact bytes when they are not UTF-8, the count of
+ * all bytes written and whether the kept part is shorter (8 parts at most;
+ * the reply takes o's data). */
+void api_add_output(struct jreply *j, const char *name, struct api_outbuf *o);
 enum MHD_Result h_exec(struct req *r);
+/* routes_contexts.c */
+enum MHD_Result h_ctx_create(struct req *r);
+enum MHD_Result h_ctx_list(struct req *r);
+enum MHD_Result h_ctx_get(struct req *r);
+enum MHD_Result h_ctx_delete(struct req *r);
+enum MHD_Result h_ctx_restart(struct req *r);
+enum MHD_Result h_ctx_interrupt(struct req *r);
+enum MHD_Result h_ctx_execute(struct req *r);
 enum MHD_Result h_proc_list(struct req *r);
 enum MHD_Result h_proc_get(struct req *r);
 enum MHD_Result h_proc_signal(struct req *r);

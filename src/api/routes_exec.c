@@ -61,9 +61,7 @@ static json_t *proc_json(const struct husk_proc *p) {
   return j;
 }
 
-/* A chunk of output as an event's data: {"data": text} when the bytes are
- * UTF-8, else {"data_b64": base64}. */
-static json_t *chunk_json(const char *buf, size_t len) {
+json_t *api_chunk_json(const char *buf, size_t len) {
   if (utf8_valid(buf, len))
     return json_pack("{s:s%}", "data", buf, len);
   char *b = b64_encode(buf, len, NULL);
@@ -114,36 +112,26 @@ static int want_format(struct req *r, enum out_fmt *f) {
  * daemon's --reply-max, reserved from the reply budget beforehand); what
  * the program writes past it is counted, not kept.  The program's own
  * output_limit still decides when it is killed. */
-struct outbuf {
-  char *d;
-  size_t len, alloc;
-  uint64_t total; /* all the program wrote on the stream */
-};
-
 struct sync_ctx {
-  struct outbuf b[2];
+  struct api_outbuf b[2];
   size_t cap;
   bool oom;
 };
 
-static int sync_sink(void *ctx, int stream, const char *buf, size_t len) {
-  struct sync_ctx *sc = ctx;
-  struct outbuf *o = &sc->b[stream == 2];
+int api_outbuf_add(struct api_outbuf *o, size_t cap, const char *buf, size_t len) {
   o->total += len;
-  size_t take = len < sc->cap - o->len ? len : sc->cap - o->len;
+  size_t take = len < cap - o->len ? len : cap - o->len;
   if (take == 0)
     return 0;
   if (o->len + take > o->alloc) {
     size_t a = o->alloc ? o->alloc : 4096;
     while (a < o->len + take)
       a *= 2;
-    if (a > sc->cap)
-      a = sc->cap;
+    if (a > cap)
+      a = cap;
     char *d = realloc(o->d, a);
-    if (!d) {
-      sc->oom = true;
+    if (!d)
       return -1;
-    }
     o->d = d;
     o->alloc = a;
   }
@@ -152,10 +140,16 @@ static int sync_sink(void *ctx, int stream, const char *buf, size_t len) {
   return 0;
 }
 
-/* "stdout": the kept bytes (as text, U+FFFD for invalid UTF-8), plus
- * "stdout_b64" with the exact bytes when they are not UTF-8, the count of
- * all bytes written and whether the kept part is shorter. */
-static void add_output(struct jreply *j, const char *name, struct outbuf *o) {
+static int sync_sink(void *ctx, int stream, const char *buf, size_t len) {
+  struct sync_ctx *sc = ctx;
+  if (api_outbuf_add(&sc->b[stream == 2], sc->cap, buf, len) < 0) {
+    sc->oom = true;
+    return -1;
+  }
+  return 0;
+}
+
+void api_add_output(struct jreply *j, const char *name, struct api_outbuf *o) {
   const char *d = o->d ? o->d : "";
   size_t n = o->len;
   /* Text whose cut splits a character is not "invalid UTF-8": end before
@@ -240,7 +234,7 @@ static void xs_started(void *ctx, pid_t pid) {
 static int push_bytes(struct xstream *xs, int stream, const char *buf, size_t len) {
   if (!len)
     return 0;
-  return api_stream_push(xs->st, stream == 2 ? "stderr" : "stdout", chunk_json(buf, len));
+  return api_stream_push(xs->st, stream == 2 ? "stderr" : "stdout", api_chunk_json(buf, len));
 }
 
 static int xs_sink(void *ctx, int stream, const char *buf, size_t len) {
@@ -463,8 +457,8 @@ enum MHD_Result h_exec(struct req *r) {
       if (j) {
         jreply_text(j, "{");
         jreply_fields(j, outcome_json(&out));
-        add_output(j, "stdout", &sc.b[0]);
-        add_output(j, "stderr", &sc.b[1]);
+        api_add_output(j, "stdout", &sc.b[0]);
+        api_add_output(j, "stderr", &sc.b[1]);
         jreply_text(j, "}");
       }
       ret = api_reply_jreply(r, 200, j);
@@ -802,7 +796,7 @@ static ssize_t follow_reader(void *cls, uint64_t pos, char *buf, size_t max) {
         take = (size_t)n; /* a lone partial character: send it as base64 */
       f->pos += take;
       f->idle_ms = 0;
-      json_t *j = chunk_json(data, take);
+      json_t *j = api_chunk_json(data, take);
       if (j)
         json_object_set_new(j, "offset", json_integer((json_int_t)f->pos));
       if (follow_event(f, f->stream == 2 ? "stderr" : "stdout", j, true) < 0)

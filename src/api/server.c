@@ -63,6 +63,14 @@ const struct route api_routes[] = {
     {"POST", SB "/processes/{}/stdin", AUTH_TENANT, BODY_STREAM, "process.stdin", h_proc_stdin,
      h_proc_stdin_begin, h_proc_stdin_upload, h_proc_stdin_cleanup},
     {"GET", SB "/processes/{}/output", AUTH_TENANT, BODY_NONE, NULL, h_proc_output, NULL, NULL, NULL},
+    /* Code contexts: routes_contexts.c */
+    {"POST", SB "/contexts", AUTH_TENANT, BODY_JSON, "context.create", h_ctx_create, NULL, NULL, NULL},
+    {"GET", SB "/contexts", AUTH_TENANT, BODY_NONE, NULL, h_ctx_list, NULL, NULL, NULL},
+    {"GET", SB "/contexts/{}", AUTH_TENANT, BODY_NONE, NULL, h_ctx_get, NULL, NULL, NULL},
+    {"DELETE", SB "/contexts/{}", AUTH_TENANT, BODY_NONE, "context.delete", h_ctx_delete, NULL, NULL, NULL},
+    {"POST", SB "/contexts/{}/restart", AUTH_TENANT, BODY_NONE, "context.restart", h_ctx_restart, NULL, NULL, NULL},
+    {"POST", SB "/contexts/{}/interrupt", AUTH_TENANT, BODY_NONE, "context.interrupt", h_ctx_interrupt, NULL, NULL, NULL},
+    {"POST", SB "/contexts/{}/execute", AUTH_TENANT, BODY_JSON, "context.execute", h_ctx_execute, NULL, NULL, NULL},
 
     {"GET", SB "/files", AUTH_TENANT, BODY_NONE, NULL, h_file_get, NULL, NULL, NULL},
     {"PUT", SB "/files", AUTH_TENANT, BODY_STREAM, "files.write", h_file_put, h_file_put_begin,
@@ -295,7 +303,7 @@ int api_query_bool(struct req *r, const char *name, bool *out) {
 
 /* Routes whose request lasts as long as a command runs or streams. */
 static bool route_runs_command(const struct route *rt) {
-  return rt->handle == h_exec || rt->handle == h_proc_output || rt->handle == h_proc_stdin ||
+  return rt->handle == h_exec || rt->handle == h_ctx_execute || rt->handle == h_proc_output || rt->handle == h_proc_stdin ||
          rt->handle == h_mcp || rt->handle == h_build;
 }
 
