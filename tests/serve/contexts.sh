@@ -234,18 +234,18 @@ KEY=$KEY_A
 # ---- streams ---------------------------------------------------------------
 curl -s -N --max-time 60 -H "Authorization: Bearer $KEY" -H 'Accept: application/x-ndjson' \
   -X POST "$URL$CX/$C2/execute" -d '{"code":"print(\"one\")\n1/0"}' >"$T_SCRATCH/nd"
-check "NDJSON: stdout and error, then end" python3 -c '
+check "NDJSON: stdout, then the error, then end" python3 -c '
 import json, sys
 ev = [json.loads(l) for l in open(sys.argv[1])]
 t = [e["type"] for e in ev]
 assert t[-1] == "end" and ev[-1]["status"] == "error", t
-assert t.index("stdout") < t.index("end") and t.index("error") < t.index("end"), t
+assert t.index("stdout") < t.index("error") < t.index("end"), t
 assert "".join(e["data"] for e in ev if e["type"] == "stdout") == "one\n"
 assert ev[t.index("error")]["name"] == "ZeroDivisionError"
 ' "$T_SCRATCH/nd"
 curl -s -N --max-time 60 -H "Authorization: Bearer $KEY" -H 'Accept: text/event-stream' \
   -X POST "$URL$CX/$C2/execute" -d '{"code":"print(1)\n40 + 2"}' >"$T_SCRATCH/sse"
-check "SSE: stdout and result, then end" python3 -c '
+check "SSE: stdout, then the result, then end" python3 -c '
 import json, sys
 ev = []
 for block in open(sys.argv[1]).read().split("\n\n"):
@@ -253,7 +253,7 @@ for block in open(sys.argv[1]).read().split("\n\n"):
     if "event" in lines:
         ev.append((lines["event"], json.loads(lines["data"])))
 t = [e for e, _ in ev]
-assert set(t[:-1]) == {"result", "stdout"} and t[-1] == "end", t
+assert t == ["stdout", "result", "end"], t
 assert ev[t.index("result")][1]["data"]["text/plain"] == "42"
 assert ev[-1][1]["status"] == "ok"
 ' "$T_SCRATCH/sse"
