@@ -264,13 +264,17 @@ FUZZ_CFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
 FUZZ_SECONDS ?= 60
 FUZZ_SMOKE_SECONDS ?= 4
 FUZZ_SRC := $(LIB_SRC) $(filter-out src/cli/serve_main.c,$(SERVE_SRC)) tools/seccomp-none.c
-FUZZ_OBJ := $(FUZZ_SRC:%.c=$(FUZZ_BUILD)/%.o)
+FUZZ_OBJ := $(FUZZ_SRC:%.c=$(FUZZ_BUILD)/%.o) $(FUZZ_BUILD)/gen/ctx_runners.o
 FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(sort $(wildcard tests/fuzz/fuzz_*.c)))
 FUZZ_BIN := $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz/%)
 
 $(FUZZ_BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CSTD) $(WARN) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(CPPFLAGS) -MMD -MP -c $< -o $@
+
+$(FUZZ_BUILD)/gen/ctx_runners.o: $(BUILD)/gen/ctx_runners.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CSTD) $(FUZZ_CFLAGS) -c $< -o $@
 
 $(FUZZ_BUILD)/libhusk-fuzz.a: $(FUZZ_OBJ)
 	@rm -f $@
