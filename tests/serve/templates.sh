@@ -133,6 +133,18 @@ expect_eq "a box of a tenant's template says so, with the image's working direct
   "$(jf '(j["template"], j["workdir"])')" "('mine', '/home/app')"
 api POST "/v1/sandboxes/$BOX/exec" -d '{"cmd":["sh","-c","id -un; pwd; cat /etc/extra"]}'
 expect_eq "its commands run as the image's user, in its directory, on its layers" "$(jf 'j["stdout"]')" $'app\n/home/app\nextra'
+# A template without an interpreter has no context of its language, and says which program is missing.
+for lang in python javascript bash; do
+  api POST "/v1/sandboxes/$BOX/contexts" -d "{\"language\":\"$lang\"}"
+  expect_code "a $lang context on a busybox template is refused" 400
+  expect_eq "naming the program it lacks" \
+    "$(jf 'j["error"]["message"].split("`")[1] if "`" in j["error"]["message"] else j["error"]["message"]')" \
+    "$(case $lang in python) echo python3 ;; javascript) echo node ;; bash) echo bash ;; esac)"
+done
+api POST "/v1/sandboxes/$BOX/contexts/default/execute" -d '{"code":"1"}'
+expect_code "as is a default context's first execution" 400
+api GET "/v1/sandboxes/$BOX/contexts"
+expect_eq "and no context is left behind" "$(jf 'len(j["contexts"])')" 0
 MINEBOX=$BOX
 KEY=$KB
 new_box '{"template":"base"}'
