@@ -56,7 +56,7 @@ BUILD ?= build
 # secrets, storage.
 LIB_SRC := $(sort $(wildcard src/util/*.c src/jail/*.c src/box/*.c src/template/*.c \
 	src/state/*.c src/egress/*.c src/storage/*.c))
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/seccomp_bpf.o
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/seccomp_bpf.o $(BUILD)/gen/ctx_runners.o
 # The fronts: `husk` (the command line; `husk serve` execs `husk-serve` and
 # `husk mcp` execs `husk-mcp`, so that a one-shot run loads none of the
 # server's libraries), the daemon with its HTTP, S3 and MCP fronts, and the
@@ -115,6 +115,20 @@ $(BUILD)/gen/seccomp_bpf.c: $(BUILD)/gen-seccomp
 	$(BUILD)/gen-seccomp $@.tmp && mv $@.tmp $@
 
 $(BUILD)/gen/seccomp_bpf.o: $(BUILD)/gen/seccomp_bpf.c
+	$(COMPILE) -c $< -o $@
+
+# The code-context runners, built into the library (src/box/context.c).
+CTX_RUNNERS := src/ctx/husk_ctx.py src/ctx/husk_ctx.js src/ctx/husk_ctx.sh
+$(BUILD)/embed: tools/embed.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -o $@ $<
+
+$(BUILD)/gen/ctx_runners.c: $(BUILD)/embed $(CTX_RUNNERS)
+	@mkdir -p $(dir $@)
+	$(BUILD)/embed $@.tmp ctx_runner_python src/ctx/husk_ctx.py \
+		ctx_runner_javascript src/ctx/husk_ctx.js ctx_runner_bash src/ctx/husk_ctx.sh && mv $@.tmp $@
+
+$(BUILD)/gen/ctx_runners.o: $(BUILD)/gen/ctx_runners.c
 	$(COMPILE) -c $< -o $@
 
 $(CORE_A): $(LIB_OBJ)

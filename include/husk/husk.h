@@ -10,6 +10,7 @@
  *   husk/exec.h     commands in a box: to completion, streaming, background
  *   husk/files.h    a box's files and trees
  *   husk/template.h templates: import, get, list, delete, export
+ *   husk/context.h  code contexts: stateful interpreters with rich results
  *
  * Every function that takes a `struct husk_err` returns a negative value
  * on failure and fills it (husk/base.h); 0 or more is success (some
@@ -28,5 +29,6 @@
 #include "husk/manager.h"
 #include "husk/run.h"
 #include "husk/template.h"
+#include "husk/context.h"
 
 #endif

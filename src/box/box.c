@@ -161,6 +161,7 @@ void lb_free(struct husk_mgr *m, struct live_box *b) {
   if (b->ctl_path[0])
     unlink(b->ctl_path);
   bgproc_free_all(b);
+  box_ctx_free_all(b);
   box_env_retire_all(b);
   box_env_free(b->env);
   pthread_mutex_destroy(&b->lock);

@@ -66,6 +66,8 @@ struct live_box {
   uint64_t next_exec_id; /* starts at random: unique across daemon lifetimes */
   bool init_acks; /* its init keeps exits until CTL_EXIT_ACK (version 1+) */
   uint32_t init_version; /* CTL_VERSION of its init */
+  struct box_ctx *ctxs;  /* its code contexts (context.c), under lock */
+  bool ctx_loaded;       /* those a previous daemon left are taken up (under lock) */
   /* Re-adopted: its processes' limits are enforced from this time (wall
    * clock ms) on, once its init has re-sent the exits it held (INT64_MAX
    * until the monitor asked for them). */
@@ -234,6 +236,15 @@ int box_egress_prepare(struct husk_mgr *m, const char *tenant, const char *netwo
                        const char *egress_json, char **policy, struct husk_err *err);
 /* Env for an exec: the box's (with egress variables) under the request's. */
 char **box_exec_env(struct live_box *b, char *const *req_env);
+
+/* box_proc.c: one more process of b's tenant in its bound (background
+ * processes and code contexts), or -1 with EUSERS; b->nprocs counts it
+ * until its owner gives it back. */
+int box_procs_reserve(struct husk_mgr *m, struct live_box *b, struct husk_err *err);
+
+/* context.c: the box's code contexts go with it (their processes die with
+ * the box). */
+void box_ctx_free_all(struct live_box *b);
 void box_env_retire_all(struct live_box *b);
 
 /* proc_limits.c: the limits of background processes, enforced by the

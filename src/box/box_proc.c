@@ -78,10 +78,9 @@ static char *argv_to_json(char *const *argv) {
   return s;
 }
 
-/* One more background process of b's tenant, if its bound allows: 0, or
- * -1 with EUSERS.  Counted and checked under the manager's lock, so that
- * requests at once cannot together pass the bound. */
-static int procs_reserve(struct husk_mgr *m, struct live_box *b, struct husk_err *err) {
+/* Counted and checked under the manager's lock, so that requests at once
+ * cannot together pass the bound. */
+int box_procs_reserve(struct husk_mgr *m, struct live_box *b, struct husk_err *err) {
   unsigned max = m->cfg.tenant_max_procs ? m->cfg.tenant_max_procs : BOX_TENANT_PROCS_DEFAULT;
   unsigned n = 0;
   pthread_mutex_lock(&m->lock);
@@ -94,8 +93,8 @@ static int procs_reserve(struct husk_mgr *m, struct live_box *b, struct husk_err
   pthread_mutex_unlock(&m->lock);
   if (!ok)
     return husk_fail(err, EUSERS,
-                     "the tenant has %u background processes running (at most %u); wait for one "
-                     "to end",
+                     "the tenant has %u background processes and code contexts running (at "
+                     "most %u); wait for one to end",
                      n, max);
   return 0;
 }
@@ -120,7 +119,7 @@ int husk_box_exec_background(struct husk_mgr *m, const char *tenant, const char 
     husk_fail(err, ENOMEM, "out of memory");
     goto out;
   }
-  if (procs_reserve(m, b, err) < 0)
+  if (box_procs_reserve(m, b, err) < 0)
     goto out;
   reserved = true;
   if (mkdirat(b->j.fs, "procs", 0700) < 0 && errno != EEXIST) {

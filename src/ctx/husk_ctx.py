@@ -287,6 +287,7 @@ class Runner:
         self.current = None
 
     def serve(self):
+        pid = os.getpid()
         self.ev.send({"type": "ready", "language": "python",
                       "version": "%d.%d.%d" % sys.version_info[:3], "pid": os.getpid()})
         while True:
@@ -309,6 +310,8 @@ class Runner:
                 continue
             try:
                 self.execute(req)
+                if os.getpid() != pid:
+                    os._exit(0)  # a fork of the user's code: only one runner reads requests
             except KeyboardInterrupt:
                 # An interrupt that arrived after the code ended: the
                 # execution still gets its end.
@@ -389,6 +392,10 @@ def main(argv):
     os.environ.setdefault("MPLBACKEND", "Agg")
     warnings.filterwarnings("ignore", message=".*non-interactive.*cannot be shown")
     sys.argv = [""]
+    # The user's modules come from the working directory, as in a notebook,
+    # not from where the runner was read.
+    if sys.path and sys.path[0] == os.path.dirname(RUNNER_FILE):
+        sys.path[0] = ""
     RUNNER = Runner(req_fd, ev_fd)
     sys.meta_path.insert(0, _PyplotHook(RUNNER))
     signal.signal(signal.SIGINT, _sigint)

@@ -80,7 +80,7 @@ enum ctl_type {
  * the program (version 2). */
 #define CTL_EXEC_MAX_FDS 6
 /* The fds init holds for one process. */
-#define CTL_HOLD_MAX_FDS 4
+#define CTL_HOLD_MAX_FDS 6
 
 struct ctl_hdr {
   uint32_t type;

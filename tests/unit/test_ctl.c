@@ -553,8 +553,8 @@ TEST(send_rejects_too_many_fds) {
   int sv[2];
   seqpair(sv);
   struct ctl_hdr h = {.type = CTL_READY, .len = sizeof h};
-  int fds[4] = {0, 0, 0, 0};
-  CHECK(send_msg(sv[0], &h, sizeof h, fds, 4) == -EINVAL);
+  int fds[CTL_EXEC_MAX_FDS + 1] = {0};
+  CHECK(send_msg(sv[0], &h, sizeof h, fds, CTL_EXEC_MAX_FDS + 1) == -EINVAL);
   /* Nothing was sent. */
   CHECK(fcntl(sv[1], F_SETFL, O_NONBLOCK) == 0);
   struct ctl_hdr rh;
@@ -1099,6 +1099,67 @@ TEST(setup_error_reaches_the_host) {
   }
 }
 
+/* Init keeps a process's host-side pipe ends (CTL_HOLD): with every copy
+ * of ours closed the program still reads no end of file, and a new
+ * connection takes the ends up again (CTL_GET_HELD), which makes it the
+ * connection the exit is reported on.  The program gets fds 3..5; an ended
+ * program's ends are gone (ESRCH). */
+TEST(init_holds_pipes_for_the_next_host) {
+  struct test_init ti;
+  CHECK(init_start(&ti, 0));
+  int to[2], from[2];
+  CHECK(pipe2(to, O_CLOEXEC) == 0 && pipe2(from, O_CLOEXEC) == 0);
+  int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+  CHECK(null >= 0);
+  static msgbuf mb;
+  char *argv[] = {"/bin/sh", "-c",
+                  "echo up:$(ls /proc/self/fd | grep -c '^[345]$') >&4; read x <&3; "
+                  "echo got:$x >&4; exit 7",
+                  NULL};
+  char *env[] = {"PATH=/usr/bin:/bin", NULL};
+  struct husk_err err;
+  ssize_t n = ctl_pack_exec(&mb, sizeof mb, 77, "/", argv, env, 6, &err);
+  CHECK(n > 0);
+  int fds[6] = {null, 2, 2, to[0], from[1], null};
+  CHECK(send_msg(ti.ctl, &mb, (size_t)n, fds, 6) == 0);
+  struct ctl_started st;
+  CHECK(recv_wait(ti.ctl, &st, sizeof st) == (ssize_t)sizeof st);
+  CHECK(st.h.type == CTL_STARTED && st.error == 0 && st.pid > 0);
+  int keep[2] = {to[1], from[0]};
+  CHECK(jail_hold_fds(ti.ctl, 77, st.pid, keep, 2, &err) == 0);
+  /* Ours all go, as in a daemon that died. */
+  close(to[0]);
+  close(to[1]);
+  close(from[1]);
+  close(null);
+  char buf[64];
+  ssize_t r = read(from[0], buf, sizeof buf);
+  CHECK(r > 0 && !strncmp(buf, "up:3\n", (size_t)r));
+  close(from[0]);
+  close(ti.ctl);
+  ti.ctl = -1;
+  int c2 = init_connect(&ti);
+  int back[2] = {-1, -1};
+  CHECK(jail_get_held(c2, 78, st.pid, back, 2, &err) == -1 && err.code == ESRCH);
+  CHECK(jail_get_held(c2, 77, st.pid, back, 1, &err) == -1 && err.code == EPROTO);
+  CHECK(jail_get_held(c2, 77, st.pid, back, 2, &err) == 0);
+  CHECK(write(back[0], "hello\n", 6) == 6);
+  struct pollfd p = {.fd = back[1], .events = POLLIN};
+  CHECK(poll(&p, 1, INIT_WAIT_MS) == 1);
+  r = read(back[1], buf, sizeof buf);
+  CHECK(r > 0 && !strncmp(buf, "got:hello\n", (size_t)r));
+  /* Its exit comes on the connection that took it up. */
+  struct ctl_exited e;
+  CHECK(recv_wait(c2, &e, sizeof e) == (ssize_t)sizeof e);
+  CHECK(e.h.type == CTL_EXITED && e.pid == st.pid && e.id == 77);
+  CHECK(WIFEXITED(e.status) && WEXITSTATUS(e.status) == 7);
+  CHECK(jail_get_held(c2, 77, st.pid, back + 0, 2, &err) == -1 && err.code == ESRCH);
+  close(back[0]);
+  close(back[1]);
+  close(c2);
+  init_stop(&ti);
+}
+
 TEST(stage_names) {
   CHECK_STR(ctl_stage_name(CTL_STAGE_FORK), "fork");
   CHECK_STR(ctl_stage_name(CTL_STAGE_CWD), "working directory");
@@ -1124,6 +1185,7 @@ int main(void) {
   RUN(recv_more_fds_than_wanted);
   RUN(recv_no_fds_sent);
   RUN(send_rejects_too_many_fds);
+  RUN(init_holds_pipes_for_the_next_host);
   RUN(send_to_closed_peer);
   RUN(recv_short_message);
   RUN(recv_header_len_mismatch);
