@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "box/files.h"
 #include "mcp/mcp.h"
 #include "util/base64.h"
 #include "util/json_text.h"
@@ -14,7 +15,7 @@
 extern const struct mcp_tool mcp_tool_run_code, mcp_tool_sandbox_create, mcp_tool_sandbox_exec,
     mcp_tool_sandbox_write_file, mcp_tool_sandbox_read_file, mcp_tool_sandbox_list_files,
     mcp_tool_sandbox_destroy, mcp_tool_sandbox_list, mcp_tool_job_status, mcp_tool_job_wait,
-    mcp_tool_job_cancel, mcp_tool_template_list;
+    mcp_tool_job_cancel, mcp_tool_template_list, mcp_tool_contexts;
 
 /* A tools/call in flight, findable by notifications/cancelled. */
 struct mcp_inflight {
@@ -35,6 +36,26 @@ struct mcp_server {
  * (NULL: fine; else a message for the model, malloc'd). */
 json_t *mcp_input_schema(const struct mcp_tool *t);
 char *mcp_check_args(const struct mcp_tool *t, json_t *args);
+
+/* tools_exec.c: write run_code's `files` (b64: `files_base64`) under
+ * /workspace of a box.  -1: the call's result says what was wrong. */
+int mcp_write_inputs(struct mcp_call *c, const struct husk_fs *b, json_t *map, bool b64);
+
+/* tools_ctx.c: run_code with a sandbox_id, in a code context of that box. */
+int mcp_run_in_context(struct mcp_call *c);
+/* The fields of such a result beyond the job result's (stdout, stderr,
+ * their sizes, sandbox_id, duration_ms, notes), for run_code's schema. */
+#define MCP_CTX_RESULT_FIELDS                                                                     \
+  "\"context_id\":{\"type\":\"string\"},\"language\":{\"type\":\"string\"},"                 \
+  "\"execution_count\":{\"type\":\"integer\"},"                                               \
+  "\"outputs\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"           \
+  "\"mime_type\":{\"type\":\"string\"},\"returned_as\":{\"type\":\"string\"},"               \
+  "\"main_result\":{\"type\":\"boolean\"},\"text\":{\"type\":\"string\"},"                   \
+  "\"uri\":{\"type\":\"string\"},\"mime_types\":{\"type\":\"array\",\"items\":"              \
+  "{\"type\":\"string\"}}},\"required\":[\"mime_type\",\"returned_as\"]}},"                 \
+  "\"error\":{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},"          \
+  "\"value\":{\"type\":\"string\"},\"traceback\":{\"type\":\"string\"}}},"                  \
+  "\"message\":{\"type\":\"string\"},\"context_restarted\":{\"type\":\"boolean\"}"
 
 /* content.c */
 /* The image MIME type of a file by name and first bytes, or NULL. */

@@ -29,6 +29,7 @@ static const struct mcp_tool *const own_tools[] = {
     &mcp_tool_sandbox_write_file, &mcp_tool_sandbox_read_file, &mcp_tool_sandbox_list_files,
     &mcp_tool_sandbox_destroy,    &mcp_tool_sandbox_list,      &mcp_tool_job_status,
     &mcp_tool_job_wait,           &mcp_tool_job_cancel,        &mcp_tool_template_list,
+    &mcp_tool_contexts,
 };
 #define N_OWN_TOOLS (sizeof own_tools / sizeof own_tools[0])
 
@@ -38,7 +39,9 @@ static const char instructions_fmt[] =
     "fresh sandbox that is destroyed afterwards, and files written to /workspace/output come back "
     "(images inline). For multi-step work, sandbox_create a box and pass its sandbox_id to "
     "sandbox_exec / sandbox_write_file / sandbox_read_file / sandbox_list_files; it expires by "
-    "itself after its TTL. Sandboxes have no network access and no credentials. A call that runs "
+    "itself after its TTL. For a stateful, notebook-like session pass that sandbox_id to "
+    "run_code: variables, imports and figures stay between calls (the contexts tool manages "
+    "these interpreters). Sandboxes have no network access and no credentials. A call that runs "
     "longer than about %llu seconds returns a job_id: finish it with job_wait, or stop it with "
     "job_cancel.";
 

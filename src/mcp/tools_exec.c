@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "box/job.h"
+#include "husk/context.h"
 #include "mcp/boxio.h"
 #include "mcp/internal.h"
 #include "util/cleanup.h"
@@ -410,11 +411,9 @@ static int wait_and_report(struct mcp_call *c, struct husk_mgr *m, struct state_
 
 /* ---- shared schema of job results ---------------------------------------------------- */
 
-#define JOB_RESULT_SCHEMA                                                                         \
-  "{\"type\":\"object\",\"properties\":{"                                                         \
-  "\"status\":{\"type\":\"string\",\"enum\":[\"completed\",\"failed\",\"running\",\"cancelled\"],"  \
-  "\"description\":\"completed: the command ended (see exit_code); running: still running, "     \
-  "call job_wait; failed: the sandbox ended first; cancelled: stopped by job_cancel\"},"          \
+/* The job fields (every field but status), shared by the job tools and
+ * run_code. */
+#define JOB_RESULT_FIELDS                                                                         \
   "\"job_id\":{\"type\":\"string\"},"                                                             \
   "\"sandbox_id\":{\"type\":\"string\"},"                                                         \
   "\"exit_code\":{\"type\":[\"integer\",\"null\"]},"                                              \
@@ -429,8 +428,30 @@ static int wait_and_report(struct mcp_call *c, struct husk_mgr *m, struct state_
   "\"path\":{\"type\":\"string\"},\"size\":{\"type\":\"integer\"},\"mime_type\":{\"type\":\"string\"}," \
   "\"returned_as\":{\"type\":\"string\"},\"content\":{\"type\":\"string\"},\"url\":{\"type\":\"string\"}}," \
   "\"required\":[\"path\",\"size\"]}},"                                                           \
-  "\"notes\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}"                                \
+  "\"notes\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}"
+
+#define JOB_STATUS_DESC                                                                           \
+  "completed: the command ended (see exit_code); running: still running, "                       \
+  "call job_wait; failed: the sandbox ended first; cancelled: stopped by job_cancel"
+
+#define JOB_RESULT_SCHEMA                                                                         \
+  "{\"type\":\"object\",\"properties\":{"                                                         \
+  "\"status\":{\"type\":\"string\",\"enum\":[\"completed\",\"failed\",\"running\",\"cancelled\"],"  \
+  "\"description\":\"" JOB_STATUS_DESC "\"},"                                                     \
+  JOB_RESULT_FIELDS                                                                               \
   "},\"required\":[\"status\",\"job_id\"]}"
+
+/* run_code answers a job result (no sandbox_id) or an execution in a code
+ * context (sandbox_id): one schema that admits both. */
+#define RUN_CODE_SCHEMA                                                                           \
+  "{\"type\":\"object\",\"properties\":{"                                                         \
+  "\"status\":{\"type\":\"string\",\"enum\":[\"completed\",\"failed\",\"running\",\"cancelled\","   \
+  "\"ok\",\"error\",\"interrupted\",\"timeout\",\"died\",\"restarted\"],"                          \
+  "\"description\":\"without sandbox_id: " JOB_STATUS_DESC ". With sandbox_id (a code context): " \
+  "ok, error (the code raised), interrupted, timeout, died (the interpreter ended: restarted, "   \
+  "state lost), restarted (by a contexts restart or delete)\"},"                                  \
+  JOB_RESULT_FIELDS "," MCP_CTX_RESULT_FIELDS                                                     \
+  "},\"required\":[\"status\"]}"
 
 /* An input file name for run_code: relative, inside /workspace. */
 static bool input_name_ok(const char *n) {
@@ -448,26 +469,38 @@ static bool input_name_ok(const char *n) {
 
 /* ---- run_code ------------------------------------------------------------------------ */
 
-static const char *const languages[] = {"python", "bash", "node", NULL};
+/* "node" and "javascript" are the same language: node is the name run_code
+ * always had, javascript the code contexts'. */
+static const char *const languages[] = {"python", "bash", "node", "javascript", NULL};
 
 static const struct mcp_param run_code_params[] = {
-    {"language", MCP_P_STRING, true, "python (python3 with numpy and matplotlib), bash, or node "
-     "(if installed)", languages, 0, 0, 0},
+    {"language", MCP_P_STRING, false, "python (default; python3 with numpy and matplotlib), bash, "
+     "or node / javascript (if installed). With context_id: the context's language (leave it out)",
+     languages, 0, 0, 0},
     {"template", MCP_P_STRING, false, "the software it runs with: a template name from "
-     "template_list (default: \"default\"); the template must have the language's interpreter",
-     NULL, 0, 0, 64},
-    {"code", MCP_P_STRING, true, "the program; it runs as /workspace/main.py (.sh, .js) with "
-     "/workspace as working directory", NULL, 0, 0, CODE_MAX},
+     "template_list (default: \"default\"); the template must have the language's interpreter. "
+     "Not with sandbox_id (the sandbox has its template)", NULL, 0, 0, 64},
+    {"code", MCP_P_STRING, true, "the program; without sandbox_id it runs as /workspace/main.py "
+     "(.sh, .js) with /workspace as working directory; with sandbox_id it is one step of the "
+     "context's session (a notebook cell)", NULL, 0, 0, CODE_MAX},
     {"files", MCP_P_STRMAP, false, "input files to create first: relative path under /workspace "
      "-> text content", NULL, 0, 0, INPUT_FILES_MAX},
     {"files_base64", MCP_P_STRMAP, false, "binary input files: relative path under /workspace -> "
      "base64 content", NULL, 0, 0, INPUT_FILES_MAX},
-    {"timeout_seconds", MCP_P_INT, false, "time limit of the program (default 300); past it the "
-     "program is stopped and exit_code is 124", NULL, 1, RUN_TIMEOUT_MAX_S, 0},
+    {"timeout_seconds", MCP_P_INT, false, "time limit (default 300; with sandbox_id the server's "
+     "wait, 45 s unless configured); past it the program is stopped (exit_code 124), or a "
+     "context's execution interrupted (status timeout, the state kept)", NULL, 1,
+     RUN_TIMEOUT_MAX_S, 0},
+    {"sandbox_id", MCP_P_STRING, false, "run in this sandbox (from sandbox_create) in a code "
+     "context that keeps variables, imports and figures between calls, like a notebook", NULL, 0,
+     0, 64},
+    {"context_id", MCP_P_STRING, false, "with sandbox_id: the context to run in (from contexts "
+     "create); default \"default-<language>\", made on first use", NULL, 0, 0,
+     HUSK_CTX_ID_MAX - 1},
     {NULL, 0, false, NULL, NULL, 0, 0, 0},
 };
 
-static int write_inputs(struct mcp_call *c, const struct husk_fs *b, json_t *map, bool b64) {
+int mcp_write_inputs(struct mcp_call *c, const struct husk_fs *b, json_t *map, bool b64) {
   const char *name;
   json_t *v;
   struct husk_err err;
@@ -492,7 +525,14 @@ static int write_inputs(struct mcp_call *c, const struct husk_fs *b, json_t *map
 }
 
 static int run_code(struct mcp_call *c) {
+  if (mcp_arg_str(c, "sandbox_id"))
+    return mcp_run_in_context(c);
+  if (mcp_arg_str(c, "context_id"))
+    return mcp_tool_error(c, "context_id needs sandbox_id: a code context lives in a sandbox "
+                          "(sandbox_create); leave context_id out for a one-shot run");
   const char *lang = mcp_arg_str(c, "language"), *code = mcp_arg_str(c, "code");
+  if (!lang)
+    lang = "python";
   int64_t secs = RUN_TIMEOUT_DEFAULT_S;
   mcp_arg_int(c, "timeout_seconds", &secs);
   snprintf(c->audit_detail, sizeof c->audit_detail, "language=%s", lang);
@@ -522,8 +562,8 @@ static int run_code(struct mcp_call *c) {
     if (husk_file_mkdir(&b, OUTPUT_DIR, true, &err) < 0 ||
         mcp_box_write(&b, script, code, strlen(code), &err) < 0)
       mcp_tool_core_error(c, "sandbox", box_id, &err);
-    else if (write_inputs(c, &b, mcp_arg(c, "files"), false) == 0 &&
-             write_inputs(c, &b, mcp_arg(c, "files_base64"), true) == 0)
+    else if (mcp_write_inputs(c, &b, mcp_arg(c, "files"), false) == 0 &&
+             mcp_write_inputs(c, &b, mcp_arg(c, "files_base64"), true) == 0)
       ok = true;
     close(b.fs);
   }
@@ -553,16 +593,24 @@ static int run_code(struct mcp_call *c) {
 
 const struct mcp_tool mcp_tool_run_code = {
     "run_code", "Run code",
-    "Run a program once in a fresh, isolated Linux sandbox that is destroyed afterwards. Use it "
-    "for calculations, data processing and charts. Installed: Python 3 with numpy and matplotlib "
-    "(the Agg backend is preset), bash and the usual command-line tools; node only if the host "
-    "has it. The sandbox has NO network access and no credentials, 512 MiB of memory and 1 GiB of "
-    "disk. Pass input data with `files` (text) or `files_base64` (binary); they appear under "
-    "/workspace. Write results to /workspace/output (the OUTPUT_DIR variable): PNG/JPEG/SVG images "
-    "come back as images, small text files inline. Returns stdout, stderr and exit_code. If the "
-    "program runs longer than the server's wait (45 s unless configured; see the instructions) you get status \"running\" and a job_id: call "
-    "job_wait with it. For several steps that share files, use sandbox_create instead.",
-    run_code_params, JOB_RESULT_SCHEMA, false, false, false, run_code,
+    "Run code in an isolated Linux sandbox, in one of two ways. WITHOUT sandbox_id: the program "
+    "runs once in a fresh sandbox that is destroyed afterwards; use it for a self-contained "
+    "script (calculations, data processing, charts). Installed: Python 3 with numpy and "
+    "matplotlib (the Agg backend is preset), bash and the usual command-line tools; node only if "
+    "the host has it. The sandbox has NO network access and no credentials, 512 MiB of memory and "
+    "1 GiB of disk. Pass input data with `files` (text) or `files_base64` (binary); they appear "
+    "under /workspace. Write results to /workspace/output (the OUTPUT_DIR variable): PNG/JPEG/SVG "
+    "images come back as images, small text files inline. Returns stdout, stderr and exit_code. "
+    "If the program runs longer than the server's wait (45 s unless configured; see the "
+    "instructions) you get status \"running\" and a job_id: call job_wait with it. WITH "
+    "sandbox_id (from sandbox_create): the code is the next step of a stateful session, like a "
+    "notebook cell: variables, imports, loaded data and figures stay between calls in the "
+    "sandbox's code context (one per language by default; see the contexts tool for more). The "
+    "value of the last expression comes back as text, matplotlib figures as images (no savefig "
+    "needed), HTML as a resource, an exception as an error with its traceback. Prefer it for "
+    "exploring data step by step or building on earlier results without re-running everything; "
+    "each step must finish within its timeout (default: the server's wait).",
+    run_code_params, RUN_CODE_SCHEMA, false, false, false, run_code,
 };
 
 /* ---- sandbox_exec ------------------------------------------------------------------- */
