@@ -5,7 +5,8 @@
                                           (its setup is not timed): context
                                           create, create + delete, execute of
                                           `1+1` in one warm context, exec of
-                                          `python3 -c 'print(1+1)'`; one JSON
+                                          `python3 -c 'print(1+1)'`, GET of the
+                                          box (a request's floor); one JSON
                                           line per operation
   contexts.py host N WARMUP                `python3 -c 'print(1+1)'` on the
                                           host, no box (subprocess.run)
@@ -135,6 +136,13 @@ def cmd_http(port, key, box, n, warm):
         line("execute", *timed(n, warm, execute))
         a.call("DELETE", f"{base}/contexts/{ctx}")
 
+    # The floor of any request on this connection and client: GET the box.
+    def get_box():
+        s, j = a.call("GET", base)
+        return None if s == 200 else f"get: {s} {j}"
+
+    line("get", *timed(n, warm, get_box))
+
     def exec_py():
         s, j = a.call("POST", f"{base}/exec", {"cmd": ["python3", "-c", "print(1+1)"]})
         if s != 200 or j.get("exit_code") != 0 or j.get("stdout") != "2\n":
@@ -237,6 +245,7 @@ def cmd_report(path):
         ("http-execute", "execute 1+1, warm context, HTTP"),
         ("lib-execute", "execute 1+1, warm context, libhusk"),
         ("jupyter-execute", "peer: Jupyter kernel execute 1+1"),
+        ("http-get", "GET the box, HTTP (a request's floor)"),
         ("http-exec", "exec python3 -c 'print(1+1)', HTTP"),
         ("lib-exec", "exec python3 -c 'print(1+1)', libhusk"),
         ("host-host", "python3 -c 'print(1+1)' on the host"),

@@ -13,6 +13,7 @@
 #             context, the main result "2" checked
 #   exec      POST …/exec {"cmd":["python3","-c","print(1+1)"]}: the fresh
 #             interpreter the target compares an execute with
+#   get       GET /v1/sandboxes/{id}: what any request costs on this client
 # and the peers: the same three in-library (bench/ctxbench.c on libhusk,
 # its own manager and box: what the HTTP front adds), `python3 -c` on the
 # host with no box, and a local Jupyter kernel (jupyter_client +
