@@ -22,7 +22,7 @@ build="$build curl jq nftables iproute2"
 test="clang python3 iproute2 procps curl openssl tcpdump python3-matplotlib python3-pandas"
 test="$test awscli s3cmd rclone busybox-static debootstrap"
 command -v npm >/dev/null 2>&1 || test="$test nodejs npm"
-bench="bubblewrap runc util-linux hyperfine podman busybox-static erofs-utils"
+bench="bubblewrap runc util-linux hyperfine podman busybox-static erofs-utils python3-ipykernel python3-jupyter-client"
 # The Debian packages (make deb, tests/pkg/deb.sh): dpkg-buildpackage and
 # the debhelper sequence (no fakeroot: debian/control says
 # Rules-Requires-Root: no); man-db renders the man pages in the tests.
