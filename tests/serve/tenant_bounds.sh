@@ -85,6 +85,8 @@ bg "$A2"
 expect_code "alpha's fourth is past --tenant-max-procs 3 (all its boxes together): 429" 429
 expect_eq "429: too_many_requests" "$(jf 'j["error"]["code"]')" too_many_requests
 check "429: says how many and the bound" grep -q "3 background processes and code contexts running (at most 3)" <<<"$BODY"
+api POST "/v1/sandboxes/$A2/contexts" -d '{"language":"bash"}'
+expect_code "a code context counts in the same bound: 429" 429
 KEY=$B_KEY
 bg "$B1"
 expect_code "beta still starts a background process" 201
