@@ -788,6 +788,13 @@ static void info_of(struct live_box *b, const struct box_ctx *c, struct husk_ctx
   (void)b;
 }
 
+/* info_of, under the box's lock. */
+static void info_get(struct live_box *b, const struct box_ctx *c, struct husk_ctx_info *o) {
+  pthread_mutex_lock(&b->lock);
+  info_of(b, c, o);
+  pthread_mutex_unlock(&b->lock);
+}
+
 static int ctx_reserve(struct husk_mgr *m, struct live_box *b, struct husk_err *err) {
   unsigned n = 0;
   pthread_mutex_lock(&b->lock);
@@ -881,11 +888,8 @@ int husk_ctx_create(struct husk_mgr *m, const char *tenant, const char *box,
     return -1;
   int rc = ctx_create_in(m, b, NULL, req, &c, err);
   if (rc == 0) {
-    if (out) {
-      pthread_mutex_lock(&b->lock);
-      info_of(b, c, out);
-      pthread_mutex_unlock(&b->lock);
-    }
+    if (out)
+      info_get(b, c, out);
     ctx_unref(b, c);
   }
   lb_unref(m, b);
@@ -929,9 +933,7 @@ int husk_ctx_get(struct husk_mgr *m, const char *tenant, const char *box, const 
   struct live_box *b = ctx_lookup(m, tenant, box, ctx_id ? ctx_id : "", &c, err);
   if (!b)
     return -1;
-  pthread_mutex_lock(&b->lock);
-  info_of(b, c, out);
-  pthread_mutex_unlock(&b->lock);
+  info_get(b, c, out);
   ctx_unref(b, c);
   lb_unref(m, b);
   return 0;
@@ -968,11 +970,8 @@ int husk_ctx_restart(struct husk_mgr *m, const char *tenant, const char *box, co
     c->ended = true;
   atomic_store(&c->killing, false);
   pthread_mutex_unlock(&c->run);
-  if (rc == 0 && out) {
-    pthread_mutex_lock(&b->lock);
-    info_of(b, c, out);
-    pthread_mutex_unlock(&b->lock);
-  }
+  if (rc == 0 && out)
+    info_get(b, c, out);
   ctx_unref(b, c);
   lb_unref(m, b);
   return rc;
