@@ -24,6 +24,10 @@
 
 /* JSON request bodies larger than this are refused with 413. */
 #define API_JSON_BODY_MAX (1024 * 1024)
+/* A context's execute may carry more code: a body past API_JSON_BODY_MAX
+ * needs its Content-Length, and holds twice it (the text and its parse)
+ * from the reply budget while the request lasts. */
+#define API_CODE_BODY_MAX (32 * 1024 * 1024)
 /* Path parameters longer than this cannot be ids: 404 at once. */
 #define API_PARAM_MAX STATE_BOX_ID_SIZE
 #define API_MAX_PARAMS 4
@@ -97,6 +101,7 @@ struct req {
   /* Body (BODY_JSON). */
   char *body;
   size_t body_len, body_cap;
+  uint64_t body_budget; /* reply budget held for a large body (API_CODE_BODY_MAX) */
 
   /* Reply. */
   bool responded;

@@ -425,9 +425,18 @@ static enum MHD_Result route_request(struct req *r, const char *url, const char 
   }
   if (r->route->body == BODY_JSON) {
     const char *cl = api_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl && strtoull(cl, NULL, 10) > API_JSON_BODY_MAX)
-      return api_reply_error(r, 413, "payload_too_large", "JSON bodies are limited to %d bytes",
-                             API_JSON_BODY_MAX);
+    unsigned long long n = cl ? strtoull(cl, NULL, 10) : 0;
+    bool code = r->route->handle == h_ctx_execute;
+    if (n > API_JSON_BODY_MAX && code && n <= API_CODE_BODY_MAX) {
+      if (!api_budget_take(r->srv, r->tenant, 2 * (uint64_t)n))
+        return api_reply_busy(r);
+      r->body_budget = 2 * (uint64_t)n;
+    } else if (n > API_JSON_BODY_MAX) {
+      return code ? api_reply_error(r, 413, "payload_too_large",
+                                    "an execute body is limited to %d bytes", API_CODE_BODY_MAX)
+                  : api_reply_error(r, 413, "payload_too_large",
+                                    "JSON bodies are limited to %d bytes", API_JSON_BODY_MAX);
+    }
   }
   if (r->route->body == BODY_STREAM)
     conn_watch_request_in(&r->srv->front.watch, r->conn); /* an upload takes as long as it needs */
@@ -525,12 +534,17 @@ static enum MHD_Result on_request_deferred(struct api_server *s, struct req *r,
         return api_reply_err(r, &r->err);
       return MHD_YES;
     case BODY_JSON:
-      if (r->body_len + n > API_JSON_BODY_MAX) {
+      if (r->body_len + n > (r->body_budget ? r->body_budget / 2 : API_JSON_BODY_MAX)) {
         free(r->body);
         r->body = NULL;
         r->body_len = r->body_cap = 0;
-        return api_reply_error(r, 413, "payload_too_large", "JSON bodies are limited to %d bytes",
-                               API_JSON_BODY_MAX);
+        if (r->body_budget)
+          return api_reply_error(r, 400, "bad_request", "the body is longer than its Content-Length");
+        return api_reply_error(r, 413, "payload_too_large",
+                               "JSON bodies are limited to %d bytes%s", API_JSON_BODY_MAX,
+                               r->route->handle == h_ctx_execute
+                                   ? " (an execute's up to 32 MiB, with a Content-Length)"
+                                   : "");
       }
       if (r->body_len + n > r->body_cap) {
         size_t cap = r->body_cap ? r->body_cap : 4096;
@@ -582,6 +596,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   const char *who = r->admin ? "admin" : r->tenant[0] ? r->tenant : "-";
   front_log_request(&s->front, r->method, r->path, r->status, r->t0_ms, who, toe);
   free(r->body);
+  if (r->body_budget)
+    api_budget_give(s, r->tenant, r->body_budget);
   free(r);
   front_request_done(&s->front, conn);
 }
