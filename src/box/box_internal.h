@@ -245,6 +245,9 @@ int box_procs_reserve(struct husk_mgr *m, struct live_box *b, struct husk_err *e
 /* context.c: the box's code contexts go with it (their processes die with
  * the box). */
 void box_ctx_free_all(struct live_box *b);
+/* context.c: a re-adopted box's contexts taken up (their pipes from init),
+ * so that they count in the tenant's bounds from the start. */
+void box_ctx_adopt(struct husk_mgr *m, struct live_box *b);
 void box_env_retire_all(struct live_box *b);
 
 /* proc_limits.c: the limits of background processes, enforced by the

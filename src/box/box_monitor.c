@@ -312,6 +312,7 @@ static int adopt(struct husk_mgr *m, const struct state_box *sb, struct husk_err
         !strcmp(net, "egress") && box_egress_attach(m, b, pol, false, &e2) < 0)
       box_log(m, "box %s: egress not restored, the box has no network: %s", b->id, e2.msg);
   }
+  box_ctx_adopt(m, b);
   lb_list_add(m, b);
   lb_unref(m, b);
   return 0;

@@ -736,6 +736,14 @@ static void ctx_load(struct husk_mgr *m, struct live_box *b) {
   closedir(d);
 }
 
+void box_ctx_adopt(struct husk_mgr *m, struct live_box *b) {
+  if (b->init_version < 2)
+    return;
+  pthread_mutex_lock(&b->lock);
+  ctx_load(m, b);
+  pthread_mutex_unlock(&b->lock);
+}
+
 static struct box_ctx *ctx_find_locked(struct live_box *b, const char *id) {
   for (struct box_ctx *c = b->ctxs; c; c = c->next)
     if (!strcmp(c->id, id))

@@ -296,6 +296,14 @@ serve_stop
 serve_start || not_ok "the daemon starts again"
 ex "$C2" 'kept'
 expect_eq "a context survives a daemon restart" "$(main_text)" "'still here'"
+ex "$C2" 'kept = kept + " after a crash"'
+ex default-bash 'cd /tmp; B=7'
+serve_kill9
+serve_start || not_ok "the daemon starts after a SIGKILL"
+ex "$C2" 'kept'
+expect_eq "and a SIGKILL of the daemon" "$(main_text)" "'still here after a crash'"
+ex default-bash 'echo "$PWD $B"'
+expect_eq "a bash context keeps its cwd and variables across it" "$(jf 'j["stdout"]')" '/tmp 7'
 
 api DELETE "/v1/sandboxes/$BOX"
 expect_code "delete the box" 200
