@@ -126,6 +126,9 @@ struct husk_ctx_exec_req {
    * interrupted; the caller's client went away).  Either may be NULL. */
   int (*stream)(void *ctx, int stream, const char *buf, size_t len); /* 1, 2 */
   int (*output)(void *ctx, const struct husk_ctx_output *o);
+  /* Called once the code is on its way to the interpreter (everything
+   * that can refuse the execution has passed), before any output; or NULL. */
+  void (*started)(void *ctx);
   void *sink_ctx;
   /* Readable means "stop now": the execution is interrupted.  -1: none. */
   int cancel_fd;

@@ -6,9 +6,8 @@
  *
  * An execution answers one JSON reply, or streams its events (NDJSON or
  * SSE, chosen like exec's) from a worker thread through a queue
- * (src/api/sse.c).  The stream's reply starts once the execution runs:
- * the core has set the context busy, or the execution sent something or
- * ended.  Whatever fails before that (unknown box or context, a busy
+ * (src/api/sse.c).  The stream's reply starts once the execution runs
+ * (the core's `started`), or the execution sent something or ended.  Whatever fails before that (unknown box or context, a busy
  * context, an interpreter that is missing) is an ordinary HTTP error.
  *
  * Results carry box data of up to 24 MiB each: they are turned into JSON
@@ -23,16 +22,12 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "api/internal.h"
 #include "husk/context.h"
 #include "jail/limits.h"
 #include "util/cleanup.h"
-
-/* How often a stream's handler looks whether its execution runs yet. */
-#define CTX_START_POLL_MS 20
 
 /* ---- ids, errors, the context JSON ---------------------------------- */
 
@@ -686,11 +681,15 @@ static int cs_output(void *ctx, const struct husk_ctx_output *o) {
   return rc;
 }
 
+/* The execution runs: from here the worker reports into the stream. */
+static void cs_started(void *ctx) { cs_mark_sent(ctx); }
+
 static void *cs_worker(void *arg) {
   struct cstream *cs = arg;
   struct husk_ctx_exec_req er = {.code = cs->code, .code_len = cs->code_len, .env = cs->env,
                                  .timeout_ms = cs->timeout_ms, .output_limit = cs->output_limit,
-                                 .stream = cs_stream, .output = cs_output, .sink_ctx = cs,
+                                 .stream = cs_stream, .output = cs_output,
+                                 .started = cs_started, .sink_ctx = cs,
                                  .cancel_fd = cs->cancel_fd};
   struct husk_err err = {0};
   struct husk_ctx_exec_result x;
@@ -780,29 +779,11 @@ static enum MHD_Result exec_stream(struct req *r, struct exec_args *a) {
     cs_unref(cs);
     return api_reply_error(r, 503, "unavailable", "cannot start a worker thread");
   }
-  /* Wait until the execution runs (the core sets the context busy once it
-   * has passed everything that can refuse it), sends, or ends. */
+  /* Wait until the execution runs (the core's `started`, once everything
+   * that can refuse it has passed), sends, or ends. */
   pthread_mutex_lock(&cs->mu);
-  while (!cs->sent && !cs->finished) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += CTX_START_POLL_MS * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
-    if (pthread_cond_timedwait(&cs->cv, &cs->mu, &ts) == 0)
-      continue;
-    pthread_mutex_unlock(&cs->mu);
-    bool running = husk_ctx_get(r->srv->cfg.mgr, r->tenant, r->params[0], a->id, &info,
-                                &err) == 0 &&
-                   !strcmp(info.state, "busy");
-    pthread_mutex_lock(&cs->mu);
-    if (running && !cs->finished) {
-      cs->sent = true; /* from here the worker reports into the stream */
-      break;
-    }
-  }
+  while (!cs->sent && !cs->finished)
+    pthread_cond_wait(&cs->cv, &cs->mu);
   bool failed = !cs->sent && cs->finished && cs->rc < 0;
   err = cs->err;
   pthread_mutex_unlock(&cs->mu);

@@ -1378,6 +1378,8 @@ int husk_ctx_execute(struct husk_mgr *m, const char *tenant, const char *box, co
   c->busy = true;
   pthread_mutex_unlock(&b->lock);
   atomic_store(&c->sigint, false);
+  if (req->started)
+    req->started(req->sink_ctx);
   int64_t t0 = mono_ms(), t0_us = mono_us();
   uint64_t timeout = req->timeout_ms ? req->timeout_ms : HUSK_DEFAULT_TIMEOUT_MS;
   int64_t deadline = t0 + (int64_t)(timeout < (uint64_t)INT64_MAX / 2 ? timeout : INT64_MAX / 4);
