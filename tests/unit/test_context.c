@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -346,6 +347,12 @@ TEST(at_most_so_many_contexts_a_box) {
   CHECK(husk_ctx_list(mgr, tenant, box.id, count_cb, &n, &err) == 0 && n == HUSK_CTX_MAX);
 }
 
+static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
+  (void)st;
+  (void)ftw;
+  return (type == FTW_DP ? rmdir(path) : unlink(path)) < 0 && errno != ENOENT ? -1 : 0;
+}
+
 static int husk_binary(char *out, size_t size) {
   const char *env = getenv("HUSK_BINARY");
   if (env) {
@@ -398,9 +405,7 @@ int main(void) {
   RUN(at_most_so_many_contexts_a_box);
   husk_box_destroy(mgr, tenant, box.id, "stopped", &err);
   husk_mgr_close(mgr, true);
-  char cmd[PATH_MAX + 16];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0)
+  if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
     printf("# could not remove %s\n", dir);
   return unit_done();
 }
