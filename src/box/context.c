@@ -394,8 +394,7 @@ static void tidy(char *s) {
 
 /* Start the interpreter: c->pid, conn, fd[], version, started_ms.  On
  * failure nothing of it is left. */
-static int ctx_spawn(struct husk_mgr *m, struct live_box *b, struct box_ctx *c,
-                     struct husk_err *err) {
+static int ctx_spawn(struct live_box *b, struct box_ctx *c, struct husk_err *err) {
   int rc = -1;
   int req[2] = {-1, -1}, code[2] = {-1, -1}, ev[2] = {-1, -1}, out[2] = {-1, -1},
       errp[2] = {-1, -1}, in[2] = {-1, -1};
@@ -583,7 +582,6 @@ out:
     close_quiet(all[i][1]);
   }
   close_quiet(src);
-  (void)m;
   return rc;
 }
 
@@ -782,7 +780,7 @@ static struct live_box *ctx_lookup(struct husk_mgr *m, const char *tenant, const
   return b;
 }
 
-static void info_of(struct live_box *b, const struct box_ctx *c, struct husk_ctx_info *o) {
+static void info_of(const struct box_ctx *c, struct husk_ctx_info *o) {
   memset(o, 0, sizeof *o);
   snprintf(o->id, sizeof o->id, "%s", c->id);
   snprintf(o->language, sizeof o->language, "%s", c->lang->name);
@@ -793,13 +791,12 @@ static void info_of(struct live_box *b, const struct box_ctx *c, struct husk_ctx
   o->execution_count = c->count;
   o->created_ms = c->created_ms;
   o->started_ms = c->started_ms;
-  (void)b;
 }
 
 /* info_of, under the box's lock. */
 static void info_get(struct live_box *b, const struct box_ctx *c, struct husk_ctx_info *o) {
   pthread_mutex_lock(&b->lock);
-  info_of(b, c, o);
+  info_of(c, o);
   pthread_mutex_unlock(&b->lock);
 }
 
@@ -847,7 +844,7 @@ static int ctx_create_in(struct husk_mgr *m, struct live_box *b, const char *id,
   else if (id_new("ctx_", 12, c->id, sizeof c->id, err) < 0)
     goto fail;
   pthread_mutex_lock(&c->run);
-  if (ctx_spawn(m, b, c, err) < 0 || ctx_persist(b, c, err) < 0) {
+  if (ctx_spawn(b, c, err) < 0 || ctx_persist(b, c, err) < 0) {
     ctx_stop(b, c);
     pthread_mutex_unlock(&c->run);
     goto fail;
@@ -918,7 +915,7 @@ int husk_ctx_list(struct husk_mgr *m, const char *tenant, const char *box,
   struct husk_ctx_info *infos = calloc(n ? n : 1, sizeof *infos);
   size_t k = 0;
   for (struct box_ctx *x = b->ctxs; infos && x; x = x->next)
-    info_of(b, x, &infos[k++]);
+    info_of(x, &infos[k++]);
   pthread_mutex_unlock(&b->lock);
   int rc = 0;
   if (!infos)
@@ -971,7 +968,7 @@ int husk_ctx_restart(struct husk_mgr *m, const char *tenant, const char *box, co
   pthread_mutex_lock(&b->lock);
   c->pid = 0;
   pthread_mutex_unlock(&b->lock);
-  int rc = ctx_spawn(m, b, c, err);
+  int rc = ctx_spawn(b, c, err);
   if (rc == 0)
     rc = ctx_persist(b, c, err);
   if (rc < 0)
@@ -1359,7 +1356,7 @@ int husk_ctx_execute(struct husk_mgr *m, const char *tenant, const char *box, co
       c->ended = true;
     if (c->ended || c->conn < 0) {
       ctx_stop(b, c);
-      if (ctx_spawn(m, b, c, err) < 0 || ctx_persist(b, c, err) < 0) {
+      if (ctx_spawn(b, c, err) < 0 || ctx_persist(b, c, err) < 0) {
         ctx_stop(b, c);
         c->ended = true;
         goto out;
@@ -1522,7 +1519,7 @@ int husk_ctx_execute(struct husk_mgr *m, const char *tenant, const char *box, co
     c->pid = 0;
     pthread_mutex_unlock(&b->lock);
     struct husk_err e2;
-    if (ctx_spawn(m, b, c, &e2) < 0 || ctx_persist(b, c, &e2) < 0) {
+    if (ctx_spawn(b, c, &e2) < 0 || ctx_persist(b, c, &e2) < 0) {
       ctx_stop(b, c);
       c->ended = true;
       size_t l = strlen(out->message);
