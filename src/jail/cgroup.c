@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -25,6 +26,7 @@
 #include <unistd.h>
 
 #include "util/cleanup.h"
+#include "util/clock.h"
 #include "util/fileio.h"
 
 enum { C_MEMORY = 1u << 0, C_PIDS = 1u << 1, C_CPU = 1u << 2, C_CPUACCT = 1u << 3, C_FREEZER = 1u << 4 };
@@ -536,6 +538,95 @@ int cgroup_kill(const struct cgroup *cg, struct husk_err *err) {
     return husk_fail(err, ENOENT, "cgroup `%s` has no hierarchy to kill through", cg->name);
   for (int round = 0; round < 100 && cgroup_populated(cg); round++)
     kill_listed(fd);
+  return 0;
+}
+
+/* ---- the freezer ---- */
+
+/* v2: cgroup.events says "frozen 1" once every task is stopped; the file
+ * is pollable (POLLPRI) for changes. */
+static int freeze_v2(const struct cgroup *cg, bool frozen, int timeout_ms, struct husk_err *err) {
+  if (write_file_at(cg->v2, "cgroup.freeze", frozen ? "1" : "0") < 0)
+    return husk_error(err, errno, "cannot %s cgroup `%s` (cgroup.freeze)",
+                      frozen ? "freeze" : "thaw", cg->name);
+  cleanup_close int ev = openat(cg->v2, "cgroup.events", O_RDONLY | O_CLOEXEC);
+  if (ev < 0)
+    return husk_error(err, errno, "cannot read cgroup `%s` (cgroup.events)", cg->name);
+  int64_t end = mono_ms() + timeout_ms;
+  for (;;) {
+    char buf[256];
+    ssize_t n = pread(ev, buf, sizeof buf - 1, 0);
+    if (n < 0)
+      return husk_error(err, errno, "cannot read cgroup `%s` (cgroup.events)", cg->name);
+    buf[n] = '\0';
+    const char *f = strstr(buf, "frozen ");
+    if (!f)
+      return 0; /* a kernel without the key: the write is all it offers */
+    if ((f[7] == '1') == frozen)
+      return 0;
+    int64_t left = end - mono_ms();
+    if (left <= 0)
+      return husk_fail(err, ETIMEDOUT, "cgroup `%s` did not %s within %d ms", cg->name,
+                       frozen ? "freeze" : "thaw", timeout_ms);
+    struct pollfd p = {.fd = ev, .events = POLLPRI};
+    if (poll(&p, 1, (int)(left < 50 ? left : 50)) < 0 && errno != EINTR)
+      return husk_error(err, errno, "cannot wait for cgroup `%s`", cg->name);
+  }
+}
+
+/* v1: freezer.state reads FREEZING until every task is stopped. */
+static int freeze_v1(const struct cgroup *cg, bool frozen, int timeout_ms, struct husk_err *err) {
+  const char *want = frozen ? "FROZEN" : "THAWED";
+  int64_t end = mono_ms() + timeout_ms;
+  for (;;) {
+    /* Writing FROZEN again makes the kernel retry tasks it could not stop. */
+    if (write_file_at(cg->freezer, "freezer.state", want) < 0)
+      return husk_error(err, errno, "cannot %s cgroup `%s` (freezer.state)",
+                        frozen ? "freeze" : "thaw", cg->name);
+    char st[32] = "";
+    if (read_file_at(cg->freezer, "freezer.state", st, sizeof st) < 0)
+      return husk_error(err, errno, "cannot read cgroup `%s` (freezer.state)", cg->name);
+    if (!strncmp(st, want, strlen(want)))
+      return 0;
+    if (mono_ms() >= end)
+      return husk_fail(err, ETIMEDOUT, "cgroup `%s` did not %s within %d ms", cg->name,
+                       frozen ? "freeze" : "thaw", timeout_ms);
+    sleep_ms(1);
+  }
+}
+
+int cgroup_freeze(const struct cgroup *cg, bool frozen, int timeout_ms, struct husk_err *err) {
+  int rc;
+  if (cg->v2 >= 0)
+    rc = freeze_v2(cg, frozen, timeout_ms, err);
+  else if (cg->freezer >= 0)
+    rc = freeze_v1(cg, frozen, timeout_ms, err);
+  else
+    return husk_fail(err, ENOTSUP, "cgroup `%s` has no freezer on this host", cg->name);
+  if (rc < 0 && frozen) {
+    /* Half frozen is no state to leave a box in. */
+    struct husk_err ignored;
+    cg->v2 >= 0 ? freeze_v2(cg, false, timeout_ms, &ignored)
+                : freeze_v1(cg, false, timeout_ms, &ignored);
+  }
+  return rc;
+}
+
+int cgroup_frozen(const struct cgroup *cg, bool *frozen, struct husk_err *err) {
+  char st[32] = "";
+  if (cg->v2 >= 0) {
+    if (read_file_at(cg->v2, "cgroup.freeze", st, sizeof st) < 0)
+      return husk_error(err, errno, "cannot read cgroup `%s` (cgroup.freeze)", cg->name);
+    *frozen = st[0] == '1';
+    return 0;
+  }
+  if (cg->freezer >= 0) {
+    if (read_file_at(cg->freezer, "freezer.state", st, sizeof st) < 0)
+      return husk_error(err, errno, "cannot read cgroup `%s` (freezer.state)", cg->name);
+    *frozen = strncmp(st, "THAWED", 6) != 0;
+    return 0;
+  }
+  *frozen = false;
   return 0;
 }
 

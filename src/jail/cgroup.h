@@ -79,6 +79,15 @@ void cgroup_stats(const struct cgroup *cg, struct cgroup_stats *st);
 /* Kill every task in the cgroup (cgroup.kill, else freeze + SIGKILL + thaw). */
 int cgroup_kill(const struct cgroup *cg, struct husk_err *err);
 
+/* Freeze (or thaw) every task of the cgroup: v2 cgroup.freeze, else the v1
+ * freezer.  Returns once the kernel reports them all stopped (or running),
+ * or ETIMEDOUT after timeout_ms (a freeze that times out is undone).
+ * Frozen tasks use no CPU and keep their memory; SIGKILL still ends them
+ * (v1: after a thaw, which cgroup_kill does).  ENOTSUP: no freezer. */
+int cgroup_freeze(const struct cgroup *cg, bool frozen, int timeout_ms, struct husk_err *err);
+/* Whether the cgroup is frozen, or being frozen (what was asked last). */
+int cgroup_frozen(const struct cgroup *cg, bool *frozen, struct husk_err *err);
+
 /* True while any task is in the cgroup. */
 bool cgroup_populated(const struct cgroup *cg);
 
