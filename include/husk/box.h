@@ -21,6 +21,7 @@
 #include "husk/run.h"
 
 #define HUSK_BOX_ID_MAX 40 /* size of a box id buffer, NUL included */
+#define HUSK_SNAPSHOT_ID_MAX 32 /* size of a snapshot id buffer, NUL included */
 
 /* What a new box is made of.  Every field may be zero/NULL. */
 struct husk_box_spec {
@@ -51,6 +52,12 @@ struct husk_box_info {
   int64_t created_ms, expires_ms, ended_ms; /* Unix time in ms; 0 when not applicable */
   char *metadata_json; /* "{}" at least */
   char *env_json;      /* JSON array of NAME=VALUE */
+  /* Paused: since when, until when it may stay so (then it ends,
+   * "paused_too_long"), and what is left of its lifetime (counted again
+   * from its resume; expires_ms is 0 meanwhile).  Else all 0. */
+  int64_t paused_ms, paused_until_ms;
+  uint64_t remaining_ms;
+  char snapshot_id[HUSK_SNAPSHOT_ID_MAX]; /* the snapshot it was made from, or "" */
 };
 
 /* Free the strings of *bi (not bi itself); a zeroed struct is fine. */
@@ -99,7 +106,8 @@ HUSK_PUBLIC int husk_box_list(struct husk_mgr *m, const char *tenant,
 HUSK_PUBLIC int husk_box_destroy(struct husk_mgr *m, const char *tenant, const char *id,
                                  const char *final_state, struct husk_err *err);
 
-/* A new lifetime counted from now (longer or shorter); *out (may be NULL)
+/* A new lifetime counted from now, for a paused box from its resume
+ * (longer or shorter); *out (may be NULL)
  * receives the box.  Errors: ENOENT, EBUSY, EINVAL (0 or above the
  * manager's max_ttl_ms). */
 HUSK_PUBLIC int husk_box_set_timeout(struct husk_mgr *m, const char *tenant, const char *id,
@@ -114,11 +122,31 @@ HUSK_PUBLIC int husk_box_set_network(struct husk_mgr *m, const char *tenant, con
                                      const char *network, const char *egress_json,
                                      struct husk_box_info *out, struct husk_err *err);
 
-/* Usage of a running box. */
+/* Pause a running box: every process of it is frozen (the cgroup
+ * freezer) and keeps its memory, its open files and connections; its
+ * lifetime stops counting, and the manager's limit on paused time starts
+ * (the box ends "expired", reason "paused_too_long", when it passes).
+ * Commands, files, code contexts and process signals on a paused box fail
+ * with EBUSY naming the state; its description, metrics, process list and
+ * output, a snapshot and its deletion work.  Requests already under way
+ * wait, frozen with it, until it resumes.  A paused box stays paused
+ * across a restart of the daemon.  *out (may be NULL) receives the box.
+ * Errors: ENOENT, EBUSY (not running: paused already, ended), ENOTSUP (no
+ * freezer on this host), ETIMEDOUT (its processes could not all be
+ * stopped in time: the box runs on). */
+HUSK_PUBLIC int husk_box_pause(struct husk_mgr *m, const char *tenant, const char *id,
+                               struct husk_box_info *out, struct husk_err *err);
+/* Resume a paused box where it stopped; its lifetime goes on with what was
+ * left of it, its background processes' time limits likewise.
+ * Errors: ENOENT, EBUSY (not paused). */
+HUSK_PUBLIC int husk_box_resume(struct husk_mgr *m, const char *tenant, const char *id,
+                                struct husk_box_info *out, struct husk_err *err);
+
+/* Usage of a running or paused box. */
 struct husk_box_metrics {
   uint64_t cpu_usec, memory_current, memory_peak, pids, disk_used, disk_total;
 };
-/* Errors: ENOENT, EBUSY. */
+/* Errors: ENOENT, EBUSY (ended). */
 HUSK_PUBLIC int husk_box_metrics(struct husk_mgr *m, const char *tenant, const char *id,
                                  struct husk_box_metrics *out, struct husk_err *err);
 

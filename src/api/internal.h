@@ -256,6 +256,8 @@ enum MHD_Result h_box_get(struct req *r);
 enum MHD_Result h_box_delete(struct req *r);
 enum MHD_Result h_box_timeout(struct req *r);
 enum MHD_Result h_box_metrics(struct req *r);
+enum MHD_Result h_box_pause(struct req *r);
+enum MHD_Result h_box_resume(struct req *r);
 struct jreply;
 /* routes_exec.c */
 /* A chunk of output as an event's data: {"data": text} when the bytes are

@@ -33,6 +33,13 @@ json_t *api_box_json(const struct husk_box_info *bi) {
       bi->network[0] ? bi->network : "none", "created_at", json_time(bi->created_ms),
       "expires_at", json_time(bi->expires_ms), "ended_at", json_time(bi->ended_ms), "limits",
       limits, "metadata", meta ? meta : json_object());
+  if (o && bi->paused_ms) {
+    json_object_set_new(o, "paused_at", json_time(bi->paused_ms));
+    json_object_set_new(o, "paused_until", json_time(bi->paused_until_ms));
+    json_object_set_new(o, "remaining", json_real((double)bi->remaining_ms / 1000.0));
+  }
+  if (o && bi->snapshot_id[0])
+    json_object_set_new(o, "snapshot", json_string(bi->snapshot_id));
   /* The egress policy, placeholders included (not secrets). */
   if (o && bi->egress_json) {
     json_t *eg = json_loads(bi->egress_json, 0, &je);
@@ -220,6 +227,26 @@ enum MHD_Result h_box_timeout(struct req *r) {
   struct husk_box_info bi = {0};
   struct husk_err err;
   if (husk_box_set_timeout(r->srv->cfg.mgr, r->tenant, r->params[0], ms, &bi, &err) < 0)
+    return api_reply_err(r, &err);
+  json_t *j = api_box_json(&bi);
+  husk_box_info_free(&bi);
+  return api_reply_json(r, 200, j);
+}
+
+enum MHD_Result h_box_pause(struct req *r) {
+  struct husk_box_info bi = {0};
+  struct husk_err err;
+  if (husk_box_pause(r->srv->cfg.mgr, r->tenant, r->params[0], &bi, &err) < 0)
+    return api_reply_err(r, &err);
+  json_t *j = api_box_json(&bi);
+  husk_box_info_free(&bi);
+  return api_reply_json(r, 200, j);
+}
+
+enum MHD_Result h_box_resume(struct req *r) {
+  struct husk_box_info bi = {0};
+  struct husk_err err;
+  if (husk_box_resume(r->srv->cfg.mgr, r->tenant, r->params[0], &bi, &err) < 0)
     return api_reply_err(r, &err);
   json_t *j = api_box_json(&bi);
   husk_box_info_free(&bi);

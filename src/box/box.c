@@ -125,6 +125,7 @@ struct live_box *lb_new(void) {
   if (!b)
     return NULL;
   pthread_mutex_init(&b->lock, NULL);
+  pthread_mutex_init(&b->pause_lock, NULL);
   b->j = (struct jail)JAIL_INIT;
   b->refs = 1;
   /* Exec ids name a background process in its row and in the exit init
@@ -165,6 +166,7 @@ void lb_free(struct husk_mgr *m, struct live_box *b) {
   box_env_retire_all(b);
   box_env_free(b->env);
   pthread_mutex_destroy(&b->lock);
+  pthread_mutex_destroy(&b->pause_lock);
   free(b);
 }
 
@@ -284,13 +286,15 @@ static void fill_network(struct husk_mgr *m, struct husk_box_info *bi) {
 }
 
 /* The API's state: the database's, with "stopped" refined by its reason. */
-static void fill_info(struct husk_box_info *bi, const struct state_box *sb) {
+static void fill_info(struct husk_box_info *bi, const struct state_box *sb, uint64_t max_paused_ms) {
   memset(bi, 0, sizeof *bi);
   snprintf(bi->id, sizeof bi->id, "%s", sb->id);
   snprintf(bi->tenant_id, sizeof bi->tenant_id, "%s", sb->tenant_id);
   const char *st = sb->state;
   if (!strcmp(st, STATE_BOX_STOPPED) && (!strcmp(sb->reason, "expired") || !strcmp(sb->reason, "killed")))
     st = sb->reason;
+  else if (!strcmp(st, STATE_BOX_STOPPED) && !strcmp(sb->reason, "paused_too_long"))
+    st = "expired";
   snprintf(bi->state, sizeof bi->state, "%.15s", st);
   snprintf(bi->reason, sizeof bi->reason, "%s", sb->reason);
   snprintf(bi->template_name, sizeof bi->template_name, "%s", sb->template_name[0] ? sb->template_name : "default");
@@ -306,6 +310,13 @@ static void fill_info(struct husk_box_info *bi, const struct state_box *sb) {
   bi->ended_ms = sb->ended_ms;
   bi->metadata_json = strdup(sb->metadata_json ? sb->metadata_json : "{}");
   bi->env_json = strdup(sb->env_json ? sb->env_json : "{}");
+  snprintf(bi->snapshot_id, sizeof bi->snapshot_id, "%s", sb->snapshot_id);
+  if (!strcmp(sb->state, STATE_BOX_PAUSED)) {
+    bi->paused_ms = sb->paused_ms;
+    bi->paused_until_ms = sb->paused_ms + (int64_t)max_paused_ms;
+    bi->remaining_ms = sb->expires_ms > sb->paused_ms ? (uint64_t)(sb->expires_ms - sb->paused_ms) : 0;
+    bi->expires_ms = 0;
+  }
 }
 
 int husk_box_get(struct husk_mgr *m, const char *tenant, const char *id, struct husk_box_info *out,
@@ -315,7 +326,7 @@ int husk_box_get(struct husk_mgr *m, const char *tenant, const char *id, struct 
   struct state_box sb;
   if (state_box_get(m->cfg.state, tenant, id, &sb, err) < 0)
     return -1;
-  fill_info(out, &sb);
+  fill_info(out, &sb, m->cfg.max_paused_ms);
   state_box_free(&sb);
   fill_network(m, out);
   return 0;
@@ -333,7 +344,7 @@ static int list_cb(void *ctx, const struct state_box *sb) {
   if (lc->reason && strcmp(sb->reason, lc->reason))
     return 0;
   struct husk_box_info bi;
-  fill_info(&bi, sb);
+  fill_info(&bi, sb, lc->m->cfg.max_paused_ms);
   fill_network(lc->m, &bi);
   int rc = lc->cb(lc->ctx, &bi);
   husk_box_info_free(&bi);
@@ -630,7 +641,12 @@ int husk_box_set_timeout(struct husk_mgr *m, const char *tenant, const char *id,
     state_box_free(&sb);
     return husk_fail(err, EBUSY, "sandbox %s is not running", id);
   }
-  int64_t exp = state_now_ms() + (int64_t)ttl_ms;
+  /* A paused box's lifetime counts from its resume: what is left then is
+   * expires_ms - paused_ms. */
+  pthread_mutex_lock(&m->lock);
+  int64_t from = b->paused ? b->paused_ms : state_now_ms();
+  pthread_mutex_unlock(&m->lock);
+  int64_t exp = from + (int64_t)ttl_ms;
   int rc = state_box_set_expiry(m->cfg.state, id, exp, err);
   if (rc == 0) {
     pthread_mutex_lock(&m->lock);
@@ -650,6 +666,33 @@ int husk_box_set_timeout(struct husk_mgr *m, const char *tenant, const char *id,
  * unknown id (ENOENT) from an ended box (EBUSY). */
 struct live_box *box_running(struct husk_mgr *m, const char *tenant, const char *id,
                                     struct husk_err *err) {
+  if (!box_valid_id(id)) {
+    husk_fail(err, ENOENT, "no such sandbox");
+    return NULL;
+  }
+  struct live_box *b = lb_get(m, tenant, id);
+  if (b && !b->ending) {
+    pthread_mutex_lock(&m->lock);
+    bool paused = b->paused;
+    pthread_mutex_unlock(&m->lock);
+    if (!paused)
+      return b;
+  }
+  if (b)
+    lb_unref(m, b);
+  struct state_box sb;
+  if (state_box_get(m->cfg.state, tenant, id, &sb, err) < 0)
+    return NULL;
+  if (!strcmp(sb.state, STATE_BOX_PAUSED))
+    husk_fail(err, EBUSY, "sandbox %s is paused: resume it first", id);
+  else
+    husk_fail(err, EBUSY, "sandbox %s is %s", id, sb.state);
+  state_box_free(&sb);
+  return NULL;
+}
+
+struct live_box *box_live(struct husk_mgr *m, const char *tenant, const char *id,
+                          struct husk_err *err) {
   if (!box_valid_id(id)) {
     husk_fail(err, ENOENT, "no such sandbox");
     return NULL;
@@ -716,7 +759,7 @@ int husk_box_exec(struct husk_mgr *m, const char *tenant, const char *id, const 
 
 int husk_box_metrics(struct husk_mgr *m, const char *tenant, const char *id, struct husk_box_metrics *out,
                 struct husk_err *err) {
-  struct live_box *b = box_running(m, tenant, id, err);
+  struct live_box *b = box_live(m, tenant, id, err);
   if (!b)
     return -1;
   struct cgroup_stats st;

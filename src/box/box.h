@@ -37,6 +37,8 @@ struct box_pool_spec {
  * pools that large leave no slot for creates no pool serves. */
 #define BOX_POOL_MAX_BOXES 4096
 
+#define BOX_MAX_PAUSED_DEFAULT_MS (24ULL * 3600 * 1000)
+
 struct box_mgr_config {
   const char *data_dir;         /* boxes/<id>/ctl.sock are created under it */
   const char *spawner_path;     /* the `husk` binary boxes are built by; NULL: found */
@@ -65,6 +67,9 @@ struct box_mgr_config {
    * its boxes (each holds two of the daemon's fds while it runs); 0:
    * BOX_TENANT_PROCS_DEFAULT. */
   unsigned tenant_max_procs;
+  /* How long a box may stay paused before it ends ("paused_too_long");
+   * 0: BOX_MAX_PAUSED_DEFAULT_MS. */
+  uint64_t max_paused_ms;
   /* Audit records older than this are removed (bounded batches, on the
    * egress audit thread); 0: kept forever. */
   int64_t audit_retention_ms;

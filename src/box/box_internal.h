@@ -23,8 +23,9 @@
 /* A background process of a live box, in its box's list from its start
  * until the box goes (the list only grows; a node is never freed while the
  * box is referenced, so the monitor walks it from a head read under
- * b->lock).  pid, exec_id, deadline_ms and output_limit never change; the
- * limit fields below them are the monitor's alone. */
+ * b->lock).  pid, exec_id and output_limit never change; once listed,
+ * deadline_ms (moved by the time the box spends paused) and the limit
+ * fields below are the monitor's alone. */
 struct bgproc {
   struct bgproc *next;
   int64_t pid;
@@ -78,6 +79,15 @@ struct live_box {
   char **user_env;      /* the env the box was created with (egress adds to b->env) */
   char workdir[256];    /* where commands start unless they say ("": /workspace) */
   struct retired_env *retired; /* env arrays replaced while execs may still read them */
+  /* Paused (pause.c), under mgr->lock: its processes frozen since
+   * paused_ms (wall clock); its lifetime does not count meanwhile. */
+  bool paused;
+  int64_t paused_ms;
+  pthread_mutex_t pause_lock; /* one pause or resume at a time (taken before mgr->lock) */
+  /* Under mgr->lock: time the box spent paused that its background
+   * processes' deadlines have not been moved by yet (the monitor moves
+   * them: those fields are its own). */
+  int64_t limits_shift_ms;
 };
 
 struct retired_env {
@@ -174,6 +184,10 @@ int box_end(struct husk_mgr *m, struct live_box *b, const char *state, const cha
             struct husk_err *err);
 struct live_box *box_running(struct husk_mgr *m, const char *tenant, const char *id,
                              struct husk_err *err);
+/* As box_running, but a paused box too (for what reads a box without
+ * running anything in it). */
+struct live_box *box_live(struct husk_mgr *m, const char *tenant, const char *id,
+                          struct husk_err *err);
 int box_check_exec(const struct husk_exec_req *req, struct husk_err *err);
 /* Create a box's jail (through the spawner) for `b`, whose id is set;
  * `for_pool`: through the pool's low-priority spawner. */
@@ -262,6 +276,9 @@ int proc_limits_adopt(struct husk_mgr *m, struct live_box *b, struct husk_err *e
 /* The earliest time (wall clock ms) a check of b's processes is due, or
  * INT64_MAX; under b->lock. */
 int64_t proc_limits_next(const struct live_box *b, int64_t now);
+/* Move the deadlines of b's processes `ms` later (the time the box spent
+ * paused); the monitor's thread only. */
+void proc_limits_shift(struct live_box *b, int64_t ms);
 /* Kill the process group of each process past its deadline or output
  * limit (the limit recorded first). */
 void proc_limits_check(struct husk_mgr *m, struct live_box *b, int64_t now);
@@ -269,6 +286,14 @@ void proc_limits_check(struct husk_mgr *m, struct live_box *b, int64_t now);
  * (recording the output limit as what ended it, unless a limit already
  * did), and mark it ended. */
 void proc_limits_exit(struct husk_mgr *m, struct live_box *b, int64_t pid, uint64_t exec_id);
+
+/* pause.c: the pause a re-adopted box's row records, made true of its
+ * cgroup (its init was thawed for the handshake, or a crash came between
+ * a freeze and its record); before the box is listed. */
+int box_pause_adopt(struct husk_mgr *m, struct live_box *b, bool paused, int64_t paused_ms,
+                    struct husk_err *err);
+/* How long a freeze or thaw may take before it counts as failed. */
+#define BOX_FREEZE_TIMEOUT_MS 5000
 
 /* box_monitor.c */
 void *box_monitor_main(void *arg);

@@ -111,8 +111,14 @@ void *box_monitor_main(void *arg) {
           box_log(m, "box %s: %s", b->id, err.msg);
         b->limits_from_ms = now + BOX_ADOPT_LIMITS_GRACE_MS;
       }
-      if (b->expires_ms && b->expires_ms < next)
-        next = b->expires_ms;
+      /* A paused box's lifetime waits; its time paused is what ends it. */
+      int64_t end = b->paused ? b->paused_ms + (int64_t)m->cfg.max_paused_ms : b->expires_ms;
+      if (end && end < next)
+        next = end;
+      int64_t shift = b->limits_shift_ms;
+      b->limits_shift_ms = 0;
+      if (shift)
+        proc_limits_shift(b, shift);
       pf[n] = (struct pollfd){.fd = b->j.pidfd, .events = POLLIN};
       wi[n++] = (struct watch_item){.kind = W_PIDFD, .b = b};
       pf[n] = (struct pollfd){.fd = b->j.ctl, .events = POLLIN};
@@ -123,7 +129,7 @@ void *box_monitor_main(void *arg) {
           pf[n] = (struct pollfd){.fd = p->conn, .events = POLLIN};
           wi[n++] = (struct watch_item){.kind = W_PROC, .b = b, .p = p};
         }
-      int64_t due = proc_limits_next(b, now);
+      int64_t due = b->paused ? INT64_MAX : proc_limits_next(b, now);
       if (due < next)
         next = due;
       pthread_mutex_unlock(&b->lock);
@@ -184,11 +190,18 @@ void *box_monitor_main(void *arg) {
     now = state_now_ms();
     for (size_t i = 0; i < n; i++) {
       struct live_box *b = wi[i].b;
-      if (wi[i].kind == W_PIDFD && !b->ending && b->expires_ms && b->expires_ms <= now) {
-        struct husk_err err;
+      if (wi[i].kind != W_PIDFD)
+        continue;
+      pthread_mutex_lock(&m->lock);
+      bool paused = b->paused;
+      int64_t exp = b->expires_ms, paused_ms = b->paused_ms;
+      pthread_mutex_unlock(&m->lock);
+      struct husk_err err;
+      if (!b->ending && paused && paused_ms + (int64_t)m->cfg.max_paused_ms <= now)
+        box_end(m, b, STATE_BOX_STOPPED, "paused_too_long", &err);
+      else if (!b->ending && !paused && exp && exp <= now)
         box_end(m, b, STATE_BOX_STOPPED, "expired", &err);
-      }
-      if (wi[i].kind == W_PIDFD)
+      if (!paused)
         proc_limits_check(m, b, now);
     }
     for (size_t i = 0; i < n; i++)
@@ -281,6 +294,16 @@ static int adopt(struct husk_mgr *m, const struct state_box *sb, struct husk_err
     husk_error(err, errno, "pidfd_open");
     goto fail;
   }
+  if (cgroup_open(&b->j.cg, sb->cgroup, err) < 0)
+    goto fail;
+  {
+    /* A paused box (or one a crash left frozen) runs for the handshake
+     * with its init; box_pause_adopt below freezes it again. */
+    bool frozen = false;
+    if (cgroup_frozen(&b->j.cg, &frozen, err) < 0 ||
+        (frozen && cgroup_freeze(&b->j.cg, false, BOX_FREEZE_TIMEOUT_MS, err) < 0))
+      goto fail;
+  }
   if ((b->j.ctl = jail_connect(b->ctl_path, err)) < 0)
     goto fail;
   uint32_t version = 0;
@@ -293,8 +316,6 @@ static int adopt(struct husk_mgr *m, const struct state_box *sb, struct husk_err
   /* CTL_WATCH makes init flush the exits it holds: the monitor sends it,
    * once it reads this connection. */
   b->need_watch = true;
-  if (cgroup_open(&b->j.cg, sb->cgroup, err) < 0)
-    goto fail;
   {
     /* Its background processes' limits hold across the restart. */
     struct husk_err e2;
@@ -313,6 +334,8 @@ static int adopt(struct husk_mgr *m, const struct state_box *sb, struct husk_err
       box_log(m, "box %s: egress not restored, the box has no network: %s", b->id, e2.msg);
   }
   box_ctx_adopt(m, b);
+  if (box_pause_adopt(m, b, !strcmp(sb->state, STATE_BOX_PAUSED), sb->paused_ms, err) < 0)
+    goto fail;
   lb_list_add(m, b);
   lb_unref(m, b);
   return 0;
@@ -384,7 +407,12 @@ void box_reconcile(struct husk_mgr *m) {
       /* The build it served died with the previous daemon. */
       state = STATE_BOX_STOPPED;
       reason = "killed";
-    } else if (!strcmp(sb->state, STATE_BOX_RUNNING) && (!sb->expires_ms || sb->expires_ms > now)) {
+    } else if (!strcmp(sb->state, STATE_BOX_PAUSED) &&
+               sb->paused_ms + (int64_t)m->cfg.max_paused_ms <= now) {
+      state = STATE_BOX_STOPPED;
+      reason = "paused_too_long";
+    } else if ((!strcmp(sb->state, STATE_BOX_RUNNING) && (!sb->expires_ms || sb->expires_ms > now)) ||
+               !strcmp(sb->state, STATE_BOX_PAUSED)) {
       if (adopt(m, sb, &err) == 0) {
         box_log(m, "box %s re-adopted", sb->id);
         adopted++;

@@ -423,7 +423,7 @@ int husk_proc_output(struct husk_mgr *m, const char *tenant, const char *id, int
     return -1;
   *running = !strcmp(bp.state, STATE_PROC_RUNNING);
   husk_proc_free(&bp);
-  struct live_box *b = box_running(m, tenant, id, err);
+  struct live_box *b = box_live(m, tenant, id, err);
   if (!b)
     return -1;
   int fd = open_output_file(b, pid, stream, O_RDONLY);

@@ -43,6 +43,8 @@ int box_mgr_open(struct husk_mgr **out, const struct box_mgr_config *cfg, struct
     m->cfg.default_ttl_ms = HUSK_DEFAULT_TIMEOUT_MS;
   if (!m->cfg.max_ttl_ms)
     m->cfg.max_ttl_ms = HUSK_MAX_TIMEOUT_MS;
+  if (!m->cfg.max_paused_ms)
+    m->cfg.max_paused_ms = BOX_MAX_PAUSED_DEFAULT_MS;
   m->wake[0] = m->wake[1] = -1;
   m->dir_lock = -1;
   pthread_mutex_init(&m->lock, NULL);
@@ -152,6 +154,7 @@ static void lb_detach(struct live_box *b) {
   box_env_retire_all(b);
   box_env_free(b->env);
   pthread_mutex_destroy(&b->lock);
+  pthread_mutex_destroy(&b->pause_lock);
   free(b);
 }
 

@@ -131,6 +131,15 @@ int64_t proc_limits_next(const struct live_box *b, int64_t now) {
   return next < now ? now : next;
 }
 
+void proc_limits_shift(struct live_box *b, int64_t ms) {
+  for (struct bgproc *p = procs_head(b); p; p = p->next)
+    if (!p->ended && p->deadline_ms) {
+      p->deadline_ms += ms;
+      if (p->due_ms != INT64_MAX)
+        p->due_ms += ms;
+    }
+}
+
 void proc_limits_check(struct husk_mgr *m, struct live_box *b, int64_t now) {
   if (b->ending || now < b->limits_from_ms)
     return;

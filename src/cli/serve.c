@@ -79,6 +79,8 @@ static void usage(FILE *f) {
           "  --grace SECONDS         on SIGTERM, how long requests in flight may finish [10]\n"
           "  --default-ttl SECONDS   lifetime of a box created without \"timeout\" [300]\n"
           "  --max-ttl SECONDS       longest lifetime a box may ask for [604800]\n"
+          "  --max-paused SECONDS    how long a box may stay paused before it ends\n"
+          "                          (\"paused_too_long\") [86400]\n"
           "  --pool N[:SHAPE]        keep N boxes ready; a create whose template and limits\n"
           "                          are the pool's claims one.  SHAPE: memory=SIZE,cpus=N,\n"
           "                          pids=N,disk=SIZE,template=NAME (unset: the defaults;\n"
@@ -300,7 +302,7 @@ struct serve_opts {
   uint64_t tenant_reqs, tenant_execs; /* 0: shares of --max-connections */
   int64_t tenant_boxes, tenant_memory; /* unset quotas of a tenant; STATE_UNLIMITED: none */
   uint64_t tenant_procs;
-  uint64_t req_timeout_ms, idle_ms, grace_ms, dttl_ms, mttl_ms;
+  uint64_t req_timeout_ms, idle_ms, grace_ms, dttl_ms, mttl_ms, max_paused_ms;
   struct box_pool_spec pools[BOX_POOL_MAX_SHAPES];
   char pool_templates[BOX_POOL_MAX_SHAPES][64];
   size_t npools;
@@ -416,6 +418,7 @@ enum {
   O_GRACE,
   O_DTTL,
   O_MTTL,
+  O_MAX_PAUSED,
   O_POOL,
   O_QUIET,
   O_HELP,
@@ -460,6 +463,7 @@ static const struct option serve_long_opts[] = {
     {"grace", required_argument, NULL, O_GRACE},
     {"default-ttl", required_argument, NULL, O_DTTL},
     {"max-ttl", required_argument, NULL, O_MTTL},
+    {"max-paused", required_argument, NULL, O_MAX_PAUSED},
     {"pool", required_argument, NULL, O_POOL},
     {"quiet", no_argument, NULL, O_QUIET},
     {"help", no_argument, NULL, O_HELP},
@@ -512,6 +516,7 @@ static int serve_option(struct serve_opts *o, int c, const char *arg) {
   case O_GRACE: return opt_milli("--grace", arg, 0, 3600 * 1000, &o->grace_ms);
   case O_DTTL: return opt_seconds("--default-ttl", arg, &o->dttl_ms);
   case O_MTTL: return opt_seconds("--max-ttl", arg, &o->mttl_ms);
+  case O_MAX_PAUSED: return opt_seconds("--max-paused", arg, &o->max_paused_ms);
   case O_POOL: return opt_pool(o, arg);
   case O_QUIET: o->quiet = true; return 0;
   case O_MCP_WAIT: return opt_milli("--mcp-wait", arg, 1, 3600 * 1000, &o->mcp_wait_ms);
@@ -740,6 +745,7 @@ static int serve_planes(const struct serve_opts *o, struct serve *s) {
                               .templates = s->templates,
                               .default_ttl_ms = o->dttl_ms,
                               .max_ttl_ms = o->mttl_ms,
+                              .max_paused_ms = o->max_paused_ms,
                               .pools = o->pools,
                               .npools = o->npools,
                               .log = log_line,

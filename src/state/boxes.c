@@ -18,10 +18,10 @@
 #define BOX_COLUMNS                                                                                \
   "id, tenant_id, state, reason, template, memory, pids, cpu_milli, disk, timeout_ms, env_json, "  \
   "metadata_json, created_ms, expires_ms, ended_ms, init_pid, init_start_time, uid_base, slot, "   \
-  "cgroup, template_id, workdir"
+  "cgroup, template_id, workdir, paused_ms, snapshot_id"
 
 static const char *const live_states[] = {STATE_BOX_CREATING, STATE_BOX_RUNNING,
-                                          STATE_BOX_STOPPING};
+                                          STATE_BOX_STOPPING, STATE_BOX_PAUSED};
 static const char *const terminal_states[] = {STATE_BOX_STOPPED, STATE_BOX_FAILED};
 
 static bool in_list(const char *s, const char *const *list, size_t n) {
@@ -31,7 +31,7 @@ static bool in_list(const char *s, const char *const *list, size_t n) {
   return false;
 }
 
-bool box_state_live(const char *s) { return s && in_list(s, live_states, 3); }
+bool box_state_live(const char *s) { return s && in_list(s, live_states, 4); }
 bool box_state_terminal(const char *s) { return s && in_list(s, terminal_states, 2); }
 bool box_state_known(const char *s) { return box_state_live(s) || box_state_terminal(s); }
 
@@ -61,6 +61,8 @@ static int read_box(sqlite3_stmt *s, void *row, struct husk_err *err) {
   ok &= db_col_text(s, 4, b->template_name, sizeof b->template_name);
   ok &= db_col_text(s, 20, b->template_id, sizeof b->template_id);
   ok &= db_col_text(s, 21, b->workdir, sizeof b->workdir);
+  b->paused_ms = sqlite3_column_int64(s, 22);
+  ok &= db_col_text(s, 23, b->snapshot_id, sizeof b->snapshot_id);
   b->memory = sqlite3_column_int64(s, 5);
   b->pids = sqlite3_column_int64(s, 6);
   b->cpu_milli = sqlite3_column_int64(s, 7);
@@ -117,7 +119,8 @@ static int check_box(const struct state_box *b, struct husk_err *err) {
       check_text("template name", b->template_name, sizeof b->template_name, true, err) < 0 ||
       check_id_or_empty("template id", b->template_id, sizeof b->template_id, err) < 0 ||
       check_text("working directory", b->workdir, sizeof b->workdir, true, err) < 0 ||
-      check_text("cgroup", b->cgroup, sizeof b->cgroup, true, err) < 0)
+      check_text("cgroup", b->cgroup, sizeof b->cgroup, true, err) < 0 ||
+      check_id_or_empty("snapshot id", b->snapshot_id, sizeof b->snapshot_id, err) < 0)
     return -1;
   if (!memchr(b->reason, '\0', sizeof b->reason))
     return husk_fail(err, EINVAL, "reason is not terminated");
@@ -224,7 +227,7 @@ int state_box_insert(struct state *st, const struct state_box *box, struct husk_
   cleanup_stmt sqlite3_stmt *s = NULL;
   if (db_prepare(st, &s,
                  "INSERT INTO boxes (" BOX_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
-                 "?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22)",
+                 "?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, 0, ?23)",
                  err) < 0)
     return -1;
   int rc;
@@ -238,7 +241,7 @@ int state_box_insert(struct state *st, const struct state_box *box, struct husk_
       (rc = db_int(s, 16, box->init_pid)) || (rc = db_int(s, 17, (int64_t)box->init_start_time)) ||
       (rc = db_int(s, 18, box->uid_base)) || (rc = db_int(s, 19, box->slot)) ||
       (rc = db_text(s, 20, box->cgroup)) || (rc = db_text(s, 21, box->template_id)) ||
-      (rc = db_text(s, 22, box->workdir)))
+      (rc = db_text(s, 22, box->workdir)) || (rc = db_text(s, 23, box->snapshot_id)))
     return db_fail(st, err, rc, "cannot bind box");
   if (db_step_done(st, s, "cannot insert box", err) < 0) {
     if (err && err->code == EEXIST)
@@ -399,6 +402,37 @@ int state_box_set_expiry(struct state *st, const char *id, int64_t expires_ms,
     return db_fail(st, err, rc, "cannot bind box expiry");
   if (db_step_done(st, s, "cannot set box expiry", err) < 0)
     return -1;
+  return db_commit(&txn, err);
+}
+
+int state_box_set_paused(struct state *st, const char *id, bool paused, int64_t now_ms,
+                         int64_t expires_ms, struct husk_err *err) {
+  if (check_id("box id", id, STATE_BOX_ID_SIZE, err) < 0)
+    return -1;
+  if (now_ms <= 0 || expires_ms < 0)
+    return husk_fail(err, EINVAL, "pause times must be > 0");
+  cleanup_unlock struct state *locked = db_lock(st);
+  cleanup_txn struct db_txn txn = {0};
+  if (db_begin(st, &txn, err) < 0)
+    return -1;
+  char cur[16];
+  if (box_current_state(st, NULL, id, cur, sizeof cur, err) < 0)
+    return -1;
+  const char *from = paused ? STATE_BOX_RUNNING : STATE_BOX_PAUSED;
+  if (strcmp(cur, from) != 0)
+    return husk_fail(err, ESTALE, "box `%s` is %s", id, cur);
+  cleanup_stmt sqlite3_stmt *s = NULL;
+  if (db_prepare(st, &s, "UPDATE boxes SET state = ?2, paused_ms = ?3, expires_ms = ?4 WHERE id = ?1",
+                 err) < 0)
+    return -1;
+  int rc;
+  if ((rc = db_text(s, 1, id)) ||
+      (rc = db_text(s, 2, paused ? STATE_BOX_PAUSED : STATE_BOX_RUNNING)) ||
+      (rc = db_int(s, 3, paused ? now_ms : 0)) || (rc = db_int(s, 4, expires_ms)))
+    return db_fail(st, err, rc, "cannot bind box pause");
+  if (db_step_done(st, s, "cannot record the box's pause", err) < 0)
+    return -1;
+  db_fault_point("box_pause");
   return db_commit(&txn, err);
 }
 

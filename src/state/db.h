@@ -170,7 +170,7 @@ bool box_state_live(const char *s);
 int box_current_state(struct state *st, const char *tenant_id, const char *id, char *state,
                       size_t size, struct husk_err *err);
 /* The SQL list of live states, for IN (...) clauses. */
-#define DB_LIVE_STATES "('creating','running','stopping')"
+#define DB_LIVE_STATES "('creating','running','stopping','paused')"
 #define DB_TERMINAL_STATES "('stopped','failed')"
 
 /* ---- the object store's rows (store_state.h) ----

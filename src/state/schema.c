@@ -335,11 +335,47 @@ static const char schema_build_cache[] =
 static const char schema_build_cache_size[] =
     "ALTER TABLE build_cache ADD COLUMN size INTEGER NOT NULL DEFAULT 0 CHECK (size >= 0);";
 
+/* Pause and snapshots.  A paused box keeps its row in a live state with
+ * the time it was paused (its lifetime stops counting then), and a box
+ * made from a snapshot names it (a snapshot is not deleted while a live
+ * box does).  A snapshot row is written 'creating' before its archive
+ * goes to the store and 'ready' after, so a crash in between leaves a
+ * row the next start removes with whatever part of the archive exists. */
+static const char schema_snapshots[] =
+    "ALTER TABLE boxes ADD COLUMN paused_ms INTEGER NOT NULL DEFAULT 0 CHECK (paused_ms >= 0);"
+    "ALTER TABLE boxes ADD COLUMN snapshot_id TEXT NOT NULL DEFAULT '';"
+    "CREATE INDEX boxes_snapshot ON boxes(snapshot_id) WHERE snapshot_id != '';"
+    "CREATE TABLE snapshots ("
+    "  id TEXT PRIMARY KEY NOT NULL,"
+    "  tenant_id TEXT NOT NULL REFERENCES tenants(id),"
+    "  box_id TEXT NOT NULL,"
+    "  state TEXT NOT NULL CHECK (state IN ('creating', 'ready')),"
+    "  template TEXT NOT NULL DEFAULT '',"
+    "  template_id TEXT NOT NULL DEFAULT '',"
+    "  workdir TEXT NOT NULL DEFAULT '',"
+    "  memory INTEGER NOT NULL CHECK (memory >= 0),"
+    "  pids INTEGER NOT NULL CHECK (pids >= 0),"
+    "  cpu_milli INTEGER NOT NULL CHECK (cpu_milli >= 0),"
+    "  disk INTEGER NOT NULL CHECK (disk >= 0),"
+    "  timeout_ms INTEGER NOT NULL CHECK (timeout_ms >= 0),"
+    "  env_json TEXT NOT NULL"
+    "    CHECK (json_valid(env_json) AND json_type(env_json) = 'object'),"
+    "  metadata_json TEXT NOT NULL"
+    "    CHECK (json_valid(metadata_json) AND json_type(metadata_json) = 'object'),"
+    "  size INTEGER NOT NULL DEFAULT 0 CHECK (size >= 0),"
+    "  data_bytes INTEGER NOT NULL DEFAULT 0 CHECK (data_bytes >= 0),"
+    "  entries INTEGER NOT NULL DEFAULT 0 CHECK (entries >= 0),"
+    "  sha256 TEXT NOT NULL DEFAULT '',"
+    "  created_ms INTEGER NOT NULL"
+    ") STRICT;"
+    "CREATE INDEX snapshots_tenant ON snapshots(tenant_id, created_ms, id);"
+    "CREATE INDEX snapshots_state ON snapshots(state);";
+
 static const char *const migrations[] = {
     schema_v1,          schema_jobs,         schema_egress,      schema_storage,
     schema_audit_retention, schema_tenant_lifecycle, schema_proc_exec_id, schema_link_denied,
     schema_templates,   schema_proc_limits, schema_box_template, schema_build_cache,
-    schema_build_cache_size};
+    schema_build_cache_size, schema_snapshots};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 int state_schema_latest(void) { return SCHEMA_VERSION; }

@@ -228,6 +228,7 @@ int state_key_list(struct state *st, const char *tenant_id,
 #define STATE_BOX_CREATING "creating"
 #define STATE_BOX_RUNNING "running"
 #define STATE_BOX_STOPPING "stopping"
+#define STATE_BOX_PAUSED "paused" /* live: frozen, its lifetime not counting */
 #define STATE_BOX_STOPPED "stopped"
 #define STATE_BOX_FAILED "failed"
 
@@ -251,6 +252,8 @@ struct state_box {
   int64_t uid_base;    /* first host uid of the box's range, -1 if none */
   int64_t slot;        /* uid-range slot, -1 if none */
   char cgroup[96];     /* cgroup name, may be "" */
+  int64_t paused_ms;   /* paused: when (its lifetime stopped then); else 0 (not set on insert) */
+  char snapshot_id[32]; /* the snapshot it was made from, or "" */
 };
 
 /* Insert a new box (its state must be live: normally "creating").  Checks
@@ -282,6 +285,12 @@ int state_box_set_runtime(struct state *st, const char *id, int64_t init_pid,
 /* 0: no expiry.  Only a live box's expiry can change (ESTALE otherwise). */
 int state_box_set_expiry(struct state *st, const char *id, int64_t expires_ms,
                          struct husk_err *err);
+/* Pause (running -> paused, paused_ms = now_ms) or resume (paused ->
+ * running, paused_ms = 0) box `id`, storing `expires_ms` with it (a
+ * paused box keeps what was left of its lifetime; the caller works out
+ * the new expiry at resume).  ESTALE if it is not in the state it leaves. */
+int state_box_set_paused(struct state *st, const char *id, bool paused, int64_t now_ms,
+                         int64_t expires_ms, struct husk_err *err);
 /* Forget an ended box and its processes (EBUSY if it is live: its row is
  * how a restarted daemon finds its resources).  Audit records stay. */
 int state_box_delete(struct state *st, const char *tenant_id, const char *id,

@@ -227,8 +227,7 @@ int state_tenant_purge(struct state *st, const char *id, struct husk_err *err) {
     cleanup_stmt sqlite3_stmt *s = NULL;
     if (db_prepare(st, &s,
                    "SELECT deleted_ms, (SELECT count(*) FROM boxes WHERE tenant_id = ?1 AND state "
-                   "IN ('" STATE_BOX_CREATING "', '" STATE_BOX_RUNNING "', '" STATE_BOX_STOPPING
-                   "')), (SELECT count(*) FROM buckets WHERE tenant_id = ?1) FROM tenants "
+                   "IN " DB_LIVE_STATES "), (SELECT count(*) FROM buckets WHERE tenant_id = ?1) FROM tenants "
                    "WHERE id = ?1",
                    err) < 0)
       return -1;
@@ -254,6 +253,7 @@ int state_tenant_purge(struct state *st, const char *id, struct husk_err *err) {
   static const char *const purge[] = {
       "DELETE FROM jobs WHERE tenant_id = ?1",
       "DELETE FROM boxes WHERE tenant_id = ?1",
+      "DELETE FROM snapshots WHERE tenant_id = ?1", /* their archives went with the store's purge */
       "DELETE FROM secrets WHERE tenant_id = ?1",
       "DELETE FROM links WHERE tenant_id = ?1",
       "DELETE FROM s3_keys WHERE tenant_id = ?1",

@@ -1,0 +1,132 @@
+#!/bin/bash
+# Pause and resume in memory: a paused box's processes use no CPU and keep
+# their state, requests that would run something answer 409 naming the
+# state, its lifetime stops and the limit on paused time ends it, and it
+# stays paused across a SIGKILL of the daemon.  No timing assertions:
+# waits are "until X, at most N s".
+. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/serve.bash"
+
+if ! serve_start --max-paused 4; then
+  not_ok "the daemon starts"
+  serve_finish
+  exit 1
+fi
+new_tenant pause-a || not_ok "tenant A"
+KEY_A=$TKEY
+new_tenant pause-b || not_ok "tenant B"
+KEY_B=$TKEY
+KEY=$KEY_A
+new_box '{"timeout":600}' || not_ok "a box"
+
+# A CPU-burning loop that counts, in the background.
+api POST "/v1/sandboxes/$BOX/exec" -d '{"cmd":["sh","-c","i=0; while :; do i=$((i+1)); echo $i > /tmp/count; done"],"background":true}'
+expect_code "a busy loop starts in the background" 201
+# The counter's value (the loop rewrites the file: read until it is whole).
+count() {
+  local i
+  for i in $(seq 50); do
+    api GET "/v1/sandboxes/$BOX/files?path=/tmp/count"
+    [ -n "$BODY" ] && { echo "$BODY"; return; }
+  done
+  echo 0
+}
+wait_for 10 sh -c "[ \"\$(curl -s -H 'Authorization: Bearer $KEY' '$URL/v1/sandboxes/$BOX/files?path=/tmp/count')\" ]"
+cpu() { api GET "/v1/sandboxes/$BOX/metrics"; jf 'j["cpu_usec"]'; }
+
+api POST "/v1/sandboxes/$BOX/pause"
+expect_code "pause" 200
+expect_eq "the box says paused" "$(jf 'j["state"]')" paused
+check "it says since when and until when" [ -n "$(jf 'j["paused_at"]')" -a -n "$(jf 'j["paused_until"]')" ]
+check "what is left of its lifetime" [ -n "$(jf 'j["remaining"]')" ]
+c1=$(cpu)
+expect_code "metrics of a paused box" 200
+sleep 1
+c2=$(cpu)
+expect_eq "a paused box uses no CPU" "$c2" "$c1"
+
+api POST "/v1/sandboxes/$BOX/exec" -d '{"cmd":["true"]}'
+expect_code "exec on a paused box: 409" 409
+check "the error names the state" grep -q paused <<<"$BODY"
+api GET "/v1/sandboxes/$BOX/files?path=/tmp/count"
+expect_code "files on a paused box: 409" 409
+api POST "/v1/sandboxes/$BOX/contexts" -d '{"language":"python"}'
+expect_code "contexts on a paused box: 409" 409
+api POST "/v1/sandboxes/$BOX/pause"
+expect_code "pausing a paused box: 409" 409
+KEY=$KEY_B
+api POST "/v1/sandboxes/$BOX/resume"
+expect_code "another tenant cannot resume it" 404
+KEY=$KEY_A
+
+api POST "/v1/sandboxes/$BOX/resume"
+expect_code "resume" 200
+expect_eq "running again" "$(jf 'j["state"]')" running
+c3=$(cpu)
+wait_for 10 sh -c "[ \$(curl -s -H 'Authorization: Bearer $KEY' '$URL/v1/sandboxes/$BOX/metrics' | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"cpu_usec\"])') -gt $c3 ]"
+check "after resume the loop uses CPU again" [ $? = 0 ]
+n1=$(count)
+sleep 0.3
+n2=$(count)
+check "the counter goes on from where it was" [ "${n2:-0}" -gt "${n1:-0}" ]
+api POST "/v1/sandboxes/$BOX/resume"
+expect_code "resuming a running box: 409" 409
+
+# ---- lifetime stops while paused ------------------------------------------
+new_box '{"timeout":3}' || not_ok "a short-lived box"
+SHORT=$BOX
+api POST "/v1/sandboxes/$SHORT/pause"
+expect_code "pause the short-lived box" 200
+sleep 3.5
+api GET "/v1/sandboxes/$SHORT"
+expect_eq "a paused box does not expire" "$(jf 'j["state"]')" paused
+api POST "/v1/sandboxes/$SHORT/resume"
+expect_code "resume it" 200
+rem=$(jf 'j["expires_at"]')
+check "it expires again after resume" [ -n "$rem" ]
+wait_for 10 sh -c "curl -s -H 'Authorization: Bearer $KEY' '$URL/v1/sandboxes/$SHORT' | grep -q '\"expired\"'"
+check "and does, after what was left of its lifetime" [ $? = 0 ]
+
+# ---- the limit on paused time ---------------------------------------------
+new_box '{"timeout":600}' || not_ok "a box to leave paused"
+LONG=$BOX
+api POST "/v1/sandboxes/$LONG/pause"
+wait_for 15 sh -c "curl -s -H 'Authorization: Bearer $KEY' '$URL/v1/sandboxes/$LONG' | grep -q paused_too_long"
+check "a box paused past --max-paused ends, paused_too_long" [ $? = 0 ]
+api GET "/v1/sandboxes/$LONG"
+expect_eq "its state is expired" "$(jf 'j["state"]')" expired
+wait_for 10 box_gone "$LONG"
+check "its processes and cgroup are gone" [ $? = 0 ]
+
+# ---- SIGKILL of the daemon while paused -----------------------------------
+BOX=$(head -n1 "$T_SCRATCH/boxes" | cut -d' ' -f1)
+api POST "/v1/sandboxes/$BOX/pause"
+expect_code "pause again" 200
+serve_kill9
+serve_start --max-paused 600 || not_ok "restart after SIGKILL"
+api GET "/v1/sandboxes/$BOX"
+expect_eq "still paused after the restart" "$(jf 'j["state"]')" paused
+c1=$(cpu)
+sleep 1
+c2=$(cpu)
+expect_eq "and frozen" "$c2" "$c1"
+api POST "/v1/sandboxes/$BOX/resume"
+expect_code "resumable" 200
+c3=$(cpu)
+wait_for 10 sh -c "[ \$(curl -s -H 'Authorization: Bearer $KEY' '$URL/v1/sandboxes/$BOX/metrics' | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"cpu_usec\"])') -gt $c3 ]"
+check "after the restart and resume the loop uses CPU again" [ $? = 0 ]
+n1=$(count)
+sleep 0.3
+n2=$(count)
+check "the loop goes on after the restart" [ "${n2:-0}" -gt "${n1:-0}" ]
+api DELETE "/v1/sandboxes/$BOX"
+expect_code "delete" 200
+
+# A paused box can be deleted.
+new_box '{"timeout":600}' || not_ok "one more box"
+api POST "/v1/sandboxes/$BOX/pause"
+api DELETE "/v1/sandboxes/$BOX"
+expect_code "delete a paused box" 200
+wait_for 10 box_gone "$BOX"
+check "nothing of it is left" [ $? = 0 ]
+serve_finish
