@@ -13,6 +13,7 @@
 #ifndef HUSK_BOX_H
 #define HUSK_BOX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -35,6 +36,15 @@ struct husk_box_spec {
   struct husk_limits limits; /* 0 = default; timeout_ms is the box's lifetime */
   char *const *env;          /* NAME=VALUE for every command, NULL-terminated, or NULL */
   const char *metadata_json; /* a JSON object of strings the caller can filter on, or NULL */
+  /* A snapshot of the tenant's (husk/snapshot.h): the box starts with its
+   * files, of its template (template_name NULL or the same), with its
+   * limits, env and working directory unless these fields say otherwise
+   * (env: on top of its env; disk: at least what it holds).  A snapshot
+   * whose template was replaced since (a template of that name with
+   * another id) is refused (ESTALE) unless `rebase`: then the files go
+   * over the template as it is now. */
+  const char *snapshot;
+  bool rebase;
 };
 
 /* A box as the manager knows it.  The three malloc'd strings belong to the

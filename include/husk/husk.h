@@ -11,6 +11,7 @@
  *   husk/files.h    a box's files and trees
  *   husk/template.h templates: import, get, list, delete, export
  *   husk/context.h  code contexts: stateful interpreters with rich results
+ *   husk/snapshot.h filesystem snapshots, and boxes made from them
  *
  * Every function that takes a `struct husk_err` returns a negative value
  * on failure and fills it (husk/base.h); 0 or more is success (some
@@ -30,5 +31,6 @@
 #include "husk/run.h"
 #include "husk/template.h"
 #include "husk/context.h"
+#include "husk/snapshot.h"
 
 #endif
