@@ -63,11 +63,15 @@ static struct husk_err E;
 
 /* ---- fixture ------------------------------------------------------------ */
 
+static const char *fs_size = "256m"; /* of the next new_fs() */
+
 /* A box filesystem as make_fs() lays it out. */
 static int new_fs(const char *dir) {
   if (mkdir(dir, 0700) < 0 && errno != EEXIST)
     return -1;
-  if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=0700") < 0)
+  char opts[64];
+  snprintf(opts, sizeof opts, "size=%s,mode=0700", fs_size);
+  if (mount("tmpfs", dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) < 0)
     return -1;
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   static const struct {
@@ -468,6 +472,15 @@ TEST(consumer_fails) {
   CHECK(b.len > 0 && b.len <= 100000);
   b.fail_after = 0;
   CHECK(snap_archive_read(dst, BASE, source, &b, 0, 0, NULL, &E) < 0);
+  CHECK(host_untouched());
+  drop_fs(dstdir, dst);
+  /* The whole archive into a box filesystem too small for it: ENOSPC. */
+  b.len = b.pos = 0;
+  CHECK_E(snap_archive_write(src, BASE, 1, sink, &b, &ws, &E) == 0);
+  fs_size = "1m";
+  dst = new_fs(dstdir);
+  fs_size = "256m";
+  CHECK(snap_archive_read(dst, BASE, source, &b, 0, 0, NULL, &E) < 0 && E.code == ENOSPC);
   CHECK(host_untouched());
   free(b.p);
   drop_fs(srcdir, src);
