@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "box/files.h"
+#include "box/tar_source.h"
 #include "jail/syscalls.h"
 #include "util/cleanup.h"
 #include "util/fileio.h"
@@ -71,16 +72,6 @@ static bool out_of_space(int e) { return e == ENOSPC || e == EDQUOT; }
  * Writing
  * ====================================================================== */
 
-struct link_slot {
-  dev_t dev;
-  ino_t ino;
-  char *path; /* archive name of the first copy; NULL = empty slot */
-};
-
-struct region {
-  int64_t off, len;
-};
-
 struct sw {
   struct archive *a;
   int (*out)(void *, const void *, size_t);
@@ -91,14 +82,12 @@ struct sw {
   int root; /* index in roots[] of the tree being walked */
   bool out_failed, abandon;
   int out_errno;
-  struct link_slot *links; /* open addressing, power-of-two size */
-  size_t nlinks, caplinks;
+  struct tar_links links;
   void *zeros;
   char *buf;   /* IO_CHUNK */
   char *xlist; /* XATTR_LIST_MAX */
   char *xval;  /* SNAP_XATTR_VALUE_MAX */
-  struct region *regions;
-  size_t capregions;
+  struct tar_regions regions;
   char name[PATH_MAX]; /* archive name of the current entry */
 };
 
@@ -134,52 +123,6 @@ static bool fatal_errno(int e) { return e == EMFILE || e == ENFILE || e == ENOME
 
 static uint32_t box_id(uint32_t host, uint32_t base) {
   return host >= base && host - base < SNAP_UID_RANGE ? host - base : SNAP_NOBODY;
-}
-
-static size_t link_hash(dev_t dev, ino_t ino) {
-  uint64_t h = (uint64_t)ino * 0x9e3779b97f4a7c15ULL ^ (uint64_t)dev;
-  return (size_t)(h ^ (h >> 29));
-}
-
-static const char *link_find(const struct sw *t, const struct stat *st) {
-  if (!t->caplinks)
-    return NULL;
-  for (size_t j = link_hash(st->st_dev, st->st_ino) & (t->caplinks - 1); t->links[j].path;
-       j = (j + 1) & (t->caplinks - 1))
-    if (t->links[j].dev == st->st_dev && t->links[j].ino == st->st_ino)
-      return t->links[j].path;
-  return NULL;
-}
-
-/* Remember `name` as the first archived copy of st's inode (only once it
- * is in the archive, so a link never names an entry that was skipped). */
-static int link_add(struct sw *t, const struct stat *st, const char *name) {
-  if (t->nlinks * 2 >= t->caplinks) {
-    size_t nc = t->caplinks ? t->caplinks * 2 : 256;
-    struct link_slot *n = calloc(nc, sizeof *n);
-    if (!n)
-      return husk_error(t->err, ENOMEM, "hardlink table");
-    for (size_t i = 0; i < t->caplinks; i++) {
-      if (!t->links[i].path)
-        continue;
-      size_t j = link_hash(t->links[i].dev, t->links[i].ino) & (nc - 1);
-      while (n[j].path)
-        j = (j + 1) & (nc - 1);
-      n[j] = t->links[i];
-    }
-    free(t->links);
-    t->links = n;
-    t->caplinks = nc;
-  }
-  size_t j = link_hash(st->st_dev, st->st_ino) & (t->caplinks - 1);
-  while (t->links[j].path)
-    j = (j + 1) & (t->caplinks - 1);
-  if (!(t->links[j].path = strdup(name)))
-    return husk_error(t->err, ENOMEM, "hardlink table");
-  t->links[j].dev = st->st_dev;
-  t->links[j].ino = st->st_ino;
-  t->nlinks++;
-  return 0;
 }
 
 /* Give libarchive exactly n bytes from p. */
@@ -231,41 +174,6 @@ static int sw_data(struct sw *t, int fd, int64_t off, int64_t len) {
       return -1;
     off += r;
     len -= r;
-  }
-  return 0;
-}
-
-/* Data extents of fd up to st_size; 1 when there are too many. */
-static int sw_regions(struct sw *t, int fd, const struct stat *st, size_t *n) {
-  *n = 0;
-  int64_t size = st->st_size;
-  bool maybe_sparse = (int64_t)st->st_blocks * 512 < size;
-  for (int64_t pos = 0; pos < size;) {
-    int64_t d = maybe_sparse ? lseek(fd, pos, SEEK_DATA) : pos;
-    if (d < 0) {
-      if (errno == ENXIO)
-        break; /* a hole from pos to the end */
-      d = pos, maybe_sparse = false;
-    }
-    if (d >= size)
-      break;
-    int64_t h = maybe_sparse ? lseek(fd, d, SEEK_HOLE) : size;
-    if (h < 0 || h > size)
-      h = size;
-    if (*n == SNAP_MAX_REGIONS)
-      return 1;
-    if (*n == t->capregions) {
-      size_t nc = t->capregions ? t->capregions * 2 : 16;
-      struct region *r = realloc(t->regions, nc * sizeof *r);
-      if (!r) {
-        t->abandon = true;
-        return husk_error(t->err, ENOMEM, "sparse map");
-      }
-      t->regions = r;
-      t->capregions = nc;
-    }
-    t->regions[(*n)++] = (struct region){d, h - d};
-    pos = h;
   }
   return 0;
 }
@@ -338,25 +246,27 @@ static int sw_file(struct sw *t, const struct box_walk_entry *we, struct archive
   archive_entry_set_uid(e, box_id(st.st_uid, t->uid_base));
   archive_entry_set_gid(e, box_id(st.st_gid, t->uid_base));
   archive_entry_set_mtime(e, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
-  const char *first = st.st_nlink > 1 ? link_find(t, &st) : NULL;
+  const char *first = st.st_nlink > 1 ? tar_links_find(&t->links, &st) : NULL;
   if (first) {
     archive_entry_set_hardlink(e, first);
     archive_entry_set_size(e, 0);
     return sw_header(t, e) < 0 ? -1 : 0;
   }
   sw_xattrs(t, fd, false, e);
-  size_t n;
-  int rr = sw_regions(t, fd, &st, &n);
+  int rr = tar_regions_of(&t->regions, fd, &st, SNAP_MAX_REGIONS);
   if (rr != 0) {
     if (rr > 0)
       t->st->skipped++; /* too fragmented to describe */
-    return rr < 0 ? -1 : 0;
+    t->abandon = rr < 0;
+    return rr < 0 ? husk_error(t->err, ENOMEM, "sparse map") : 0;
   }
+  size_t n = t->regions.n;
+  const struct tar_region *reg = t->regions.r;
   archive_entry_set_size(e, st.st_size);
-  bool sparse = !(n == 1 && t->regions[0].off == 0 && t->regions[0].len == st.st_size);
+  bool sparse = !(n == 1 && reg[0].off == 0 && reg[0].len == st.st_size);
   if (sparse && st.st_size > 0) {
     for (size_t i = 0; i < n; i++)
-      archive_entry_sparse_add_entry(e, t->regions[i].off, t->regions[i].len);
+      archive_entry_sparse_add_entry(e, reg[i].off, reg[i].len);
     if (n == 0)
       archive_entry_sparse_add_entry(e, st.st_size, 0); /* all hole */
   }
@@ -366,17 +276,17 @@ static int sw_file(struct sw *t, const struct box_walk_entry *we, struct archive
   /* The pax writer takes the whole logical stream and drops hole bytes. */
   int64_t pos = 0;
   for (size_t i = 0; i < n; i++) {
-    if (sw_zeros(t, (uint64_t)(t->regions[i].off - pos)) < 0 ||
-        sw_data(t, fd, t->regions[i].off, t->regions[i].len) < 0)
+    if (sw_zeros(t, (uint64_t)(reg[i].off - pos)) < 0 || sw_data(t, fd, reg[i].off, reg[i].len) < 0)
       return -1;
-    pos = t->regions[i].off + t->regions[i].len;
-    t->st->bytes += (uint64_t)t->regions[i].len;
+    pos = reg[i].off + reg[i].len;
+    t->st->bytes += (uint64_t)reg[i].len;
   }
   if (sw_zeros(t, (uint64_t)(st.st_size - pos)) < 0)
     return -1;
-  if (st.st_nlink > 1 && link_add(t, &st, t->name) < 0) {
+  /* Remembered once it is in the archive: a link never names a skipped entry. */
+  if (st.st_nlink > 1 && tar_links_add(&t->links, &st, t->name) < 0) {
     t->abandon = true;
-    return -1;
+    return husk_error(t->err, ENOMEM, "hardlink table");
   }
   return 0;
 }
@@ -537,10 +447,8 @@ out:
   t.abandon = t.abandon || rc < 0;
   if (t.a)
     archive_write_free(t.a);
-  for (size_t i = 0; i < t.caplinks; i++)
-    free(t.links[i].path);
-  free(t.links);
-  free(t.regions);
+  tar_links_free(&t.links);
+  tar_regions_free(&t.regions);
   free(t.buf);
   free(t.xlist);
   free(t.xval);
