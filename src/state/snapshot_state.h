@@ -33,6 +33,7 @@ struct state_snapshot {
   int64_t entries;
   char sha256[65];     /* of the archive, hex */
   int64_t created_ms;
+  bool for_pause;      /* a box's own, paused to disk (never listed or deleted by a tenant) */
   int64_t refs;        /* on reads: live boxes made from it */
 };
 void state_snapshot_free(struct state_snapshot *s);
@@ -56,7 +57,9 @@ int state_snapshot_list(struct state *st, const char *tenant_id, const char *cur
  * saying how many): the caller removes the archive after this commits. */
 int state_snapshot_delete(struct state *st, const char *tenant_id, const char *id,
                           struct husk_err *err);
-/* Rows left 'creating' (by a crash), at most `max`, and their removal. */
+/* Rows left 'creating' (by a crash) and pause snapshots no live box
+ * resumes from (a crash between them and the box's record, or its end),
+ * at most `max`; and their removal. */
 int state_snapshot_list_creating(struct state *st, int max,
                                  int (*cb)(void *ctx, const struct state_snapshot *s), void *ctx,
                                  struct husk_err *err);

@@ -98,10 +98,62 @@ expect_eq "its state is expired" "$(jf 'j["state"]')" expired
 wait_for 10 box_gone "$LONG"
 check "its processes and cgroup are gone" [ $? = 0 ]
 
+# ---- pause to disk ----------------------------------------------------------
+objects() { find "$DATA/storage/objects" -type f 2>/dev/null | wc -l; }
+obj0=$(objects)
+new_box '{"timeout":600}' || not_ok "a box to pause to disk"
+DISK=$BOX
+api POST "/v1/sandboxes/$DISK/exec" -d '{"cmd":["sh","-c","echo kept > /workspace/k; mkdir -p /tmp/d; ln -s k /workspace/l; sleep 1000 &"]}'
+api POST "/v1/sandboxes/$DISK/exec" -d '{"cmd":["sleep","1000"],"background":true}'
+expect_code "a background process in it" 201
+api POST "/v1/sandboxes/$DISK/pause" -d '{"keep_memory":false}'
+expect_code "pause to disk" 200
+expect_eq "it says paused" "$(jf 'j["state"]')" paused
+expect_eq "without its memory" "$(jf 'j["keep_memory"]')" false
+wait_for 10 box_gone "$DISK"
+check "nothing of it runs: no process, no cgroup" [ $? = 0 ]
+check "its files are in the store" [ "$(objects)" -gt "$obj0" ]
+api POST "/v1/sandboxes/$DISK/exec" -d '{"cmd":["true"]}'
+expect_code "exec on a box paused to disk: 409" 409
+api POST "/v1/sandboxes/$DISK/pause"
+expect_code "pausing it again: 409" 409
+KEY=$KEY_B
+api POST "/v1/sandboxes/$DISK/resume"
+expect_code "another tenant cannot resume it" 404
+KEY=$KEY_A
+api POST "/v1/sandboxes/$DISK/resume"
+expect_code "resume from disk" 200
+expect_eq "running again, same id" "$(jf 'j["state"]') $(jf 'j["id"]')" "running $DISK"
+api POST "/v1/sandboxes/$DISK/exec" -d '{"cmd":["sh","-c","cat /workspace/k; readlink /workspace/l; test -d /tmp/d && echo dir"]}'
+expect_eq "its files are back" "$(jf 'j["stdout"]')" "$(printf 'kept\nk\ndir\n')"
+api GET "/v1/sandboxes/$DISK/processes"
+check "its background process is recorded lost" grep -q '"lost"' <<<"$BODY"
+check "the snapshot it resumed from is gone" [ "$(objects)" = "$obj0" ]
+api POST "/v1/sandboxes/$DISK/pause" -d '{"keep_memory":false}'
+expect_code "pause it to disk again" 200
+api DELETE "/v1/sandboxes/$DISK"
+expect_code "delete a box paused to disk" 200
+expect_eq "it is stopped" "$(jf 'j["state"]')" stopped
+check "its snapshot is gone with it" [ "$(objects)" = "$obj0" ]
+new_box '{"timeout":600}' || not_ok "a box to leave paused on disk"
+DISK2=$BOX
+api POST "/v1/sandboxes/$DISK2/pause" -d '{"keep_memory":false}'
+wait_for 15 sh -c "curl -s -H 'Authorization: Bearer $KEY' '$URL/v1/sandboxes/$DISK2' | grep -q paused_too_long"
+check "a box paused to disk past --max-paused ends, paused_too_long" [ $? = 0 ]
+check "and its snapshot goes" [ "$(objects)" = "$obj0" ]
+api POST "/v1/sandboxes/$DISK/pause" -d '{"keep_memory":"no"}'
+expect_code "keep_memory must be a boolean" 400
+
 # ---- SIGKILL of the daemon while paused -----------------------------------
 BOX=$(head -n1 "$T_SCRATCH/boxes" | cut -d' ' -f1)
 api POST "/v1/sandboxes/$BOX/pause"
 expect_code "pause again" 200
+new_box '{"timeout":600}' || not_ok "a box paused to disk across the restart"
+DISK3=$BOX
+api POST "/v1/sandboxes/$DISK3/exec" -d '{"cmd":["sh","-c","echo survived > /workspace/s"]}'
+api POST "/v1/sandboxes/$DISK3/pause" -d '{"keep_memory":false}'
+expect_code "pause it to disk" 200
+BOX=$(head -n1 "$T_SCRATCH/boxes" | cut -d' ' -f1)
 serve_kill9
 serve_start --max-paused 600 || not_ok "restart after SIGKILL"
 api GET "/v1/sandboxes/$BOX"
@@ -121,6 +173,13 @@ n2=$(count)
 check "the loop goes on after the restart" [ "${n2:-0}" -gt "${n1:-0}" ]
 api DELETE "/v1/sandboxes/$BOX"
 expect_code "delete" 200
+api GET "/v1/sandboxes/$DISK3"
+expect_eq "the box paused to disk is still paused after the restart" "$(jf 'j["state"]')" paused
+api POST "/v1/sandboxes/$DISK3/resume"
+expect_code "and resumes" 200
+api POST "/v1/sandboxes/$DISK3/exec" -d '{"cmd":["cat","/workspace/s"]}'
+expect_eq "with its files" "$(jf 'j["stdout"]')" survived
+api DELETE "/v1/sandboxes/$DISK3"
 
 # A paused box can be deleted.
 new_box '{"timeout":600}' || not_ok "one more box"
