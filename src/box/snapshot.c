@@ -35,9 +35,7 @@
 #include "util/cleanup.h"
 #include "util/cleanup_json.h"
 
-/* The tenant's bucket of snapshot archives (husk's own: no S3 request
- * reaches it; its objects count in the tenant's storage). */
-#define SNAP_BUCKET "_snapshots"
+#define SNAP_BUCKET STATE_SNAPSHOT_BUCKET
 /* zstd level of the archives: tar | zstd -3's. */
 #define SNAP_ZSTD_LEVEL 3
 

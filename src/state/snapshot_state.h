@@ -14,6 +14,9 @@
 #include "util/error.h"
 
 #define STATE_SNAPSHOT_ID_SIZE 32
+/* The tenant's bucket of snapshot archives, one object per snapshot named
+ * by its id: husk's own (store_bucket_internal), counted in its storage. */
+#define STATE_SNAPSHOT_BUCKET "_snapshots"
 #define STATE_SNAPSHOT_CREATING "creating"
 #define STATE_SNAPSHOT_READY "ready"
 
