@@ -382,7 +382,8 @@ int box_ctl_path(struct husk_mgr *m, const char *id, char *out, size_t len,
 }
 
 int box_make_jail(struct husk_mgr *m, struct live_box *b, const struct husk_limits *lim,
-                  bool for_pool, const struct box_image *img, struct husk_err *err) {
+                  bool for_pool, const struct box_image *img, const struct spawn_restore *restore,
+                  struct husk_err *err) {
   char cg[96];
   box_cgroup_name(m, b->id, cg, sizeof cg);
   if (box_ctl_path(m, b->id, b->ctl_path, sizeof b->ctl_path, err) < 0) {
@@ -405,7 +406,7 @@ int box_make_jail(struct husk_mgr *m, struct live_box *b, const struct husk_limi
     si = (struct spawn_image){.layers_dir = layers_dir, .ids = img->idv, .n = img->n,
                               .user_set = img->p.user_set, .uid = img->p.uid, .gid = img->p.gid};
   }
-  if (spawner_create(sp, &jc, img ? &si : NULL, &b->j, err) < 0)
+  if (spawner_create(sp, &jc, img ? &si : NULL, restore, &b->j, err) < 0)
     return -1;
   b->init_acks = true; /* its init is this build's (the spawner checks) */
   b->init_version = CTL_VERSION;
@@ -456,11 +457,14 @@ int husk_box_create(struct husk_mgr *m, const char *tenant, const struct husk_bo
       return -1;
     }
   }
-  return box_create(m, tenant, req, img, out, err);
+  if (req->snapshot)
+    return box_create_from_snapshot(m, tenant, req, out, err);
+  return box_create(m, tenant, req, img, NULL, out, err);
 }
 
 int box_create(struct husk_mgr *m, const char *tenant, const struct husk_box_spec *req,
-               struct box_image *img, struct husk_box_info *out, struct husk_err *err) {
+               struct box_image *img, const struct box_restore *from, struct husk_box_info *out,
+               struct husk_err *err) {
   /* Mode `none` costs nothing here: no policy, no link, no proxy state. */
   cleanup_free char *policy = NULL;
   if ((req->network && strcmp(req->network, "none")) || req->egress_json) {
@@ -486,7 +490,7 @@ int box_create(struct husk_mgr *m, const char *tenant, const struct husk_box_spe
 
   /* A ready box of the same shape and template from a pool, if there is
    * one. */
-  struct live_box *b = box_pool_claim(m, &lim, img ? img->t.id : "");
+  struct live_box *b = from ? NULL : box_pool_claim(m, &lim, img ? img->t.id : "");
   bool pooled = b != NULL;
   if (!b && !(b = lb_new())) {
     box_env_free(env);
@@ -516,6 +520,8 @@ int box_create(struct husk_mgr *m, const char *tenant, const struct husk_box_spe
   box_cgroup_name(m, sb.id, sb.cgroup, sizeof sb.cgroup);
   sb.env_json = env_json;
   sb.metadata_json = (char *)(req->metadata_json ? req->metadata_json : "{}");
+  if (from)
+    snprintf(sb.snapshot_id, sizeof sb.snapshot_id, "%s", from->snapshot_id);
   snprintf(b->tenant, sizeof b->tenant, "%s", tenant);
   b->limits = lim;
   b->expires_ms = sb.expires_ms;
@@ -558,7 +564,7 @@ int box_create(struct husk_mgr *m, const char *tenant, const struct husk_box_spe
       return -1;
     }
     if ((policy && state_box_egress_set(m->cfg.state, sb.id, "egress", policy, err) < 0) ||
-        box_make_jail(m, b, &lim, false, img, err) < 0 ||
+        box_make_jail(m, b, &lim, false, img, from ? &from->restore : NULL, err) < 0 ||
         (policy && box_egress_attach(m, b, policy, true, err) < 0) ||
         state_box_set_runtime(m->cfg.state, sb.id, b->j.pid, box_proc_start_time(b->j.pid),
                               b->j.uid_base, b->j.slot, NULL, err) < 0 ||

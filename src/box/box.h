@@ -21,6 +21,7 @@
 #include "util/error.h"
 
 struct state;
+struct store;
 struct template_store;
 struct husk_mgr;
 
@@ -104,6 +105,11 @@ struct box_pool_stat {
   uint64_t empty;  /* creates of this shape that found it empty */
 };
 size_t box_pool_stats(struct husk_mgr *m, struct box_pool_stat *out, size_t max, uint64_t *unmatched);
+
+/* The object store snapshots go to (husk/snapshot.h); without one they
+ * are ENOTSUP.  Set once, before any request; removes what a crash left
+ * of snapshots being made. */
+void box_mgr_set_store(struct husk_mgr *m, struct store *s);
 
 /* The template store the manager was opened with (NULL: only `default`). */
 struct template_store *box_mgr_templates(struct husk_mgr *m);

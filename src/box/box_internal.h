@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "box/box.h"
+#include "box/spawner.h"
 #include "jail/jail.h"
 #include "state/state.h"
 #include "template/template.h"
@@ -146,6 +147,8 @@ struct husk_mgr {
   pthread_t reaper_thread;
   bool reaper_started; /* reaper_thread is to be joined (start/stop's thread only) */
 
+  struct store *store; /* where snapshots go (box_mgr_set_store), or NULL */
+
   /* The network and secrets plane (box_egress.c). */
   struct egress *egress;
   struct egress_vault *vault;
@@ -206,15 +209,29 @@ int box_image_resolve(struct husk_mgr *m, const char *tenant, const char *name,
  * a build's image so far. */
 int box_image_of(struct husk_mgr *m, struct state_template *t, char *const *req_env,
                  struct box_image *out, struct husk_err *err);
-/* husk_box_create with `img` (NULL: the default template). */
+/* A box made from a snapshot: which, and its archive to restore. */
+struct box_restore {
+  const char *snapshot_id;
+  struct spawn_restore restore;
+};
+/* husk_box_create with `img` (NULL: the default template) and `from`
+ * (NULL: an empty box; else never a pool's). */
 int box_create(struct husk_mgr *m, const char *tenant, const struct husk_box_spec *req,
-               struct box_image *img, struct husk_box_info *out, struct husk_err *err);
+               struct box_image *img, const struct box_restore *from, struct husk_box_info *out,
+               struct husk_err *err);
+/* snapshot.c: husk_box_create with req->snapshot. */
+int box_create_from_snapshot(struct husk_mgr *m, const char *tenant,
+                             const struct husk_box_spec *req, struct husk_box_info *out,
+                             struct husk_err *err);
+/* snapshot.c: what a crash left of snapshots being made, removed (at open). */
+void box_snapshot_sweep(struct husk_mgr *m);
 void box_image_free(struct box_image *bi);
 
 /* Build the box's jail through the spawner; `img`: a template's box, or
  * NULL. */
 int box_make_jail(struct husk_mgr *m, struct live_box *b, const struct husk_limits *lim,
-                  bool for_pool, const struct box_image *img, struct husk_err *err);
+                  bool for_pool, const struct box_image *img, const struct spawn_restore *restore,
+                  struct husk_err *err);
 void bgproc_free_all(struct live_box *b);
 
 /* The cgroup name of box `id` of this daemon. */

@@ -170,7 +170,7 @@ static void *pool_main(void *arg) {
     struct live_box *b = lb_new();
     int rc = -1;
     if (b && state_new_id("b_", b->id, sizeof b->id, &err) == 0)
-      rc = box_make_jail(m, b, &shape, true, c->img, &err);
+      rc = box_make_jail(m, b, &shape, true, c->img, NULL, &err);
     else if (!b)
       husk_fail(&err, ENOMEM, "out of memory");
     if (rc < 0) {

@@ -353,6 +353,8 @@ static ssize_t fd_in(void *ctx, void *buf, size_t cap) {
 int box_store_get(struct husk_mgr *mgr, struct store *s, const char *tenant_id, const char *bucket,
                   const char *key, const char *box_id, const char *path, bool extract,
                   uint64_t *size, struct husk_err *err) {
+  if (store_bucket_reserved(bucket))
+    return husk_fail(err, STORE_EBADNAME, "The specified bucket is not valid");
   if (husk_path_check(path, strlen(path), err) < 0)
     return -1;
   cleanup_close int ofd = -1;

@@ -231,7 +231,7 @@ static int run_step(struct build *b, const struct df_step *st, size_t no) {
                                .egress_json = r->egress_json,
                                .metadata_json = meta};
   spec.limits.timeout_ms = step_ms + 60 * 1000; /* the box outlives its step */
-  bool made = rc == 0 && box_create(b->m, r->tenant, &spec, img, &bi, b->err) == 0;
+  bool made = rc == 0 && box_create(b->m, r->tenant, &spec, img, NULL, &bi, b->err) == 0;
   for (i = 0; i < nargs; i++)
     free(renv[i]);
   if (img) {

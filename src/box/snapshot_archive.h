@@ -46,7 +46,9 @@ struct snap_stats {
  * out(ctx, buf, len), which returns 0, or -1 with errno set to abort.
  * A missing rootfs/upper is no error (a box of the default template).
  * A failed stream has no end-of-archive marker.  The caller keeps the box
- * frozen while this runs, so the archive is one point in time. */
+ * frozen while this runs, so the archive is one point in time.  `st` may
+ * be NULL.  Returns 0, or -1 with err filled (EINVAL: a level outside
+ * 1..19; the consumer's errno when out() failed). */
 int snap_archive_write(int fs, uint32_t uid_base, int zstd_level,
                        int (*out)(void *ctx, const void *buf, size_t len), void *ctx,
                        struct snap_stats *st, struct husk_err *err);
@@ -60,7 +62,12 @@ int snap_archive_write(int fs, uint32_t uid_base, int zstd_level,
  * data and max_entries entries (the box's disk and inode limits; 0: no
  * bound beyond the filesystem's).  Any refused entry fails the whole
  * restore (EINVAL, naming it) except the kinds writing skips too; a
- * truncated or corrupt stream fails it (EIO / EINVAL); ENOSPC stops it. */
+ * truncated or corrupt stream fails it (EIO / EINVAL); ENOSPC stops it.
+ * More data or entries than the bounds allow is EFBIG.  A stream without
+ * its end-of-archive marker is EIO (a writer that failed leaves none).  A
+ * directory named twice keeps the first entry's mode and mtime.  `st` may
+ * be NULL.  Returns 0, or -1 with err filled; the caller discards the box
+ * filesystem after a failure (what was restored before it stays). */
 int snap_archive_read(int fs, uint32_t uid_base, ssize_t (*in)(void *ctx, void *buf, size_t cap),
                       void *ctx, uint64_t max_bytes, uint64_t max_entries, struct snap_stats *st,
                       struct husk_err *err);

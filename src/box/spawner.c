@@ -27,6 +27,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/evp.h>
+
+#include "box/snapshot_archive.h"
 #include "husk/husk.h"
 #include "jail/ctl.h"
 #include "jail/privs.h"
@@ -46,7 +49,7 @@
 /* The spawner's first message: which protocol it speaks.  The daemon runs
  * the `husk` binary installed next to it as its spawner (see launch());
  * one from another build must not be trusted to read these structs. */
-#define SPAWN_PROTO 3
+#define SPAWN_PROTO 4
 struct spawn_hello {
   struct ctl_hdr h;
   uint32_t proto;
@@ -68,6 +71,12 @@ struct spawn_req {
   uint32_t nlayers;
   char layers[IMAGE_MAX_LAYERS][LAYER_DIGEST_SIZE];
   uint32_t user_set, uid, gid;
+  /* A snapshot to restore into the box's filesystem (its archive's fd
+   * comes with the request): the digest it must have, the bounds of what
+   * it may write. */
+  uint32_t restore;
+  char restore_sha256[65];
+  uint64_t restore_max_bytes, restore_max_entries;
 };
 
 struct spawn_resp {
@@ -232,9 +241,9 @@ void spawner_stop(struct spawner *s) {
   free(s);
 }
 
-static int request(struct spawner *s, const struct spawn_req *rq, struct spawn_resp *rs, int fds[3],
-                   struct husk_err *err) {
-  if (ctl_send(s->sock, rq, sizeof *rq, NULL, 0, err) < 0)
+static int request(struct spawner *s, const struct spawn_req *rq, int restore_fd,
+                   struct spawn_resp *rs, int fds[3], struct husk_err *err) {
+  if (ctl_send(s->sock, rq, sizeof *rq, &restore_fd, restore_fd >= 0 ? 1 : 0, err) < 0)
     return husk_error_wrap(err, "cannot reach the box spawner");
   size_t n = 3;
   ssize_t got = ctl_recv(s->sock, rs, sizeof *rs, fds, &n, NULL);
@@ -252,7 +261,8 @@ static int request(struct spawner *s, const struct spawn_req *rq, struct spawn_r
 }
 
 int spawner_create(struct spawner *s, const struct jail_config *cfg,
-                   const struct spawn_image *img, struct jail *j, struct husk_err *err) {
+                   const struct spawn_image *img, const struct spawn_restore *restore,
+                   struct jail *j, struct husk_err *err) {
   /* Large (the layer list): not on a thread's stack. */
   cleanup_free struct spawn_req *rqp = calloc(1, sizeof *rqp);
   if (!rqp)
@@ -281,15 +291,26 @@ int spawner_create(struct spawner *s, const struct jail_config *cfg,
     q->uid = img->uid;
     q->gid = img->gid;
   }
+  int restore_fd = -1;
+  if (restore) {
+    if (strlen(restore->sha256) != 64)
+      return husk_fail(err, EINVAL, "a snapshot digest is malformed");
+    q->restore = 1;
+    snprintf(q->restore_sha256, sizeof q->restore_sha256, "%s", restore->sha256);
+    q->restore_max_bytes = restore->max_bytes;
+    q->restore_max_entries = restore->max_entries;
+    restore_fd = restore->fd;
+  }
   struct spawn_resp rs;
   int fds[3] = {-1, -1, -1};
   pthread_mutex_lock(&s->lock);
-  int rc = s->sock >= 0 ? request(s, q, &rs, fds, err) : -1;
+  int rc = s->sock >= 0 ? request(s, q, restore_fd, &rs, fds, err) : -1;
   if (rc < 0) {
-    /* The spawner died (or never answered): start a new one, try once more. */
+    /* The spawner died (or never answered): start a new one, try once more
+     * (the archive is read from its start by each). */
     reap_spawner(s);
     if (launch(s, err) == 0)
-      rc = request(s, q, &rs, fds, err);
+      rc = request(s, q, restore_fd, &rs, fds, err);
   }
   pthread_mutex_unlock(&s->lock);
   if (rc < 0)
@@ -316,6 +337,66 @@ int spawner_create(struct spawner *s, const struct jail_config *cfg,
 }
 
 /* ---- the spawner process --------------------------------------------------- */
+
+/* A snapshot's archive restored into a new box's filesystem, its digest
+ * checked as it is read: an archive that is not the one recorded (changed
+ * or cut in the store) fails the create, and the box with it. */
+struct restore_ctx {
+  int fd;
+  const char *sha256;
+  uint64_t max_bytes, max_entries;
+  EVP_MD_CTX *md;
+};
+
+static ssize_t restore_in(void *ctx, void *buf, size_t cap) {
+  struct restore_ctx *r = ctx;
+  ssize_t n;
+  do
+    n = read(r->fd, buf, cap);
+  while (n < 0 && errno == EINTR);
+  if (n > 0 && EVP_DigestUpdate(r->md, buf, (size_t)n) != 1) {
+    errno = EIO;
+    return -1;
+  }
+  return n;
+}
+
+static int restore_fill(void *ctx, int fs, uint32_t uid_base, struct husk_err *err) {
+  struct restore_ctx *r = ctx;
+  if (lseek(r->fd, 0, SEEK_SET) < 0)
+    return husk_error(err, errno, "cannot read the snapshot's archive");
+  r->md = EVP_MD_CTX_new();
+  if (!r->md || EVP_DigestInit_ex(r->md, EVP_sha256(), NULL) != 1) {
+    EVP_MD_CTX_free(r->md);
+    return husk_fail(err, ENOMEM, "cannot check the snapshot's digest");
+  }
+  struct snap_stats st;
+  int rc = snap_archive_read(fs, uid_base, restore_in, r, r->max_bytes, r->max_entries, &st, err);
+  if (rc == 0) {
+    /* The rest of the file counts too: nothing may follow the archive. */
+    char buf[4096];
+    ssize_t n;
+    while ((n = restore_in(r, buf, sizeof buf)) > 0)
+      ;
+    unsigned char d[32];
+    unsigned dl = 0;
+    char hex[65];
+    if (n < 0 || EVP_DigestFinal_ex(r->md, d, &dl) != 1 || dl != 32) {
+      rc = husk_error(err, n < 0 ? errno : EIO, "cannot read the snapshot's archive");
+    } else {
+      for (int i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", d[i]);
+      if (strcmp(hex, r->sha256) != 0)
+        rc = husk_fail(err, EBADMSG,
+                       "the snapshot's archive is not the one recorded (its digest differs)");
+    }
+  } else {
+    husk_error_wrap(err, "cannot restore the snapshot");
+  }
+  EVP_MD_CTX_free(r->md);
+  r->md = NULL;
+  return rc;
+}
 
 /* The root every box shares, prepared once in a mount namespace of the
  * spawner's own: the host never sees the mount, and it goes when the
@@ -423,13 +504,16 @@ int spawner_main(int sock, const char *root_dir) {
     if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
       continue;
     struct spawn_req rq;
-    size_t nfds = 0;
+    int rfd[1] = {-1};
+    size_t nfds = 1;
     struct husk_err rerr;
-    ssize_t n = ctl_recv(sock, &rq, sizeof rq, NULL, &nfds, &rerr);
+    ssize_t n = ctl_recv(sock, &rq, sizeof rq, rfd, &nfds, &rerr);
     if (n == 0 || (n < 0 && rerr.code != EINTR && rerr.code != EAGAIN))
       return 0; /* the daemon is gone */
+    cleanup_close int restore_fd = nfds == 1 ? rfd[0] : -1;
     if (n != (ssize_t)sizeof rq || rq.h.type != SPAWN_REQ)
       continue;
+    rq.restore_sha256[sizeof rq.restore_sha256 - 1] = '\0';
     rq.name[sizeof rq.name - 1] = '\0';
     rq.ctl_path[sizeof rq.ctl_path - 1] = '\0';
     rq.layers_dir[sizeof rq.layers_dir - 1] = '\0';
@@ -458,6 +542,20 @@ int spawner_main(int sock, const char *root_dir) {
     struct jail j;
     struct husk_err err;
     struct spawn_resp rs = {.h = {.type = SPAWN_RESP, .len = sizeof rs}};
+    struct restore_ctx rc_ctx = {.fd = restore_fd, .sha256 = rq.restore_sha256,
+                                 .max_bytes = rq.restore_max_bytes,
+                                 .max_entries = rq.restore_max_entries};
+    if (rq.restore) {
+      if (restore_fd < 0) {
+        rs.rc = -1;
+        rs.code = EPROTO;
+        snprintf(rs.msg, sizeof rs.msg, "a restore came without its archive");
+        ctl_send(sock, &rs, sizeof rs, NULL, 0, NULL);
+        continue;
+      }
+      cfg.fill_fs = restore_fill;
+      cfg.fill_ctx = &rc_ctx;
+    }
     /* An image template's box: its layers, opened here (a mount can only be
      * cloned in the namespace it was opened in), instead of the shared root. */
     struct image_fds layers = {0};

@@ -48,12 +48,22 @@ struct spawn_image {
   uint32_t uid, gid;
 };
 
+/* A snapshot restored into the new box's filesystem before its root is
+ * built: the archive's fd (a file, read from its start; the caller keeps
+ * it), its recorded digest (hex), and the bounds of what it may write. */
+struct spawn_restore {
+  int fd;
+  const char *sha256;
+  uint64_t max_bytes, max_entries;
+};
+
 /* jail_create() in the spawner.  Thread-safe (requests are serialised).
  * The jail comes back with pid, pidfd, control connection, filesystem fd,
  * uid range and its cgroup opened in this process; no slot lock (the
  * box's init holds it).  A spawner that died is restarted. */
 int spawner_create(struct spawner *s, const struct jail_config *cfg,
-                   const struct spawn_image *img, struct jail *j, struct husk_err *err);
+                   const struct spawn_image *img, const struct spawn_restore *restore,
+                   struct jail *j, struct husk_err *err);
 
 /* The spawner process (argv[1]: the root_dir, if any): serve requests on
  * `sock` until it closes. */

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "box/tar_source.h"
 #include "jail/syscalls.h"
 #include "util/cleanup.h"
 #include "util/fileio.h"
@@ -43,16 +44,6 @@ static bool out_of_space(int e) {
  * Writing
  * ====================================================================== */
 
-struct link_slot {
-  dev_t dev;
-  ino_t ino;
-  char *path; /* archive name of the first copy; NULL = empty slot */
-};
-
-struct region {
-  int64_t off, len;
-};
-
 struct tw {
   const struct husk_fs *b;
   struct archive *a;
@@ -64,12 +55,10 @@ struct tw {
   bool abandon;    /* a failure: write nothing more, not even the trailer */
   int out_errno;
   int skipped;
-  struct link_slot *links; /* open addressing, power-of-two size */
-  size_t nlinks, caplinks;
+  struct tar_links links;
   void *zeros;      /* ZERO_SPAN of PROT_READ zero pages, mapped on first need */
   char *buf;
-  struct region *regions;
-  size_t capregions;
+  struct tar_regions regions;
 };
 
 static la_ssize_t tw_write(struct archive *a, void *cd, const void *buf, size_t len) {
@@ -95,46 +84,6 @@ static int tw_fail(struct tw *t, const char *rel) {
   int e = archive_errno(t->a);
   return husk_fail(t->err, e > 0 ? e : EIO, "cannot archive `%s` of `%s`: %s", rel, t->path,
                    archive_error_string(t->a) ? archive_error_string(t->a) : "libarchive error");
-}
-
-static size_t link_hash(dev_t dev, ino_t ino) {
-  uint64_t h = (uint64_t)ino * 0x9e3779b97f4a7c15ULL ^ (uint64_t)dev;
-  return (size_t)(h ^ (h >> 29));
-}
-
-/* The first archive name of inode (dev, ino); remembers `rel` if none. */
-static int link_lookup(struct tw *t, const struct stat *st, const char *rel, const char **first) {
-  *first = NULL;
-  if (t->nlinks * 2 >= t->caplinks) {
-    size_t nc = t->caplinks ? t->caplinks * 2 : 256;
-    struct link_slot *n = calloc(nc, sizeof *n);
-    if (!n)
-      return husk_error(t->err, ENOMEM, "hardlink table");
-    for (size_t i = 0; i < t->caplinks; i++) {
-      if (!t->links[i].path)
-        continue;
-      size_t j = link_hash(t->links[i].dev, t->links[i].ino) & (nc - 1);
-      while (n[j].path)
-        j = (j + 1) & (nc - 1);
-      n[j] = t->links[i];
-    }
-    free(t->links);
-    t->links = n;
-    t->caplinks = nc;
-  }
-  size_t j = link_hash(st->st_dev, st->st_ino) & (t->caplinks - 1);
-  for (; t->links[j].path; j = (j + 1) & (t->caplinks - 1)) {
-    if (t->links[j].dev == st->st_dev && t->links[j].ino == st->st_ino) {
-      *first = t->links[j].path;
-      return 0;
-    }
-  }
-  if (!(t->links[j].path = strdup(rel)))
-    return husk_error(t->err, ENOMEM, "hardlink table");
-  t->links[j].dev = st->st_dev;
-  t->links[j].ino = st->st_ino;
-  t->nlinks++;
-  return 0;
 }
 
 /* Give libarchive exactly n bytes from p (it takes at most INT_MAX a call). */
@@ -188,43 +137,6 @@ static int tw_data(struct tw *t, int fd, int64_t off, int64_t len, const char *r
   return 0;
 }
 
-/* Data extents of fd up to size; *n = 0 and a return of 0 for an all-hole
- * file; 1 when there are too many to describe. */
-static int tw_regions(struct tw *t, int fd, const struct stat *st, size_t *n) {
-  *n = 0;
-  int64_t size = st->st_size;
-  if (size <= 0)
-    return 0;
-  bool maybe_sparse = (int64_t)st->st_blocks * 512 < size;
-  int64_t pos = 0;
-  while (pos < size) {
-    int64_t d = maybe_sparse ? lseek(fd, pos, SEEK_DATA) : pos;
-    if (d < 0) {
-      if (errno == ENXIO)
-        break; /* nothing but a hole from pos on */
-      d = pos, maybe_sparse = false; /* no SEEK_DATA: all data */
-    }
-    if (d >= size)
-      break;
-    int64_t h = maybe_sparse ? lseek(fd, d, SEEK_HOLE) : size;
-    if (h < 0 || h > size)
-      h = size;
-    if (*n == TAR_MAX_REGIONS)
-      return 1;
-    if (*n == t->capregions) {
-      size_t nc = t->capregions ? t->capregions * 2 : 16;
-      struct region *r = realloc(t->regions, nc * sizeof *r);
-      if (!r)
-        return husk_error(t->err, ENOMEM, "sparse map");
-      t->regions = r;
-      t->capregions = nc;
-    }
-    t->regions[(*n)++] = (struct region){d, h - d};
-    pos = h;
-  }
-  return 0;
-}
-
 static int tw_header(struct tw *t, struct archive_entry *e, const char *rel) {
   int r = archive_write_header(t->a, e);
   if (r == ARCHIVE_OK || r == ARCHIVE_WARN)
@@ -260,10 +172,10 @@ static int tw_file(struct tw *t, const struct box_walk_entry *we, struct archive
   archive_entry_set_perm(e, st.st_mode & 0777);
   archive_entry_set_mtime(e, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
   if (st.st_nlink > 1) {
-    const char *first;
-    if (link_lookup(t, &st, we->rel, &first) < 0) {
+    const char *first = tar_links_find(&t->links, &st);
+    if (!first && tar_links_add(&t->links, &st, we->rel) < 0) {
       t->abandon = true;
-      return -1;
+      return husk_error(t->err, ENOMEM, "hardlink table");
     }
     if (first) {
       archive_entry_set_hardlink(e, first);
@@ -275,19 +187,20 @@ static int tw_file(struct tw *t, const struct box_walk_entry *we, struct archive
     t->skipped++;
     return 0;
   }
-  size_t n;
-  int rr = tw_regions(t, fd, &st, &n);
+  int rr = tar_regions_of(&t->regions, fd, &st, TAR_MAX_REGIONS);
   if (rr < 0) {
     t->abandon = true;
-    return -1;
+    return husk_error(t->err, ENOMEM, "sparse map");
   }
+  size_t n = t->regions.n;
+  const struct tar_region *reg = t->regions.r;
   if (rr > 0) {
     t->skipped++; /* too fragmented to describe */
     return 0;
   }
   archive_entry_set_size(e, st.st_size);
   for (size_t i = 0; i < n; i++)
-    archive_entry_sparse_add_entry(e, t->regions[i].off, t->regions[i].len);
+    archive_entry_sparse_add_entry(e, reg[i].off, reg[i].len);
   if (n == 0 && st.st_size > 0)
     archive_entry_sparse_add_entry(e, st.st_size, 0); /* all hole */
   int h = tw_header(t, e, we->rel);
@@ -296,10 +209,10 @@ static int tw_file(struct tw *t, const struct box_walk_entry *we, struct archive
   /* The pax writer wants the whole logical stream and drops hole bytes. */
   int64_t pos = 0;
   for (size_t i = 0; i < n; i++) {
-    if (tw_zeros(t, (uint64_t)(t->regions[i].off - pos), we->rel) < 0 ||
-        tw_data(t, fd, t->regions[i].off, t->regions[i].len, we->rel) < 0)
+    if (tw_zeros(t, (uint64_t)(reg[i].off - pos), we->rel) < 0 ||
+        tw_data(t, fd, reg[i].off, reg[i].len, we->rel) < 0)
       return -1;
-    pos = t->regions[i].off + t->regions[i].len;
+    pos = reg[i].off + reg[i].len;
   }
   return tw_zeros(t, (uint64_t)(st.st_size - pos), we->rel);
 }
@@ -376,10 +289,8 @@ int husk_tar_write(const struct husk_fs *b, const char *path,
 out:
   t.abandon = t.abandon || rc < 0;
   archive_write_free(t.a);
-  for (size_t i = 0; i < t.caplinks; i++)
-    free(t.links[i].path);
-  free(t.links);
-  free(t.regions);
+  tar_links_free(&t.links);
+  tar_regions_free(&t.regions);
   free(t.buf);
   if (t.zeros)
     munmap(t.zeros, ZERO_SPAN);

@@ -784,6 +784,7 @@ static int serve_planes(const struct serve_opts *o, struct serve *s) {
       return fail("external store: %s", err.msg);
     store_set_remote(s->store, rem);
   }
+  box_mgr_set_store(s->mgr, s->store);
   return 0;
 }
 

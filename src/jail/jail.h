@@ -42,6 +42,12 @@ struct jail_config {
    * (HUSK_BOX_UID, HUSK_BOX_GID).  Root (0) has no capability either. */
   bool user_set;
   uint32_t uid, gid;
+  /* Called with the box's fresh writable filesystem (its root fd) and uid
+   * range once it is made, before the root is built on it and before
+   * anything of the box runs: what fills it (a snapshot's restore).
+   * A failure fails the create.  NULL: nothing. */
+  int (*fill_fs)(void *ctx, int fs, uint32_t uid_base, struct husk_err *err);
+  void *fill_ctx;
 };
 
 struct jail {

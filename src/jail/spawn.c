@@ -530,6 +530,8 @@ int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *
   cleanup_close int fsmnt = -1;
   if (make_fs(j, cfg->disk_bytes, uid, mnts, &fsmnt, err) < 0)
     return -1;
+  if (cfg->fill_fs && cfg->fill_fs(cfg->fill_ctx, j->fs, j->uid_base, err) < 0)
+    return -1;
   /* An image box's root: its template's layers over a layer of its own on
    * the tmpfs just made, mounted here for the clone (the child's
    * namespace keeps a copy) and taken off right after it. */

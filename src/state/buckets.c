@@ -101,7 +101,8 @@ int state_bucket_list(struct state *st, const char *tenant_id,
                       struct husk_err *err) {
   cleanup_rows struct db_rows rows = {.item_size = sizeof(struct bucket_row)};
   if (db_rows_select(st, &rows,
-                     "SELECT name, created_ms FROM buckets WHERE tenant_id = ? ORDER BY name",
+                     "SELECT name, created_ms FROM buckets WHERE tenant_id = ? AND substr(name, 1, 1) != '_' "
+                     "ORDER BY name",
                      DB_ARGS(DB_TEXT(tenant_id)), read_bucket, "buckets", err) < 0)
     return -1;
   for (size_t i = 0; i < rows.n; i++) {

@@ -44,7 +44,8 @@ int state_bucket_create(struct state *st, const char *tenant_id, const char *nam
 /* STORE_ENOTEMPTY while it holds objects or uploads. */
 int state_bucket_delete(struct state *st, const char *tenant_id, const char *name,
                         struct husk_err *err);
-/* The tenant's buckets, by name. */
+/* The tenant's buckets, by name (not husk's own: names starting "_",
+ * which no S3 name can be, store_bucket_internal). */
 int state_bucket_list(struct state *st, const char *tenant_id,
                       int (*cb)(void *ctx, const char *name, int64_t created_ms), void *ctx,
                       struct husk_err *err);

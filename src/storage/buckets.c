@@ -1,6 +1,7 @@
 /* Buckets: S3's naming rules here, their rows in the state plane
  * (state/buckets.c). */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <string.h>
 
 #include "state/store_state.h"
@@ -48,4 +49,13 @@ int store_bucket_list(struct store *s, const char *tenant_id,
                       int (*cb)(void *ctx, const char *name, int64_t created_ms), void *ctx,
                       struct husk_err *err) {
   return state_bucket_list(s->st, tenant_id, cb, ctx, err);
+}
+
+int store_bucket_internal(struct store *s, const char *tenant_id, const char *name,
+                          struct husk_err *err) {
+  if (name[0] != '_')
+    return husk_fail(err, EINVAL, "internal: husk's own buckets start with `_`");
+  if (state_bucket_create(s->st, tenant_id, name, err) == 0 || err->code == STORE_EOWNED)
+    return 0;
+  return -1;
 }

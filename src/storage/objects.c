@@ -266,6 +266,8 @@ int store_list(struct store *s, const char *tenant_id, const char *bucket,
                void *ctx, bool *truncated, char **next, struct husk_err *err) {
   *truncated = false;
   *next = NULL;
+  if (store_bucket_reserved(bucket))
+    return husk_fail(err, STORE_EBADNAME, "The specified bucket is not valid");
   if (store_bucket_exists(s, tenant_id, bucket, err) < 0)
     return -1;
   const char *prefix = rq->prefix ? rq->prefix : "";

@@ -321,6 +321,16 @@ int remote_get(struct remote *r, const char *key,
   return rc;
 }
 
+int remote_delete(struct remote *r, const char *key, struct husk_err *err) {
+  cleanup_free char *path = object_path(r, key);
+  if (!path)
+    return husk_error(err, ENOMEM, "remote");
+  struct call c = {.method = "DELETE", .path = path, .fd = -1};
+  int rc = perform(r, &c, err);
+  free(c.resp);
+  return rc;
+}
+
 static int put_single(struct remote *r, const char *path, int fd, uint64_t size, const char *ctype,
                       char etag[48], struct husk_err *err) {
   struct call c = {.method = "PUT", .path = path, .fd = fd, .len = size, .content_type = ctype};

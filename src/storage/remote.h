@@ -50,6 +50,8 @@ int remote_put_fd(struct remote *r, const char *key, int fd, uint64_t size,
 int remote_get(struct remote *r, const char *key,
                int (*sink)(void *ctx, const void *buf, size_t n), void *ctx, uint64_t *size,
                struct husk_err *err);
+/* Delete `key` (S3: a missing key is no error). */
+int remote_delete(struct remote *r, const char *key, struct husk_err *err);
 /* Whether `key` exists (0) or not (ENOENT); its size. */
 int remote_head(struct remote *r, const char *key, uint64_t *size, struct husk_err *err);
 /* A presigned GET of `key` valid `expires_s`, downloaded as `disposition`

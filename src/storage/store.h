@@ -194,6 +194,14 @@ int store_bucket_create(struct store *s, const char *tenant_id, const char *name
                         struct husk_err *err);
 int store_bucket_exists(struct store *s, const char *tenant_id, const char *name,
                         struct husk_err *err);
+/* A name of husk's own buckets: no request of a tenant may name one. */
+static inline bool store_bucket_reserved(const char *name) { return name && name[0] == '_'; }
+/* One of husk's own buckets of the tenant (`name` starts with "_", which
+ * no S3 bucket name may: no S3 request reaches it, no listing shows it),
+ * created if missing.  Its objects count in the tenant's usage and go
+ * with the tenant (store_tenant_purge). */
+int store_bucket_internal(struct store *s, const char *tenant_id, const char *name,
+                          struct husk_err *err);
 /* STORE_ENOTEMPTY while it holds objects or uploads. */
 int store_bucket_delete(struct store *s, const char *tenant_id, const char *name,
                         struct husk_err *err);
