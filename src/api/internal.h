@@ -258,6 +258,14 @@ enum MHD_Result h_box_timeout(struct req *r);
 enum MHD_Result h_box_metrics(struct req *r);
 enum MHD_Result h_box_pause(struct req *r);
 enum MHD_Result h_box_resume(struct req *r);
+/* routes_snapshots.c */
+struct husk_snapshot_info;
+/* A snapshot as every reply shows it. */
+json_t *api_snapshot_json(const struct husk_snapshot_info *si);
+enum MHD_Result h_snapshot_create(struct req *r);
+enum MHD_Result h_snapshot_list(struct req *r);
+enum MHD_Result h_snapshot_get(struct req *r);
+enum MHD_Result h_snapshot_delete(struct req *r);
 struct jreply;
 /* routes_exec.c */
 /* A chunk of output as an event's data: {"data": text} when the bytes are

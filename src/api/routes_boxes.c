@@ -1,4 +1,5 @@
-/* /v1/sandboxes: create, list, get, delete, timeout, metrics. */
+/* /v1/sandboxes: create (from a snapshot too), list, get, delete, timeout, metrics, pause,
+ * resume. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -52,7 +53,8 @@ json_t *api_box_json(const struct husk_box_info *bi) {
 
 static const char *const create_fields[] = {"template", "memory",  "cpus", "pids",
                                             "disk",     "timeout", "env",  "metadata",
-                                            "network",  "egress",  NULL};
+                                            "network",  "egress",  "snapshot",
+                                            "rebase",   NULL};
 
 enum MHD_Result h_box_create(struct req *r) {
   json_t *o = api_body_object(r, create_fields);
@@ -70,6 +72,8 @@ enum MHD_Result h_box_create(struct req *r) {
       jget_u64(o, "pids", UINT64_MAX >> 1, &pids, &r->err) < 0 ||
       jget_size(o, "disk", &cr.limits.disk_bytes, &r->err) < 0 ||
       jget_seconds_ms(o, "timeout", &cr.limits.timeout_ms, &r->err) < 0 ||
+      jget_string(o, "snapshot", &cr.snapshot, &r->err) < 0 ||
+      jget_bool(o, "rebase", &cr.rebase, &r->err) < 0 ||
       jget_env(o, "env", &env, &r->err) < 0 ||
       jget_string_object(o, "metadata", &meta, &r->err) < 0) {
     json_decref(o);
@@ -77,6 +81,11 @@ enum MHD_Result h_box_create(struct req *r) {
     return api_reply_bad(r);
   }
   cr.limits.pids = pids;
+  if (cr.rebase && !cr.snapshot) {
+    json_decref(o);
+    free(env);
+    return api_reply_error(r, 400, "bad_request", "`rebase` applies only with `snapshot`");
+  }
   if (meta) {
     meta_s = json_dumps(meta, JSON_COMPACT | JSON_SORT_KEYS);
     if (!meta_s) {
@@ -100,9 +109,11 @@ enum MHD_Result h_box_create(struct req *r) {
     egress_s = json_dumps(eg, JSON_COMPACT);
     cr.egress_json = egress_s;
   }
-  snprintf(r->audit_detail, sizeof r->audit_detail, "template=%s memory=%llu disk=%llu",
+  snprintf(r->audit_detail, sizeof r->audit_detail, "template=%s memory=%llu disk=%llu%s%.40s%s",
            cr.template_name ? cr.template_name : "default",
-           (unsigned long long)cr.limits.memory_bytes, (unsigned long long)cr.limits.disk_bytes);
+           (unsigned long long)cr.limits.memory_bytes, (unsigned long long)cr.limits.disk_bytes,
+           cr.snapshot ? " snapshot=" : "", cr.snapshot ? cr.snapshot : "",
+           cr.rebase ? " rebase" : "");
   struct husk_box_info bi = {0};
   struct husk_err err;
   int rc = husk_box_create(r->srv->cfg.mgr, r->tenant, &cr, &bi, &err);

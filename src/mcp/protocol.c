@@ -27,7 +27,8 @@
 static const struct mcp_tool *const own_tools[] = {
     &mcp_tool_run_code,           &mcp_tool_sandbox_create,    &mcp_tool_sandbox_exec,
     &mcp_tool_sandbox_write_file, &mcp_tool_sandbox_read_file, &mcp_tool_sandbox_list_files,
-    &mcp_tool_sandbox_destroy,    &mcp_tool_sandbox_list,      &mcp_tool_job_status,
+    &mcp_tool_sandbox_destroy,    &mcp_tool_sandbox_list,      &mcp_tool_sandbox_pause,
+    &mcp_tool_sandbox_resume,     &mcp_tool_sandbox_snapshot,  &mcp_tool_job_status,
     &mcp_tool_job_wait,           &mcp_tool_job_cancel,        &mcp_tool_template_list,
     &mcp_tool_contexts,
 };
@@ -41,7 +42,9 @@ static const char instructions_fmt[] =
     "sandbox_exec / sandbox_write_file / sandbox_read_file / sandbox_list_files; it expires by "
     "itself after its TTL. For a stateful, notebook-like session pass that sandbox_id to "
     "run_code: variables, imports and figures stay between calls (the contexts tool manages "
-    "these interpreters). Sandboxes have no network access and no credentials. A call that runs "
+    "these interpreters). Between turns, sandbox_pause freezes a sandbox as it is (sandbox_resume "
+    "goes on); sandbox_snapshot saves its files as a restore point or to fork several "
+    "sandboxes from (sandbox_create with snapshot). Sandboxes have no network access and no credentials. A call that runs "
     "longer than about %llu seconds returns a job_id: finish it with job_wait, or stop it with "
     "job_cancel.";
 

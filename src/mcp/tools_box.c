@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "box/box.h"
+#include "husk/snapshot.h"
 #include "mcp/boxio.h"
 #include "mcp/internal.h"
 #include "util/cleanup.h"
@@ -22,11 +23,34 @@
 #define ID_PARAM {"sandbox_id", MCP_P_STRING, true, "the id from sandbox_create", NULL, 0, 0, 64}
 #define END_PARAM {NULL, 0, false, NULL, NULL, 0, 0, 0}
 
+/* A box for the model: a paused one has no expiry (its TTL clock stands
+ * still) but says until when it may stay paused and what is left of its
+ * lifetime. */
 static json_t *box_json(const struct husk_box_info *bi) {
-  return json_pack("{s:s, s:s, s:o, s:o, s:I}", "sandbox_id", bi->id, "state", bi->state,
-                   "created_at", mcp_time(bi->created_ms), "expires_at", mcp_time(bi->expires_ms),
-                   "memory_bytes", (json_int_t)bi->limits.memory_bytes);
+  json_t *o = json_pack("{s:s, s:s, s:o, s:I}", "sandbox_id", bi->id, "state", bi->state,
+                        "created_at", mcp_time(bi->created_ms), "memory_bytes",
+                        (json_int_t)bi->limits.memory_bytes);
+  if (!o)
+    return NULL;
+  if (bi->expires_ms > 0)
+    json_object_set_new(o, "expires_at", mcp_time(bi->expires_ms));
+  if (bi->paused_ms > 0) {
+    json_object_set_new(o, "paused_at", mcp_time(bi->paused_ms));
+    if (bi->paused_until_ms > 0)
+      json_object_set_new(o, "paused_until", mcp_time(bi->paused_until_ms));
+    json_object_set_new(o, "remaining_seconds", json_integer((json_int_t)(bi->remaining_ms / 1000)));
+  }
+  if (bi->snapshot_id[0])
+    json_object_set_new(o, "snapshot_id", json_string(bi->snapshot_id));
+  return o;
 }
+
+/* The output schema's properties of box_json. */
+#define BOX_JSON_PROPS                                                                            \
+  "\"sandbox_id\":{\"type\":\"string\"},\"state\":{\"type\":\"string\"},\"created_at\":"          \
+  "{\"type\":\"string\"},\"expires_at\":{\"type\":\"string\"},\"memory_bytes\":{\"type\":"        \
+  "\"integer\"},\"paused_at\":{\"type\":\"string\"},\"paused_until\":{\"type\":\"string\"},"       \
+  "\"remaining_seconds\":{\"type\":\"integer\"},\"snapshot_id\":{\"type\":\"string\"}"
 
 /* ---- sandbox_create ------------------------------------------------------------- */
 
@@ -43,15 +67,53 @@ static const struct mcp_param create_params[] = {
      16384, 0},
     {"env", MCP_P_STRMAP, false, "environment variables of every command (no secrets: the "
      "sandbox is untrusted)", NULL, 0, 0, 64 * 1024},
+    {"snapshot", MCP_P_STRING, false, "a snapshot_id from sandbox_snapshot: the new sandbox "
+     "starts with that snapshot's files, template, memory, env and TTL (arguments given here "
+     "override them); several sandboxes from one snapshot are independent copies", NULL, 0, 0,
+     64},
+    {"rebase", MCP_P_BOOL, false, "with snapshot: when its template was updated since the "
+     "snapshot (the create fails saying so), true puts the snapshot's files over the template "
+     "as it is now", NULL, 0, 0, 0},
     END_PARAM,
 };
+
+/* A core error about snapshot `id` (of sandbox_create or sandbox_snapshot),
+ * worded for the model. */
+static int snapshot_error(struct mcp_call *c, const char *id, const struct husk_err *err) {
+  switch (err->code) {
+  case ENOTSUP:
+    return mcp_tool_error(c, "snapshots are not available on this server (%s): they need "
+                          "husk serve's object store", err->msg);
+  case ESTALE:
+    return mcp_tool_error(c, "%s. Call sandbox_create again with rebase: true to put the "
+                          "snapshot's files over the template as it is now", err->msg);
+  case ENOENT:
+    if (strncmp(err->msg, "no template ", 12) != 0 && strstr(err->msg, "snapshot"))
+      return mcp_tool_error(c, "snapshot `%s` not found: the id is wrong, or it was deleted",
+                            id);
+    return mcp_tool_core_error(c, "sandbox", id, err);
+  case EDQUOT:
+    return mcp_tool_error(c, "quota exceeded: %s. Destroy sandboxes you no longer need "
+                          "(sandbox_list, then sandbox_destroy) and retry.", err->msg);
+  case ENOSPC:
+    return mcp_tool_error(c, "the server is short of disk space for the snapshot (%s): try "
+                          "again later", err->msg);
+  default:
+    return mcp_tool_core_error(c, "sandbox", id, err);
+  }
+}
 
 static int sandbox_create(struct mcp_call *c) {
   struct husk_mgr *m = mcp_call_mgr(c);
   if (!m)
     return 0;
-  int64_t ttl = (int64_t)(mcp_box_ttl_ms(c->srv) / 1000), mem = 0;
+  const char *snap = mcp_arg_str(c, "snapshot");
+  json_t *rebase = mcp_arg(c, "rebase");
+  /* From a snapshot, its lifetime unless one is asked. */
+  int64_t ttl = snap ? 0 : (int64_t)(mcp_box_ttl_ms(c->srv) / 1000), mem = 0;
   mcp_arg_int(c, "ttl_seconds", &ttl);
+  if (rebase && json_is_true(rebase) && !snap)
+    return mcp_tool_error(c, "rebase applies only with snapshot");
   mcp_arg_int(c, "memory_mb", &mem);
   json_t *env = mcp_arg(c, "env");
   size_t n = json_object_size(env);
@@ -75,19 +137,26 @@ static int sandbox_create(struct mcp_call *c) {
   }
   struct husk_box_spec cr = {.env = envv,
                               .template_name = mcp_arg_str(c, "template"),
-                              .metadata_json = "{\"created_by\":\"mcp sandbox_create\"}"};
+                              .metadata_json = "{\"created_by\":\"mcp sandbox_create\"}",
+                              .snapshot = snap,
+                              .rebase = rebase && json_is_true(rebase)};
   cr.limits.timeout_ms = (uint64_t)ttl * 1000;
   cr.limits.memory_bytes = (uint64_t)mem * 1024 * 1024;
+  if (snap)
+    snprintf(c->audit_detail, sizeof c->audit_detail, "snapshot=%.64s%s", snap,
+             cr.rebase ? " rebase" : "");
   struct husk_box_info bi = {0};
   struct husk_err err;
   int rc = husk_box_create(m, c->caller->tenant, &cr, &bi, &err);
   for (size_t j = 0; j < i; j++)
     free(envv[j]);
+  if (rc < 0 && snap)
+    return snapshot_error(c, snap, &err);
   if (rc < 0)
     return mcp_tool_core_error(c, "sandbox", "", &err);
   snprintf(c->audit_box, sizeof c->audit_box, "%s", bi.id);
   json_t *r = box_json(&bi);
-  json_object_set_new(r, "ttl_seconds", json_integer(ttl));
+  json_object_set_new(r, "ttl_seconds", json_integer((json_int_t)(bi.limits.timeout_ms / 1000)));
   json_object_set_new(r, "workdir", json_string(bi.workdir));
   json_object_set_new(r, "template", json_string(bi.template_name));
   husk_box_info_free(&bi);
@@ -103,13 +172,13 @@ const struct mcp_tool mcp_tool_sandbox_create = {
     "matplotlib), bash and common tools, NO network access and no credentials; writable places "
     "are /workspace (working directory), /tmp and /dev/shm, 1 GiB in all, counted against its "
     "memory. It is destroyed automatically after ttl_seconds (default 30 minutes) with everything "
-    "in it; call sandbox_destroy when done. For a one-off script, run_code is simpler.",
+    "in it; call sandbox_destroy when done. For a one-off script, run_code is simpler. With "
+    "snapshot (from sandbox_snapshot) it starts with the files saved there: to go back to a "
+    "restore point, or to try several approaches from the same state in separate sandboxes.",
     create_params,
-    "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"state\":{\"type\":"
-    "\"string\"},\"created_at\":{\"type\":\"string\"},\"expires_at\":{\"type\":\"string\"},"
-    "\"ttl_seconds\":{\"type\":\"integer\"},\"memory_bytes\":{\"type\":\"integer\"},\"workdir\":"
-    "{\"type\":\"string\"},\"template\":{\"type\":\"string\"}},\"required\":[\"sandbox_id\","
-    "\"expires_at\"]}",
+    "{\"type\":\"object\",\"properties\":{" BOX_JSON_PROPS ",\"ttl_seconds\":{\"type\":"
+    "\"integer\"},\"workdir\":{\"type\":\"string\"},\"template\":{\"type\":\"string\"}},"
+    "\"required\":[\"sandbox_id\",\"expires_at\"]}",
     false, false, false, sandbox_create,
 };
 
@@ -366,26 +435,151 @@ static int sandbox_list(struct mcp_call *c) {
   if (!m)
     return 0;
   cleanup_json json_t *arr = json_array();
-  struct husk_box_filter lr = {.state = "running", .limit = 100};
-  char next[64] = "";
-  struct husk_err err;
-  if (husk_box_list(m, c->caller->tenant, &lr, box_list_cb, arr, next, sizeof next, &err) < 0)
-    return mcp_tool_core_error(c, "sandbox list", "", &err);
-  mcp_result(c, json_pack("{s:o, s:b}", "sandboxes", steal_pointer(&arr), "truncated",
-                          next[0] != 0),
+  /* The running ones, then the paused ones: both are the model's to use. */
+  static const char *const states[] = {"running", "paused"};
+  bool truncated = false;
+  for (size_t k = 0; k < sizeof states / sizeof states[0]; k++) {
+    struct husk_box_filter lr = {.state = states[k], .limit = 100};
+    char next[64] = "";
+    struct husk_err err;
+    if (husk_box_list(m, c->caller->tenant, &lr, box_list_cb, arr, next, sizeof next, &err) < 0)
+      return mcp_tool_core_error(c, "sandbox list", "", &err);
+    truncated = truncated || next[0] != 0;
+  }
+  mcp_result(c, json_pack("{s:o, s:b}", "sandboxes", steal_pointer(&arr), "truncated", truncated),
              false);
   return 0;
 }
 
 const struct mcp_tool mcp_tool_sandbox_list = {
     "sandbox_list", "List sandboxes",
-    "List your running sandboxes (id, creation and expiry time), oldest first, at most 100.",
+    "List your running sandboxes (id, creation and expiry time), oldest first, then the "
+    "paused ones (since when, until when they may stay paused), at most 100 of each.",
     no_params,
     "{\"type\":\"object\",\"properties\":{\"sandboxes\":{\"type\":\"array\",\"items\":{\"type\":"
-    "\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"state\":{\"type\":"
-    "\"string\"},\"created_at\":{\"type\":\"string\"},\"expires_at\":{\"type\":\"string\"}}}},"
-    "\"truncated\":{\"type\":\"boolean\"}},\"required\":[\"sandboxes\"]}",
+    "\"object\",\"properties\":{" BOX_JSON_PROPS "}}},\"truncated\":{\"type\":\"boolean\"}},"
+    "\"required\":[\"sandboxes\"]}",
     true, false, true, sandbox_list,
+};
+
+/* ---- pause, resume, snapshot ---------------------------------------------------------- */
+
+static int sandbox_pause(struct mcp_call *c) {
+  const char *id = mcp_arg_str(c, "sandbox_id");
+  snprintf(c->audit_box, sizeof c->audit_box, "%.40s", id);
+  struct husk_mgr *m = mcp_call_mgr(c);
+  if (!m)
+    return 0;
+  struct husk_box_info bi = {0};
+  struct husk_err err;
+  if (husk_box_pause(m, c->caller->tenant, id, &bi, &err) < 0) {
+    if (err.code == ENOTSUP)
+      return mcp_tool_error(c, "this server cannot pause sandboxes (%s)", err.msg);
+    if (err.code == ETIMEDOUT)
+      return mcp_tool_error(c, "%s: the sandbox runs on; try again", err.msg);
+    return mcp_tool_core_error(c, "sandbox", id, &err);
+  }
+  json_t *r = box_json(&bi);
+  husk_box_info_free(&bi);
+  mcp_result(c, r, false);
+  return 0;
+}
+
+const struct mcp_tool mcp_tool_sandbox_pause = {
+    "sandbox_pause", "Pause a sandbox",
+    "Pause a sandbox: its processes are frozen in memory (they keep every variable, open file "
+    "and background job, and use no CPU) and its TTL clock stops. Use it when the work waits "
+    "for something (the user's answer, the next turn of a conversation) and should go on "
+    "exactly where it was. While paused, sandbox_exec, run_code, the file tools and contexts "
+    "fail with an error saying it is paused; sandbox_resume continues it. It still counts "
+    "against your quotas, and a sandbox paused past paused_until is destroyed. For a restore "
+    "point that survives the sandbox, use sandbox_snapshot.",
+    destroy_params,
+    "{\"type\":\"object\",\"properties\":{" BOX_JSON_PROPS "},\"required\":[\"sandbox_id\","
+    "\"state\"]}",
+    false, false, false, sandbox_pause,
+};
+
+static int sandbox_resume(struct mcp_call *c) {
+  const char *id = mcp_arg_str(c, "sandbox_id");
+  snprintf(c->audit_box, sizeof c->audit_box, "%.40s", id);
+  struct husk_mgr *m = mcp_call_mgr(c);
+  if (!m)
+    return 0;
+  struct husk_box_info bi = {0};
+  struct husk_err err;
+  if (husk_box_resume(m, c->caller->tenant, id, &bi, &err) < 0)
+    return mcp_tool_core_error(c, "sandbox", id, &err);
+  json_t *r = box_json(&bi);
+  husk_box_info_free(&bi);
+  mcp_result(c, r, false);
+  return 0;
+}
+
+const struct mcp_tool mcp_tool_sandbox_resume = {
+    "sandbox_resume", "Resume a paused sandbox",
+    "Resume a sandbox paused by sandbox_pause: its processes go on where they stopped, and its "
+    "TTL counts again from what was left of it (expires_at says when it ends now).",
+    destroy_params,
+    "{\"type\":\"object\",\"properties\":{" BOX_JSON_PROPS "},\"required\":[\"sandbox_id\","
+    "\"state\"]}",
+    false, false, false, sandbox_resume,
+};
+
+static const struct mcp_param snapshot_params[] = {
+    ID_PARAM,
+    {"metadata", MCP_P_STRMAP, false, "labels to find the snapshot by later (strings), e.g. "
+     "{\"step\": \"before migration\"}", NULL, 0, 0, 16 * 1024},
+    END_PARAM,
+};
+
+static int sandbox_snapshot(struct mcp_call *c) {
+  const char *id = mcp_arg_str(c, "sandbox_id");
+  snprintf(c->audit_box, sizeof c->audit_box, "%.40s", id);
+  json_t *meta = mcp_arg(c, "metadata");
+  cleanup_free char *meta_s = meta ? json_dumps(meta, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+  if (meta && !meta_s)
+    return mcp_tool_error(c, "out of memory");
+  struct husk_mgr *m = mcp_call_mgr(c);
+  if (!m)
+    return 0;
+  struct husk_snapshot_info si = {0};
+  struct husk_err err;
+  if (husk_snapshot_create(m, c->caller->tenant, id, meta_s, &si, &err) < 0) {
+    if (err.code == ENOENT)
+      return mcp_tool_core_error(c, "sandbox", id, &err);
+    return snapshot_error(c, id, &err);
+  }
+  snprintf(c->audit_detail, sizeof c->audit_detail, "%s", si.id);
+  cleanup_json json_t *md = json_loads(si.metadata_json ? si.metadata_json : "{}", 0, NULL);
+  json_t *r = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:s, s:o, s:o}", "snapshot_id", si.id,
+                        "sandbox_id", si.box_id, "template", si.template_name, "size",
+                        (json_int_t)si.size, "data_bytes", (json_int_t)si.data_bytes, "entries",
+                        (json_int_t)si.entries, "sha256", si.sha256, "created_at",
+                        mcp_time(si.created_ms), "metadata",
+                        json_is_object(md) ? json_incref(md) : json_object());
+  husk_snapshot_info_free(&si);
+  mcp_result(c, r, false);
+  return 0;
+}
+
+const struct mcp_tool mcp_tool_sandbox_snapshot = {
+    "sandbox_snapshot", "Snapshot a sandbox's files",
+    "Save what a sandbox wrote (/workspace, /tmp, /dev/shm, and for image templates every file "
+    "changed or deleted anywhere) as a snapshot, with its template, memory, env and TTL. "
+    "sandbox_create with snapshot: snapshot_id makes a new sandbox with those files: a restore "
+    "point before a risky step (restore it if the step breaks things), or a fork to try "
+    "several approaches from one state. Only files are kept: running processes, their memory "
+    "and run_code variables are NOT (the new sandbox starts fresh processes). The sandbox is "
+    "frozen for the moment of the copy and goes on afterwards (a paused one stays paused). "
+    "Snapshots count against your storage quota.",
+    snapshot_params,
+    "{\"type\":\"object\",\"properties\":{\"snapshot_id\":{\"type\":\"string\"},\"sandbox_id\":"
+    "{\"type\":\"string\"},\"template\":{\"type\":\"string\"},\"size\":{\"type\":\"integer\"},"
+    "\"data_bytes\":{\"type\":\"integer\"},\"entries\":{\"type\":\"integer\"},\"sha256\":{\"type\":"
+    "\"string\"},\"created_at\":{\"type\":\"string\"},\"metadata\":{\"type\":\"object\"}},"
+    "\"required\":[\"snapshot_id\",\"sandbox_id\",\"size\",\"created_at\"]}",
+    false, false, false, sandbox_snapshot,
 };
 
 /* ---- template_list ------------------------------------------------------------------ */

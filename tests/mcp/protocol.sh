@@ -38,7 +38,7 @@ stdio "$INIT" '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
   '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' '{"jsonrpc":"2.0","id":2,"method":"ping"}'
 expect_eq "stdio: initialize answered with 2025-11-25" "$(q 'r(0)["result"]["protocolVersion"]')" 2025-11-25
 check "stdio: the instructions name this server's wait (--wait 3)" grep -q "about 3 seconds" <<<"$(q 'r(0)["result"]["instructions"]')"
-expect_eq "stdio: tools/list lists 13 tools" "$(q 'len(r(1)["result"]["tools"])')" 13
+expect_eq "stdio: tools/list lists 16 tools" "$(q 'len(r(1)["result"]["tools"])')" 16
 expect_eq "stdio: ping answers {}" "$(q 'r(2)["result"]')" "{}"
 expect_eq "stdio: a notification gets no reply (3 requests, 3 replies)" "$(q 'len(o["msgs"])')" 3
 expect_eq "stdio: exits 0 at stdin's EOF" "$(q 'o["rc"]')" 0

@@ -110,7 +110,7 @@ TEST(modern_envelope) {
   CHECK_STR(json_string_value(json_object_get(res, "resultType")), "complete");
   CHECK(json_is_integer(json_object_get(res, "ttlMs")));
   CHECK_STR(json_string_value(json_object_get(res, "cacheScope")), "public");
-  CHECK(json_array_size(json_object_get(res, "tools")) == 13);
+  CHECK(json_array_size(json_object_get(res, "tools")) == 16);
   CHECK(json_object_get(json_object_get(res, "_meta"), "io.modelcontextprotocol/serverInfo") != NULL);
   json_decref(r);
   r = handle("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"_meta\":{"
@@ -183,6 +183,41 @@ TEST(argument_checks_follow_the_schema) {
   json_decref(a);
 }
 
+/* The keeping tools: pause and resume take only a sandbox_id; a snapshot's
+ * metadata is an object of strings; sandbox_create takes a snapshot and
+ * rebase (a boolean). */
+TEST(pause_resume_snapshot_arguments) {
+  const struct {
+    const struct mcp_tool *t;
+    const char *args;
+    bool ok;
+  } cases[] = {
+      {&mcp_tool_sandbox_pause, "{\"sandbox_id\":\"b_0\"}", true},
+      {&mcp_tool_sandbox_pause, "{}", false},
+      {&mcp_tool_sandbox_pause, "{\"sandbox_id\":\"b_0\",\"keep_memory\":true}", false},
+      {&mcp_tool_sandbox_resume, "{\"sandbox_id\":\"b_0\"}", true},
+      {&mcp_tool_sandbox_resume, "{\"sandbox_id\":7}", false},
+      {&mcp_tool_sandbox_snapshot, "{\"sandbox_id\":\"b_0\"}", true},
+      {&mcp_tool_sandbox_snapshot, "{\"sandbox_id\":\"b_0\",\"metadata\":{\"step\":\"1\"}}", true},
+      {&mcp_tool_sandbox_snapshot, "{\"sandbox_id\":\"b_0\",\"metadata\":{\"step\":1}}", false},
+      {&mcp_tool_sandbox_snapshot, "{\"sandbox_id\":\"b_0\",\"metadata\":\"x\"}", false},
+      {&mcp_tool_sandbox_create, "{\"snapshot\":\"s_0\",\"rebase\":true}", true},
+      {&mcp_tool_sandbox_create, "{\"snapshot\":\"s_0\",\"rebase\":\"yes\"}", false},
+      {&mcp_tool_sandbox_create, "{\"snapshot\":5}", false},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    json_t *a = json_loads(cases[i].args, 0, NULL);
+    char *msg = mcp_check_args(cases[i].t, a);
+    CHECK((msg == NULL) == cases[i].ok);
+    free(msg);
+    json_decref(a);
+  }
+  json_t *out = json_loads(mcp_tool_sandbox_pause.output_schema, 0, NULL);
+  CHECK(json_object_get(json_object_get(out, "properties"), "paused_until") != NULL);
+  json_decref(out);
+  CHECK(strstr(mcp_tool_sandbox_snapshot.description, "NOT") != NULL); /* processes are not kept */
+}
+
 TEST(base64_and_text) {
   const unsigned char bin[] = {0, 1, 2, 250, 251, 252, 253};
   for (size_t n = 0; n <= sizeof bin; n++) {
@@ -224,6 +259,7 @@ int main(void) {
   RUN(modern_envelope);
   RUN(tool_call_errors);
   RUN(argument_checks_follow_the_schema);
+  RUN(pause_resume_snapshot_arguments);
   RUN(base64_and_text);
   mcp_server_free(srv);
   return unit_done();
