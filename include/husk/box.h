@@ -45,7 +45,20 @@ struct husk_box_spec {
    * over the template as it is now. */
   const char *snapshot;
   bool rebase;
+  /* Named volumes of the tenant's (husk/volume.h) mounted into the box,
+   * at most HUSK_VOLUME_MOUNTS_MAX: each at an absolute path under
+   * /workspace (not /workspace itself), no two nested in each other. */
+  const struct husk_volume_mount *volumes;
+  size_t nvolumes;
 };
+
+/* One volume mount of a box (husk_box_spec.volumes). */
+struct husk_volume_mount {
+  const char *name;  /* the tenant's volume */
+  const char *path;  /* where, e.g. "/workspace/data" */
+  bool read_only;    /* writes fail with EROFS */
+};
+#define HUSK_VOLUME_MOUNTS_MAX 8
 
 /* A box as the manager knows it.  The three malloc'd strings belong to the
  * struct: release them with husk_box_info_free. */

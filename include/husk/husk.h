@@ -32,5 +32,6 @@
 #include "husk/template.h"
 #include "husk/context.h"
 #include "husk/snapshot.h"
+#include "husk/volume.h"
 
 #endif

@@ -258,6 +258,17 @@ enum MHD_Result h_box_timeout(struct req *r);
 enum MHD_Result h_box_metrics(struct req *r);
 enum MHD_Result h_box_pause(struct req *r);
 enum MHD_Result h_box_resume(struct req *r);
+/* routes_volumes.c */
+struct husk_volume_mount;
+/* The "volumes" array of a create body, [{"name","path","read_only"}],
+ * into m[HUSK_VOLUME_MOUNTS_MAX] (its strings borrowed from o); absent:
+ * *n = 0.  -1 with err filled (EINVAL) for a bad shape or too many. */
+int api_volume_mounts(json_t *o, struct husk_volume_mount *m, size_t *n, struct husk_err *err);
+enum MHD_Result h_volume_create(struct req *r);
+enum MHD_Result h_volume_list(struct req *r);
+enum MHD_Result h_volume_get(struct req *r);
+enum MHD_Result h_volume_delete(struct req *r);
+
 /* routes_snapshots.c */
 struct husk_snapshot_info;
 /* A snapshot as every reply shows it. */

@@ -54,7 +54,7 @@ json_t *api_box_json(const struct husk_box_info *bi) {
 static const char *const create_fields[] = {"template", "memory",  "cpus", "pids",
                                             "disk",     "timeout", "env",  "metadata",
                                             "network",  "egress",  "snapshot",
-                                            "rebase",   NULL};
+                                            "rebase",   "volumes", NULL};
 
 enum MHD_Result h_box_create(struct req *r) {
   json_t *o = api_body_object(r, create_fields);
@@ -81,6 +81,13 @@ enum MHD_Result h_box_create(struct req *r) {
     return api_reply_bad(r);
   }
   cr.limits.pids = pids;
+  struct husk_volume_mount vols[HUSK_VOLUME_MOUNTS_MAX];
+  if (api_volume_mounts(o, vols, &cr.nvolumes, &r->err) < 0) {
+    json_decref(o);
+    free(env);
+    return api_reply_bad(r);
+  }
+  cr.volumes = vols;
   if (cr.rebase && !cr.snapshot) {
     json_decref(o);
     free(env);
@@ -109,11 +116,12 @@ enum MHD_Result h_box_create(struct req *r) {
     egress_s = json_dumps(eg, JSON_COMPACT);
     cr.egress_json = egress_s;
   }
-  snprintf(r->audit_detail, sizeof r->audit_detail, "template=%s memory=%llu disk=%llu%s%.40s%s",
+  snprintf(r->audit_detail, sizeof r->audit_detail,
+           "template=%s memory=%llu disk=%llu%s%.40s%s volumes=%zu",
            cr.template_name ? cr.template_name : "default",
            (unsigned long long)cr.limits.memory_bytes, (unsigned long long)cr.limits.disk_bytes,
            cr.snapshot ? " snapshot=" : "", cr.snapshot ? cr.snapshot : "",
-           cr.rebase ? " rebase" : "");
+           cr.rebase ? " rebase" : "", cr.nvolumes);
   struct husk_box_info bi = {0};
   struct husk_err err;
   int rc = husk_box_create(r->srv->cfg.mgr, r->tenant, &cr, &bi, &err);

@@ -56,6 +56,11 @@ const struct route api_routes[] = {
     {"GET", SB "/metrics", AUTH_TENANT, BODY_NONE, NULL, h_box_metrics, NULL, NULL, NULL},
     {"POST", SB "/pause", AUTH_TENANT, BODY_JSON, "sandbox.pause", h_box_pause, NULL, NULL, NULL},
     {"POST", SB "/resume", AUTH_TENANT, BODY_NONE, "sandbox.resume", h_box_resume, NULL, NULL, NULL},
+    /* Volumes: routes_volumes.c */
+    {"POST", "/v1/volumes", AUTH_TENANT, BODY_JSON, "volume.create", h_volume_create, NULL, NULL, NULL},
+    {"GET", "/v1/volumes", AUTH_TENANT, BODY_NONE, NULL, h_volume_list, NULL, NULL, NULL},
+    {"GET", "/v1/volumes/{}", AUTH_TENANT, BODY_NONE, NULL, h_volume_get, NULL, NULL, NULL},
+    {"DELETE", "/v1/volumes/{}", AUTH_TENANT, BODY_NONE, "volume.delete", h_volume_delete, NULL, NULL, NULL},
     /* Snapshots: routes_snapshots.c */
     {"POST", SB "/snapshots", AUTH_TENANT, BODY_JSON, "snapshot.create", h_snapshot_create, NULL, NULL, NULL},
     {"GET", "/v1/snapshots", AUTH_TENANT, BODY_NONE, NULL, h_snapshot_list, NULL, NULL, NULL},

@@ -407,7 +407,18 @@ int box_make_jail(struct husk_mgr *m, struct live_box *b, const struct husk_limi
     si = (struct spawn_image){.layers_dir = layers_dir, .ids = img->idv, .n = img->n,
                               .user_set = img->p.user_set, .uid = img->p.uid, .gid = img->p.gid};
   }
-  if (spawner_create(sp, &jc, img ? &si : NULL, restore, &b->j, err) < 0)
+  /* Its volumes, as its rows say (a box resumed from disk gets them
+   * again); a pool's box has none. */
+  struct jail_volume vols[JAIL_MAX_VOLUMES];
+  char vol_paths[JAIL_MAX_VOLUMES][STATE_VOLUME_PATH_SIZE];
+  size_t nvols = 0;
+  if (!for_pool && box_volumes_open(m, b->id, vols, vol_paths, &nvols, err) < 0)
+    return -1;
+  jc.volumes = vols;
+  jc.nvolumes = nvols;
+  int rc = spawner_create(sp, &jc, img ? &si : NULL, restore, &b->j, err);
+  box_volumes_close(vols, nvols);
+  if (rc < 0)
     return -1;
   b->init_acks = true; /* its init is this build's (the spawner checks) */
   b->init_version = CTL_VERSION;
@@ -472,6 +483,10 @@ int box_create(struct husk_mgr *m, const char *tenant, const struct husk_box_spe
     if (box_egress_prepare(m, tenant, req->network, req->egress_json, &policy, err) < 0)
       return -1;
   }
+  struct state_volume_mount vols[HUSK_VOLUME_MOUNTS_MAX];
+  if (box_volumes_check(req, vols, err) < 0 ||
+      box_volumes_precheck(m, tenant, vols, req->nvolumes, err) < 0)
+    return -1;
   struct husk_limits lim = req->limits;
   uint64_t ttl = lim.timeout_ms ? lim.timeout_ms : m->cfg.default_ttl_ms;
   if (ttl > m->cfg.max_ttl_ms)
@@ -491,7 +506,7 @@ int box_create(struct husk_mgr *m, const char *tenant, const struct husk_box_spe
 
   /* A ready box of the same shape and template from a pool, if there is
    * one. */
-  struct live_box *b = from ? NULL : box_pool_claim(m, &lim, img ? img->t.id : "");
+  struct live_box *b = from || req->nvolumes ? NULL : box_pool_claim(m, &lim, img ? img->t.id : "");
   bool pooled = b != NULL;
   if (!b && !(b = lb_new())) {
     box_env_free(env);
@@ -565,6 +580,8 @@ int box_create(struct husk_mgr *m, const char *tenant, const struct husk_box_spe
       return -1;
     }
     if ((policy && state_box_egress_set(m->cfg.state, sb.id, "egress", policy, err) < 0) ||
+        (req->nvolumes &&
+         state_volume_attach(m->cfg.state, tenant, sb.id, vols, req->nvolumes, err) < 0) ||
         box_make_jail(m, b, &lim, false, img, from ? &from->restore : NULL, err) < 0 ||
         (policy && box_egress_attach(m, b, policy, true, err) < 0) ||
         state_box_set_runtime(m->cfg.state, sb.id, b->j.pid, box_proc_start_time(b->j.pid),

@@ -19,6 +19,7 @@
 #include "box/spawner.h"
 #include "jail/jail.h"
 #include "state/state.h"
+#include "state/volume_state.h"
 #include "template/template.h"
 
 /* A background process of a live box, in its box's list from its start
@@ -236,6 +237,23 @@ int box_create(struct husk_mgr *m, const char *tenant, const struct husk_box_spe
 int box_create_from_snapshot(struct husk_mgr *m, const char *tenant,
                              const struct husk_box_spec *req, struct husk_box_info *out,
                              struct husk_err *err);
+/* volume.c: a create's volume mounts checked (at most
+ * HUSK_VOLUME_MOUNTS_MAX, paths made relative to /workspace) into out[]. */
+int box_volumes_check(const struct husk_box_spec *req, struct state_volume_mount *out,
+                      struct husk_err *err);
+/* volume.c: each of the tenant's volumes exists and no live box mounts it
+ * (ENOENT, EBUSY): a clean refusal before a box row is made; the attach
+ * after it (state_volume_attach) is the one that counts. */
+int box_volumes_precheck(struct husk_mgr *m, const char *tenant,
+                         const struct state_volume_mount *mounts, size_t n, struct husk_err *err);
+/* volume.c: the images of box_id's recorded mounts opened for its jail
+ * (out[], their paths in paths[]), *n of them; box_volumes_close after. */
+int box_volumes_open(struct husk_mgr *m, const char *box_id, struct jail_volume *out,
+                     char paths[][STATE_VOLUME_PATH_SIZE], size_t *n, struct husk_err *err);
+void box_volumes_close(struct jail_volume *v, size_t n);
+/* volume.c: rows left 'creating' and image files no row names, removed
+ * (at open; after a tenant's purge, only the files of the main directory). */
+void box_volume_sweep(struct husk_mgr *m, bool at_start);
 /* snapshot.c: what a crash left of snapshots being made, removed (at open). */
 void box_snapshot_sweep(struct husk_mgr *m);
 /* snapshot.c: snapshot b (running: frozen meanwhile; paused: as it is);

@@ -129,6 +129,7 @@ int box_mgr_open(struct husk_mgr **out, const struct box_mgr_config *cfg, struct
   if (box_egress_open(m, err) < 0)
     goto fail;
   box_reconcile(m);
+  box_volume_sweep(m, true);
   if ((errno = pthread_create(&m->monitor, NULL, box_monitor_main, m)) != 0) {
     husk_error(err, errno, "cannot start the box monitor");
     goto fail;

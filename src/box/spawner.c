@@ -47,7 +47,7 @@
 /* The spawner's first message: which protocol it speaks.  The daemon runs
  * the `husk` binary installed next to it as its spawner (see launch());
  * one from another build must not be trusted to read these structs. */
-#define SPAWN_PROTO 4
+#define SPAWN_PROTO 5
 struct spawn_hello {
   struct ctl_hdr h;
   uint32_t proto;
@@ -75,7 +75,16 @@ struct spawn_req {
   uint32_t restore;
   char restore_sha256[65];
   uint64_t restore_max_bytes, restore_max_entries;
+  /* Volumes (struct jail_volume): their images' fds come with the
+   * request, after the archive's. */
+  uint32_t nvolumes;
+  struct {
+    char path[256];
+    uint32_t read_only;
+  } volumes[JAIL_MAX_VOLUMES];
 };
+/* The most fds a request carries. */
+#define SPAWN_REQ_MAX_FDS (1 + JAIL_MAX_VOLUMES)
 
 struct spawn_resp {
   struct ctl_hdr h;
@@ -239,9 +248,9 @@ void spawner_stop(struct spawner *s) {
   free(s);
 }
 
-static int request(struct spawner *s, const struct spawn_req *rq, int restore_fd,
+static int request(struct spawner *s, const struct spawn_req *rq, const int *send, size_t nsend,
                    struct spawn_resp *rs, int fds[3], struct husk_err *err) {
-  if (ctl_send(s->sock, rq, sizeof *rq, &restore_fd, restore_fd >= 0 ? 1 : 0, err) < 0)
+  if (ctl_send(s->sock, rq, sizeof *rq, send, nsend, err) < 0)
     return husk_error_wrap(err, "cannot reach the box spawner");
   size_t n = 3;
   ssize_t got = ctl_recv(s->sock, rs, sizeof *rs, fds, &n, NULL);
@@ -299,16 +308,30 @@ int spawner_create(struct spawner *s, const struct jail_config *cfg,
     q->restore_max_entries = restore->max_entries;
     restore_fd = restore->fd;
   }
+  int send[SPAWN_REQ_MAX_FDS];
+  size_t nsend = 0;
+  if (restore_fd >= 0)
+    send[nsend++] = restore_fd;
+  if (cfg->nvolumes > JAIL_MAX_VOLUMES)
+    return husk_fail(err, EINVAL, "a box mounts at most %d volumes", JAIL_MAX_VOLUMES);
+  for (size_t i = 0; i < cfg->nvolumes; i++) {
+    if (strlen(cfg->volumes[i].path) >= sizeof q->volumes[0].path)
+      return husk_fail(err, ENAMETOOLONG, "a volume's path is too long");
+    snprintf(q->volumes[i].path, sizeof q->volumes[0].path, "%s", cfg->volumes[i].path);
+    q->volumes[i].read_only = cfg->volumes[i].read_only;
+    send[nsend++] = cfg->volumes[i].image;
+  }
+  q->nvolumes = (uint32_t)cfg->nvolumes;
   struct spawn_resp rs;
   int fds[3] = {-1, -1, -1};
   pthread_mutex_lock(&s->lock);
-  int rc = s->sock >= 0 ? request(s, q, restore_fd, &rs, fds, err) : -1;
+  int rc = s->sock >= 0 ? request(s, q, send, nsend, &rs, fds, err) : -1;
   if (rc < 0) {
     /* The spawner died (or never answered): start a new one, try once more
      * (the archive is read from its start by each). */
     reap_spawner(s);
     if (launch(s, err) == 0)
-      rc = request(s, q, restore_fd, &rs, fds, err);
+      rc = request(s, q, send, nsend, &rs, fds, err);
   }
   pthread_mutex_unlock(&s->lock);
   if (rc < 0)
@@ -455,15 +478,32 @@ int spawner_main(int sock, const char *root_dir) {
     if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
       continue;
     struct spawn_req rq;
-    int rfd[1] = {-1};
-    size_t nfds = 1;
+    cleanup_close_vec int rfd[SPAWN_REQ_MAX_FDS + 1] = {-1};
+    size_t nfds = SPAWN_REQ_MAX_FDS;
     struct husk_err rerr;
     ssize_t n = ctl_recv(sock, &rq, sizeof rq, rfd, &nfds, &rerr);
+    rfd[n > 0 ? nfds : 0] = -1;
     if (n == 0 || (n < 0 && rerr.code != EINTR && rerr.code != EAGAIN))
       return 0; /* the daemon is gone */
-    cleanup_close int restore_fd = nfds == 1 ? rfd[0] : -1;
     if (n != (ssize_t)sizeof rq || rq.h.type != SPAWN_REQ)
       continue;
+    /* The fds: the archive's (a restore), then the volumes' images. */
+    size_t want = (rq.restore ? 1 : 0) + (rq.nvolumes <= JAIL_MAX_VOLUMES ? rq.nvolumes : 0);
+    int restore_fd = rq.restore && nfds >= 1 ? rfd[0] : -1;
+    struct jail_volume vols[JAIL_MAX_VOLUMES];
+    if (rq.nvolumes > JAIL_MAX_VOLUMES || nfds != want) {
+      struct spawn_resp bad = {.h = {.type = SPAWN_RESP, .len = sizeof bad}, .rc = -1,
+                               .code = EPROTO};
+      snprintf(bad.msg, sizeof bad.msg, "a spawn request came without its files");
+      ctl_send(sock, &bad, sizeof bad, NULL, 0, NULL);
+      continue;
+    }
+    for (uint32_t i = 0; i < rq.nvolumes; i++) {
+      rq.volumes[i].path[sizeof rq.volumes[i].path - 1] = '\0';
+      vols[i] = (struct jail_volume){.image = rfd[(rq.restore ? 1 : 0) + i],
+                                     .path = rq.volumes[i].path,
+                                     .read_only = rq.volumes[i].read_only != 0};
+    }
     rq.restore_sha256[sizeof rq.restore_sha256 - 1] = '\0';
     rq.name[sizeof rq.name - 1] = '\0';
     rq.ctl_path[sizeof rq.ctl_path - 1] = '\0';
@@ -489,7 +529,8 @@ int spawner_main(int sock, const char *root_dir) {
     }
     struct jail_config cfg = {
         .limits = {.memory_bytes = rq.memory, .pids = rq.pids, .cpu_milli = rq.cpu_milli},
-        .disk_bytes = rq.disk, .name = rq.name, .die_with_parent = false, .ctl_path = rq.ctl_path};
+        .disk_bytes = rq.disk, .name = rq.name, .die_with_parent = false, .ctl_path = rq.ctl_path,
+        .volumes = vols, .nvolumes = rq.nvolumes};
     struct jail j;
     struct husk_err err;
     struct spawn_resp rs = {.h = {.type = SPAWN_RESP, .len = sizeof rs}};

@@ -88,6 +88,7 @@ int box_tenant_finish_delete(struct husk_mgr *m, const char *tenant,
     return -1;
   if (state_tenant_purge(m->cfg.state, tenant, err) < 0)
     return -1;
+  box_volume_sweep(m, false); /* its volumes' images */
   /* Its templates' and build cache's rows went with the purge; their
    * layers go now unless another template or cache entry has them.  The
    * tenant is gone whatever happens here: a layer left (a crash before

@@ -6,7 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define CTL_MAX_FDS CTL_EXEC_MAX_FDS
+/* The most fds one message carries: a spawn request's archive and its
+ * volumes' images (box/spawner.c), more than an exec's. */
+#define CTL_MAX_FDS 16
 
 int ctl_send(int sock, const void *msg, size_t len, const int *fds, size_t nfds,
              struct husk_err *err) {

@@ -48,7 +48,20 @@ struct jail_config {
    * A failure fails the create.  NULL: nothing. */
   int (*fill_fs)(void *ctx, int fs, uint32_t uid_base, struct husk_err *err);
   void *fill_ctx;
+  /* Volumes mounted into /workspace (volume_mount.h), after fill_fs. */
+  const struct jail_volume *volumes;
+  size_t nvolumes; /* at most JAIL_MAX_VOLUMES */
 };
+
+/* A volume of a box: its ext4 image (a regular file, opened O_RDWR, or
+ * O_RDONLY for a read-only mount) and where it goes, relative to
+ * /workspace ("data", "a/b": normalized, no "..", checked by the caller). */
+struct jail_volume {
+  int image;
+  const char *path;
+  bool read_only;
+};
+#define JAIL_MAX_VOLUMES 8
 
 struct jail {
   pid_t pid;         /* host pid of the box's init */

@@ -42,7 +42,7 @@
 #define RANGE 65536
 
 /* 1.  Returns the namespace's fd. */
-static int map_userns(uint32_t base, struct husk_err *err) {
+int rootfs_image_userns(uint32_t base, struct husk_err *err) {
   int go[2];
   if (pipe2(go, O_CLOEXEC) < 0)
     return husk_error(err, errno, "cannot make the idmap's user namespace");
@@ -186,7 +186,7 @@ static int view(const struct rootfs_image *im, const char *scratch, char *at, si
   if (sfd < 0 || mkdirat(sfd, ROOT_DIR, 0755) < 0)
     return husk_error(err, errno, "cannot prepare `%s`", scratch);
   /* 1 and 3. */
-  cleanup_close int ns = map_userns(im->uid_base, err);
+  cleanup_close int ns = rootfs_image_userns(im->uid_base, err);
   if (ns < 0)
     return -1;
   for (size_t i = 0; i < im->nlayers; i++) {

@@ -44,4 +44,9 @@ int rootfs_image_view(const struct rootfs_image *im, const char *scratch, char *
  * was there, keeps its own). */
 int rootfs_image_drop(const char *scratch, struct husk_err *err);
 
+/* A user namespace with a box's map (0 -> base, 65536 ids), for
+ * MOUNT_ATTR_IDMAP of a mount the box is to see with its own ids (the
+ * layers here, volumes in volume_mount.c).  Returns its fd. */
+int rootfs_image_userns(uint32_t base, struct husk_err *err);
+
 #endif

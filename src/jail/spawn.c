@@ -45,6 +45,7 @@
 #include "jail/rootfs_image.h"
 #include "jail/seccomp.h"
 #include "jail/syscalls.h"
+#include "jail/volume_mount.h"
 #include "util/cleanup.h"
 #include "util/fileio.h"
 
@@ -52,7 +53,8 @@
 enum {
   CHILD_SYNC = 3, CHILD_CTL, CHILD_SLOT, CHILD_WS, CHILD_TMP, CHILD_SHM, CHILD_FS, CHILD_LISTEN,
   CHILD_DEV, CHILD_ATTACH, /* CGROUP_MAX_ATTACH fds from here */
-  CHILD_FIRST_FREE = CHILD_ATTACH + CGROUP_MAX_ATTACH
+  CHILD_VOL = CHILD_ATTACH + CGROUP_MAX_ATTACH, /* JAIL_MAX_VOLUMES mount fds from here */
+  CHILD_FIRST_FREE = CHILD_VOL + JAIL_MAX_VOLUMES
 };
 #define CHILD_NFDS (CHILD_FIRST_FREE - CHILD_SYNC)
 
@@ -65,6 +67,9 @@ struct child_args {
   int attach[CGROUP_MAX_ATTACH];
   size_t nattach;
   int attach_v2; /* index in attach[] of the v2 cgroup.procs, -1 if none */
+  int vol[JAIL_MAX_VOLUMES]; /* detached mounts of the volumes */
+  const char *vol_path[JAIL_MAX_VOLUMES]; /* where, relative to /workspace */
+  size_t nvol;
   bool die_with_parent;
   int landlock_abi;
   const struct seccomp_policy *seccomp;
@@ -157,6 +162,35 @@ static int make_fs(struct jail *j, uint64_t disk, uint32_t user_uid, int out_mnt
   return 0;
 }
 
+/* ---- volumes --------------------------------------------------------------- */
+
+/* The box's volumes as detached mounts in out[] (a cleanup_close_vec of
+ * the caller's, -1 after the last), their mount points made in its
+ * workspace, owned by the box user. */
+static int make_volumes(struct jail *j, const struct jail_config *cfg, uint32_t user_uid,
+                        int out[], struct husk_err *err) {
+  if (cfg->nvolumes == 0)
+    return 0;
+  if (cfg->nvolumes > JAIL_MAX_VOLUMES)
+    return husk_fail(err, EINVAL, "a box mounts at most %d volumes", JAIL_MAX_VOLUMES);
+  cleanup_close int ws = openat(j->fs, "workspace", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (ws < 0)
+    return husk_error(err, errno, "cannot open the box's workspace");
+  cleanup_close int userns = rootfs_image_userns(j->uid_base, err);
+  if (userns < 0)
+    return husk_error_wrap(err, "cannot idmap the box's volumes");
+  for (size_t i = 0; i < cfg->nvolumes; i++) {
+    const struct jail_volume *v = &cfg->volumes[i];
+    if (volume_mount_point(ws, v->path, jail_host_id(j, user_uid), err) < 0)
+      return -1;
+    out[i] = volume_mount_make(v->image, v->read_only, userns, err);
+    if (out[i] < 0)
+      return husk_error_wrap(err, "cannot mount the volume at `/workspace/%s`", v->path);
+    out[i + 1] = -1;
+  }
+  return 0;
+}
+
 /* ---- the control socket of a long-lived box ------------------------------ */
 
 static int listen_ctl(const char *path, struct husk_err *err) {
@@ -216,6 +250,8 @@ static int child_fds(const struct child_args *a, int *ctl, struct husk_err *err)
                             a->dev};
   for (size_t i = 0; i < CGROUP_MAX_ATTACH; i++)
     src[CHILD_ATTACH - CHILD_SYNC + i] = i < a->nattach ? a->attach[i] : -1;
+  for (size_t i = 0; i < JAIL_MAX_VOLUMES; i++)
+    src[CHILD_VOL - CHILD_SYNC + i] = i < a->nvol ? a->vol[i] : -1;
   *ctl = a->ctl;
   int tmp[CHILD_NFDS];
   for (int i = 0; i < CHILD_NFDS; i++)
@@ -299,6 +335,16 @@ static int child_setup(const struct child_args *args, char go, struct husk_err *
   close(CHILD_TMP);
   close(CHILD_SHM);
   close(CHILD_DEV); /* absent or attached: nothing to keep either way */
+  /* The volumes, on their mount points under the /workspace just
+   * attached (the host made them, refusing anything but directories, and
+   * nothing of the box has run yet to change that). */
+  for (size_t i = 0; i < args->nvol; i++) {
+    char at[300];
+    snprintf(at, sizeof at, "/workspace/%s", args->vol_path[i]);
+    if (move_mount(CHILD_VOL + (int)i, "", AT_FDCWD, at, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+      return husk_error(err, errno, "cannot mount a volume on `%s`", at);
+    close(CHILD_VOL + (int)i);
+  }
 
   if (sethostname(HUSK_BOX_HOSTNAME, strlen(HUSK_BOX_HOSTNAME)) < 0)
     return husk_error(err, errno, "cannot set the box's hostname (sethostname)");
@@ -532,6 +578,9 @@ int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *
     return -1;
   if (cfg->fill_fs && cfg->fill_fs(cfg->fill_ctx, j->fs, j->uid_base, err) < 0)
     return -1;
+  cleanup_close_vec int vols[JAIL_MAX_VOLUMES + 1] = {-1};
+  if (make_volumes(j, cfg, uid, vols, err) < 0)
+    return -1;
   /* An image box's root: its template's layers over a layer of its own on
    * the tmpfs just made, mounted here for the clone (the child's
    * namespace keeps a copy) and taken off right after it. */
@@ -591,6 +640,10 @@ int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *
                             .gid = gid};
   for (; attach[args.nattach] >= 0; args.nattach++)
     args.attach[args.nattach] = attach[args.nattach];
+  for (; args.nvol < cfg->nvolumes; args.nvol++) {
+    args.vol[args.nvol] = vols[args.nvol];
+    args.vol_path[args.nvol] = cfg->volumes[args.nvol].path;
+  }
   bool into_cgroup = false;
   cleanup_close int pidfd = -1;
   cleanup_pid pid_t pid = clone_box(j->cg.v2, &pidfd, &into_cgroup, err);
@@ -609,6 +662,7 @@ int jail_create(struct jail *j, const struct jail_config *cfg, struct husk_err *
   cleanup_close_vecp(mnts);
   cleanup_closep(&dev);
   cleanup_close_vecp(attach);
+  cleanup_close_vecp(vols);
   cleanup_closep(&listener);
 
   /* 6. */

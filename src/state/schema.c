@@ -374,11 +374,36 @@ static const char schema_snapshots[] =
     "CREATE INDEX snapshots_tenant ON snapshots(tenant_id, created_ms, id);"
     "CREATE INDEX snapshots_state ON snapshots(state);";
 
+/* Named volumes: a tenant's ext4 images (DATA/volumes/<id>.img) that
+ * outlive boxes.  A row is 'creating' while its image is made and 'ready'
+ * after, so a crash in between leaves a row the next start removes with
+ * its file.  box_volumes records which box mounts which volume where; a
+ * volume is in use while a box of one of its rows is live (computed, so a
+ * crash never leaves one stuck). */
+static const char schema_volumes[] =
+    "CREATE TABLE volumes ("
+    "  id TEXT PRIMARY KEY NOT NULL,"
+    "  tenant_id TEXT NOT NULL REFERENCES tenants(id),"
+    "  name TEXT NOT NULL,"
+    "  size INTEGER NOT NULL CHECK (size > 0),"
+    "  state TEXT NOT NULL CHECK (state IN ('creating', 'ready')),"
+    "  created_ms INTEGER NOT NULL,"
+    "  UNIQUE (tenant_id, name)"
+    ") STRICT;"
+    "CREATE TABLE box_volumes ("
+    "  box_id TEXT NOT NULL,"
+    "  volume_id TEXT NOT NULL REFERENCES volumes(id),"
+    "  path TEXT NOT NULL,"
+    "  read_only INTEGER NOT NULL CHECK (read_only IN (0, 1)),"
+    "  PRIMARY KEY (box_id, volume_id)"
+    ") STRICT;"
+    "CREATE INDEX box_volumes_volume ON box_volumes(volume_id);";
+
 static const char *const migrations[] = {
     schema_v1,          schema_jobs,         schema_egress,      schema_storage,
     schema_audit_retention, schema_tenant_lifecycle, schema_proc_exec_id, schema_link_denied,
     schema_templates,   schema_proc_limits, schema_box_template, schema_build_cache,
-    schema_build_cache_size, schema_snapshots};
+    schema_build_cache_size, schema_snapshots, schema_volumes};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 int state_schema_latest(void) { return SCHEMA_VERSION; }

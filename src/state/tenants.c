@@ -254,6 +254,8 @@ int state_tenant_purge(struct state *st, const char *id, struct husk_err *err) {
       "DELETE FROM jobs WHERE tenant_id = ?1",
       "DELETE FROM boxes WHERE tenant_id = ?1",
       "DELETE FROM snapshots WHERE tenant_id = ?1", /* their archives went with the store's purge */
+      "DELETE FROM box_volumes WHERE volume_id IN (SELECT id FROM volumes WHERE tenant_id = ?1)",
+      "DELETE FROM volumes WHERE tenant_id = ?1", /* their images: box_volume_sweep */
       "DELETE FROM secrets WHERE tenant_id = ?1",
       "DELETE FROM links WHERE tenant_id = ?1",
       "DELETE FROM s3_keys WHERE tenant_id = ?1",
