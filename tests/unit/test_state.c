@@ -22,6 +22,7 @@
 #include "state/db.h"
 #include "state/egress_state.h"
 #include "state/snapshot_state.h"
+#include "state/volume_state.h"
 #include "state/state.h"
 #include "unit.h"
 
@@ -859,6 +860,100 @@ TEST(box_state_changes) {
   CHECK_OK(state_box_delete(st, t.id, "b_t", &err));
   CHECK_ERR(state_box_get(st, NULL, "b_t", &g, &err), ENOENT);
   CHECK_ERR(state_box_delete(st, t.id, "b_t", &err), ENOENT);
+  close_and_remove(st);
+}
+
+
+static int count_vol(void *ctx, const struct state_volume *v) {
+  (void)v;
+  (*(int *)ctx)++;
+  return 0;
+}
+
+TEST(volume_rows) {
+  struct husk_err err = {0};
+  struct state *st = open_fresh();
+  struct state_tenant t = mk_tenant(st, "t", -1, -1), u = mk_tenant(st, "u", -1, -1);
+  /* Creating, then ready; only then listed or mountable, by its tenant. */
+  struct state_volume v = {.size = 1 << 24};
+  snprintf(v.id, sizeof v.id, "v_1");
+  snprintf(v.tenant_id, sizeof v.tenant_id, "%s", t.id);
+  snprintf(v.name, sizeof v.name, "data");
+  CHECK_OK(state_volume_insert(st, &v, 2, &err));
+  snprintf(v.id, sizeof v.id, "v_2");
+  CHECK_ERR(state_volume_insert(st, &v, 2, &err), EEXIST); /* same name */
+  snprintf(v.name, sizeof v.name, "other");
+  CHECK_OK(state_volume_insert(st, &v, 2, &err));
+  snprintf(v.id, sizeof v.id, "v_3");
+  snprintf(v.name, sizeof v.name, "third");
+  CHECK_ERR(state_volume_insert(st, &v, 2, &err), EDQUOT);
+  snprintf(v.tenant_id, sizeof v.tenant_id, "t_nope");
+  CHECK_ERR(state_volume_insert(st, &v, 2, &err), ENOENT);
+  struct state_volume g;
+  CHECK_ERR(state_volume_get(st, t.id, "data", &g, &err), ENOENT); /* creating */
+  int n = 0;
+  CHECK_OK(state_volume_list_creating(st, 100, count_vol, &n, &err));
+  CHECK(n == 2);
+  CHECK_OK(state_volume_ready(st, "v_1", &err));
+  CHECK_ERR(state_volume_ready(st, "v_1", &err), ESTALE);
+  CHECK_OK(state_volume_get(st, t.id, "data", &g, &err));
+  CHECK(!strcmp(g.id, "v_1") && g.size == 1 << 24 && g.box_id[0] == '\0');
+  CHECK_ERR(state_volume_get(st, u.id, "data", &g, &err), ENOENT);
+  n = 0;
+  CHECK_OK(state_volume_list(st, t.id, count_vol, &n, &err));
+  CHECK(n == 1);
+
+  /* One live box at a time mounts it; its end frees it, nothing to release. */
+  CHECK_OK(mk_box(st, t.id, "b_a", 0, NULL, &err));
+  CHECK_OK(mk_box(st, t.id, "b_b", 0, NULL, &err));
+  CHECK_OK(mk_box(st, u.id, "b_u", 0, NULL, &err));
+  struct state_volume_mount m = {.read_only = true};
+  snprintf(m.name, sizeof m.name, "data");
+  snprintf(m.path, sizeof m.path, "a/b");
+  CHECK_ERR(state_volume_attach(st, u.id, "b_u", &m, 1, &err), ENOENT); /* another tenant's */
+  CHECK_OK(state_volume_attach(st, t.id, "b_a", &m, 1, &err));
+  CHECK_STR(m.volume_id, "v_1");
+  CHECK_ERR(state_volume_attach(st, t.id, "b_b", &m, 1, &err), EBUSY);
+  CHECK_OK(state_volume_get(st, t.id, "data", &g, &err));
+  CHECK_STR(g.box_id, "b_a");
+  CHECK_ERR(state_volume_delete(st, t.id, "data", g.id, &err), EBUSY);
+  struct state_volume_mount got[8];
+  size_t k = 0;
+  CHECK_OK(state_volume_mounts(st, "b_a", got, 8, &k, &err));
+  CHECK(k == 1 && !strcmp(got[0].path, "a/b") && got[0].read_only && !strcmp(got[0].name, "data"));
+  CHECK_OK(state_box_set_state(st, "b_a", NULL, STATE_BOX_FAILED, "setup_error", 0, &err));
+  CHECK_OK(state_volume_get(st, t.id, "data", &g, &err));
+  CHECK(g.box_id[0] == '\0');
+  CHECK_OK(state_volume_attach(st, t.id, "b_b", &m, 1, &err));
+  CHECK_OK(state_box_set_state(st, "b_b", NULL, STATE_BOX_STOPPED, "deleted", 0, &err));
+
+  /* Delete: the id back for the image, the rows gone. */
+  char id[STATE_VOLUME_ID_SIZE];
+  CHECK_ERR(state_volume_delete(st, u.id, "data", id, &err), ENOENT);
+  CHECK_OK(state_volume_delete(st, t.id, "data", id, &err));
+  CHECK_STR(id, "v_1");
+  bool exists = true;
+  CHECK_OK(state_volume_exists(st, "v_1", &exists, &err));
+  CHECK(!exists);
+  CHECK_OK(state_volume_exists(st, "v_2", &exists, &err));
+  CHECK(exists);
+  CHECK_OK(state_volume_remove(st, "v_2", &err));
+  n = 0;
+  CHECK_OK(state_volume_list_creating(st, 100, count_vol, &n, &err));
+  CHECK(n == 0);
+
+  /* A tenant's purge takes its volumes and their mounts. */
+  snprintf(v.id, sizeof v.id, "v_4");
+  snprintf(v.tenant_id, sizeof v.tenant_id, "%s", u.id);
+  snprintf(v.name, sizeof v.name, "data");
+  CHECK_OK(state_volume_insert(st, &v, 0, &err));
+  CHECK_OK(state_volume_ready(st, "v_4", &err));
+  CHECK_OK(state_volume_attach(st, u.id, "b_u", &m, 1, &err));
+  CHECK_OK(state_box_set_state(st, "b_u", NULL, STATE_BOX_STOPPED, "deleted", 0, &err));
+  CHECK_OK(state_tenant_mark_deleted(st, u.id, &err));
+  CHECK_OK(state_tenant_purge(st, u.id, &err));
+  CHECK_OK(state_volume_exists(st, "v_4", &exists, &err));
+  CHECK(!exists);
   close_and_remove(st);
 }
 
@@ -2108,6 +2203,7 @@ int main(void) {
   RUN(processes);
   RUN(process_limits);
   RUN(pause_and_snapshot_rows);
+  RUN(volume_rows);
   RUN(audit_log);
   RUN(eight_threads_at_once);
   RUN(quota_holds_under_concurrency);
