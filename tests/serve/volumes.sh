@@ -164,6 +164,47 @@ api GET /v1/volumes/work
 expect_eq "then the volume is free" "$(jf 'j["sandbox"]')" ""
 check "and no loop device of ours is left" wait_for 10 sh -c "! losetup -a 2>/dev/null | grep -qF '$(realpath "$DATA")/volumes'"
 
+# ---- pause to disk: the box keeps the volume, and gets it back -------------------
+new_box '{"timeout":600,"volumes":[{"name":"work","path":"/workspace/data"}]}' || not_ok "a box to pause to disk (got $CODE: $BODY)"
+P=$BOX
+run "$P" 'echo paused >> /workspace/data/k'
+api POST "/v1/sandboxes/$P/pause" -d '{"keep_memory":false}'
+if [ "$CODE" = 200 ]; then
+  check "paused to disk, its loop device goes with its jail" wait_for 10 sh -c "! losetup -a 2>/dev/null | grep -qF '$(realpath "$DATA")/volumes'"
+  api GET /v1/volumes/work
+  expect_eq "the volume stays the paused box's" "$(jf 'j["sandbox"]')" "$P"
+  api POST /v1/sandboxes -d '{"volumes":[{"name":"work","path":"/workspace/data"}]}'
+  expect_code "another box cannot take it meanwhile: 409" 409
+  api POST "/v1/sandboxes/$P/resume"
+  expect_code "resume from disk" 200
+  run "$P" 'cat /workspace/data/k'
+  expect_eq "resumed, it has the volume again" "$(echo $OUT)" "before after paused"
+else
+  ok "pause to disk is not available here ($CODE): not checked"
+fi
+api DELETE "/v1/sandboxes/$P"
+
+# ---- tenant deletion takes its volumes --------------------------------------------
+new_tenant vol-c || not_ok "tenant C"
+KEY=$TKEY
+api POST /v1/volumes -d '{"name":"c","size":"16M"}'
+expect_code "C's volume" 201
+CVID=$(jf 'j["id"]')
+KEY=$ADMIN
+api DELETE "/v1/tenants/$TID"
+check "deleting tenant C answers 2xx ($CODE)" [ "${CODE:0:1}" = 2 ]
+check "its volume's image is gone" wait_for 10 test ! -e "$DATA/volumes/$CVID.img"
+KEY=$KEY_A
+
+# ---- what a crash leaves is swept at the next start ---------------------------------
+serve_stop
+: >"$DATA/volumes/tmp/v_0123456789abcdef01234567.img"
+: >"$DATA/volumes/v_0123456789abcdef76543210.img"
+serve_start || not_ok "restart"
+check "a half-made image in tmp is removed at start" [ ! -e "$DATA/volumes/tmp/v_0123456789abcdef01234567.img" ]
+check "an image no volume names is removed at start" [ ! -e "$DATA/volumes/v_0123456789abcdef76543210.img" ]
+check "the volume's own image stays" [ -f "$DATA/volumes/$VID.img" ]
+
 # ---- delete -------------------------------------------------------------------------
 api DELETE /v1/volumes/work
 expect_code "delete the volume" 204
