@@ -6,10 +6,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* The most fds one message carries: a spawn request's archive and its
- * volumes' images (box/spawner.c), more than an exec's. */
-#define CTL_MAX_FDS 16
-
 int ctl_send(int sock, const void *msg, size_t len, const int *fds, size_t nfds,
              struct husk_err *err) {
   struct iovec iov = {.iov_base = (void *)msg, .iov_len = len};

@@ -79,6 +79,10 @@ enum ctl_type {
 /* The fds an exec may carry: stdin, stdout, stderr, then fds 3, 4, ... of
  * the program (version 2). */
 #define CTL_EXEC_MAX_FDS 6
+/* The most fds any one message carries (ctl_send, ctl_recv): a spawn
+ * request's archive and its volumes' images (box/spawner.c) are more than
+ * an exec's. */
+#define CTL_MAX_FDS 16
 /* The fds init holds for one process. */
 #define CTL_HOLD_MAX_FDS 6
 

@@ -553,8 +553,8 @@ TEST(send_rejects_too_many_fds) {
   int sv[2];
   seqpair(sv);
   struct ctl_hdr h = {.type = CTL_READY, .len = sizeof h};
-  int fds[CTL_EXEC_MAX_FDS + 1] = {0};
-  CHECK(send_msg(sv[0], &h, sizeof h, fds, CTL_EXEC_MAX_FDS + 1) == -EINVAL);
+  int fds[CTL_MAX_FDS + 1] = {0};
+  CHECK(send_msg(sv[0], &h, sizeof h, fds, CTL_MAX_FDS + 1) == -EINVAL);
   /* Nothing was sent. */
   CHECK(fcntl(sv[1], F_SETFL, O_NONBLOCK) == 0);
   struct ctl_hdr rh;
@@ -670,7 +670,7 @@ TEST(recv_control_truncated) {
   seqpair(sv);
   struct leakpipe lp;
   leakpipe_open(&lp);
-  enum { N = 12 };
+  enum { N = CTL_MAX_FDS + 6 };
   int w[N];
   w[0] = lp.w;
   for (int i = 1; i < N; i++)
