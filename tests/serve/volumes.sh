@@ -78,6 +78,34 @@ if [ "$CODE" = 201 ]; then
 else
   ok "snapshots are not available here: the exclusion is not checked ($CODE)"
 fi
+# A snapshot that puts a symlink where a mount goes (the box tries to have
+# its volume mounted over /etc): the create is refused, the volume stays free.
+new_box '{}' || not_ok "a box to snapshot a symlink"
+Z=$BOX
+run "$Z" 'ln -s /etc /workspace/evil && mkdir -p /workspace/ok && echo f > /workspace/file'
+api POST "/v1/sandboxes/$Z/snapshots" -d '{}'
+if [ "$CODE" = 201 ]; then
+  ZS=$(jf 'j["id"]')
+  api POST /v1/volumes -d '{"name":"spare","size":"16M"}'
+  expect_code "a spare volume" 201
+  api POST /v1/sandboxes -d "{\"snapshot\":\"$ZS\",\"volumes\":[{\"name\":\"spare\",\"path\":\"/workspace/evil\"}]}"
+  expect_code "a volume over a snapshot's symlink is refused: 400" 400
+  check "the error says it is not a directory" grep -q "not a directory" <<<"$BODY"
+  [ "$CODE" = 201 ] && api DELETE "/v1/sandboxes/$(jf 'j["id"]')"
+  api POST /v1/sandboxes -d "{\"snapshot\":\"$ZS\",\"volumes\":[{\"name\":\"spare\",\"path\":\"/workspace/file/x\"}]}"
+  expect_code "a volume under a snapshot's file is refused: 400" 400
+  [ "$CODE" = 201 ] && api DELETE "/v1/sandboxes/$(jf 'j["id"]')"
+  api GET /v1/volumes/spare
+  expect_eq "the refused creates left the volume free" "$(jf 'j["sandbox"]')" ""
+  new_box "{\"snapshot\":\"$ZS\",\"volumes\":[{\"name\":\"spare\",\"path\":\"/workspace/ok\"}]}" || not_ok "a volume over a snapshot's directory (got $CODE: $BODY)"
+  run "$BOX" 'test -L /workspace/evil && grep -q " /workspace/ok ext4" /proc/mounts && echo fine'
+  expect_eq "over the snapshot's directory it mounts" "$OUT" fine
+  api DELETE "/v1/sandboxes/$BOX"
+  api DELETE "/v1/snapshots/$ZS"
+  api DELETE /v1/volumes/spare
+  expect_code "delete the spare volume" 204
+fi
+api DELETE "/v1/sandboxes/$Z"
 api DELETE "/v1/sandboxes/$A"
 expect_code "delete A" 200
 check "no loop device of ours is left after A" wait_for 10 sh -c "! losetup -a 2>/dev/null | grep -qF '$(realpath "$DATA")/volumes'"
