@@ -38,7 +38,8 @@ int api_volume_mounts(json_t *o, struct husk_volume_mount *m, size_t *n, struct 
   if (!a || json_is_null(a))
     return 0;
   if (!json_is_array(a))
-    return husk_fail(err, EINVAL, "`volumes` must be an array of {\"name\", \"path\", \"read_only\"}");
+    return husk_fail(err, EINVAL,
+                     "`volumes` must be an array of {\"name\", \"path\", \"read_only\"}");
   if (json_array_size(a) > HUSK_VOLUME_MOUNTS_MAX)
     return husk_fail(err, EINVAL, "a sandbox mounts at most %d volumes (%zu asked)",
                      HUSK_VOLUME_MOUNTS_MAX, json_array_size(a));
@@ -54,7 +55,8 @@ int api_volume_mounts(json_t *o, struct husk_volume_mount *m, size_t *n, struct 
         return husk_fail(err, EINVAL, "`volumes[%zu]` has an unknown field `%.64s`", i, k);
     }
     m[i] = (struct husk_volume_mount){0};
-    if (jget_string(v, "name", &m[i].name, err) < 0 || jget_string(v, "path", &m[i].path, err) < 0 ||
+    if (jget_string(v, "name", &m[i].name, err) < 0 ||
+        jget_string(v, "path", &m[i].path, err) < 0 ||
         jget_bool(v, "read_only", &m[i].read_only, err) < 0)
       return husk_error_wrap(err, "in `volumes[%zu]`", i);
     if (!m[i].name || !m[i].path)

@@ -45,13 +45,13 @@ static const char *const mkfs_paths[] = {"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4
 
 static bool name_ok(const char *n) {
   size_t len = n ? strlen(n) : 0;
-  return len >= 1 && len < HUSK_VOLUME_NAME_MAX && strspn(n, "abcdefghijklmnopqrstuvwxyz0123456789-") == len;
+  return len >= 1 && len < HUSK_VOLUME_NAME_MAX &&
+         strspn(n, "abcdefghijklmnopqrstuvwxyz0123456789-") == len;
 }
 
 static int check_name(const char *name, struct husk_err *err) {
   if (!name_ok(name))
-    return husk_fail(err, EINVAL,
-                     "a volume name is 1 to %d characters of a-z, 0-9 and '-'",
+    return husk_fail(err, EINVAL, "a volume name is 1 to %d characters of a-z, 0-9 and '-'",
                      HUSK_VOLUME_NAME_MAX - 1);
   return 0;
 }
@@ -177,7 +177,8 @@ int husk_volume_create(struct husk_mgr *m, const char *tenant, const char *name,
   if (size == 0)
     size = HUSK_VOLUME_DEFAULT_SIZE;
   if (size < HUSK_VOLUME_MIN_SIZE || size > HUSK_VOLUME_MAX_SIZE || size % (1 << 20) != 0)
-    return husk_fail(err, EINVAL, "a volume's size is a whole number of MiB from %llu MiB to %llu GiB",
+    return husk_fail(err, EINVAL,
+                     "a volume's size is a whole number of MiB from %llu MiB to %llu GiB",
                      (unsigned long long)(HUSK_VOLUME_MIN_SIZE >> 20),
                      (unsigned long long)(HUSK_VOLUME_MAX_SIZE >> 30));
   cleanup_close int dir = vol_dir(m, err);
@@ -333,15 +334,14 @@ int box_volumes_check(const struct husk_box_spec *req, struct state_volume_mount
 }
 
 int box_volumes_precheck(struct husk_mgr *m, const char *tenant,
-                         const struct state_volume_mount *mounts, size_t n,
-                         struct husk_err *err) {
+                         const struct state_volume_mount *mounts, size_t n, struct husk_err *err) {
   for (size_t i = 0; i < n; i++) {
     struct state_volume v;
     if (state_volume_get(m->cfg.state, tenant, mounts[i].name, &v, err) < 0)
       return -1;
     if (v.box_id[0])
-      return husk_fail(err, EBUSY, "volume `%s` is mounted by sandbox %s already",
-                       mounts[i].name, v.box_id);
+      return husk_fail(err, EBUSY, "volume `%s` is mounted by sandbox %s already", mounts[i].name,
+                       v.box_id);
   }
   return 0;
 }

@@ -49,8 +49,8 @@ static bool image_held(const struct stat *st) {
     snprintf(dev, sizeof dev, "/dev/%s", e->d_name);
     cleanup_close int fd = open(dev, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     struct loop_info64 li;
-    if (fd >= 0 && ioctl(fd, LOOP_GET_STATUS64, &li) == 0 &&
-        li.lo_device == (uint64_t)st->st_dev && li.lo_inode == (uint64_t)st->st_ino)
+    if (fd >= 0 && ioctl(fd, LOOP_GET_STATUS64, &li) == 0 && li.lo_device == (uint64_t)st->st_dev &&
+        li.lo_inode == (uint64_t)st->st_ino)
       held = true;
   }
   closedir(d);
@@ -73,11 +73,15 @@ static int wait_free(int image, struct husk_err *err) {
 }
 
 /* 2.  Returns the configured loop device's fd, its path in dev. */
-static int loop_attach(int image, bool read_only, char *dev, size_t dev_len,
-                       struct husk_err *err) {
+static int loop_attach(int image, bool read_only, char *dev, size_t dev_len, struct husk_err *err) {
   cleanup_close int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+  if (ctl < 0 && (errno == ENOENT || errno == ENXIO || errno == ENODEV))
+    return husk_fail(err, ENOTSUP,
+                     "this host has no loop devices (`/dev/loop-control`: %s): "
+                     "volumes need the loop module",
+                     strerror(errno));
   if (ctl < 0)
-    return husk_error(err, errno, "cannot open `/dev/loop-control` (is the loop module loaded?)");
+    return husk_error(err, errno, "cannot open `/dev/loop-control`");
   for (int i = 0; i < VOLUME_LOOP_TRIES; i++) {
     int n = ioctl(ctl, LOOP_CTL_GET_FREE);
     if (n < 0)
@@ -107,8 +111,10 @@ int volume_mount_make(int image, bool read_only, int userns, struct husk_err *er
     return -1;
   /* 3. */
   cleanup_close int fs = fsopen("ext4", FSOPEN_CLOEXEC);
+  if (fs < 0 && errno == ENODEV)
+    return husk_fail(err, ENOTSUP, "this host's kernel has no ext4: volumes need it");
   if (fs < 0)
-    return husk_error(err, errno, "fsopen ext4 (is ext4 available?)");
+    return husk_error(err, errno, "fsopen ext4");
   if (fsconfig(fs, FSCONFIG_SET_STRING, "source", dev, 0) < 0 ||
       (read_only && fsconfig(fs, FSCONFIG_SET_FLAG, "ro", NULL, 0) < 0) ||
       fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)

@@ -12,7 +12,7 @@
 
 /* The live box that mounts volume v, or "". */
 #define VOL_MOUNTED_BY                                                                             \
-  "coalesce((SELECT bv.box_id FROM box_volumes bv JOIN boxes b ON b.id = bv.box_id WHERE "        \
+  "coalesce((SELECT bv.box_id FROM box_volumes bv JOIN boxes b ON b.id = bv.box_id WHERE "         \
   "bv.volume_id = v.id AND b.state IN " DB_LIVE_STATES " LIMIT 1), '')"
 #define VOL_COLUMNS "v.id, v.tenant_id, v.name, v.size, v.state, v.created_ms, " VOL_MOUNTED_BY
 
@@ -76,12 +76,11 @@ int state_volume_insert(struct state *st, const struct state_volume *v, int max,
     return -1;
   if (n > 0)
     return husk_fail(err, EEXIST, "a volume named `%s` exists already", v->name);
-  if (count_locked(st, "SELECT count(*) FROM volumes WHERE tenant_id = ?1", v->tenant_id, NULL,
-                   &n, err) < 0)
+  if (count_locked(st, "SELECT count(*) FROM volumes WHERE tenant_id = ?1", v->tenant_id, NULL, &n,
+                   err) < 0)
     return -1;
   if (max > 0 && n >= max)
-    return husk_fail(err, EDQUOT, "the tenant has %" PRId64 " volumes, the most it may have",
-                     n);
+    return husk_fail(err, EDQUOT, "the tenant has %" PRId64 " volumes, the most it may have", n);
   cleanup_stmt sqlite3_stmt *s = NULL;
   if (db_prepare(st, &s,
                  "INSERT INTO volumes (id, tenant_id, name, size, state, created_ms) "
@@ -91,8 +90,7 @@ int state_volume_insert(struct state *st, const struct state_volume *v, int max,
   int64_t created = v->created_ms ? v->created_ms : state_now_ms();
   int rc;
   if ((rc = db_text(s, 1, v->id)) || (rc = db_text(s, 2, v->tenant_id)) ||
-      (rc = db_text(s, 3, v->name)) || (rc = db_int(s, 4, v->size)) ||
-      (rc = db_int(s, 5, created)))
+      (rc = db_text(s, 3, v->name)) || (rc = db_int(s, 4, v->size)) || (rc = db_int(s, 5, created)))
     return db_fail(st, err, rc, "cannot bind volume");
   if (db_step_done(st, s, "cannot insert volume", err) < 0)
     return -1;
@@ -121,8 +119,7 @@ int state_volume_ready(struct state *st, const char *id, struct husk_err *err) {
 int state_volume_get(struct state *st, const char *tenant_id, const char *name,
                      struct state_volume *out, struct husk_err *err) {
   memset(out, 0, sizeof *out);
-  if (check_id("tenant id", tenant_id, STATE_TENANT_ID_SIZE, err) < 0 ||
-      check_name(name, NULL) < 0)
+  if (check_id("tenant id", tenant_id, STATE_TENANT_ID_SIZE, err) < 0 || check_name(name, NULL) < 0)
     return husk_fail(err, ENOENT, "no such volume");
   cleanup_rows struct db_rows rows = {.item_size = sizeof(struct state_volume)};
   if (db_rows_select(st, &rows,
@@ -173,8 +170,7 @@ static int find_locked(struct state *st, const char *tenant_id, const char *name
   return 0;
 }
 
-static int exec_id_locked(struct state *st, const char *sql, const char *id,
-                          struct husk_err *err) {
+static int exec_id_locked(struct state *st, const char *sql, const char *id, struct husk_err *err) {
   cleanup_stmt sqlite3_stmt *s = NULL;
   if (db_prepare(st, &s, sql, err) < 0)
     return -1;
@@ -186,8 +182,7 @@ static int exec_id_locked(struct state *st, const char *sql, const char *id,
 
 int state_volume_delete(struct state *st, const char *tenant_id, const char *name, char *id_out,
                         struct husk_err *err) {
-  if (check_id("tenant id", tenant_id, STATE_TENANT_ID_SIZE, err) < 0 ||
-      check_name(name, NULL) < 0)
+  if (check_id("tenant id", tenant_id, STATE_TENANT_ID_SIZE, err) < 0 || check_name(name, NULL) < 0)
     return husk_fail(err, ENOENT, "no such volume");
   cleanup_unlock struct state *locked = db_lock(st);
   cleanup_txn struct db_txn txn = {0};
@@ -223,8 +218,7 @@ int state_volume_attach(struct state *st, const char *tenant_id, const char *box
     if (find_locked(st, tenant_id, m[i].name, m[i].volume_id, box, err) < 0)
       return -1;
     if (box[0] && strcmp(box, box_id) != 0)
-      return husk_fail(err, EBUSY, "volume `%s` is mounted by sandbox %s already", m[i].name,
-                       box);
+      return husk_fail(err, EBUSY, "volume `%s` is mounted by sandbox %s already", m[i].name, box);
     cleanup_stmt sqlite3_stmt *s = NULL;
     if (db_prepare(st, &s,
                    "INSERT INTO box_volumes (box_id, volume_id, path, read_only) "
@@ -236,14 +230,12 @@ int state_volume_attach(struct state *st, const char *tenant_id, const char *box
         (rc = db_text(s, 3, m[i].path)) || (rc = db_int(s, 4, m[i].read_only ? 1 : 0)))
       return db_fail(st, err, rc, "cannot bind volume mount");
     if (db_step_done(st, s, "cannot record the volume mount", err) < 0)
-      return err->code == EEXIST
-                 ? husk_fail(err, EINVAL, "volume `%s` is mounted twice", m[i].name)
-                 : -1;
+      return err->code == EEXIST ? husk_fail(err, EINVAL, "volume `%s` is mounted twice", m[i].name)
+                                 : -1;
   }
   db_fault_point("volume_attach");
   return db_commit(&txn, err);
 }
-
 
 static int read_mount(sqlite3_stmt *s, void *row, struct husk_err *err) {
   struct state_volume_mount *m = row;
@@ -267,12 +259,11 @@ int state_volume_mounts(struct state *st, const char *box_id, struct state_volum
                      "SELECT bv.volume_id, v.name, bv.path, bv.read_only FROM box_volumes bv "
                      "JOIN volumes v ON v.id = bv.volume_id WHERE bv.box_id = ?1 ORDER BY "
                      "bv.rowid",
-                     DB_ARGS(DB_TEXT(box_id)), read_mount, "cannot list volume mounts",
-                     err) < 0)
+                     DB_ARGS(DB_TEXT(box_id)), read_mount, "cannot list volume mounts", err) < 0)
     return -1;
   if (rows.n > max)
-    return husk_fail(err, E2BIG, "sandbox %s has %zu volume mounts, more than %zu", box_id,
-                     rows.n, max);
+    return husk_fail(err, E2BIG, "sandbox %s has %zu volume mounts, more than %zu", box_id, rows.n,
+                     max);
   for (size_t i = 0; i < rows.n; i++)
     m[i] = *(struct state_volume_mount *)db_rows_at(&rows, i);
   *n = rows.n;
