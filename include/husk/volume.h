@@ -36,7 +36,7 @@ struct husk_volume_info {
   char name[HUSK_VOLUME_NAME_MAX]; /* 1..63 of [a-z0-9-], unique in the tenant */
   uint64_t size;                   /* bytes */
   int64_t created_ms;
-  char box_id[HUSK_BOX_ID_MAX];    /* the live box mounting it, or "" */
+  char box_id[HUSK_BOX_ID_MAX]; /* the live box mounting it, or "" */
 };
 
 /* Make a volume: an empty ext4 filesystem of `size` bytes (0: the
@@ -56,8 +56,8 @@ HUSK_PUBLIC int husk_volume_get(struct husk_mgr *m, const char *tenant, const ch
 /* Call cb for each of the tenant's volumes, by name.  cb returns 0 to go
  * on, > 0 to stop, < 0 to fail (returned as is). */
 HUSK_PUBLIC int husk_volume_list(struct husk_mgr *m, const char *tenant,
-                                 int (*cb)(void *ctx, const struct husk_volume_info *vi),
-                                 void *ctx, struct husk_err *err);
+                                 int (*cb)(void *ctx, const struct husk_volume_info *vi), void *ctx,
+                                 struct husk_err *err);
 
 /* Delete a volume and its files.  Errors: ENOENT, EBUSY (a live box
  * mounts it). */
