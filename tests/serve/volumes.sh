@@ -8,6 +8,7 @@
 # the loop device.  Leak checks count only what this suite made.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/serve.bash"
+. "$(dirname "$0")/../template/template.bash"
 
 if ! command -v mkfs.ext4 >/dev/null && [ ! -x /usr/sbin/mkfs.ext4 ] && [ ! -x /sbin/mkfs.ext4 ]; then
   echo "# mkfs.ext4 (e2fsprogs) is not installed: skipped"
@@ -232,6 +233,43 @@ serve_start || not_ok "restart"
 check "a half-made image in tmp is removed at start" [ ! -e "$DATA/volumes/tmp/v_0123456789abcdef01234567.img" ]
 check "an image no volume names is removed at start" [ ! -e "$DATA/volumes/v_0123456789abcdef76543210.img" ]
 check "the volume's own image stays" [ -f "$DATA/volumes/$VID.img" ]
+
+# ---- at once: two creates race for one volume, exactly one wins ------------------
+racers=()
+for i in 1 2; do
+  curl -s -o "$T_SCRATCH/race$i" -w '%{http_code}' -X POST -H "Authorization: Bearer $KEY" \
+    -d '{"volumes":[{"name":"work","path":"/workspace/data"}]}' "$URL/v1/sandboxes" >"$T_SCRATCH/race$i.code" &
+  racers+=($!)
+done
+wait "${racers[@]}" # not the daemon's pid
+codes=$(cat "$T_SCRATCH/race1.code" "$T_SCRATCH/race2.code" | tr -d '\n')
+check "two creates at once: one 201, one 409 ($codes)" [ "$codes" = 201409 -o "$codes" = 409201 ]
+for i in 1 2; do
+  id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("id",""))' "$T_SCRATCH/race$i" 2>/dev/null)
+  [ -n "$id" ] && echo "$id $KEY" >>"$T_SCRATCH/boxes" && W=$id
+done
+# Deleted and mounted again at once: the next box waits for the loop device
+# of the one going away rather than mount the image twice.
+api DELETE "/v1/sandboxes/$W"
+new_box '{"volumes":[{"name":"work","path":"/workspace/data"}]}' || not_ok "mounted again right after its box's delete (got $CODE: $BODY)"
+run "$BOX" 'cat /workspace/data/f'
+expect_eq "the next box reads it" "$OUT" hello
+api DELETE "/v1/sandboxes/$BOX"
+
+# ---- a box of an image template -----------------------------------------------------
+if have_busybox; then
+  L=$T_SCRATCH/layers
+  busybox_root "$L/base"
+  mkimage "$T_SCRATCH/bb.tar" --layer "$L/base" --owner home/app=1000:1000 --user app --workdir /home/app
+  api POST "/v1/templates?name=bb" --data-binary "@$T_SCRATCH/bb.tar" -H 'Content-Type: application/x-tar'
+  expect_code "a busybox template" 201
+  new_box '{"template":"bb","volumes":[{"name":"work","path":"/workspace/data"}]}' || not_ok "a template box with the volume (got $CODE: $BODY)"
+  run "$BOX" 'cat /workspace/data/f && echo tpl > /workspace/data/t && stat -c %u /workspace/data/t && id -u'
+  expect_eq "a template's box reads and writes the volume, as its user" "$(echo $OUT)" "hello 1000 1000"
+  api DELETE "/v1/sandboxes/$BOX"
+else
+  ok "busybox is not installed: the template box is not checked"
+fi
 
 # ---- delete -------------------------------------------------------------------------
 api DELETE /v1/volumes/work
