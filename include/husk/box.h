@@ -60,7 +60,7 @@ struct husk_volume_mount {
 };
 #define HUSK_VOLUME_MOUNTS_MAX 8
 
-/* A box as the manager knows it.  The three malloc'd strings belong to the
+/* A box as the manager knows it.  The malloc'd strings belong to the
  * struct: release them with husk_box_info_free. */
 struct husk_box_info {
   char id[HUSK_BOX_ID_MAX];
@@ -82,6 +82,10 @@ struct husk_box_info {
   uint64_t remaining_ms;
   bool paused_to_disk; /* husk_box_pause_to_disk: no memory kept, resumed from a snapshot */
   char snapshot_id[HUSK_SNAPSHOT_ID_MAX]; /* the snapshot it was made from, or "" */
+  /* Its volume mounts, a JSON array of {"name","path","read_only"}
+   * (husk/volume.h); NULL when it has none, and in husk_box_list's
+   * entries (husk_box_get fills it). */
+  char *volumes_json;
 };
 
 /* Free the strings of *bi (not bi itself); a zeroed struct is fine. */

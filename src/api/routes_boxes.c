@@ -42,6 +42,11 @@ json_t *api_box_json(const struct husk_box_info *bi) {
   }
   if (o && bi->snapshot_id[0])
     json_object_set_new(o, "snapshot", json_string(bi->snapshot_id));
+  if (o && bi->volumes_json) {
+    json_t *v = json_loads(bi->volumes_json, 0, &je);
+    if (v)
+      json_object_set_new(o, "volumes", v);
+  }
   /* The egress policy, placeholders included (not secrets). */
   if (o && bi->egress_json) {
     json_t *eg = json_loads(bi->egress_json, 0, &je);

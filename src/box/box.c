@@ -268,7 +268,8 @@ void husk_box_info_free(struct husk_box_info *bi) {
   free(bi->metadata_json);
   free(bi->env_json);
   free(bi->egress_json);
-  bi->metadata_json = bi->env_json = bi->egress_json = NULL;
+  free(bi->volumes_json);
+  bi->metadata_json = bi->env_json = bi->egress_json = bi->volumes_json = NULL;
 }
 
 /* Network mode and policy: a row in box_egress, or "none". */
@@ -283,6 +284,25 @@ static void fill_network(struct husk_mgr *m, struct husk_box_info *bi) {
   } else {
     free(pol);
   }
+}
+
+/* Its volume mounts (box_volumes rows), as a JSON array; none: NULL. */
+static void fill_volumes(struct husk_mgr *m, struct husk_box_info *bi) {
+  struct state_volume_mount mounts[HUSK_VOLUME_MOUNTS_MAX];
+  size_t n = 0;
+  struct husk_err ignored;
+  if (state_volume_mounts(m->cfg.state, bi->id, mounts, HUSK_VOLUME_MOUNTS_MAX, &n, &ignored) < 0 ||
+      n == 0)
+    return;
+  json_t *a = json_array();
+  for (size_t i = 0; a && i < n; i++) {
+    char path[STATE_VOLUME_PATH_SIZE + 16];
+    snprintf(path, sizeof path, "/workspace/%s", mounts[i].path);
+    json_array_append_new(a, json_pack("{s:s, s:s, s:b}", "name", mounts[i].name, "path", path,
+                                       "read_only", mounts[i].read_only));
+  }
+  bi->volumes_json = a ? json_dumps(a, JSON_COMPACT) : NULL;
+  json_decref(a);
 }
 
 /* The API's state: the database's, with "stopped" refined by its reason. */
@@ -330,6 +350,7 @@ int husk_box_get(struct husk_mgr *m, const char *tenant, const char *id, struct 
   fill_info(out, &sb, m->cfg.max_paused_ms);
   state_box_free(&sb);
   fill_network(m, out);
+  fill_volumes(m, out);
   return 0;
 }
 

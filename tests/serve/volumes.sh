@@ -55,6 +55,7 @@ expect_code "get it by name" 200
 # ---- A writes, B reads ----------------------------------------------------
 new_box '{"volumes":[{"name":"work","path":"/workspace/data"}]}' || not_ok "box A with the volume (got $CODE: $BODY)"
 A=$BOX
+expect_eq "the box shows its mount" "$(jf 'j.get("volumes")')" '[{"name": "work", "path": "/workspace/data", "read_only": false}]'
 run "$A" 'echo hello > /workspace/data/f && mkdir /workspace/data/d && echo x > /workspace/data/d/g && stat -c "%u:%g" /workspace/data /workspace/data/f /workspace/data/d/g'
 expect_eq "A writes into the volume" "$RC" 0
 expect_eq "files there are the box user's" "$(echo $OUT)" "1000:1000 1000:1000 1000:1000"
