@@ -537,6 +537,15 @@ int state_box_delete(struct state *st, const char *tenant_id, const char *id,
     return db_fail(st, err, rc, "cannot bind box id");
   if (db_step_done(st, s, "cannot delete box", err) < 0)
     return -1;
+  /* Its volume mounts (no foreign key: a mount row is written while the
+   * box is being created, and only read joined with its box). */
+  cleanup_stmt sqlite3_stmt *v = NULL;
+  if (db_prepare(st, &v, "DELETE FROM box_volumes WHERE box_id = ?1", err) < 0)
+    return -1;
+  if ((rc = db_text(v, 1, id)))
+    return db_fail(st, err, rc, "cannot bind box id");
+  if (db_step_done(st, v, "cannot delete the box's volume mounts", err) < 0)
+    return -1;
   return db_commit(&txn, err);
 }
 

@@ -926,6 +926,10 @@ TEST(volume_rows) {
   CHECK(g.box_id[0] == '\0');
   CHECK_OK(state_volume_attach(st, t.id, "b_b", &m, 1, &err));
   CHECK_OK(state_box_set_state(st, "b_b", NULL, STATE_BOX_STOPPED, "deleted", 0, &err));
+  /* Forgetting an ended box forgets its mounts. */
+  CHECK_OK(state_box_delete(st, t.id, "b_b", &err));
+  CHECK_OK(state_volume_mounts(st, "b_b", got, 8, &k, &err));
+  CHECK(k == 0);
 
   /* Delete: the id back for the image, the rows gone. */
   char id[STATE_VOLUME_ID_SIZE];
