@@ -230,7 +230,19 @@ KEY=$KEY_A
 serve_stop
 : >"$DATA/volumes/tmp/v_0123456789abcdef01234567.img"
 : >"$DATA/volumes/v_0123456789abcdef76543210.img"
+# A create the daemon died in: its row 'creating', its image half made.
+TA=$(sqlite3 "$DATA/husk.db" "SELECT tenant_id FROM volumes WHERE id = '$VID'")
+if [ -n "$TA" ] && sqlite3 "$DATA/husk.db" "INSERT INTO volumes (id, tenant_id, name, size, state, created_ms) VALUES ('v_0123456789abcdef01234567', '$TA', 'halfway', 16777216, 'creating', 1)"; then
+  ok "a row left creating (made by hand)"
+else
+  not_ok "a row left creating (made by hand)"
+fi
 serve_start || not_ok "restart"
+check "a volume row left creating is removed at start" \
+  [ "$(sqlite3 "file:$DATA/husk.db?mode=ro" "SELECT count(*) FROM volumes WHERE name = 'halfway'")" = 0 ]
+api POST /v1/volumes -d '{"name":"halfway","size":"16M"}'
+expect_code "its name is free again" 201
+api DELETE /v1/volumes/halfway
 check "a half-made image in tmp is removed at start" [ ! -e "$DATA/volumes/tmp/v_0123456789abcdef01234567.img" ]
 check "an image no volume names is removed at start" [ ! -e "$DATA/volumes/v_0123456789abcdef76543210.img" ]
 check "the volume's own image stays" [ -f "$DATA/volumes/$VID.img" ]
