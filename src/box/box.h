@@ -74,6 +74,10 @@ struct box_mgr_config {
   /* Audit records older than this are removed (bounded batches, on the
    * egress audit thread); 0: kept forever. */
   int64_t audit_retention_ms;
+  /* Free space of the data disk no volume may be made in (a disk_reserve
+   * text: util/disk_reserve.h; NULL: the default), as for stored objects
+   * and template layers. */
+  const char *data_reserve;
 };
 
 /* Open the manager: lock the data directory (one daemon per directory:

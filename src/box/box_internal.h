@@ -21,6 +21,7 @@
 #include "state/state.h"
 #include "state/volume_state.h"
 #include "template/template.h"
+#include "util/disk_reserve.h"
 
 /* A background process of a live box, in its box's list from its start
  * until the box goes (the list only grows; a node is never freed while the
@@ -111,6 +112,7 @@ struct pool_class {
 
 struct husk_mgr {
   struct box_mgr_config cfg;
+  struct disk_reserve data_reserve; /* cfg.data_reserve, parsed */
   struct state *own_state; /* opened by husk_mgr_open, closed with the manager; else NULL */
   struct template_store *own_templates; /* likewise */
   char data_dir[PATH_MAX];

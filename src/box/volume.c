@@ -184,6 +184,11 @@ int husk_volume_create(struct husk_mgr *m, const char *tenant, const char *name,
   cleanup_close int dir = vol_dir(m, err);
   if (dir < 0)
     return -1;
+  /* The image is sparse, but what it may come to hold must fit the data
+   * disk now, above its reserve (the database lives there too). */
+  if (disk_reserve_check(dir, &m->data_reserve, size, err) < 0)
+    return husk_error_wrap(err, "cannot make a volume of %llu MiB",
+                           (unsigned long long)(size >> 20));
   /* 1. */
   struct state_volume v = {.size = (int64_t)size, .created_ms = state_now_ms()};
   snprintf(v.tenant_id, sizeof v.tenant_id, "%s", tenant);

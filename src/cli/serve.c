@@ -124,7 +124,8 @@ static void usage(FILE *f) {
           "  --s3-region REGION      the region clients sign for [us-east-1]\n"
           "  --storage-quota SIZE    bytes each tenant may store (objects and parts) [no limit]\n"
           "  --data-reserve SIZE|N%%  free space on the data directory's disk that no object\n"
-          "                          write or template import may use [1G, at most 5%%]\n"
+          "                          write, template import or new volume may use\n"
+          "                          [1G, at most 5%%]\n"
           "  --store-endpoint URL    use an external S3-compatible store for links and box\n"
           "                          transfers (e.g. https://ACCOUNT.r2.cloudflarestorage.com);\n"
           "                          keys from HUSK_STORE_ACCESS_KEY_ID and\n"
@@ -758,7 +759,8 @@ static int serve_planes(const struct serve_opts *o, struct serve *s) {
                               .egress_total_max_conns = (unsigned)o->eg_total_conns,
                               .tenant_max_procs = (unsigned)o->tenant_procs,
                               .egress_idle_ms = (unsigned)o->eg_idle_ms,
-                              .audit_retention_ms = (int64_t)o->audit_days * 86400 * 1000};
+                              .audit_retention_ms = (int64_t)o->audit_days * 86400 * 1000,
+                              .data_reserve = o->data_reserve};
   if (box_mgr_open(&s->mgr, &mc, &err) < 0)
     return fail("%s", err.msg);
   /* The storage plane: opened before the API (whose storage routes use

@@ -294,4 +294,20 @@ api DELETE /v1/volumes/small
 expect_code "delete the small one" 204
 check "DATA/volumes holds no image" [ -z "$(ls "$DATA/volumes" | grep '\.img$')" ]
 check "no loop device of ours" [ -z "$(our_loops)" ]
+
+# ---- the data disk's reserve ------------------------------------------------------
+# With all but 2 GiB of the free space in reserve, a 4 GiB volume does not
+# fit (507) and leaves nothing; a 16 MiB one does.
+serve_stop
+avail=$(df -B1 --output=avail "$DATA" | tail -1)
+serve_start --data-reserve $((avail - (2 << 30))) || not_ok "restart with a reserve"
+api POST /v1/volumes -d '{"name":"huge","size":"4G"}'
+expect_code "a volume the disk cannot hold above its reserve: 507" 507
+check "the error names the reserve" grep -q "reserve" <<<"$(tail -n 5 "$SERVE_LOG")$BODY"
+api GET /v1/volumes/huge
+expect_code "nothing of it is left" 404
+check "no image of it" [ -z "$(ls "$DATA/volumes" | grep '\.img$')" ]
+api POST /v1/volumes -d '{"name":"fits","size":"16M"}'
+expect_code "a small one fits" 201
+api DELETE /v1/volumes/fits
 serve_finish
