@@ -34,7 +34,7 @@
 #                 tar -c | zstd -3 -T1 (husk's archive: libarchive's zstd
 #                 filter at level 3, one thread) and -T0 into an archive on
 #                 the data directory's disk (and -T1 with an fsync after,
-#                 sha256sum and md5sum of it: what husk's path adds);
+#                 openssl dgst -sha256 and -md5 of it: what husk's path adds);
 #                 zstd -d | tar -x into a tmpfs
 #
 # Knobs: BENCH_HUSK [build/husk]  BENCH_N [200]  BENCH_WARMUP [10]
@@ -67,11 +67,12 @@ done
 [ "$MB" -ge 1 ] && [ "$REPS" -ge 1 ] && [ "$FORK" -ge 1 ] || die "BENCH_SNAP_MB, BENCH_SNAP_REPS and BENCH_FORK must be >= 1"
 [ "$(id -u)" = 0 ] || die "husk serve needs root"
 [ -x "$HUSK" ] || die "$HUSK not found: run 'make all' first"
-for c in curl jq python3 tar zstd; do command -v $c >/dev/null || die "$c is required"; done
+for c in curl jq python3 tar zstd openssl; do command -v $c >/dev/null || die "$c is required"; done
 # The generator runs in the box (its /usr is the host's) and on the host:
 # the same python3, so the same bytes.
 PY=/usr/bin/python3
 [ -x "$PY" ] || die "no $PY"
+export PYTHONDONTWRITEBYTECODE=1 # the heredocs import bench/snapshots.py
 
 TMP=$(mktemp -d /tmp/husk-snap.XXXXXX)
 RES=$TMP/results.jsonl
@@ -163,9 +164,8 @@ cgmode() {
   echo "disk:      $(df -h --output=source,fstype,size "$TMP" | tail -n1 | tr -s ' ') (the data directory and the peer's archive)"
   echo "husk:      $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- src include 2>/dev/null || echo ', src modified') ($HUSK)"
   echo "tools:     $(tar --version | head -n1), $(zstd --version | head -n1)"
-  echo "load:      $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min)"
+  echo "load:      $(cut -d' ' -f1-3 /proc/loadavg) (1, 5, 15 min); other work $(python3 bench/serve.py busy 2) % of the CPUs (2 s before the run)"
   echo "runs:      pause/resume $N after $WARM warm-up; snapshot, restore, create $REPS each; fork $FORK; $MB MB written"
-  echo
 } >"$TMP/machine.txt"
 cat "$TMP/machine.txt" >&2
 info fork "$FORK"
@@ -301,6 +301,7 @@ stop_daemon
 for m in $MOUNTS; do umount "$m" 2>/dev/null || true; done
 MOUNTS=""
 STRAY=$(find /sys/fs/cgroup -maxdepth 2 -name 'husk-bench-freezer-*' 2>/dev/null || true)
+echo "other work at the end: $(python3 bench/serve.py busy 2) % of the CPUs (2 s)" >>"$TMP/machine.txt"
 [ -z "$STRAY" ] || LEFT="$LEFT scratch cgroups: $STRAY;"
 echo
 cat "$TMP/machine.txt"
