@@ -301,10 +301,11 @@ stop_daemon
 for m in $MOUNTS; do umount "$m" 2>/dev/null || true; done
 MOUNTS=""
 STRAY=$(find /sys/fs/cgroup -maxdepth 2 -name 'husk-bench-freezer-*' 2>/dev/null || true)
-echo "other work at the end: $(python3 bench/serve.py busy 2) % of the CPUs (2 s)" >>"$TMP/machine.txt"
+echo "other work: $(python3 bench/serve.py busy 2) % of the CPUs (2 s after the run)" >>"$TMP/machine.txt"
 [ -z "$STRAY" ] || LEFT="$LEFT scratch cgroups: $STRAY;"
 echo
 cat "$TMP/machine.txt"
+echo
 python3 bench/snapshots.py report "$RES"
 echo
 if [ -n "$LEFT" ]; then echo "warning: left behind (removed):$LEFT"; else echo "leak check: nothing left behind (cgroups, processes, DATA/boxes, scratch cgroups, tmpfs mounts)"; fi
