@@ -295,6 +295,22 @@ int box_current_state(struct state *st, const char *tenant_id, const char *id, c
   return 0;
 }
 
+/* Under the lock, in a transaction: the box's running processes are
+ * "lost" (ended at `ended`, their exit statuses never to be collected). */
+static int procs_lost_locked(struct state *st, const char *id, int64_t ended,
+                             struct husk_err *err) {
+  cleanup_stmt sqlite3_stmt *p = NULL;
+  if (db_prepare(st, &p,
+                 "UPDATE processes SET state = '" STATE_PROC_LOST "', ended_ms = ?2"
+                 " WHERE box_id = ?1 AND state = '" STATE_PROC_RUNNING "'",
+                 err) < 0)
+    return -1;
+  int rc;
+  if ((rc = db_text(p, 1, id)) || (rc = db_int(p, 2, ended)))
+    return db_fail(st, err, rc, "cannot bind box id");
+  return db_step_done(st, p, "cannot end the box's processes", err) < 0 ? -1 : 0;
+}
+
 int state_box_set_state(struct state *st, const char *id, const char *expect, const char *state,
                         const char *reason, int64_t ended_ms, struct husk_err *err) {
   if (check_id("box id", id, STATE_BOX_ID_SIZE, err) < 0 ||
@@ -337,15 +353,7 @@ int state_box_set_state(struct state *st, const char *id, const char *expect, co
     /* The box's pid namespace is gone with it, and so are its processes;
      * their exit statuses were not collected, so they are "lost". */
     db_fault_point("box_end");
-    cleanup_stmt sqlite3_stmt *p = NULL;
-    if (db_prepare(st, &p,
-                   "UPDATE processes SET state = '" STATE_PROC_LOST "', ended_ms = ?2"
-                   " WHERE box_id = ?1 AND state = '" STATE_PROC_RUNNING "'",
-                   err) < 0)
-      return -1;
-    if ((rc = db_text(p, 1, id)) || (rc = db_int(p, 2, ended)))
-      return db_fail(st, err, rc, "cannot bind box id");
-    if (db_step_done(st, p, "cannot end the box's processes", err) < 0)
+    if (procs_lost_locked(st, id, ended, err) < 0)
       return -1;
   }
   return db_commit(&txn, err);
@@ -468,15 +476,7 @@ int state_box_pause_to_disk(struct state *st, const char *id, int64_t now_ms,
   if (sqlite3_changes(st->db) != 1)
     return husk_fail(err, ESTALE, "box `%s` is paused to disk already", id);
   /* Its processes go with its memory. */
-  cleanup_stmt sqlite3_stmt *p = NULL;
-  if (db_prepare(st, &p,
-                 "UPDATE processes SET state = '" STATE_PROC_LOST "', ended_ms = ?2"
-                 " WHERE box_id = ?1 AND state = '" STATE_PROC_RUNNING "'",
-                 err) < 0)
-    return -1;
-  if ((rc = db_text(p, 1, id)) || (rc = db_int(p, 2, now_ms)))
-    return db_fail(st, err, rc, "cannot bind box id");
-  if (db_step_done(st, p, "cannot end the box's processes", err) < 0)
+  if (procs_lost_locked(st, id, now_ms, err) < 0)
     return -1;
   db_fault_point("box_pause_disk");
   return db_commit(&txn, err);
