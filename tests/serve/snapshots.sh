@@ -12,7 +12,7 @@
 # hostile content (symlinks to host paths, names with "..", a FIFO, a
 # device node) restores without touching the host; a SIGKILL of the daemon
 # in the middle of a large snapshot leaves no half-made snapshot and no
-# orphan object.  No timing assertions: waits are "until X, at most N s".
+# orphan object, and in the middle of a restore no half-made box.  No timing assertions: waits are "until X, at most N s".
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/serve.bash"
 . "$(dirname "$0")/../template/template.bash"
@@ -330,7 +330,50 @@ expect_eq "the tenant's storage usage is what it was" "$(usage "$TID_A")" "$U0"
 expect_eq "no orphan file in the store" "$(store_file_count)" "$F0"
 sh_in "$BIG" 'echo thawed'
 expect_eq "the box frozen for it runs again" "$OUT" thawed
+
+# ... and in the middle of a restore: the box being made from it fails, the
+# snapshot is not held by it, nothing of the box is left.
+api POST "/v1/sandboxes/$BIG/snapshots" -d '{}'
+expect_code "the large snapshot, taken whole this time" 201
+SB=$(jf 'j["id"]')
 api DELETE "/v1/sandboxes/$BIG"
+curl -s -o /dev/null --max-time 120 -H "Authorization: Bearer $KEY" "$URL/v1/sandboxes" \
+  -d "{\"snapshot\":\"$SB\",\"memory\":\"1G\"}" &
+CURL=$!
+# Kill the daemon the moment the box's row says creating (polled every 5 ms).
+KILLED=$(python3 -c '
+import os, signal, sqlite3, sys, time
+db, pid, snap = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+end = time.time() + 30
+while time.time() < end:
+    try:
+        c = sqlite3.connect("file:" + db + "?mode=ro", uri=True, timeout=1)
+        r = c.execute("SELECT id FROM boxes WHERE state = ? AND snapshot_id = ?", ("creating", snap)).fetchone()
+        c.close()
+    except sqlite3.Error:
+        r = None
+    if r:
+        os.kill(pid, signal.SIGKILL)
+        print(r[0])
+        break
+    time.sleep(0.005)' "$DATA/husk.db" "$SPID" "$SB")
+check "the daemon is killed while a box from the snapshot is being made ($KILLED)" [ -n "$KILLED" ]
+{ wait "$SPID"; } 2>/dev/null
+SPID=""
+wait "$CURL" 2>/dev/null
+serve_start || not_ok "the daemon starts again"
+if [ -n "$KILLED" ]; then
+  echo "$KILLED $KEY" >>"$T_SCRATCH/boxes"
+  api GET "/v1/sandboxes/$KILLED"
+  expect_eq "that box failed, with the restart as its reason" "$(jf 'j["state"]')" failed
+  wait_for 15 box_gone "$KILLED"
+  check "nothing of it is left (cgroups, processes)" box_gone "$KILLED"
+fi
+api GET "/v1/snapshots/$SB"
+expect_eq "the snapshot is not held by it" "$(jf 'j["boxes"]')" 0
+api DELETE "/v1/snapshots/$SB"
+expect_code "and can be deleted" 204
+expect_eq "the storage usage is what it was before the large snapshots" "$(usage "$TID_A")" "$U0"
 serve_stop
 
 # ---- the storage quota ---------------------------------------------------------------------
