@@ -67,6 +67,7 @@ struct husk_box_info {
    * from its resume; expires_ms is 0 meanwhile).  Else all 0. */
   int64_t paused_ms, paused_until_ms;
   uint64_t remaining_ms;
+  bool paused_to_disk; /* husk_box_pause_to_disk: no memory kept, resumed from a snapshot */
   char snapshot_id[HUSK_SNAPSHOT_ID_MAX]; /* the snapshot it was made from, or "" */
 };
 
@@ -146,7 +147,18 @@ HUSK_PUBLIC int husk_box_set_network(struct husk_mgr *m, const char *tenant, con
  * stopped in time: the box runs on). */
 HUSK_PUBLIC int husk_box_pause(struct husk_mgr *m, const char *tenant, const char *id,
                                struct husk_box_info *out, struct husk_err *err);
-/* Resume a paused box where it stopped; its lifetime goes on with what was
+/* Pause a running (or paused) box to disk: a snapshot of its files
+ * (husk/snapshot.h) is kept as its own, and the box's processes and
+ * memory go (background processes are recorded "lost", code contexts
+ * end), so it costs no memory.  Its resume (husk_box_resume) builds it
+ * again under the same id from that snapshot: its files as they were,
+ * none of its processes (a template's start command is not run again:
+ * templates have none).  Its lifetime and the paused-time limit are as
+ * for a pause in memory.  Errors: as husk_box_pause, and as
+ * husk_snapshot_create (EDQUOT, ENOSPC, ENOTSUP). */
+HUSK_PUBLIC int husk_box_pause_to_disk(struct husk_mgr *m, const char *tenant, const char *id,
+                                       struct husk_box_info *out, struct husk_err *err);
+/* Resume a paused box where it stopped (paused to disk: from its files); its lifetime goes on with what was
  * left of it, its background processes' time limits likewise.
  * Errors: ENOENT, EBUSY (not paused). */
 HUSK_PUBLIC int husk_box_resume(struct husk_mgr *m, const char *tenant, const char *id,

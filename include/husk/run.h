@@ -63,6 +63,11 @@ struct husk_run_spec {
    * and the program when argv is NULL or empty (Entrypoint then Cmd). */
   const char *template_name;
   const char *data_dir;
+  /* A snapshot kept in data_dir's store (husk/snapshot.h, any tenant's:
+   * the caller is the operator): the box starts with its files, of its
+   * template (template_name NULL or the same), its env under `env`, its
+   * working directory unless `workdir`.  NULL: an empty box. */
+  const char *snapshot;
 };
 
 struct husk_run_result {

@@ -38,6 +38,7 @@ json_t *api_box_json(const struct husk_box_info *bi) {
     json_object_set_new(o, "paused_at", json_time(bi->paused_ms));
     json_object_set_new(o, "paused_until", json_time(bi->paused_until_ms));
     json_object_set_new(o, "remaining", json_real((double)bi->remaining_ms / 1000.0));
+    json_object_set_new(o, "keep_memory", json_boolean(!bi->paused_to_disk));
   }
   if (o && bi->snapshot_id[0])
     json_object_set_new(o, "snapshot", json_string(bi->snapshot_id));
@@ -244,10 +245,22 @@ enum MHD_Result h_box_timeout(struct req *r) {
   return api_reply_json(r, 200, j);
 }
 
+static const char *const pause_fields[] = {"keep_memory", NULL};
+
 enum MHD_Result h_box_pause(struct req *r) {
+  json_t *o = api_body_object(r, pause_fields);
+  if (!o)
+    return api_reply_bad(r);
+  bool keep_memory = true;
+  int got = jget_bool(o, "keep_memory", &keep_memory, &r->err);
+  json_decref(o);
+  if (got < 0)
+    return api_reply_bad(r);
+  snprintf(r->audit_detail, sizeof r->audit_detail, "keep_memory=%s", keep_memory ? "true" : "false");
   struct husk_box_info bi = {0};
   struct husk_err err;
-  if (husk_box_pause(r->srv->cfg.mgr, r->tenant, r->params[0], &bi, &err) < 0)
+  if ((keep_memory ? husk_box_pause : husk_box_pause_to_disk)(r->srv->cfg.mgr, r->tenant,
+                                                              r->params[0], &bi, &err) < 0)
     return api_reply_err(r, &err);
   json_t *j = api_box_json(&bi);
   husk_box_info_free(&bi);

@@ -54,7 +54,7 @@ const struct route api_routes[] = {
     {"DELETE", SB, AUTH_TENANT, BODY_NONE, "sandbox.delete", h_box_delete, NULL, NULL, NULL},
     {"POST", SB "/timeout", AUTH_TENANT, BODY_JSON, "sandbox.timeout", h_box_timeout, NULL, NULL, NULL},
     {"GET", SB "/metrics", AUTH_TENANT, BODY_NONE, NULL, h_box_metrics, NULL, NULL, NULL},
-    {"POST", SB "/pause", AUTH_TENANT, BODY_NONE, "sandbox.pause", h_box_pause, NULL, NULL, NULL},
+    {"POST", SB "/pause", AUTH_TENANT, BODY_JSON, "sandbox.pause", h_box_pause, NULL, NULL, NULL},
     {"POST", SB "/resume", AUTH_TENANT, BODY_NONE, "sandbox.resume", h_box_resume, NULL, NULL, NULL},
     /* Snapshots: routes_snapshots.c */
     {"POST", SB "/snapshots", AUTH_TENANT, BODY_JSON, "snapshot.create", h_snapshot_create, NULL, NULL, NULL},

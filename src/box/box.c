@@ -312,6 +312,7 @@ static void fill_info(struct husk_box_info *bi, const struct state_box *sb, uint
   bi->env_json = strdup(sb->env_json ? sb->env_json : "{}");
   snprintf(bi->snapshot_id, sizeof bi->snapshot_id, "%s", sb->snapshot_id);
   if (!strcmp(sb->state, STATE_BOX_PAUSED)) {
+    bi->paused_to_disk = sb->paused_snapshot[0] != '\0';
     bi->paused_ms = sb->paused_ms;
     bi->paused_until_ms = sb->paused_ms + (int64_t)max_paused_ms;
     bi->remaining_ms = sb->expires_ms > sb->paused_ms ? (uint64_t)(sb->expires_ms - sb->paused_ms) : 0;
@@ -613,20 +614,46 @@ int box_end(struct husk_mgr *m, struct live_box *b, const char *state, const cha
   return 0;
 }
 
+void box_retire(struct husk_mgr *m, struct live_box *b) {
+  pthread_mutex_lock(&b->lock);
+  bool was = b->ending;
+  b->ending = true;
+  pthread_mutex_unlock(&b->lock);
+  if (was)
+    return;
+  jail_kill(&b->j);
+  lb_list_remove(m, b);
+  if (b->egress && m->egress)
+    egress_box_flush(m->egress, b->id);
+}
+
 int husk_box_destroy(struct husk_mgr *m, const char *tenant, const char *id, const char *final_state,
                 struct husk_err *err) {
   if (!box_valid_id(id))
     return husk_fail(err, ENOENT, "no such sandbox");
+  const char *reason = final_state && !strcmp(final_state, "killed") ? "killed" : "deleted";
   struct live_box *b = lb_get(m, tenant, id);
   if (!b) {
     /* Known but not live (already ended) -> conflict; unknown -> not found. */
     struct state_box sb;
     if (state_box_get(m->cfg.state, tenant, id, &sb, err) < 0)
       return -1;
+    if (sb.paused_snapshot[0]) {
+      /* Paused to disk: nothing runs; its row ends, then its snapshot goes. */
+      char snap[sizeof sb.paused_snapshot];
+      snprintf(snap, sizeof snap, "%s", sb.paused_snapshot);
+      state_box_free(&sb);
+      if (state_box_set_state(m->cfg.state, id, STATE_BOX_PAUSED, STATE_BOX_STOPPED, reason, 0,
+                              err) < 0)
+        return err->code == ESTALE ? husk_fail(err, EBUSY, "sandbox %s is not running", id) : -1;
+      box_snapshot_drop(m, tenant, snap);
+      box_paused_on_disk(m, -1);
+      box_log(m, "box %s ended: %s (%s)", id, STATE_BOX_STOPPED, reason);
+      return 0;
+    }
     state_box_free(&sb);
     return husk_fail(err, EBUSY, "sandbox %s is not running", id);
   }
-  const char *reason = final_state && !strcmp(final_state, "killed") ? "killed" : "deleted";
   int rc = box_end(m, b, STATE_BOX_STOPPED, reason, err);
   lb_unref(m, b);
   return rc;
@@ -644,8 +671,14 @@ int husk_box_set_timeout(struct husk_mgr *m, const char *tenant, const char *id,
     struct state_box sb;
     if (state_box_get(m->cfg.state, tenant, id, &sb, err) < 0)
       return -1;
+    bool on_disk = sb.paused_snapshot[0] != '\0';
+    int64_t since = sb.paused_ms;
     state_box_free(&sb);
-    return husk_fail(err, EBUSY, "sandbox %s is not running", id);
+    if (!on_disk)
+      return husk_fail(err, EBUSY, "sandbox %s is not running", id);
+    if (state_box_set_expiry(m->cfg.state, id, since + (int64_t)ttl_ms, err) < 0)
+      return -1;
+    return out ? husk_box_get(m, tenant, id, out, err) : 0;
   }
   /* A paused box's lifetime counts from its resume: what is left then is
    * expires_ms - paused_ms. */

@@ -148,6 +148,9 @@ struct husk_mgr {
   bool reaper_started; /* reaper_thread is to be joined (start/stop's thread only) */
 
   struct store *store; /* where snapshots go (box_mgr_set_store), or NULL */
+  atomic_int paused_on_disk; /* boxes paused to disk (pause.c) */
+  int64_t paused_checked_ms; /* the monitor's: when it last looked at them */
+  pthread_mutex_t disk_resume_lock; /* one resume from disk at a time */
 
   /* The network and secrets plane (box_egress.c). */
   struct egress *egress;
@@ -185,6 +188,16 @@ bool box_init_alive(pid_t pid, uint64_t start_time);
 int box_ctl_path(struct husk_mgr *m, const char *id, char *out, size_t len, struct husk_err *err);
 int box_end(struct husk_mgr *m, struct live_box *b, const char *state, const char *reason,
             struct husk_err *err);
+/* As box_end, but the row is the caller's to change (a pause to disk):
+ * no new work, its processes killed, off the list, torn down with the
+ * last reference. */
+void box_retire(struct husk_mgr *m, struct live_box *b);
+/* pause.c: one more (+1) or one fewer (-1) box paused to disk, which the
+ * monitor then looks for in the state (their time paused ends them). */
+void box_paused_on_disk(struct husk_mgr *m, int delta);
+/* pause.c: end the boxes paused to disk for longer than max_paused_ms
+ * (the monitor, at most once a second while there are any). */
+void box_paused_expire(struct husk_mgr *m, int64_t now);
 struct live_box *box_running(struct husk_mgr *m, const char *tenant, const char *id,
                              struct husk_err *err);
 /* As box_running, but a paused box too (for what reads a box without
@@ -225,6 +238,15 @@ int box_create_from_snapshot(struct husk_mgr *m, const char *tenant,
                              struct husk_err *err);
 /* snapshot.c: what a crash left of snapshots being made, removed (at open). */
 void box_snapshot_sweep(struct husk_mgr *m);
+/* snapshot.c: snapshot b (running: frozen meanwhile; paused: as it is);
+ * for_pause: the box's own, to resume from.  Its id goes to id_out. */
+int box_snapshot_take(struct husk_mgr *m, struct live_box *b, bool for_pause,
+                      const char *metadata_json, char id_out[32], struct husk_err *err);
+/* snapshot.c: a snapshot's row, then its archive, removed (logged). */
+void box_snapshot_drop(struct husk_mgr *m, const char *tenant, const char *id);
+/* snapshot.c: a snapshot's archive as a readable file (the caller's). */
+int box_snapshot_open(struct husk_mgr *m, const char *tenant, const char *id,
+                      struct husk_err *err);
 void box_image_free(struct box_image *bi);
 
 /* Build the box's jail through the spawner; `img`: a template's box, or

@@ -135,6 +135,11 @@ void *box_monitor_main(void *arg) {
       pthread_mutex_unlock(&b->lock);
     }
     pthread_mutex_unlock(&m->lock);
+    /* Boxes paused to disk have no process to watch: the state is looked
+     * at once a second while there are any. */
+    bool on_disk = atomic_load(&m->paused_on_disk) > 0;
+    if (on_disk && m->paused_checked_ms + 1000 < next)
+      next = m->paused_checked_ms + 1000;
 
     int timeout = next > now ? (int)(next - now) : 0;
     int r = poll(pf, n, timeout);
@@ -188,6 +193,10 @@ void *box_monitor_main(void *arg) {
     }
     /* Expiries, then the limits of background processes. */
     now = state_now_ms();
+    if (on_disk && now >= m->paused_checked_ms + 1000) {
+      m->paused_checked_ms = now;
+      box_paused_expire(m, now);
+    }
     for (size_t i = 0; i < n; i++) {
       struct live_box *b = wi[i].b;
       if (wi[i].kind != W_PIDFD)
@@ -410,7 +419,15 @@ void box_reconcile(struct husk_mgr *m) {
     } else if (!strcmp(sb->state, STATE_BOX_PAUSED) &&
                sb->paused_ms + (int64_t)m->cfg.max_paused_ms <= now) {
       state = STATE_BOX_STOPPED;
-      reason = "paused_too_long";
+      reason = "paused_too_long"; /* a snapshot it was paused into goes with the sweep */
+    } else if (!strcmp(sb->state, STATE_BOX_PAUSED) && sb->paused_snapshot[0]) {
+      /* Paused to disk: nothing of it runs (a crash may have come before
+       * its jail was torn down: that goes now); its row stays. */
+      cleanup_row(m, sb);
+      box_paused_on_disk(m, +1);
+      box_log(m, "box %s stays paused to disk", sb->id);
+      adopted++;
+      continue;
     } else if ((!strcmp(sb->state, STATE_BOX_RUNNING) && (!sb->expires_ms || sb->expires_ms > now)) ||
                !strcmp(sb->state, STATE_BOX_PAUSED)) {
       if (adopt(m, sb, &err) == 0) {

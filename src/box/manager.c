@@ -51,6 +51,7 @@ int box_mgr_open(struct husk_mgr **out, const struct box_mgr_config *cfg, struct
   pthread_mutex_init(&m->pool_lock, NULL);
   pthread_mutex_init(&m->profile_lock, NULL);
   pthread_mutex_init(&m->reap_lock, NULL);
+  pthread_mutex_init(&m->disk_resume_lock, NULL);
   pthread_cond_init(&m->reap_cond, NULL);
   /* Monotonic: the pool's back-off must not stretch when the wall clock
    * is set back. */
@@ -199,6 +200,7 @@ void box_mgr_close(struct husk_mgr *m, bool destroy_boxes) {
   pthread_mutex_destroy(&m->pool_lock);
   pthread_cond_destroy(&m->reap_cond);
   pthread_mutex_destroy(&m->reap_lock);
+  pthread_mutex_destroy(&m->disk_resume_lock);
   pthread_mutex_destroy(&m->lock);
   box_profiles_free(m);
   pthread_mutex_destroy(&m->profile_lock);

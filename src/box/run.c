@@ -29,12 +29,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "box/box_internal.h"
 #include "box/copy.h"
 #include "box/exec.h"
+#include "box/snapshot_archive.h"
 #include "husk/husk.h"
 #include "jail/jail.h"
 #include "jail/limits.h"
+#include "state/snapshot_state.h"
 #include "state/state.h"
+#include "state/store_state.h"
 #include "template/template.h"
 #include "util/cleanup.h"
 #include "util/clock.h"
@@ -124,11 +128,12 @@ static void run_template_close(struct run_template *rt) {
 
 #define cleanup_run_template __attribute__((cleanup(run_template_close)))
 
-/* Open the operator's template `name` of data directory `data`, and move
- * this process into a mount namespace of its own, where the box's root
- * is stacked (the host never sees those mounts). */
-static int run_template_open(const char *data, const char *name, struct run_template *rt,
-                             struct husk_err *err) {
+/* Open template `name` of data directory `data` (the operator's, or with
+ * `tenant` one that tenant sees, which must have id `want_id` if given),
+ * and move this process into a mount namespace of its own, where the
+ * box's root is stacked (the host never sees those mounts). */
+static int run_template_open(const char *data, const char *tenant, const char *name,
+                             const char *want_id, struct run_template *rt, struct husk_err *err) {
   memset(rt, 0, sizeof *rt);
   if (!data || !*data)
     return husk_fail(err, EINVAL, "a template needs the data directory it is kept in");
@@ -149,9 +154,11 @@ static int run_template_open(const char *data, const char *name, struct run_temp
     return -1;
   tc.state = rt->st;
   if (template_store_open(&rt->ts, &tc, err) < 0 ||
-      state_template_get(rt->st, "", name, true, &rt->t, err) < 0)
+      state_template_get(rt->st, tenant ? tenant : "", name, true, &rt->t, err) < 0)
     return -1;
   rt->on = true;
+  if (want_id && strcmp(rt->t.id, want_id) != 0)
+    return husk_fail(err, ESTALE, "template `%s` was replaced since the snapshot was taken", name);
   if (template_layers_open(rt->ts, &rt->t, &rt->l, err) < 0 ||
       template_profile(&rt->t, &rt->l, &rt->p, err) < 0)
     return -1;
@@ -224,6 +231,56 @@ static int copy_out(struct jail *j, const struct husk_run_spec *spec, struct hus
   return 0;
 }
 
+/* A run from a snapshot: its row, its env, and its archive's file. */
+struct run_snapshot {
+  struct state *st;
+  struct state_snapshot p;
+  char **env;
+  int fd;
+};
+
+static void run_snapshot_close(struct run_snapshot *rs) {
+  state_snapshot_free(&rs->p);
+  box_env_free(rs->env);
+  close_quiet(rs->fd);
+  state_close(rs->st);
+}
+#define cleanup_run_snapshot __attribute__((cleanup(run_snapshot_close)))
+
+static int run_snapshot_open(const char *data, const char *id, struct run_snapshot *rs,
+                             struct husk_err *err) {
+  if (!data || !*data)
+    return husk_fail(err, EINVAL, "a snapshot needs the data directory it is kept in");
+  char path[PATH_MAX];
+  if (snprintf(path, sizeof path, "%s/husk.db", data) >= (int)sizeof path)
+    return husk_fail(err, ENAMETOOLONG, "data directory `%s` is too long", data);
+  if (state_open(&rs->st, path, err) < 0 ||
+      state_snapshot_get(rs->st, NULL, id, &rs->p, err) < 0)
+    return -1;
+  if (strcmp(rs->p.state, STATE_SNAPSHOT_READY) != 0 || rs->p.for_pause)
+    return husk_fail(err, ENOENT, "no such snapshot");
+  if (!(rs->env = box_env_from_json(rs->p.env_json)))
+    return husk_fail(err, ENOMEM, "out of memory");
+  struct store_object o;
+  if (state_object_get(rs->st, rs->p.tenant_id, STATE_SNAPSHOT_BUCKET, rs->p.id, &o, err) < 0)
+    return husk_fail(err, ENOENT,
+                     "the snapshot's archive is not in this data directory's store (is it in an "
+                     "external store? restore it through husk serve)");
+  int n = snprintf(path, sizeof path, "%s/storage/objects/%s", data, o.file);
+  store_object_free(&o);
+  if (n >= (int)sizeof path)
+    return husk_fail(err, ENAMETOOLONG, "data directory `%s` is too long", data);
+  if ((rs->fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+    return husk_error(err, errno, "cannot open the snapshot's archive");
+  return 0;
+}
+
+/* What the restore may write is bounded by the box's disk (ENOSPC). */
+static int run_fill(void *ctx, int fs, uint32_t uid_base, struct husk_err *err) {
+  const struct run_snapshot *rs = ctx;
+  return snap_restore_fd(fs, uid_base, rs->fd, rs->p.sha256, 0, 0, err);
+}
+
 int husk_run(const struct husk_run_spec *spec, struct husk_run_result *res) {
   memset(res, 0, sizeof *res);
   struct husk_err err;
@@ -236,9 +293,29 @@ int husk_run(const struct husk_run_spec *spec, struct husk_run_result *res) {
   }
   struct husk_run_spec s = *spec;
   s.limits = lim;
+  cleanup_run_snapshot struct run_snapshot snap = {.fd = -1};
+  const char *tenant = NULL, *want_id = NULL;
+  if (s.snapshot) {
+    if (run_snapshot_open(s.data_dir, s.snapshot, &snap, &err) < 0) {
+      husk_error_wrap(&err, "snapshot `%s`", s.snapshot);
+      setup_error(res, &err);
+      return res->exit_code;
+    }
+    const char *tname = snap.p.template_name[0] ? snap.p.template_name : "default";
+    if (s.template_name && *s.template_name && strcmp(s.template_name, tname) != 0) {
+      husk_fail(&err, EINVAL, "snapshot `%s` is of template `%s`", s.snapshot, tname);
+      setup_error(res, &err);
+      return res->exit_code;
+    }
+    s.template_name = tname;
+    tenant = snap.p.tenant_id;
+    want_id = snap.p.template_id[0] ? snap.p.template_id : NULL;
+    if (!s.workdir && snap.p.workdir[0])
+      s.workdir = snap.p.workdir;
+  }
   cleanup_run_template struct run_template rt = {0};
   bool image = s.template_name && *s.template_name && strcmp(s.template_name, "default");
-  if (image && run_template_open(s.data_dir, s.template_name, &rt, &err) < 0) {
+  if (image && run_template_open(s.data_dir, tenant, s.template_name, want_id, &rt, &err) < 0) {
     husk_error_wrap(&err, "template `%s`", s.template_name);
     setup_error(res, &err);
     return res->exit_code;
@@ -290,6 +367,10 @@ int husk_run(const struct husk_run_spec *spec, struct husk_run_result *res) {
     cfg.uid = rt.p.uid;
     cfg.gid = rt.p.gid;
   }
+  if (s.snapshot) {
+    cfg.fill_fs = run_fill;
+    cfg.fill_ctx = &snap;
+  }
   uint32_t uid = cfg.user_set ? cfg.uid : HUSK_BOX_UID, gid = cfg.user_set ? cfg.gid : HUSK_BOX_GID;
   struct jail j;
   if (sfd < 0) {
@@ -302,7 +383,7 @@ int husk_run(const struct husk_run_spec *spec, struct husk_run_result *res) {
     if (s.workspace_in && copy_in(&j, &s, uid, gid, &err) < 0)
       setup_error(res, &err);
     else
-      supervise(&j, &s, image ? rt.p.env : NULL, sfd, res);
+      supervise(&j, &s, s.snapshot ? snap.env : image ? rt.p.env : NULL, sfd, res);
     struct cgroup_stats st;
     struct husk_err derr;
     if (jail_destroy(&j, false, &st, &derr) < 0 && res->reason != HUSK_REASON_SETUP_ERROR) {

@@ -35,9 +35,7 @@
 #include "util/cleanup.h"
 #include "util/cleanup_json.h"
 
-/* The tenant's bucket of snapshot archives (husk's own: no S3 request
- * reaches it; its objects count in the tenant's storage). */
-#define SNAP_BUCKET "_snapshots"
+#define SNAP_BUCKET STATE_SNAPSHOT_BUCKET
 /* zstd level of the archives: tar | zstd -3's. */
 #define SNAP_ZSTD_LEVEL 3
 
@@ -149,8 +147,15 @@ static void sink_free(struct snap_sink *k) {
 
 /* The archive of b's files into the sink, with the box frozen (unless it
  * is paused already: then it stays so). */
-static int archive_box(struct husk_mgr *m, struct live_box *b, struct snap_sink *k,
+static int archive_box(struct husk_mgr *m, struct live_box *b, bool for_pause, struct snap_sink *k,
                        struct snap_stats *st, struct husk_err *err) {
+  if (for_pause) {
+    /* The caller holds pause_lock and has frozen the box. */
+    int rc = snap_archive_write(b->j.fs, b->j.uid_base, SNAP_ZSTD_LEVEL, sink_out, k, st, err);
+    if (rc < 0 && k->failed)
+      *err = k->err;
+    return rc < 0 ? -1 : 0;
+  }
   pthread_mutex_lock(&b->pause_lock);
   pthread_mutex_lock(&m->lock);
   bool paused = b->paused;
@@ -200,22 +205,16 @@ static void drop_archive(struct husk_mgr *m, const char *tenant, const char *id)
     box_log(m, "snapshot %s: its archive could not be removed: %s", id, e.msg);
 }
 
-int husk_snapshot_create(struct husk_mgr *m, const char *tenant, const char *box_id,
-                         const char *metadata_json, struct husk_snapshot_info *out,
-                         struct husk_err *err) {
-  if (out)
-    memset(out, 0, sizeof *out);
+int box_snapshot_take(struct husk_mgr *m, struct live_box *b, bool for_pause,
+                      const char *metadata_json, char id_out[STATE_SNAPSHOT_ID_SIZE],
+                      struct husk_err *err) {
   if (need_store(m, err) < 0)
     return -1;
-  struct live_box *b = box_live(m, tenant, box_id, err);
-  if (!b)
-    return -1;
+  const char *tenant = b->tenant, *box_id = b->id;
   struct state_box sb;
-  if (state_box_get(m->cfg.state, tenant, box_id, &sb, err) < 0) {
-    lb_unref(m, b);
+  if (state_box_get(m->cfg.state, tenant, box_id, &sb, err) < 0)
     return -1;
-  }
-  struct state_snapshot p = {0};
+  struct state_snapshot p = {.for_pause = for_pause};
   int rc = -1;
   struct snap_sink k = {.tmp = -1};
   if (state_new_id("s_", p.id, sizeof p.id, err) < 0)
@@ -255,7 +254,7 @@ int husk_snapshot_create(struct husk_mgr *m, const char *tenant, const char *box
     k.limit = room == UINT64_MAX ? 0 : room;
   }
   struct snap_stats st = {0};
-  if (archive_box(m, b, &k, &st, err) < 0)
+  if (archive_box(m, b, for_pause, &k, &st, err) < 0)
     goto undo;
   unsigned char d[32];
   unsigned dl = 0;
@@ -300,6 +299,7 @@ int husk_snapshot_create(struct husk_mgr *m, const char *tenant, const char *box
   box_log(m, "box %s: snapshot %s taken (%llu bytes, %llu entries%s)", box_id, p.id,
           (unsigned long long)k.size, (unsigned long long)st.entries,
           st.skipped ? ", some skipped" : "");
+  snprintf(id_out, STATE_SNAPSHOT_ID_SIZE, "%s", p.id);
   rc = 0;
   goto out;
 undo : {
@@ -313,10 +313,33 @@ undo : {
 out:
   sink_free(&k);
   state_box_free(&sb);
+  return rc;
+}
+
+int husk_snapshot_create(struct husk_mgr *m, const char *tenant, const char *box_id,
+                         const char *metadata_json, struct husk_snapshot_info *out,
+                         struct husk_err *err) {
+  if (out)
+    memset(out, 0, sizeof *out);
+  if (need_store(m, err) < 0)
+    return -1;
+  struct live_box *b = box_live(m, tenant, box_id, err);
+  if (!b)
+    return -1;
+  char id[STATE_SNAPSHOT_ID_SIZE];
+  int rc = box_snapshot_take(m, b, false, metadata_json, id, err);
   lb_unref(m, b);
   if (rc == 0 && out)
-    return husk_snapshot_get(m, tenant, p.id, out, err);
+    return husk_snapshot_get(m, tenant, id, out, err);
   return rc;
+}
+
+void box_snapshot_drop(struct husk_mgr *m, const char *tenant, const char *id) {
+  struct husk_err e;
+  if (state_snapshot_remove(m->cfg.state, id, &e) < 0)
+    box_log(m, "snapshot %s: %s", id, e.msg);
+  else if (m->store)
+    drop_archive(m, tenant, id);
 }
 
 /* ---- reading and deleting --------------------------------------------------------- */
@@ -327,7 +350,7 @@ int husk_snapshot_get(struct husk_mgr *m, const char *tenant, const char *id,
   struct state_snapshot p;
   if (state_snapshot_get(m->cfg.state, tenant, id, &p, err) < 0)
     return -1;
-  if (strcmp(p.state, STATE_SNAPSHOT_READY) != 0) {
+  if (strcmp(p.state, STATE_SNAPSHOT_READY) != 0 || p.for_pause) {
     state_snapshot_free(&p);
     return husk_fail(err, ENOENT, "no such snapshot");
   }
@@ -452,8 +475,8 @@ static int sink_fd(void *ctx, const void *buf, size_t n) {
   return 0;
 }
 
-static int open_archive(struct husk_mgr *m, const char *tenant, const char *id,
-                        struct husk_err *err) {
+int box_snapshot_open(struct husk_mgr *m, const char *tenant, const char *id,
+                      struct husk_err *err) {
   if (store_remote(m->store)) {
     cleanup_close int tmp = store_tmpfile(m->store, err);
     cleanup_free char *rk = remote_snap_key(tenant, id);
@@ -488,7 +511,7 @@ int box_create_from_snapshot(struct husk_mgr *m, const char *tenant,
   char **env = NULL;
   struct box_image *img = NULL;
   cleanup_close int fd = -1;
-  if (strcmp(p.state, STATE_SNAPSHOT_READY) != 0) {
+  if (strcmp(p.state, STATE_SNAPSHOT_READY) != 0 || p.for_pause) {
     husk_fail(err, ENOENT, "no such snapshot");
     goto out;
   }
@@ -538,7 +561,7 @@ int box_create_from_snapshot(struct husk_mgr *m, const char *tenant,
               (unsigned long long)spec.limits.disk_bytes, p.id, (long long)p.data_bytes);
     goto out;
   }
-  if ((fd = open_archive(m, tenant, p.id, err)) < 0)
+  if ((fd = box_snapshot_open(m, tenant, p.id, err)) < 0)
     goto out;
   uint64_t inodes = spec.limits.disk_bytes / HUSK_DISK_BYTES_PER_INODE;
   struct box_restore from = {

@@ -72,4 +72,11 @@ int snap_archive_read(int fs, uint32_t uid_base, ssize_t (*in)(void *ctx, void *
                       void *ctx, uint64_t max_bytes, uint64_t max_entries, struct snap_stats *st,
                       struct husk_err *err);
 
+/* Restore the archive in file `fd` (read from its start to its end) into
+ * `fs` as snap_archive_read does, checking that the file's SHA-256 is
+ * `sha256` (hex): a changed, cut or extended archive fails (EBADMSG), and
+ * with it the create whose box it was filling. */
+int snap_restore_fd(int fs, uint32_t uid_base, int fd, const char *sha256, uint64_t max_bytes,
+                    uint64_t max_entries, struct husk_err *err);
+
 #endif

@@ -27,8 +27,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-
 #include "box/snapshot_archive.h"
 #include "husk/husk.h"
 #include "jail/ctl.h"
@@ -338,64 +336,17 @@ int spawner_create(struct spawner *s, const struct jail_config *cfg,
 
 /* ---- the spawner process --------------------------------------------------- */
 
-/* A snapshot's archive restored into a new box's filesystem, its digest
- * checked as it is read: an archive that is not the one recorded (changed
- * or cut in the store) fails the create, and the box with it. */
+/* A snapshot's archive restored into a new box's filesystem
+ * (snap_restore_fd: its digest checked as it is read). */
 struct restore_ctx {
   int fd;
   const char *sha256;
   uint64_t max_bytes, max_entries;
-  EVP_MD_CTX *md;
 };
-
-static ssize_t restore_in(void *ctx, void *buf, size_t cap) {
-  struct restore_ctx *r = ctx;
-  ssize_t n;
-  do
-    n = read(r->fd, buf, cap);
-  while (n < 0 && errno == EINTR);
-  if (n > 0 && EVP_DigestUpdate(r->md, buf, (size_t)n) != 1) {
-    errno = EIO;
-    return -1;
-  }
-  return n;
-}
 
 static int restore_fill(void *ctx, int fs, uint32_t uid_base, struct husk_err *err) {
   struct restore_ctx *r = ctx;
-  if (lseek(r->fd, 0, SEEK_SET) < 0)
-    return husk_error(err, errno, "cannot read the snapshot's archive");
-  r->md = EVP_MD_CTX_new();
-  if (!r->md || EVP_DigestInit_ex(r->md, EVP_sha256(), NULL) != 1) {
-    EVP_MD_CTX_free(r->md);
-    return husk_fail(err, ENOMEM, "cannot check the snapshot's digest");
-  }
-  struct snap_stats st;
-  int rc = snap_archive_read(fs, uid_base, restore_in, r, r->max_bytes, r->max_entries, &st, err);
-  if (rc == 0) {
-    /* The rest of the file counts too: nothing may follow the archive. */
-    char buf[4096];
-    ssize_t n;
-    while ((n = restore_in(r, buf, sizeof buf)) > 0)
-      ;
-    unsigned char d[32];
-    unsigned dl = 0;
-    char hex[65];
-    if (n < 0 || EVP_DigestFinal_ex(r->md, d, &dl) != 1 || dl != 32) {
-      rc = husk_error(err, n < 0 ? errno : EIO, "cannot read the snapshot's archive");
-    } else {
-      for (int i = 0; i < 32; i++)
-        snprintf(hex + 2 * i, 3, "%02x", d[i]);
-      if (strcmp(hex, r->sha256) != 0)
-        rc = husk_fail(err, EBADMSG,
-                       "the snapshot's archive is not the one recorded (its digest differs)");
-    }
-  } else {
-    husk_error_wrap(err, "cannot restore the snapshot");
-  }
-  EVP_MD_CTX_free(r->md);
-  r->md = NULL;
-  return rc;
+  return snap_restore_fd(fs, uid_base, r->fd, r->sha256, r->max_bytes, r->max_entries, err);
 }
 
 /* The root every box shares, prepared once in a mount namespace of the

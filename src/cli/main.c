@@ -46,6 +46,7 @@ static void usage(FILE *f) {
 static void run_usage(FILE *f) {
   fprintf(f, "usage: husk run [OPTIONS] [--] PROGRAM [ARGS...]\n"
              "       husk run --template NAME [OPTIONS] [[--] PROGRAM [ARGS...]]\n"
+             "       husk run --from-snapshot ID [OPTIONS] [--] PROGRAM [ARGS...]\n"
              "\n"
              "Run PROGRAM in a fresh, isolated box and remove every trace of the box afterwards.\n"
              "\n"
@@ -63,8 +64,11 @@ static void run_usage(FILE *f) {
              "  --template NAME      the box's software: a template of the data directory\n"
              "                       (husk template); its image's Entrypoint and Cmd run when\n"
              "                       no PROGRAM is given [default: the host's /usr]\n"
-             "  --data DIR           where templates are kept [./var/husk in the source\n"
-             "                       tree, else /var/lib/husk]\n"
+             "  --from-snapshot ID   start with the files of snapshot ID (husk serve's\n"
+             "                       POST /v1/sandboxes/{id}/snapshots), of its template,\n"
+             "                       with its env and working directory\n"
+             "  --data DIR           where templates and snapshots are kept [./var/husk in\n"
+             "                       the source tree, else /var/lib/husk]\n"
              "  --json               print a JSON summary as the last line on stderr\n"
              "  -h, --help           print this text\n"
              "  --version            print the version\n"
@@ -137,6 +141,7 @@ enum {
   OPT_EXPORT,
   OPT_TEMPLATE,
   OPT_DATA,
+  OPT_SNAPSHOT,
   OPT_JSON,
   OPT_HELP,
   OPT_VERSION,
@@ -156,6 +161,7 @@ static int cmd_run(int argc, char **argv) {
       {"export", required_argument, NULL, OPT_EXPORT},
       {"template", required_argument, NULL, OPT_TEMPLATE},
       {"data", required_argument, NULL, OPT_DATA},
+      {"from-snapshot", required_argument, NULL, OPT_SNAPSHOT},
       {"json", no_argument, NULL, OPT_JSON},
       {"help", no_argument, NULL, OPT_HELP},
       {"version", no_argument, NULL, OPT_VERSION},
@@ -246,6 +252,7 @@ static int cmd_run(int argc, char **argv) {
     case OPT_EXPORT: spec.export_dir = optarg; break;
     case OPT_TEMPLATE: spec.template_name = optarg; break;
     case OPT_DATA: spec.data_dir = optarg; break;
+    case OPT_SNAPSHOT: spec.snapshot = optarg; break;
     case OPT_JSON: json = true; break;
     case 'h':
     case OPT_HELP: run_usage(stdout); return 0;
@@ -259,7 +266,7 @@ static int cmd_run(int argc, char **argv) {
   bool image = spec.template_name && strcmp(spec.template_name, "default");
   if (optind >= argc && !image)
     return die_usage("no PROGRAM given");
-  if (image && !spec.data_dir)
+  if ((image || spec.snapshot) && !spec.data_dir)
     spec.data_dir = cli_default_data_dir();
   spec.argv = optind < argc ? argv + optind : NULL;
   spec.env = env;

@@ -18,7 +18,7 @@
 #define BOX_COLUMNS                                                                                \
   "id, tenant_id, state, reason, template, memory, pids, cpu_milli, disk, timeout_ms, env_json, "  \
   "metadata_json, created_ms, expires_ms, ended_ms, init_pid, init_start_time, uid_base, slot, "   \
-  "cgroup, template_id, workdir, paused_ms, snapshot_id"
+  "cgroup, template_id, workdir, paused_ms, snapshot_id, paused_snapshot"
 
 static const char *const live_states[] = {STATE_BOX_CREATING, STATE_BOX_RUNNING,
                                           STATE_BOX_STOPPING, STATE_BOX_PAUSED};
@@ -63,6 +63,7 @@ static int read_box(sqlite3_stmt *s, void *row, struct husk_err *err) {
   ok &= db_col_text(s, 21, b->workdir, sizeof b->workdir);
   b->paused_ms = sqlite3_column_int64(s, 22);
   ok &= db_col_text(s, 23, b->snapshot_id, sizeof b->snapshot_id);
+  ok &= db_col_text(s, 24, b->paused_snapshot, sizeof b->paused_snapshot);
   b->memory = sqlite3_column_int64(s, 5);
   b->pids = sqlite3_column_int64(s, 6);
   b->cpu_milli = sqlite3_column_int64(s, 7);
@@ -227,7 +228,7 @@ int state_box_insert(struct state *st, const struct state_box *box, struct husk_
   cleanup_stmt sqlite3_stmt *s = NULL;
   if (db_prepare(st, &s,
                  "INSERT INTO boxes (" BOX_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
-                 "?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, 0, ?23)",
+                 "?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, 0, ?23, '')",
                  err) < 0)
     return -1;
   int rc;
@@ -294,6 +295,22 @@ int box_current_state(struct state *st, const char *tenant_id, const char *id, c
   return 0;
 }
 
+/* Under the lock, in a transaction: the box's running processes are
+ * "lost" (ended at `ended`, their exit statuses never to be collected). */
+static int procs_lost_locked(struct state *st, const char *id, int64_t ended,
+                             struct husk_err *err) {
+  cleanup_stmt sqlite3_stmt *p = NULL;
+  if (db_prepare(st, &p,
+                 "UPDATE processes SET state = '" STATE_PROC_LOST "', ended_ms = ?2"
+                 " WHERE box_id = ?1 AND state = '" STATE_PROC_RUNNING "'",
+                 err) < 0)
+    return -1;
+  int rc;
+  if ((rc = db_text(p, 1, id)) || (rc = db_int(p, 2, ended)))
+    return db_fail(st, err, rc, "cannot bind box id");
+  return db_step_done(st, p, "cannot end the box's processes", err) < 0 ? -1 : 0;
+}
+
 int state_box_set_state(struct state *st, const char *id, const char *expect, const char *state,
                         const char *reason, int64_t ended_ms, struct husk_err *err) {
   if (check_id("box id", id, STATE_BOX_ID_SIZE, err) < 0 ||
@@ -336,15 +353,7 @@ int state_box_set_state(struct state *st, const char *id, const char *expect, co
     /* The box's pid namespace is gone with it, and so are its processes;
      * their exit statuses were not collected, so they are "lost". */
     db_fault_point("box_end");
-    cleanup_stmt sqlite3_stmt *p = NULL;
-    if (db_prepare(st, &p,
-                   "UPDATE processes SET state = '" STATE_PROC_LOST "', ended_ms = ?2"
-                   " WHERE box_id = ?1 AND state = '" STATE_PROC_RUNNING "'",
-                   err) < 0)
-      return -1;
-    if ((rc = db_text(p, 1, id)) || (rc = db_int(p, 2, ended)))
-      return db_fail(st, err, rc, "cannot bind box id");
-    if (db_step_done(st, p, "cannot end the box's processes", err) < 0)
+    if (procs_lost_locked(st, id, ended, err) < 0)
       return -1;
   }
   return db_commit(&txn, err);
@@ -433,6 +442,75 @@ int state_box_set_paused(struct state *st, const char *id, bool paused, int64_t 
   if (db_step_done(st, s, "cannot record the box's pause", err) < 0)
     return -1;
   db_fault_point("box_pause");
+  return db_commit(&txn, err);
+}
+
+int state_box_pause_to_disk(struct state *st, const char *id, int64_t now_ms,
+                            const char *snapshot_id, struct husk_err *err) {
+  if (check_id("box id", id, STATE_BOX_ID_SIZE, err) < 0 ||
+      check_id("snapshot id", snapshot_id, sizeof((struct state_box *)0)->paused_snapshot, err) < 0)
+    return -1;
+  cleanup_unlock struct state *locked = db_lock(st);
+  cleanup_txn struct db_txn txn = {0};
+  if (db_begin(st, &txn, err) < 0)
+    return -1;
+  char cur[16];
+  if (box_current_state(st, NULL, id, cur, sizeof cur, err) < 0)
+    return -1;
+  if (strcmp(cur, STATE_BOX_RUNNING) != 0 && strcmp(cur, STATE_BOX_PAUSED) != 0)
+    return husk_fail(err, ESTALE, "box `%s` is %s", id, cur);
+  cleanup_stmt sqlite3_stmt *s = NULL;
+  /* Paused in memory before: it has been paused since then. */
+  if (db_prepare(st, &s,
+                 "UPDATE boxes SET state = 'paused', paused_snapshot = ?2,"
+                 " paused_ms = CASE WHEN paused_ms > 0 THEN paused_ms ELSE ?3 END,"
+                 " init_pid = 0, init_start_time = 0, uid_base = -1, slot = -1"
+                 " WHERE id = ?1 AND paused_snapshot = ''",
+                 err) < 0)
+    return -1;
+  int rc;
+  if ((rc = db_text(s, 1, id)) || (rc = db_text(s, 2, snapshot_id)) || (rc = db_int(s, 3, now_ms)))
+    return db_fail(st, err, rc, "cannot bind box pause");
+  if (db_step_done(st, s, "cannot record the box's pause", err) < 0)
+    return -1;
+  if (sqlite3_changes(st->db) != 1)
+    return husk_fail(err, ESTALE, "box `%s` is paused to disk already", id);
+  /* Its processes go with its memory. */
+  if (procs_lost_locked(st, id, now_ms, err) < 0)
+    return -1;
+  db_fault_point("box_pause_disk");
+  return db_commit(&txn, err);
+}
+
+int state_box_resume_from_disk(struct state *st, const char *id, const char *snapshot_id,
+                               int64_t expires_ms, int64_t init_pid, uint64_t init_start_time,
+                               int64_t uid_base, int64_t slot, struct husk_err *err) {
+  if (check_id("box id", id, STATE_BOX_ID_SIZE, err) < 0)
+    return -1;
+  if (expires_ms < 0 || init_pid <= 0 || init_start_time > INT64_MAX || uid_base < 0 || slot < 0)
+    return husk_fail(err, EINVAL, "box runtime fields are out of range");
+  cleanup_unlock struct state *locked = db_lock(st);
+  cleanup_txn struct db_txn txn = {0};
+  if (db_begin(st, &txn, err) < 0)
+    return -1;
+  cleanup_stmt sqlite3_stmt *s = NULL;
+  if (db_prepare(st, &s,
+                 "UPDATE boxes SET state = 'running', paused_snapshot = '', paused_ms = 0,"
+                 " expires_ms = ?3, init_pid = ?4, init_start_time = ?5, uid_base = ?6, slot = ?7"
+                 " WHERE id = ?1 AND state = 'paused' AND paused_snapshot = ?2",
+                 err) < 0)
+    return -1;
+  int rc;
+  if ((rc = db_text(s, 1, id)) || (rc = db_text(s, 2, snapshot_id)) ||
+      (rc = db_int(s, 3, expires_ms)) || (rc = db_int(s, 4, init_pid)) ||
+      (rc = db_int(s, 5, (int64_t)init_start_time)) || (rc = db_int(s, 6, uid_base)) ||
+      (rc = db_int(s, 7, slot)))
+    return db_fail(st, err, rc, "cannot bind box resume");
+  if (db_step_done(st, s, "cannot record the box's resume", err) < 0)
+    return -1;
+  if (sqlite3_changes(st->db) != 1)
+    return husk_fail(err, ESTALE, "box `%s` is no longer paused to disk", id);
+  db_fault_point("box_resume_disk");
   return db_commit(&txn, err);
 }
 

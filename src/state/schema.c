@@ -336,20 +336,23 @@ static const char schema_build_cache_size[] =
     "ALTER TABLE build_cache ADD COLUMN size INTEGER NOT NULL DEFAULT 0 CHECK (size >= 0);";
 
 /* Pause and snapshots.  A paused box keeps its row in a live state with
- * the time it was paused (its lifetime stops counting then), and a box
- * made from a snapshot names it (a snapshot is not deleted while a live
- * box does).  A snapshot row is written 'creating' before its archive
+ * the time it was paused (its lifetime stops counting then) and, paused
+ * to disk, the snapshot (kind 'pause': the box's own, never listed) it
+ * resumes from; a box made from a snapshot names it (a snapshot is not
+ * deleted while a live box does).  A snapshot row is written 'creating' before its archive
  * goes to the store and 'ready' after, so a crash in between leaves a
  * row the next start removes with whatever part of the archive exists. */
 static const char schema_snapshots[] =
     "ALTER TABLE boxes ADD COLUMN paused_ms INTEGER NOT NULL DEFAULT 0 CHECK (paused_ms >= 0);"
     "ALTER TABLE boxes ADD COLUMN snapshot_id TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE boxes ADD COLUMN paused_snapshot TEXT NOT NULL DEFAULT '';"
     "CREATE INDEX boxes_snapshot ON boxes(snapshot_id) WHERE snapshot_id != '';"
     "CREATE TABLE snapshots ("
     "  id TEXT PRIMARY KEY NOT NULL,"
     "  tenant_id TEXT NOT NULL REFERENCES tenants(id),"
     "  box_id TEXT NOT NULL,"
     "  state TEXT NOT NULL CHECK (state IN ('creating', 'ready')),"
+    "  kind TEXT NOT NULL DEFAULT 'snapshot' CHECK (kind IN ('snapshot', 'pause')),"
     "  template TEXT NOT NULL DEFAULT '',"
     "  template_id TEXT NOT NULL DEFAULT '',"
     "  workdir TEXT NOT NULL DEFAULT '',"

@@ -14,6 +14,9 @@
 #include "util/error.h"
 
 #define STATE_SNAPSHOT_ID_SIZE 32
+/* The tenant's bucket of snapshot archives, one object per snapshot named
+ * by its id: husk's own (store_bucket_internal), counted in its storage. */
+#define STATE_SNAPSHOT_BUCKET "_snapshots"
 #define STATE_SNAPSHOT_CREATING "creating"
 #define STATE_SNAPSHOT_READY "ready"
 
@@ -33,6 +36,7 @@ struct state_snapshot {
   int64_t entries;
   char sha256[65];     /* of the archive, hex */
   int64_t created_ms;
+  bool for_pause;      /* a box's own, paused to disk (never listed or deleted by a tenant) */
   int64_t refs;        /* on reads: live boxes made from it */
 };
 void state_snapshot_free(struct state_snapshot *s);
@@ -56,7 +60,9 @@ int state_snapshot_list(struct state *st, const char *tenant_id, const char *cur
  * saying how many): the caller removes the archive after this commits. */
 int state_snapshot_delete(struct state *st, const char *tenant_id, const char *id,
                           struct husk_err *err);
-/* Rows left 'creating' (by a crash), at most `max`, and their removal. */
+/* Rows left 'creating' (by a crash) and pause snapshots no live box
+ * resumes from (a crash between them and the box's record, or its end),
+ * at most `max`; and their removal. */
 int state_snapshot_list_creating(struct state *st, int max,
                                  int (*cb)(void *ctx, const struct state_snapshot *s), void *ctx,
                                  struct husk_err *err);

@@ -13,7 +13,7 @@
 #define SNAP_COLUMNS                                                                               \
   "s.id, s.tenant_id, s.box_id, s.state, s.template, s.template_id, s.workdir, s.memory, s.pids, " \
   "s.cpu_milli, s.disk, s.timeout_ms, s.env_json, s.metadata_json, s.size, s.data_bytes, "         \
-  "s.entries, s.sha256, s.created_ms, "                                                            \
+  "s.entries, s.sha256, s.created_ms, s.kind = 'pause', "                                         \
   "(SELECT count(*) FROM boxes b WHERE b.snapshot_id = s.id AND b.state IN " DB_LIVE_STATES ")"
 
 void state_snapshot_free(struct state_snapshot *s) {
@@ -48,7 +48,8 @@ static int read_snap(sqlite3_stmt *s, void *row, struct husk_err *err) {
   p->entries = sqlite3_column_int64(s, 16);
   ok &= db_col_text(s, 17, p->sha256, sizeof p->sha256);
   p->created_ms = sqlite3_column_int64(s, 18);
-  p->refs = sqlite3_column_int64(s, 19);
+  p->for_pause = sqlite3_column_int64(s, 19) != 0;
+  p->refs = sqlite3_column_int64(s, 20);
   if (!p->env_json || !p->metadata_json) {
     state_snapshot_free(p);
     return husk_error(err, ENOMEM, "cannot read snapshot");
@@ -95,8 +96,8 @@ int state_snapshot_insert(struct state *st, const struct state_snapshot *p, stru
   if (db_prepare(st, &s,
                  "INSERT INTO snapshots (id, tenant_id, box_id, state, template, template_id, "
                  "workdir, memory, pids, cpu_milli, disk, timeout_ms, env_json, metadata_json, "
-                 "created_ms) VALUES (?1, ?2, ?3, 'creating', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, "
-                 "?12, ?13, ?14)",
+                 "created_ms, kind) VALUES (?1, ?2, ?3, 'creating', ?4, ?5, ?6, ?7, ?8, ?9, ?10, "
+                 "?11, ?12, ?13, ?14, ?15)",
                  err) < 0)
     return -1;
   int64_t created = p->created_ms ? p->created_ms : state_now_ms();
@@ -107,7 +108,8 @@ int state_snapshot_insert(struct state *st, const struct state_snapshot *p, stru
       (rc = db_int(s, 7, p->memory)) || (rc = db_int(s, 8, p->pids)) ||
       (rc = db_int(s, 9, p->cpu_milli)) || (rc = db_int(s, 10, p->disk)) ||
       (rc = db_int(s, 11, p->timeout_ms)) || (rc = db_text(s, 12, env)) ||
-      (rc = db_text(s, 13, meta)) || (rc = db_int(s, 14, created)))
+      (rc = db_text(s, 13, meta)) || (rc = db_int(s, 14, created)) ||
+      (rc = db_text(s, 15, p->for_pause ? "pause" : "snapshot")))
     return db_fail(st, err, rc, "cannot bind snapshot");
   if (db_step_done(st, s, "cannot insert snapshot", err) < 0)
     return -1;
@@ -117,9 +119,10 @@ int state_snapshot_insert(struct state *st, const struct state_snapshot *p, stru
 
 int state_snapshot_ready(struct state *st, const char *id, int64_t size, int64_t data_bytes,
                          int64_t entries, const char *sha256, struct husk_err *err) {
-  if (check_id("snapshot id", id, STATE_SNAPSHOT_ID_SIZE, err) < 0 ||
-      check_text("digest", sha256, 65, false, err) < 0)
+  if (check_id("snapshot id", id, STATE_SNAPSHOT_ID_SIZE, err) < 0)
     return -1;
+  if (!sha256 || strlen(sha256) != 64 || strspn(sha256, "0123456789abcdef") != 64)
+    return husk_fail(err, EINVAL, "a snapshot digest is 64 lower-case hex digits");
   if (size < 0 || data_bytes < 0 || entries < 0)
     return husk_fail(err, EINVAL, "snapshot sizes must be >= 0");
   cleanup_unlock struct state *locked = db_lock(st);
@@ -196,7 +199,7 @@ int state_snapshot_list(struct state *st, const char *tenant_id, const char *cur
                                       .free_item = snap_free_item};
   if (db_rows_select(st, &rows,
                      "SELECT " SNAP_COLUMNS " FROM snapshots s WHERE s.tenant_id = ?1 AND "
-                     "s.state = 'ready' AND (s.created_ms, s.id) > (?2, ?3) "
+                     "s.state = 'ready' AND s.kind = 'snapshot' AND (s.created_ms, s.id) > (?2, ?3) "
                      "ORDER BY s.created_ms, s.id LIMIT ?4",
                      DB_ARGS(DB_TEXT(tenant_id), DB_INT(cms), DB_TEXT(cid), DB_INT(lim + 1)),
                      read_snap, "cannot list snapshots", err) < 0)
@@ -221,7 +224,8 @@ int state_snapshot_delete(struct state *st, const char *tenant_id, const char *i
     cleanup_stmt sqlite3_stmt *q = NULL;
     if (db_prepare(st, &q,
                    "SELECT state, (SELECT count(*) FROM boxes b WHERE b.snapshot_id = ?1 AND "
-                   "b.state IN " DB_LIVE_STATES ") FROM snapshots WHERE id = ?1 AND tenant_id = ?2",
+                   "b.state IN " DB_LIVE_STATES ") FROM snapshots WHERE id = ?1 AND tenant_id = ?2 "
+                   "AND kind = 'snapshot'",
                    err) < 0)
       return -1;
     int rc;
@@ -255,7 +259,9 @@ int state_snapshot_list_creating(struct state *st, int max,
   cleanup_rows struct db_rows rows = {.item_size = sizeof(struct state_snapshot),
                                       .free_item = snap_free_item};
   if (db_rows_select(st, &rows,
-                     "SELECT " SNAP_COLUMNS " FROM snapshots s WHERE s.state = 'creating' "
+                     "SELECT " SNAP_COLUMNS " FROM snapshots s WHERE s.state = 'creating' OR "
+                     "(s.kind = 'pause' AND NOT EXISTS (SELECT 1 FROM boxes b WHERE "
+                     "b.paused_snapshot = s.id AND b.state IN " DB_LIVE_STATES ")) "
                      "ORDER BY s.created_ms LIMIT ?1",
                      DB_ARGS(DB_INT(max)), read_snap, "cannot list snapshots", err) < 0)
     return -1;
@@ -272,5 +278,5 @@ int state_snapshot_remove(struct state *st, const char *id, struct husk_err *err
   int rc = db_text(s, 1, id);
   if (rc)
     return db_fail(st, err, rc, "cannot bind snapshot");
-  return db_step_done(st, s, "cannot remove snapshot", err);
+  return db_step_done(st, s, "cannot remove snapshot", err) < 0 ? -1 : 0;
 }

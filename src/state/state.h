@@ -254,6 +254,7 @@ struct state_box {
   char cgroup[96];     /* cgroup name, may be "" */
   int64_t paused_ms;   /* paused: when (its lifetime stopped then); else 0 (not set on insert) */
   char snapshot_id[32]; /* the snapshot it was made from, or "" */
+  char paused_snapshot[32]; /* paused to disk: what it resumes from; else "" */
 };
 
 /* Insert a new box (its state must be live: normally "creating").  Checks
@@ -291,6 +292,17 @@ int state_box_set_expiry(struct state *st, const char *id, int64_t expires_ms,
  * the new expiry at resume).  ESTALE if it is not in the state it leaves. */
 int state_box_set_paused(struct state *st, const char *id, bool paused, int64_t now_ms,
                          int64_t expires_ms, struct husk_err *err);
+/* Paused to disk: running or paused -> paused (since now_ms, or since it
+ * paused in memory), resuming from `snapshot_id`, with no runtime (its
+ * processes recorded lost).  ESTALE if it is in neither state or paused
+ * to disk already. */
+int state_box_pause_to_disk(struct state *st, const char *id, int64_t now_ms,
+                            const char *snapshot_id, struct husk_err *err);
+/* Its resume: paused to disk from `snapshot_id` -> running, with its new
+ * runtime and expiry (ESTALE if it is not so paused any more). */
+int state_box_resume_from_disk(struct state *st, const char *id, const char *snapshot_id,
+                               int64_t expires_ms, int64_t init_pid, uint64_t init_start_time,
+                               int64_t uid_base, int64_t slot, struct husk_err *err);
 /* Forget an ended box and its processes (EBUSY if it is live: its row is
  * how a restarted daemon finds its resources).  Audit records stay. */
 int state_box_delete(struct state *st, const char *tenant_id, const char *id,

@@ -755,6 +755,58 @@ TEST(hostile_streams) {
   CHECK(host_untouched());
 }
 
+/* Damaged archives: a real snapshot (uncompressed, so the damage reaches
+ * the tar headers) with bytes overwritten at random.  Restores may fail
+ * or succeed; none may crash or write outside the target. */
+TEST(mutations) {
+  int src = new_fs(srcdir);
+  populate(src);
+  struct sbuf z = {0};
+  CHECK_E(snap_archive_write(src, BASE, 1, sink, &z, NULL, &E) == 0);
+  drop_fs(srcdir, src);
+  /* Decompress it with libarchive's raw reader to mutate the tar itself. */
+  struct archive *a = archive_read_new();
+  archive_read_support_filter_zstd(a);
+  archive_read_support_format_raw(a);
+  struct sbuf tar = {0};
+  struct archive_entry *e;
+  if (archive_read_open_memory(a, z.p, z.len) == ARCHIVE_OK &&
+      archive_read_next_header(a, &e) == ARCHIVE_OK) {
+    char chunk[65536];
+    la_ssize_t n;
+    while ((n = archive_read_data(a, chunk, sizeof chunk)) > 0)
+      sink(&tar, chunk, (size_t)n);
+  }
+  archive_read_free(a);
+  free(z.p);
+  CHECK(tar.len > 4096);
+  uint64_t x = 0x9e3779b97f4a7c15ULL;
+  int ok = 0, failed = 0;
+  unsigned char *copy = malloc(tar.len);
+  int rounds = getenv("SNAP_MUTATIONS") ? atoi(getenv("SNAP_MUTATIONS")) : 150;
+  for (int round = 0; round < rounds && tar.len > 0; round++) {
+    memcpy(copy, tar.p, tar.len);
+    for (int k = 0; k < 1 + round % 8; k++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      /* Mostly in the first blocks, where the headers of the roots are. */
+      size_t at = (size_t)(x >> 8) % (round % 2 ? tar.len : (tar.len < 8192 ? tar.len : 8192));
+      copy[at] = (unsigned char)(x >> 56);
+    }
+    struct sbuf b = {.p = copy, .len = tar.len};
+    int dst = new_fs(dstdir);
+    if (snap_archive_read(dst, BASE, source, &b, 64 << 20, 100000, NULL, &E) == 0)
+      ok++;
+    else
+      failed++;
+    drop_fs(dstdir, dst);
+  }
+  printf("#   mutations: %d restored, %d refused\n", ok, failed);
+  CHECK(failed > 0);
+  CHECK(host_untouched());
+  free(copy);
+  free(tar.p);
+}
+
 /* ---- main ------------------------------------------------------------------ */
 
 static int setup(void) {
@@ -808,6 +860,7 @@ int main(void) {
     RUN(hostile_links);
     RUN(hostile_kinds);
     RUN(hostile_streams);
+    RUN(mutations);
     exit(unit_done()); /* exit: LeakSanitizer checks the suite at exit */
   }
   int st = 0;

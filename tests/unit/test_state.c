@@ -21,6 +21,7 @@
 
 #include "state/db.h"
 #include "state/egress_state.h"
+#include "state/snapshot_state.h"
 #include "state/state.h"
 #include "unit.h"
 
@@ -861,11 +862,147 @@ TEST(box_state_changes) {
   close_and_remove(st);
 }
 
+static int collect_snap(void *ctx, const struct state_snapshot *p) {
+  struct ids *out = ctx;
+  if ((size_t)out->n < sizeof out->v / sizeof out->v[0])
+    snprintf(out->v[out->n++], sizeof out->v[0], "%s", p->id);
+  return 0;
+}
+
+static int count_snap(void *ctx, const struct state_snapshot *p) {
+  (void)p;
+  (*(int *)ctx)++;
+  return 0;
+}
+
+TEST(pause_and_snapshot_rows) {
+  struct husk_err err = {0};
+  struct state *st = open_fresh();
+  struct state_tenant t = mk_tenant(st, "t", -1, -1), u = mk_tenant(st, "u", -1, -1);
+  struct state_box g;
+  CHECK_OK(mk_box(st, t.id, "b_p", 0, NULL, &err));
+  /* Only a running box pauses; only a paused one resumes. */
+  CHECK_ERR(state_box_set_paused(st, "b_p", true, 1000, 0, &err), ESTALE);
+  CHECK_OK(state_box_set_state(st, "b_p", STATE_BOX_CREATING, STATE_BOX_RUNNING, "", 0, &err));
+  CHECK_ERR(state_box_set_paused(st, "b_p", false, 1000, 0, &err), ESTALE);
+  CHECK_OK(state_box_set_paused(st, "b_p", true, 1000, 5000, &err));
+  CHECK_ERR(state_box_set_paused(st, "b_p", true, 1000, 5000, &err), ESTALE);
+  CHECK_OK(state_box_get(st, NULL, "b_p", &g, &err));
+  CHECK(!strcmp(g.state, STATE_BOX_PAUSED) && g.paused_ms == 1000 && g.expires_ms == 5000);
+  state_box_free(&g);
+  /* Paused is live: it counts in the quota, and is not deletable. */
+  int64_t boxes = 0, mem = 0;
+  CHECK_OK(state_box_count_live(st, t.id, &boxes, &mem, &err));
+  CHECK(boxes == 1 && mem == 100);
+  CHECK_ERR(state_box_delete(st, t.id, "b_p", &err), EBUSY);
+  CHECK_OK(state_box_set_paused(st, "b_p", false, 3000, 7000, &err));
+  CHECK_OK(state_box_get(st, NULL, "b_p", &g, &err));
+  CHECK(!strcmp(g.state, STATE_BOX_RUNNING) && g.paused_ms == 0 && g.expires_ms == 7000);
+  state_box_free(&g);
+
+  /* A snapshot: creating, then ready; only then listed and gettable by
+   * its tenant alone. */
+  struct state_snapshot p = {.memory = 1, .pids = 2, .cpu_milli = 3, .disk = 4, .timeout_ms = 5};
+  snprintf(p.id, sizeof p.id, "s_1");
+  snprintf(p.tenant_id, sizeof p.tenant_id, "%s", t.id);
+  snprintf(p.box_id, sizeof p.box_id, "b_p");
+  CHECK_OK(state_snapshot_insert(st, &p, &err));
+  CHECK_ERR(state_snapshot_insert(st, &p, &err), EEXIST);
+  struct ids got = {0};
+  char next[STATE_CURSOR_SIZE];
+  CHECK_OK(state_snapshot_list(st, t.id, NULL, 0, collect_snap, &got, next, sizeof next, &err));
+  CHECK(got.n == 0);
+  int creating = 0;
+  CHECK_OK(state_snapshot_list_creating(st, 100, count_snap, &creating, &err));
+  CHECK(creating == 1);
+  CHECK_ERR(state_snapshot_delete(st, t.id, "s_1", &err), ENOENT); /* not ready */
+  CHECK_ERR(state_snapshot_ready(st, "s_1", 10, 20, 3, "bad", &err), EINVAL);
+  char sha[65];
+  memset(sha, 'a', 64);
+  sha[64] = '\0';
+  CHECK_OK(state_snapshot_ready(st, "s_1", 10, 20, 3, sha, &err));
+  CHECK_ERR(state_snapshot_ready(st, "s_1", 10, 20, 3, sha, &err), ESTALE);
+  struct state_snapshot q;
+  CHECK_OK(state_snapshot_get(st, t.id, "s_1", &q, &err));
+  CHECK(q.size == 10 && q.data_bytes == 20 && q.entries == 3 && q.refs == 0 && !q.for_pause);
+  CHECK_STR(q.state, STATE_SNAPSHOT_READY);
+  CHECK_STR(q.sha256, sha);
+  state_snapshot_free(&q);
+  CHECK_ERR(state_snapshot_get(st, u.id, "s_1", &q, &err), ENOENT);
+  CHECK_ERR(state_snapshot_delete(st, u.id, "s_1", &err), ENOENT);
+  creating = 0;
+  CHECK_OK(state_snapshot_list_creating(st, 100, count_snap, &creating, &err));
+  CHECK(creating == 0);
+
+  /* A live box made from it holds it. */
+  struct state_box b = box_template(t.id, "b_from");
+  snprintf(b.snapshot_id, sizeof b.snapshot_id, "s_1");
+  CHECK_OK(state_box_insert(st, &b, &err));
+  CHECK_OK(state_snapshot_get(st, t.id, "s_1", &q, &err));
+  CHECK(q.refs == 1);
+  state_snapshot_free(&q);
+  CHECK_ERR(state_snapshot_delete(st, t.id, "s_1", &err), EBUSY);
+  CHECK_OK(state_box_set_state(st, "b_from", NULL, STATE_BOX_STOPPED, NULL, 0, &err));
+
+  /* Pages of one, in order. */
+  snprintf(p.id, sizeof p.id, "s_2");
+  p.created_ms = state_now_ms() + 10;
+  CHECK_OK(state_snapshot_insert(st, &p, &err));
+  CHECK_OK(state_snapshot_ready(st, "s_2", 1, 1, 1, sha, &err));
+  got = (struct ids){0};
+  CHECK_OK(state_snapshot_list(st, t.id, NULL, 1, collect_snap, &got, next, sizeof next, &err));
+  CHECK(got.n == 1 && !strcmp(got.v[0], "s_1") && next[0]);
+  char cur[STATE_CURSOR_SIZE];
+  snprintf(cur, sizeof cur, "%s", next);
+  CHECK_OK(state_snapshot_list(st, t.id, cur, 1, collect_snap, &got, next, sizeof next, &err));
+  CHECK(got.n == 2 && !strcmp(got.v[1], "s_2") && !next[0]);
+  CHECK_ERR(state_snapshot_list(st, t.id, "garbage", 1, collect_snap, &got, next, sizeof next, &err),
+            EINVAL);
+  CHECK_OK(state_snapshot_delete(st, t.id, "s_1", &err));
+  CHECK_ERR(state_snapshot_get(st, t.id, "s_1", &q, &err), ENOENT);
+
+  /* Paused to disk: a pause snapshot, never listed, held by its box; one
+   * no live box resumes from is for the sweep. */
+  struct state_snapshot ps = p;
+  snprintf(ps.id, sizeof ps.id, "s_p");
+  ps.for_pause = true;
+  CHECK_OK(state_snapshot_insert(st, &ps, &err));
+  CHECK_OK(state_snapshot_ready(st, "s_p", 1, 1, 1, sha, &err));
+  CHECK_OK(state_box_pause_to_disk(st, "b_p", 4000, "s_p", &err));
+  CHECK_ERR(state_box_pause_to_disk(st, "b_p", 4000, "s_p", &err), ESTALE);
+  CHECK_OK(state_box_get(st, NULL, "b_p", &g, &err));
+  CHECK(!strcmp(g.state, STATE_BOX_PAUSED) && g.paused_ms == 4000 && g.init_pid == 0 &&
+        g.uid_base == -1 && !strcmp(g.paused_snapshot, "s_p"));
+  state_box_free(&g);
+  got = (struct ids){0};
+  CHECK_OK(state_snapshot_list(st, t.id, NULL, 0, collect_snap, &got, next, sizeof next, &err));
+  CHECK(got.n == 1 && !strcmp(got.v[0], "s_2"));
+  CHECK_ERR(state_snapshot_delete(st, t.id, "s_p", &err), ENOENT);
+  creating = 0;
+  CHECK_OK(state_snapshot_list_creating(st, 100, count_snap, &creating, &err));
+  CHECK(creating == 0);
+  CHECK_ERR(state_box_resume_from_disk(st, "b_p", "s_other", 0, 10, 1, 0, 0, &err), ESTALE);
+  CHECK_OK(state_box_resume_from_disk(st, "b_p", "s_p", 9000, 10, 1, 65536, 1, &err));
+  CHECK_OK(state_box_get(st, NULL, "b_p", &g, &err));
+  CHECK(!strcmp(g.state, STATE_BOX_RUNNING) && !g.paused_snapshot[0] && g.init_pid == 10 &&
+        g.expires_ms == 9000 && g.paused_ms == 0);
+  state_box_free(&g);
+  creating = 0;
+  CHECK_OK(state_snapshot_list_creating(st, 100, count_snap, &creating, &err));
+  CHECK(creating == 1); /* s_p: nobody resumes from it now */
+  CHECK_OK(state_snapshot_remove(st, "s_p", &err));
+
+  /* A tenant's deletion takes its snapshots too. */
+  CHECK_OK(state_box_set_state(st, "b_p", NULL, STATE_BOX_STOPPED, NULL, 0, &err));
+  close_and_remove(st);
+}
+
 TEST(box_vocabulary_matches_sql) {
   /* DB_LIVE_STATES (SQL) and box_state_live (C) must agree. */
   CHECK(box_state_live(STATE_BOX_CREATING) && strstr(DB_LIVE_STATES, "'creating'"));
   CHECK(box_state_live(STATE_BOX_RUNNING) && strstr(DB_LIVE_STATES, "'running'"));
   CHECK(box_state_live(STATE_BOX_STOPPING) && strstr(DB_LIVE_STATES, "'stopping'"));
+  CHECK(box_state_live(STATE_BOX_PAUSED) && strstr(DB_LIVE_STATES, "'paused'"));
   CHECK(box_state_terminal(STATE_BOX_STOPPED) && strstr(DB_TERMINAL_STATES, "'stopped'"));
   CHECK(box_state_terminal(STATE_BOX_FAILED) && strstr(DB_TERMINAL_STATES, "'failed'"));
   CHECK(!strstr(DB_LIVE_STATES, "stopped") && !strstr(DB_LIVE_STATES, "failed"));
@@ -1970,6 +2107,7 @@ int main(void) {
   RUN(quota_defaults_apply_to_unset_quotas);
   RUN(processes);
   RUN(process_limits);
+  RUN(pause_and_snapshot_rows);
   RUN(audit_log);
   RUN(eight_threads_at_once);
   RUN(quota_holds_under_concurrency);
