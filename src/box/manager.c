@@ -45,6 +45,8 @@ int box_mgr_open(struct husk_mgr **out, const struct box_mgr_config *cfg, struct
     m->cfg.max_ttl_ms = HUSK_MAX_TIMEOUT_MS;
   if (!m->cfg.max_paused_ms)
     m->cfg.max_paused_ms = BOX_MAX_PAUSED_DEFAULT_MS;
+  if (!m->cfg.tenant_max_snapshots)
+    m->cfg.tenant_max_snapshots = BOX_TENANT_SNAPSHOTS_DEFAULT;
   m->wake[0] = m->wake[1] = -1;
   m->dir_lock = -1;
   pthread_mutex_init(&m->lock, NULL);

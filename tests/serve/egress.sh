@@ -479,6 +479,22 @@ BOX=$INJ
 bx 'curl -sS --max-time 20 -H "Authorization: Bearer $TOKEN" https://api.ex.test/after-restart'
 check "after a restart the inject box works again (new CA installed)" has "$(grep '/after-restart' <<<"$(up_requests)")" "Bearer $SECRET"
 check "one table element per live egress box" [ "$(set_elems)" = 4 ]
+# Paused in memory its connections wait; paused to disk its link goes,
+# and its resume makes a new one with the same policy and secrets.
+api POST "/v1/sandboxes/$INJ/pause"
+check "an inject box pauses" [ "$CODE" = 200 ]
+api POST "/v1/sandboxes/$INJ/resume"
+bx 'curl -sS --max-time 20 -H "Authorization: Bearer $TOKEN" https://api.ex.test/after-pause'
+check "after a resume the inject box works" has "$(grep '/after-pause' <<<"$(up_requests)")" "Bearer $SECRET"
+api POST "/v1/sandboxes/$INJ/pause" -d '{"keep_memory":false}'
+check "an inject box pauses to disk" [ "$CODE" = 200 ]
+elems_are() { [ "$(set_elems)" = "$1" ]; }
+check "with its jail, its link and its firewall element go" wait_for 10 elems_are 3
+api POST "/v1/sandboxes/$INJ/resume"
+check "it resumes from disk" [ "$CODE" = 200 ]
+bx 'curl -sS --max-time 20 -H "Authorization: Bearer $TOKEN" https://api.ex.test/after-disk'
+check "after a resume from disk the inject box reaches the outside again, its secret added" has "$(grep '/after-disk' <<<"$(up_requests)")" "Bearer $SECRET"
+check "one table element per live egress box again" [ "$(set_elems)" = 4 ]
 for b in $NONE $EG $EG2 $INJ $INJ2; do api DELETE "/v1/sandboxes/$b"; done
 check "deleting the boxes removes every link" wait_for 10 bash -c '[ -z "$(ip -o link | grep -o "hk'"$HASH6"'-[0-9]*")" ]'
 check "and every firewall element" wait_for 10 bash -c '[ "$(nft list set inet husk_'"$HASH8"' links 2>/dev/null | grep -c "10\.239\.")" = 0 ]'
