@@ -95,8 +95,13 @@ static int snapshot_error(struct mcp_call *c, const char *id, const struct husk_
                             id);
     return mcp_tool_core_error(c, "sandbox", id, err);
   case EDQUOT:
-    return mcp_tool_error(c, "quota exceeded: %s. Destroy sandboxes you no longer need "
-                          "(sandbox_list, then sandbox_destroy) and retry.", err->msg);
+    /* The tenant's storage or its number of snapshots; else (a create)
+     * its boxes or memory. */
+    if (strstr(err->msg, "snapshot"))
+      return mcp_tool_error(c, "quota exceeded: %s. Snapshots count in your storage and their "
+                            "number is bounded: delete the ones you no longer need (HTTP API: "
+                            "DELETE /v1/snapshots/{id}) and retry.", err->msg);
+    return mcp_tool_core_error(c, "sandbox", id, err);
   case ENOSPC:
     return mcp_tool_error(c, "the server is short of disk space for the snapshot (%s): try "
                           "again later", err->msg);
