@@ -91,7 +91,7 @@ expect_eq "server/discover offers 2026-07-28" "$(q 'r(1)["result"]["supportedVer
 expect_eq "discover: resultType, ttlMs, cacheScope, serverInfo in _meta" \
   "$(q 'r(1)["result"]["resultType"] + str(r(1)["result"]["ttlMs"] >= 0) + r(1)["result"]["cacheScope"] + r(1)["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"]')" "completeTruepublichusk"
 expect_eq "modern tools/list: resultType, ttlMs and cacheScope" \
-  "$(q '(r(2)["result"]["resultType"], "ttlMs" in r(2)["result"], r(2)["result"]["cacheScope"], len(r(2)["result"]["tools"]))')" "('complete', True, 'public', 13)"
+  "$(q '(r(2)["result"]["resultType"], "ttlMs" in r(2)["result"], r(2)["result"]["cacheScope"], len(r(2)["result"]["tools"]))')" "('complete', True, 'public', 16)"
 expect_eq "unsupported protocol version: -32022 with the supported ones" \
   "$(q '(r(3)["error"]["code"], r(3)["error"]["data"]["supported"][0], r(3)["error"]["data"]["requested"])')" "(-32022, '2026-07-28', '2031-01-01')"
 expect_eq "missing clientCapabilities: -32602" "$(q 'r(4)["error"]["code"]')" -32602

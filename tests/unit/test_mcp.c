@@ -183,9 +183,9 @@ TEST(argument_checks_follow_the_schema) {
   json_decref(a);
 }
 
-/* The keeping tools: pause and resume take only a sandbox_id; a snapshot's
- * metadata is an object of strings; sandbox_create takes a snapshot and
- * rebase (a boolean). */
+/* The keeping tools: pause takes a sandbox_id and keep_memory (a boolean),
+ * resume only a sandbox_id; a snapshot's metadata is an object of strings;
+ * sandbox_create takes a snapshot and rebase (a boolean). */
 TEST(pause_resume_snapshot_arguments) {
   const struct {
     const struct mcp_tool *t;
@@ -194,7 +194,9 @@ TEST(pause_resume_snapshot_arguments) {
   } cases[] = {
       {&mcp_tool_sandbox_pause, "{\"sandbox_id\":\"b_0\"}", true},
       {&mcp_tool_sandbox_pause, "{}", false},
-      {&mcp_tool_sandbox_pause, "{\"sandbox_id\":\"b_0\",\"keep_memory\":true}", false},
+      {&mcp_tool_sandbox_pause, "{\"sandbox_id\":\"b_0\",\"keep_memory\":false}", true},
+      {&mcp_tool_sandbox_pause, "{\"sandbox_id\":\"b_0\",\"keep_memory\":\"no\"}", false},
+      {&mcp_tool_sandbox_pause, "{\"sandbox_id\":\"b_0\",\"to_disk\":true}", false},
       {&mcp_tool_sandbox_resume, "{\"sandbox_id\":\"b_0\"}", true},
       {&mcp_tool_sandbox_resume, "{\"sandbox_id\":7}", false},
       {&mcp_tool_sandbox_snapshot, "{\"sandbox_id\":\"b_0\"}", true},
