@@ -611,6 +611,88 @@ const struct mcp_tool mcp_tool_sandbox_snapshot = {
     false, false, false, sandbox_snapshot,
 };
 
+/* ---- sandbox_snapshots ---------------------------------------------------------- */
+
+static const char *const snapshot_actions[] = {"list", "delete", NULL};
+
+static const struct mcp_param snapshots_params[] = {
+    {"action", MCP_P_STRING, true, "list: your snapshots, oldest first (100 at most; "
+     "sandbox_id narrows it to one sandbox's); delete: remove snapshot_id and free its storage",
+     snapshot_actions, 0, 0, 0},
+    {"snapshot_id", MCP_P_STRING, false, "delete: the snapshot", NULL, 0, 0, 64},
+    {"sandbox_id", MCP_P_STRING, false, "list: only the snapshots of this sandbox", NULL, 0, 0,
+     64},
+    END_PARAM,
+};
+
+static json_t *snapshot_json(const struct husk_snapshot_info *si) {
+  cleanup_json json_t *md = json_loads(si->metadata_json ? si->metadata_json : "{}", 0, NULL);
+  return json_pack("{s:s, s:s, s:s, s:I, s:o, s:I, s:o}", "snapshot_id", si->id, "sandbox_id",
+                   si->box_id, "template", si->template_name, "size", (json_int_t)si->size,
+                   "created_at", mcp_time(si->created_ms), "sandboxes", (json_int_t)si->boxes,
+                   "metadata", json_is_object(md) ? json_incref(md) : json_object());
+}
+
+struct snap_list {
+  json_t *arr;
+  const char *box;
+};
+
+static int snapshot_list_cb(void *ctx, const struct husk_snapshot_info *si) {
+  struct snap_list *l = ctx;
+  if (l->box && strcmp(l->box, si->box_id) != 0)
+    return 0;
+  return json_array_append_new(l->arr, snapshot_json(si)) == 0 ? 0 : -1;
+}
+
+static int sandbox_snapshots(struct mcp_call *c) {
+  const char *action = mcp_arg_str(c, "action"), *sid = mcp_arg_str(c, "snapshot_id");
+  struct husk_mgr *m = mcp_call_mgr(c);
+  if (!m)
+    return 0;
+  struct husk_err err;
+  if (!strcmp(action, "delete")) {
+    if (!sid)
+      return mcp_tool_error(c, "delete needs snapshot_id (sandbox_snapshots action list shows "
+                            "them)");
+    snprintf(c->audit_detail, sizeof c->audit_detail, "delete %.64s", sid);
+    if (husk_snapshot_delete(m, c->caller->tenant, sid, &err) < 0) {
+      if (err.code == EBUSY)
+        return mcp_tool_error(c, "%s: destroy the sandboxes made from it first", err.msg);
+      return snapshot_error(c, sid, &err);
+    }
+    mcp_result(c, json_pack("{s:s, s:s}", "action", action, "snapshot_id", sid), false);
+    return 0;
+  }
+  /* list: one page of the core's, filtered here by sandbox. */
+  struct snap_list l = {.arr = json_array(), .box = mcp_arg_str(c, "sandbox_id")};
+  if (!l.arr)
+    return mcp_tool_error(c, "out of memory");
+  char next[64] = "";
+  if (husk_snapshot_list(m, c->caller->tenant, NULL, 100, snapshot_list_cb, &l, next, sizeof next,
+                         &err) < 0) {
+    json_decref(l.arr);
+    return mcp_tool_core_error(c, "snapshot list", "", &err);
+  }
+  mcp_result(c, json_pack("{s:s, s:o, s:b}", "action", action, "snapshots", l.arr, "truncated",
+                          next[0] != 0),
+             false);
+  return 0;
+}
+
+const struct mcp_tool mcp_tool_sandbox_snapshots = {
+    "sandbox_snapshots", "List or delete snapshots",
+    "List your snapshots (from sandbox_snapshot: id, sandbox, size, when, how many sandboxes "
+    "were made from it and are still running), or delete one you no longer need: snapshots "
+    "never expire and count against your storage quota. A snapshot a running sandbox was made "
+    "from cannot be deleted until that sandbox is destroyed.",
+    snapshots_params,
+    "{\"type\":\"object\",\"properties\":{\"action\":{\"type\":\"string\"},\"snapshot_id\":"
+    "{\"type\":\"string\"},\"snapshots\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
+    "\"truncated\":{\"type\":\"boolean\"}},\"required\":[\"action\"]}",
+    false, false, false, sandbox_snapshots,
+};
+
 /* ---- template_list ------------------------------------------------------------------ */
 
 static int template_cb(void *ctx, const struct state_template *t) {

@@ -183,6 +183,41 @@ if (MODE === 'stdio') {
     assert.ok(!(await call(c, 'sandbox_resume', { sandbox_id: box })).isError);
   });
 
+  await t('sandbox_snapshots: list them, refuse to delete one a live sandbox was made from', async () => {
+    let r = await call(c, 'sandbox_snapshots', { action: 'list', sandbox_id: box });
+    let s = structured(r);
+    assert.ok(!r.isError, JSON.stringify(s));
+    const mine = s.snapshots.find(x => x.snapshot_id === snap);
+    assert.ok(mine, JSON.stringify(s));
+    assert.equal(mine.sandbox_id, box);
+    assert.equal(mine.sandboxes, 2, 'the two copies made from it');
+    assert.deepEqual(mine.metadata, { step: 'one' });
+    assert.match(mine.created_at, /^\d{4}-\d\d-\d\dT/);
+    r = await call(c, 'sandbox_snapshots', { action: 'list', sandbox_id: 'b_000000000000000000000000' });
+    assert.equal(structured(r).snapshots.length, 0);
+    r = await call(c, 'sandbox_snapshots', { action: 'delete', snapshot_id: snap });
+    assert.equal(r.isError, true);
+    assert.match(text(r), /in use.*destroy the sandboxes made from it first/);
+    r = await call(c, 'sandbox_snapshots', { action: 'delete' });
+    assert.equal(r.isError, true);
+    assert.match(text(r), /needs snapshot_id/);
+    r = await call(c, 'sandbox_snapshots', { action: 'drop' });
+    assert.equal(r.isError, true);
+  });
+
+  await t('sandbox_snapshots delete: a snapshot nothing uses goes', async () => {
+    let r = await call(c, 'sandbox_snapshot', { sandbox_id: box });
+    const id = structured(r).snapshot_id;
+    r = await call(c, 'sandbox_snapshots', { action: 'delete', snapshot_id: id });
+    assert.ok(!r.isError, text(r));
+    assert.equal(structured(r).snapshot_id, id);
+    r = await call(c, 'sandbox_snapshots', { action: 'list' });
+    assert.ok(!structured(r).snapshots.some(x => x.snapshot_id === id));
+    r = await call(c, 'sandbox_snapshots', { action: 'delete', snapshot_id: id });
+    assert.equal(r.isError, true);
+    assert.match(text(r), /not found/);
+  });
+
   await t('an unknown snapshot is a tool error', async () => {
     const r = await call(c, 'sandbox_create', { snapshot: 's_000000000000000000000000' });
     assert.equal(r.isError, true);
