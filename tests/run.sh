@@ -73,7 +73,8 @@ if [ -x build-asan/husk ]; then
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 bash "$s"
   done
   # The daemon's request handling under the sanitizers (the suites that
-  # feed it the most varied and hostile input).
+  # feed it the most varied and hostile input; snapshots: archives of
+  # hostile trees written and read back).
   for s in tests/serve/api.sh tests/serve/input.sh tests/serve/hostile_files.sh \
     tests/serve/s3_hostile.sh tests/serve/s3_records.sh tests/serve/reply_bounds.sh \
     tests/serve/s3_tenant_limits.sh tests/serve/contexts.sh tests/serve/pause.sh \
@@ -82,8 +83,9 @@ if [ -x build-asan/husk ]; then
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 bash "$s"
   done
   # MCP over HTTP under the sanitizers: raw protocol input and
-  # both SDK clients, and the storage tools.
-  for s in tests/mcp/protocol.sh tests/mcp/sdk.sh tests/mcp/storage.sh tests/mcp/contexts.sh; do
+  # both SDK clients, the storage tools, pause and snapshots.
+  for s in tests/mcp/protocol.sh tests/mcp/sdk.sh tests/mcp/storage.sh tests/mcp/contexts.sh \
+    tests/mcp/snapshots.sh; do
     [ -f "$s" ] && run_suite "asan/${s#tests/}" env HUSK="$root/build-asan/husk" HUSK_ASAN=1 \
       SDKS="v1 v2" MODES=http \
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 bash "$s"

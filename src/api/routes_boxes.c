@@ -273,8 +273,18 @@ enum MHD_Result h_box_pause(struct req *r) {
   struct husk_box_info bi = {0};
   struct husk_err err;
   if ((keep_memory ? husk_box_pause : husk_box_pause_to_disk)(r->srv->cfg.mgr, r->tenant,
-                                                              r->params[0], &bi, &err) < 0)
+                                                              r->params[0], &bi, &err) < 0) {
+    /* To disk, the space is the data disk's, not the box's. */
+    if (!keep_memory && err.code == ENOSPC) {
+      api_log(r->srv, "%s %s: %s", r->method, r->path, err.msg);
+      return api_reply_error(r, 507, "insufficient_storage",
+                             "the server's data disk is short of space for the sandbox's files");
+    }
+    if (!keep_memory && err.code == ENOTSUP)
+      return api_reply_error(r, 501, "not_implemented",
+                             "pausing to disk is not available on this server");
     return api_reply_err(r, &err);
+  }
   json_t *j = api_box_json(&bi);
   husk_box_info_free(&bi);
   return api_reply_json(r, 200, j);

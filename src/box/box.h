@@ -39,6 +39,7 @@ struct box_pool_spec {
 #define BOX_POOL_MAX_BOXES 4096
 
 #define BOX_MAX_PAUSED_DEFAULT_MS (24ULL * 3600 * 1000)
+#define BOX_TENANT_SNAPSHOTS_DEFAULT 1000
 
 struct box_mgr_config {
   const char *data_dir;         /* boxes/<id>/ctl.sock are created under it */
@@ -68,6 +69,9 @@ struct box_mgr_config {
    * its boxes (each holds two of the daemon's fds while it runs); 0:
    * BOX_TENANT_PROCS_DEFAULT. */
   unsigned tenant_max_procs;
+  /* Snapshots one tenant may keep (a box paused to disk keeps one too);
+   * 0: BOX_TENANT_SNAPSHOTS_DEFAULT. */
+  unsigned tenant_max_snapshots;
   /* How long a box may stay paused before it ends ("paused_too_long");
    * 0: BOX_MAX_PAUSED_DEFAULT_MS. */
   uint64_t max_paused_ms;

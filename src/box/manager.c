@@ -45,6 +45,8 @@ int box_mgr_open(struct husk_mgr **out, const struct box_mgr_config *cfg, struct
     m->cfg.max_ttl_ms = HUSK_MAX_TIMEOUT_MS;
   if (!m->cfg.max_paused_ms)
     m->cfg.max_paused_ms = BOX_MAX_PAUSED_DEFAULT_MS;
+  if (!m->cfg.tenant_max_snapshots)
+    m->cfg.tenant_max_snapshots = BOX_TENANT_SNAPSHOTS_DEFAULT;
   if (disk_reserve_parse(cfg->data_reserve, &m->data_reserve, err) < 0) {
     free(m);
     return -1;

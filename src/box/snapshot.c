@@ -232,7 +232,7 @@ int box_snapshot_take(struct husk_mgr *m, struct live_box *b, bool for_pause,
   p.env_json = sb.env_json;
   p.metadata_json = (char *)(metadata_json ? metadata_json : "{}");
   /* 1. */
-  if (state_snapshot_insert(m->cfg.state, &p, err) < 0)
+  if (state_snapshot_insert(m->cfg.state, &p, m->cfg.tenant_max_snapshots, err) < 0)
     goto out;
   /* 2.  Bounded by the tenant's room and, an archive being no bigger than
    * what it holds plus its headers, by the box's disk. */

@@ -93,6 +93,8 @@ static void usage(FILE *f) {
           "  --tenant-max-memory SIZE|none  memory limits of those boxes summed, for a tenant\n"
           "                          whose max_memory is unset [the host's RAM]\n"
           "  --tenant-max-procs N    background processes one tenant may have running [512]\n"
+          "  --tenant-max-snapshots N\n"
+          "                          snapshots one tenant may keep [1000]\n"
           "  --quiet                 no log line per request\n"
           "  --reply-max SIZE        box data one reply holds: stdout and stderr of a sync\n"
           "                          exec (each; the rest is counted and flagged truncated),\n"
@@ -302,7 +304,7 @@ struct serve_opts {
   uint64_t maxconn, perip;
   uint64_t tenant_reqs, tenant_execs; /* 0: shares of --max-connections */
   int64_t tenant_boxes, tenant_memory; /* unset quotas of a tenant; STATE_UNLIMITED: none */
-  uint64_t tenant_procs;
+  uint64_t tenant_procs, tenant_snapshots;
   uint64_t req_timeout_ms, idle_ms, grace_ms, dttl_ms, mttl_ms, max_paused_ms;
   struct box_pool_spec pools[BOX_POOL_MAX_SHAPES];
   char pool_templates[BOX_POOL_MAX_SHAPES][64];
@@ -449,6 +451,7 @@ enum {
   O_TENANT_BOXES,
   O_TENANT_MEMORY,
   O_TENANT_PROCS,
+  O_TENANT_SNAPSHOTS,
   O_EG_TENANT_CONNS,
   O_EG_TOTAL_CONNS,
   O_TENANT_REPLY,
@@ -497,6 +500,7 @@ static const struct option serve_long_opts[] = {
     {"tenant-max-boxes", required_argument, NULL, O_TENANT_BOXES},
     {"tenant-max-memory", required_argument, NULL, O_TENANT_MEMORY},
     {"tenant-max-procs", required_argument, NULL, O_TENANT_PROCS},
+    {"tenant-max-snapshots", required_argument, NULL, O_TENANT_SNAPSHOTS},
     {"egress-tenant-max-conns", required_argument, NULL, O_EG_TENANT_CONNS},
     {"egress-total-max-conns", required_argument, NULL, O_EG_TOTAL_CONNS},
     {"tenant-reply-budget", required_argument, NULL, O_TENANT_REPLY},
@@ -552,6 +556,8 @@ static int serve_option(struct serve_opts *o, int c, const char *arg) {
   case O_TENANT_BOXES: return opt_quota("--tenant-max-boxes", arg, false, &o->tenant_boxes);
   case O_TENANT_MEMORY: return opt_quota("--tenant-max-memory", arg, true, &o->tenant_memory);
   case O_TENANT_PROCS: return opt_u64("--tenant-max-procs", arg, 1, 1000000, &o->tenant_procs);
+  case O_TENANT_SNAPSHOTS:
+    return opt_u64("--tenant-max-snapshots", arg, 1, 1000000, &o->tenant_snapshots);
   case O_EG_TENANT_CONNS:
     return opt_u64("--egress-tenant-max-conns", arg, 1, 100000, &o->eg_tenant_conns);
   case O_TENANT_REPLY: return opt_size("--tenant-reply-budget", arg, &o->tenant_reply_budget);
@@ -758,6 +764,7 @@ static int serve_planes(const struct serve_opts *o, struct serve *s) {
                               .egress_tenant_max_conns = (unsigned)o->eg_tenant_conns,
                               .egress_total_max_conns = (unsigned)o->eg_total_conns,
                               .tenant_max_procs = (unsigned)o->tenant_procs,
+                              .tenant_max_snapshots = (unsigned)o->tenant_snapshots,
                               .egress_idle_ms = (unsigned)o->eg_idle_ms,
                               .audit_retention_ms = (int64_t)o->audit_days * 86400 * 1000,
                               .data_reserve = o->data_reserve};

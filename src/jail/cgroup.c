@@ -568,8 +568,11 @@ static int freeze_v2(const struct cgroup *cg, bool frozen, int timeout_ms, struc
     if (left <= 0)
       return husk_fail(err, ETIMEDOUT, "cgroup `%s` did not %s within %d ms", cg->name,
                        frozen ? "freeze" : "thaw", timeout_ms);
+    /* The kernel rate-limits cgroup.events notifications (a change right
+     * after another is announced only ~10 ms later), so the file is read
+     * again every millisecond too. */
     struct pollfd p = {.fd = ev, .events = POLLPRI};
-    if (poll(&p, 1, (int)(left < 50 ? left : 50)) < 0 && errno != EINTR)
+    if (poll(&p, 1, (int)(left < 1 ? left : 1)) < 0 && errno != EINTR)
       return husk_error(err, errno, "cannot wait for cgroup `%s`", cg->name);
   }
 }

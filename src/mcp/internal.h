@@ -15,7 +15,8 @@
 extern const struct mcp_tool mcp_tool_run_code, mcp_tool_sandbox_create, mcp_tool_sandbox_exec,
     mcp_tool_sandbox_write_file, mcp_tool_sandbox_read_file, mcp_tool_sandbox_list_files,
     mcp_tool_sandbox_destroy, mcp_tool_sandbox_list, mcp_tool_sandbox_pause,
-    mcp_tool_sandbox_resume, mcp_tool_sandbox_snapshot, mcp_tool_job_status, mcp_tool_job_wait,
+    mcp_tool_sandbox_resume, mcp_tool_sandbox_snapshot, mcp_tool_sandbox_snapshots,
+    mcp_tool_job_status, mcp_tool_job_wait,
     mcp_tool_job_cancel, mcp_tool_template_list, mcp_tool_contexts;
 
 /* A tools/call in flight, findable by notifications/cancelled. */

@@ -28,9 +28,9 @@ static const struct mcp_tool *const own_tools[] = {
     &mcp_tool_run_code,           &mcp_tool_sandbox_create,    &mcp_tool_sandbox_exec,
     &mcp_tool_sandbox_write_file, &mcp_tool_sandbox_read_file, &mcp_tool_sandbox_list_files,
     &mcp_tool_sandbox_destroy,    &mcp_tool_sandbox_list,      &mcp_tool_sandbox_pause,
-    &mcp_tool_sandbox_resume,     &mcp_tool_sandbox_snapshot,  &mcp_tool_job_status,
-    &mcp_tool_job_wait,           &mcp_tool_job_cancel,        &mcp_tool_template_list,
-    &mcp_tool_contexts,
+    &mcp_tool_sandbox_resume,     &mcp_tool_sandbox_snapshot,  &mcp_tool_sandbox_snapshots,
+    &mcp_tool_job_status,         &mcp_tool_job_wait,          &mcp_tool_job_cancel,
+    &mcp_tool_template_list,      &mcp_tool_contexts,
 };
 #define N_OWN_TOOLS (sizeof own_tools / sizeof own_tools[0])
 

@@ -39,6 +39,7 @@ static json_t *box_json(const struct husk_box_info *bi) {
     if (bi->paused_until_ms > 0)
       json_object_set_new(o, "paused_until", mcp_time(bi->paused_until_ms));
     json_object_set_new(o, "remaining_seconds", json_integer((json_int_t)(bi->remaining_ms / 1000)));
+    json_object_set_new(o, "keep_memory", json_boolean(!bi->paused_to_disk));
   }
   if (bi->snapshot_id[0])
     json_object_set_new(o, "snapshot_id", json_string(bi->snapshot_id));
@@ -50,7 +51,8 @@ static json_t *box_json(const struct husk_box_info *bi) {
   "\"sandbox_id\":{\"type\":\"string\"},\"state\":{\"type\":\"string\"},\"created_at\":"          \
   "{\"type\":\"string\"},\"expires_at\":{\"type\":\"string\"},\"memory_bytes\":{\"type\":"        \
   "\"integer\"},\"paused_at\":{\"type\":\"string\"},\"paused_until\":{\"type\":\"string\"},"       \
-  "\"remaining_seconds\":{\"type\":\"integer\"},\"snapshot_id\":{\"type\":\"string\"}"
+  "\"remaining_seconds\":{\"type\":\"integer\"},\"keep_memory\":{\"type\":\"boolean\"},"         \
+  "\"snapshot_id\":{\"type\":\"string\"}"
 
 /* ---- sandbox_create ------------------------------------------------------------- */
 
@@ -93,8 +95,13 @@ static int snapshot_error(struct mcp_call *c, const char *id, const struct husk_
                             id);
     return mcp_tool_core_error(c, "sandbox", id, err);
   case EDQUOT:
-    return mcp_tool_error(c, "quota exceeded: %s. Destroy sandboxes you no longer need "
-                          "(sandbox_list, then sandbox_destroy) and retry.", err->msg);
+    /* The tenant's storage or its number of snapshots; else (a create)
+     * its boxes or memory. */
+    if (strstr(err->msg, "snapshot"))
+      return mcp_tool_error(c, "quota exceeded: %s. Snapshots count in your storage and their "
+                            "number is bounded: delete the ones you no longer need (HTTP API: "
+                            "DELETE /v1/snapshots/{id}) and retry.", err->msg);
+    return mcp_tool_core_error(c, "sandbox", id, err);
   case ENOSPC:
     return mcp_tool_error(c, "the server is short of disk space for the snapshot (%s): try "
                           "again later", err->msg);
@@ -464,19 +471,38 @@ const struct mcp_tool mcp_tool_sandbox_list = {
 
 /* ---- pause, resume, snapshot ---------------------------------------------------------- */
 
+static const struct mcp_param pause_params[] = {
+    ID_PARAM,
+    {"keep_memory", MCP_P_BOOL, false, "true (default): freeze it in memory, every process as it "
+     "is; false: keep only its files (as a snapshot of its own) and free its memory: its "
+     "processes end, and sandbox_resume rebuilds it from the files under the same id", NULL, 0,
+     0, 0},
+    END_PARAM,
+};
+
 static int sandbox_pause(struct mcp_call *c) {
   const char *id = mcp_arg_str(c, "sandbox_id");
+  json_t *km = mcp_arg(c, "keep_memory");
+  bool keep = !km || json_is_true(km);
   snprintf(c->audit_box, sizeof c->audit_box, "%.40s", id);
+  snprintf(c->audit_detail, sizeof c->audit_detail, "keep_memory=%s", keep ? "true" : "false");
   struct husk_mgr *m = mcp_call_mgr(c);
   if (!m)
     return 0;
   struct husk_box_info bi = {0};
   struct husk_err err;
-  if (husk_box_pause(m, c->caller->tenant, id, &bi, &err) < 0) {
+  int rc = keep ? husk_box_pause(m, c->caller->tenant, id, &bi, &err)
+                : husk_box_pause_to_disk(m, c->caller->tenant, id, &bi, &err);
+  if (rc < 0) {
+    if (err.code == ENOTSUP && !keep)
+      return mcp_tool_error(c, "this server cannot pause sandboxes to disk (%s): pause with "
+                            "keep_memory true instead", err.msg);
     if (err.code == ENOTSUP)
       return mcp_tool_error(c, "this server cannot pause sandboxes (%s)", err.msg);
     if (err.code == ETIMEDOUT)
       return mcp_tool_error(c, "%s: the sandbox runs on; try again", err.msg);
+    if (!keep && (err.code == EDQUOT || err.code == ENOSPC))
+      return snapshot_error(c, id, &err);
     return mcp_tool_core_error(c, "sandbox", id, &err);
   }
   json_t *r = box_json(&bi);
@@ -492,9 +518,11 @@ const struct mcp_tool mcp_tool_sandbox_pause = {
     "for something (the user's answer, the next turn of a conversation) and should go on "
     "exactly where it was. While paused, sandbox_exec, run_code, the file tools and contexts "
     "fail with an error saying it is paused; sandbox_resume continues it. It still counts "
-    "against your quotas, and a sandbox paused past paused_until is destroyed. For a restore "
-    "point that survives the sandbox, use sandbox_snapshot.",
-    destroy_params,
+    "against your quotas, and a sandbox paused past paused_until is destroyed. With "
+    "keep_memory false only its files are kept (no memory used; its processes end, "
+    "sandbox_resume starts it again from the files). For a restore point that survives the "
+    "sandbox, use sandbox_snapshot.",
+    pause_params,
     "{\"type\":\"object\",\"properties\":{" BOX_JSON_PROPS "},\"required\":[\"sandbox_id\","
     "\"state\"]}",
     false, false, false, sandbox_pause,
@@ -518,8 +546,9 @@ static int sandbox_resume(struct mcp_call *c) {
 
 const struct mcp_tool mcp_tool_sandbox_resume = {
     "sandbox_resume", "Resume a paused sandbox",
-    "Resume a sandbox paused by sandbox_pause: its processes go on where they stopped, and its "
-    "TTL counts again from what was left of it (expires_at says when it ends now).",
+    "Resume a sandbox paused by sandbox_pause: its processes go on where they stopped (paused "
+    "with keep_memory false: it is rebuilt with its files, without its processes), and its TTL "
+    "counts again from what was left of it (expires_at says when it ends now).",
     destroy_params,
     "{\"type\":\"object\",\"properties\":{" BOX_JSON_PROPS "},\"required\":[\"sandbox_id\","
     "\"state\"]}",
@@ -580,6 +609,88 @@ const struct mcp_tool mcp_tool_sandbox_snapshot = {
     "\"string\"},\"created_at\":{\"type\":\"string\"},\"metadata\":{\"type\":\"object\"}},"
     "\"required\":[\"snapshot_id\",\"sandbox_id\",\"size\",\"created_at\"]}",
     false, false, false, sandbox_snapshot,
+};
+
+/* ---- sandbox_snapshots ---------------------------------------------------------- */
+
+static const char *const snapshot_actions[] = {"list", "delete", NULL};
+
+static const struct mcp_param snapshots_params[] = {
+    {"action", MCP_P_STRING, true, "list: your snapshots, oldest first (100 at most; "
+     "sandbox_id narrows it to one sandbox's); delete: remove snapshot_id and free its storage",
+     snapshot_actions, 0, 0, 0},
+    {"snapshot_id", MCP_P_STRING, false, "delete: the snapshot", NULL, 0, 0, 64},
+    {"sandbox_id", MCP_P_STRING, false, "list: only the snapshots of this sandbox", NULL, 0, 0,
+     64},
+    END_PARAM,
+};
+
+static json_t *snapshot_json(const struct husk_snapshot_info *si) {
+  cleanup_json json_t *md = json_loads(si->metadata_json ? si->metadata_json : "{}", 0, NULL);
+  return json_pack("{s:s, s:s, s:s, s:I, s:o, s:I, s:o}", "snapshot_id", si->id, "sandbox_id",
+                   si->box_id, "template", si->template_name, "size", (json_int_t)si->size,
+                   "created_at", mcp_time(si->created_ms), "sandboxes", (json_int_t)si->boxes,
+                   "metadata", json_is_object(md) ? json_incref(md) : json_object());
+}
+
+struct snap_list {
+  json_t *arr;
+  const char *box;
+};
+
+static int snapshot_list_cb(void *ctx, const struct husk_snapshot_info *si) {
+  struct snap_list *l = ctx;
+  if (l->box && strcmp(l->box, si->box_id) != 0)
+    return 0;
+  return json_array_append_new(l->arr, snapshot_json(si)) == 0 ? 0 : -1;
+}
+
+static int sandbox_snapshots(struct mcp_call *c) {
+  const char *action = mcp_arg_str(c, "action"), *sid = mcp_arg_str(c, "snapshot_id");
+  struct husk_mgr *m = mcp_call_mgr(c);
+  if (!m)
+    return 0;
+  struct husk_err err;
+  if (!strcmp(action, "delete")) {
+    if (!sid)
+      return mcp_tool_error(c, "delete needs snapshot_id (sandbox_snapshots action list shows "
+                            "them)");
+    snprintf(c->audit_detail, sizeof c->audit_detail, "delete %.64s", sid);
+    if (husk_snapshot_delete(m, c->caller->tenant, sid, &err) < 0) {
+      if (err.code == EBUSY)
+        return mcp_tool_error(c, "%s: destroy the sandboxes made from it first", err.msg);
+      return snapshot_error(c, sid, &err);
+    }
+    mcp_result(c, json_pack("{s:s, s:s}", "action", action, "snapshot_id", sid), false);
+    return 0;
+  }
+  /* list: one page of the core's, filtered here by sandbox. */
+  struct snap_list l = {.arr = json_array(), .box = mcp_arg_str(c, "sandbox_id")};
+  if (!l.arr)
+    return mcp_tool_error(c, "out of memory");
+  char next[64] = "";
+  if (husk_snapshot_list(m, c->caller->tenant, NULL, 100, snapshot_list_cb, &l, next, sizeof next,
+                         &err) < 0) {
+    json_decref(l.arr);
+    return mcp_tool_core_error(c, "snapshot list", "", &err);
+  }
+  mcp_result(c, json_pack("{s:s, s:o, s:b}", "action", action, "snapshots", l.arr, "truncated",
+                          next[0] != 0),
+             false);
+  return 0;
+}
+
+const struct mcp_tool mcp_tool_sandbox_snapshots = {
+    "sandbox_snapshots", "List or delete snapshots",
+    "List your snapshots (from sandbox_snapshot: id, sandbox, size, when, how many sandboxes "
+    "were made from it and are still running), or delete one you no longer need: snapshots "
+    "never expire and count against your storage quota. A snapshot a running sandbox was made "
+    "from cannot be deleted until that sandbox is destroyed.",
+    snapshots_params,
+    "{\"type\":\"object\",\"properties\":{\"action\":{\"type\":\"string\"},\"snapshot_id\":"
+    "{\"type\":\"string\"},\"snapshots\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
+    "\"truncated\":{\"type\":\"boolean\"}},\"required\":[\"action\"]}",
+    false, false, false, sandbox_snapshots,
 };
 
 /* ---- template_list ------------------------------------------------------------------ */

@@ -41,8 +41,10 @@ struct state_snapshot {
 };
 void state_snapshot_free(struct state_snapshot *s);
 
-/* A new row in state 'creating' (the tenant must exist: ENOENT). */
-int state_snapshot_insert(struct state *st, const struct state_snapshot *s, struct husk_err *err);
+/* A new row in state 'creating' (the tenant must exist: ENOENT), unless
+ * the tenant has `max` (> 0) rows already, of any kind (EDQUOT). */
+int state_snapshot_insert(struct state *st, const struct state_snapshot *s, int64_t max,
+                          struct husk_err *err);
 /* creating -> ready with the archive's size, contents and digest
  * (ESTALE if the row is gone or not creating). */
 int state_snapshot_ready(struct state *st, const char *id, int64_t size, int64_t data_bytes,

@@ -61,7 +61,8 @@ static int read_snap(sqlite3_stmt *s, void *row, struct husk_err *err) {
   return 0;
 }
 
-int state_snapshot_insert(struct state *st, const struct state_snapshot *p, struct husk_err *err) {
+int state_snapshot_insert(struct state *st, const struct state_snapshot *p, int64_t max,
+                          struct husk_err *err) {
   if (check_id("snapshot id", p->id, sizeof p->id, err) < 0 ||
       check_id("tenant id", p->tenant_id, sizeof p->tenant_id, err) < 0 ||
       check_id("box id", p->box_id, sizeof p->box_id, err) < 0 ||
@@ -91,6 +92,20 @@ int state_snapshot_insert(struct state *st, const struct state_snapshot *p, stru
       return -1;
     if (r == 0)
       return husk_fail(err, ENOENT, "no such tenant");
+  }
+  if (max > 0) {
+    cleanup_stmt sqlite3_stmt *q = NULL;
+    if (db_prepare(st, &q, "SELECT count(*) FROM snapshots WHERE tenant_id = ?1", err) < 0)
+      return -1;
+    int rc = db_text(q, 1, p->tenant_id);
+    if (rc)
+      return db_fail(st, err, rc, "cannot bind tenant id");
+    if (db_step_row(st, q, "cannot count snapshots", err) < 0)
+      return -1;
+    if (sqlite3_column_int64(q, 0) >= max)
+      return husk_fail(err, EDQUOT,
+                       "the tenant keeps %lld snapshots, as many as it may: delete some first",
+                       (long long)max);
   }
   cleanup_stmt sqlite3_stmt *s = NULL;
   if (db_prepare(st, &s,

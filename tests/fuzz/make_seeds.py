@@ -284,6 +284,54 @@ def tar():
     put("tar", "empty", b"\x00" + bytes(1024))
 
 
+def snapshot_tar(fmt, hostile=False):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=fmt) as t:
+        def add(name, typ, data=b"", **kw):
+            ti = tarfile.TarInfo(name)
+            ti.type = typ
+            ti.size = len(data)
+            ti.mode = kw.pop("mode", 0o644)
+            ti.mtime = 1700000000
+            ti.uid = ti.gid = kw.pop("uid", 1000)
+            for k, v in kw.items():
+                setattr(ti, k, v)
+            t.addfile(ti, io.BytesIO(data) if data else None)
+        add("workspace/", tarfile.DIRTYPE, mode=0o755)
+        add("workspace/a.txt", tarfile.REGTYPE, b"hello\n")
+        add("workspace/link", tarfile.SYMTYPE, linkname="/etc/passwd")
+        add("workspace/hard", tarfile.LNKTYPE, linkname="workspace/a.txt")
+        add("workspace/fifo", tarfile.FIFOTYPE)
+        add("tmp/", tarfile.DIRTYPE, mode=0o1777, uid=0)
+        add("tmp/t", tarfile.REGTYPE, b"t")
+        add("upper/", tarfile.DIRTYPE, mode=0o755, uid=0)
+        ti = tarfile.TarInfo("upper/etc")
+        ti.type = tarfile.DIRTYPE
+        ti.mode = 0o755
+        ti.pax_headers = {"SCHILY.xattr.trusted.overlay.opaque": "y"}
+        t.addfile(ti)
+        add("upper/etc/motd", tarfile.CHRTYPE, devmajor=0, devminor=0, mode=0)
+        if hostile:
+            add("workspace/link/passwd", tarfile.REGTYPE, b"owned")
+            add("workspace/../../x", tarfile.REGTYPE, b"no")
+            add("etc/x", tarfile.REGTYPE, b"no")
+            add("workspace/dev", tarfile.CHRTYPE, devmajor=1, devminor=3)
+    return buf.getvalue()
+
+
+def snapshot():
+    put("snapshot", "pax", b"\x00" + snapshot_tar(tarfile.PAX_FORMAT))
+    put("snapshot", "ustar-small-reads", b"\x01" + snapshot_tar(tarfile.USTAR_FORMAT))
+    put("snapshot", "hostile", b"\x03" + snapshot_tar(tarfile.PAX_FORMAT, hostile=True))
+    zstd = shutil.which("zstd")
+    if zstd:
+        import subprocess
+        z = subprocess.run([zstd, "-3", "-q", "-c"], input=snapshot_tar(tarfile.PAX_FORMAT),
+                           stdout=subprocess.PIPE, check=True).stdout
+        put("snapshot", "pax-zstd", b"\x07" + z)
+    put("snapshot", "empty", b"\x00" + bytes(1024))
+
+
 def multipart():
     mib5 = 5 << 20
     x = hashlib.md5(b"x" * mib5).hexdigest()
@@ -355,7 +403,7 @@ def inject():
 
 
 GENERATORS = (egress_http, egress_sni, egress_dns, egress_host, api_json, mcp, s3_xml, sigv4,
-              chunked, tar, multipart, s3_request, ctl, inject)
+              chunked, tar, snapshot, multipart, s3_request, ctl, inject)
 
 if __name__ == "__main__":
     # Only the corpora written here are replaced (egress_sni keeps what

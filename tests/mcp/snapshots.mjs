@@ -3,8 +3,9 @@
 // outputSchema): sandbox_pause freezes a sandbox (tools on it fail naming
 // the state, sandbox_list shows it paused), sandbox_resume goes on;
 // sandbox_snapshot saves its files and sandbox_create with snapshot makes
-// independent copies of them; without an object store (husk mcp) a
-// snapshot is a clear tool error.  Prints TAP lines.  Environment as
+// independent copies of them; keep_memory false pauses to disk; without an
+// object store (husk mcp) a snapshot or a pause to disk is a clear tool
+// error.  Prints TAP lines.  Environment as
 // clients.mjs's (SDK, MODE, HUSK, HUSK_DATA, URL, KEY, KEY2, WAIT_S).
 import assert from 'node:assert/strict';
 
@@ -182,6 +183,41 @@ if (MODE === 'stdio') {
     assert.ok(!(await call(c, 'sandbox_resume', { sandbox_id: box })).isError);
   });
 
+  await t('sandbox_snapshots: list them, refuse to delete one a live sandbox was made from', async () => {
+    let r = await call(c, 'sandbox_snapshots', { action: 'list', sandbox_id: box });
+    let s = structured(r);
+    assert.ok(!r.isError, JSON.stringify(s));
+    const mine = s.snapshots.find(x => x.snapshot_id === snap);
+    assert.ok(mine, JSON.stringify(s));
+    assert.equal(mine.sandbox_id, box);
+    assert.equal(mine.sandboxes, 2, 'the two copies made from it');
+    assert.deepEqual(mine.metadata, { step: 'one' });
+    assert.match(mine.created_at, /^\d{4}-\d\d-\d\dT/);
+    r = await call(c, 'sandbox_snapshots', { action: 'list', sandbox_id: 'b_000000000000000000000000' });
+    assert.equal(structured(r).snapshots.length, 0);
+    r = await call(c, 'sandbox_snapshots', { action: 'delete', snapshot_id: snap });
+    assert.equal(r.isError, true);
+    assert.match(text(r), /in use.*destroy the sandboxes made from it first/);
+    r = await call(c, 'sandbox_snapshots', { action: 'delete' });
+    assert.equal(r.isError, true);
+    assert.match(text(r), /needs snapshot_id/);
+    r = await call(c, 'sandbox_snapshots', { action: 'drop' });
+    assert.equal(r.isError, true);
+  });
+
+  await t('sandbox_snapshots delete: a snapshot nothing uses goes', async () => {
+    let r = await call(c, 'sandbox_snapshot', { sandbox_id: box });
+    const id = structured(r).snapshot_id;
+    r = await call(c, 'sandbox_snapshots', { action: 'delete', snapshot_id: id });
+    assert.ok(!r.isError, text(r));
+    assert.equal(structured(r).snapshot_id, id);
+    r = await call(c, 'sandbox_snapshots', { action: 'list' });
+    assert.ok(!structured(r).snapshots.some(x => x.snapshot_id === id));
+    r = await call(c, 'sandbox_snapshots', { action: 'delete', snapshot_id: id });
+    assert.equal(r.isError, true);
+    assert.match(text(r), /not found/);
+  });
+
   await t('an unknown snapshot is a tool error', async () => {
     const r = await call(c, 'sandbox_create', { snapshot: 's_000000000000000000000000' });
     assert.equal(r.isError, true);
@@ -200,6 +236,36 @@ if (MODE === 'stdio') {
       await other.close();
     });
   }
+}
+
+if (MODE === 'stdio') {
+  await t('keep_memory false needs the object store: a tool error naming keep_memory true', async () => {
+    const r = await call(c, 'sandbox_pause', { sandbox_id: box, keep_memory: false });
+    assert.equal(r.isError, true);
+    assert.match(text(r), /cannot pause sandboxes to disk.*keep_memory true/);
+  });
+} else {
+  await t('keep_memory false: paused to disk, resumed with its files and without its processes', async () => {
+    const d = (await create({ ttl_seconds: 900 })).sandbox_id;
+    let r = await sh(d, 'echo on-disk > /workspace/kept.txt; sleep 1000 >/dev/null 2>&1 & echo started');
+    assert.ok(!r.isError, text(r));
+    r = await call(c, 'sandbox_pause', { sandbox_id: d, keep_memory: false });
+    let s = structured(r);
+    assert.ok(!r.isError, JSON.stringify(s));
+    assert.equal(s.state, 'paused');
+    assert.equal(s.keep_memory, false);
+    r = await sh(d, 'true');
+    assert.equal(r.isError, true);
+    assert.match(text(r), /paused/);
+    s = structured(await call(c, 'sandbox_list', {}));
+    assert.equal(s.sandboxes.find(x => x.sandbox_id === d).keep_memory, false);
+    r = await call(c, 'sandbox_resume', { sandbox_id: d });
+    s = structured(r);
+    assert.ok(!r.isError, JSON.stringify(s));
+    assert.equal(s.state, 'running');
+    assert.equal(structured(await sh(d, 'cat /workspace/kept.txt; pgrep -c sleep || true')).stdout,
+                 'on-disk\n0\n');
+  });
 }
 
 await t('sandbox_destroy ends them all, a paused one too', async () => {

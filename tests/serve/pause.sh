@@ -74,6 +74,18 @@ check "the counter goes on from where it was ($n1 then $n2)" [ "${n2:-0}" -gt "$
 api POST "/v1/sandboxes/$BOX/resume"
 expect_code "resuming a running box: 409" 409
 
+# ---- a code context across a pause ------------------------------------------
+ctx_ex() { api POST "/v1/sandboxes/$BOX/contexts/default/execute" -d "$(python3 -c 'import json,sys; print(json.dumps({"code":sys.argv[1]}))' "$1")"; }
+ctx_text() { jf '[r["data"].get("text/plain") for r in j["results"] if r["is_main_result"]][0]'; }
+ctx_ex 'x = 41'
+expect_code "a python context in the box" 200
+api POST "/v1/sandboxes/$BOX/pause"
+ctx_ex 'x + 1'
+expect_code "executing in a paused box's context: 409" 409
+api POST "/v1/sandboxes/$BOX/resume"
+ctx_ex 'x + 1'
+expect_eq "after resume the context has its variables" "$(ctx_text)" 42
+
 # ---- lifetime stops while paused ------------------------------------------
 new_box '{"timeout":3}' || not_ok "a short-lived box"
 SHORT=$BOX
@@ -128,6 +140,10 @@ expect_code "resume from disk" 200
 expect_eq "running again, same id" "$(jf 'j["state"]') $(jf 'j["id"]')" "running $DISK"
 api POST "/v1/sandboxes/$DISK/exec" -d '{"cmd":["sh","-c","cat /workspace/k; readlink /workspace/l; test -d /tmp/d && echo dir"]}'
 expect_eq "its files are back" "$(jf 'j["stdout"]')" "$(printf 'kept\nk\ndir\n')"
+SAVE=$BOX; BOX=$DISK
+ctx_ex 'y = 1'
+expect_code "a context after a resume from disk starts afresh" 200
+BOX=$SAVE
 api GET "/v1/sandboxes/$DISK/processes"
 check "its background process is recorded lost" grep -q '"lost"' <<<"$BODY"
 check "the snapshot it resumed from is gone" [ "$(objects)" = "$obj0" ]

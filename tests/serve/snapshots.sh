@@ -4,14 +4,19 @@
 # identical in a box made from its snapshot; boxes forked from one snapshot
 # share nothing (a write in one is invisible in the other, their uid ranges
 # differ); a paused box stays paused while it is snapshotted; list, get and
-# delete (409 while a box made from it lives); another tenant sees none of
+# delete (409 while a box made from it lives); a box of an image template
+# keeps the files it deleted and the directories it replaced (whiteouts,
+# opaque directories) and a replaced template is refused unless rebase;
+# another tenant sees none of
 # it; a snapshot past the tenant's storage quota leaves nothing behind;
 # hostile content (symlinks to host paths, names with "..", a FIFO, a
 # device node) restores without touching the host; a SIGKILL of the daemon
 # in the middle of a large snapshot leaves no half-made snapshot and no
-# orphan object.  No timing assertions: waits are "until X, at most N s".
+# orphan object, and in the middle of a restore no half-made box.  No timing assertions: waits are "until X, at most N s".
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/serve.bash"
+. "$(dirname "$0")/../template/template.bash"
+TDATA=$DATA
 
 if ! serve_start; then
   not_ok "the daemon starts"
@@ -246,6 +251,63 @@ api GET /v1/snapshots
 expect_eq "no snapshot left" "$(jf 'len(j["snapshots"])')" 0
 expect_eq "... and no archive: the tenant's storage is empty again" "$(usage "$TID_A")" 0
 
+# ---- a box of an image template: whiteouts, opaque directories, rebase -----------------------
+if have_busybox; then
+  L=$T_SCRATCH/layers
+  busybox_root "$L/base"
+  echo base >"$L/base/etc/motd"
+  mkdir -p "$L/base/opt/dir" "$L/v2/etc"
+  echo a >"$L/base/opt/dir/a"
+  echo b >"$L/base/opt/dir/b"
+  echo two >"$L/v2/etc/version"
+  mkimage "$T_SCRATCH/img1.tar" --layer "$L/base"
+  mkimage "$T_SCRATCH/img2.tar" --layer "$L/base" --layer "$L/v2"
+  api POST "/v1/templates?name=snapimg" --data-binary "@$T_SCRATCH/img1.tar" -H 'Content-Type: application/x-tar'
+  expect_code "tenant A imports an image template" 201
+  new_box '{"template":"snapimg","timeout":600}' || not_ok "a box of it"
+  I=$BOX
+  sh_in "$I" 'rm /etc/motd && rm -r /opt/dir && mkdir /opt/dir && echo c > /opt/dir/c && echo mine > /etc/added && echo ok'
+  expect_eq "it deletes an image file, replaces an image directory, adds a file" "$OUT" ok
+  IMAGE_VIEW='cat /etc/motd 2>/dev/null || echo no-motd; ls /opt/dir | tr "\n" " "; cat /etc/added; cat /etc/version 2>/dev/null || echo no-version'
+  sh_in "$I" "$IMAGE_VIEW"
+  VI=$(echo $OUT)
+  api POST "/v1/sandboxes/$I/snapshots" -d '{}'
+  expect_code "snapshot of the image box" 201
+  SI=$(jf 'j["id"]')
+  expect_eq "it names the template and the image's id" "$(jf 'j["template"] + " " + str(bool(j.get("template_id")))')" "snapimg True"
+  api POST /v1/sandboxes -d "{\"snapshot\":\"$SI\"}"
+  expect_code "a box from it" 201
+  RI=$(jf 'j["id"]')
+  track "$RI"
+  sh_in "$RI" "$IMAGE_VIEW"
+  expect_eq "the deleted file stays deleted, the replaced directory holds only its new file" "$(echo $OUT)" "$VI"
+  check "... which is: no motd, only c, the added file ($VI)" [ "$VI" = "no-motd c mine no-version" ]
+  api POST /v1/sandboxes -d "{\"snapshot\":\"$SI\",\"template\":\"default\"}"
+  expect_code "a box of another template from it: 400" 400
+  api DELETE "/v1/sandboxes/$I"
+  api DELETE "/v1/sandboxes/$RI"
+  api DELETE /v1/templates/snapimg
+  expect_code "delete the template once its boxes are gone" 204
+  api POST "/v1/templates?name=snapimg" --data-binary "@$T_SCRATCH/img2.tar" -H 'Content-Type: application/x-tar'
+  expect_code "a new image under the same name" 201
+  api POST /v1/sandboxes -d "{\"snapshot\":\"$SI\"}"
+  expect_code "a box from the snapshot of the replaced template: 409" 409
+  check "the error says to rebase" grep -q rebase <<<"$BODY"
+  [ "$CODE" = 201 ] && track "$(jf 'j["id"]')"
+  api POST /v1/sandboxes -d "{\"snapshot\":\"$SI\",\"rebase\":true}"
+  expect_code "with rebase: 201" 201
+  RB=$(jf 'j["id"]')
+  track "$RB"
+  sh_in "$RB" "$IMAGE_VIEW"
+  expect_eq "its files over the new image (whiteout and opaque directory applied to it)" "$(echo $OUT)" "no-motd c mine two"
+  api DELETE "/v1/sandboxes/$RB"
+  api DELETE "/v1/snapshots/$SI"
+  expect_code "delete the image box's snapshot" 204
+  api DELETE /v1/templates/snapimg
+else
+  not_ok "busybox is installed (scripts/deps.sh test installs busybox-static): image template part skipped"
+fi
+
 # ---- SIGKILL in the middle of a large snapshot ---------------------------------------------
 new_box '{"timeout":900,"memory":"1G"}' || not_ok "a box for a large snapshot"
 BIG=$BOX
@@ -268,7 +330,50 @@ expect_eq "the tenant's storage usage is what it was" "$(usage "$TID_A")" "$U0"
 expect_eq "no orphan file in the store" "$(store_file_count)" "$F0"
 sh_in "$BIG" 'echo thawed'
 expect_eq "the box frozen for it runs again" "$OUT" thawed
+
+# ... and in the middle of a restore: the box being made from it fails, the
+# snapshot is not held by it, nothing of the box is left.
+api POST "/v1/sandboxes/$BIG/snapshots" -d '{}'
+expect_code "the large snapshot, taken whole this time" 201
+SB=$(jf 'j["id"]')
 api DELETE "/v1/sandboxes/$BIG"
+curl -s -o /dev/null --max-time 120 -H "Authorization: Bearer $KEY" "$URL/v1/sandboxes" \
+  -d "{\"snapshot\":\"$SB\",\"memory\":\"1G\"}" &
+CURL=$!
+# Kill the daemon the moment the box's row says creating (polled every 5 ms).
+KILLED=$(python3 -c '
+import os, signal, sqlite3, sys, time
+db, pid, snap = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+end = time.time() + 30
+while time.time() < end:
+    try:
+        c = sqlite3.connect("file:" + db + "?mode=ro", uri=True, timeout=1)
+        r = c.execute("SELECT id FROM boxes WHERE state = ? AND snapshot_id = ?", ("creating", snap)).fetchone()
+        c.close()
+    except sqlite3.Error:
+        r = None
+    if r:
+        os.kill(pid, signal.SIGKILL)
+        print(r[0])
+        break
+    time.sleep(0.005)' "$DATA/husk.db" "$SPID" "$SB")
+check "the daemon is killed while a box from the snapshot is being made ($KILLED)" [ -n "$KILLED" ]
+{ wait "$SPID"; } 2>/dev/null
+SPID=""
+wait "$CURL" 2>/dev/null
+serve_start || not_ok "the daemon starts again"
+if [ -n "$KILLED" ]; then
+  echo "$KILLED $KEY" >>"$T_SCRATCH/boxes"
+  api GET "/v1/sandboxes/$KILLED"
+  expect_eq "that box failed, with the restart as its reason" "$(jf 'j["state"]')" failed
+  wait_for 15 box_gone "$KILLED"
+  check "nothing of it is left (cgroups, processes)" box_gone "$KILLED"
+fi
+api GET "/v1/snapshots/$SB"
+expect_eq "the snapshot is not held by it" "$(jf 'j["boxes"]')" 0
+api DELETE "/v1/snapshots/$SB"
+expect_code "and can be deleted" 204
+expect_eq "the storage usage is what it was before the large snapshots" "$(usage "$TID_A")" "$U0"
 serve_stop
 
 # ---- the storage quota ---------------------------------------------------------------------

@@ -110,7 +110,7 @@ TEST(modern_envelope) {
   CHECK_STR(json_string_value(json_object_get(res, "resultType")), "complete");
   CHECK(json_is_integer(json_object_get(res, "ttlMs")));
   CHECK_STR(json_string_value(json_object_get(res, "cacheScope")), "public");
-  CHECK(json_array_size(json_object_get(res, "tools")) == 16);
+  CHECK(json_array_size(json_object_get(res, "tools")) == 17);
   CHECK(json_object_get(json_object_get(res, "_meta"), "io.modelcontextprotocol/serverInfo") != NULL);
   json_decref(r);
   r = handle("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"_meta\":{"
@@ -183,9 +183,9 @@ TEST(argument_checks_follow_the_schema) {
   json_decref(a);
 }
 
-/* The keeping tools: pause and resume take only a sandbox_id; a snapshot's
- * metadata is an object of strings; sandbox_create takes a snapshot and
- * rebase (a boolean). */
+/* The keeping tools: pause takes a sandbox_id and keep_memory (a boolean),
+ * resume only a sandbox_id; a snapshot's metadata is an object of strings;
+ * sandbox_create takes a snapshot and rebase (a boolean). */
 TEST(pause_resume_snapshot_arguments) {
   const struct {
     const struct mcp_tool *t;
@@ -194,7 +194,9 @@ TEST(pause_resume_snapshot_arguments) {
   } cases[] = {
       {&mcp_tool_sandbox_pause, "{\"sandbox_id\":\"b_0\"}", true},
       {&mcp_tool_sandbox_pause, "{}", false},
-      {&mcp_tool_sandbox_pause, "{\"sandbox_id\":\"b_0\",\"keep_memory\":true}", false},
+      {&mcp_tool_sandbox_pause, "{\"sandbox_id\":\"b_0\",\"keep_memory\":false}", true},
+      {&mcp_tool_sandbox_pause, "{\"sandbox_id\":\"b_0\",\"keep_memory\":\"no\"}", false},
+      {&mcp_tool_sandbox_pause, "{\"sandbox_id\":\"b_0\",\"to_disk\":true}", false},
       {&mcp_tool_sandbox_resume, "{\"sandbox_id\":\"b_0\"}", true},
       {&mcp_tool_sandbox_resume, "{\"sandbox_id\":7}", false},
       {&mcp_tool_sandbox_snapshot, "{\"sandbox_id\":\"b_0\"}", true},

@@ -1005,8 +1005,8 @@ TEST(pause_and_snapshot_rows) {
   snprintf(p.id, sizeof p.id, "s_1");
   snprintf(p.tenant_id, sizeof p.tenant_id, "%s", t.id);
   snprintf(p.box_id, sizeof p.box_id, "b_p");
-  CHECK_OK(state_snapshot_insert(st, &p, &err));
-  CHECK_ERR(state_snapshot_insert(st, &p, &err), EEXIST);
+  CHECK_OK(state_snapshot_insert(st, &p, 0, &err));
+  CHECK_ERR(state_snapshot_insert(st, &p, 0, &err), EEXIST);
   struct ids got = {0};
   char next[STATE_CURSOR_SIZE];
   CHECK_OK(state_snapshot_list(st, t.id, NULL, 0, collect_snap, &got, next, sizeof next, &err));
@@ -1043,10 +1043,17 @@ TEST(pause_and_snapshot_rows) {
   CHECK_ERR(state_snapshot_delete(st, t.id, "s_1", &err), EBUSY);
   CHECK_OK(state_box_set_state(st, "b_from", NULL, STATE_BOX_STOPPED, NULL, 0, &err));
 
+  /* The tenant's bound on rows. */
+  struct state_snapshot over = p;
+  snprintf(over.id, sizeof over.id, "s_over");
+  CHECK_ERR(state_snapshot_insert(st, &over, 1, &err), EDQUOT);
+  CHECK_OK(state_snapshot_insert(st, &over, 2, &err));
+  CHECK_OK(state_snapshot_remove(st, "s_over", &err));
+
   /* Pages of one, in order. */
   snprintf(p.id, sizeof p.id, "s_2");
   p.created_ms = state_now_ms() + 10;
-  CHECK_OK(state_snapshot_insert(st, &p, &err));
+  CHECK_OK(state_snapshot_insert(st, &p, 0, &err));
   CHECK_OK(state_snapshot_ready(st, "s_2", 1, 1, 1, sha, &err));
   got = (struct ids){0};
   CHECK_OK(state_snapshot_list(st, t.id, NULL, 1, collect_snap, &got, next, sizeof next, &err));
@@ -1065,7 +1072,7 @@ TEST(pause_and_snapshot_rows) {
   struct state_snapshot ps = p;
   snprintf(ps.id, sizeof ps.id, "s_p");
   ps.for_pause = true;
-  CHECK_OK(state_snapshot_insert(st, &ps, &err));
+  CHECK_OK(state_snapshot_insert(st, &ps, 0, &err));
   CHECK_OK(state_snapshot_ready(st, "s_p", 1, 1, 1, sha, &err));
   CHECK_OK(state_box_pause_to_disk(st, "b_p", 4000, "s_p", &err));
   CHECK_ERR(state_box_pause_to_disk(st, "b_p", 4000, "s_p", &err), ESTALE);
