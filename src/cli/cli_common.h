@@ -9,4 +9,7 @@ const char *cli_default_data_dir(void);
 /* `husk template ...` (src/cli/template.c); argv[0] is "template". */
 int cmd_template(int argc, char **argv);
 
+/* `husk snapshot ...` (src/cli/snapshot.c); argv[0] is "snapshot". */
+int cmd_snapshot(int argc, char **argv);
+
 #endif

@@ -35,11 +35,13 @@ static void usage(FILE *f) {
              "  mcp [OPTIONS] the MCP server on stdio, standalone or in front of `husk serve`\n"
              "  template COMMAND\n"
              "                the software boxes run: import, build, export, list, rm\n"
+             "  snapshot COMMAND\n"
+             "                a running husk serve's snapshots: create, list, show, restore, rm\n"
              "  version       print the version\n"
              "  help          print this text\n"
              "\n"
              "`husk COMMAND --help` lists the options of a command; husk(1), husk-run(1),\n"
-             "husk-template(1), husk-serve(1) and husk-mcp(1) say more.\n");
+             "husk-template(1), husk-snapshot(1), husk-serve(1) and husk-mcp(1) say more.\n");
 }
 
 /* `husk run --help`: the options of a run. */
@@ -330,6 +332,8 @@ int main(int argc, char **argv) {
     return cmd_run(argc - 1, argv + 1);
   if (!strcmp(argv[1], "template"))
     return cmd_template(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "snapshot"))
+    return cmd_snapshot(argc - 1, argv + 1);
   if (!strcmp(argv[1], "serve"))
     return exec_sibling("husk-serve", argv + 1);
   if (!strcmp(argv[1], "mcp"))

@@ -126,7 +126,7 @@ man_options() {
   awk '/^\.SH OPTIONS/ {o = 1; next} /^\.SH/ {o = 0} o && prev == ".TP" {print} {prev = $0}' "$1" |
     sed 's/\\-/-/g' | grep -o -- '--[a-z][a-z0-9-]*' | sort -u
 }
-for c in run serve mcp template; do
+for c in run serve mcp template snapshot; do
   run_husk "$c" --help
   expect_eq "husk $c --help: exit 0, nothing on stderr" "$RC/$ERR" "0/"
   HELP=$(grep -o -- '--[a-z][a-z0-9-]*' <<<"$OUT" | grep -vx -- '--help\|--version' | sort -u)
