@@ -11,9 +11,9 @@
 . "$(dirname "$0")/../template/template.bash"
 
 if ! command -v mkfs.ext4 >/dev/null && [ ! -x /usr/sbin/mkfs.ext4 ] && [ ! -x /sbin/mkfs.ext4 ]; then
-  echo "# mkfs.ext4 (e2fsprogs) is not installed: skipped"
+  not_ok "mkfs.ext4 is installed (scripts/deps.sh test installs e2fsprogs)"
   finish
-  exit 0
+  exit 1
 fi
 if ! serve_start; then
   not_ok "the daemon starts"
