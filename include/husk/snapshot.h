@@ -63,13 +63,15 @@ HUSK_PUBLIC int husk_snapshot_create(struct husk_mgr *m, const char *tenant, con
 HUSK_PUBLIC int husk_snapshot_get(struct husk_mgr *m, const char *tenant, const char *id,
                                   struct husk_snapshot_info *out, struct husk_err *err);
 
-/* Call cb for each of the tenant's snapshots, oldest first, one page of
- * `limit` (1..1000; 0: 100) from `cursor` (NULL or "": the start);
- * next_cursor (next_len >= 64) gets the next page's, "" at the end.  cb
- * returns 0 to go on, > 0 to stop, < 0 to fail (returned as is).
+/* Call cb for each of the tenant's snapshots, oldest first -- only those
+ * taken of box `box_id` unless it is NULL or "" (a box that is gone still
+ * has its snapshots; an id of no box has none) -- one page of `limit`
+ * (1..1000; 0: 100) from `cursor` (NULL or "": the start); next_cursor
+ * (next_len >= 64) gets the next page's, "" at the end.  cb returns 0 to
+ * go on, > 0 to stop, < 0 to fail (returned as is).
  * Errors: EINVAL (bad cursor or limit). */
-HUSK_PUBLIC int husk_snapshot_list(struct husk_mgr *m, const char *tenant, const char *cursor,
-                                   int limit,
+HUSK_PUBLIC int husk_snapshot_list(struct husk_mgr *m, const char *tenant, const char *box_id,
+                                   const char *cursor, int limit,
                                    int (*cb)(void *ctx, const struct husk_snapshot_info *si),
                                    void *ctx, char *next_cursor, size_t next_len,
                                    struct husk_err *err);

@@ -11,11 +11,6 @@
 #include "husk/snapshot.h"
 #include "util/cleanup_json.h"
 
-/* A listing filtered by box examines at most this many snapshots per
- * request; past it the page ends early (with a next_cursor), so one
- * request never walks a tenant's whole history. */
-#define SNAPSHOT_FILTER_SCAN_MAX 1000
-
 /* The box's env as an object; the core keeps it as an object, an array
  * of NAME=VALUE is accepted as well. */
 static json_t *env_object(const char *text) {
@@ -98,19 +93,9 @@ enum MHD_Result h_snapshot_create(struct req *r) {
   return api_reply_json(r, 201, j);
 }
 
-struct list_ctx {
-  json_t *arr;
-  const char *box; /* only this box's snapshots, or NULL */
-  size_t scanned;
-};
-
 static int list_cb(void *ctx, const struct husk_snapshot_info *si) {
-  struct list_ctx *lc = ctx;
-  lc->scanned++;
-  if (lc->box && strcmp(lc->box, si->box_id) != 0)
-    return 0;
   json_t *j = api_snapshot_json(si);
-  if (!j || json_array_append_new(lc->arr, j) < 0)
+  if (!j || json_array_append_new(ctx, j) < 0)
     return API_LIST_NOMEM;
   return 0;
 }
@@ -119,37 +104,22 @@ enum MHD_Result h_snapshot_list(struct req *r) {
   uint64_t limit = 0;
   if (api_query_u64(r, "limit", 1000, &limit, NULL) < 0)
     return api_reply_bad(r);
-  if (!limit)
-    limit = 100;
   const char *cursor = api_query(r, "cursor");
-  struct list_ctx lc = {.arr = json_array(), .box = api_query(r, "sandbox")};
-  if (!lc.arr)
+  json_t *arr = json_array();
+  if (!arr)
     return api_reply_error(r, 500, "internal_error", "out of memory");
-  if (lc.box && !*lc.box)
-    lc.box = NULL;
   char next[STATE_CURSOR_SIZE] = "";
-  snprintf(next, sizeof next, "%s", cursor ? cursor : "");
   struct husk_err err;
-  /* With a box filter, page through the tenant's snapshots: each core page
-   * asks only for as many as are still missing, so the page never holds
-   * more than `limit` and the core's cursor is exactly where this one
-   * stopped. */
-  do {
-    size_t want = (size_t)limit - json_array_size(lc.arr);
-    char here[STATE_CURSOR_SIZE];
-    snprintf(here, sizeof here, "%s", next);
-    int rc = husk_snapshot_list(r->srv->cfg.mgr, r->tenant, here, (int)want, list_cb, &lc, next,
-                                sizeof next, &err);
-    if (rc < 0) {
-      json_decref(lc.arr);
-      if (rc == API_LIST_NOMEM)
-        return api_reply_list_err(r, rc, &err);
-      return snapshot_err(r, &err);
-    }
-  } while (lc.box && next[0] && json_array_size(lc.arr) < limit &&
-           lc.scanned < SNAPSHOT_FILTER_SCAN_MAX);
+  int rc = husk_snapshot_list(r->srv->cfg.mgr, r->tenant, api_query(r, "sandbox"), cursor,
+                              (int)limit, list_cb, arr, next, sizeof next, &err);
+  if (rc < 0) {
+    json_decref(arr);
+    if (rc == API_LIST_NOMEM)
+      return api_reply_list_err(r, rc, &err);
+    return snapshot_err(r, &err);
+  }
   return api_reply_json(r, 200,
-                        json_pack("{s:o, s:o}", "snapshots", lc.arr, "next_cursor",
+                        json_pack("{s:o, s:o}", "snapshots", arr, "next_cursor",
                                   next[0] ? json_string(next) : json_null()));
 }
 

@@ -377,12 +377,13 @@ static int list_cb(void *ctx, const struct state_snapshot *p) {
   return rc;
 }
 
-int husk_snapshot_list(struct husk_mgr *m, const char *tenant, const char *cursor, int limit,
+int husk_snapshot_list(struct husk_mgr *m, const char *tenant, const char *box_id,
+                       const char *cursor, int limit,
                        int (*cb)(void *ctx, const struct husk_snapshot_info *si), void *ctx,
                        char *next_cursor, size_t next_len, struct husk_err *err) {
   struct list_ctx lc = {.cb = cb, .ctx = ctx};
-  return state_snapshot_list(m->cfg.state, tenant, cursor, limit, list_cb, &lc, next_cursor,
-                             next_len, err);
+  return state_snapshot_list(m->cfg.state, tenant, box_id, cursor, limit, list_cb, &lc,
+                             next_cursor, next_len, err);
 }
 
 int husk_snapshot_delete(struct husk_mgr *m, const char *tenant, const char *id,

@@ -633,16 +633,8 @@ static json_t *snapshot_json(const struct husk_snapshot_info *si) {
                    "metadata", json_is_object(md) ? json_incref(md) : json_object());
 }
 
-struct snap_list {
-  json_t *arr;
-  const char *box;
-};
-
 static int snapshot_list_cb(void *ctx, const struct husk_snapshot_info *si) {
-  struct snap_list *l = ctx;
-  if (l->box && strcmp(l->box, si->box_id) != 0)
-    return 0;
-  return json_array_append_new(l->arr, snapshot_json(si)) == 0 ? 0 : -1;
+  return json_array_append_new(ctx, snapshot_json(si)) == 0 ? 0 : -1;
 }
 
 static int sandbox_snapshots(struct mcp_call *c) {
@@ -664,17 +656,17 @@ static int sandbox_snapshots(struct mcp_call *c) {
     mcp_result(c, json_pack("{s:s, s:s}", "action", action, "snapshot_id", sid), false);
     return 0;
   }
-  /* list: one page of the core's, filtered here by sandbox. */
-  struct snap_list l = {.arr = json_array(), .box = mcp_arg_str(c, "sandbox_id")};
-  if (!l.arr)
+  /* list: the first page, of one sandbox's if one is named. */
+  json_t *arr = json_array();
+  if (!arr)
     return mcp_tool_error(c, "out of memory");
   char next[64] = "";
-  if (husk_snapshot_list(m, c->caller->tenant, NULL, 100, snapshot_list_cb, &l, next, sizeof next,
-                         &err) < 0) {
-    json_decref(l.arr);
+  if (husk_snapshot_list(m, c->caller->tenant, mcp_arg_str(c, "sandbox_id"), NULL, 100,
+                         snapshot_list_cb, arr, next, sizeof next, &err) < 0) {
+    json_decref(arr);
     return mcp_tool_core_error(c, "snapshot list", "", &err);
   }
-  mcp_result(c, json_pack("{s:s, s:o, s:b}", "action", action, "snapshots", l.arr, "truncated",
+  mcp_result(c, json_pack("{s:s, s:o, s:b}", "action", action, "snapshots", arr, "truncated",
                           next[0] != 0),
              false);
   return 0;

@@ -399,11 +399,16 @@ static const char schema_volumes[] =
     ") STRICT;"
     "CREATE INDEX box_volumes_volume ON box_volumes(volume_id);";
 
+/* Listing one box's snapshots (the API's ?sandbox=, MCP's sandbox_id)
+ * reads only its rows, in the listing's order. */
+static const char schema_snapshot_box[] =
+    "CREATE INDEX snapshots_box ON snapshots(tenant_id, box_id, created_ms, id);";
+
 static const char *const migrations[] = {
     schema_v1,          schema_jobs,         schema_egress,      schema_storage,
     schema_audit_retention, schema_tenant_lifecycle, schema_proc_exec_id, schema_link_denied,
     schema_templates,   schema_proc_limits, schema_box_template, schema_build_cache,
-    schema_build_cache_size, schema_snapshots, schema_volumes};
+    schema_build_cache_size, schema_snapshots, schema_volumes, schema_snapshot_box};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 int state_schema_latest(void) { return SCHEMA_VERSION; }

@@ -52,11 +52,12 @@ int state_snapshot_ready(struct state *st, const char *id, int64_t size, int64_t
 /* A snapshot of `tenant_id` (NULL: any), with refs; ENOENT. */
 int state_snapshot_get(struct state *st, const char *tenant_id, const char *id,
                        struct state_snapshot *out, struct husk_err *err);
-/* The tenant's ready snapshots oldest first, one page (limit as
- * state_box_list), from `cursor` ("" or NULL: the start); next_cursor
- * (STATE_CURSOR_SIZE) gets the next page's, "" at the end. */
-int state_snapshot_list(struct state *st, const char *tenant_id, const char *cursor, int limit,
-                        int (*cb)(void *ctx, const struct state_snapshot *s), void *ctx,
+/* The tenant's ready snapshots oldest first -- only those taken of box
+ * `box_id` unless it is NULL or "" -- one page (limit as state_box_list),
+ * from `cursor` ("" or NULL: the start); next_cursor (STATE_CURSOR_SIZE)
+ * gets the next page's, "" at the end. */
+int state_snapshot_list(struct state *st, const char *tenant_id, const char *box_id,
+                        const char *cursor, int limit, int (*cb)(void *ctx, const struct state_snapshot *s), void *ctx,
                         char *next_cursor, size_t next_size, struct husk_err *err);
 /* Remove the tenant's row, unless a live box was made from it (EBUSY,
  * saying how many): the caller removes the archive after this commits. */

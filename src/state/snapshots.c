@@ -196,13 +196,18 @@ static int parse_cursor(const char *c, int64_t *ms, char *id, size_t idsz, struc
   return 0;
 }
 
-int state_snapshot_list(struct state *st, const char *tenant_id, const char *cursor, int limit,
-                        int (*cb)(void *ctx, const struct state_snapshot *s), void *ctx,
+int state_snapshot_list(struct state *st, const char *tenant_id, const char *box_id,
+                        const char *cursor, int limit, int (*cb)(void *ctx, const struct state_snapshot *s), void *ctx,
                         char *next_cursor, size_t next_size, struct husk_err *err) {
   if (next_cursor && next_size)
     next_cursor[0] = '\0';
   if (check_id("tenant id", tenant_id, STATE_TENANT_ID_SIZE, err) < 0)
     return -1;
+  if (!box_id)
+    box_id = "";
+  /* An id no box can have matches nothing: an empty page, not an error. */
+  if (box_id[0] && check_id("box id", box_id, STATE_BOX_ID_SIZE, NULL) < 0)
+    return 0;
   int lim;
   if (db_check_limit(limit, &lim, err) < 0)
     return -1;
@@ -214,9 +219,10 @@ int state_snapshot_list(struct state *st, const char *tenant_id, const char *cur
                                       .free_item = snap_free_item};
   if (db_rows_select(st, &rows,
                      "SELECT " SNAP_COLUMNS " FROM snapshots s WHERE s.tenant_id = ?1 AND "
-                     "s.state = 'ready' AND s.kind = 'snapshot' AND (s.created_ms, s.id) > (?2, ?3) "
-                     "ORDER BY s.created_ms, s.id LIMIT ?4",
-                     DB_ARGS(DB_TEXT(tenant_id), DB_INT(cms), DB_TEXT(cid), DB_INT(lim + 1)),
+                     "(?5 = '' OR s.box_id = ?5) AND s.state = 'ready' AND s.kind = 'snapshot' AND "
+                     "(s.created_ms, s.id) > (?2, ?3) ORDER BY s.created_ms, s.id LIMIT ?4",
+                     DB_ARGS(DB_TEXT(tenant_id), DB_INT(cms), DB_TEXT(cid), DB_INT(lim + 1),
+                             DB_TEXT(box_id)),
                      read_snap, "cannot list snapshots", err) < 0)
     return -1;
   if (rows.n > (size_t)lim && next_cursor) {

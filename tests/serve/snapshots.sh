@@ -168,7 +168,11 @@ expect_eq "the next page" "$(jf 'j["snapshots"][0]["id"] + " " + str(j["next_cur
 api GET "/v1/snapshots?sandbox=$R"
 expect_eq "filtered by box" "$(jf '" ".join(x["id"] for x in j["snapshots"])')" "$S2"
 api GET "/v1/snapshots?sandbox=$A&limit=1"
-expect_eq "filtered by box, a page of one" "$(jf '" ".join(x["id"] for x in j["snapshots"])')" "$S"
+expect_eq "filtered by box, a page of one, the last: no cursor" \
+  "$(jf '" ".join(x["id"] for x in j["snapshots"]) + " " + str(j["next_cursor"])')" "$S None"
+api GET "/v1/snapshots?sandbox=b_000000000000000000000000"
+expect_eq "filtered by a box that has none: an empty page" \
+  "$(jf 'str(len(j["snapshots"])) + " " + str(j["next_cursor"])')" "0 None"
 api GET "/v1/snapshots?limit=0x1"
 expect_code "a bad limit: 400" 400
 api GET "/v1/snapshots/$S"

@@ -1009,7 +1009,7 @@ TEST(pause_and_snapshot_rows) {
   CHECK_ERR(state_snapshot_insert(st, &p, 0, &err), EEXIST);
   struct ids got = {0};
   char next[STATE_CURSOR_SIZE];
-  CHECK_OK(state_snapshot_list(st, t.id, NULL, 0, collect_snap, &got, next, sizeof next, &err));
+  CHECK_OK(state_snapshot_list(st, t.id, NULL, NULL, 0, collect_snap, &got, next, sizeof next, &err));
   CHECK(got.n == 0);
   int creating = 0;
   CHECK_OK(state_snapshot_list_creating(st, 100, count_snap, &creating, &err));
@@ -1056,14 +1056,39 @@ TEST(pause_and_snapshot_rows) {
   CHECK_OK(state_snapshot_insert(st, &p, 0, &err));
   CHECK_OK(state_snapshot_ready(st, "s_2", 1, 1, 1, sha, &err));
   got = (struct ids){0};
-  CHECK_OK(state_snapshot_list(st, t.id, NULL, 1, collect_snap, &got, next, sizeof next, &err));
+  CHECK_OK(state_snapshot_list(st, t.id, NULL, NULL, 1, collect_snap, &got, next, sizeof next, &err));
   CHECK(got.n == 1 && !strcmp(got.v[0], "s_1") && next[0]);
   char cur[STATE_CURSOR_SIZE];
   snprintf(cur, sizeof cur, "%s", next);
-  CHECK_OK(state_snapshot_list(st, t.id, cur, 1, collect_snap, &got, next, sizeof next, &err));
+  CHECK_OK(state_snapshot_list(st, t.id, NULL, cur, 1, collect_snap, &got, next, sizeof next, &err));
   CHECK(got.n == 2 && !strcmp(got.v[1], "s_2") && !next[0]);
-  CHECK_ERR(state_snapshot_list(st, t.id, "garbage", 1, collect_snap, &got, next, sizeof next, &err),
+  CHECK_ERR(state_snapshot_list(st, t.id, NULL, "garbage", 1, collect_snap, &got, next, sizeof next, &err),
             EINVAL);
+  /* One box's only, paged the same way; an id of no box has none. */
+  struct state_snapshot o = p;
+  snprintf(o.id, sizeof o.id, "s_o");
+  snprintf(o.box_id, sizeof o.box_id, "b_other");
+  o.created_ms = p.created_ms - 5;
+  CHECK_OK(state_snapshot_insert(st, &o, 0, &err));
+  CHECK_OK(state_snapshot_ready(st, "s_o", 1, 1, 1, sha, &err));
+  got = (struct ids){0};
+  CHECK_OK(state_snapshot_list(st, t.id, "b_other", NULL, 0, collect_snap, &got, next, sizeof next, &err));
+  CHECK(got.n == 1 && !strcmp(got.v[0], "s_o") && !next[0]);
+  got = (struct ids){0};
+  CHECK_OK(state_snapshot_list(st, t.id, "b_p", NULL, 1, collect_snap, &got, next, sizeof next, &err));
+  CHECK(got.n == 1 && !strcmp(got.v[0], "s_1") && next[0]);
+  snprintf(cur, sizeof cur, "%s", next);
+  CHECK_OK(state_snapshot_list(st, t.id, "b_p", cur, 1, collect_snap, &got, next, sizeof next, &err));
+  CHECK(got.n == 2 && !strcmp(got.v[1], "s_2") && !next[0]);
+  got = (struct ids){0};
+  CHECK_OK(state_snapshot_list(st, t.id, "b_none", NULL, 0, collect_snap, &got, next, sizeof next, &err));
+  CHECK(got.n == 0 && !next[0]);
+  CHECK_OK(state_snapshot_list(st, t.id, "no/such box", NULL, 0, collect_snap, &got, next, sizeof next, &err));
+  CHECK(got.n == 0 && !next[0]);
+  got = (struct ids){0};
+  CHECK_OK(state_snapshot_list(st, t.id, "", NULL, 0, collect_snap, &got, next, sizeof next, &err));
+  CHECK(got.n == 3);
+  CHECK_OK(state_snapshot_delete(st, t.id, "s_o", &err));
   CHECK_OK(state_snapshot_delete(st, t.id, "s_1", &err));
   CHECK_ERR(state_snapshot_get(st, t.id, "s_1", &q, &err), ENOENT);
 
@@ -1081,7 +1106,7 @@ TEST(pause_and_snapshot_rows) {
         g.uid_base == -1 && !strcmp(g.paused_snapshot, "s_p"));
   state_box_free(&g);
   got = (struct ids){0};
-  CHECK_OK(state_snapshot_list(st, t.id, NULL, 0, collect_snap, &got, next, sizeof next, &err));
+  CHECK_OK(state_snapshot_list(st, t.id, NULL, NULL, 0, collect_snap, &got, next, sizeof next, &err));
   CHECK(got.n == 1 && !strcmp(got.v[0], "s_2"));
   CHECK_ERR(state_snapshot_delete(st, t.id, "s_p", &err), ENOENT);
   creating = 0;
