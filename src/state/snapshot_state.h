@@ -57,7 +57,8 @@ int state_snapshot_get(struct state *st, const char *tenant_id, const char *id,
  * from `cursor` ("" or NULL: the start); next_cursor (STATE_CURSOR_SIZE)
  * gets the next page's, "" at the end. */
 int state_snapshot_list(struct state *st, const char *tenant_id, const char *box_id,
-                        const char *cursor, int limit, int (*cb)(void *ctx, const struct state_snapshot *s), void *ctx,
+                        const char *cursor, int limit,
+                        int (*cb)(void *ctx, const struct state_snapshot *s), void *ctx,
                         char *next_cursor, size_t next_size, struct husk_err *err);
 /* Remove the tenant's row, unless a live box was made from it (EBUSY,
  * saying how many): the caller removes the archive after this commits. */

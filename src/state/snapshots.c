@@ -197,17 +197,13 @@ static int parse_cursor(const char *c, int64_t *ms, char *id, size_t idsz, struc
 }
 
 int state_snapshot_list(struct state *st, const char *tenant_id, const char *box_id,
-                        const char *cursor, int limit, int (*cb)(void *ctx, const struct state_snapshot *s), void *ctx,
+                        const char *cursor, int limit,
+                        int (*cb)(void *ctx, const struct state_snapshot *s), void *ctx,
                         char *next_cursor, size_t next_size, struct husk_err *err) {
   if (next_cursor && next_size)
     next_cursor[0] = '\0';
   if (check_id("tenant id", tenant_id, STATE_TENANT_ID_SIZE, err) < 0)
     return -1;
-  if (!box_id)
-    box_id = "";
-  /* An id no box can have matches nothing: an empty page, not an error. */
-  if (box_id[0] && check_id("box id", box_id, STATE_BOX_ID_SIZE, NULL) < 0)
-    return 0;
   int lim;
   if (db_check_limit(limit, &lim, err) < 0)
     return -1;
@@ -215,14 +211,20 @@ int state_snapshot_list(struct state *st, const char *tenant_id, const char *box
   char cid[STATE_SNAPSHOT_ID_SIZE] = "";
   if (cursor && cursor[0] && parse_cursor(cursor, &cms, cid, sizeof cid, err) < 0)
     return -1;
+  bool one_box = box_id && box_id[0];
+  /* An id no box can have matches nothing: an empty page, not an error. */
+  if (one_box && check_id("box id", box_id, STATE_BOX_ID_SIZE, NULL) < 0)
+    return 0;
+  /* Two queries, not one with "?5 = '' OR": each has its own index. */
+#define SNAP_LIST(box_clause)                                                                      \
+  "SELECT " SNAP_COLUMNS " FROM snapshots s WHERE s.tenant_id = ?1 " box_clause                    \
+  "AND s.state = 'ready' AND s.kind = 'snapshot' AND (s.created_ms, s.id) > (?2, ?3) "             \
+  "ORDER BY s.created_ms, s.id LIMIT ?4"
   cleanup_rows struct db_rows rows = {.item_size = sizeof(struct state_snapshot),
                                       .free_item = snap_free_item};
-  if (db_rows_select(st, &rows,
-                     "SELECT " SNAP_COLUMNS " FROM snapshots s WHERE s.tenant_id = ?1 AND "
-                     "(?5 = '' OR s.box_id = ?5) AND s.state = 'ready' AND s.kind = 'snapshot' AND "
-                     "(s.created_ms, s.id) > (?2, ?3) ORDER BY s.created_ms, s.id LIMIT ?4",
+  if (db_rows_select(st, &rows, one_box ? SNAP_LIST("AND s.box_id = ?5 ") : SNAP_LIST("AND ?5 = '' "),
                      DB_ARGS(DB_TEXT(tenant_id), DB_INT(cms), DB_TEXT(cid), DB_INT(lim + 1),
-                             DB_TEXT(box_id)),
+                             DB_TEXT(one_box ? box_id : "")),
                      read_snap, "cannot list snapshots", err) < 0)
     return -1;
   if (rows.n > (size_t)lim && next_cursor) {
@@ -230,6 +232,7 @@ int state_snapshot_list(struct state *st, const char *tenant_id, const char *box
     snprintf(next_cursor, next_size, "%" PRId64 ".%s", last->created_ms, last->id);
   }
   return db_rows_each(&rows, (size_t)lim, cb, ctx);
+#undef SNAP_LIST
 }
 
 int state_snapshot_delete(struct state *st, const char *tenant_id, const char *id,
