@@ -33,5 +33,6 @@
 #include "husk/context.h"
 #include "husk/snapshot.h"
 #include "husk/volume.h"
+#include "husk/preview.h"
 
 #endif

@@ -65,7 +65,18 @@ struct api_config {
   uint64_t reply_budget;
   /* Of it, what one tenant's requests may hold together (0: half). */
   uint64_t tenant_reply_budget;
+  /* Preview URLs (preview_proxy.c): the base of the path form
+   * ("scheme://host[:port]" as people reach this listener; NULL: the
+   * scheme http and the Host a preview's creation came with), and the
+   * domain of the host form ("[scheme://]domain[:port]", a wildcard DNS
+   * name whose every label leads to this listener; NULL: no host form). */
+  const char *preview_url;
+  const char *preview_domain;
 };
+
+/* The check of --preview-url and --preview-domain (0, or -1 with err). */
+int api_preview_config_check(const char *preview_url, const char *preview_domain,
+                             struct husk_err *err);
 
 #define API_REPLY_MAX_DEFAULT (1024 * 1024)
 #define API_REPLY_MAX_MIN 1024

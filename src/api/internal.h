@@ -32,6 +32,15 @@
 #define API_PARAM_MAX STATE_BOX_ID_SIZE
 #define API_MAX_PARAMS 4
 
+/* The host form's domain, parsed (api_preview_config_check). */
+struct api_preview_domain {
+  char scheme[8];      /* "http" or "https" */
+  char name[256];      /* lower case, no dot at either end; "" = no host form */
+  char port_suffix[8]; /* ":8443", or "" */
+};
+
+struct preview_req;
+
 struct api_server {
   /* The daemon, the requests in flight, the per-tenant loads and the
    * request timeout (front/daemon.h). */
@@ -46,6 +55,8 @@ struct api_server {
   /* Bytes of reply data reserved by the requests in flight (reply_body.c). */
   _Atomic uint64_t reply_reserved;
   unsigned tenant_max_requests, tenant_max_execs; /* the defaults */
+  struct api_preview_domain preview_domain;
+  char preview_scheme[8]; /* of --preview-url: what X-Forwarded-Proto says */
 };
 
 enum api_auth {
@@ -102,6 +113,11 @@ struct req {
   char *body;
   size_t body_len, body_cap;
   uint64_t body_budget; /* reply budget held for a large body (API_CODE_BODY_MAX) */
+
+  /* The raw request target (path and query, undecoded), and a request
+   * for a preview URL (preview_proxy.c): NULL for an API route. */
+  char *raw_uri;
+  struct preview_req *pv;
 
   /* Reply. */
   bool responded;
@@ -268,6 +284,29 @@ enum MHD_Result h_volume_create(struct req *r);
 enum MHD_Result h_volume_list(struct req *r);
 enum MHD_Result h_volume_get(struct req *r);
 enum MHD_Result h_volume_delete(struct req *r);
+
+/* ---- routes_previews.c ------------------------------------------------ */
+enum MHD_Result h_preview_create(struct req *r);
+enum MHD_Result h_preview_list(struct req *r);
+enum MHD_Result h_preview_get(struct req *r);
+enum MHD_Result h_preview_revoke(struct req *r);
+enum MHD_Result h_preview_access(struct req *r);
+/* The box id as a DNS label's part ('_' is '-'). */
+void api_preview_box_label(const char *box_id, char *out, size_t size);
+
+/* ---- preview_proxy.c: requests for a preview URL ------------------------ */
+/* Parse --preview-url and --preview-domain into the server. */
+int api_preview_setup(struct api_server *s, struct husk_err *err);
+/* Whether the request is for a preview: its path is /p/..., or its Host
+ * is a name under the preview domain. */
+bool api_preview_wanted(struct api_server *s, struct MHD_Connection *conn, const char *raw_uri);
+/* The request's calls: its head (resolve, authorize, connect, send the
+ * head on), each piece of its body, its end (read the box's reply head,
+ * record the access, queue the reply), and its completion. */
+enum MHD_Result api_preview_begin(struct req *r);
+enum MHD_Result api_preview_body(struct req *r, const char *data, size_t n);
+enum MHD_Result api_preview_end(struct req *r);
+void api_preview_cleanup(struct req *r);
 
 /* routes_snapshots.c */
 struct husk_snapshot_info;

@@ -56,6 +56,15 @@ const struct route api_routes[] = {
     {"GET", SB "/metrics", AUTH_TENANT, BODY_NONE, NULL, h_box_metrics, NULL, NULL, NULL},
     {"POST", SB "/pause", AUTH_TENANT, BODY_JSON, "sandbox.pause", h_box_pause, NULL, NULL, NULL},
     {"POST", SB "/resume", AUTH_TENANT, BODY_NONE, "sandbox.resume", h_box_resume, NULL, NULL, NULL},
+    /* Preview URLs: routes_previews.c (the proxy: preview_proxy.c) */
+    {"POST", SB "/ports/{}/previews", AUTH_TENANT, BODY_JSON, "preview.create", h_preview_create,
+     NULL, NULL, NULL},
+    {"GET", SB "/previews", AUTH_TENANT, BODY_NONE, NULL, h_preview_list, NULL, NULL, NULL},
+    {"GET", SB "/previews/{}", AUTH_TENANT, BODY_NONE, NULL, h_preview_get, NULL, NULL, NULL},
+    {"DELETE", SB "/previews/{}", AUTH_TENANT, BODY_NONE, "preview.revoke", h_preview_revoke, NULL,
+     NULL, NULL},
+    {"GET", SB "/previews/{}/access", AUTH_TENANT, BODY_NONE, NULL, h_preview_access, NULL, NULL,
+     NULL},
     /* Volumes: routes_volumes.c */
     {"POST", "/v1/volumes", AUTH_TENANT, BODY_JSON, "volume.create", h_volume_create, NULL, NULL, NULL},
     {"GET", "/v1/volumes", AUTH_TENANT, BODY_NONE, NULL, h_volume_list, NULL, NULL, NULL},
@@ -508,26 +517,38 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   return ret;
 }
 
+/* The first sight of a request: its raw target (a preview's is passed on
+ * as sent, not as libmicrohttpd decodes it). */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
+  struct api_server *s = cls;
+  (void)conn;
+  struct req *r = calloc(1, sizeof *r);
+  if (!r)
+    return NULL;
+  r->srv = s;
+  r->t0_ms = mono_ms();
+  r->raw_uri = strdup(uri ? uri : "/");
+  front_request_start(&s->front);
+  return r;
+}
+
 static enum MHD_Result on_request_deferred(struct api_server *s, struct req *r,
                                            struct MHD_Connection *conn, const char *url,
                                            const char *method, const char *upload_data,
                                            size_t *upload_data_size, void **con_cls) {
-  if (!r) {
-    r = calloc(1, sizeof *r);
-    if (!r)
-      return MHD_NO;
-    r->srv = s;
+  if (!r)
+    return MHD_NO; /* out of memory at the first sight */
+  if (!r->conn) {
     r->conn = conn;
-    r->t0_ms = mono_ms();
     snprintf(r->method, sizeof r->method, "%s", method);
     snprintf(r->path, sizeof r->path, "%s", url);
-    *con_cls = r;
-    front_request_start(&s->front);
     /* A refusal of a request whose body is already on its way is held
      * back until the body is read: a socket closed with unread data is
      * reset, and the client would never see the reply.  (With "Expect:
      * 100-continue" the refusal goes at once, instead of the 100.) */
     r->in_body = body_unasked(r);
+    if (api_preview_wanted(s, conn, r->raw_uri))
+      return api_preview_begin(r);
     return route_request(r, url, method);
   }
   if (*upload_data_size > 0) {
@@ -540,6 +561,8 @@ static enum MHD_Result on_request_deferred(struct api_server *s, struct req *r,
       return r->pending && r->drained > API_DRAIN_MAX ? flush_pending(r) : MHD_YES;
     }
     r->in_body = true;
+    if (r->pv)
+      return api_preview_body(r, upload_data, n);
     switch (r->route->body) {
     case BODY_STREAM:
       if (r->route->upload(r, upload_data, n) < 0)
@@ -583,6 +606,8 @@ static enum MHD_Result on_request_deferred(struct api_server *s, struct req *r,
     return flush_pending(r);
   if (r->responded)
     return MHD_YES;
+  if (r->pv)
+    return api_preview_end(r);
   enum MHD_Result ret = r->route->handle(r);
   if (!r->responded && ret == MHD_YES) {
     /* A handler that forgot to reply: never leave the client hanging. */
@@ -602,12 +627,14 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     MHD_destroy_response(r->pending);
   if (r->route && r->route->cleanup)
     r->route->cleanup(r);
+  api_preview_cleanup(r);
   release(r);
   if (!r->audited && r->route && r->route->action && (r->admin || r->tenant[0]))
     api_audit(r, "aborted"); /* the client went away before a reply */
   const char *who = r->admin ? "admin" : r->tenant[0] ? r->tenant : "-";
   front_log_request(&s->front, r->method, r->path, r->status, r->t0_ms, who, toe);
   free(r->body);
+  free(r->raw_uri);
   if (r->body_budget)
     api_budget_give(s, r->tenant, r->body_budget);
   free(r);
@@ -642,6 +669,8 @@ int api_start(struct api_server **out, const struct api_config *cfg, struct husk
                             .log_requests = cfg->log_requests,
                             .on_request = on_request,
                             .on_completed = on_completed,
+                            .on_uri = on_uri,
+                            .allow_upgrade = true,
                             .cls = s,
                             .log = cfg->log,
                             .log_ctx = cfg->log_ctx,
@@ -651,6 +680,8 @@ int api_start(struct api_server **out, const struct api_config *cfg, struct husk
     return -1;
   if (!cfg->admin_key || !*cfg->admin_key)
     return husk_fail(err, EINVAL, "no admin key");
+  if (api_preview_setup(s, err) < 0)
+    return -1;
   s->admin_key = strdup(cfg->admin_key);
   s->admin_key_len = s->admin_key ? strlen(s->admin_key) : 0;
   s->cfg.admin_key = NULL;

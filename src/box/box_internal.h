@@ -165,9 +165,24 @@ struct husk_mgr {
   pthread_mutex_t profile_lock;
   struct profile_entry *profiles; /* PROFILE_CACHE_MAX, least recently used replaced */
   uint64_t profile_tick;
+
+  /* Preview exchanges in progress (preview.c), under preview_lock: each
+   * one's socket and preview, so that a preview's connections are counted
+   * and a revocation cuts them; and the previews revoked lately, which an
+   * exchange that resolved its token just before the revocation must not
+   * open. */
+  pthread_mutex_t preview_lock;
+  struct preview_conn *pconns;
+  size_t npconns, cappconns;
+  struct preview_revoked *previews_revoked;
+  /* This daemon's own network namespace, to come back to after a socket
+   * was made in a box's (preview.c); -1 until first needed. */
+  int host_netns;
 };
 #define PROFILE_CACHE_MAX 64
 void box_profiles_free(struct husk_mgr *m);
+/* preview.c: what the manager holds for previews, freed at its close. */
+void box_previews_free(struct husk_mgr *m);
 
 /* box.c */
 /* Where a command starts: the one it names, else the box's (an image's

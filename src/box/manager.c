@@ -58,6 +58,8 @@ int box_mgr_open(struct husk_mgr **out, const struct box_mgr_config *cfg, struct
   pthread_mutex_init(&m->profile_lock, NULL);
   pthread_mutex_init(&m->reap_lock, NULL);
   pthread_mutex_init(&m->disk_resume_lock, NULL);
+  pthread_mutex_init(&m->preview_lock, NULL);
+  m->host_netns = -1;
   pthread_cond_init(&m->reap_cond, NULL);
   /* Monotonic: the pool's back-off must not stretch when the wall clock
    * is set back. */
@@ -211,6 +213,8 @@ void box_mgr_close(struct husk_mgr *m, bool destroy_boxes) {
   pthread_mutex_destroy(&m->lock);
   box_profiles_free(m);
   pthread_mutex_destroy(&m->profile_lock);
+  box_previews_free(m);
+  pthread_mutex_destroy(&m->preview_lock);
   free(m->pools);
   free(m);
 }

@@ -119,6 +119,13 @@ static void usage(FILE *f) {
           "  --audit-retention DAYS  audit records older than this are removed; 0: keep\n"
           "                          them all [30]\n"
           "\n"
+          "Preview URLs of box ports (docs/previews.md):\n"
+          "  --preview-url URL       base of path-form preview URLs (/p/<token>/), as people\n"
+          "                          reach this listener [http://<the Host of the request>]\n"
+          "  --preview-domain [SCHEME://]DOMAIN[:PORT]\n"
+          "                          wildcard DNS name of host-form previews\n"
+          "                          (<port>-<box>-<token>.DOMAIN) [none]\n"
+          "\n"
           "Storage (docs/storage.md):\n"
           "  --s3-listen ADDR:PORT   the S3-compatible listener, or \"off\" [" DEFAULT_S3_LISTEN "]\n"
           "  --public-url URL        base of presigned links, scheme://host[:port]\n"
@@ -321,6 +328,7 @@ struct serve_opts {
   uint64_t eg_maxconn, eg_tenant_conns, eg_total_conns, eg_idle_ms, audit_days;
   /* storage (docs/storage.md); s3_listen "off": no S3 listener */
   const char *s3_listen, *public_url, *s3_region;
+  const char *preview_url, *preview_domain;
   bool s3_listen_given;
   const char *store_endpoint, *store_bucket, *store_region, *data_reserve;
   uint64_t store_part, storage_quota;
@@ -437,6 +445,8 @@ enum {
   O_AUDIT_RETENTION,
   O_S3_LISTEN,
   O_PUBLIC_URL,
+  O_PREVIEW_URL,
+  O_PREVIEW_DOMAIN,
   O_S3_REGION,
   O_STORE_ENDPOINT,
   O_STORE_BUCKET,
@@ -486,6 +496,8 @@ static const struct option serve_long_opts[] = {
     /* storage */
     {"s3-listen", required_argument, NULL, O_S3_LISTEN},
     {"public-url", required_argument, NULL, O_PUBLIC_URL},
+    {"preview-url", required_argument, NULL, O_PREVIEW_URL},
+    {"preview-domain", required_argument, NULL, O_PREVIEW_DOMAIN},
     {"s3-region", required_argument, NULL, O_S3_REGION},
     {"store-endpoint", required_argument, NULL, O_STORE_ENDPOINT},
     {"store-bucket", required_argument, NULL, O_STORE_BUCKET},
@@ -539,6 +551,8 @@ static int serve_option(struct serve_opts *o, int c, const char *arg) {
     o->s3_listen_given = true;
     return 0;
   case O_PUBLIC_URL: o->public_url = arg; return 0;
+  case O_PREVIEW_URL: o->preview_url = arg; return 0;
+  case O_PREVIEW_DOMAIN: o->preview_domain = arg; return 0;
   case O_S3_REGION: o->s3_region = arg; return 0;
   case O_STORE_ENDPOINT: o->store_endpoint = arg; return 0;
   case O_STORE_BUCKET: o->store_bucket = arg; return 0;
@@ -598,6 +612,10 @@ static int serve_options_agree(const struct serve_opts *o) {
       ((strncmp(o->public_url, "http://", 7) && strncmp(o->public_url, "https://", 8)) ||
        strlen(o->public_url) > 512)) {
     fprintf(stderr, "husk serve: --public-url must be http://host[:port] or https://host[:port]\n");
+    return -1;
+  }
+  if (api_preview_config_check(o->preview_url, o->preview_domain, &err) < 0) {
+    fprintf(stderr, "husk serve: %s\n", err.msg);
     return -1;
   }
   return 0;
@@ -863,6 +881,8 @@ static int serve_fronts(const struct serve_opts *o, struct serve *s) {
                           .reply_max = o->reply_max,
                           .reply_budget = o->reply_budget,
                           .tenant_reply_budget = o->tenant_reply_budget,
+                          .preview_url = o->preview_url,
+                          .preview_domain = o->preview_domain,
                           .log_requests = !o->quiet,
                           .log = log_line};
   if (api_start(&s->api, &ac, &err) < 0)

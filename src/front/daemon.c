@@ -67,6 +67,8 @@ int front_listen(struct front_daemon *f, struct husk_err *err) {
    * past ~145 live boxes no new client could reach the front. */
   unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL |
                    MHD_USE_ERROR_LOG | MHD_USE_ITC;
+  if (c->allow_upgrade)
+    flags |= MHD_ALLOW_UPGRADE;
   if (f->addr.ss_family == AF_INET6)
     flags |= MHD_USE_IPv6;
   /* Options that take a callback and its closure carry the callback as an

@@ -42,6 +42,7 @@ struct front_config {
   unsigned request_timeout_s; /* 0: FRONT_REQUEST_TIMEOUT_S (conn_watch.h) */
   bool strict;                /* refuse requests HTTP/1.1 does not allow */
   bool log_requests;          /* front_log_request writes a line */
+  bool allow_upgrade;         /* 101 replies may hand the connection over (WebSocket) */
   /* The front's libmicrohttpd callbacks, each with `cls`; on_uri (the
    * first sight of a request, its raw URI) may be NULL. */
   MHD_AccessHandlerCallback on_request;

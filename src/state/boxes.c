@@ -546,6 +546,14 @@ int state_box_delete(struct state *st, const char *tenant_id, const char *id,
     return db_fail(st, err, rc, "cannot bind box id");
   if (db_step_done(st, v, "cannot delete the box's volume mounts", err) < 0)
     return -1;
+  /* Its previews (their access log: ON DELETE CASCADE). */
+  cleanup_stmt sqlite3_stmt *pv = NULL;
+  if (db_prepare(st, &pv, "DELETE FROM previews WHERE box_id = ?1", err) < 0)
+    return -1;
+  if ((rc = db_text(pv, 1, id)))
+    return db_fail(st, err, rc, "cannot bind box id");
+  if (db_step_done(st, pv, "cannot delete the box's previews", err) < 0)
+    return -1;
   return db_commit(&txn, err);
 }
 

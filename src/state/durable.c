@@ -195,6 +195,13 @@ int state_durable_now(struct state *st, struct husk_err *err) {
   return sync_to(st, defer.seq > defer.seen ? defer.seq : defer.seen, err);
 }
 
+void state_defer_forget(struct state *st) {
+  if (defer.st != st)
+    return;
+  defer.st = NULL;
+  defer.seq = defer.seen = 0;
+}
+
 int state_defer_end(struct state *st, struct husk_err *err) {
   if (defer.st != st)
     return 0;

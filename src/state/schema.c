@@ -404,11 +404,48 @@ static const char schema_volumes[] =
 static const char schema_snapshot_box[] =
     "CREATE INDEX snapshots_box ON snapshots(tenant_id, box_id, created_ms, id);";
 
+/* Preview URLs of a box's ports (box/preview.c): only the SHA-256 of a
+ * token and of a password; the access log of each, bounded per preview. */
+static const char schema_previews[] =
+    "CREATE TABLE previews ("
+    "  id TEXT PRIMARY KEY NOT NULL,"
+    "  tenant_id TEXT NOT NULL REFERENCES tenants(id),"
+    "  box_id TEXT NOT NULL,"
+    "  port INTEGER NOT NULL CHECK (port BETWEEN 1 AND 65535),"
+    "  access TEXT NOT NULL CHECK (access IN ('public', 'key', 'password')),"
+    "  token_hash BLOB NOT NULL UNIQUE CHECK (length(token_hash) = 32),"
+    "  password_hash BLOB CHECK (password_hash IS NULL OR length(password_hash) = 32),"
+    "  max_body INTEGER NOT NULL CHECK (max_body > 0),"
+    "  max_header INTEGER NOT NULL CHECK (max_header > 0),"
+    "  max_conns INTEGER NOT NULL CHECK (max_conns > 0),"
+    "  idle_ms INTEGER NOT NULL CHECK (idle_ms > 0),"
+    "  duration_ms INTEGER NOT NULL CHECK (duration_ms > 0),"
+    "  created_ms INTEGER NOT NULL,"
+    "  expires_ms INTEGER NOT NULL,"
+    "  revoked_ms INTEGER NOT NULL DEFAULT 0"
+    ") STRICT;"
+    "CREATE INDEX previews_box ON previews(box_id, created_ms);"
+    "CREATE INDEX previews_tenant ON previews(tenant_id);"
+    "CREATE TABLE preview_access ("
+    "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  preview_id TEXT NOT NULL REFERENCES previews(id) ON DELETE CASCADE,"
+    "  ts_ms INTEGER NOT NULL,"
+    "  remote TEXT NOT NULL,"
+    "  method TEXT NOT NULL,"
+    "  path TEXT NOT NULL,"
+    "  status INTEGER NOT NULL,"
+    "  bytes_in INTEGER NOT NULL DEFAULT 0,"
+    "  bytes_out INTEGER NOT NULL DEFAULT 0,"
+    "  duration_ms INTEGER NOT NULL DEFAULT 0"
+    ") STRICT;"
+    "CREATE INDEX preview_access_preview ON preview_access(preview_id, seq);";
+
 static const char *const migrations[] = {
     schema_v1,          schema_jobs,         schema_egress,      schema_storage,
     schema_audit_retention, schema_tenant_lifecycle, schema_proc_exec_id, schema_link_denied,
     schema_templates,   schema_proc_limits, schema_box_template, schema_build_cache,
-    schema_build_cache_size, schema_snapshots, schema_volumes, schema_snapshot_box};
+    schema_build_cache_size, schema_snapshots, schema_volumes, schema_snapshot_box,
+    schema_previews};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 int state_schema_latest(void) { return SCHEMA_VERSION; }

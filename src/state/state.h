@@ -100,6 +100,9 @@ void state_close(struct state *st);
  * that made them returns, as the promise above says. */
 void state_defer_begin(struct state *st);
 int state_defer_end(struct state *st, struct husk_err *err);
+/* Instead of end: what this thread committed since begin is left to the
+ * next sync (anyone's), for a change no reply acknowledges (a count). */
+void state_defer_forget(struct state *st);
 /* Between begin and end: make what this thread committed (or read) so far
  * durable now, and keep deferring.  For a step that must follow a durable
  * commit (removing the file a committed row no longer names). */

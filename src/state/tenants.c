@@ -252,6 +252,7 @@ int state_tenant_purge(struct state *st, const char *id, struct husk_err *err) {
    * box (ON DELETE CASCADE), link accesses with their link. */
   static const char *const purge[] = {
       "DELETE FROM jobs WHERE tenant_id = ?1",
+      "DELETE FROM previews WHERE tenant_id = ?1", /* preview_access: ON DELETE CASCADE */
       "DELETE FROM boxes WHERE tenant_id = ?1",
       "DELETE FROM snapshots WHERE tenant_id = ?1", /* their archives went with the store's purge */
       "DELETE FROM box_volumes WHERE volume_id IN (SELECT id FROM volumes WHERE tenant_id = ?1)",
