@@ -80,6 +80,28 @@ struct husk_preview_info {
   int64_t created_ms, expires_ms, revoked_ms; /* revoked_ms 0: not revoked */
 };
 
+/* Where previews are reached.  The path form's base is
+ * "scheme://host[:port][/path]" as people reach the listener that serves
+ * /p/; the host form's domain a wildcard DNS name whose every name leads
+ * to it: "[scheme://]domain[:port]", parsed into this. */
+struct husk_preview_domain {
+  char scheme[8];      /* "http" or "https" */
+  char name[256];      /* lower case, no dot at either end; "" = no host form */
+  char port_suffix[8]; /* ":8443", or "" */
+};
+/* NULL or "" gives an empty name (no host form); EINVAL for anything that
+ * is not such a name. */
+HUSK_PUBLIC int husk_preview_domain_parse(const char *s, struct husk_preview_domain *out,
+                                          struct husk_err *err);
+/* The box id as part of one DNS label: lower case, '_' as '-'. */
+HUSK_PUBLIC void husk_preview_box_label(const char *box_id, char *out, size_t size);
+/* A preview's URLs from its token: base + "/p/<token>/", and, if d has a
+ * name, "<scheme>://<port>-<box label>-<token>.<domain>[:port]/" (else
+ * host_url is ""). */
+HUSK_PUBLIC void husk_preview_urls(const struct husk_preview_info *p, const char *token,
+                                   const char *base, const struct husk_preview_domain *d, char *url,
+                                   size_t url_size, char *host_url, size_t host_size);
+
 /* "public", "key", "password"; parse: 0, or -1 for another word. */
 HUSK_PUBLIC const char *husk_preview_access_name(enum husk_preview_access a);
 HUSK_PUBLIC int husk_preview_access_parse(const char *s, enum husk_preview_access *out);

@@ -15,6 +15,7 @@
 #include "box/box.h"
 #include "front/daemon.h"
 #include "husk/husk.h"
+#include "husk/preview.h"
 #include "state/state.h"
 #include "util/base64.h"
 #include "util/error.h"
@@ -32,13 +33,6 @@
 #define API_PARAM_MAX STATE_BOX_ID_SIZE
 #define API_MAX_PARAMS 4
 
-/* The host form's domain, parsed (api_preview_config_check). */
-struct api_preview_domain {
-  char scheme[8];      /* "http" or "https" */
-  char name[256];      /* lower case, no dot at either end; "" = no host form */
-  char port_suffix[8]; /* ":8443", or "" */
-};
-
 struct preview_req;
 
 struct api_server {
@@ -55,7 +49,7 @@ struct api_server {
   /* Bytes of reply data reserved by the requests in flight (reply_body.c). */
   _Atomic uint64_t reply_reserved;
   unsigned tenant_max_requests, tenant_max_execs; /* the defaults */
-  struct api_preview_domain preview_domain;
+  struct husk_preview_domain preview_domain;
   char preview_scheme[8]; /* of --preview-url: what X-Forwarded-Proto says */
 };
 
@@ -291,8 +285,6 @@ enum MHD_Result h_preview_list(struct req *r);
 enum MHD_Result h_preview_get(struct req *r);
 enum MHD_Result h_preview_revoke(struct req *r);
 enum MHD_Result h_preview_access(struct req *r);
-/* The box id as a DNS label's part ('_' is '-'). */
-void api_preview_box_label(const char *box_id, char *out, size_t size);
 
 /* ---- preview_proxy.c: requests for a preview URL ------------------------ */
 /* Parse --preview-url and --preview-domain into the server. */

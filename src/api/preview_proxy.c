@@ -82,66 +82,19 @@ struct preview_req {
 
 /* ---- configuration ------------------------------------------------------- */
 
-/* "[scheme://]domain[:port]" */
-static int parse_domain(const char *in, struct api_preview_domain *d, struct husk_err *err) {
-  memset(d, 0, sizeof *d);
-  if (!in || !*in)
-    return 0;
-  const char *s = in;
-  snprintf(d->scheme, sizeof d->scheme, "http");
-  if (!strncasecmp(s, "https://", 8)) {
-    snprintf(d->scheme, sizeof d->scheme, "https");
-    s += 8;
-  } else if (!strncasecmp(s, "http://", 7)) {
-    s += 7;
-  }
-  const char *colon = strchr(s, ':');
-  size_t n = colon ? (size_t)(colon - s) : strlen(s);
-  while (n > 0 && s[n - 1] == '/' && !colon)
-    n--;
-  if (n == 0 || n >= sizeof d->name || s[0] == '.' || s[n - 1] == '.')
-    return husk_fail(err, EINVAL, "--preview-domain must be [http(s)://]domain[:port]");
-  for (size_t i = 0; i < n; i++) {
-    char c = s[i];
-    if (c >= 'A' && c <= 'Z')
-      c = (char)(c - 'A' + 'a');
-    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.'))
-      return husk_fail(err, EINVAL, "--preview-domain: `%.64s` is not a domain name", in);
-    d->name[i] = c;
-  }
-  if (colon) {
-    const char *ps = colon + 1;
-    size_t pl = strlen(ps);
-    while (pl > 0 && ps[pl - 1] == '/')
-      pl--;
-    unsigned long port = 0;
-    for (size_t i = 0; i < pl; i++) {
-      if (ps[i] < '0' || ps[i] > '9')
-        return husk_fail(err, EINVAL, "--preview-domain: bad port");
-      port = port * 10 + (unsigned long)(ps[i] - '0');
-      if (port > 65535)
-        return husk_fail(err, EINVAL, "--preview-domain: bad port");
-    }
-    if (pl == 0 || port == 0)
-      return husk_fail(err, EINVAL, "--preview-domain: bad port");
-    snprintf(d->port_suffix, sizeof d->port_suffix, ":%lu", port);
-  }
-  return 0;
-}
-
 int api_preview_config_check(const char *preview_url, const char *preview_domain,
                              struct husk_err *err) {
   if (preview_url && *preview_url &&
       ((strncmp(preview_url, "http://", 7) && strncmp(preview_url, "https://", 8)) ||
        strlen(preview_url) > 512 || strpbrk(preview_url, "?# \t\r\n")))
     return husk_fail(err, EINVAL, "--preview-url must be http(s)://host[:port][/path]");
-  struct api_preview_domain d;
-  return parse_domain(preview_domain, &d, err);
+  struct husk_preview_domain d;
+  return husk_preview_domain_parse(preview_domain, &d, err);
 }
 
 int api_preview_setup(struct api_server *s, struct husk_err *err) {
   if (api_preview_config_check(s->cfg.preview_url, s->cfg.preview_domain, err) < 0 ||
-      parse_domain(s->cfg.preview_domain, &s->preview_domain, err) < 0)
+      husk_preview_domain_parse(s->cfg.preview_domain, &s->preview_domain, err) < 0)
     return -1;
   snprintf(s->preview_scheme, sizeof s->preview_scheme, "%s",
            s->cfg.preview_url && !strncmp(s->cfg.preview_url, "https://", 8) ? "https" : "http");
@@ -425,7 +378,7 @@ static bool host_matches(struct req *r) {
   char host[300], want[400], label[HUSK_BOX_ID_MAX];
   if (!host_name(r->conn, host, sizeof host))
     return false;
-  api_preview_box_label(pv->p.box_id, label, sizeof label);
+  husk_preview_box_label(pv->p.box_id, label, sizeof label);
   for (char *c = label; *c; c++)
     if (*c >= 'A' && *c <= 'Z')
       *c = (char)(*c - 'A' + 'a');

@@ -37,14 +37,6 @@ static json_t *preview_json(const struct husk_preview_info *p) {
   return j;
 }
 
-/* The box id as one DNS label's part: '_' is not allowed in host names. */
-void api_preview_box_label(const char *box_id, char *out, size_t size) {
-  snprintf(out, size, "%s", box_id);
-  for (char *c = out; *c; c++)
-    if (*c == '_')
-      *c = '-';
-}
-
 /* The base of path-form URLs: --preview-url, else the scheme and host the
  * caller reached this server by. */
 static int path_base(struct req *r, char *out, size_t size) {
@@ -155,25 +147,21 @@ enum MHD_Result h_preview_create(struct req *r) {
   snprintf(r->audit_detail, sizeof r->audit_detail, "preview=%s port=%u access=%s", p.id, port,
            husk_preview_access_name(p.access));
   json_t *j = preview_json(&p);
-  char url[1024];
-  snprintf(url, sizeof url, "%s/p/%s/", base, token);
+  char url[1024], host_url[600];
+  husk_preview_urls(&p, token, base, &r->srv->preview_domain, url, sizeof url, host_url,
+                    sizeof host_url);
   if (j) {
     json_object_set_new(j, "url", json_string(url));
     json_object_set_new(j, "token", json_string(token));
-    const struct api_preview_domain *d = &r->srv->preview_domain;
-    if (d->name[0]) {
-      char label[HUSK_BOX_ID_MAX];
-      api_preview_box_label(p.box_id, label, sizeof label);
-      snprintf(url, sizeof url, "%s://%u-%s-%s.%s%s/", d->scheme, port, label, token, d->name,
-               d->port_suffix);
-      json_object_set_new(j, "host_url", json_string(url));
-    }
+    if (host_url[0])
+      json_object_set_new(j, "host_url", json_string(host_url));
     if (password[0])
       json_object_set_new(j, "password", json_string(password));
   }
   OPENSSL_cleanse(token, sizeof token);
   OPENSSL_cleanse(password, sizeof password);
   OPENSSL_cleanse(url, sizeof url);
+  OPENSSL_cleanse(host_url, sizeof host_url);
   return api_reply_json(r, 201, j);
 }
 

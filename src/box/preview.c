@@ -510,6 +510,81 @@ void box_previews_free(struct husk_mgr *m) {
   m->host_netns = -1;
 }
 
+/* ---- URLs ---------------------------------------------------------------- */
+
+/* "[scheme://]domain[:port]" */
+int husk_preview_domain_parse(const char *in, struct husk_preview_domain *d, struct husk_err *err) {
+  memset(d, 0, sizeof *d);
+  if (!in || !*in)
+    return 0;
+  const char *s = in;
+  snprintf(d->scheme, sizeof d->scheme, "http");
+  if (!strncasecmp(s, "https://", 8)) {
+    snprintf(d->scheme, sizeof d->scheme, "https");
+    s += 8;
+  } else if (!strncasecmp(s, "http://", 7)) {
+    s += 7;
+  }
+  const char *colon = strchr(s, ':');
+  size_t n = colon ? (size_t)(colon - s) : strlen(s);
+  while (n > 0 && s[n - 1] == '/' && !colon)
+    n--;
+  if (n == 0 || n >= sizeof d->name || s[0] == '.' || s[n - 1] == '.')
+    return husk_fail(err, EINVAL, "--preview-domain must be [http(s)://]domain[:port]");
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    if (c >= 'A' && c <= 'Z')
+      c = (char)(c - 'A' + 'a');
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.'))
+      return husk_fail(err, EINVAL, "--preview-domain: `%.64s` is not a domain name", in);
+    d->name[i] = c;
+  }
+  if (colon) {
+    const char *ps = colon + 1;
+    size_t pl = strlen(ps);
+    while (pl > 0 && ps[pl - 1] == '/')
+      pl--;
+    unsigned long port = 0;
+    for (size_t i = 0; i < pl; i++) {
+      if (ps[i] < '0' || ps[i] > '9')
+        return husk_fail(err, EINVAL, "--preview-domain: bad port");
+      port = port * 10 + (unsigned long)(ps[i] - '0');
+      if (port > 65535)
+        return husk_fail(err, EINVAL, "--preview-domain: bad port");
+    }
+    if (pl == 0 || port == 0)
+      return husk_fail(err, EINVAL, "--preview-domain: bad port");
+    snprintf(d->port_suffix, sizeof d->port_suffix, ":%lu", port);
+  }
+  return 0;
+}
+
+void husk_preview_box_label(const char *box_id, char *out, size_t size) {
+  snprintf(out, size, "%s", box_id);
+  for (char *c = out; *c; c++)
+    if (*c == '_')
+      *c = '-';
+    else if (*c >= 'A' && *c <= 'Z')
+      *c = (char)(*c - 'A' + 'a');
+}
+
+void husk_preview_urls(const struct husk_preview_info *p, const char *token, const char *base,
+                       const struct husk_preview_domain *d, char *url, size_t url_size,
+                       char *host_url, size_t host_size) {
+  size_t bl = base ? strlen(base) : 0;
+  while (bl > 0 && base[bl - 1] == '/')
+    bl--;
+  snprintf(url, url_size, "%.*s/p/%s/", (int)bl, base ? base : "", token);
+  if (host_size)
+    host_url[0] = '\0';
+  if (d && d->name[0] && host_size) {
+    char label[HUSK_BOX_ID_MAX];
+    husk_preview_box_label(p->box_id, label, sizeof label);
+    snprintf(host_url, host_size, "%s://%u-%s-%s.%s%s/", d->scheme, p->port, label, token, d->name,
+             d->port_suffix);
+  }
+}
+
 /* ---- the access log ---------------------------------------------------- */
 
 int husk_preview_record(struct husk_mgr *m, const struct husk_preview_info *p,

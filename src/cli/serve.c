@@ -672,6 +672,7 @@ struct serve {
   struct husk_mgr *mgr;
   struct store *store;
   struct mcp_storage mcp_store; /* the storage tools' view of `store` */
+  struct mcp_previews mcp_previews; /* where expose_port's URLs lead */
   struct mcp_server *mcp;
   struct api_server *api;
   struct s3_server *s3;
@@ -862,7 +863,8 @@ static int serve_fronts(const struct serve_opts *o, struct serve *s) {
                             .mgr_ctx = s->mgr,
                             .wait_ms = o->mcp_wait_ms,
                             .log = log_line,
-                            .storage = &s->mcp_store};
+                            .storage = &s->mcp_store,
+                            .previews = &s->mcp_previews};
   if (mcp_server_new(&s->mcp, &mcfg, &err) < 0)
     return fail("%s", err.msg);
   struct api_config ac = {.listen = o->listen,
@@ -886,6 +888,22 @@ static int serve_fronts(const struct serve_opts *o, struct serve *s) {
                           .log_requests = !o->quiet,
                           .log = log_line};
   if (api_start(&s->api, &ac, &err) < 0)
+    return fail("%s", err.msg);
+  /* expose_port's URLs: --preview-url, else this listener as it was
+   * given (an address of all interfaces names none: then the loopback). */
+  if (o->preview_url) {
+    snprintf(s->mcp_previews.base, sizeof s->mcp_previews.base, "%s", o->preview_url);
+  } else {
+    char host[128];
+    front_listen_host(o->listen, host, sizeof host);
+    if (!strcmp(host, "0.0.0.0"))
+      snprintf(host, sizeof host, "127.0.0.1");
+    else if (!strcmp(host, "[::]"))
+      snprintf(host, sizeof host, "[::1]");
+    snprintf(s->mcp_previews.base, sizeof s->mcp_previews.base, "http://%s:%u", host,
+             api_port(s->api));
+  }
+  if (husk_preview_domain_parse(o->preview_domain, &s->mcp_previews.domain, &err) < 0)
     return fail("%s", err.msg);
   if (strcmp(o->s3_listen, "off") != 0 && serve_s3(o, s) < 0)
     return -1;

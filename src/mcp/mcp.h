@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "husk/preview.h"
 #include "util/error.h"
 
 struct husk_mgr;
@@ -97,6 +98,15 @@ struct mcp_storage {
   size_t ntools;
 };
 
+/* Preview URLs of box ports, where the server serves them (husk serve's
+ * HTTP listener; NULL in mcp_config: none, and expose_port is not
+ * listed).  `base` may be filled after the server is made, once the
+ * listener's address is known, but before the first call. */
+struct mcp_previews {
+  char base[600];                    /* of the path form: "scheme://host[:port]" */
+  struct husk_preview_domain domain; /* of the host form; name "" for none */
+};
+
 struct mcp_config {
   /* The core, opened on first use (cheap start: a client probing the
    * server with tools/list never opens it).  NULL result: err says why. */
@@ -105,6 +115,7 @@ struct mcp_config {
   uint64_t wait_ms;        /* longest a call waits before answering with a job (0: default) */
   uint64_t box_ttl_ms;     /* TTL of sandbox_create boxes (0: default) */
   const struct mcp_storage *storage; /* NULL: no storage plane */
+  const struct mcp_previews *previews; /* NULL: no preview URLs */
   void (*log)(void *ctx, const char *line);
   void *log_ctx;
 };
@@ -193,6 +204,7 @@ struct husk_mgr *mcp_call_mgr(struct mcp_call *c);
 uint64_t mcp_wait_ms(const struct mcp_server *s);
 uint64_t mcp_box_ttl_ms(const struct mcp_server *s);
 const struct mcp_storage *mcp_storage(const struct mcp_server *s);
+const struct mcp_previews *mcp_previews(const struct mcp_server *s);
 void mcp_log(struct mcp_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The result is `structured` (stolen): JSON text as the first block and the

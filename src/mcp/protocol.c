@@ -72,6 +72,7 @@ void mcp_server_free(struct mcp_server *s) {
 uint64_t mcp_wait_ms(const struct mcp_server *s) { return s->cfg.wait_ms; }
 uint64_t mcp_box_ttl_ms(const struct mcp_server *s) { return s->cfg.box_ttl_ms; }
 const struct mcp_storage *mcp_storage(const struct mcp_server *s) { return s->cfg.storage; }
+const struct mcp_previews *mcp_previews(const struct mcp_server *s) { return s->cfg.previews; }
 
 void mcp_log(struct mcp_server *s, const char *fmt, ...) {
   va_list ap;
@@ -303,6 +304,8 @@ static const struct mcp_tool *find_tool(struct mcp_server *s, const char *name) 
   for (size_t i = 0; i < N_OWN_TOOLS; i++)
     if (!strcmp(own_tools[i]->name, name))
       return own_tools[i];
+  if (s->cfg.previews && !strcmp(mcp_tool_expose_port.name, name))
+    return &mcp_tool_expose_port;
   const struct mcp_storage *st = s->cfg.storage;
   for (size_t i = 0; st && i < st->ntools; i++)
     if (!strcmp(st->tools[i].name, name))
@@ -323,6 +326,8 @@ static json_t *tools_list(struct mcp_server *s, const struct mcp_msg *msg) {
   json_t *arr = json_array();
   for (size_t i = 0; i < N_OWN_TOOLS; i++)
     json_array_append_new(arr, tool_json(own_tools[i]));
+  if (s->cfg.previews)
+    json_array_append_new(arr, tool_json(&mcp_tool_expose_port));
   const struct mcp_storage *st = s->cfg.storage;
   for (size_t i = 0; st && i < st->ntools; i++)
     json_array_append_new(arr, tool_json(&st->tools[i]));
