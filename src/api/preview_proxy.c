@@ -223,7 +223,14 @@ static ssize_t up_fill(struct req *r) {
 
 /* ---- errors -------------------------------------------------------------- */
 
+static void record(struct req *r, int status);
+
+/* The proxy's own reply; a refusal of a preview that exists is recorded
+ * in its access log (a wrong password is as much its history as a page
+ * served). */
 static enum MHD_Result pv_error(struct req *r, unsigned status, const char *code, const char *msg) {
+  if (r->pv && r->pv->p.id[0] && r->pv->seq == 0 && !r->responded)
+    record(r, (int)status);
   return api_reply_error(r, status, code, "%s", msg);
 }
 
@@ -932,6 +939,28 @@ static enum MHD_Result queue_upgrade(struct req *r, const struct http_head *h) {
   return ret;
 }
 
+/* The request in the preview's access log; pv->seq stays 0 if it could
+ * not be written (logged).  Synced with the reply (api_queue, or
+ * api_preview_end before it queues). */
+static void record(struct req *r, int status) {
+  struct preview_req *pv = r->pv;
+  struct husk_preview_access_rec rec = {0};
+  snprintf(rec.remote, sizeof rec.remote, "%s", pv->remote);
+  snprintf(rec.method, sizeof rec.method, "%s", r->method);
+  if (pv->target[0])
+    snprintf(rec.path, sizeof rec.path, "%.*s", (int)strcspn(pv->target, "?"), pv->target);
+  else
+    snprintf(rec.path, sizeof rec.path, "%s", r->path);
+  rec.status = status;
+  rec.bytes_in = pv->body_in;
+  struct husk_err err;
+  pv->seq = 0;
+  if (husk_preview_record(r->srv->cfg.mgr, &pv->p, &rec, &pv->seq, &err) < 0) {
+    pv->seq = -1; /* tried: not again for this request */
+    api_log(r->srv, "preview %s: cannot record the access: %s", pv->p.id, err.msg);
+  }
+}
+
 /* Read the box's reply head (1xx other than 101 skipped).  0 with *h
  * parsed and pv->off after it, or -1 after queuing the error reply. */
 static int read_head(struct req *r, struct http_head *h, enum MHD_Result *ret) {
@@ -1002,18 +1031,12 @@ enum MHD_Result api_preview_end(struct req *r) {
     pv->framing = FR_CLOSE;
   }
   /* The access, recorded before the reply leaves (synced with it). */
-  struct husk_preview_access_rec rec = {0};
-  snprintf(rec.remote, sizeof rec.remote, "%s", pv->remote);
-  snprintf(rec.method, sizeof rec.method, "%s", r->method);
-  snprintf(rec.path, sizeof rec.path, "%.*s", (int)strcspn(pv->target, "?"), pv->target);
-  rec.status = status;
-  rec.bytes_in = pv->body_in;
-  struct husk_err err;
-  if (husk_preview_record(s->cfg.mgr, &pv->p, &rec, &pv->seq, &err) < 0) {
+  record(r, status);
+  if (pv->seq <= 0) {
     egress_http_free(&h);
-    api_log(s, "preview %s: cannot record the access: %s", pv->p.id, err.msg);
     return pv_error(r, 500, "internal_error", "the access could not be recorded");
   }
+  struct husk_err err;
   if (state_defer_end(s->cfg.state, &err) < 0) {
     egress_http_free(&h);
     api_log(s, "preview %s: %s", pv->p.id, err.msg);
@@ -1049,7 +1072,7 @@ void api_preview_cleanup(struct req *r) {
   struct husk_mgr *m = r->srv->cfg.mgr;
   if (pv->up >= 0)
     husk_preview_close(m, pv->up);
-  if (pv->seq > 0)
+  if (pv->seq > 0 && pv->buf) /* it reached the box: its counts */
     husk_preview_record_end(m, pv->seq, pv->body_in, pv->body_out, mono_ms() - pv->t0_ms);
   memset(pv->token, 0, sizeof pv->token);
   free(pv->buf);
