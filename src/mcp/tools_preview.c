@@ -83,8 +83,10 @@ const struct mcp_tool mcp_tool_expose_port = {
     "expose_port",
     "Show a person what a sandbox serves",
     "Make a URL to a port of a sandbox, for a person to open in a browser: start a server in the "
-    "sandbox first (e.g. sandbox_exec with background true: `python3 -m http.server 8000` in a "
-    "folder, or a dashboard/notebook app listening on that port), then give the user the `url`. "
+    "sandbox first, detached so that it outlives the command (sandbox_exec with `cd "
+    "/workspace/site "
+    "&& setsid python3 -m http.server 8000 > /tmp/server.log 2>&1 &`, or a dashboard/notebook app "
+    "listening on that port), then give the user the `url`. "
     "The sandbox gets no network from this: the server proxies each request to the port. The "
     "URL works while the sandbox runs (not while it is paused) and until expires_at (default 1 "
     "hour, at most 7 days). With access password, give the user the password too: it is not "
