@@ -287,7 +287,7 @@ int state_preview_access_end(struct state *st, int64_t seq, int64_t bytes_in, in
   if ((rc = db_int(s, 1, seq)) || (rc = db_int(s, 2, bytes_in)) || (rc = db_int(s, 3, bytes_out)) ||
       (rc = db_int(s, 4, duration_ms)))
     return db_fail(st, err, rc, "preview access");
-  return db_step_done(st, s, "cannot finish the preview access", err);
+  return db_step_done(st, s, "cannot finish the preview access", err) < 0 ? -1 : 0;
 }
 
 static int read_access(sqlite3_stmt *s, void *row, struct husk_err *err) {

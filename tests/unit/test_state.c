@@ -22,6 +22,7 @@
 #include "state/db.h"
 #include "state/egress_state.h"
 #include "state/snapshot_state.h"
+#include "state/preview_state.h"
 #include "state/volume_state.h"
 #include "state/state.h"
 #include "unit.h"
@@ -958,6 +959,117 @@ TEST(volume_rows) {
   CHECK_OK(state_tenant_purge(st, u.id, &err));
   CHECK_OK(state_volume_exists(st, "v_4", &exists, &err));
   CHECK(!exists);
+  close_and_remove(st);
+}
+
+static int count_preview(void *ctx, const struct state_preview *p) {
+  (void)p;
+  (*(int *)ctx)++;
+  return 0;
+}
+
+static int count_access(void *ctx, const struct state_preview_access *a) {
+  (void)a;
+  (*(int *)ctx)++;
+  return 0;
+}
+
+static struct state_preview mk_preview(const char *id, const char *tenant, const char *box,
+                                       unsigned char tag, int64_t expires_ms) {
+  struct state_preview p = {.port = 8000, .max_body = 1, .max_header = 1, .max_conns = 1,
+                            .idle_ms = 1, .duration_ms = 1, .expires_ms = expires_ms};
+  snprintf(p.id, sizeof p.id, "%s", id);
+  snprintf(p.tenant_id, sizeof p.tenant_id, "%s", tenant);
+  snprintf(p.box_id, sizeof p.box_id, "%s", box);
+  snprintf(p.access, sizeof p.access, "public");
+  memset(p.token_hash, tag, sizeof p.token_hash);
+  return p;
+}
+
+TEST(preview_rows) {
+  struct husk_err err = {0};
+  struct state *st = open_fresh();
+  struct state_tenant t = mk_tenant(st, "t", -1, -1), u = mk_tenant(st, "u", -1, -1);
+  CHECK_OK(mk_box(st, t.id, "b_a", 0, NULL, &err));
+  CHECK_OK(mk_box(st, u.id, "b_u", 0, NULL, &err));
+  int64_t later = state_now_ms() + 3600000;
+  /* Only for a live box of the tenant's; the token hash is unique. */
+  struct state_preview p = mk_preview("pv_1", t.id, "b_a", 1, later);
+  CHECK_OK(state_preview_insert(st, &p, 2, &err));
+  struct state_preview q = mk_preview("pv_2", u.id, "b_a", 2, later);
+  CHECK_ERR(state_preview_insert(st, &q, 2, &err), ENOENT); /* another tenant's box */
+  q = mk_preview("pv_2", t.id, "b_a", 1, later);
+  CHECK(state_preview_insert(st, &q, 2, &err) < 0); /* the same token */
+  q = mk_preview("pv_2", t.id, "b_a", 2, later);
+  q.port = 0;
+  CHECK_ERR(state_preview_insert(st, &q, 2, &err), EINVAL);
+  q.port = 9000;
+  q.has_password = true;
+  memset(q.password_hash, 7, sizeof q.password_hash);
+  CHECK_OK(state_preview_insert(st, &q, 2, &err));
+  /* In force: at most max_live per box. */
+  struct state_preview r = mk_preview("pv_3", t.id, "b_a", 3, later);
+  CHECK_ERR(state_preview_insert(st, &r, 2, &err), EDQUOT);
+
+  /* By token, by id (the tenant's and box's only). */
+  unsigned char h[STATE_PREVIEW_HASH_SIZE];
+  memset(h, 2, sizeof h);
+  struct state_preview g;
+  CHECK_OK(state_preview_by_token(st, h, &g, &err));
+  CHECK(!strcmp(g.id, "pv_2") && g.port == 9000 && g.has_password && g.password_hash[0] == 7);
+  memset(h, 9, sizeof h);
+  CHECK_ERR(state_preview_by_token(st, h, &g, &err), ENOENT);
+  CHECK_OK(state_preview_get(st, t.id, "b_a", "pv_1", &g, &err));
+  CHECK(!g.has_password && g.revoked_ms == 0);
+  CHECK_ERR(state_preview_get(st, u.id, "b_a", "pv_1", &g, &err), ENOENT);
+  CHECK_ERR(state_preview_get(st, t.id, "b_u", "pv_1", &g, &err), ENOENT);
+  CHECK_ERR(state_preview_get(st, t.id, "b_a", "pv_1'--", &g, &err), ENOENT);
+  int n = 0;
+  CHECK_OK(state_preview_list(st, t.id, "b_a", count_preview, &n, &err));
+  CHECK(n == 2);
+  CHECK_ERR(state_preview_list(st, u.id, "b_a", count_preview, &n, &err), ENOENT);
+
+  /* Revoked: keeps its first time, frees a place in force. */
+  CHECK_ERR(state_preview_revoke(st, u.id, "b_a", "pv_1", &err), ENOENT);
+  CHECK_OK(state_preview_revoke(st, t.id, "b_a", "pv_1", &err));
+  CHECK_OK(state_preview_get(st, t.id, "b_a", "pv_1", &g, &err));
+  int64_t first = g.revoked_ms;
+  CHECK(first > 0);
+  CHECK_OK(state_preview_revoke(st, t.id, "b_a", "pv_1", &err));
+  CHECK_OK(state_preview_get(st, t.id, "b_a", "pv_1", &g, &err));
+  CHECK(g.revoked_ms == first);
+  CHECK_OK(state_preview_insert(st, &r, 2, &err));
+
+  /* The access log: bounded per preview, sanitized, its counts set later. */
+  struct state_preview_access a = {.status = 200};
+  snprintf(a.remote, sizeof a.remote, "127.0.0.1");
+  snprintf(a.method, sizeof a.method, "GET");
+  snprintf(a.path, sizeof a.path, "/x\x01\xff");
+  int64_t seq = 0;
+  for (int i = 0; i < 200; i++)
+    CHECK_OK(state_preview_access_add(st, "pv_2", &a, 100, &seq, &err));
+  CHECK_OK(state_preview_access_end(st, seq, 5, 7, 3, &err));
+  n = 0;
+  CHECK_OK(state_preview_access_list(st, t.id, "b_a", "pv_2", 0, 1000, count_access, &n, &err));
+  CHECK(n >= 100 && n < 200);
+  CHECK_ERR(state_preview_access_list(st, u.id, "b_a", "pv_2", 0, 1000, count_access, &n, &err),
+            ENOENT);
+
+  /* Rows go with their box's record and their tenant. */
+  CHECK_OK(state_box_set_state(st, "b_a", NULL, STATE_BOX_STOPPED, "deleted", 0, &err));
+  CHECK_ERR(state_preview_insert(st, &(struct state_preview){0}, 2, &err), EINVAL);
+  struct state_preview s2 = mk_preview("pv_4", t.id, "b_a", 4, later);
+  CHECK_ERR(state_preview_insert(st, &s2, 2, &err), EBUSY); /* ended */
+  CHECK_OK(state_box_delete(st, t.id, "b_a", &err));
+  memset(h, 2, sizeof h);
+  CHECK_ERR(state_preview_by_token(st, h, &g, &err), ENOENT);
+  s2 = mk_preview("pv_5", u.id, "b_u", 5, later);
+  CHECK_OK(state_preview_insert(st, &s2, 2, &err));
+  CHECK_OK(state_box_set_state(st, "b_u", NULL, STATE_BOX_STOPPED, "deleted", 0, &err));
+  CHECK_OK(state_tenant_mark_deleted(st, u.id, &err));
+  CHECK_OK(state_tenant_purge(st, u.id, &err));
+  memset(h, 5, sizeof h);
+  CHECK_ERR(state_preview_by_token(st, h, &g, &err), ENOENT);
   close_and_remove(st);
 }
 
@@ -2231,6 +2343,7 @@ int main(void) {
   RUN(tenant_isolation);
   RUN(box_state_changes);
   RUN(box_vocabulary_matches_sql);
+  RUN(preview_rows);
   RUN(box_list_filters_and_pages);
   RUN(list_callbacks_may_reenter);
   RUN(list_verdicts_and_callbacks_without_the_lock);
