@@ -23,6 +23,11 @@ build="$build curl jq nftables iproute2 e2fsprogs"
 test="clang python3 iproute2 procps curl openssl tcpdump python3-matplotlib python3-pandas"
 test="$test awscli s3cmd rclone busybox-static debootstrap"
 command -v npm >/dev/null 2>&1 || test="$test nodejs npm"
+# chromium: the browser that opens a box's dashboard through a preview URL
+# (tests/serve/preview_browser.sh, headless, driven by the pinned
+# playwright-core of tests/browser/package-lock.json, which brings no
+# browser of its own).
+test="$test chromium"
 bench="bubblewrap runc util-linux hyperfine podman busybox-static erofs-utils python3-ipykernel python3-jupyter-client"
 # The Debian packages (make deb, tests/pkg/deb.sh): dpkg-buildpackage and
 # the debhelper sequence (no fakeroot: debian/control says

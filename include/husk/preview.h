@@ -153,19 +153,21 @@ HUSK_PUBLIC bool husk_preview_key_ok(struct husk_mgr *m, const struct husk_previ
  * the preview's connections until husk_preview_close.  Returns the
  * connected socket (non-blocking, close-on-exec) or -1: EAGAIN (the
  * preview has max_connections in progress), EKEYREVOKED (revoked
- * meanwhile), ENOENT / EBUSY (the box is gone, has ended or is paused:
- * the message says which), ECONNREFUSED (nothing listens on the port
- * inside the box), others (the socket could not be made). */
+ * meanwhile), EBUSY (the box is paused), ESRCH (the box has ended),
+ * ENOENT (no such box), ECONNREFUSED (nothing listens on the port inside
+ * the box), others (the socket could not be made). */
 HUSK_PUBLIC int husk_preview_open(struct husk_mgr *m, const struct husk_preview_info *p,
                                   struct husk_err *err);
 /* The exchange is over: the socket is closed and uncounted. */
 HUSK_PUBLIC void husk_preview_close(struct husk_mgr *m, int fd);
 
-/* One proxied request, for the preview's access log (the newest
+/* One request for a preview, for its access log (the newest
  * HUSK_PREVIEW_LOG_MAX are kept).  Recorded by husk_preview_record
- * before the reply's head leaves; its byte counts and duration, known
- * when the exchange ends, by husk_preview_record_end (not synced on its
- * own: the next sync carries it). */
+ * before the reply's head leaves: committed when it returns (a crash of
+ * the daemon keeps it), synced to the disk in a batch, at most about a
+ * second later while requests come, else with the next change anything
+ * syncs.  Its byte counts and duration, known when the exchange ends, by
+ * husk_preview_record_end (the same way). */
 struct husk_preview_access_rec {
   int64_t seq;     /* assigned */
   int64_t ts_ms;   /* 0 on record: now */

@@ -298,7 +298,7 @@ bool api_preview_wanted(struct api_server *s, struct MHD_Connection *conn, const
 enum MHD_Result api_preview_begin(struct req *r);
 enum MHD_Result api_preview_body(struct req *r, const char *data, size_t n);
 enum MHD_Result api_preview_end(struct req *r);
-void api_preview_cleanup(struct req *r);
+void api_preview_cleanup(struct req *r, enum MHD_RequestTerminationCode toe);
 
 /* routes_snapshots.c */
 struct husk_snapshot_info;

@@ -51,6 +51,9 @@
 
 #define PV_PREFIX "/p/"
 #define PV_BUF 16384
+/* The reply body's blocks: what libmicrohttpd takes from the connection's
+ * memory (FRONT_CONN_MEMORY) for one send. */
+#define PV_BLOCK (128 * 1024)
 /* The longest chunk-size line of a chunked reply from a box. */
 #define PV_CHUNK_LINE_MAX 1024
 /* A trailer section of a chunked reply (read and dropped). */
@@ -68,6 +71,10 @@ struct preview_req {
   char remote[64];
   char target[1024]; /* what the box is asked for, path and query */
   bool upgrade;      /* a WebSocket upgrade was asked */
+  bool reused;       /* up is a connection kept from the client's previous request */
+  bool clean;        /* the box's reply was read to its end as its framing says */
+  bool no_keep;      /* the box said Connection: close (or the reply cannot be reused) */
+  char *head;        /* the request head as sent to the box (resent once on a stale reuse) */
   bool chunked_up;   /* the body goes to the box chunked */
   uint64_t body_in, body_out;
   int64_t seq; /* its access record */
@@ -221,6 +228,52 @@ static ssize_t up_fill(struct req *r) {
   }
 }
 
+/* Up to max bytes of the box's stream into out: what is buffered first,
+ * else read straight into out (a large body is not copied twice).  >0
+ * bytes, 0 at the end of the stream, -1 (errno as up_fill's). */
+static ssize_t up_take(struct req *r, char *out, size_t max) {
+  struct preview_req *pv = r->pv;
+  if (pv->off < pv->len) {
+    size_t n = pv->len - pv->off;
+    if (n > max)
+      n = max;
+    memcpy(out, pv->buf + pv->off, n);
+    pv->off += n;
+    return (ssize_t)n;
+  }
+  for (;;) {
+    ssize_t n = recv(pv->up, out, max, MSG_DONTWAIT);
+    if (n > 0) {
+      /* And what else is there already, without waiting: fewer, fuller
+       * sends to the client. */
+      size_t got = (size_t)n;
+      while (got < max) {
+        ssize_t more = recv(pv->up, out + got, max - got, MSG_DONTWAIT);
+        if (more <= 0)
+          break; /* nothing more now (or the end: the next call sees it) */
+        got += (size_t)more;
+      }
+      return (ssize_t)got;
+    }
+    if (n == 0)
+      return 0;
+    if (errno == EINTR)
+      continue;
+    if (errno != EAGAIN)
+      return -1;
+    int64_t t = left_ms(pv, pv->p.limits.idle_ms);
+    if (t <= 0) {
+      errno = ETIMEDOUT;
+      return -1;
+    }
+    enum api_wait_result w = api_wait_srv(r->srv, api_conn_fd(r), pv->up, (int)t, true);
+    if (w != API_WAIT_READY) {
+      errno = w == API_WAIT_TIMEOUT ? ETIMEDOUT : w == API_WAIT_GONE ? ECONNABORTED : ECANCELED;
+      return -1;
+    }
+  }
+}
+
 /* ---- errors -------------------------------------------------------------- */
 
 static void record(struct req *r, int status);
@@ -245,6 +298,7 @@ static enum MHD_Result pv_core_error(struct req *r, const struct husk_err *err) 
     snprintf(r->xhdr_value, sizeof r->xhdr_value, "1");
     return pv_error(r, 503, "unavailable", err->msg);
   case EBUSY: return pv_error(r, 409, "conflict", err->msg);
+  case ESRCH: return pv_error(r, 410, "gone", "the sandbox of this preview has ended");
   case ECONNREFUSED: return pv_error(r, 502, "bad_gateway", err->msg);
   case ETIMEDOUT:
     return pv_error(r, 504, "gateway_timeout", "the sandbox's port did not answer in time");
@@ -252,6 +306,59 @@ static enum MHD_Result pv_core_error(struct req *r, const struct husk_err *err) 
     api_log(r->srv, "preview %s: %s", r->pv ? r->pv->p.id : "-", err->msg);
     return pv_error(r, 502, "bad_gateway", "the sandbox's port cannot be reached");
   }
+}
+
+/* ---- the connection to the box ------------------------------------------ */
+
+static bool in_connection(const char *conn_hdr, const char *name);
+
+static void close_upstream(void *ctx, int fd) { husk_preview_close(ctx, fd); }
+
+static int open_upstream(struct req *r, struct husk_err *err) {
+  struct preview_req *pv = r->pv;
+  pv->up = husk_preview_open(r->srv->cfg.mgr, &pv->p, err);
+  pv->reused = false;
+  return pv->up < 0 ? -1 : 0;
+}
+
+/* Whether nothing is waiting to be read on fd and it is not closed: a
+ * kept connection with bytes on it (a box sending past its reply) or
+ * closed by the box is not used again. */
+static bool upstream_quiet(int fd) {
+  char c;
+  ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+/* The connection kept with this client's connection for this preview, if
+ * it is still good; else -1. */
+static int take_upstream(struct req *r) {
+  struct preview_req *pv = r->pv;
+  int fd = conn_watch_take(&r->srv->front.watch, r->conn, pv->p.id);
+  if (fd >= 0 && !upstream_quiet(fd)) {
+    husk_preview_close(r->srv->cfg.mgr, fd);
+    fd = -1;
+  }
+  return fd;
+}
+
+/* After the exchange: keep the connection to the box with the client's
+ * connection for its next request through this preview -- only after a
+ * reply read exactly to its end, with nothing after it, the request
+ * completed, and neither side asking to close.  The connection is never
+ * shared with another client or preview, so whatever a box sends on it
+ * can only answer this client's requests to this box. */
+static void keep_upstream(struct req *r, enum MHD_RequestTerminationCode toe) {
+  struct preview_req *pv = r->pv;
+  if (pv->up < 0 || !pv->clean || pv->no_keep || pv->off != pv->len ||
+      toe != MHD_REQUEST_TERMINATED_COMPLETED_OK || !upstream_quiet(pv->up))
+    return;
+  const char *c = api_header(r, "Connection");
+  if (c && in_connection(c, "close"))
+    return; /* the client's connection ends: nothing to keep it for */
+  conn_watch_keep(&r->srv->front.watch, r->conn, pv->up, pv->p.id, close_upstream,
+                  r->srv->cfg.mgr);
+  pv->up = -1;
 }
 
 /* ---- 1. the head --------------------------------------------------------- */
@@ -473,15 +580,18 @@ enum MHD_Result api_preview_begin(struct req *r) {
   client_address(r, pv->remote, sizeof pv->remote);
   if (front_has_nul(r->conn))
     return pv_error(r, 400, "bad_request", "NUL bytes are not allowed in the query or headers");
+  /* The daemon's log names the preview, never its token (the URL is the
+   * capability): whatever follows /p/ is hidden until the token resolves. */
+  if (!strncmp(r->path, PV_PREFIX, 3)) {
+    const char *after = r->path + 3 + strcspn(r->path + 3, "/");
+    memmove(r->path + 4, after, strlen(after) + 1);
+    r->path[3] = '*';
+  }
   const char *rest = NULL;
   enum MHD_Result ret = locate(r, &rest);
   if (r->responded || ret != MHD_YES)
     return ret;
-  /* The daemon's log names the preview, never its token (the URL is the
-   * capability). */
   int rl = (int)strcspn(rest, "?");
-  if (!pv->host_form)
-    snprintf(r->path, sizeof r->path, "/p/*%.*s", rl, rest);
   struct husk_err err;
   if (husk_preview_resolve(s->cfg.mgr, pv->token, &pv->p, &err) < 0)
     return pv_core_error(r, &err);
@@ -556,10 +666,10 @@ enum MHD_Result api_preview_begin(struct req *r) {
     strbuf_str(&b, pv->token);
   }
   strbuf_str(&b, "\r\n");
+  /* Otherwise keep-alive (HTTP/1.1's default): the connection may serve
+   * this client's next request through this preview (keep_upstream). */
   if (pv->upgrade)
     strbuf_str(&b, "Connection: Upgrade\r\nUpgrade: websocket\r\n");
-  else
-    strbuf_str(&b, "Connection: close\r\n");
   if (pv->chunked_up) {
     strbuf_str(&b, "Transfer-Encoding: chunked\r\n");
   } else if (cl) {
@@ -572,19 +682,20 @@ enum MHD_Result api_preview_begin(struct req *r) {
   if (!head)
     return api_reply_error(r, 500, "internal_error", "out of memory");
 
-  pv->up = husk_preview_open(s->cfg.mgr, &pv->p, &err);
-  if (pv->up < 0) {
-    free(head);
-    return pv_core_error(r, &err);
-  }
+  pv->head = head;
   pv->buf = malloc(PV_BUF);
-  if (!pv->buf) {
-    free(head);
+  if (!pv->buf)
     return api_reply_error(r, 500, "internal_error", "out of memory");
-  }
-  int rc = up_write(r, head, strlen(head));
-  free(head);
-  if (rc < 0)
+  /* A request without a body may go on the connection this client's
+   * previous request through this preview left open: if the box closed
+   * it meanwhile, the head is sent again on a new one (api_preview_end),
+   * which a body already sent would not allow. */
+  if (!cl && !pv->chunked_up && !pv->upgrade)
+    pv->up = take_upstream(r);
+  pv->reused = pv->up >= 0;
+  if (!pv->reused && open_upstream(r, &err) < 0)
+    return pv_core_error(r, &err);
+  if (up_write(r, head, strlen(head)) < 0 && !pv->reused)
     return pv_error(r, errno == ETIMEDOUT ? 504 : 502,
                     errno == ETIMEDOUT ? "gateway_timeout" : "bad_gateway",
                     "the sandbox's port closed the connection");
@@ -699,37 +810,29 @@ static ssize_t body_reader(void *cls, uint64_t pos, char *out, size_t max) {
   case FR_LENGTH:
     if (pv->left == 0)
       return MHD_CONTENT_READER_END_OF_STREAM;
-    if (pv->off == pv->len && up_fill(r) <= 0)
+    if ((uint64_t)max > pv->left)
+      max = (size_t)pv->left; /* never a byte past the reply's end */
+    n = up_take(r, out, max);
+    if (n <= 0)
       return MHD_CONTENT_READER_END_WITH_ERROR;
-    n = (ssize_t)(pv->len - pv->off);
-    if ((uint64_t)n > pv->left)
-      n = (ssize_t)pv->left;
-    if ((size_t)n > max)
-      n = (ssize_t)max;
-    memcpy(out, pv->buf + pv->off, (size_t)n);
-    pv->off += (size_t)n;
     pv->left -= (uint64_t)n;
+    pv->clean = pv->left == 0;
     break;
   case FR_CHUNKED:
     n = dechunk(r, out, max);
-    if (n == 0)
+    if (n == 0) {
+      pv->clean = true;
       return MHD_CONTENT_READER_END_OF_STREAM;
+    }
     if (n < 0)
       return MHD_CONTENT_READER_END_WITH_ERROR;
     break;
   case FR_CLOSE:
-    if (pv->off == pv->len) {
-      ssize_t got = up_fill(r);
-      if (got == 0)
-        return MHD_CONTENT_READER_END_OF_STREAM;
-      if (got < 0)
-        return MHD_CONTENT_READER_END_WITH_ERROR;
-    }
-    n = (ssize_t)(pv->len - pv->off);
-    if ((size_t)n > max)
-      n = (ssize_t)max;
-    memcpy(out, pv->buf + pv->off, (size_t)n);
-    pv->off += (size_t)n;
+    n = up_take(r, out, max);
+    if (n == 0)
+      return MHD_CONTENT_READER_END_OF_STREAM;
+    if (n < 0)
+      return MHD_CONTENT_READER_END_WITH_ERROR;
     break;
   }
   pv->body_out += (uint64_t)n;
@@ -939,9 +1042,8 @@ static enum MHD_Result queue_upgrade(struct req *r, const struct http_head *h) {
   return ret;
 }
 
-/* The request in the preview's access log; pv->seq stays 0 if it could
- * not be written (logged).  Synced with the reply (api_queue, or
- * api_preview_end before it queues). */
+/* The request in the preview's access log, before the reply leaves;
+ * pv->seq is -1 if it could not be written (logged). */
 static void record(struct req *r, int status) {
   struct preview_req *pv = r->pv;
   struct husk_preview_access_rec rec = {0};
@@ -1004,6 +1106,24 @@ enum MHD_Result api_preview_end(struct req *r) {
     return pv_error(r, 502, "bad_gateway", "the sandbox's port stopped taking the request body");
   struct http_head h = {0};
   enum MHD_Result ret = MHD_NO;
+  if (pv->reused) {
+    /* A kept connection the box closed meanwhile (its own idle timeout)
+     * answers nothing: the request, which has no body, goes again on a
+     * new one. */
+    ssize_t got = pv->len > pv->off ? 1 : up_fill(r);
+    if (got <= 0 && (got == 0 || errno == ECONNRESET || errno == EPIPE)) {
+      struct husk_err err;
+      husk_preview_close(s->cfg.mgr, pv->up);
+      pv->up = -1;
+      pv->off = pv->len = 0;
+      if (open_upstream(r, &err) < 0)
+        return pv_core_error(r, &err);
+      if (up_write(r, pv->head, strlen(pv->head)) < 0)
+        return pv_error(r, errno == ETIMEDOUT ? 504 : 502,
+                        errno == ETIMEDOUT ? "gateway_timeout" : "bad_gateway",
+                        "the sandbox's port closed the connection");
+    }
+  }
   if (read_head(r, &h, &ret) < 0)
     return ret;
   int status = atoi(h.start[1]);
@@ -1018,8 +1138,12 @@ enum MHD_Result api_preview_end(struct req *r) {
   }
   bool head = !strcmp(r->method, "HEAD");
   uint64_t size = MHD_SIZE_UNKNOWN;
+  const char *up_conn = egress_http_get(&h, "Connection");
+  pv->no_keep = upgrade || (up_conn && in_connection(up_conn, "close")) ||
+                strcmp(h.start[0], "HTTP/1.1") != 0;
   if (upgrade || head || status == 204 || status == 304) {
     pv->framing = FR_NONE;
+    pv->clean = !upgrade;
     if (head && h.has_length)
       size = h.length;
   } else if (h.chunked) {
@@ -1027,6 +1151,7 @@ enum MHD_Result api_preview_end(struct req *r) {
   } else if (h.has_length) {
     pv->framing = FR_LENGTH;
     pv->left = size = h.length;
+    pv->clean = size == 0;
   } else {
     pv->framing = FR_CLOSE;
   }
@@ -1034,12 +1159,6 @@ enum MHD_Result api_preview_end(struct req *r) {
   record(r, status);
   if (pv->seq <= 0) {
     egress_http_free(&h);
-    return pv_error(r, 500, "internal_error", "the access could not be recorded");
-  }
-  struct husk_err err;
-  if (state_defer_end(s->cfg.state, &err) < 0) {
-    egress_http_free(&h);
-    api_log(s, "preview %s: %s", pv->p.id, err.msg);
     return pv_error(r, 500, "internal_error", "the access could not be recorded");
   }
   if (upgrade) {
@@ -1051,7 +1170,7 @@ enum MHD_Result api_preview_end(struct req *r) {
   if (pv->framing == FR_NONE && !(head && size != MHD_SIZE_UNKNOWN))
     resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
   else
-    resp = MHD_create_response_from_callback(size, PV_BUF, body_reader, r, NULL);
+    resp = MHD_create_response_from_callback(size, PV_BLOCK, body_reader, r, NULL);
   if (!resp) {
     egress_http_free(&h);
     return pv_error(r, 500, "internal_error", "out of memory");
@@ -1065,16 +1184,18 @@ enum MHD_Result api_preview_end(struct req *r) {
   return ret;
 }
 
-void api_preview_cleanup(struct req *r) {
+void api_preview_cleanup(struct req *r, enum MHD_RequestTerminationCode toe) {
   struct preview_req *pv = r->pv;
   if (!pv)
     return;
   struct husk_mgr *m = r->srv->cfg.mgr;
+  keep_upstream(r, toe);
   if (pv->up >= 0)
     husk_preview_close(m, pv->up);
   if (pv->seq > 0 && pv->buf) /* it reached the box: its counts */
     husk_preview_record_end(m, pv->seq, pv->body_in, pv->body_out, mono_ms() - pv->t0_ms);
   memset(pv->token, 0, sizeof pv->token);
+  free(pv->head);
   free(pv->buf);
   free(pv);
   r->pv = NULL;

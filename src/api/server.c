@@ -627,7 +627,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     MHD_destroy_response(r->pending);
   if (r->route && r->route->cleanup)
     r->route->cleanup(r);
-  api_preview_cleanup(r);
+  api_preview_cleanup(r, toe);
   release(r);
   if (!r->audited && r->route && r->route->action && (r->admin || r->tenant[0]))
     api_audit(r, "aborted"); /* the client went away before a reply */

@@ -178,6 +178,9 @@ struct husk_mgr {
   /* This daemon's own network namespace, to come back to after a socket
    * was made in a box's (preview.c); -1 until first needed. */
   int host_netns;
+  /* When a preview's access record last synced the database (monotonic
+   * ms): records are synced in batches (preview.c). */
+  _Atomic int64_t preview_synced_ms;
 };
 #define PROFILE_CACHE_MAX 64
 void box_profiles_free(struct husk_mgr *m);

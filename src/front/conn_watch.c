@@ -6,6 +6,7 @@
  * that was closed and reused. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -20,11 +21,20 @@ struct conn_entry {
   bool cut;    /* shut down by the watchdog */
   int fd;
   int64_t since_ms;
+  /* A descriptor kept with the connection between its requests
+   * (conn_watch_keep), -1 if none. */
+  int kept_fd;
+  char kept_tag[CONN_WATCH_TAG_MAX];
+  void (*kept_close)(void *ctx, int fd);
+  void *kept_ctx;
 };
 
 void conn_watch_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
                        enum MHD_ConnectionNotificationCode toe) {
   struct conn_watch *w = cls;
+  int kept_fd = -1;
+  void (*kept_close)(void *ctx, int fd) = NULL;
+  void *kept_ctx = NULL;
   pthread_mutex_lock(&w->lock);
   if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
     *socket_context = NULL;
@@ -34,8 +44,11 @@ void conn_watch_notify(void *cls, struct MHD_Connection *conn, void **socket_con
         continue;
       const union MHD_ConnectionInfo *ci =
           MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-      *e = (struct conn_entry){
-          .used = true, .timing = true, .fd = ci ? ci->connect_fd : -1, .since_ms = mono_ms()};
+      *e = (struct conn_entry){.used = true,
+                               .timing = true,
+                               .fd = ci ? ci->connect_fd : -1,
+                               .since_ms = mono_ms(),
+                               .kept_fd = -1};
       *socket_context = e;
       break;
     }
@@ -43,8 +56,14 @@ void conn_watch_notify(void *cls, struct MHD_Connection *conn, void **socket_con
     struct conn_entry *e = *socket_context;
     e->used = false;
     *socket_context = NULL;
+    kept_fd = e->kept_fd;
+    kept_close = e->kept_close;
+    kept_ctx = e->kept_ctx;
+    e->kept_fd = -1;
   }
   pthread_mutex_unlock(&w->lock);
+  if (kept_fd >= 0 && kept_close)
+    kept_close(kept_ctx, kept_fd);
 }
 
 static struct conn_entry *entry_of(struct MHD_Connection *conn) {
@@ -70,6 +89,51 @@ void conn_watch_request_done(struct conn_watch *w, struct MHD_Connection *conn) 
   e->timing = true;
   e->since_ms = mono_ms();
   pthread_mutex_unlock(&w->lock);
+}
+
+void conn_watch_keep(struct conn_watch *w, struct MHD_Connection *conn, int fd, const char *tag,
+                     void (*close_fn)(void *ctx, int fd), void *ctx) {
+  struct conn_entry *e = entry_of(conn);
+  int old_fd = -1;
+  void (*old_close)(void *ctx, int fd) = NULL;
+  void *old_ctx = NULL;
+  pthread_mutex_lock(&w->lock);
+  if (e && e->used) {
+    old_fd = e->kept_fd;
+    old_close = e->kept_close;
+    old_ctx = e->kept_ctx;
+    e->kept_fd = fd;
+    snprintf(e->kept_tag, sizeof e->kept_tag, "%s", tag);
+    e->kept_close = close_fn;
+    e->kept_ctx = ctx;
+    fd = -1;
+  }
+  pthread_mutex_unlock(&w->lock);
+  if (old_fd >= 0 && old_close)
+    old_close(old_ctx, old_fd);
+  if (fd >= 0) /* no entry to keep it with */
+    close_fn(ctx, fd);
+}
+
+int conn_watch_take(struct conn_watch *w, struct MHD_Connection *conn, const char *tag) {
+  struct conn_entry *e = entry_of(conn);
+  int fd = -1, other = -1;
+  void (*close_fn)(void *ctx, int fd) = NULL;
+  void *ctx = NULL;
+  pthread_mutex_lock(&w->lock);
+  if (e && e->used && e->kept_fd >= 0) {
+    if (!strcmp(e->kept_tag, tag))
+      fd = e->kept_fd;
+    else
+      other = e->kept_fd;
+    close_fn = e->kept_close;
+    ctx = e->kept_ctx;
+    e->kept_fd = -1;
+  }
+  pthread_mutex_unlock(&w->lock);
+  if (other >= 0 && close_fn)
+    close_fn(ctx, other);
+  return fd;
 }
 
 static void *watchdog(void *arg) {

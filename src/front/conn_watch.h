@@ -50,4 +50,16 @@ void conn_watch_request_in(struct conn_watch *w, struct MHD_Connection *conn);
 /* Its reply is done: the wait for the next request starts now. */
 void conn_watch_request_done(struct conn_watch *w, struct MHD_Connection *conn);
 
+/* A descriptor the front keeps with a connection between its requests
+ * (the API: a preview's connection to a box, for the same client's next
+ * request through the same preview), named by `tag`.  close_fn(ctx, fd)
+ * closes it when the connection closes, when another is kept in its
+ * place, or at once if the connection has no entry. */
+#define CONN_WATCH_TAG_MAX 40
+void conn_watch_keep(struct conn_watch *w, struct MHD_Connection *conn, int fd, const char *tag,
+                     void (*close_fn)(void *ctx, int fd), void *ctx);
+/* The descriptor kept with the connection under `tag`, now the caller's,
+ * or -1; one kept under another tag is closed. */
+int conn_watch_take(struct conn_watch *w, struct MHD_Connection *conn, const char *tag);
+
 #endif
