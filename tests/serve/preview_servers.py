@@ -228,7 +228,12 @@ def http_server(port):
                 "body_sha256": hashlib.sha256(body).hexdigest(),
                 "framing": framing,
                 "peer": self.client_address[0],
+                "peer_port": self.client_address[1],
             }
+            # ?close=1: the server closes the connection after this answer
+            # without saying so (as one whose idle timeout struck would).
+            if q.get("close"):
+                self.close_connection = True
             self.send(200, (json.dumps(info) + "\n").encode())
 
         do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = do_HEAD = handle_any

@@ -264,6 +264,35 @@ conns=$(curl -s -o /dev/null -o /dev/null -w '%{num_connects} ' --max-time 30 "$
 expect_eq "keep-alive: two requests on one connection (num_connects 1 then 0)" "$conns" "1 0 "
 curl -sv -o /dev/null -o /dev/null --max-time 30 "$P/one" "$P/two" 2>"$T_SCRATCH/v"
 check "curl reports re-using the connection" grep -qi "re-using existing connection" "$T_SCRATCH/v"
+# The connection to the box: kept for the same client's next request
+# through this preview, never shared with another client, and replaced
+# when the box closed it.
+python3 - "$PORT" "$TOK_PUB" >"$T_SCRATCH/reuse" <<'PYEOF' || true
+import http.client, json, sys
+port, tok = int(sys.argv[1]), sys.argv[2]
+def get(c, path):
+    c.request("GET", "/p/%s%s" % (tok, path))
+    r = c.getresponse()
+    body = r.read()
+    return r.status, json.loads(body)["peer_port"] if r.status == 200 else None
+a = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+b = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+out = {}
+out["a1"] = get(a, "/r1")
+out["b1"] = get(b, "/r1")
+out["a2"] = get(a, "/r2")
+out["b2"] = get(b, "/r2")
+out["a3"] = get(a, "/r3?close=1")  # the box closes after this answer, unannounced
+out["a4"] = get(a, "/r4")
+out["a5"] = get(a, "/r5")
+print(json.dumps(out))
+PYEOF
+REUSE=$(cat "$T_SCRATCH/reuse")
+rj() { python3 -c 'import json,sys; print(eval(sys.argv[2], {"j": json.loads(sys.argv[1])}))' "$REUSE" "$1" 2>/dev/null; }
+expect_eq "box connection: every request of two interleaved clients answered"   "$(rj '[v[0] for v in j.values()]')" "[200, 200, 200, 200, 200, 200, 200]"
+expect_eq "box connection: a client's second request goes on its first one's connection to the box"   "$(rj 'j["a1"][1] == j["a2"][1] and j["b1"][1] == j["b2"][1]')" True
+expect_eq "box connection: another client never gets it" "$(rj 'j["a1"][1] != j["b1"][1]')" True
+expect_eq "box connection: one the box closed unannounced is replaced, and the request answered"   "$(rj 'j["a4"][1] != j["a3"][1] and j["a5"][1] == j["a4"][1]')" True
 head -c $((2 << 20)) /dev/urandom >"$T_SCRATCH/up"
 UPSUM=$(sha256sum <"$T_SCRATCH/up" | cut -d' ' -f1)
 preq "$P/upload" -X POST --data-binary @"$T_SCRATCH/up"
