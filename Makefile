@@ -250,7 +250,8 @@ faults: $(BUILD)/tests/test_faults
 bench:
 	@scripts/deps.sh bench
 	@$(MAKE) --no-print-directory all
-	@bench/run.sh && bench/serve.sh && bench/templates.sh && bench/rootmount.sh && bench/contexts.sh && bench/snapshots.sh
+	@bench/run.sh && bench/serve.sh && bench/templates.sh && bench/rootmount.sh && bench/contexts.sh && bench/snapshots.sh \
+		&& bench/previews.sh
 
 # libFuzzer harnesses (tests/fuzz/fuzz_<target>.c), built with clang under
 # ASan+UBSan in their own tree: the library objects carry coverage
