@@ -161,6 +161,10 @@ enum api_wait_result {
 enum api_wait_result api_wait_srv(struct api_server *s, int sock, int fd, int timeout_ms,
                                   bool watch_stop);
 
+/* Count the request in the load of r->tenant (released at its
+ * completion), or refuse it (429, 503) past the tenant's bounds. */
+enum MHD_Result api_admit(struct req *r);
+
 /* Query arguments (URL-decoded; "" for a bare "?name").  NULL if absent.
  * Requests with a NUL in any argument were refused before the handler. */
 const char *api_query(struct req *r, const char *name);

@@ -600,6 +600,13 @@ enum MHD_Result api_preview_begin(struct req *r) {
   if (pv->host_form && !host_matches(r))
     return pv_error(r, 404, "not_found", "no such preview");
   snprintf(r->audit_box, sizeof r->audit_box, "%s", pv->p.box_id);
+  /* A preview's requests count in its tenant's share of the connection
+   * threads, as its API requests do: a popular preview can slow its own
+   * tenant down, never another. */
+  snprintf(r->tenant, sizeof r->tenant, "%s", pv->p.tenant_id);
+  ret = api_admit(r);
+  if (r->responded || ret != MHD_YES)
+    return ret;
   ret = authorize(r);
   if (r->responded || ret != MHD_YES)
     return ret;

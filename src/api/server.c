@@ -331,7 +331,7 @@ static bool route_runs_command(const struct route *rt) {
 /* Count an authenticated tenant request in its tenant's load, or refuse it
  * (429) past the tenant's bounds: one tenant's slow streams must leave
  * connection threads for the others. */
-static enum MHD_Result admit(struct req *r) {
+enum MHD_Result api_admit(struct req *r) {
   struct api_server *s = r->srv;
   if (r->admin || !r->tenant[0])
     return MHD_YES;
@@ -344,7 +344,7 @@ static enum MHD_Result admit(struct req *r) {
   }
   unsigned max_req = tenant_load_bound(t.max_requests, s->tenant_max_requests);
   unsigned max_exec = tenant_load_bound(t.max_execs, s->tenant_max_execs);
-  bool exec = route_runs_command(r->route);
+  bool exec = r->route && route_runs_command(r->route); /* a preview has no route */
   unsigned reqs, execs;
   enum tenant_admit res =
       tenant_load_acquire(&s->front.loads, r->tenant, max_req, exec, max_exec, &reqs, &execs);
@@ -436,7 +436,7 @@ static enum MHD_Result route_request(struct req *r, const char *url, const char 
   enum MHD_Result ret = api_authenticate(r);
   if (r->responded || ret != MHD_YES)
     return ret;
-  ret = admit(r);
+  ret = api_admit(r);
   if (r->responded || ret != MHD_YES)
     return ret;
   if (bad_param) {

@@ -482,6 +482,32 @@ wait "$MC1" "$MC2"
 preq "$L/after"
 expect_code "once the streams end, a request gets through again: 200" 200
 
+# A preview's requests count in its tenant's share of the connection
+# threads: tenant A's streams through its previews can fill A's share,
+# never B's.
+KEY=$ADMIN
+api PUT "/v1/tenants/$TID_A/quota" -d '{"max_requests":2}'
+expect_code "tenant A's max_requests set to 2" 200
+KEY=$KEY_A
+curl -sN --max-time 60 "$P/sse?gate=/tmp/gate3" >"$T_SCRATCH/tl1" 2>&1 &
+TL1=$!
+curl -sN --max-time 60 "$P/sse?gate=/tmp/gate3" >"$T_SCRATCH/tl2" 2>&1 &
+TL2=$!
+check "tenant share: two streams through A's preview held open" \
+  bash -c "for i in \$(seq 200); do grep -q 'event: one' '$T_SCRATCH/tl1' && grep -q 'event: one' '$T_SCRATCH/tl2' && exit 0; sleep 0.1; done; exit 1"
+preq "$P/third"
+expect_code "tenant share: a third request through A's preview: 429" 429
+KEY=$KEY_B
+api GET /v1/sandboxes
+expect_code "tenant share: tenant B's requests are not held back" 200
+KEY=$ADMIN
+api PUT "/v1/tenants/$TID_A/quota" -d '{"max_requests":null}'
+KEY=$KEY_A
+bx "$A" 'touch /tmp/gate3'
+wait "$TL1" "$TL2"
+preq "$P/after-share"
+expect_code "tenant share: once the streams end, A's preview answers again: 200" 200
+
 mkpreview "$A" 8000 '{"public":true,"limits":{"idle_timeout":2}}' || not_ok "a preview with idle_timeout 2"
 curl -sN --max-time 40 "$PURL/sse?gate=/tmp/never" >"$T_SCRATCH/idle" 2>&1
 rc=$?
