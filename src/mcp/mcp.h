@@ -91,9 +91,13 @@ struct mcp_tool {
 struct mcp_storage {
   void *ctx;
   /* Publish `size` bytes readable from `fd` (at offset 0) for `tenant`
-   * under `name`; *url (malloc'd) is an expiring link, *expires_ms its end. */
-  int (*publish)(void *ctx, const char *tenant, const char *name, const char *mime_type, int fd,
-                 uint64_t size, char **url, int64_t *expires_ms, struct husk_err *err);
+   * under `name`; *url (malloc'd) is an expiring link, *expires_ms its end.
+   * `name` unique (a job's output): the object is outputs/<name>, replaced
+   * by the next publish of that name (one object, counted once in the
+   * quota); else a new object each time. */
+  int (*publish)(void *ctx, const char *tenant, const char *name, bool unique,
+                 const char *mime_type, int fd, uint64_t size, char **url, int64_t *expires_ms,
+                 struct husk_err *err);
   const struct mcp_tool *tools;
   size_t ntools;
 };

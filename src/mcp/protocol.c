@@ -326,11 +326,11 @@ static json_t *tools_list(struct mcp_server *s, const struct mcp_msg *msg) {
   json_t *arr = json_array();
   for (size_t i = 0; i < N_OWN_TOOLS; i++)
     json_array_append_new(arr, tool_json(own_tools[i]));
-  if (s->cfg.previews)
-    json_array_append_new(arr, tool_json(&mcp_tool_expose_port));
   const struct mcp_storage *st = s->cfg.storage;
   for (size_t i = 0; st && i < st->ntools; i++)
     json_array_append_new(arr, tool_json(&st->tools[i]));
+  if (s->cfg.previews)
+    json_array_append_new(arr, tool_json(&mcp_tool_expose_port));
   return list_result(msg, "tools", arr);
 }
 

@@ -152,15 +152,24 @@ static void add_link_block(struct mcp_call *c, const char *url, const char *key,
 
 /* ---- publish (run_code's output files) -------------------------------------------- */
 
-static int publish(void *ctx, const char *tenant, const char *name, const char *mime_type, int fd,
-                   uint64_t size, char **url, int64_t *expires_ms, struct husk_err *err) {
+static int publish(void *ctx, const char *tenant, const char *name, bool unique,
+                   const char *mime_type, int fd, uint64_t size, char **url, int64_t *expires_ms,
+                   struct husk_err *err) {
   struct store *s = ctx;
   *url = NULL;
   if (!links_possible(s))
     return husk_fail(err, EOPNOTSUPP, "links are not available on this server");
   cleanup_free char *key = NULL;
-  if (unique_key("outputs", name, &key, err) < 0)
+  if (unique) {
+    char safe[NAME_MAX_LEN + 1];
+    safe_name(name, safe, sizeof safe);
+    if (asprintf(&key, "outputs/%s", safe) < 0) {
+      key = NULL;
+      return husk_error(err, ENOMEM, "key");
+    }
+  } else if (unique_key("outputs", name, &key, err) < 0) {
     return -1;
+  }
   if (lseek(fd, 0, SEEK_SET) < 0)
     return husk_error(err, errno, "output file");
   if (store_remote(s)) {

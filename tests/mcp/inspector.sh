@@ -31,7 +31,7 @@ has() { # EXPR: Python on the JSON in $OUT (j)
 }
 TOOLS='len(j.get("result", j)["tools"]) == 17 and j.get("result", j)["tools"][0]["name"] == "run_code"'
 # husk serve adds the storage plane's four tools after husk's own.
-TOOLS_HTTP='len(j.get("result", j)["tools"]) == 21 and j.get("result", j)["tools"][0]["name"] == "run_code" and j.get("result", j)["tools"][20]["name"] == "load_file"'
+TOOLS_HTTP='len(j.get("result", j)["tools"]) == 22 and j.get("result", j)["tools"][0]["name"] == "run_code" and j.get("result", j)["tools"][20]["name"] == "load_file"'
 PY='(j.get("result", j))["structuredContent"]["stdout"] == "42\n"'
 CALL=(--method tools/call --tool-name run_code --tool-args-json '{"language":"python","code":"print(6*7)"}' --format json)
 cat >"$T_SCRATCH/mcp.json" <<JSON
