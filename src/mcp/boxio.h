@@ -14,6 +14,12 @@
 /* Output of a command inlined in a result, per stream: past it, the tail
  * is shown with a note and the whole output is kept as a file. */
 #define MCP_INLINE_OUTPUT (20 * 1000)
+/* What one call may carry of a file's bytes, whatever its encoding
+ * (text, or base64 decoded): sandbox_write_file's content, store_file's
+ * content, run_code's input files together.  Base64 text of it is up to
+ * MCP_CONTENT_B64_MAX characters. */
+#define MCP_CONTENT_MAX (3 * 1024 * 1024)
+#define MCP_CONTENT_B64_MAX ((MCP_CONTENT_MAX + 2) / 3 * 4)
 /* A non-image file inlined as text. */
 #define MCP_INLINE_TEXT (64 * 1024)
 /* One image returned as image content, and all images of one result. */

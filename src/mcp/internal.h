@@ -44,6 +44,9 @@ char *mcp_check_args(const struct mcp_tool *t, json_t *args);
 /* tools_exec.c: write run_code's `files` (b64: `files_base64`) under
  * /workspace of a box.  -1: the call's result says what was wrong. */
 int mcp_write_inputs(struct mcp_call *c, const struct husk_fs *b, json_t *map, bool b64);
+/* run_code's `files` and `files_base64` hold at most MCP_CONTENT_MAX
+ * bytes of files together; else the call's result says so and -1. */
+int mcp_check_inputs(struct mcp_call *c);
 
 /* tools_ctx.c: run_code with a sandbox_id, in a code context of that box. */
 int mcp_run_in_context(struct mcp_call *c);
@@ -77,6 +80,14 @@ static inline char *mcp_b64_encode(const void *buf, size_t len) {
 }
 static inline int mcp_b64_decode(const char *s, size_t len, unsigned char **out, size_t *out_len) {
   return b64_decode(s, len, out, out_len);
+}
+/* The bytes base64 text of `len` characters decodes to (padding and all:
+ * a text that is not base64 fails when decoded). */
+static inline size_t mcp_b64_decoded_len(const char *s, size_t len) {
+  size_t pad = 0;
+  while (pad < 2 && len > pad && s[len - 1 - pad] == '=')
+    pad++;
+  return (len - pad) / 4 * 3 + ((len - pad) % 4 ? (len - pad) % 4 - 1 : 0);
 }
 static inline bool mcp_utf8_valid(const char *buf, size_t len) {
   return utf8_valid(buf, len) && (len == 0 || !memchr(buf, 0, len));

@@ -18,7 +18,6 @@
 #define READ_DEFAULT (64 * 1024)
 #define READ_MAX (1024 * 1024)
 #define LIST_ENTRIES_MAX 1000
-#define WRITE_MAX (3 * 1024 * 1024)
 
 #define ID_PARAM {"sandbox_id", MCP_P_STRING, true, "the id from sandbox_create", NULL, 0, 0, 64}
 #define END_PARAM {NULL, 0, false, NULL, NULL, 0, 0, 0}
@@ -210,7 +209,8 @@ static const struct mcp_param write_params[] = {
     ID_PARAM,
     {"path", MCP_P_STRING, true, "where to write: under /workspace (relative paths are), /tmp or "
      "/dev/shm; parent directories are created", NULL, 0, 0, 4096},
-    {"content", MCP_P_STRING, true, "the whole file content", NULL, 0, 0, WRITE_MAX},
+    {"content", MCP_P_STRING, true, "the whole file content: at most 3 MiB of the file's bytes "
+     "(base64 decoded)", NULL, 0, 0, MCP_CONTENT_B64_MAX},
     {"encoding", MCP_P_STRING, false, "utf-8 (default: content is text) or base64 (binary)",
      encodings, 0, 0, 0},
     END_PARAM,
@@ -225,6 +225,10 @@ static int write_file(struct mcp_call *c) {
   size_t len = json_string_length(content);
   if (b64 && mcp_b64_decode(json_string_value(content), len, &bin, &len) < 0)
     return mcp_tool_error(c, "content is not valid base64 (encoding is base64)");
+  if (len > MCP_CONTENT_MAX)
+    return mcp_tool_error(c, "content is %zu bytes, more than a call may carry (%d, 3 MiB, "
+                          "decoded): write the file in parts from the sandbox, or load_file it "
+                          "from storage", len, MCP_CONTENT_MAX);
   struct husk_mgr *m;
   struct husk_fs b;
   if (open_fs(c, &m, &b) < 0)
@@ -241,7 +245,7 @@ static int write_file(struct mcp_call *c) {
 const struct mcp_tool mcp_tool_sandbox_write_file = {
     "sandbox_write_file", "Write a file in a sandbox",
     "Create or replace a file in a sandbox (text, or binary as base64). Relative paths are under "
-    "/workspace. Up to 3 MB per call.",
+    "/workspace. Up to 3 MiB of the file's bytes per call (base64 decoded).",
     write_params,
     "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"size\":{\"type\":"
     "\"integer\"}},\"required\":[\"path\",\"size\"]}",

@@ -426,6 +426,8 @@ int mcp_run_in_context(struct mcp_call *c) {
                             "use a context of that language", ctx_id, ci.language, lang);
   }
   if (mcp_arg(c, "files") || mcp_arg(c, "files_base64")) {
+    if (mcp_check_inputs(c) < 0)
+      return 0;
     struct husk_fs b;
     if (mcp_box_fs(m, c->caller->tenant, box, &b, &err) < 0)
       return ctx_error(c, m, box, NULL, &err);

@@ -31,7 +31,6 @@
  * yet collected survives a while; then its TTL ends it. */
 #define RUN_BOX_GRACE_MS (15 * 60 * 1000)
 #define CODE_MAX (1024 * 1024)
-#define INPUT_FILES_MAX (3 * 1024 * 1024)
 #define OUTPUT_FILES_MAX 50
 #define OUTPUT_DIR "/workspace/output"
 /* Where whole outputs too long to inline are kept in a box. */
@@ -486,9 +485,10 @@ static const struct mcp_param run_code_params[] = {
      "(.sh, .js) with /workspace as working directory; with sandbox_id it is one step of the "
      "context's session (a notebook cell)", NULL, 0, 0, CODE_MAX},
     {"files", MCP_P_STRMAP, false, "input files to create first: relative path under /workspace "
-     "-> text content", NULL, 0, 0, INPUT_FILES_MAX},
+     "-> text content (with files_base64, at most 3 MiB of files)", NULL, 0, 0, MCP_CONTENT_MAX},
     {"files_base64", MCP_P_STRMAP, false, "binary input files: relative path under /workspace -> "
-     "base64 content", NULL, 0, 0, INPUT_FILES_MAX},
+     "base64 content (with files, at most 3 MiB of files, decoded)", NULL, 0, 0,
+     MCP_CONTENT_B64_MAX},
     {"timeout_seconds", MCP_P_INT, false, "time limit (default 300; with sandbox_id the server's "
      "wait, 45 s unless configured); past it the program is stopped (exit_code 124), or a "
      "context's execution interrupted (status timeout, the state kept)", NULL, 1,
@@ -501,6 +501,21 @@ static const struct mcp_param run_code_params[] = {
      HUSK_CTX_ID_MAX - 1},
     {NULL, 0, false, NULL, NULL, 0, 0, 0},
 };
+
+int mcp_check_inputs(struct mcp_call *c) {
+  uint64_t total = 0;
+  const char *name;
+  json_t *v;
+  json_object_foreach(mcp_arg(c, "files"), name, v) total += json_string_length(v);
+  json_object_foreach(mcp_arg(c, "files_base64"), name, v)
+    total += mcp_b64_decoded_len(json_string_value(v), json_string_length(v));
+  if (total > MCP_CONTENT_MAX)
+    return mcp_tool_error(c, "the input files hold %llu bytes, more than a call may carry (%d, "
+                          "3 MiB, decoded): write them with sandbox_write_file in parts, or "
+                          "load_file them from storage",
+                          (unsigned long long)total, MCP_CONTENT_MAX), -1;
+  return 0;
+}
 
 int mcp_write_inputs(struct mcp_call *c, const struct husk_fs *b, json_t *map, bool b64) {
   const char *name;
@@ -532,6 +547,8 @@ static int run_code(struct mcp_call *c) {
   if (mcp_arg_str(c, "context_id"))
     return mcp_tool_error(c, "context_id needs sandbox_id: a code context lives in a sandbox "
                           "(sandbox_create); leave context_id out for a one-shot run");
+  if (mcp_check_inputs(c) < 0)
+    return 0;
   const char *lang = mcp_arg_str(c, "language"), *code = mcp_arg_str(c, "code");
   if (!lang)
     lang = "python";

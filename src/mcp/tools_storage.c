@@ -23,7 +23,6 @@
 #include "util/id.h"
 
 /* Inline content of store_file (decoded size; the message limit is 4 MiB). */
-#define CONTENT_MAX (3 * 1024 * 1024)
 #define LIST_DEFAULT 100
 #define LIST_MAX 1000
 #define NAME_MAX_LEN 100
@@ -222,7 +221,7 @@ static const struct mcp_param store_params[] = {
     {"path", MCP_P_STRING, false, "the sandbox path to store (relative paths are under "
      "/workspace); a directory is stored as a tar archive", NULL, 0, 0, 4096},
     {"content", MCP_P_STRING, false, "or: the content to store (instead of sandbox_id + path), "
-     "at most 3 MB", NULL, 0, 0, CONTENT_MAX * 4 / 3 + 4},
+     "at most 3 MB", NULL, 0, 0, MCP_CONTENT_B64_MAX},
     {"encoding", MCP_P_STRING, false, "of `content`: utf-8 (default, text) or base64 (binary)",
      encodings, 0, 0, 0},
     BUCKET_PARAM,
@@ -277,9 +276,10 @@ static int store_file(struct mcp_call *c) {
     bool b64 = enc && !strcmp(enc, "base64");
     if (b64 && b64_decode(json_string_value(content), len, &bin, &len) < 0)
       return mcp_tool_error(c, "content is not valid base64 (encoding is base64)");
-    if (len > CONTENT_MAX)
-      return mcp_tool_error(c, "content is too large (%zu bytes, at most %d): write it into a "
-                            "sandbox and store it with sandbox_id + path", len, CONTENT_MAX);
+    if (len > MCP_CONTENT_MAX)
+      return mcp_tool_error(c, "content is %zu bytes, more than a call may carry (%d, 3 MiB, "
+                            "decoded): write it into a sandbox and store it with sandbox_id + "
+                            "path", len, MCP_CONTENT_MAX);
     rc = box_store_put_buffer(s, c->caller->tenant,
                               b64 ? (const void *)bin : json_string_value(content), len, ctype,
                               bucket, key, true, exp, filename, &res, &err);
