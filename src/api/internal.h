@@ -50,6 +50,8 @@ struct api_server {
   _Atomic uint64_t reply_reserved;
   unsigned tenant_max_requests, tenant_max_execs; /* the defaults */
   struct husk_preview_domain preview_domain;
+  /* Per tenant, its requests through its previews (api_admit_preview). */
+  struct tenant_loads preview_loads;
   char preview_scheme[8]; /* of --preview-url: what X-Forwarded-Proto says */
 };
 
@@ -101,7 +103,7 @@ struct req {
   char tenant[STATE_TENANT_ID_SIZE];
   char key_id[STATE_KEY_ID_SIZE];
   /* Counted in the tenant's load (released at completion). */
-  bool load_counted, load_exec;
+  bool load_counted, load_exec, load_preview;
 
   /* Body (BODY_JSON). */
   char *body;
@@ -162,8 +164,12 @@ enum api_wait_result api_wait_srv(struct api_server *s, int sock, int fd, int ti
                                   bool watch_stop);
 
 /* Count the request in the load of r->tenant (released at its
- * completion), or refuse it (429, 503) past the tenant's bounds. */
+ * completion, or by api_release), or refuse it (429, 503) past the
+ * tenant's bounds.  A preview's requests count apart from the tenant's
+ * API requests, against the same bound. */
 enum MHD_Result api_admit(struct req *r);
+enum MHD_Result api_admit_preview(struct req *r);
+void api_release(struct req *r);
 
 /* Query arguments (URL-decoded; "" for a bare "?name").  NULL if absent.
  * Requests with a NUL in any argument were refused before the handler. */

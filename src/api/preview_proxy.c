@@ -34,6 +34,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,6 +73,8 @@ struct preview_req {
   char target[1024]; /* what the box is asked for, path and query */
   bool upgrade;      /* a WebSocket upgrade was asked */
   bool reused;       /* up is a connection kept from the client's previous request */
+  bool reusable;     /* a request that may use, and keep, such a connection */
+  bool up_failed;    /* the box stopped taking the body (its reply may say why) */
   bool clean;        /* the box's reply was read to its end as its framing says */
   bool no_keep;      /* the box said Connection: close (or the reply cannot be reused) */
   char *head;        /* the request head as sent to the box (resent once on a stale reuse) */
@@ -284,7 +287,23 @@ static void record(struct req *r, int status);
 static enum MHD_Result pv_error(struct req *r, unsigned status, const char *code, const char *msg) {
   if (r->pv && r->pv->p.id[0] && r->pv->seq == 0 && !r->responded)
     record(r, (int)status);
+  /* Decided: the tenant's share is free again, also while a refused
+   * body still drains. */
+  api_release(r);
   return api_reply_error(r, status, code, "%s", msg);
+}
+
+/* pv_error with a message of a format. */
+static enum MHD_Result pv_errorf(struct req *r, unsigned status, const char *code, const char *fmt,
+                                 ...) __attribute__((format(printf, 4, 5)));
+static enum MHD_Result pv_errorf(struct req *r, unsigned status, const char *code, const char *fmt,
+                                 ...) {
+  char msg[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return pv_error(r, status, code, msg);
 }
 
 /* A core error of resolve or open, as the client sees it. */
@@ -350,14 +369,13 @@ static int take_upstream(struct req *r) {
  * can only answer this client's requests to this box. */
 static void keep_upstream(struct req *r, enum MHD_RequestTerminationCode toe) {
   struct preview_req *pv = r->pv;
-  if (pv->up < 0 || !pv->clean || pv->no_keep || pv->off != pv->len ||
+  if (pv->up < 0 || !pv->reusable || !pv->clean || pv->no_keep || pv->off != pv->len ||
       toe != MHD_REQUEST_TERMINATED_COMPLETED_OK || !upstream_quiet(pv->up))
     return;
   const char *c = api_header(r, "Connection");
   if (c && in_connection(c, "close"))
     return; /* the client's connection ends: nothing to keep it for */
-  conn_watch_keep(&r->srv->front.watch, r->conn, pv->up, pv->p.id, close_upstream,
-                  r->srv->cfg.mgr);
+  conn_watch_keep(&r->srv->front.watch, r->conn, pv->up, pv->p.id, close_upstream, r->srv->cfg.mgr);
   pv->up = -1;
 }
 
@@ -411,8 +429,50 @@ struct head_ctx {
   struct strbuf *b;
   size_t bytes; /* the client's header lines, as sent */
   bool drop_auth;
+  bool drop_basic; /* a public path-form preview: HTTP Basic credentials are another's */
   const char *conn_hdr;
+  unsigned content_lengths;
+  bool bad; /* a name or value that cannot be passed on as it is */
 };
+
+/* A token character of RFC 9110 (header names, methods). */
+static bool tchar(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+static bool token_ok(const char *t) {
+  if (!*t)
+    return false;
+  for (; *t; t++)
+    if (!tchar((unsigned char)*t))
+      return false;
+  return true;
+}
+
+/* A header value as the box will read it: visible characters, spaces and
+ * tabs only.  libmicrohttpd passes a bare CR in a value, which a server
+ * in the box may take for the end of a line (a header of the client's
+ * choosing ahead of the proxy's own). */
+static bool value_ok(const char *v) {
+  for (; *v; v++) {
+    unsigned char c = (unsigned char)*v;
+    if ((c < 0x20 && c != '\t') || c == 0x7f)
+      return false;
+  }
+  return true;
+}
+
+/* The request target as passed on: no control character, space or DEL
+ * (libmicrohttpd's parse lets some through). */
+static bool target_ok(const char *t) {
+  for (; *t; t++) {
+    unsigned char c = (unsigned char)*t;
+    if (c <= 0x20 || c == 0x7f)
+      return false;
+  }
+  return true;
+}
 
 static bool is_husk_key(struct api_server *s, const char *auth) {
   if (strncasecmp(auth, "Bearer ", 7) != 0)
@@ -433,9 +493,16 @@ static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind, const char
   if (!value)
     value = "";
   h->bytes += strlen(name) + strlen(value) + 4;
-  if (hop_header(name) || in_connection(h->conn_hdr, name))
+  if (!token_ok(name) || !value_ok(value)) {
+    h->bad = true;
+    return MHD_NO;
+  }
+  if (!strcasecmp(name, MHD_HTTP_HEADER_CONTENT_LENGTH))
+    h->content_lengths++;
+  if (hop_header(name) || (strcasecmp(name, "Host") && in_connection(h->conn_hdr, name)))
     return MHD_YES;
-  if (!strcasecmp(name, "Authorization") && (h->drop_auth || is_husk_key(h->r->srv, value)))
+  if (!strcasecmp(name, "Authorization") && (h->drop_auth || is_husk_key(h->r->srv, value) ||
+                                             (h->drop_basic && !strncasecmp(value, "Basic", 5))))
     return MHD_YES;
   if (!strcasecmp(name, "Sec-WebSocket-Key") || !strcasecmp(name, "Sec-WebSocket-Version") ||
       !strcasecmp(name, "Sec-WebSocket-Protocol") ||
@@ -543,7 +610,11 @@ static enum MHD_Result authorize(struct req *r) {
     }
   }
   snprintf(r->xhdr_name, sizeof r->xhdr_name, "WWW-Authenticate");
-  snprintf(r->xhdr_value, sizeof r->xhdr_value, "Basic realm=\"husk preview\", charset=\"UTF-8\"");
+  /* A realm of its own: a browser answers a challenge with the
+   * credentials it holds for that realm, and no other preview's page can
+   * send one (box challenges are dropped in the path form). */
+  snprintf(r->xhdr_value, sizeof r->xhdr_value,
+           "Basic realm=\"husk preview %s\", charset=\"UTF-8\"", pv->p.id);
   return pv_error(r, 401, "unauthorized", "this preview needs its password (HTTP Basic)");
 }
 
@@ -578,15 +649,16 @@ enum MHD_Result api_preview_begin(struct req *r) {
   r->pv = pv;
   pv->t0_ms = mono_ms();
   client_address(r, pv->remote, sizeof pv->remote);
-  if (front_has_nul(r->conn))
-    return pv_error(r, 400, "bad_request", "NUL bytes are not allowed in the query or headers");
   /* The daemon's log names the preview, never its token (the URL is the
-   * capability): whatever follows /p/ is hidden until the token resolves. */
+   * capability): whatever follows /p/ is hidden from the first refusal
+   * on, until the token resolves. */
   if (!strncmp(r->path, PV_PREFIX, 3)) {
     const char *after = r->path + 3 + strcspn(r->path + 3, "/");
     memmove(r->path + 4, after, strlen(after) + 1);
     r->path[3] = '*';
   }
+  if (front_has_nul(r->conn))
+    return pv_error(r, 400, "bad_request", "NUL bytes are not allowed in the query or headers");
   const char *rest = NULL;
   enum MHD_Result ret = locate(r, &rest);
   if (r->responded || ret != MHD_YES)
@@ -600,14 +672,15 @@ enum MHD_Result api_preview_begin(struct req *r) {
   if (pv->host_form && !host_matches(r))
     return pv_error(r, 404, "not_found", "no such preview");
   snprintf(r->audit_box, sizeof r->audit_box, "%s", pv->p.box_id);
-  /* A preview's requests count in its tenant's share of the connection
-   * threads, as its API requests do: a popular preview can slow its own
-   * tenant down, never another. */
-  snprintf(r->tenant, sizeof r->tenant, "%s", pv->p.tenant_id);
-  ret = api_admit(r);
+  ret = authorize(r);
   if (r->responded || ret != MHD_YES)
     return ret;
-  ret = authorize(r);
+  /* Counted in the tenant's share of the connection threads for preview
+   * traffic, apart from its API requests': whoever holds a preview URL
+   * can slow that tenant's previews, never another tenant, nor the
+   * tenant's own calls (to revoke the preview, say). */
+  snprintf(r->tenant, sizeof r->tenant, "%s", pv->p.tenant_id);
+  ret = api_admit_preview(r);
   if (r->responded || ret != MHD_YES)
     return ret;
   /* The path form without its slash: the app's relative URLs need it. */
@@ -623,7 +696,14 @@ enum MHD_Result api_preview_begin(struct req *r) {
   if (strlen(rest) >= sizeof pv->target)
     return pv_error(r, 414, "uri_too_long", "the request target is too long");
   snprintf(pv->target, sizeof pv->target, "%s", rest);
+  if (!token_ok(r->method) || !target_ok(pv->target) || pv->target[0] != '/')
+    return pv_error(r, 400, "bad_request",
+                    "the method or the path holds a character that cannot be passed on");
+  /* Nothing through a preview outlasts it (its expiry is wall time). */
   pv->deadline_ms = pv->t0_ms + pv->p.limits.max_duration_ms;
+  int64_t to_expiry = pv->p.expires_ms - state_now_ms();
+  if (pv->t0_ms + to_expiry < pv->deadline_ms)
+    pv->deadline_ms = pv->t0_ms + to_expiry;
   pv->upgrade = wants_websocket(r);
 
   /* The announced body. */
@@ -635,27 +715,44 @@ enum MHD_Result api_preview_begin(struct req *r) {
       return pv_error(r, 400, "bad_request", "bad Content-Length");
     body_len = strtoull(cl, NULL, 10);
     if (body_len > pv->p.limits.max_body)
-      return api_reply_error(r, 413, "payload_too_large",
-                             "this preview takes request bodies of at most %llu bytes",
-                             (unsigned long long)pv->p.limits.max_body);
+      return pv_errorf(r, 413, "payload_too_large",
+                       "this preview takes request bodies of at most %llu bytes",
+                       (unsigned long long)pv->p.limits.max_body);
   }
   pv->chunked_up = te != NULL; /* libmicrohttpd accepts only "chunked" */
+  /* Only a GET, HEAD or OPTIONS without a body goes on a kept connection
+   * or keeps one: one that failed on a kept connection may be sent again
+   * (RFC 9110: idempotent), and no body the box may have left unread can
+   * run into the next request -- which, behind a proxy that shares its
+   * connections, may be another person's. */
+  pv->reusable =
+      !cl && !te && !pv->upgrade &&
+      (!strcmp(r->method, "GET") || !strcmp(r->method, "HEAD") || !strcmp(r->method, "OPTIONS"));
 
   /* The head for the box. */
   struct strbuf b = {0};
   const char *conn_hdr = api_header(r, "Connection");
-  struct head_ctx hc = {
-      .r = r, .b = &b, .conn_hdr = conn_hdr, .drop_auth = pv->p.access != HUSK_PREVIEW_PUBLIC};
+  struct head_ctx hc = {.r = r,
+                        .b = &b,
+                        .conn_hdr = conn_hdr,
+                        .drop_auth = pv->p.access != HUSK_PREVIEW_PUBLIC,
+                        .drop_basic = !pv->host_form};
   strbuf_str(&b, r->method);
   strbuf_chr(&b, ' ');
   strbuf_str(&b, pv->target);
   strbuf_str(&b, " HTTP/1.1\r\n");
   MHD_get_connection_values(r->conn, MHD_HEADER_KIND, add_header, &hc);
+  if (hc.bad || hc.content_lengths > 1 || (hc.content_lengths && te)) {
+    free(strbuf_take(&b));
+    return pv_error(r, 400, "bad_request",
+                    "a header name or value holds a character that cannot be passed on, or the "
+                    "body's length is given twice");
+  }
   if (hc.bytes > pv->p.limits.max_header) {
     free(strbuf_take(&b));
-    return api_reply_error(r, 431, "header_too_large",
-                           "this preview takes header lines of at most %u bytes",
-                           pv->p.limits.max_header);
+    return pv_errorf(r, 431, "header_too_large",
+                     "this preview takes header lines of at most %u bytes",
+                     pv->p.limits.max_header);
   }
   const char *host = api_header(r, MHD_HTTP_HEADER_HOST);
   if (!api_header(r, MHD_HTTP_HEADER_HOST))
@@ -697,7 +794,7 @@ enum MHD_Result api_preview_begin(struct req *r) {
    * previous request through this preview left open: if the box closed
    * it meanwhile, the head is sent again on a new one (api_preview_end),
    * which a body already sent would not allow. */
-  if (!cl && !pv->chunked_up && !pv->upgrade)
+  if (pv->reusable)
     pv->up = take_upstream(r);
   pv->reused = pv->up >= 0;
   if (!pv->reused && open_upstream(r, &err) < 0)
@@ -714,10 +811,12 @@ enum MHD_Result api_preview_begin(struct req *r) {
 enum MHD_Result api_preview_body(struct req *r, const char *data, size_t n) {
   struct preview_req *pv = r->pv;
   if (pv->body_in + n > pv->p.limits.max_body)
-    return api_reply_error(r, 413, "payload_too_large",
-                           "this preview takes request bodies of at most %llu bytes",
-                           (unsigned long long)pv->p.limits.max_body);
+    return pv_errorf(r, 413, "payload_too_large",
+                     "this preview takes request bodies of at most %llu bytes",
+                     (unsigned long long)pv->p.limits.max_body);
   pv->body_in += n;
+  if (pv->up_failed)
+    return MHD_YES;
   int rc = 0;
   if (pv->chunked_up) {
     char sz[24];
@@ -730,10 +829,16 @@ enum MHD_Result api_preview_body(struct req *r, const char *data, size_t n) {
   } else {
     rc = up_write(r, data, n);
   }
-  if (rc < 0)
-    return pv_error(r, errno == ETIMEDOUT ? 504 : 502,
-                    errno == ETIMEDOUT ? "gateway_timeout" : "bad_gateway",
+  if (rc < 0 && errno == ETIMEDOUT)
+    return pv_error(r, 504, "gateway_timeout",
                     "the sandbox's port stopped taking the request body");
+  if (rc < 0) {
+    /* The box closed its side: it may have answered already (a refusal
+     * of an upload): the rest of the body is dropped, and its reply read
+     * at the end. */
+    pv->up_failed = true;
+    shutdown(pv->up, SHUT_WR);
+  }
   return MHD_YES;
 }
 
@@ -848,6 +953,13 @@ static ssize_t body_reader(void *cls, uint64_t pos, char *out, size_t max) {
 
 /* Set-Cookie without Domain (the box may not set cookies for any other
  * name), and in the path form with the preview's path. */
+static bool wsp(char c) { return c == ' ' || c == '\t'; }
+
+/* Set-Cookie rebuilt from its parts as a browser parses them (RFC 6265
+ * 5.2: attributes split at ';', names and values trimmed of spaces and
+ * tabs, names case-insensitive): without Domain, so that the box cannot
+ * set a cookie for any other name than the one it is reached by; in the
+ * path form with Path under the preview's prefix. */
 static char *cookie_fix(struct preview_req *pv, const char *v) {
   struct strbuf b = {0};
   const char *semi = strchr(v, ';');
@@ -856,26 +968,36 @@ static char *cookie_fix(struct preview_req *pv, const char *v) {
   for (const char *a = semi; a && *a;) {
     a++;
     const char *next = strchr(a, ';');
-    size_t al = next ? (size_t)(next - a) : strlen(a);
-    const char *t = a + strspn(a, " \t");
-    size_t tl = al - (size_t)(t - a);
-    if (tl >= 6 && !strncasecmp(t, "domain", 6) && (tl == 6 || t[6] == '=' || t[6] == ' ')) {
+    const char *end = next ? next : a + strlen(a);
+    while (a < end && wsp(*a))
+      a++;
+    while (end > a && wsp(end[-1]))
+      end--;
+    const char *eq = memchr(a, '=', (size_t)(end - a));
+    const char *ne = eq ? eq : end; /* the name's end */
+    while (ne > a && wsp(ne[-1]))
+      ne--;
+    const char *val = eq ? eq + 1 : end;
+    while (val < end && wsp(*val))
+      val++;
+    size_t nl = (size_t)(ne - a), vl = (size_t)(end - val);
+    if (nl == 6 && !strncasecmp(a, "domain", 6)) {
       /* dropped */
-    } else if (!pv->host_form && tl >= 4 && !strncasecmp(t, "path", 4) &&
-               (tl == 4 || t[4] == '=' || t[4] == ' ')) {
-      const char *eq = memchr(t, '=', tl);
-      const char *pv_path = eq ? eq + 1 + strspn(eq + 1, " ") : "/";
-      size_t pl = eq ? tl - (size_t)(pv_path - t) : 1;
+    } else if (!pv->host_form && nl == 4 && !strncasecmp(a, "path", 4)) {
       strbuf_str(&b, "; Path=/p/");
       strbuf_str(&b, pv->token);
-      if (pl > 0 && pv_path[0] == '/')
-        strbuf_add(&b, pv_path, pl);
+      if (vl > 0 && val[0] == '/')
+        strbuf_add(&b, val, vl);
       else
         strbuf_chr(&b, '/');
       had_path = true;
-    } else {
-      strbuf_chr(&b, ';');
-      strbuf_add(&b, a, al);
+    } else if (nl > 0) {
+      strbuf_str(&b, "; ");
+      strbuf_add(&b, a, nl);
+      if (eq) {
+        strbuf_chr(&b, '=');
+        strbuf_add(&b, val, vl);
+      }
     }
     a = next;
   }
@@ -899,6 +1021,17 @@ static void copy_headers(struct req *r, struct MHD_Response *resp, const struct 
       continue;
     }
     if (hop_header(n) || in_connection(conn_hdr, n) || !strcasecmp(n, "Date"))
+      continue;
+    /* The path form shares the API's origin: nothing of a box's may act
+     * on the origin beyond its own path -- no service worker scope above
+     * its prefix, no clearing the origin's data, no HSTS for its name,
+     * and no HTTP authentication challenge (a browser would answer it
+     * with credentials cached for another preview's, or the API's,
+     * realm). */
+    if (!pv->host_form &&
+        (!strcasecmp(n, "Service-Worker-Allowed") || !strcasecmp(n, "Clear-Site-Data") ||
+         !strcasecmp(n, "Strict-Transport-Security") || !strcasecmp(n, "WWW-Authenticate") ||
+         !strcasecmp(n, "Proxy-Authenticate")))
       continue;
     if (!strcasecmp(n, "Set-Cookie")) {
       char *c = cookie_fix(pv, v);
@@ -1008,6 +1141,12 @@ static void relay(struct req *r, int cl, const char *extra, size_t nextra) {
       break; /* idle, or the server stops */
     if ((pf[0].revents | pf[1].revents) & (POLLERR | POLLNVAL))
       break;
+    /* A hang-up with nothing left to read (a side closed both ways, or
+     * shut down by a revocation): poll would report it again at once,
+     * forever. */
+    if (((pf[0].revents & POLLHUP) && !(pf[0].revents & POLLIN)) ||
+        ((pf[1].revents & POLLHUP) && !(pf[1].revents & POLLIN)))
+      break;
     if ((pf[0].revents & (POLLIN | POLLHUP)) && c2u->len == 0 && !c2u->eof &&
         relay_read(cl, c2u) < 0)
       break;
@@ -1109,8 +1248,10 @@ static int read_head(struct req *r, struct http_head *h, enum MHD_Result *ret) {
 enum MHD_Result api_preview_end(struct req *r) {
   struct api_server *s = r->srv;
   struct preview_req *pv = r->pv;
-  if (pv->chunked_up && up_write(r, "0\r\n\r\n", 5) < 0)
-    return pv_error(r, 502, "bad_gateway", "the sandbox's port stopped taking the request body");
+  if (pv->chunked_up && !pv->up_failed && up_write(r, "0\r\n\r\n", 5) < 0)
+    pv->up_failed = true;
+  if (pv->up_failed)
+    pv->no_keep = true;
   struct http_head h = {0};
   enum MHD_Result ret = MHD_NO;
   if (pv->reused) {
@@ -1174,7 +1315,9 @@ enum MHD_Result api_preview_end(struct req *r) {
     return ret;
   }
   struct MHD_Response *resp;
-  if (pv->framing == FR_NONE && !(head && size != MHD_SIZE_UNKNOWN))
+  /* A HEAD says what a GET would: its length if the box gave one, else
+   * none (libmicrohttpd then frames it as chunked). */
+  if (pv->framing == FR_NONE && !head)
     resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
   else
     resp = MHD_create_response_from_callback(size, PV_BLOCK, body_reader, r, NULL);

@@ -331,7 +331,7 @@ static bool route_runs_command(const struct route *rt) {
 /* Count an authenticated tenant request in its tenant's load, or refuse it
  * (429) past the tenant's bounds: one tenant's slow streams must leave
  * connection threads for the others. */
-enum MHD_Result api_admit(struct req *r) {
+static enum MHD_Result admit_in(struct req *r, bool preview) {
   struct api_server *s = r->srv;
   if (r->admin || !r->tenant[0])
     return MHD_YES;
@@ -346,11 +346,12 @@ enum MHD_Result api_admit(struct req *r) {
   unsigned max_exec = tenant_load_bound(t.max_execs, s->tenant_max_execs);
   bool exec = r->route && route_runs_command(r->route); /* a preview has no route */
   unsigned reqs, execs;
-  enum tenant_admit res =
-      tenant_load_acquire(&s->front.loads, r->tenant, max_req, exec, max_exec, &reqs, &execs);
+  enum tenant_admit res = tenant_load_acquire(preview ? &s->preview_loads : &s->front.loads,
+                                              r->tenant, max_req, exec, max_exec, &reqs, &execs);
   if (res == TL_OK) {
     r->load_counted = true;
     r->load_exec = exec;
+    r->load_preview = preview;
   }
   if (r->load_counted)
     return MHD_YES;
@@ -365,6 +366,11 @@ enum MHD_Result api_admit(struct req *r) {
                            "this tenant already runs %u command request(s) at once (at most %u): "
                            "wait for one to end",
                            execs, max_exec);
+  if (res == TL_OVER_REQ && preview)
+    return api_reply_error(r, 429, "too_many_requests",
+                           "this preview's owner already has %u request(s) through its previews "
+                           "in progress (at most %u): try again later",
+                           reqs, max_req);
   if (res == TL_OVER_REQ)
     return api_reply_error(r, 429, "too_many_requests",
                            "this tenant already has %u request(s) in progress (at most %u): wait "
@@ -373,12 +379,16 @@ enum MHD_Result api_admit(struct req *r) {
   return api_reply_error(r, 503, "unavailable", "the server is at its connection limit");
 }
 
-static void release(struct req *r) {
+enum MHD_Result api_admit(struct req *r) { return admit_in(r, false); }
+enum MHD_Result api_admit_preview(struct req *r) { return admit_in(r, true); }
+
+void api_release(struct req *r) {
   struct api_server *s = r->srv;
   if (!r->load_counted)
     return;
   r->load_counted = false;
-  tenant_load_release(&s->front.loads, r->tenant, r->load_exec);
+  tenant_load_release(r->load_preview ? &s->preview_loads : &s->front.loads, r->tenant,
+                      r->load_exec);
 }
 
 /* ---- the life of a request ------------------------------------------ */
@@ -511,7 +521,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
   struct husk_err err;
   if (state_defer_end(s->cfg.state, &err) < 0) {
     husk_sanitize_line(err.msg);
-    api_log(s, "%s %s: %s", method, url, err.msg);
+    api_log(s, "%s %s: %s", method, r ? r->path : "-", err.msg); /* never a preview's token */
     return MHD_NO; /* the reply must not acknowledge what is not on disk */
   }
   return ret;
@@ -628,7 +638,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
   if (r->route && r->route->cleanup)
     r->route->cleanup(r);
   api_preview_cleanup(r, toe);
-  release(r);
+  api_release(r);
   if (!r->audited && r->route && r->route->action && (r->admin || r->tenant[0]))
     api_audit(r, "aborted"); /* the client went away before a reply */
   const char *who = r->admin ? "admin" : r->tenant[0] ? r->tenant : "-";
@@ -647,6 +657,7 @@ static void api_free(struct api_server *s) {
   if (!s)
     return;
   front_free(&s->front);
+  tenant_loads_free(&s->preview_loads);
   close_quiet(s->stop_fd);
   free(s->admin_key);
   free(s);
@@ -682,6 +693,8 @@ int api_start(struct api_server **out, const struct api_config *cfg, struct husk
     return husk_fail(err, EINVAL, "no admin key");
   if (api_preview_setup(s, err) < 0)
     return -1;
+  if (tenant_loads_init(&s->preview_loads, s->front.cfg.max_connections) != 0)
+    return husk_error(err, ENOMEM, "server setup");
   s->admin_key = strdup(cfg->admin_key);
   s->admin_key_len = s->admin_key ? strlen(s->admin_key) : 0;
   s->cfg.admin_key = NULL;

@@ -277,13 +277,18 @@ int husk_preview_revoke(struct husk_mgr *m, const char *tenant, const char *box_
   int64_t now = mono_ms();
   pthread_mutex_lock(&m->preview_lock);
   revoked_prune_locked(m, now);
-  struct preview_revoked *r = calloc(1, sizeof *r);
-  if (r) {
+  /* Once per preview (a DELETE repeated adds nothing to walk). */
+  struct preview_revoked *r = m->previews_revoked;
+  while (r && strcmp(r->id, id) != 0)
+    r = r->next;
+  bool known = r != NULL;
+  if (!known && (r = calloc(1, sizeof *r)) != NULL) {
     snprintf(r->id, sizeof r->id, "%s", id);
-    r->until_ms = now + PREVIEW_REVOKED_KEEP_MS;
     r->next = m->previews_revoked;
     m->previews_revoked = r;
   }
+  if (r)
+    r->until_ms = now + PREVIEW_REVOKED_KEEP_MS;
   /* shutdown, not close: the fd stays the exchange's until it closes it,
    * and its next read or write fails at once. */
   for (size_t i = 0; i < m->npconns; i++)

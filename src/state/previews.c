@@ -252,10 +252,23 @@ int state_preview_access_add(struct state *st, const char *id, const struct stat
   if (db_step_done(st, q, "cannot record the preview access", err) < 0)
     return -1;
   int64_t seq = sqlite3_last_insert_rowid(st->db);
-  /* The newest `keep` accesses of a preview are kept, pruned every 64th
-   * record: whoever holds the URL decides how often it is used, not how
-   * big the database grows. */
-  if (keep > 0 && seq % 64 == 0) {
+  /* The newest `keep` accesses of a preview are kept, pruned at every
+   * 64th record of the preview: whoever holds the URL decides how often
+   * it is used, not how big the database grows. */
+  cleanup_stmt sqlite3_stmt *n = NULL;
+  if (db_prepare(st, &n,
+                 "UPDATE previews SET log_count = log_count + 1 WHERE id = ?1 "
+                 "RETURNING log_count",
+                 err) < 0)
+    return -1;
+  if ((rc = db_text(n, 1, id)))
+    return db_fail(st, err, rc, "preview access");
+  int r = db_step_row(st, n, "cannot count the preview access", err);
+  if (r < 0)
+    return -1;
+  int64_t count = r ? sqlite3_column_int64(n, 0) : 0;
+  sqlite3_reset(n);
+  if (keep > 0 && count > keep && count % 64 == 0) {
     cleanup_stmt sqlite3_stmt *d = NULL;
     if (db_prepare(st, &d,
                    "DELETE FROM preview_access WHERE preview_id = ?1 AND seq <= (SELECT seq FROM "

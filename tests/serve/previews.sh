@@ -449,8 +449,13 @@ expect_code "nothing listens on the port: 502" 502
 printf 'POST /p/%s/cl-te HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n0\r\n\r\n' "$TOK_PUB" |
   python3 "$SRV" raw 127.0.0.1 "$PORT" --timeout 10 >"$T_SCRATCH/clte"
 BODY=$(sed -n '/^{/p' "$T_SCRATCH/clte" | head -n1)
+# refused_or_one_framing: the reply is a 400, or the box saw one framing.
+refused_or_one_framing() {
+  [[ "$(head -n1 "$T_SCRATCH/clte")" == *" 400 "* ]] && return 0
+  [ "$(python3 -c 'import json,sys; h=[k.lower() for k,v in json.loads(sys.argv[1])["headers"]]; print(int("content-length" in h and "transfer-encoding" in h))' "$BODY" 2>/dev/null)" = 0 ]
+}
 check "a client request with both Content-Length and Transfer-Encoding: 400, or the box sees one framing only" \
-  bash -c "head -n1 '$T_SCRATCH/clte' | grep -q ' 400 ' || [ \"\$(python3 -c 'import json,sys; h=[k.lower() for k,v in json.loads(sys.argv[1])[\"headers\"]]; print(int(\"content-length\" in h and \"transfer-encoding\" in h))' '$BODY' 2>/dev/null)\" = 0 ]"
+  refused_or_one_framing
 
 # ---- limits of a preview -------------------------------------------------------------
 mkpreview "$A" 8000 '{"public":true,"limits":{"max_body":1024,"max_header":2048,"max_connections":2}}' ||
