@@ -36,8 +36,10 @@ struct mcp_call;
 #define MCP_VERSION_LEGACY "2025-11-25"     /* answer to initialize by default */
 #define MCP_VERSION_LEGACY_OLD "2025-06-18" /* also accepted in initialize */
 
-/* Largest message accepted on any transport (a line on stdio, a POST body). */
-#define MCP_MESSAGE_MAX (4 * 1024 * 1024)
+/* Largest message accepted on any transport (a line on stdio, a POST body):
+ * room for a call carrying base64 of a whole 3 MiB file (MCP_CONTENT_MAX:
+ * 4 MiB of text) and its JSON around it. */
+#define MCP_MESSAGE_MAX (5 * 1024 * 1024)
 /* Default of mcp_config.wait_ms: clients drop a call after about 60 s. */
 #define MCP_DEFAULT_WAIT_MS 45000
 /* Default TTL of a box made by sandbox_create, and the longest one asked. */

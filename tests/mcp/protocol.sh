@@ -99,7 +99,7 @@ expect_eq "initialize in the 2026-07-28 era: -32601" "$(q 'r(5)["error"]["code"]
 expect_eq "ping in the 2026-07-28 era: -32601" "$(q 'r(6)["error"]["code"]')" -32601
 expect_eq "server/discover without _meta: -32602" "$(q 'r(7)["error"]["code"]')" -32602
 
-# A line over 4 MiB is refused, and the next one still answered.
+# A line over 5 MiB is refused, and the next one still answered.
 python3 -c 'print("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"x\":\"" + "a" * (5 << 20) + "\"}}"); print("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}")' >"$T_SCRATCH/big"
 OUT=$(python3 "$MCPDIR/stdio_run.py" "$HUSK" mcp --data "$T_SCRATCH/sd" --quiet <"$T_SCRATCH/big")
 expect_eq "an oversize message: -32600, then the next is answered" \
@@ -174,7 +174,7 @@ mcp "$INIT" -H 'Host: evil.example:80'
 expect_code "HTTP: on a loopback bind, a foreign Host is 403 (DNS rebinding)" 403
 python3 -c 'print("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"x\":\"" + "a" * (5 << 20) + "\"}}")' >"$T_SCRATCH/big"
 mcp "@$T_SCRATCH/big"
-expect_code "HTTP: a body over 4 MiB is 413" 413
+expect_code "HTTP: a body over 5 MiB is 413" 413
 expect_eq "HTTP: ... with a JSON-RPC error" "$(jf 'j["error"]["code"]')" -32600
 mcp 'garbage'
 expect_code "HTTP: invalid JSON is 400" 400

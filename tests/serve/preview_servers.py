@@ -3,7 +3,9 @@
 tests/serve/preview_browser.sh).  Standard library only.
 
 Servers (run INSIDE a box, in the background; they listen on 127.0.0.1):
-  http PORT      HTTP/1.1 (keep-alive) server:
+  http PORT [--log FILE]
+                 HTTP/1.1 (keep-alive) server (--log: each request's
+                 method, path and headers, one JSON line, as it arrives):
                    any path     echoes the request as JSON: method, path,
                                 headers, body length and SHA-256 (bodies
                                 with Content-Length or chunked)
@@ -15,6 +17,15 @@ Servers (run INSIDE a box, in the background; they listen on 127.0.0.1):
                                 gate: 1 s), then event "two", then the end
                    /tick?n=K    K events, one each 0.5 s, never idle
                    /cookie      sets cookies with Domain= and Path=
+                   /cookie2     sets cookies whose attribute names have
+                                tabs and spaces around them, in any case
+                   /origin?code=C  status C (200) with the headers that act
+                                on a whole origin (Service-Worker-Allowed,
+                                Clear-Site-Data, Strict-Transport-Security,
+                                WWW-Authenticate, Proxy-Authenticate) and
+                                X-Kept
+                   /hold?gate=F no answer at all until file F exists (at
+                                most 60 s), then the echo
                    /status?code=C  replies status C
                    /dash/       the dashboard page of the browser suite;
                    /dash/data.json  the number it shows
@@ -29,6 +40,18 @@ Servers (run INSIDE a box, in the background; they listen on 127.0.0.1):
                  /hugehead (1.1 MB of header), /switch (a 101 nobody asked
                  for), /garbage (not HTTP), /close (no answer), /badlength
                  (Content-Length: 5, 6)
+
+  naive PORT     an ordinary app that ignores the body of POST /ping (a
+                 webhook stub): POST /notes stores its body as a note,
+                 GET /notes lists them (JSON), GET /home greets the Cookie
+  retry PORT     counts POST /charge; one that comes on a connection that
+                 already carried a request is counted, then the connection
+                 dropped unanswered (a worker that crashes); GET /count says
+                 how many; GET /warm answers (?close=1: then closes,
+                 unannounced)
+  early PORT     takes a request head, then answers at once, without
+                 reading the body, and closes: /413 and /404 with that
+                 status, /drop with nothing
 
 Clients (run on the host, connect to loopback only):
   wsclient URL [--header 'K: V']... [--connect HOST:PORT]
@@ -48,6 +71,32 @@ Clients (run on the host, connect to loopback only):
                  sends stdin as it is, prints what comes back until the
                  server closes or S seconds (default 10) pass
   big N          the N bytes /big?n=N sends, on stdout
+  reuse HOST PORT TOKEN
+                 sequences of requests, each on one connection of its own,
+                 to the http server through /p/TOKEN: prints JSON of the
+                 status and peer_port (the box side's connection) of each
+  frontshare HOST PORT TOKEN
+                 a front proxy sharing one connection between two people:
+                 POST /ping whose body is a request head, then another
+                 person's GET /home with a secret cookie (naive server)
+  slowbody HOST PORT PATH N SECONDS [--header 'K: V']...
+                 N connections that send a POST head announcing 100000
+                 bytes of body, then 3 of them, and hold for SECONDS;
+                 prints "opened N", then "statuses ..." (what came back)
+  flood HOST PORT N PATH...
+                 N rounds of GETs of the PATHs, alternating, over one
+                 keep-alive connection (a new one when it is closed); prints
+                 JSON {status: count}
+  wshold URL [--wait S] [--linger L]
+                 a WebSocket handshake, then never a frame: prints
+                 "holding", then "closed" once the other side ends the
+                 connection (within S seconds, default 30; else "still
+                 open"), and keeps its socket L more seconds (default 0)
+  wsping URL --at T1,T2,...
+                 a WebSocket handshake, then at each T seconds after it a
+                 text message: prints "at T echo" / "at T no echo" /
+                 "at T closed"; then waits at most 20 s for the end of the
+                 connection: "eof" or "still open"
 """
 import base64
 import hashlib
@@ -113,8 +162,9 @@ DASHBOARD = """<!doctype html>
 DASH_VALUE = 4242
 
 
-def http_server(port):
+def http_server(port, log=None):
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    log_lock = threading.Lock()
 
     class H(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -161,6 +211,10 @@ def http_server(port):
         def handle_any(self):
             u = urllib.parse.urlsplit(self.path)
             q = urllib.parse.parse_qs(u.query)
+            if log:
+                with log_lock, open(log, "a") as f:
+                    f.write(json.dumps({"method": self.command, "path": self.path,
+                                        "headers": [[k, v] for k, v in self.headers.items()]}) + "\n")
             try:
                 body, framing = self.read_body()
             except (ValueError, OSError):
@@ -213,6 +267,29 @@ def http_server(port):
                     ("Set-Cookie", "b=2; path=/sub; domain=.preview.test; Secure"),
                     ("Set-Cookie", "c=3"),
                 ])
+            if u.path == "/cookie2":
+                return self.send(200, b"cookies\n", "text/plain", [
+                    ("Set-Cookie", "sess=evil; Domain\t=preview.test; Path\t=/x"),
+                    ("Set-Cookie", "d1=1; Domain =x; HttpOnly"),
+                    ("Set-Cookie", "d2=2;  DOMAIN=x"),
+                    ("Set-Cookie", "d3=3;\tdomain\t\t= preview.test ;Secure"),
+                ])
+            if u.path == "/origin":
+                code = int(q.get("code", ["200"])[0])
+                return self.send(code, b"origin headers\n", "text/plain", [
+                    ("Service-Worker-Allowed", "/"),
+                    ("Clear-Site-Data", '"cache", "cookies", "storage"'),
+                    ("Strict-Transport-Security", "max-age=31536000; includeSubDomains"),
+                    ("WWW-Authenticate", 'Basic realm="husk preview", charset="UTF-8"'),
+                    ("www-authenticate", 'Bearer realm="box"'),
+                    ("Proxy-Authenticate", 'Basic realm="proxy"'),
+                    ("X-Kept", "yes"),
+                ])
+            if u.path == "/hold":
+                gate = q.get("gate", [""])[0]
+                end = time.monotonic() + 60
+                while gate and not os.path.exists(gate) and time.monotonic() < end:
+                    time.sleep(0.05)
             if u.path == "/status":
                 code = int(q.get("code", ["200"])[0])
                 return self.send(code, b'{"status":%d}' % code)
@@ -629,7 +706,25 @@ def main():
         return 2
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "http":
-        http_server(int(args[0]))
+        http_server(int(args[0]), args[args.index("--log") + 1] if "--log" in args else None)
+    elif cmd == "naive":
+        naive_server(int(args[0]))
+    elif cmd == "retry":
+        serve_threads(int(args[0]), retry_conn)
+    elif cmd == "early":
+        serve_threads(int(args[0]), early_conn)
+    elif cmd == "reuse":
+        return reuse(args)
+    elif cmd == "frontshare":
+        return frontshare(args)
+    elif cmd == "slowbody":
+        return slowbody(args)
+    elif cmd == "flood":
+        return flood(args)
+    elif cmd == "wshold":
+        return wshold(args)
+    elif cmd == "wsping":
+        return wsping(args)
     elif cmd == "ws":
         serve_threads(int(args[0]), ws_conn)
     elif cmd == "smuggle":
