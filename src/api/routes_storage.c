@@ -154,7 +154,7 @@ enum MHD_Result h_link_create(struct req *r) {
     return api_reply_error(r, 400, "bad_request", "`expires_in` must be 1..%d seconds", STORE_LINK_MAX_S);
   struct store_link l;
   struct husk_err err;
-  if (store_link_create(st, r->tenant, bucket, key, (int64_t)exp, filename, &l, &err) < 0)
+  if (store_link_create(st, r->tenant, bucket, key, (int64_t)exp, filename, false, &l, &err) < 0)
     return store_err(r, &err);
   snprintf(r->audit_detail, sizeof r->audit_detail, "link=%s", l.id);
   json_t *j = link_json(&l);
@@ -240,7 +240,7 @@ enum MHD_Result h_box_export(struct req *r) {
   struct box_store_result res;
   struct husk_err err;
   int rc = box_store_put(r->srv->cfg.mgr, st, r->tenant, r->params[0], path, bucket, key, link,
-                         (int64_t)exp, filename, &res, &err);
+                         (int64_t)exp, filename, false, &res, &err);
   if (rc < 0)
     return store_err(r, &err);
   snprintf(r->audit_detail, sizeof r->audit_detail, "bucket=%s", bucket);

@@ -40,13 +40,13 @@ void box_store_result_free(struct box_store_result *r);
  * `expires_s` (0: 1 hour), downloaded as `filename` if given. */
 int box_store_put(struct husk_mgr *mgr, struct store *s, const char *tenant_id, const char *box_id,
                   const char *path, const char *bucket, const char *key, bool link,
-                  int64_t expires_s, const char *filename, struct box_store_result *out,
+                  int64_t expires_s, const char *filename, bool inline_disp, struct box_store_result *out,
                   struct husk_err *err);
 
 /* Inline content -> object (+ link). */
 int box_store_put_buffer(struct store *s, const char *tenant_id, const void *buf, size_t n,
                          const char *content_type, const char *bucket, const char *key, bool link,
-                         int64_t expires_s, const char *filename, struct box_store_result *out,
+                         int64_t expires_s, const char *filename, bool inline_disp, struct box_store_result *out,
                          struct husk_err *err);
 
 /* An object -> a box file at `path` (parents created), or with `extract`

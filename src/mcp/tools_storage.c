@@ -27,29 +27,65 @@
 #define LIST_MAX 1000
 #define NAME_MAX_LEN 100
 
-#define END_PARAM {NULL, 0, false, NULL, NULL, 0, 0, 0}
-#define BUCKET_PARAM                                                                              \
-  {"bucket", MCP_P_STRING, false, "the bucket (default \"" MCP_BUCKET "\", created on first "    \
-   "use; names are 3-63 characters of a-z, 0-9, '.' and '-')", NULL, 0, 0, STORE_BUCKET_MAX}
-#define EXPIRY_PARAM                                                                              \
-  {"expires_in_seconds", MCP_P_INT, false, "how long the link works (default 3600 = 1 hour, at " \
-   "most 604800 = 7 days)", NULL, 1, STORE_LINK_MAX_S, 0}
-#define FILENAME_PARAM                                                                            \
-  {"filename", MCP_P_STRING, false, "the file name a browser saves the download as (default: "   \
-   "the key's last part)", NULL, 0, 0, 255}
+#define END_PARAM                                                                                  \
+  { NULL, 0, false, NULL, NULL, 0, 0, 0 }
+#define BUCKET_PARAM                                                                               \
+  {                                                                                                \
+    "bucket", MCP_P_STRING, false,                                                                 \
+        "the bucket (default \"" MCP_BUCKET "\", created on first "                                \
+        "use; names are 3-63 characters of a-z, 0-9, '.' and '-')",                                \
+        NULL, 0, 0, STORE_BUCKET_MAX                                                               \
+  }
+#define EXPIRY_PARAM                                                                               \
+  {                                                                                                \
+    "expires_in_seconds", MCP_P_INT, false,                                                        \
+        "how long the link works (default 3600 = 1 hour, at "                                      \
+        "most 604800 = 7 days)",                                                                   \
+        NULL, 1, STORE_LINK_MAX_S, 0                                                               \
+  }
+#define FILENAME_PARAM                                                                             \
+  {                                                                                                \
+    "filename", MCP_P_STRING, false,                                                               \
+        "the file name a browser saves the download as (default: "                                 \
+        "the key's last part)",                                                                    \
+        NULL, 0, 0, 255                                                                            \
+  }
+static const char *const dispositions[] = {"inline", "attachment", NULL};
+#define DISPOSITION_PARAM                                                                          \
+  {                                                                                                \
+    "disposition", MCP_P_STRING, false,                                                            \
+        "inline: a browser shows the file (pages, images, PDFs, "                                  \
+        "text); attachment: it downloads it. Default: by content type -- inline for HTML, text, "  \
+        "images, PDF, audio and video, attachment for the rest",                                   \
+        dispositions, 0, 0, 0                                                                      \
+  }
+
+/* Whether a link opens in the browser: as asked, else by content type --
+ * what a browser shows well inline, and downloads for the rest.  One
+ * rule for store_file, get_link and run_code's output files. */
+static bool link_inline(const char *ctype, const char *asked) {
+  if (asked)
+    return !strcmp(asked, "inline");
+  if (!ctype)
+    return false;
+  static const char *const prefixes[] = {"text/",  "image/",          "audio/",
+                                         "video/", "application/pdf", "application/json"};
+  for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
+    if (!strncasecmp(ctype, prefixes[i], strlen(prefixes[i])))
+      return true;
+  return false;
+}
 
 static struct store *store_of(struct mcp_call *c) {
   const struct mcp_storage *sp = mcp_storage(c->srv);
   return sp ? sp->ctx : NULL;
 }
 
-static bool links_possible(struct store *s) {
-  return store_remote(s) || store_public_url(s)[0];
-}
+static bool links_possible(struct store *s) { return store_remote(s) || store_public_url(s)[0]; }
 
-#define NO_LINKS_MSG                                                                              \
-  "links are not available on this server: it has no address to put in them. Its operator "     \
-  "must start `husk serve` with an S3 listener (--s3-listen) or --public-url URL, or configure " \
+#define NO_LINKS_MSG                                                                               \
+  "links are not available on this server: it has no address to put in them. Its operator "        \
+  "must start `husk serve` with an S3 listener (--s3-listen) or --public-url URL, or configure "   \
   "an external store (--store-endpoint)."
 
 /* The last part of a key or path, for names of links and downloads. */
@@ -92,14 +128,20 @@ static int storage_error(struct mcp_call *c, const char *bucket, const char *key
                          const char *id, const struct husk_err *err) {
   switch (err->code) {
   case STORE_ENOBUCKET:
-    return mcp_tool_error(c, "bucket `%.63s` not found: it does not exist (or is not yours). "
-                          "Omit `bucket` to use the default bucket \"" MCP_BUCKET "\".", bucket);
+    return mcp_tool_error(c,
+                          "bucket `%.63s` not found: it does not exist (or is not yours). "
+                          "Omit `bucket` to use the default bucket \"" MCP_BUCKET "\".",
+                          bucket);
   case STORE_ENOKEY:
-    return mcp_tool_error(c, "object `%.300s` not found in bucket `%.63s`: list_objects shows the "
-                          "keys there.", key, bucket);
+    return mcp_tool_error(c,
+                          "object `%.300s` not found in bucket `%.63s`: list_objects shows the "
+                          "keys there.",
+                          key, bucket);
   case STORE_EBADNAME:
-    return mcp_tool_error(c, "bucket name `%.63s` is not valid: use 3-63 characters of a-z, 0-9, "
-                          "'.' and '-', starting and ending with a letter or digit.", bucket);
+    return mcp_tool_error(c,
+                          "bucket name `%.63s` is not valid: use 3-63 characters of a-z, 0-9, "
+                          "'.' and '-', starting and ending with a letter or digit.",
+                          bucket);
   case STORE_EBADKEY:
     return mcp_tool_error(c, "the key is not valid: %s (a key is 1-1024 bytes of UTF-8).",
                           err->msg);
@@ -111,8 +153,7 @@ static int storage_error(struct mcp_call *c, const char *bucket, const char *key
   case ENOSPC:
     return mcp_tool_error(c, "the server has no room to store it: %s. Nothing was stored.",
                           err->msg);
-  case EOPNOTSUPP:
-    return mcp_tool_error(c, NO_LINKS_MSG);
+  case EOPNOTSUPP: return mcp_tool_error(c, NO_LINKS_MSG);
   default:
     if (err->code >= STORE_ENOBUCKET)
       return mcp_tool_error(c, "%s", err->msg);
@@ -139,11 +180,12 @@ static int check_box(struct mcp_call *c, struct husk_mgr *m, const char *id) {
   return 0;
 }
 
-static void add_link_block(struct mcp_call *c, const char *url, const char *key,
-                           const char *mime, uint64_t size, int64_t expires_ms) {
+static void add_link_block(struct mcp_call *c, const char *url, const char *key, const char *mime,
+                           uint64_t size, int64_t expires_ms) {
   cleanup_json json_t *exp = json_time(expires_ms);
   char desc[160];
-  snprintf(desc, sizeof desc, "expiring link (until %s)", json_string_value(exp) ? json_string_value(exp) : "?");
+  snprintf(desc, sizeof desc, "expiring link (until %s)",
+           json_string_value(exp) ? json_string_value(exp) : "?");
   mcp_add_block(c, json_pack("{s:s, s:s, s:s, s:s, s:I, s:s}", "type", "resource_link", "uri", url,
                              "name", base_name(key), "mimeType", mime, "size", (json_int_t)size,
                              "description", desc));
@@ -190,7 +232,8 @@ static int publish(void *ctx, const char *tenant, const char *name, bool unique,
     store_object_free(&o);
   }
   struct store_link l;
-  if (store_link_create(s, tenant, MCP_BUCKET, key, 0, base_name(key), &l, err) < 0)
+  if (store_link_create(s, tenant, MCP_BUCKET, key, 0, base_name(key), link_inline(mime_type, NULL),
+                        &l, err) < 0)
     return -1;
   *url = l.url;
   l.url = NULL;
@@ -218,18 +261,27 @@ static const char *const encodings[] = {"utf-8", "base64", NULL};
 static const struct mcp_param store_params[] = {
     {"sandbox_id", MCP_P_STRING, false, "store a file or directory of this sandbox (with `path`)",
      NULL, 0, 0, 64},
-    {"path", MCP_P_STRING, false, "the sandbox path to store (relative paths are under "
-     "/workspace); a directory is stored as a tar archive", NULL, 0, 0, 4096},
-    {"content", MCP_P_STRING, false, "or: the content to store (instead of sandbox_id + path), "
-     "at most 3 MB", NULL, 0, 0, MCP_CONTENT_B64_MAX},
+    {"path", MCP_P_STRING, false,
+     "the sandbox path to store (relative paths are under "
+     "/workspace); a directory is stored as a tar archive",
+     NULL, 0, 0, 4096},
+    {"content", MCP_P_STRING, false,
+     "or: the content to store (instead of sandbox_id + path), "
+     "at most 3 MB",
+     NULL, 0, 0, MCP_CONTENT_B64_MAX},
     {"encoding", MCP_P_STRING, false, "of `content`: utf-8 (default, text) or base64 (binary)",
      encodings, 0, 0, 0},
     BUCKET_PARAM,
-    {"key", MCP_P_STRING, false, "the object's name in the bucket, e.g. reports/q3.csv (default: "
-     "a new unique key ending with the file name)", NULL, 0, 0, STORE_KEY_MAX},
-    {"content_type", MCP_P_STRING, false, "MIME type of `content`, e.g. text/csv (default: from "
-     "the key's extension, which also sets a sandbox file's type)", NULL, 0, 0, STORE_CTYPE_MAX - 1},
+    {"key", MCP_P_STRING, false,
+     "the object's name in the bucket, e.g. reports/q3.csv (default: "
+     "a new unique key ending with the file name)",
+     NULL, 0, 0, STORE_KEY_MAX},
+    {"content_type", MCP_P_STRING, false,
+     "MIME type of `content`, e.g. text/csv (default: from "
+     "the key's extension, which also sets a sandbox file's type)",
+     NULL, 0, 0, STORE_CTYPE_MAX - 1},
     FILENAME_PARAM,
+    DISPOSITION_PARAM,
     EXPIRY_PARAM,
     END_PARAM,
 };
@@ -239,7 +291,7 @@ static int store_file(struct mcp_call *c) {
   const char *box = mcp_arg_str(c, "sandbox_id"), *path = mcp_arg_str(c, "path");
   const char *enc = mcp_arg_str(c, "encoding"), *bucket = mcp_arg_str(c, "bucket");
   const char *key = mcp_arg_str(c, "key"), *ctype = mcp_arg_str(c, "content_type");
-  const char *filename = mcp_arg_str(c, "filename");
+  const char *filename = mcp_arg_str(c, "filename"), *disp = mcp_arg_str(c, "disposition");
   json_t *content = mcp_arg(c, "content");
   int64_t exp = 0;
   mcp_arg_int(c, "expires_in_seconds", &exp);
@@ -250,13 +302,13 @@ static int store_file(struct mcp_call *c) {
     return mcp_tool_error(c, "give either `content` or `sandbox_id` + `path`, not both");
   if (!content && (!box || !path))
     return mcp_tool_error(c, "say what to store: `sandbox_id` and `path` (a file or directory of "
-                          "a sandbox), or `content` (text, or base64 with encoding \"base64\")");
+                             "a sandbox), or `content` (text, or base64 with encoding \"base64\")");
   if (ctype && !content)
     return mcp_tool_error(c, "`content_type` applies to `content` only: a sandbox file's type "
-                          "comes from the key's extension (e.g. .csv, .pdf)");
+                             "comes from the key's extension (e.g. .csv, .pdf)");
   if (ctype && !ctype_ok(ctype))
     return mcp_tool_error(c, "`content_type` must be a MIME type such as text/csv or "
-                          "application/pdf (printable ASCII, type/subtype)");
+                             "application/pdf (printable ASCII, type/subtype)");
   if (!links_possible(s))
     return mcp_tool_error(c, NO_LINKS_MSG);
   cleanup_free char *auto_key = NULL;
@@ -268,6 +320,9 @@ static int store_file(struct mcp_call *c) {
     key = auto_key;
     audit_obj(c, bucket, key);
   }
+  /* Named after the key's last part unless told otherwise, as get_link's
+   * links are. */
+  const char *dl = filename ? filename : strchr(base_name(key), '/') ? NULL : base_name(key);
   struct box_store_result res;
   int rc;
   if (content) {
@@ -277,18 +332,22 @@ static int store_file(struct mcp_call *c) {
     if (b64 && b64_decode(json_string_value(content), len, &bin, &len) < 0)
       return mcp_tool_error(c, "content is not valid base64 (encoding is base64)");
     if (len > MCP_CONTENT_MAX)
-      return mcp_tool_error(c, "content is %zu bytes, more than a call may carry (%d, 3 MiB, "
+      return mcp_tool_error(c,
+                            "content is %zu bytes, more than a call may carry (%d, 3 MiB, "
                             "decoded): write it into a sandbox and store it with sandbox_id + "
-                            "path", len, MCP_CONTENT_MAX);
-    rc = box_store_put_buffer(s, c->caller->tenant,
-                              b64 ? (const void *)bin : json_string_value(content), len, ctype,
-                              bucket, key, true, exp, filename, &res, &err);
+                            "path",
+                            len, MCP_CONTENT_MAX);
+    rc = box_store_put_buffer(
+        s, c->caller->tenant, b64 ? (const void *)bin : json_string_value(content), len, ctype,
+        bucket, key, true, exp, dl, link_inline(ctype ? ctype : box_store_guess_type(key), disp),
+        &res, &err);
   } else {
     struct husk_mgr *m = mcp_call_mgr(c);
     if (!m || check_box(c, m, box) < 0)
       return 0;
-    rc = box_store_put(m, s, c->caller->tenant, box, path, bucket, key, true, exp, filename, &res,
-                       &err);
+    /* A directory is stored as a tar: a download whatever was asked. */
+    rc = box_store_put(m, s, c->caller->tenant, box, path, bucket, key, true, exp, dl,
+                       link_inline(box_store_guess_type(key), disp), &res, &err);
   }
   if (rc < 0)
     return storage_error(c, bucket, key, "file", path, &err);
@@ -305,24 +364,28 @@ static int store_file(struct mcp_call *c) {
   return 0;
 }
 
-#define LINK_PROPS                                                                                \
-  "\"bucket\":{\"type\":\"string\"},\"key\":{\"type\":\"string\"},\"size\":{\"type\":"            \
-  "\"integer\"},\"url\":{\"type\":\"string\"},\"expires_at\":{\"type\":\"string\"},\"link_id\":" \
+#define LINK_PROPS                                                                                 \
+  "\"bucket\":{\"type\":\"string\"},\"key\":{\"type\":\"string\"},\"size\":{\"type\":"             \
+  "\"integer\"},\"url\":{\"type\":\"string\"},\"expires_at\":{\"type\":\"string\"},\"link_id\":"   \
   "{\"type\":\"string\"},\"content_type\":{\"type\":\"string\"}"
 
 static const struct mcp_tool tool_store_file = {
-    "store_file", "Store a file and get a link",
+    "store_file",
+    "Store a file and get a link",
     "Put a file into object storage and get a download link to share: a report, a chart, a "
     "cleaned table. Either from a sandbox (sandbox_id + path; a directory is stored as one tar "
     "archive) or from content you pass (text, or base64 with encoding \"base64\"; at most 3 MB "
-    "— for more, write it in a sandbox first). The object is kept in your bucket (default \"" 
-    MCP_BUCKET "\") until deleted; the link is a presigned URL that expires (default 1 hour, "
+    "— for more, write it in a sandbox first). The object is kept in your bucket (default "
+    "\"" MCP_BUCKET "\") until deleted; the link is a presigned URL that expires (default 1 hour, "
     "at most 7 days; get_link makes a new one). Give the user the `url`. load_file copies an "
     "object back into a sandbox.",
     store_params,
     "{\"type\":\"object\",\"properties\":{" LINK_PROPS ",\"etag\":{\"type\":\"string\"},\"tar\":"
     "{\"type\":\"boolean\"}},\"required\":[\"bucket\",\"key\",\"size\",\"url\",\"expires_at\"]}",
-    false, false, false, store_file,
+    false,
+    false,
+    false,
+    store_file,
 };
 
 /* ---- get_link ------------------------------------------------------------------------ */
@@ -333,13 +396,14 @@ static const struct mcp_param link_params[] = {
      STORE_KEY_MAX},
     EXPIRY_PARAM,
     FILENAME_PARAM,
+    DISPOSITION_PARAM,
     END_PARAM,
 };
 
 static int get_link(struct mcp_call *c) {
   struct store *s = store_of(c);
   const char *bucket = mcp_arg_str(c, "bucket"), *key = mcp_arg_str(c, "key");
-  const char *filename = mcp_arg_str(c, "filename");
+  const char *filename = mcp_arg_str(c, "filename"), *disp = mcp_arg_str(c, "disposition");
   int64_t exp = 0;
   mcp_arg_int(c, "expires_in_seconds", &exp);
   if (!bucket)
@@ -349,17 +413,29 @@ static int get_link(struct mcp_call *c) {
     return mcp_tool_error(c, NO_LINKS_MSG);
   struct store_link l;
   struct husk_err err;
+  /* The object's own type where the store says it, else by the key. */
+  char ctype[STORE_CTYPE_MAX];
+  snprintf(ctype, sizeof ctype, "%s", box_store_guess_type(key));
+  struct store_object so;
+  if (!store_remote(s) &&
+      store_object_get(s, c->caller->tenant, bucket, key, &so, NULL, &err) == 0) {
+    if (so.content_type[0])
+      snprintf(ctype, sizeof ctype, "%s", so.content_type);
+    store_object_free(&so);
+  }
   /* Downloads are named after the key's last part unless told otherwise
    * (a key ending in '/' has none to offer). */
   const char *dl = filename ? filename : strchr(base_name(key), '/') ? NULL : base_name(key);
-  if (store_link_create(s, c->caller->tenant, bucket, key, exp, dl, &l, &err) < 0)
+  if (store_link_create(s, c->caller->tenant, bucket, key, exp, dl, link_inline(ctype, disp), &l,
+                        &err) < 0)
     return storage_error(c, bucket, key, "object", key, &err);
   json_t *r = json_pack("{s:s, s:s, s:s, s:o, s:s}", "bucket", bucket, "key", key, "url", l.url,
                         "expires_at", json_time(l.expires_ms), "link_id", l.id);
   const char *mime = box_store_guess_type(key);
   uint64_t size = 0;
   struct store_object o;
-  if (!store_remote(s) && store_object_get(s, c->caller->tenant, bucket, key, &o, NULL, &err) == 0) {
+  if (!store_remote(s) &&
+      store_object_get(s, c->caller->tenant, bucket, key, &o, NULL, &err) == 0) {
     size = o.size;
     json_object_set_new(r, "size", json_integer((json_int_t)o.size));
     json_object_set_new(r, "content_type", json_string(o.content_type));
@@ -374,14 +450,18 @@ static int get_link(struct mcp_call *c) {
 }
 
 static const struct mcp_tool tool_get_link = {
-    "get_link", "Get a download link for a stored object",
+    "get_link",
+    "Get a download link for a stored object",
     "Make a fresh presigned download link for an object already in storage (e.g. when an "
     "earlier link expired). The link works for expires_in_seconds (default 1 hour, at most 7 "
     "days) for anyone who has it; each fetch is recorded.",
     link_params,
     "{\"type\":\"object\",\"properties\":{" LINK_PROPS "},\"required\":[\"bucket\",\"key\","
     "\"url\",\"expires_at\"]}",
-    false, false, false, get_link,
+    false,
+    false,
+    false,
+    get_link,
 };
 
 /* ---- list_objects ---------------------------------------------------------------------- */
@@ -417,7 +497,7 @@ static int list_objects(struct mcp_call *c) {
   audit_obj(c, bucket, prefix);
   if (store_remote(s))
     return mcp_tool_error(c, "listing is not available: this server keeps objects in an external "
-                          "store. Use the keys store_file returned.");
+                             "store. Use the keys store_file returned.");
   /* The cursor is the last key of the previous page, base64 (opaque to
    * the model, which should not edit it). */
   cleanup_free unsigned char *after = NULL;
@@ -425,13 +505,13 @@ static int list_objects(struct mcp_call *c) {
   if (cursor && (b64_decode(cursor, strlen(cursor), &after, &alen) < 0 || memchr(after, 0, alen) ||
                  !utf8_valid((char *)after, alen)))
     return mcp_tool_error(c, "`cursor` is not valid: pass next_cursor of the previous page "
-                          "unchanged, or omit it to start over");
+                             "unchanged, or omit it to start over");
   cleanup_free char *after_s = after ? strndup((char *)after, alen) : NULL;
   if (after && !after_s)
     return mcp_tool_error(c, "out of memory");
   cleanup_json json_t *arr = json_array();
-  struct store_list_req rq = {.prefix = prefix ? prefix : "", .after = after_s,
-                              .max_keys = (unsigned)max};
+  struct store_list_req rq = {
+      .prefix = prefix ? prefix : "", .after = after_s, .max_keys = (unsigned)max};
   bool truncated = false;
   cleanup_free char *next = NULL;
   struct husk_err err;
@@ -452,7 +532,8 @@ static int list_objects(struct mcp_call *c) {
 }
 
 static const struct mcp_tool tool_list_objects = {
-    "list_objects", "List stored objects",
+    "list_objects",
+    "List stored objects",
     "List the objects in one of your storage buckets (default \"" MCP_BUCKET "\", where "
     "store_file and run_code put files), in key order, optionally only keys starting with "
     "`prefix`. Returns at most max_items (default 100); when `truncated` is true, call again "
@@ -464,22 +545,31 @@ static const struct mcp_tool tool_list_objects = {
     "\"key\":{\"type\":\"string\"},\"size\":{\"type\":\"integer\"},\"etag\":{\"type\":\"string\"},"
     "\"last_modified\":{\"type\":\"string\"}}}},\"truncated\":{\"type\":\"boolean\"},"
     "\"next_cursor\":{\"type\":\"string\"}},\"required\":[\"bucket\",\"objects\",\"truncated\"]}",
-    true, false, true, list_objects,
+    true,
+    false,
+    true,
+    list_objects,
 };
 
 /* ---- load_file --------------------------------------------------------------------------- */
 
 static const struct mcp_param load_params[] = {
-    {"sandbox_id", MCP_P_STRING, true, "the sandbox to copy the object into (from "
-     "sandbox_create)", NULL, 0, 0, 64},
-    {"path", MCP_P_STRING, true, "where in the sandbox: a file path (parents are created, an "
+    {"sandbox_id", MCP_P_STRING, true,
+     "the sandbox to copy the object into (from "
+     "sandbox_create)",
+     NULL, 0, 0, 64},
+    {"path", MCP_P_STRING, true,
+     "where in the sandbox: a file path (parents are created, an "
      "existing file is replaced), or with extract a directory; relative paths are under "
-     "/workspace", NULL, 0, 0, 4096},
+     "/workspace",
+     NULL, 0, 0, 4096},
     BUCKET_PARAM,
     {"key", MCP_P_STRING, true, "the object's key (from store_file or list_objects)", NULL, 0, 0,
      STORE_KEY_MAX},
-    {"extract", MCP_P_BOOL, false, "the object is a tar archive (e.g. a directory stored by "
-     "store_file): unpack it into the directory `path` (default false)", NULL, 0, 0, 0},
+    {"extract", MCP_P_BOOL, false,
+     "the object is a tar archive (e.g. a directory stored by "
+     "store_file): unpack it into the directory `path` (default false)",
+     NULL, 0, 0, 0},
     END_PARAM,
 };
 
@@ -499,14 +589,16 @@ static int load_file(struct mcp_call *c) {
   struct husk_err err;
   if (box_store_get(m, s, c->caller->tenant, bucket, key, box, path, extract, &size, &err) < 0)
     return storage_error(c, bucket, key, "file", path, &err);
-  mcp_result(c, json_pack("{s:s, s:s, s:s, s:s, s:I, s:b}", "sandbox_id", box, "path", path,
-                          "bucket", bucket, "key", key, "size", (json_int_t)size, "extracted",
-                          (int)extract), false);
+  mcp_result(c,
+             json_pack("{s:s, s:s, s:s, s:s, s:I, s:b}", "sandbox_id", box, "path", path, "bucket",
+                       bucket, "key", key, "size", (json_int_t)size, "extracted", (int)extract),
+             false);
   return 0;
 }
 
 static const struct mcp_tool tool_load_file = {
-    "load_file", "Copy a stored object into a sandbox",
+    "load_file",
+    "Copy a stored object into a sandbox",
     "Copy an object from storage into a sandbox as a file (or, with extract, unpack a tar "
     "archive into a directory), e.g. to continue working on a file stored earlier. The data "
     "goes straight from storage into the sandbox. Then use sandbox_exec or sandbox_read_file on "
@@ -516,7 +608,10 @@ static const struct mcp_tool tool_load_file = {
     "\"string\"},\"bucket\":{\"type\":\"string\"},\"key\":{\"type\":\"string\"},\"size\":{\"type\":"
     "\"integer\"},\"extracted\":{\"type\":\"boolean\"}},\"required\":[\"sandbox_id\",\"path\","
     "\"size\"]}",
-    false, false, true, load_file,
+    false,
+    false,
+    true,
+    load_file,
 };
 
 /* ---- the hook ------------------------------------------------------------------------- */

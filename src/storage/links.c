@@ -51,7 +51,7 @@ static int url_authority(const char *url, char *host, size_t size, struct husk_e
 /* Content-Disposition for a download name: plain when it is simple ASCII,
  * RFC 6266 filename* otherwise.  The name must be one path component of
  * printable UTF-8. */
-static char *disposition(const char *name, struct husk_err *err) {
+static char *disposition(const char *name, bool inline_disp, struct husk_err *err) {
   size_t n = strlen(name);
   if (n == 0 || n > 255 || !utf8_valid(name, n) || strchr(name, '/'))
     return husk_fail(err, EINVAL,
@@ -67,11 +67,11 @@ static char *disposition(const char *name, struct husk_err *err) {
   }
   char *d = NULL;
   if (simple) {
-    if (asprintf(&d, "attachment; filename=\"%s\"", name) < 0)
+    if (asprintf(&d, "%s; filename=\"%s\"", inline_disp ? "inline" : "attachment", name) < 0)
       d = NULL;
   } else {
     cleanup_free char *e = sigv4_uri_encode(name, n, false);
-    if (e && asprintf(&d, "attachment; filename*=UTF-8''%s", e) < 0)
+    if (e && asprintf(&d, "%s; filename*=UTF-8''%s", inline_disp ? "inline" : "attachment", e) < 0)
       d = NULL;
   }
   if (!d)
@@ -82,8 +82,8 @@ static char *disposition(const char *name, struct husk_err *err) {
 /* A link on the external store: presigned with its credentials, so its
  * fetches are not seen (nor logged) by husk. */
 static int remote_link(struct store *s, const char *tenant_id, const char *bucket, const char *key,
-                       int64_t expires_s, const char *filename, struct store_link *out,
-                       struct husk_err *err) {
+                       int64_t expires_s, const char *filename, bool inline_disp,
+                       struct store_link *out, struct husk_err *err) {
   if (store_key_check(key, err) < 0)
     return -1;
   if (!store_bucket_name_ok(bucket))
@@ -98,7 +98,7 @@ static int remote_link(struct store *s, const char *tenant_id, const char *bucke
     return -1;
   }
   cleanup_free char *disp = NULL;
-  if (filename && *filename && !(disp = disposition(filename, err)))
+  if (filename && *filename && !(disp = disposition(filename, inline_disp, err)))
     return -1;
   if (id_new("l", STORE_ID_BYTES, out->id, STORE_ID_SIZE, err) < 0 ||
       remote_presign(s->remote, rk, expires_s, disp, &out->url, err) < 0)
@@ -121,8 +121,8 @@ static int remote_link(struct store *s, const char *tenant_id, const char *bucke
 }
 
 int store_link_create(struct store *s, const char *tenant_id, const char *bucket, const char *key,
-                      int64_t expires_s, const char *filename, struct store_link *out,
-                      struct husk_err *err) {
+                      int64_t expires_s, const char *filename, bool inline_disp,
+                      struct store_link *out, struct husk_err *err) {
   memset(out, 0, sizeof *out);
   if (expires_s == 0)
     expires_s = STORE_LINK_DEFAULT_S;
@@ -131,7 +131,7 @@ int store_link_create(struct store *s, const char *tenant_id, const char *bucket
   if (store_space_check(s, 0, err) < 0)
     return -1;
   if (s->remote)
-    return remote_link(s, tenant_id, bucket, key, expires_s, filename, out, err);
+    return remote_link(s, tenant_id, bucket, key, expires_s, filename, inline_disp, out, err);
   struct store_object o;
   if (store_object_get(s, tenant_id, bucket, key, &o, NULL, err) < 0)
     return -1;
@@ -148,7 +148,7 @@ int store_link_create(struct store *s, const char *tenant_id, const char *bucket
     return -1;
   cleanup_free char *extra = NULL;
   if (filename && *filename) {
-    cleanup_free char *d = disposition(filename, err);
+    cleanup_free char *d = disposition(filename, inline_disp, err);
     if (!d)
       return -1;
     cleanup_free char *ed = sigv4_uri_encode(d, strlen(d), false);

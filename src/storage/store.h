@@ -368,10 +368,11 @@ void store_link_free(struct store_link *l);
 /* A presigned GET for an existing object on the configured public URL
  * (or on the external store when one is configured), valid `expires_s`
  * (0: STORE_LINK_DEFAULT_S; at most STORE_LINK_MAX_S).  `filename` (may
- * be NULL) makes browsers save it under that name. */
+ * be NULL) names it for browsers: saved under that name, or with
+ * `inline_disp` shown in the browser, the name kept for a save. */
 int store_link_create(struct store *s, const char *tenant_id, const char *bucket, const char *key,
-                      int64_t expires_s, const char *filename, struct store_link *out,
-                      struct husk_err *err);
+                      int64_t expires_s, const char *filename, bool inline_disp,
+                      struct store_link *out, struct husk_err *err);
 int store_link_get(struct store *s, const char *tenant_id, const char *id, struct store_link *out,
                    struct husk_err *err);
 /* The tenant's links, newest first (at most 1000). */

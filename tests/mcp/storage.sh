@@ -126,6 +126,29 @@ expect_eq "get_link: a fresh link with size and a resource_link" \
 curl -sS -D "$T_SCRATCH/h" -o "$T_SCRATCH/got" "$(rq 'sc["url"]')"
 check "get_link: the download is named as asked (Content-Disposition)" grep -qi 'content-disposition:.*defects.csv' "$T_SCRATCH/h"
 expect_eq "get_link: ... and holds the object" "$(cat "$T_SCRATCH/got")" "$(printf 'line,defects\n1,3\n2,5\n')"
+# Inline or attachment: one rule for store_file's link and get_link's --
+# by content type (pages, text, images, PDF open in the browser; the rest
+# downloads), or as asked with `disposition`.
+dispo() { # URL: the Content-Disposition's type ("inline", "attachment"), or "none"
+  curl -sS -D "$T_SCRATCH/h" -o /dev/null --max-time 30 "$1"
+  local d
+  d=$(grep -i '^content-disposition:' "$T_SCRATCH/h" | head -n1 | sed 's/^[^:]*: *//; s/;.*//' | tr -d '\r')
+  echo "${d:-none}"
+}
+tool "$KA" store_file '{"content":"<h1>dashboard</h1>","key":"site/dash.html"}'
+expect_eq "store_file: an HTML page's link opens in the browser (inline)" "$(dispo "$(rq 'sc["url"]')")" inline
+tool "$KA" get_link '{"key":"site/dash.html"}'
+expect_eq "get_link: a fresh link to the same page opens the same way (inline)" "$(dispo "$(rq 'sc["url"]')")" inline
+tool "$KA" get_link '{"key":"site/dash.html","disposition":"attachment"}'
+expect_eq "get_link: disposition attachment makes it a download" "$(dispo "$(rq 'sc["url"]')")" attachment
+tool "$KA" store_file '{"content":"PK","key":"site/bundle.zip"}'
+expect_eq "store_file: an archive's link downloads (attachment)" "$(dispo "$(rq 'sc["url"]')")" attachment
+tool "$KA" get_link '{"key":"site/bundle.zip"}'
+expect_eq "get_link: ... and so does a fresh link to it" "$(dispo "$(rq 'sc["url"]')")" attachment
+tool "$KA" store_file '{"content":"PK","key":"site/bundle2.zip","disposition":"inline"}'
+expect_eq "store_file: disposition inline is honoured" "$(dispo "$(rq 'sc["url"]')")" inline
+tool "$KA" get_link '{"key":"site/dash.html","disposition":"sideways"}'
+expect_err "get_link: a disposition that is neither inline nor attachment is refused" "disposition"
 
 # ---- list_objects: prefix and paging ------------------------------------------------------------------
 for i in 1 2 3 4 5; do
@@ -188,7 +211,7 @@ expect_err "get_link: an expiry over 7 days" "between"
 head -c 3300000 /dev/zero | tr '\0' a >"$T_SCRATCH/big"
 python3 -c 'import json,sys; print(json.dumps({"content": open(sys.argv[1]).read(), "key": "big.txt"}))' "$T_SCRATCH/big" >"$T_SCRATCH/bigargs"
 tool "$KA" store_file "@$T_SCRATCH/bigargs"
-expect_err "store_file: oversize inline content" "too large"
+expect_err "store_file: oversize inline content (3,300,000 bytes of text, over 3 MiB)" "more than a call may carry"
 tool "$KA" store_file '{"content":"x","content_type":"text/plain\r\nX-Evil: 1"}'
 expect_err "store_file: a content_type with CR/LF is refused" "must be a MIME type"
 tool "$KA" store_file "{\"sandbox_id\":\"$SID\",\"path\":\"report.csv\",\"content_type\":\"text/html\"}"

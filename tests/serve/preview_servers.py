@@ -700,6 +700,454 @@ def raw(argv):
     return 0
 
 
+# ---------------------------------------------------------------- hostile-path servers
+
+def naive_server(port):
+    """An ordinary app (no hostile intent) that does not read the body of
+    POST /ping: on a kept connection, that body is read as the next
+    request's head."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    notes = []
+    lock = threading.Lock()
+
+    class H(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def reply(self, body, ctype="text/plain"):
+            self.send_response(200)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_POST(self):
+            if self.path == "/notes":
+                n = int(self.headers.get("Content-Length") or 0)
+                note = self.rfile.read(n).decode("latin-1")
+                with lock:
+                    notes.append(note)
+                return self.reply(b"stored\n")
+            return self.reply(b"pong\n")  # the body is never read
+
+        def do_GET(self):
+            if self.path == "/notes":
+                with lock:
+                    return self.reply(json.dumps(notes).encode(), "application/json")
+            return self.reply(("hello %s\n" % self.headers.get("Cookie")).encode())
+
+    class S(ThreadingHTTPServer):
+        daemon_threads = True
+        allow_reuse_address = True
+
+    S(("127.0.0.1", port), H).serve_forever()
+
+
+CHARGES = [0]
+
+
+def retry_conn(sock):
+    """POST /charge acts (counts) at once; on a connection that already
+    carried a request it then drops the connection unanswered."""
+    try:
+        buf = b""
+        n = 0
+        while True:
+            while b"\r\n\r\n" not in buf:
+                d = sock.recv(4096)
+                if not d:
+                    return
+                buf += d
+                if len(buf) > 65536:
+                    return
+            head, _, buf = buf.partition(b"\r\n\r\n")
+            cl = 0
+            for line in head.split(b"\r\n")[1:]:
+                k, _, v = line.partition(b":")
+                if k.strip().lower() == b"content-length":
+                    cl = int(v.strip())
+            while len(buf) < cl:
+                d = sock.recv(65536)
+                if not d:
+                    return
+                buf += d
+            buf = buf[cl:]
+            n += 1
+            parts = head.split(b"\r\n", 1)[0].split(b" ")
+            method, target = parts[0], parts[1] if len(parts) > 1 else b"/"
+            close = False
+            if method == b"POST" and target.startswith(b"/charge"):
+                with COUNTER_LOCK:
+                    CHARGES[0] += 1
+                    c = CHARGES[0]
+                if n > 1:
+                    return  # acted, then the worker died before answering
+                body = b"charged %d\n" % c
+            elif target.startswith(b"/count"):
+                with COUNTER_LOCK:
+                    body = b"charges=%d\n" % CHARGES[0]
+            else:
+                body = b"warm\n"
+                close = b"close=1" in target
+            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n"
+                         % len(body) + body)
+            if close:
+                return
+    except (OSError, ValueError):
+        pass
+    finally:
+        sock.close()
+
+
+def early_conn(sock):
+    """Answers before the request body is read (a server refusing an
+    upload), then closes."""
+    try:
+        head, rest = read_head(sock)
+        path = head.split(b" ", 2)[1] if head.count(b" ") >= 2 else b"/"
+        # a little of the body, as a server that looks at its start would
+        got = len(rest)
+        sock.settimeout(2)
+        try:
+            while got < 65536:
+                d = sock.recv(65536)
+                if not d:
+                    break
+                got += len(d)
+        except OSError:
+            pass
+        if path.startswith(b"/drop"):
+            return
+        code = 404 if path.startswith(b"/404") else 413
+        body = b"refused by the box: %d\n" % code
+        sock.sendall(b"HTTP/1.1 %d Refused\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n"
+                     b"Connection: close\r\n\r\n" % (code, len(body)) + body)
+        time.sleep(0.2)
+    except (OSError, EOFError, ValueError):
+        pass
+    finally:
+        sock.close()
+
+
+# ---------------------------------------------------------------- attack clients
+
+def loopback_only(host, what):
+    if host not in ("127.0.0.1", "::1", "localhost"):
+        raise SystemExit(what + ": loopback only, not " + host)
+
+
+class RawConn:
+    """One client connection; requests written byte for byte."""
+
+    def __init__(self, host, port, timeout=20):
+        loopback_only(host, "client")
+        self.host, self.port = host, port
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.buf = b""
+
+    def fill(self):
+        d = self.sock.recv(65536)
+        if not d:
+            raise EOFError("closed")
+        self.buf += d
+
+    def send(self, method, target, headers=(), body=None, length=True):
+        req = "%s %s HTTP/1.1\r\nHost: %s:%d\r\n" % (method, target, self.host, self.port)
+        for h in headers:
+            req += h + "\r\n"
+        if body is not None and length:
+            req += "Content-Length: %d\r\n" % len(body)
+        self.sock.sendall(req.encode("latin-1") + b"\r\n" + (body or b""))
+
+    def reply(self, method="GET"):
+        while b"\r\n\r\n" not in self.buf:
+            self.fill()
+        i = self.buf.index(b"\r\n\r\n")
+        head, self.buf = self.buf[:i].decode("latin-1"), self.buf[i + 4:]
+        lines = head.split("\r\n")
+        status = int(lines[0].split(" ")[1])
+        hdrs = {}
+        for line in lines[1:]:
+            k, _, v = line.partition(":")
+            hdrs.setdefault(k.strip().lower(), []).append(v.strip())
+        if method == "HEAD" or status in (204, 304) or status < 200:
+            return status, hdrs, b""
+        if "chunked" in ",".join(hdrs.get("transfer-encoding", [])).lower():
+            body = b""
+            while True:
+                while b"\r\n" not in self.buf:
+                    self.fill()
+                line, _, self.buf = self.buf.partition(b"\r\n")
+                size = int(line.split(b";")[0].strip(), 16)
+                if size == 0:
+                    while True:  # trailers, then the empty line
+                        while b"\r\n" not in self.buf:
+                            self.fill()
+                        t, _, self.buf = self.buf.partition(b"\r\n")
+                        if not t:
+                            break
+                    return status, hdrs, body
+                while len(self.buf) < size + 2:
+                    self.fill()
+                body += self.buf[:size]
+                self.buf = self.buf[size + 2:]
+        if "content-length" in hdrs:
+            n = int(hdrs["content-length"][0])
+            while len(self.buf) < n:
+                self.fill()
+            body, self.buf = self.buf[:n], self.buf[n:]
+            return status, hdrs, body
+        while True:
+            try:
+                self.fill()
+            except EOFError:
+                break
+        body, self.buf = self.buf, b""
+        return status, hdrs, body
+
+    def close(self):
+        self.sock.close()
+
+
+def reuse(argv):
+    """Which box-side connection each request of a client connection used
+    (the http server's peer_port)."""
+    host, port, tok = argv[0], int(argv[1]), argv[2]
+    seqs = [
+        ("get_get", [("GET", "/a", None), ("GET", "/b", None)]),
+        ("post_body_get", [("GET", "/a", None), ("POST", "/b", b"x" * 100), ("GET", "/c", None)]),
+        ("post_nobody_get", [("POST", "/a", None), ("GET", "/b", None)]),
+        ("post_len0_get", [("POST", "/a", b""), ("GET", "/b", None)]),
+        ("put_body_get", [("PUT", "/a", b"data"), ("GET", "/b", None)]),
+        ("get_body_get", [("GET", "/a", b"hello"), ("GET", "/b", None)]),
+        ("delete_get", [("DELETE", "/a", None), ("GET", "/b", None)]),
+        ("options_get", [("OPTIONS", "/a", None), ("GET", "/b", None)]),
+    ]
+    out = {}
+    for name, reqs in seqs:
+        c = RawConn(host, port)
+        res = []
+        try:
+            for method, path, body in reqs:
+                c.send(method, "/p/%s/%s%s" % (tok, name, path), body=body)
+                status, _, rb = c.reply(method)
+                peer = None
+                if status == 200:
+                    try:
+                        peer = json.loads(rb)["peer_port"]
+                    except ValueError:
+                        pass
+                res.append([status, peer])
+        except (OSError, EOFError, ValueError) as e:
+            res.append(["error", str(e)])
+        c.close()
+        out[name] = res
+    print(json.dumps(out))
+    return 0
+
+
+def frontshare(argv):
+    """Two people's requests, one after the other, on one client
+    connection, as a front proxy that shares its connections sends them:
+    the first POSTs a body that is a request head to an endpoint that
+    ignores bodies, the second carries a secret cookie."""
+    host, port, tok = argv[0], int(argv[1]), argv[2]
+    secret = argv[3] if len(argv) > 3 else "VICTIM-SECRET-42"
+    # its body: "note=" and the first 75 bytes of what follows on the
+    # connection to the box (the next request's head, if it came there)
+    smuggled = b"POST /notes HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 80\r\n\r\nnote="
+    c = RawConn(host, port, timeout=10)
+    out = {}
+    try:
+        c.send("POST", "/p/%s/ping" % tok, body=smuggled)
+        st, _, b = c.reply()
+        out["first"] = [st, b.decode("latin-1")]
+        time.sleep(0.2)
+        c.sock.sendall(("GET /p/%s/home HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: session=%s\r\n"
+                        "User-Agent: another-person\r\n\r\n" % (tok, secret)).encode())
+        st, _, b = c.reply()
+        out["second"] = [st, b.decode("latin-1")]
+    except (OSError, EOFError, ValueError) as e:
+        out.setdefault("first", ["error", str(e)])
+        out.setdefault("second", ["error", str(e)])
+    c.close()
+    print(json.dumps(out))
+    return 0
+
+
+def slowbody(argv):
+    """Requests whose body never comes: N connections, each a POST head
+    announcing 100000 bytes, then 3 of them, held for SECONDS."""
+    host, port, path, n, seconds = argv[0], int(argv[1]), argv[2], int(argv[3]), float(argv[4])
+    loopback_only(host, "slowbody")
+    headers = ""
+    i = 5
+    while i < len(argv):
+        if argv[i] == "--header":
+            headers += argv[i + 1] + "\r\n"
+            i += 2
+        else:
+            raise SystemExit("slowbody: unknown argument " + argv[i])
+    head = ("POST %s HTTP/1.1\r\nHost: %s:%d\r\n%sContent-Length: 100000\r\n\r\nabc"
+            % (path, host, port, headers)).encode()
+    socks = []
+    for _ in range(n):
+        try:
+            s = socket.create_connection((host, port), timeout=5)
+            s.sendall(head)
+            socks.append(s)
+        except OSError:
+            pass
+    print("opened %d" % len(socks), flush=True)
+    got = {}
+    closed = set()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and len(closed) < len(socks):
+        live = [s for s in socks if s not in closed]
+        r, _, _ = select.select(live, [], [], max(0.0, min(0.5, end - time.monotonic())))
+        for s in r:
+            try:
+                d = s.recv(65536)
+            except OSError:
+                d = b""
+            if not d:
+                closed.add(s)
+                continue
+            if s not in got:
+                got[s] = d
+                print("answered %d" % len(got), flush=True)
+            else:
+                got[s] += d
+    statuses = []
+    for s in socks:
+        first = got.get(s, b"").split(b"\r\n", 1)[0].split(b" ")
+        statuses.append(first[1].decode() if len(first) > 1 else "none")
+        s.close()
+    print("statuses " + " ".join(sorted(statuses)), flush=True)
+    return 0
+
+
+def flood(argv):
+    """N rounds of a GET of each PATH, alternating, over one keep-alive
+    connection (another when the server closes it)."""
+    import http.client
+    host, port, n, paths = argv[0], int(argv[1]), int(argv[2]), argv[3:]
+    loopback_only(host, "flood")
+    codes = {}
+    conns = 1
+    c = http.client.HTTPConnection(host, port, timeout=30)
+    for _ in range(n):
+        for p in paths:
+            for attempt in range(2):
+                try:
+                    c.request("GET", p)
+                    r = c.getresponse()
+                    r.read()
+                    codes[r.status] = codes.get(r.status, 0) + 1
+                    break
+                except (OSError, http.client.HTTPException):
+                    c.close()
+                    c = http.client.HTTPConnection(host, port, timeout=30)
+                    conns += 1
+    c.close()
+    print(json.dumps({"codes": codes, "connections": conns}))
+    return 0
+
+
+def ws_open(url, headers=()):
+    """A WebSocket handshake; returns (socket, status) -- the socket is
+    None when it failed."""
+    host, port, path, hosthdr = parse_ws_url(url)
+    loopback_only(host, "websocket client")
+    sock = socket.create_connection((host, port), timeout=20)
+    key = base64.b64encode(os.urandom(16)).decode()
+    req = ("GET %s HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+           "Sec-WebSocket-Key: %s\r\nSec-WebSocket-Version: 13\r\n" % (path, hosthdr, key))
+    for h in headers:
+        req += h + "\r\n"
+    sock.sendall((req + "\r\n").encode())
+    try:
+        head, _ = read_head(sock)
+    except (EOFError, ValueError, OSError) as e:
+        sock.close()
+        return None, "none (%s)" % e
+    parts = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ")
+    status = parts[1] if len(parts) > 1 else "?"
+    if status != "101":
+        sock.close()
+        return None, status
+    return sock, status
+
+
+def wait_eof(sock, seconds):
+    """Reads (and drops) what comes until the other side ends the
+    connection (True) or SECONDS pass (False)."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        r, _, _ = select.select([sock], [], [], max(0.0, end - time.monotonic()))
+        if not r:
+            break
+        try:
+            if not sock.recv(65536):
+                return True
+        except OSError:
+            return True
+    return False
+
+
+def wshold(argv):
+    url = argv[0]
+    wait = float(argv[argv.index("--wait") + 1]) if "--wait" in argv else 30.0
+    linger = float(argv[argv.index("--linger") + 1]) if "--linger" in argv else 0.0
+    sock, status = ws_open(url)
+    print("handshake", status, flush=True)
+    if not sock:
+        return 1
+    print("holding", flush=True)
+    cut = wait_eof(sock, wait)
+    print("closed" if cut else "still open", flush=True)
+    if cut and linger > 0:
+        # the socket stays open on this side: the other must not spin on it
+        print("lingering", flush=True)
+        time.sleep(linger)
+    sock.close()
+    print("done", flush=True)
+    return 0 if cut else 1
+
+
+def wsping(argv):
+    url = argv[0]
+    at = [float(x) for x in argv[argv.index("--at") + 1].split(",")]
+    sock, status = ws_open(url)
+    print("handshake", status, flush=True)
+    if not sock:
+        return 1
+    t0 = time.monotonic()
+    closed = False
+    for t in at:
+        time.sleep(max(0.0, t0 + t - time.monotonic()))
+        msg = b"ping-%g" % t
+        try:
+            sock.sendall(make_frame(1, msg, True))
+            sock.settimeout(3)
+            fin, op, data, _ = read_frame(sock)
+            ok = op == 1 and data == msg
+            print("at %g %s" % (t, "echo" if ok else "other"), flush=True)
+        except socket.timeout:
+            print("at %g no echo" % t, flush=True)
+        except (EOFError, OSError):
+            print("at %g closed" % t, flush=True)
+            closed = True
+            break
+    if not closed:
+        closed = wait_eof(sock, 20)
+    print("eof" if closed else "still open", flush=True)
+    sock.close()
+    return 0
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__, file=sys.stderr)
