@@ -39,11 +39,11 @@
 /* ---- output of a job ------------------------------------------------------------ */
 
 struct stream_out {
-  json_t *text;       /* what is shown (all, or the tail) */
-  uint64_t bytes;     /* all of it */
+  json_t *text;   /* what is shown (all, or the tail) */
+  uint64_t bytes; /* all of it */
   bool truncated;
-  char kept[128];     /* path in the box of the whole output, or "" */
-  char *link;         /* storage plane URL of the whole output, or NULL */
+  char kept[128]; /* path in the box of the whole output, or "" */
+  char *link;     /* storage plane URL of the whole output, or NULL */
 };
 
 /* Read a job's stream: the whole output if short, else its tail; when cut,
@@ -94,8 +94,8 @@ static void read_stream(struct mcp_call *c, struct husk_mgr *m, const struct sta
     int64_t exp = 0;
     /* Named after the job: each poll of a running job, and its end,
      * replace the one object of this stream. */
-    if (sp->publish(sp->ctx, job->tenant_id, name, true, "text/plain", fd, o->bytes, &o->link,
-                    &exp, &err) < 0)
+    if (sp->publish(sp->ctx, job->tenant_id, name, true, "text/plain", fd, o->bytes, &o->link, &exp,
+                    &err) < 0)
       o->link = NULL;
   }
 }
@@ -115,9 +115,11 @@ static void put_stream(struct mcp_call *c, json_t *r, const char *name, struct s
   if (o->kept[0]) {
     snprintf(k, sizeof k, "%s_file", name);
     json_object_set_new(r, k, json_string(o->kept));
-    snprintf(note, sizeof note, "%s was %llu bytes: only the last %d are shown; the whole "
+    snprintf(note, sizeof note,
+             "%s was %llu bytes: only the last %d are shown; the whole "
              "output is in the sandbox at %s (read it with sandbox_read_file or grep it with "
-             "sandbox_exec)", name, (unsigned long long)o->bytes, MCP_INLINE_OUTPUT, o->kept);
+             "sandbox_exec)",
+             name, (unsigned long long)o->bytes, MCP_INLINE_OUTPUT, o->kept);
   } else if (o->link) {
     snprintf(k, sizeof k, "%s_url", name);
     json_object_set_new(r, k, json_string(o->link));
@@ -133,13 +135,16 @@ static void put_stream(struct mcp_call *c, json_t *r, const char *name, struct s
       o->link = NULL;
       return;
     }
-    snprintf(note, sizeof note, "%s was %llu bytes: only the last %d are shown; the whole "
-             "output is at %s_url", name, (unsigned long long)o->bytes, MCP_INLINE_OUTPUT, name);
+    snprintf(note, sizeof note,
+             "%s was %llu bytes: only the last %d are shown; the whole "
+             "output is at %s_url",
+             name, (unsigned long long)o->bytes, MCP_INLINE_OUTPUT, name);
   } else if (running) {
-    snprintf(note, sizeof note, "%s is %llu bytes so far: only the last %d are shown",
-             name, (unsigned long long)o->bytes, MCP_INLINE_OUTPUT);
+    snprintf(note, sizeof note, "%s is %llu bytes so far: only the last %d are shown", name,
+             (unsigned long long)o->bytes, MCP_INLINE_OUTPUT);
   } else {
-    snprintf(note, sizeof note, "%s was %llu bytes: only the last %d are shown (to keep the "
+    snprintf(note, sizeof note,
+             "%s was %llu bytes: only the last %d are shown (to keep the "
              "whole output, run the code in a sandbox: sandbox_create, then sandbox_exec)",
              name, (unsigned long long)o->bytes, MCP_INLINE_OUTPUT);
   }
@@ -210,7 +215,8 @@ static json_t *collect_files(struct mcp_call *c, struct husk_mgr *m, const struc
     if (img && (uint64_t)st.st_size <= MCP_IMAGE_MAX && images + n <= MCP_IMAGES_TOTAL) {
       cleanup_free char *b64 = mcp_b64_encode(buf, n);
       if (b64) {
-        mcp_add_block(c, json_pack("{s:s, s:s, s:s}", "type", "image", "data", b64, "mimeType", img));
+        mcp_add_block(c,
+                      json_pack("{s:s, s:s, s:s}", "type", "image", "data", b64, "mimeType", img));
         json_object_set_new(f, "mime_type", json_string(img));
         json_object_set_new(f, "returned_as", json_string("image"));
         images += n;
@@ -224,12 +230,13 @@ static json_t *collect_files(struct mcp_call *c, struct husk_mgr *m, const struc
       int64_t exp = 0;
       if (sp && sp->publish &&
           sp->publish(sp->ctx, job->tenant_id, name, false, mcp_mime_by_name(name), fd,
-                      (uint64_t)st.st_size, &url, &exp, &err) == 0 && url) {
+                      (uint64_t)st.st_size, &url, &exp, &err) == 0 &&
+          url) {
         json_object_set_new(f, "url", json_string(url));
         json_object_set_new(f, "url_expires_at", mcp_time(exp));
         json_object_set_new(f, "returned_as", json_string("link"));
-        mcp_add_block(c, json_pack("{s:s, s:s, s:s, s:s, s:I}", "type", "resource_link", "uri",
-                                   url, "name", name, "mimeType", mcp_mime_by_name(name), "size",
+        mcp_add_block(c, json_pack("{s:s, s:s, s:s, s:s, s:I}", "type", "resource_link", "uri", url,
+                                   "name", name, "mimeType", mcp_mime_by_name(name), "size",
                                    (json_int_t)st.st_size));
         free(url);
       } else {
@@ -239,10 +246,11 @@ static json_t *collect_files(struct mcp_call *c, struct husk_mgr *m, const struc
           mcp_log(c->srv, "run_code: %s not published: %s", name, err.msg);
         json_object_set_new(f, "returned_as", json_string("none"));
         char note[400];
-        snprintf(note, sizeof note, "%s was not returned (binary or over %d KiB%s): to fetch it, "
+        snprintf(note, sizeof note,
+                 "%s was not returned (binary or over %d KiB%s): to fetch it, "
                  "run the code in a sandbox (sandbox_create, sandbox_exec) and use "
-                 "sandbox_read_file%s", path, MCP_INLINE_TEXT / 1024,
-                 sp && sp->publish ? "; no link could be made" : "",
+                 "sandbox_read_file%s",
+                 path, MCP_INLINE_TEXT / 1024, sp && sp->publish ? "; no link could be made" : "",
                  sp && sp->publish ? " or store_file" : "");
         json_array_append_new(notes, json_string(note));
       }
@@ -250,7 +258,8 @@ static json_t *collect_files(struct mcp_call *c, struct husk_mgr *m, const struc
     json_array_append_new(files, f);
   }
   if (fl.more)
-    json_array_append_new(notes, json_string("more than 50 output files: only the first 50 are listed"));
+    json_array_append_new(notes,
+                          json_string("more than 50 output files: only the first 50 are listed"));
   if (fl.too_deep)
     json_array_append_new(notes, json_string("files more than 4 directory levels below "
                                              "/workspace/output are not returned: write results "
@@ -290,8 +299,10 @@ static int report_running(struct mcp_call *c, struct husk_mgr *m, const struct s
   json_object_set_new(r, "running_seconds",
                       json_integer((json_int_t)((state_now_ms() - job->created_ms) / 1000)));
   char note[256];
-  snprintf(note, sizeof note, "still running: call job_wait with job_id \"%s\" to wait for the "
-           "result (output so far is above), or job_cancel to stop it", job->id);
+  snprintf(note, sizeof note,
+           "still running: call job_wait with job_id \"%s\" to wait for the "
+           "result (output so far is above), or job_cancel to stop it",
+           job->id);
   json_array_append_new(notes, json_string(note));
   finish_notes(r, notes);
   mcp_result(c, r, false);
@@ -316,7 +327,7 @@ static int report_stored(struct mcp_call *c, const struct state_job *job) {
     json_object_set_new(r, "notes", notes);
   }
   json_array_append_new(notes, json_string("this result was already returned once; images "
-                                            "are not sent again"));
+                                           "are not sent again"));
   json_t *ec = json_object_get(r, "exit_code");
   bool failed = strcmp(json_string_value(json_object_get(r, "status")) ?: "", "completed") != 0 ||
                 (json_is_integer(ec) && json_integer_value(ec) != 0);
@@ -343,8 +354,9 @@ static int report_ended(struct mcp_call *c, struct husk_mgr *m, struct state_job
   json_object_set_new(r, "exit_code", lost ? json_null() : json_integer(bp.exit_code));
   if (!lost && bp.signal && !timed_out)
     json_object_set_new(r, "signal", json_integer(bp.signal));
-  json_object_set_new(r, "duration_ms",
-                      json_integer((json_int_t)(bp.ended_ms > bp.started_ms ? bp.ended_ms - bp.started_ms : 0)));
+  json_object_set_new(
+      r, "duration_ms",
+      json_integer((json_int_t)(bp.ended_ms > bp.started_ms ? bp.ended_ms - bp.started_ms : 0)));
   json_object_set_new(r, "timed_out", json_boolean(timed_out));
   if (timed_out)
     json_array_append_new(notes, json_string("the command hit its time limit (timeout_seconds) "
@@ -414,45 +426,57 @@ static int wait_and_report(struct mcp_call *c, struct husk_mgr *m, struct state_
 
 /* The job fields (every field but status), shared by the job tools and
  * run_code. */
-#define JOB_RESULT_FIELDS                                                                         \
-  "\"job_id\":{\"type\":\"string\"},"                                                             \
-  "\"sandbox_id\":{\"type\":\"string\"},"                                                         \
-  "\"exit_code\":{\"type\":[\"integer\",\"null\"]},"                                              \
-  "\"signal\":{\"type\":\"integer\"},"                                                            \
-  "\"stdout\":{\"type\":\"string\"},\"stderr\":{\"type\":\"string\"},"                           \
-  "\"stdout_bytes\":{\"type\":\"integer\"},\"stderr_bytes\":{\"type\":\"integer\"},"             \
-  "\"stdout_truncated\":{\"type\":\"boolean\"},\"stderr_truncated\":{\"type\":\"boolean\"},"     \
-  "\"stdout_file\":{\"type\":\"string\"},\"stderr_file\":{\"type\":\"string\"},"                 \
-  "\"duration_ms\":{\"type\":\"integer\"},\"running_seconds\":{\"type\":\"integer\"},"           \
-  "\"timed_out\":{\"type\":\"boolean\"},"                                                        \
-  "\"files\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"                \
-  "\"path\":{\"type\":\"string\"},\"size\":{\"type\":\"integer\"},\"mime_type\":{\"type\":\"string\"}," \
-  "\"returned_as\":{\"type\":\"string\"},\"content\":{\"type\":\"string\"},\"url\":{\"type\":\"string\"}}," \
-  "\"required\":[\"path\",\"size\"]}},"                                                           \
+#define JOB_RESULT_FIELDS                                                                          \
+  "\"job_id\":{\"type\":\"string\"},"                                                              \
+  "\"sandbox_id\":{\"type\":\"string\"},"                                                          \
+  "\"exit_code\":{\"type\":[\"integer\",\"null\"]},"                                               \
+  "\"signal\":{\"type\":\"integer\"},"                                                             \
+  "\"stdout\":{\"type\":\"string\"},\"stderr\":{\"type\":\"string\"},"                             \
+  "\"stdout_bytes\":{\"type\":\"integer\"},\"stderr_bytes\":{\"type\":\"integer\"},"               \
+  "\"stdout_truncated\":{\"type\":\"boolean\"},\"stderr_truncated\":{\"type\":\"boolean\"},"       \
+  "\"stdout_file\":{\"type\":\"string\"},\"stderr_file\":{\"type\":\"string\"},"                   \
+  "\"duration_ms\":{\"type\":\"integer\"},\"running_seconds\":{\"type\":\"integer\"},"             \
+  "\"timed_out\":{\"type\":\"boolean\"},"                                                          \
+  "\"files\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"                  \
+  "\"path\":{\"type\":\"string\"},\"size\":{\"type\":\"integer\"},\"mime_type\":{\"type\":"        \
+  "\"string\"},"                                                                                   \
+  "\"returned_as\":{\"type\":\"string\"},\"content\":{\"type\":\"string\"},\"url\":{\"type\":"     \
+  "\"string\"}},"                                                                                  \
+  "\"required\":[\"path\",\"size\"]}},"                                                            \
   "\"notes\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}"
 
-#define JOB_STATUS_DESC                                                                           \
-  "completed: the command ended (see exit_code); running: still running, "                       \
+/* job_status's: the job result, or with offsets a piece of the output. */
+#define JOB_STATUS_SCHEMA                                                                          \
+  "{\"type\":\"object\",\"properties\":{"                                                          \
+  "\"status\":{\"type\":\"string\",\"enum\":[\"completed\",\"failed\",\"running\",\"cancelled\","  \
+  "\"ended\"],\"description\":\"" JOB_STATUS_DESC                                                  \
+  "; ended: with offsets, the job is over\"}," JOB_RESULT_FIELDS ","                               \
+  "\"stdout_offset\":{\"type\":\"integer\"},\"stderr_offset\":{\"type\":\"integer\"},"             \
+  "\"stdout_next_offset\":{\"type\":\"integer\"},\"stderr_next_offset\":{\"type\":\"integer\"},"   \
+  "\"stdout_more\":{\"type\":\"boolean\"},\"stderr_more\":{\"type\":\"boolean\"},"                 \
+  "\"stdout_gone\":{\"type\":\"boolean\"},\"stderr_gone\":{\"type\":\"boolean\"}"                  \
+  "},\"required\":[\"status\",\"job_id\"]}"
+
+#define JOB_STATUS_DESC                                                                            \
+  "completed: the command ended (see exit_code); running: still running, "                         \
   "call job_wait; failed: the sandbox ended first; cancelled: stopped by job_cancel"
 
-#define JOB_RESULT_SCHEMA                                                                         \
-  "{\"type\":\"object\",\"properties\":{"                                                         \
-  "\"status\":{\"type\":\"string\",\"enum\":[\"completed\",\"failed\",\"running\",\"cancelled\"],"  \
-  "\"description\":\"" JOB_STATUS_DESC "\"},"                                                     \
-  JOB_RESULT_FIELDS                                                                               \
+#define JOB_RESULT_SCHEMA                                                                          \
+  "{\"type\":\"object\",\"properties\":{"                                                          \
+  "\"status\":{\"type\":\"string\",\"enum\":[\"completed\",\"failed\",\"running\",\"cancelled\"]," \
+  "\"description\":\"" JOB_STATUS_DESC "\"}," JOB_RESULT_FIELDS                                    \
   "},\"required\":[\"status\",\"job_id\"]}"
 
 /* run_code answers a job result (no sandbox_id) or an execution in a code
  * context (sandbox_id): one schema that admits both. */
-#define RUN_CODE_SCHEMA                                                                           \
-  "{\"type\":\"object\",\"properties\":{"                                                         \
-  "\"status\":{\"type\":\"string\",\"enum\":[\"completed\",\"failed\",\"running\",\"cancelled\","   \
+#define RUN_CODE_SCHEMA                                                                            \
+  "{\"type\":\"object\",\"properties\":{"                                                          \
+  "\"status\":{\"type\":\"string\",\"enum\":[\"completed\",\"failed\",\"running\",\"cancelled\","  \
   "\"ok\",\"error\",\"interrupted\",\"timeout\",\"died\",\"restarted\"],"                          \
-  "\"description\":\"without sandbox_id: " JOB_STATUS_DESC ". With sandbox_id (a code context): " \
-  "ok, error (the code raised), interrupted, timeout, died (the interpreter ended: restarted, "   \
-  "state lost), restarted (by a contexts restart or delete)\"},"                                  \
-  JOB_RESULT_FIELDS "," MCP_CTX_RESULT_FIELDS                                                     \
-  "},\"required\":[\"status\"]}"
+  "\"description\":\"without sandbox_id: " JOB_STATUS_DESC ". With sandbox_id (a code context): "  \
+  "ok, error (the code raised), interrupted, timeout, died (the interpreter ended: restarted, "    \
+  "state lost), restarted (by a contexts restart or delete)\"}," JOB_RESULT_FIELDS                 \
+  "," MCP_CTX_RESULT_FIELDS "},\"required\":[\"status\"]}"
 
 /* An input file name for run_code: relative, inside /workspace. */
 static bool input_name_ok(const char *n) {
@@ -475,30 +499,41 @@ static bool input_name_ok(const char *n) {
 static const char *const languages[] = {"python", "bash", "node", "javascript", NULL};
 
 static const struct mcp_param run_code_params[] = {
-    {"language", MCP_P_STRING, false, "python (default; python3 with numpy and matplotlib), bash, "
+    {"language", MCP_P_STRING, false,
+     "python (default; python3 with numpy and matplotlib), bash, "
      "or node / javascript (if installed). With context_id: the context's language (leave it out)",
      languages, 0, 0, 0},
-    {"template", MCP_P_STRING, false, "the software it runs with: a template name from "
+    {"template", MCP_P_STRING, false,
+     "the software it runs with: a template name from "
      "template_list (default: \"default\"); the template must have the language's interpreter. "
-     "Not with sandbox_id (the sandbox has its template)", NULL, 0, 0, 64},
-    {"code", MCP_P_STRING, true, "the program; without sandbox_id it runs as /workspace/main.py "
+     "Not with sandbox_id (the sandbox has its template)",
+     NULL, 0, 0, 64},
+    {"code", MCP_P_STRING, true,
+     "the program; without sandbox_id it runs as /workspace/main.py "
      "(.sh, .js) with /workspace as working directory; with sandbox_id it is one step of the "
-     "context's session (a notebook cell)", NULL, 0, 0, CODE_MAX},
-    {"files", MCP_P_STRMAP, false, "input files to create first: relative path under /workspace "
-     "-> text content (with files_base64, at most 3 MiB of files)", NULL, 0, 0, MCP_CONTENT_MAX},
-    {"files_base64", MCP_P_STRMAP, false, "binary input files: relative path under /workspace -> "
-     "base64 content (with files, at most 3 MiB of files, decoded)", NULL, 0, 0,
-     MCP_CONTENT_B64_MAX},
-    {"timeout_seconds", MCP_P_INT, false, "time limit (default 300; with sandbox_id the server's "
+     "context's session (a notebook cell)",
+     NULL, 0, 0, CODE_MAX},
+    {"files", MCP_P_STRMAP, false,
+     "input files to create first: relative path under /workspace "
+     "-> text content (with files_base64, at most 3 MiB of files)",
+     NULL, 0, 0, MCP_CONTENT_MAX},
+    {"files_base64", MCP_P_STRMAP, false,
+     "binary input files: relative path under /workspace -> "
+     "base64 content (with files, at most 3 MiB of files, decoded)",
+     NULL, 0, 0, MCP_CONTENT_B64_MAX},
+    {"timeout_seconds", MCP_P_INT, false,
+     "time limit (default 300; with sandbox_id the server's "
      "wait, 45 s unless configured); past it the program is stopped (exit_code 124), or a "
-     "context's execution interrupted (status timeout, the state kept)", NULL, 1,
-     RUN_TIMEOUT_MAX_S, 0},
-    {"sandbox_id", MCP_P_STRING, false, "run in this sandbox (from sandbox_create) in a code "
-     "context that keeps variables, imports and figures between calls, like a notebook", NULL, 0,
-     0, 64},
-    {"context_id", MCP_P_STRING, false, "with sandbox_id: the context to run in (from contexts "
-     "create); default \"default-<language>\", made on first use", NULL, 0, 0,
-     HUSK_CTX_ID_MAX - 1},
+     "context's execution interrupted (status timeout, the state kept)",
+     NULL, 1, RUN_TIMEOUT_MAX_S, 0},
+    {"sandbox_id", MCP_P_STRING, false,
+     "run in this sandbox (from sandbox_create) in a code "
+     "context that keeps variables, imports and figures between calls, like a notebook",
+     NULL, 0, 0, 64},
+    {"context_id", MCP_P_STRING, false,
+     "with sandbox_id: the context to run in (from contexts "
+     "create); default \"default-<language>\", made on first use",
+     NULL, 0, 0, HUSK_CTX_ID_MAX - 1},
     {NULL, 0, false, NULL, NULL, 0, 0, 0},
 };
 
@@ -507,13 +542,15 @@ int mcp_check_inputs(struct mcp_call *c) {
   const char *name;
   json_t *v;
   json_object_foreach(mcp_arg(c, "files"), name, v) total += json_string_length(v);
-  json_object_foreach(mcp_arg(c, "files_base64"), name, v)
-    total += mcp_b64_decoded_len(json_string_value(v), json_string_length(v));
+  json_object_foreach(mcp_arg(c, "files_base64"), name, v) total +=
+      mcp_b64_decoded_len(json_string_value(v), json_string_length(v));
   if (total > MCP_CONTENT_MAX)
-    return mcp_tool_error(c, "the input files hold %llu bytes, more than a call may carry (%d, "
+    return mcp_tool_error(c,
+                          "the input files hold %llu bytes, more than a call may carry (%d, "
                           "3 MiB, decoded): write them with sandbox_write_file in parts, or "
                           "load_file them from storage",
-                          (unsigned long long)total, MCP_CONTENT_MAX), -1;
+                          (unsigned long long)total, MCP_CONTENT_MAX),
+           -1;
   return 0;
 }
 
@@ -523,8 +560,11 @@ int mcp_write_inputs(struct mcp_call *c, const struct husk_fs *b, json_t *map, b
   struct husk_err err;
   json_object_foreach(map, name, v) {
     if (!input_name_ok(name))
-      return mcp_tool_error(c, "input file name `%.200s` is not allowed: use a relative path "
-                            "under /workspace without `..` (for example \"data/in.csv\")", name), -1;
+      return mcp_tool_error(c,
+                            "input file name `%.200s` is not allowed: use a relative path "
+                            "under /workspace without `..` (for example \"data/in.csv\")",
+                            name),
+             -1;
     char path[256];
     snprintf(path, sizeof path, "/workspace/%s", name);
     const char *s = json_string_value(v);
@@ -546,7 +586,7 @@ static int run_code(struct mcp_call *c) {
     return mcp_run_in_context(c);
   if (mcp_arg_str(c, "context_id"))
     return mcp_tool_error(c, "context_id needs sandbox_id: a code context lives in a sandbox "
-                          "(sandbox_create); leave context_id out for a one-shot run");
+                             "(sandbox_create); leave context_id out for a one-shot run");
   if (mcp_check_inputs(c) < 0)
     return 0;
   const char *lang = mcp_arg_str(c, "language"), *code = mcp_arg_str(c, "code");
@@ -558,13 +598,15 @@ static int run_code(struct mcp_call *c) {
   struct husk_mgr *m = mcp_call_mgr(c);
   if (!m)
     return 0;
-  const char *interp = !strcmp(lang, "python") ? "python3" : !strcmp(lang, "bash") ? "bash" : "node";
+  const char *interp = !strcmp(lang, "python") ? "python3"
+                       : !strcmp(lang, "bash") ? "bash"
+                                               : "node";
   const char *script = !strcmp(lang, "python") ? "/workspace/main.py"
                        : !strcmp(lang, "bash") ? "/workspace/main.sh"
                                                : "/workspace/main.js";
   struct husk_err err;
   struct husk_box_spec cr = {.template_name = mcp_arg_str(c, "template"),
-                              .metadata_json = "{\"created_by\":\"mcp run_code\"}"};
+                             .metadata_json = "{\"created_by\":\"mcp run_code\"}"};
   cr.limits.timeout_ms = (uint64_t)secs * 1000 + RUN_BOX_GRACE_MS;
   struct husk_box_info bi = {0};
   if (husk_box_create(m, c->caller->tenant, &cr, &bi, &err) < 0)
@@ -591,8 +633,11 @@ static int run_code(struct mcp_call *c) {
     char *argv[] = {(char *)interp, (char *)script, NULL};
     char *env[] = {"MPLBACKEND=Agg", "MPLCONFIGDIR=/tmp/.matplotlib", "PYTHONUNBUFFERED=1",
                    "OUTPUT_DIR=" OUTPUT_DIR, NULL};
-    struct husk_exec_req er = {.argv = argv, .env = env, .cwd = "/workspace",
-                               .timeout_ms = (uint64_t)secs * 1000, .cancel_fd = -1};
+    struct husk_exec_req er = {.argv = argv,
+                               .env = env,
+                               .cwd = "/workspace",
+                               .timeout_ms = (uint64_t)secs * 1000,
+                               .cancel_fd = -1};
     ok = false;
     if (job_start(m, c->caller->tenant, box_id, "run_code", true, &er, &job, &err) < 0)
       mcp_tool_core_error(c, "run", interp, &err);
@@ -611,7 +656,8 @@ static int run_code(struct mcp_call *c) {
 }
 
 const struct mcp_tool mcp_tool_run_code = {
-    "run_code", "Run code",
+    "run_code",
+    "Run code",
     "Run code in an isolated Linux sandbox, in one of two ways. WITHOUT sandbox_id: the program "
     "runs once in a fresh sandbox that is destroyed afterwards; use it for a self-contained "
     "script (calculations, data processing, charts). Installed: Python 3 with numpy and "
@@ -629,19 +675,27 @@ const struct mcp_tool mcp_tool_run_code = {
     "needed), HTML as a resource, an exception as an error with its traceback. Prefer it for "
     "exploring data step by step or building on earlier results without re-running everything; "
     "each step must finish within its timeout (default: the server's wait).",
-    run_code_params, RUN_CODE_SCHEMA, false, false, false, run_code,
+    run_code_params,
+    RUN_CODE_SCHEMA,
+    false,
+    false,
+    false,
+    run_code,
 };
 
 /* ---- sandbox_exec ------------------------------------------------------------------- */
 
 static const struct mcp_param exec_params[] = {
     {"sandbox_id", MCP_P_STRING, true, "the id from sandbox_create", NULL, 0, 0, 64},
-    {"command", MCP_P_STRING, true, "a bash command line, e.g. \"python3 main.py > out.txt\"",
-     NULL, 0, 0, 128 * 1024},
-    {"cwd", MCP_P_STRING, false, "absolute working directory (default /workspace)", NULL, 0, 0, 1024},
+    {"command", MCP_P_STRING, true, "a bash command line, e.g. \"python3 main.py > out.txt\"", NULL,
+     0, 0, 128 * 1024},
+    {"cwd", MCP_P_STRING, false, "absolute working directory (default /workspace)", NULL, 0, 0,
+     1024},
     {"stdin", MCP_P_STRING, false, "text given to the command on stdin", NULL, 0, 0, 1024 * 1024},
-    {"timeout_seconds", MCP_P_INT, false, "time limit of the command (default 300); past it the "
-     "command is stopped and exit_code is 124", NULL, 1, RUN_TIMEOUT_MAX_S, 0},
+    {"timeout_seconds", MCP_P_INT, false,
+     "time limit of the command (default 300); past it the "
+     "command is stopped and exit_code is 124",
+     NULL, 1, RUN_TIMEOUT_MAX_S, 0},
     {NULL, 0, false, NULL, NULL, 0, 0, 0},
 };
 
@@ -665,20 +719,25 @@ static int sandbox_exec(struct mcp_call *c) {
   char *sh_argv[] = {"/bin/sh", "-c", (char *)pick, "sh", (char *)cmd, NULL};
   struct husk_box_info bi = {0};
   struct husk_err err;
-  bool is_default = husk_box_get(m, c->caller->tenant, id, &bi, &err) < 0 ||
-                    !strcmp(bi.template_name, "default");
+  bool is_default =
+      husk_box_get(m, c->caller->tenant, id, &bi, &err) < 0 || !strcmp(bi.template_name, "default");
   husk_box_info_free(&bi);
-  struct husk_exec_req er = {.argv = is_default ? bash_argv : sh_argv, .cwd = cwd,
-                             .timeout_ms = (uint64_t)secs * 1000, .cancel_fd = -1};
+  struct husk_exec_req er = {.argv = is_default ? bash_argv : sh_argv,
+                             .cwd = cwd,
+                             .timeout_ms = (uint64_t)secs * 1000,
+                             .cancel_fd = -1};
   struct state_job job = {0};
   if (job_start(m, c->caller->tenant, id, "exec", false, &er, &job, &err) < 0) {
     if (cwd && strstr(err.msg, "working directory"))
-      return mcp_tool_error(c, "cwd `%s` does not exist in the sandbox (create it first, e.g. "
-                            "mkdir -p, or leave cwd out for /workspace)", cwd);
+      return mcp_tool_error(c,
+                            "cwd `%s` does not exist in the sandbox (create it first, e.g. "
+                            "mkdir -p, or leave cwd out for /workspace)",
+                            cwd);
     return mcp_tool_core_error(c, "sandbox", id, &err);
   }
   if (husk_proc_stdin(m, c->caller->tenant, id, job.pid, in ? in : "", in ? strlen(in) : 0, true,
-                     &err) < 0 && err.code != EBUSY)
+                      &err) < 0 &&
+      err.code != EBUSY)
     mcp_log(c->srv, "job %s: stdin: %s", job.id, err.msg);
   int rc = wait_and_report(c, m, &job, mcp_wait_ms(c->srv));
   state_job_free(&job);
@@ -686,29 +745,133 @@ static int sandbox_exec(struct mcp_call *c) {
 }
 
 const struct mcp_tool mcp_tool_sandbox_exec = {
-    "sandbox_exec", "Run a command in a sandbox",
+    "sandbox_exec",
+    "Run a command in a sandbox",
     "Run a bash command line in a sandbox made by sandbox_create (sh in a template without bash; "
-    "working directory /workspace, or the template's, unless cwd is given). Files and installed state persist between calls in the same sandbox. "
+    "working directory /workspace, or the template's, unless cwd is given). Files and installed "
+    "state persist between calls in the same sandbox. "
     "Returns stdout, stderr and exit_code; a non-zero exit_code is reported as an error result. "
     "Output longer than 20 kB per stream is cut to its last 20 kB and kept whole in a file in the "
-    "sandbox (path in stdout_file / stderr_file). If the command runs longer than the server's wait (45 s unless configured) "
+    "sandbox (path in stdout_file / stderr_file). If the command runs longer than the server's "
+    "wait (45 s unless configured) "
     "you get status \"running\" and a job_id: call job_wait with it (or job_cancel). No network.",
-    exec_params, JOB_RESULT_SCHEMA, false, false, false, sandbox_exec,
+    exec_params,
+    JOB_RESULT_SCHEMA,
+    false,
+    false,
+    false,
+    sandbox_exec,
 };
 
 /* ---- job tools ---------------------------------------------------------------------- */
 
 static const struct mcp_param job_params[] = {
-    {"job_id", MCP_P_STRING, true, "the job_id a run_code or sandbox_exec call returned", NULL,
-     0, 0, 64},
+    {"job_id", MCP_P_STRING, true, "the job_id a run_code or sandbox_exec call returned", NULL, 0,
+     0, 64},
     {NULL, 0, false, NULL, NULL, 0, 0, 0},
 };
 
+static const struct mcp_param job_status_params[] = {
+    {"job_id", MCP_P_STRING, true, "the job_id a run_code or sandbox_exec call returned", NULL, 0,
+     0, 64},
+    {"stdout_offset", MCP_P_INT, false,
+     "read stdout from this byte on (0 at first, then the "
+     "stdout_next_offset of the previous call): only what is new comes back, up to 64 KiB a "
+     "call, while the job runs and after",
+     NULL, 0, 1e15, 0},
+    {"stderr_offset", MCP_P_INT, false, "the same for stderr", NULL, 0, 1e15, 0},
+    {NULL, 0, false, NULL, NULL, 0, 0, 0},
+};
+
+/* Of a job's stream, the bytes from `off` on: at most MCP_INLINE_TEXT, cut
+ * back to whole UTF-8 characters, with where to go on from and the total
+ * so far. */
+static void read_from(struct mcp_call *c, struct husk_mgr *m, const struct state_job *job,
+                      int stream, uint64_t off, json_t *r) {
+  const char *name = stream == 1 ? "stdout" : "stderr";
+  char k[48];
+  struct husk_err err;
+  cleanup_close int fd = -1;
+  uint64_t total = 0;
+  cleanup_free char *buf = NULL;
+  size_t n = 0;
+  if (job_output(m, job, stream, &fd, &err) == 0) {
+    struct stat st;
+    total = fstat(fd, &st) == 0 ? (uint64_t)st.st_size : 0;
+    if (off < total && mcp_pread_max(fd, off, MCP_INLINE_TEXT, &buf, &n, &err) < 0)
+      n = 0;
+  } else {
+    snprintf(k, sizeof k, "%s_gone", name);
+    json_object_set_new(r, k, json_true());
+  }
+  /* Not in the middle of a character: a cut one comes whole next time. */
+  if (n > 0 && off + n < total) {
+    size_t keep = n;
+    size_t back = 0;
+    while (back < 3 && back < keep && ((unsigned char)buf[keep - 1 - back] & 0xc0) == 0x80)
+      back++;
+    if (back < keep && ((unsigned char)buf[keep - 1 - back] & 0x80)) {
+      unsigned char lead = (unsigned char)buf[keep - 1 - back];
+      size_t need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
+      if (need > back + 1)
+        n = keep - 1 - back;
+    }
+  }
+  json_object_set_new(r, name, mcp_text(buf ? buf : "", n, NULL));
+  snprintf(k, sizeof k, "%s_offset", name);
+  json_object_set_new(r, k, json_integer((json_int_t)off));
+  snprintf(k, sizeof k, "%s_next_offset", name);
+  json_object_set_new(r, k, json_integer((json_int_t)(off + n)));
+  snprintf(k, sizeof k, "%s_bytes", name);
+  json_object_set_new(r, k, json_integer((json_int_t)total));
+  snprintf(k, sizeof k, "%s_more", name);
+  json_object_set_new(r, k, json_boolean(off + n < total));
+  (void)c;
+}
+
+/* job_status with stdout_offset / stderr_offset: what is new of the
+ * output, however long it is, on any transport. */
+static int report_from(struct mcp_call *c, struct husk_mgr *m, const struct state_job *job) {
+  bool running = !strcmp(job->state, STATE_JOB_RUNNING);
+  if (running) {
+    struct husk_err err;
+    /* Ended since: its result recorded first, as job_status would. */
+    if (job_wait(m, job, 0, -1, NULL, NULL, &err) > 0)
+      running = false;
+  }
+  json_t *r = base_result(job, running                                    ? "running"
+                               : !strcmp(job->state, STATE_JOB_CANCELLED) ? "cancelled"
+                                                                          : "ended");
+  int64_t o1 = -1, o2 = -1;
+  mcp_arg_int(c, "stdout_offset", &o1);
+  mcp_arg_int(c, "stderr_offset", &o2);
+  if (o1 >= 0)
+    read_from(c, m, job, 1, (uint64_t)o1, r);
+  if (o2 >= 0)
+    read_from(c, m, job, 2, (uint64_t)o2, r);
+  json_t *notes = json_array();
+  if (json_is_true(json_object_get(r, "stdout_gone")) ||
+      json_is_true(json_object_get(r, "stderr_gone")))
+    json_array_append_new(notes, json_string("the output is gone with its sandbox: job_status "
+                                             "without offsets gives the job's result"));
+  else if (running)
+    json_array_append_new(notes, json_string("still running: call job_status again with the "
+                                             "*_next_offset values to get what comes next"));
+  else
+    json_array_append_new(notes, json_string("the job has ended: job_status without offsets "
+                                             "gives its result (exit_code, files)"));
+  finish_notes(r, notes);
+  mcp_result(c, r, false);
+  return 0;
+}
+
 static const struct mcp_param job_wait_params[] = {
-    {"job_id", MCP_P_STRING, true, "the job_id a run_code or sandbox_exec call returned", NULL,
-     0, 0, 64},
-    {"timeout_seconds", MCP_P_INT, false, "longest wait (default and maximum: the server's wait, 45 s unless configured); "
-     "call again if it is still running", NULL, 0, 3600, 0},
+    {"job_id", MCP_P_STRING, true, "the job_id a run_code or sandbox_exec call returned", NULL, 0,
+     0, 64},
+    {"timeout_seconds", MCP_P_INT, false,
+     "longest wait (default and maximum: the server's wait, 45 s unless configured); "
+     "call again if it is still running",
+     NULL, 0, 3600, 0},
     {NULL, 0, false, NULL, NULL, 0, 0, 0},
 };
 
@@ -723,8 +886,13 @@ static int job_common(struct mcp_call *c, uint64_t wait_ms) {
   if (job_get(m, c->caller->tenant, id, &job, &err) < 0)
     return mcp_tool_core_error(c, "job", id, &err);
   snprintf(c->audit_box, sizeof c->audit_box, "%s", job.box_id);
-  int rc = !strcmp(job.state, STATE_JOB_RUNNING) ? wait_and_report(c, m, &job, wait_ms)
-                                                 : report_stored(c, &job);
+  int rc;
+  if (mcp_arg(c, "stdout_offset") || mcp_arg(c, "stderr_offset"))
+    rc = report_from(c, m, &job);
+  else if (!strcmp(job.state, STATE_JOB_RUNNING))
+    rc = wait_and_report(c, m, &job, wait_ms);
+  else
+    rc = report_stored(c, &job);
   state_job_free(&job);
   return rc;
 }
@@ -766,22 +934,44 @@ static int job_cancel_run(struct mcp_call *c) {
 }
 
 const struct mcp_tool mcp_tool_job_status = {
-    "job_status", "Job status",
+    "job_status",
+    "Job status",
     "Look at a job (a run_code or sandbox_exec call that ran longer than the wait) without "
-    "waiting: its status, the output so far, and once it has ended, its full result.",
-    job_params, JOB_RESULT_SCHEMA, true, false, true, job_status_run,
+    "waiting: its status, the output so far (its last 20 kB), and once it has ended, its full "
+    "result. To follow a long output as it grows, or read all of it, pass stdout_offset (and/or "
+    "stderr_offset): 0 the first time, then the stdout_next_offset of the previous answer; each "
+    "answer holds only what is new (up to 64 KiB), with stdout_bytes so far and stdout_more.",
+    job_status_params,
+    JOB_STATUS_SCHEMA,
+    true,
+    false,
+    true,
+    job_status_run,
 };
 
 const struct mcp_tool mcp_tool_job_wait = {
-    "job_wait", "Wait for a job",
-    "Wait up to the server's wait (45 s unless configured) for a job to finish and return its result (stdout, stderr, "
+    "job_wait",
+    "Wait for a job",
+    "Wait up to the server's wait (45 s unless configured) for a job to finish and return its "
+    "result (stdout, stderr, "
     "exit_code, files, images). If it is still running you get status \"running\" with the "
     "output so far: call job_wait again.",
-    job_wait_params, JOB_RESULT_SCHEMA, true, false, true, job_wait_run,
+    job_wait_params,
+    JOB_RESULT_SCHEMA,
+    true,
+    false,
+    true,
+    job_wait_run,
 };
 
 const struct mcp_tool mcp_tool_job_cancel = {
-    "job_cancel", "Cancel a job",
+    "job_cancel",
+    "Cancel a job",
     "Stop a running job: its command is killed (a run_code sandbox is destroyed too).",
-    job_params, JOB_RESULT_SCHEMA, false, true, true, job_cancel_run,
+    job_params,
+    JOB_RESULT_SCHEMA,
+    false,
+    true,
+    true,
+    job_cancel_run,
 };
