@@ -70,15 +70,16 @@ struct preview_req {
   int up; /* the box's socket, -1 when none */
   int64_t t0_ms, deadline_ms;
   char remote[64];
-  char target[1024]; /* what the box is asked for, path and query */
-  bool upgrade;      /* a WebSocket upgrade was asked */
-  bool reused;       /* up is a connection kept from the client's previous request */
-  bool reusable;     /* a request that may use, and keep, such a connection */
-  bool up_failed;    /* the box stopped taking the body (its reply may say why) */
-  bool clean;        /* the box's reply was read to its end as its framing says */
-  bool no_keep;      /* the box said Connection: close (or the reply cannot be reused) */
-  char *head;        /* the request head as sent to the box (resent once on a stale reuse) */
-  bool chunked_up;   /* the body goes to the box chunked */
+  char target[1024];     /* what the box is asked for, path and query */
+  bool upgrade;          /* a WebSocket upgrade was asked */
+  bool reused;           /* up is a connection kept from the client's previous request */
+  bool reusable;         /* a request that may use, and keep, such a connection */
+  bool up_failed;        /* the box stopped taking the body (its reply may say why) */
+  uint64_t recorded_out; /* the body bytes its access record says */
+  bool clean;            /* the box's reply was read to its end as its framing says */
+  bool no_keep;          /* the box said Connection: close (or the reply cannot be reused) */
+  char *head;            /* the request head as sent to the box (resent once on a stale reuse) */
+  bool chunked_up;       /* the body goes to the box chunked */
   uint64_t body_in, body_out;
   int64_t seq; /* its access record */
   /* Bytes read from the box and not yet used. */
@@ -1201,6 +1202,11 @@ static void record(struct req *r, int status) {
     snprintf(rec.path, sizeof rec.path, "%s", r->path);
   rec.status = status;
   rec.bytes_in = pv->body_in;
+  /* What the reply will bring, where its head says, and the time to its
+   * head: a reply that ends as announced needs no second write. */
+  rec.bytes_out = pv->framing == FR_LENGTH ? pv->left : 0;
+  rec.duration_ms = mono_ms() - pv->t0_ms;
+  pv->recorded_out = rec.bytes_out;
   struct husk_err err;
   pv->seq = 0;
   if (husk_preview_record(r->srv->cfg.mgr, &pv->p, &rec, &pv->seq, &err) < 0) {
@@ -1303,7 +1309,7 @@ enum MHD_Result api_preview_end(struct req *r) {
   } else {
     pv->framing = FR_CLOSE;
   }
-  /* The access, recorded before the reply leaves (synced with it). */
+  /* The access, recorded before the reply leaves. */
   record(r, status);
   if (pv->seq <= 0) {
     egress_http_free(&h);
@@ -1342,7 +1348,12 @@ void api_preview_cleanup(struct req *r, enum MHD_RequestTerminationCode toe) {
   keep_upstream(r, toe);
   if (pv->up >= 0)
     husk_preview_close(m, pv->up);
-  if (pv->seq > 0 && pv->buf) /* it reached the box: its counts */
+  /* It reached the box: its counts, unless the reply ended exactly as
+   * its head announced (as recorded). */
+  bool as_recorded = pv->clean && !pv->upgrade &&
+                     (pv->framing == FR_LENGTH || pv->framing == FR_NONE) &&
+                     pv->body_out == pv->recorded_out;
+  if (pv->seq > 0 && pv->buf && !as_recorded)
     husk_preview_record_end(m, pv->seq, pv->body_in, pv->body_out, mono_ms() - pv->t0_ms);
   memset(pv->token, 0, sizeof pv->token);
   free(pv->head);
