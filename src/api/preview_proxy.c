@@ -194,6 +194,26 @@ static int up_write(struct req *r, const void *buf, size_t n) {
   return 0;
 }
 
+/* Wait until the box's socket has something to read, within the
+ * preview's idle and total limits: 0, or -1 with errno ETIMEDOUT (a
+ * limit), ECONNABORTED (the client went away) or ECANCELED (the server
+ * stops). */
+static int up_wait(struct req *r) {
+  struct preview_req *pv = r->pv;
+  int64_t t = left_ms(pv, pv->p.limits.idle_ms);
+  if (t <= 0) {
+    errno = ETIMEDOUT;
+    return -1;
+  }
+  switch (api_wait_srv(r->srv, api_conn_fd(r), pv->up, (int)t, true)) {
+  case API_WAIT_READY: return 0;
+  case API_WAIT_TIMEOUT: errno = ETIMEDOUT; return -1;
+  case API_WAIT_GONE: errno = ECONNABORTED; return -1;
+  case API_WAIT_STOPPING: errno = ECANCELED; return -1;
+  }
+  return -1;
+}
+
 /* Read more from the box into pv->buf (compacting it first).  >0 bytes,
  * 0 at the end of its stream, -1 with errno (ETIMEDOUT: a limit;
  * ECONNABORTED: the client went away; ECANCELED: the server stops). */
@@ -216,19 +236,8 @@ static ssize_t up_fill(struct req *r) {
     }
     if (errno == EINTR)
       continue;
-    if (errno != EAGAIN)
+    if (errno != EAGAIN || up_wait(r) < 0)
       return -1;
-    int64_t t = left_ms(pv, pv->p.limits.idle_ms);
-    if (t <= 0) {
-      errno = ETIMEDOUT;
-      return -1;
-    }
-    switch (api_wait_srv(r->srv, api_conn_fd(r), pv->up, (int)t, true)) {
-    case API_WAIT_READY: continue;
-    case API_WAIT_TIMEOUT: errno = ETIMEDOUT; return -1;
-    case API_WAIT_GONE: errno = ECONNABORTED; return -1;
-    case API_WAIT_STOPPING: errno = ECANCELED; return -1;
-    }
   }
 }
 
@@ -263,18 +272,8 @@ static ssize_t up_take(struct req *r, char *out, size_t max) {
       return 0;
     if (errno == EINTR)
       continue;
-    if (errno != EAGAIN)
+    if (errno != EAGAIN || up_wait(r) < 0)
       return -1;
-    int64_t t = left_ms(pv, pv->p.limits.idle_ms);
-    if (t <= 0) {
-      errno = ETIMEDOUT;
-      return -1;
-    }
-    enum api_wait_result w = api_wait_srv(r->srv, api_conn_fd(r), pv->up, (int)t, true);
-    if (w != API_WAIT_READY) {
-      errno = w == API_WAIT_TIMEOUT ? ETIMEDOUT : w == API_WAIT_GONE ? ECONNABORTED : ECANCELED;
-      return -1;
-    }
   }
 }
 

@@ -11,23 +11,9 @@
 . "$(dirname "$0")/../serve/s3.bash"
 MCPDIR=$(cd "$(dirname "$0")" && pwd)
 
-# tool KEY NAME ARGS-FILE: tools/call with the arguments in a file (MiBs).
-tool() { R=$(python3 "$MCPDIR/mcpcall.py" "$URL/mcp" "$1" call "$2" "@$3"); }
-rq() {
-  python3 -c '
-import json, sys
-o = json.loads(sys.argv[1])
-rep = o["reply"] or {}
-res = rep.get("result") or {}
-sc = res.get("structuredContent") or {}
-err = res.get("isError", False)
-txt = (res.get("content") or [{}])[0].get("text", "")
-try:
-    v = eval(sys.argv[2])
-except Exception as e:
-    v = "EXC %r in %s" % (e, sys.argv[1][:400])
-print("true" if v is True else "false" if v is False else "" if v is None else v)' "$R" "$1"
-}
+. "$MCPDIR/mcp.bash"
+# toolf KEY NAME ARGS-FILE: tools/call with the arguments in a file (MiBs).
+toolf() { tool "$1" "$2" "@$3"; }
 # args FILE PYTHON: write the JSON arguments the Python expression makes
 # (with b64(n) = base64 of n bytes of a fixed pattern, txt(n) = n bytes
 # of text) to FILE.
@@ -49,45 +35,45 @@ if ! s3_start; then
 fi
 new_tenant mcp-sizes && K=$TKEY
 args "$T_SCRATCH/a" '{}'
-tool "$K" sandbox_create "$T_SCRATCH/a"
+toolf "$K" sandbox_create "$T_SCRATCH/a"
 BOX=$(rq 'sc["sandbox_id"]')
 check "a sandbox" [ -n "$BOX" ]
 
 args "$T_SCRATCH/a" "{\"sandbox_id\":\"$BOX\",\"path\":\"max.bin\",\"encoding\":\"base64\",\"content\":b64($MAX)}"
-tool "$K" sandbox_write_file "$T_SCRATCH/a"
+toolf "$K" sandbox_write_file "$T_SCRATCH/a"
 expect_eq "sandbox_write_file: base64 of exactly 3 MiB (4 MiB of text) is written whole" \
   "$(rq '[err, sc.get("size")]')" "[False, $MAX]"
 args "$T_SCRATCH/a" "{\"sandbox_id\":\"$BOX\",\"path\":\"over.bin\",\"encoding\":\"base64\",\"content\":b64($MAX + 1)}"
-tool "$K" sandbox_write_file "$T_SCRATCH/a"
+toolf "$K" sandbox_write_file "$T_SCRATCH/a"
 expect_eq "sandbox_write_file: base64 of 3 MiB + 1 byte is refused, naming the bound" \
   "$(rq 'err and ("3 MiB" in txt or "at most 4194304" in txt)')" true
 args "$T_SCRATCH/a" "{\"sandbox_id\":\"$BOX\",\"path\":\"over.txt\",\"content\":txt($MAX + 1)}"
-tool "$K" sandbox_write_file "$T_SCRATCH/a"
+toolf "$K" sandbox_write_file "$T_SCRATCH/a"
 expect_eq "sandbox_write_file: 3 MiB + 1 byte of text is refused" "$(rq 'err and "3 MiB" in txt')" true
 args "$T_SCRATCH/a" "{\"sandbox_id\":\"$BOX\",\"command\":\"ls /workspace; stat -c %s max.bin\"}"
-tool "$K" sandbox_exec "$T_SCRATCH/a"
+toolf "$K" sandbox_exec "$T_SCRATCH/a"
 expect_eq "only the file within the rule is in the sandbox, whole" "$(rq 'sc["stdout"].split()')" \
   "['max.bin', '$MAX']"
 
 args "$T_SCRATCH/a" "{\"content\":b64($MAX),\"encoding\":\"base64\",\"key\":\"sizes/max.bin\"}"
-tool "$K" store_file "$T_SCRATCH/a"
+toolf "$K" store_file "$T_SCRATCH/a"
 expect_eq "store_file: base64 of exactly 3 MiB is stored whole" "$(rq '[err, sc.get("size")]')" \
   "[False, $MAX]"
 args "$T_SCRATCH/a" "{\"content\":b64($MAX + 1),\"encoding\":\"base64\",\"key\":\"sizes/over.bin\"}"
-tool "$K" store_file "$T_SCRATCH/a"
+toolf "$K" store_file "$T_SCRATCH/a"
 expect_eq "store_file: base64 of 3 MiB + 1 byte is refused, naming the bound" \
   "$(rq 'err and ("3 MiB" in txt or "at most 4194304" in txt)')" true
 
 args "$T_SCRATCH/a" "{\"language\":\"bash\",\"code\":\"stat -c %s a.bin b.txt\",\"files_base64\":{\"a.bin\":b64($MAX - 10)},\"files\":{\"b.txt\":txt(10)}}"
-tool "$K" run_code "$T_SCRATCH/a"
+toolf "$K" run_code "$T_SCRATCH/a"
 expect_eq "run_code: input files of 3 MiB together (base64 and text) are written" \
   "$(rq 'sc.get("stdout", "").split()')" "['$((MAX - 10))', '10']"
 args "$T_SCRATCH/a" "{\"language\":\"bash\",\"code\":\"true\",\"files_base64\":{\"a.bin\":b64($MAX - 10)},\"files\":{\"b.txt\":txt(11)}}"
-tool "$K" run_code "$T_SCRATCH/a"
+toolf "$K" run_code "$T_SCRATCH/a"
 expect_eq "run_code: one byte more across both maps is refused, naming the rule" \
   "$(rq 'err and "3 MiB" in txt')" true
 
 args "$T_SCRATCH/a" "{\"sandbox_id\":\"$BOX\"}"
-tool "$K" sandbox_destroy "$T_SCRATCH/a"
+toolf "$K" sandbox_destroy "$T_SCRATCH/a"
 serve_stop
 serve_finish

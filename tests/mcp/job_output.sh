@@ -12,21 +12,7 @@
 . "$(dirname "$0")/../serve/s3.bash"
 MCPDIR=$(cd "$(dirname "$0")" && pwd)
 
-tool() { R=$(python3 "$MCPDIR/mcpcall.py" "$URL/mcp" "$1" call "$2" "$3"); }
-rq() {
-  python3 -c '
-import json, sys
-o = json.loads(sys.argv[1])
-rep = o["reply"] or {}
-res = rep.get("result") or {}
-sc = res.get("structuredContent") or {}
-err = res.get("isError", False)
-try:
-    v = eval(sys.argv[2])
-except Exception as e:
-    v = "EXC %r in %s" % (e, sys.argv[1][:400])
-print("true" if v is True else "false" if v is False else "" if v is None else v)' "$R" "$1"
-}
+. "$MCPDIR/mcp.bash"
 
 if ! s3_start --mcp-wait 3 --storage-quota 1M; then
   not_ok "the daemon starts with its S3 listener, --mcp-wait 3, --storage-quota 1M"

@@ -11,33 +11,7 @@
 . "$(dirname "$0")/../serve/s3.bash"
 MCPDIR=$(cd "$(dirname "$0")" && pwd)
 
-# tool KEY NAME ARGS-JSON: tools/call over HTTP; the reply in R.
-tool() { R=$(python3 "$MCPDIR/mcpcall.py" "$URL/mcp" "$1" call "$2" "$3"); }
-# rq EXPR: Python on the last reply: res (result), sc (structuredContent),
-# err (isError), txt (first text block), links (resource_link blocks).
-rq() {
-  python3 -c '
-import json, sys
-o = json.loads(sys.argv[1])
-rep = o["reply"] or {}
-res = rep.get("result") or {}
-sc = res.get("structuredContent") or {}
-err = res.get("isError", False)
-content = res.get("content") or [{}]
-txt = content[0].get("text", "")
-links = [b for b in content if b.get("type") == "resource_link"]
-try:
-    v = eval(sys.argv[2])
-except Exception as e:
-    v = "EXC %r in %s" % (e, sys.argv[1][:400])
-print("true" if v is True else "false" if v is False else "" if v is None else v)' "$R" "$1"
-}
-# expect_err DESC SUBSTRING: the last reply is an isError result whose text
-# holds SUBSTRING.
-expect_err() {
-  if [ "$(rq 'err')" = true ] && [[ "$(rq 'txt')" == *"$2"* ]]; then ok "$1"
-  else not_ok "$1 (got: $(head -c 400 <<<"$R"))"; fi
-}
+. "$MCPDIR/mcp.bash"
 fetch() { curl -sS --max-time 60 -o "$T_SCRATCH/got" -w '%{http_code}' "$1"; }
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 
