@@ -78,6 +78,14 @@ HUSK_PUBLIC int husk_path_check(const char *path, size_t len, struct husk_err *e
 HUSK_PUBLIC int husk_file_open_read(const struct husk_fs *b, const char *path, int *fd_out,
                                     struct stat *st_out, struct husk_err *err);
 
+/* Open an existing regular file for writing in place (symlinks on the way
+ * followed in the box), at its end with `append`; the caller writes with
+ * pwrite (or write, appending) and closes *fd_out.  The file keeps its
+ * owner and mode; the box may read or change it meanwhile.  Errors as
+ * husk_file_open_read's (ENOENT: no such file). */
+HUSK_PUBLIC int husk_file_open_write(const struct husk_fs *b, const char *path, bool append,
+                                     int *fd_out, struct stat *st_out, struct husk_err *err);
+
 /* Start writing `path`: *fd_out is a new, empty, unnamed file in the
  * directory that will hold `path`, owned by the box's user, mode
  * `mode & 0777`.  Write the body to it, then husk_file_commit() puts it in

@@ -44,7 +44,8 @@ static void random_name(char *buf, size_t size) {
 
 /* ---- creating things that belong to the box ------------------------------- */
 
-int box_own_fd(const struct husk_fs *b, int fd, mode_t mode, const char *what, struct husk_err *err) {
+int box_own_fd(const struct husk_fs *b, int fd, mode_t mode, const char *what,
+               struct husk_err *err) {
   struct stat st;
   if (fstat(fd, &st) < 0)
     return husk_error(err, errno, "cannot inspect `%s`", what);
@@ -77,8 +78,8 @@ int box_make_dir(const struct husk_fs *b, int dirfd, const char *name, mode_t mo
   return box_own_fd(b, fd, mode, what, err);
 }
 
-int box_mkdir_at(const struct husk_fs *b, int dirfd, const char *name, mode_t mode, const char *what,
-                 struct husk_err *err) {
+int box_mkdir_at(const struct husk_fs *b, int dirfd, const char *name, mode_t mode,
+                 const char *what, struct husk_err *err) {
   if (box_make_dir(b, dirfd, name, mode, what, err) < 0)
     return -1;
   int fd = resolve_child(dirfd, name, O_RDONLY | O_DIRECTORY);
@@ -168,7 +169,7 @@ int box_open_dir(const struct husk_fs *b, const char *path, bool create, int *fd
 }
 
 int husk_file_open_read(const struct husk_fs *b, const char *path, int *fd_out, struct stat *st_out,
-                       struct husk_err *err) {
+                        struct husk_err *err) {
   cleanup_close int fd = -1;
   /* O_NONBLOCK: opening a FIFO (or a file under a lease) cannot block. */
   if (resolve_open(b, path, O_RDONLY | O_NONBLOCK | O_NOCTTY, false, &fd, err) < 0) {
@@ -194,8 +195,37 @@ int husk_file_open_read(const struct husk_fs *b, const char *path, int *fd_out, 
   return 0;
 }
 
+int husk_file_open_write(const struct husk_fs *b, const char *path, bool append, int *fd_out,
+                         struct stat *st_out, struct husk_err *err) {
+  cleanup_close int fd = -1;
+  /* O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of hanging;
+   * a device, socket or FIFO is refused below either way. */
+  int flags = O_WRONLY | O_NONBLOCK | O_NOCTTY | (append ? O_APPEND : 0);
+  if (resolve_open(b, path, flags, false, &fd, err) < 0) {
+    if (err && err->code == ENXIO)
+      return husk_fail(err, EINVAL, "`%s` is not a regular file", path);
+    if (err && err->code == EWOULDBLOCK)
+      return husk_fail(err, EAGAIN, "`%s` is busy (leased by the box); try again", path);
+    return -1;
+  }
+  struct stat st;
+  if (fstat(fd, &st) < 0)
+    return husk_error(err, errno, "cannot inspect `%s`", path);
+  if (S_ISDIR(st.st_mode))
+    return husk_fail(err, EISDIR, "`%s` is a directory", path);
+  if (!S_ISREG(st.st_mode))
+    return husk_fail(err, EINVAL, "`%s` is not a regular file", path);
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
+    return husk_error(err, errno, "cannot set up `%s` for writing", path);
+  if (st_out)
+    *st_out = st;
+  *fd_out = take_fd(&fd);
+  return 0;
+}
+
 int husk_file_create(const struct husk_fs *b, const char *path, bool mkparents, mode_t mode,
-                    int *fd_out, char *tmpname, size_t tmplen, struct husk_err *err) {
+                     int *fd_out, char *tmpname, size_t tmplen, struct husk_err *err) {
   if (tmpname && tmplen)
     tmpname[0] = '\0';
   cleanup_target struct resolve_target t = {.dir = -1};
@@ -241,7 +271,7 @@ int husk_file_create(const struct husk_fs *b, const char *path, bool mkparents, 
 }
 
 int husk_file_commit(const struct husk_fs *b, const char *path, int fd, const char *tmpname,
-                    struct husk_err *err) {
+                     struct husk_err *err) {
   cleanup_target struct resolve_target t = {.dir = -1};
   if (resolve_parent(b, path, false, &t, err) < 0)
     return -1;
@@ -295,7 +325,7 @@ static char *read_link(int dirfd, const char *name) {
 struct list_ctx {
   const char *base; /* display path of the listed directory */
   size_t base_len;
-  char *path;       /* buffer for entries' paths */
+  char *path; /* buffer for entries' paths */
   size_t path_cap;
   unsigned max, count;
   bool truncated;
@@ -317,7 +347,8 @@ static int list_entry(void *vctx, const struct box_walk_entry *e) {
   lc->path[lc->base_len] = '/';
   memcpy(lc->path + lc->base_len + 1, e->rel, rl + 1);
   cleanup_free char *target = S_ISLNK(e->st->st_mode) ? read_link(e->dirfd, e->name) : NULL;
-  struct husk_dirent d = {.name = (char *)e->name, .path = lc->path, .link_target = target, .depth = e->depth};
+  struct husk_dirent d = {
+      .name = (char *)e->name, .path = lc->path, .link_target = target, .depth = e->depth};
   fill_dirent(&d, e->st);
   lc->count++;
   int r = lc->cb(lc->ctx, &d);
@@ -327,7 +358,8 @@ static int list_entry(void *vctx, const struct box_walk_entry *e) {
 }
 
 int husk_file_list(const struct husk_fs *b, const char *path, int depth,
-                  int (*cb)(void *ctx, const struct husk_dirent *e), void *ctx, struct husk_err *err) {
+                   int (*cb)(void *ctx, const struct husk_dirent *e), void *ctx,
+                   struct husk_err *err) {
   if (depth < 1 || depth > HUSK_LIST_MAX_DEPTH)
     return husk_fail(err, EINVAL, "listing depth must be 1 to %d", HUSK_LIST_MAX_DEPTH);
   cleanup_close int fd = -1;
@@ -341,9 +373,14 @@ int husk_file_list(const struct husk_fs *b, const char *path, int depth,
   size_t bl = strlen(base);
   if (bl == 1)
     bl = 0; /* "/" (cannot happen: the root is not listable) */
-  struct list_ctx lc = {.base = base, .base_len = bl, .path = buf, .path_cap = cap,
-                        .max = b->list_max ? b->list_max : HUSK_LIST_MAX_DEFAULT, .cb = cb,
-                        .ctx = ctx, .err = err};
+  struct list_ctx lc = {.base = base,
+                        .base_len = bl,
+                        .path = buf,
+                        .path_cap = cap,
+                        .max = b->list_max ? b->list_max : HUSK_LIST_MAX_DEFAULT,
+                        .cb = cb,
+                        .ctx = ctx,
+                        .err = err};
   if (box_tree_walk(fd, depth, list_entry, &lc, err) < 0)
     return husk_error_wrap(err, "cannot list `%s`", path);
   return lc.truncated ? 1 : 0;
@@ -359,7 +396,7 @@ void husk_dirent_free(struct husk_dirent *e) {
 }
 
 int husk_file_stat(const struct husk_fs *b, const char *path, struct husk_dirent *out,
-                  struct husk_err *err) {
+                   struct husk_err *err) {
   *out = (struct husk_dirent){0};
   cleanup_target struct resolve_target t = {.dir = -1};
   if (resolve_parent(b, path, false, &t, err) < 0)
@@ -404,8 +441,8 @@ int husk_file_mkdir(const struct husk_fs *b, const char *path, bool parents, str
     cleanup_close int fd = -1;
     if (resolve_open(b, path, O_PATH | O_DIRECTORY, true, &fd, err) < 0) {
       if (err && err->code == ENOTDIR)
-        return husk_fail(err, ENOTDIR, "cannot create `%s`: it or a parent exists and is not a directory",
-                         path);
+        return husk_fail(err, ENOTDIR,
+                         "cannot create `%s`: it or a parent exists and is not a directory", path);
       return -1;
     }
     return 0;
@@ -429,7 +466,7 @@ int husk_file_mkdir(const struct husk_fs *b, const char *path, bool parents, str
 }
 
 int husk_file_move(const struct husk_fs *b, const char *from, const char *to, bool overwrite,
-                  struct husk_err *err) {
+                   struct husk_err *err) {
   cleanup_target struct resolve_target f = {.dir = -1};
   cleanup_target struct resolve_target t = {.dir = -1};
   if (resolve_parent(b, from, false, &f, err) < 0 || resolve_need_entry(&f, from, "move", err) < 0)
@@ -513,7 +550,8 @@ static int empty_tree(const struct husk_fs *b, int top, const char *what, struct
       }
       if (depth + 1 >= REMOVE_MAX_DEPTH) {
         close_quiet(child);
-        return husk_fail(err, ELOOP, "`%s` is nested more than %d levels deep", what, REMOVE_MAX_DEPTH);
+        return husk_fail(err, ELOOP, "`%s` is nested more than %d levels deep", what,
+                         REMOVE_MAX_DEPTH);
       }
       if (depth + 1 == cap) {
         struct level *nl = realloc(lv, 2 * cap * sizeof *nl);
@@ -586,7 +624,8 @@ static int remove_tree(const struct husk_fs *b, int parent, const char *name, co
   return husk_fail(err, EBUSY, "`%s` keeps changing; removal gave up", what);
 }
 
-int husk_file_remove(const struct husk_fs *b, const char *path, bool recursive, struct husk_err *err) {
+int husk_file_remove(const struct husk_fs *b, const char *path, bool recursive,
+                     struct husk_err *err) {
   cleanup_target struct resolve_target t = {.dir = -1};
   if (resolve_parent(b, path, false, &t, err) < 0 ||
       resolve_need_entry(&t, path, "remove", err) < 0)
@@ -699,7 +738,8 @@ int box_tree_walk(int dirfd, int max_depth, int (*cb)(void *ctx, const struct bo
       rc = husk_error(err, errno, "cannot inspect `%s`", rel);
       break;
     }
-    struct box_walk_entry e = {.dirfd = f->fd, .name = name, .rel = rel, .st = &st, .depth = top + 1};
+    struct box_walk_entry e = {
+        .dirfd = f->fd, .name = name, .rel = rel, .st = &st, .depth = top + 1};
     int r = cb(ctx, &e);
     if (r < 0) {
       rc = -1;

@@ -39,6 +39,40 @@ int mcp_box_write(const struct husk_fs *b, const char *path, const void *data, s
   return commit_or_abort(b, path, fd, tmp, rc, err);
 }
 
+int mcp_box_write_at(const struct husk_fs *b, const char *path, const void *data, size_t len,
+                     int64_t offset, uint64_t *size, struct husk_err *err) {
+  if (husk_path_check(path, strlen(path), err) < 0)
+    return -1;
+  cleanup_close int fd = -1;
+  struct stat st;
+  if (husk_file_open_write(b, path, offset < 0, &fd, &st, err) < 0) {
+    if (err->code != ENOENT || offset > 0)
+      return -1;
+    /* The first piece of a new file. */
+    if (mcp_box_write(b, path, data, len, err) < 0)
+      return -1;
+    *size = len;
+    return 0;
+  }
+  const char *p = data;
+  size_t left = len;
+  off_t at = offset < 0 ? 0 : (off_t)offset;
+  while (left > 0) {
+    ssize_t w = offset < 0 ? write(fd, p, left) : pwrite(fd, p, left, at);
+    if (w < 0 && errno == EINTR)
+      continue;
+    if (w <= 0)
+      return husk_error(err, w < 0 ? errno : EIO, "cannot write `%s`", path);
+    p += w;
+    left -= (size_t)w;
+    at += w;
+  }
+  if (fstat(fd, &st) < 0)
+    return husk_error(err, errno, "cannot inspect `%s`", path);
+  *size = (uint64_t)st.st_size;
+  return 0;
+}
+
 int mcp_box_copy_in(const struct husk_fs *b, const char *path, int src, uint64_t len,
                     struct husk_err *err) {
   cleanup_close int fd = -1;

@@ -32,6 +32,11 @@ int mcp_box_fs(struct husk_mgr *m, const char *tenant, const char *id, struct hu
 /* Write `len` bytes as the whole file `path` (parents created). */
 int mcp_box_write(const struct husk_fs *b, const char *path, const void *data, size_t len,
                   struct husk_err *err);
+/* Write `len` bytes into the file `path` as it is: at byte `offset`, or
+ * at its end when `offset` < 0 (a missing file is made, parents too, when
+ * appending or at offset 0); its size afterwards to *size. */
+int mcp_box_write_at(const struct husk_fs *b, const char *path, const void *data, size_t len,
+                     int64_t offset, uint64_t *size, struct husk_err *err);
 /* Copy the first `len` bytes of `src` (fewer if it is shorter) into the
  * file `path`: what it gains meanwhile (a process the command left behind
  * may still write to its output) is not copied. */

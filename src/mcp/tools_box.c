@@ -19,16 +19,18 @@
 #define READ_MAX (1024 * 1024)
 #define LIST_ENTRIES_MAX 1000
 
-#define ID_PARAM {"sandbox_id", MCP_P_STRING, true, "the id from sandbox_create", NULL, 0, 0, 64}
-#define END_PARAM {NULL, 0, false, NULL, NULL, 0, 0, 0}
+#define ID_PARAM                                                                                   \
+  { "sandbox_id", MCP_P_STRING, true, "the id from sandbox_create", NULL, 0, 0, 64 }
+#define END_PARAM                                                                                  \
+  { NULL, 0, false, NULL, NULL, 0, 0, 0 }
 
 /* A box for the model: a paused one has no expiry (its TTL clock stands
  * still) but says until when it may stay paused and what is left of its
  * lifetime. */
 static json_t *box_json(const struct husk_box_info *bi) {
-  json_t *o = json_pack("{s:s, s:s, s:o, s:I}", "sandbox_id", bi->id, "state", bi->state,
-                        "created_at", mcp_time(bi->created_ms), "memory_bytes",
-                        (json_int_t)bi->limits.memory_bytes);
+  json_t *o =
+      json_pack("{s:s, s:s, s:o, s:I}", "sandbox_id", bi->id, "state", bi->state, "created_at",
+                mcp_time(bi->created_ms), "memory_bytes", (json_int_t)bi->limits.memory_bytes);
   if (!o)
     return NULL;
   if (bi->expires_ms > 0)
@@ -37,7 +39,8 @@ static json_t *box_json(const struct husk_box_info *bi) {
     json_object_set_new(o, "paused_at", mcp_time(bi->paused_ms));
     if (bi->paused_until_ms > 0)
       json_object_set_new(o, "paused_until", mcp_time(bi->paused_until_ms));
-    json_object_set_new(o, "remaining_seconds", json_integer((json_int_t)(bi->remaining_ms / 1000)));
+    json_object_set_new(o, "remaining_seconds",
+                        json_integer((json_int_t)(bi->remaining_ms / 1000)));
     json_object_set_new(o, "keep_memory", json_boolean(!bi->paused_to_disk));
   }
   if (bi->snapshot_id[0])
@@ -46,35 +49,45 @@ static json_t *box_json(const struct husk_box_info *bi) {
 }
 
 /* The output schema's properties of box_json. */
-#define BOX_JSON_PROPS                                                                            \
-  "\"sandbox_id\":{\"type\":\"string\"},\"state\":{\"type\":\"string\"},\"created_at\":"          \
-  "{\"type\":\"string\"},\"expires_at\":{\"type\":\"string\"},\"memory_bytes\":{\"type\":"        \
+#define BOX_JSON_PROPS                                                                             \
+  "\"sandbox_id\":{\"type\":\"string\"},\"state\":{\"type\":\"string\"},\"created_at\":"           \
+  "{\"type\":\"string\"},\"expires_at\":{\"type\":\"string\"},\"memory_bytes\":{\"type\":"         \
   "\"integer\"},\"paused_at\":{\"type\":\"string\"},\"paused_until\":{\"type\":\"string\"},"       \
-  "\"remaining_seconds\":{\"type\":\"integer\"},\"keep_memory\":{\"type\":\"boolean\"},"         \
+  "\"remaining_seconds\":{\"type\":\"integer\"},\"keep_memory\":{\"type\":\"boolean\"},"           \
   "\"snapshot_id\":{\"type\":\"string\"}"
 
 /* ---- sandbox_create ------------------------------------------------------------- */
 
-#define TEMPLATE_PARAM                                                                          \
-  {"template", MCP_P_STRING, false, "the software the sandbox runs: a template name from "       \
-   "template_list (default: \"default\", Python 3, bash and common tools)", NULL, 0, 0, 64}
+#define TEMPLATE_PARAM                                                                             \
+  {                                                                                                \
+    "template", MCP_P_STRING, false,                                                               \
+        "the software the sandbox runs: a template name from "                                     \
+        "template_list (default: \"default\", Python 3, bash and common tools)",                   \
+        NULL, 0, 0, 64                                                                             \
+  }
 
 static const struct mcp_param create_params[] = {
     TEMPLATE_PARAM,
-    {"ttl_seconds", MCP_P_INT, false, "lifetime: the sandbox and its files are destroyed this "
-     "long after creation (default 1800 = 30 min, at most 86400)", NULL, 60,
-     MCP_MAX_BOX_TTL_MS / 1000, 0},
+    {"ttl_seconds", MCP_P_INT, false,
+     "lifetime: the sandbox and its files are destroyed this "
+     "long after creation (default 1800 = 30 min, at most 86400)",
+     NULL, 60, MCP_MAX_BOX_TTL_MS / 1000, 0},
     {"memory_mb", MCP_P_INT, false, "memory limit in MiB, files included (default 512)", NULL, 64,
      16384, 0},
-    {"env", MCP_P_STRMAP, false, "environment variables of every command (no secrets: the "
-     "sandbox is untrusted)", NULL, 0, 0, 64 * 1024},
-    {"snapshot", MCP_P_STRING, false, "a snapshot_id from sandbox_snapshot: the new sandbox "
+    {"env", MCP_P_STRMAP, false,
+     "environment variables of every command (no secrets: the "
+     "sandbox is untrusted)",
+     NULL, 0, 0, 64 * 1024},
+    {"snapshot", MCP_P_STRING, false,
+     "a snapshot_id from sandbox_snapshot: the new sandbox "
      "starts with that snapshot's files, template, memory, env and TTL (arguments given here "
-     "override them); several sandboxes from one snapshot are independent copies", NULL, 0, 0,
-     64},
-    {"rebase", MCP_P_BOOL, false, "with snapshot: when its template was updated since the "
+     "override them); several sandboxes from one snapshot are independent copies",
+     NULL, 0, 0, 64},
+    {"rebase", MCP_P_BOOL, false,
+     "with snapshot: when its template was updated since the "
      "snapshot (the create fails saying so), true puts the snapshot's files over the template "
-     "as it is now", NULL, 0, 0, 0},
+     "as it is now",
+     NULL, 0, 0, 0},
     END_PARAM,
 };
 
@@ -83,29 +96,35 @@ static const struct mcp_param create_params[] = {
 static int snapshot_error(struct mcp_call *c, const char *id, const struct husk_err *err) {
   switch (err->code) {
   case ENOTSUP:
-    return mcp_tool_error(c, "snapshots are not available on this server (%s): they need "
-                          "husk serve's object store", err->msg);
+    return mcp_tool_error(c,
+                          "snapshots are not available on this server (%s): they need "
+                          "husk serve's object store",
+                          err->msg);
   case ESTALE:
-    return mcp_tool_error(c, "%s. Call sandbox_create again with rebase: true to put the "
-                          "snapshot's files over the template as it is now", err->msg);
+    return mcp_tool_error(c,
+                          "%s. Call sandbox_create again with rebase: true to put the "
+                          "snapshot's files over the template as it is now",
+                          err->msg);
   case ENOENT:
     if (strncmp(err->msg, "no template ", 12) != 0 && strstr(err->msg, "snapshot"))
-      return mcp_tool_error(c, "snapshot `%s` not found: the id is wrong, or it was deleted",
-                            id);
+      return mcp_tool_error(c, "snapshot `%s` not found: the id is wrong, or it was deleted", id);
     return mcp_tool_core_error(c, "sandbox", id, err);
   case EDQUOT:
     /* The tenant's storage or its number of snapshots; else (a create)
      * its boxes or memory. */
     if (strstr(err->msg, "snapshot"))
-      return mcp_tool_error(c, "quota exceeded: %s. Snapshots count in your storage and their "
+      return mcp_tool_error(c,
+                            "quota exceeded: %s. Snapshots count in your storage and their "
                             "number is bounded: delete the ones you no longer need (HTTP API: "
-                            "DELETE /v1/snapshots/{id}) and retry.", err->msg);
+                            "DELETE /v1/snapshots/{id}) and retry.",
+                            err->msg);
     return mcp_tool_core_error(c, "sandbox", id, err);
   case ENOSPC:
-    return mcp_tool_error(c, "the server is short of disk space for the snapshot (%s): try "
-                          "again later", err->msg);
-  default:
-    return mcp_tool_core_error(c, "sandbox", id, err);
+    return mcp_tool_error(c,
+                          "the server is short of disk space for the snapshot (%s): try "
+                          "again later",
+                          err->msg);
+  default: return mcp_tool_core_error(c, "sandbox", id, err);
   }
 }
 
@@ -130,8 +149,9 @@ static int sandbox_create(struct mcp_call *c) {
   const char *k;
   json_t *v;
   json_object_foreach(env, k, v) {
-    if (!*k || strspn(k, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") !=
-                   strlen(k) || (k[0] >= '0' && k[0] <= '9')) {
+    if (!*k ||
+        strspn(k, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_") != strlen(k) ||
+        (k[0] >= '0' && k[0] <= '9')) {
       for (size_t j = 0; j < i; j++)
         free(envv[j]);
       return mcp_tool_error(c, "env name `%.64s` is not valid: use letters, digits and _", k);
@@ -142,10 +162,10 @@ static int sandbox_create(struct mcp_call *c) {
       i++;
   }
   struct husk_box_spec cr = {.env = envv,
-                              .template_name = mcp_arg_str(c, "template"),
-                              .metadata_json = "{\"created_by\":\"mcp sandbox_create\"}",
-                              .snapshot = snap,
-                              .rebase = rebase && json_is_true(rebase)};
+                             .template_name = mcp_arg_str(c, "template"),
+                             .metadata_json = "{\"created_by\":\"mcp sandbox_create\"}",
+                             .snapshot = snap,
+                             .rebase = rebase && json_is_true(rebase)};
   cr.limits.timeout_ms = (uint64_t)ttl * 1000;
   cr.limits.memory_bytes = (uint64_t)mem * 1024 * 1024;
   if (snap)
@@ -171,7 +191,8 @@ static int sandbox_create(struct mcp_call *c) {
 }
 
 const struct mcp_tool mcp_tool_sandbox_create = {
-    "sandbox_create", "Create a sandbox",
+    "sandbox_create",
+    "Create a sandbox",
     "Create an isolated Linux sandbox for multi-step work: run commands (sandbox_exec), write and "
     "read files (sandbox_write_file, sandbox_read_file, sandbox_list_files), and keep state "
     "between calls. Pass the returned sandbox_id to those tools. It has Python 3 (numpy, "
@@ -185,7 +206,10 @@ const struct mcp_tool mcp_tool_sandbox_create = {
     "{\"type\":\"object\",\"properties\":{" BOX_JSON_PROPS ",\"ttl_seconds\":{\"type\":"
     "\"integer\"},\"workdir\":{\"type\":\"string\"},\"template\":{\"type\":\"string\"}},"
     "\"required\":[\"sandbox_id\",\"expires_at\"]}",
-    false, false, false, sandbox_create,
+    false,
+    false,
+    false,
+    sandbox_create,
 };
 
 /* ---- files ------------------------------------------------------------------------- */
@@ -207,12 +231,24 @@ static const char *const encodings[] = {"utf-8", "base64", NULL};
 
 static const struct mcp_param write_params[] = {
     ID_PARAM,
-    {"path", MCP_P_STRING, true, "where to write: under /workspace (relative paths are), /tmp or "
-     "/dev/shm; parent directories are created", NULL, 0, 0, 4096},
-    {"content", MCP_P_STRING, true, "the whole file content: at most 3 MiB of the file's bytes "
-     "(base64 decoded)", NULL, 0, 0, MCP_CONTENT_B64_MAX},
+    {"path", MCP_P_STRING, true,
+     "where to write: under /workspace (relative paths are), /tmp or "
+     "/dev/shm; parent directories are created",
+     NULL, 0, 0, 4096},
+    {"content", MCP_P_STRING, true,
+     "the whole file content: at most 3 MiB of the file's bytes "
+     "(base64 decoded)",
+     NULL, 0, 0, MCP_CONTENT_B64_MAX},
     {"encoding", MCP_P_STRING, false, "utf-8 (default: content is text) or base64 (binary)",
      encodings, 0, 0, 0},
+    {"append", MCP_P_BOOL, false,
+     "add content at the end of the file (made if missing) instead "
+     "of replacing it: write a large file in pieces of up to 3 MiB",
+     NULL, 0, 0, 0},
+    {"offset", MCP_P_INT, false,
+     "write content at this byte of the existing file (0 makes a "
+     "missing one), keeping the rest: the write side of sandbox_read_file's offset",
+     NULL, 0, 1e15, 0},
     END_PARAM,
 };
 
@@ -226,36 +262,63 @@ static int write_file(struct mcp_call *c) {
   if (b64 && mcp_b64_decode(json_string_value(content), len, &bin, &len) < 0)
     return mcp_tool_error(c, "content is not valid base64 (encoding is base64)");
   if (len > MCP_CONTENT_MAX)
-    return mcp_tool_error(c, "content is %zu bytes, more than a call may carry (%d, 3 MiB, "
+    return mcp_tool_error(c,
+                          "content is %zu bytes, more than a call may carry (%d, 3 MiB, "
                           "decoded): write the file in parts from the sandbox, or load_file it "
-                          "from storage", len, MCP_CONTENT_MAX);
+                          "from storage",
+                          len, MCP_CONTENT_MAX);
+  bool append = json_is_true(mcp_arg(c, "append"));
+  int64_t offset = -1;
+  bool at = mcp_arg_int(c, "offset", &offset);
+  if (append && at)
+    return mcp_tool_error(c, "give `append` or `offset`, not both");
   struct husk_mgr *m;
   struct husk_fs b;
   if (open_fs(c, &m, &b) < 0)
     return 0;
   struct husk_err err;
-  int rc = mcp_box_write(&b, path, b64 ? (const void *)bin : json_string_value(content), len, &err);
+  const void *data = b64 ? (const void *)bin : json_string_value(content);
+  uint64_t file_size = len;
+  int rc = append || at
+               ? mcp_box_write_at(&b, path, data, len, append ? -1 : offset, &file_size, &err)
+               : mcp_box_write(&b, path, data, len, &err);
   close(b.fs);
+  if (rc < 0 && err.code == ENOENT && at)
+    return mcp_tool_error(c,
+                          "`%s` does not exist: write it first (without offset, or with "
+                          "offset 0 or append)",
+                          path);
   if (rc < 0)
     return mcp_tool_core_error(c, "file", path, &err);
-  mcp_result(c, json_pack("{s:s, s:I}", "path", path, "size", (json_int_t)len), false);
+  mcp_result(c,
+             json_pack("{s:s, s:I, s:I}", "path", path, "size", (json_int_t)len, "file_size",
+                       (json_int_t)file_size),
+             false);
   return 0;
 }
 
 const struct mcp_tool mcp_tool_sandbox_write_file = {
-    "sandbox_write_file", "Write a file in a sandbox",
+    "sandbox_write_file",
+    "Write a file in a sandbox",
     "Create or replace a file in a sandbox (text, or binary as base64). Relative paths are under "
-    "/workspace. Up to 3 MiB of the file's bytes per call (base64 decoded).",
+    "/workspace. Up to 3 MiB of the file's bytes per call (base64 decoded): write a larger "
+    "file in pieces with append true (or at an offset), and check file_size.",
     write_params,
     "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"size\":{\"type\":"
-    "\"integer\"}},\"required\":[\"path\",\"size\"]}",
-    false, false, true, write_file,
+    "\"integer\",\"description\":\"bytes written\"},\"file_size\":{\"type\":\"integer\","
+    "\"description\":\"the file's size after the write\"}},\"required\":[\"path\",\"size\"]}",
+    false,
+    false,
+    false,
+    write_file,
 };
 
 static const struct mcp_param read_params[] = {
     ID_PARAM,
-    {"path", MCP_P_STRING, true, "the file: under /workspace (relative paths are), /tmp or "
-     "/dev/shm", NULL, 0, 0, 4096},
+    {"path", MCP_P_STRING, true,
+     "the file: under /workspace (relative paths are), /tmp or "
+     "/dev/shm",
+     NULL, 0, 0, 4096},
     {"offset", MCP_P_INT, false, "byte to start at (default 0)", NULL, 0, 1e15, 0},
     {"max_bytes", MCP_P_INT, false, "most bytes to return (default 65536, at most 1048576)", NULL,
      1, READ_MAX, 0},
@@ -294,8 +357,10 @@ static int read_file(struct mcp_call *c) {
     cleanup_free char *b64 = mcp_b64_encode(buf, n);
     if (!b64)
       return mcp_tool_error(c, "out of memory");
-    mcp_result(c, json_pack("{s:s, s:I, s:s, s:s}", "path", path, "size", (json_int_t)st.st_size,
-                            "mime_type", img, "encoding", "image"), false);
+    mcp_result(c,
+               json_pack("{s:s, s:I, s:s, s:s}", "path", path, "size", (json_int_t)st.st_size,
+                         "mime_type", img, "encoding", "image"),
+               false);
     mcp_add_block(c, json_pack("{s:s, s:s, s:s}", "type", "image", "data", b64, "mimeType", img));
     return 0;
   }
@@ -324,14 +389,16 @@ static int read_file(struct mcp_call *c) {
     json_object_set_new(r, "content", json_string(b64 ? b64 : ""));
   }
   if (more)
-    json_object_set_new(r, "notes", json_pack("[s]", "the file continues: call again with offset "
-                                                     "= offset + bytes_returned"));
+    json_object_set_new(r, "notes",
+                        json_pack("[s]", "the file continues: call again with offset "
+                                         "= offset + bytes_returned"));
   mcp_result(c, r, false);
   return 0;
 }
 
 const struct mcp_tool mcp_tool_sandbox_read_file = {
-    "sandbox_read_file", "Read a file from a sandbox",
+    "sandbox_read_file",
+    "Read a file from a sandbox",
     "Read a file from a sandbox: text comes back as text, binary as base64, and PNG/JPEG/GIF/WebP "
     "images as an image you can see. Large files are read in pieces with offset and max_bytes.",
     read_params,
@@ -340,7 +407,10 @@ const struct mcp_tool mcp_tool_sandbox_read_file = {
     "\"truncated\":{\"type\":\"boolean\"},\"mime_type\":{\"type\":\"string\"},\"encoding\":"
     "{\"type\":\"string\"},\"content\":{\"type\":\"string\"},\"notes\":{\"type\":\"array\"}},"
     "\"required\":[\"path\",\"size\",\"encoding\"]}",
-    true, false, true, read_file,
+    true,
+    false,
+    true,
+    read_file,
 };
 
 static const struct mcp_param list_params[] = {
@@ -362,7 +432,10 @@ static int list_cb(void *ctx, const struct husk_dirent *e) {
     lc->more = true;
     return 1;
   }
-  const char *type = e->type == 'f' ? "file" : e->type == 'd' ? "dir" : e->type == 'l' ? "symlink" : "other";
+  const char *type = e->type == 'f'   ? "file"
+                     : e->type == 'd' ? "dir"
+                     : e->type == 'l' ? "symlink"
+                                      : "other";
   json_t *p = mcp_text(e->path, strlen(e->path), NULL);
   json_t *j = json_pack("{s:o, s:s, s:I}", "path", p ? p : json_string("?"), "type", type, "size",
                         (json_int_t)e->size);
@@ -389,13 +462,16 @@ static int list_files(struct mcp_call *c) {
   close(b.fs);
   if (rc < 0)
     return mcp_tool_core_error(c, "directory", path, &err);
-  mcp_result(c, json_pack("{s:s, s:o, s:b}", "path", path, "entries", steal_pointer(&arr),
-                          "truncated", lc.more || rc == 1), false);
+  mcp_result(c,
+             json_pack("{s:s, s:o, s:b}", "path", path, "entries", steal_pointer(&arr), "truncated",
+                       lc.more || rc == 1),
+             false);
   return 0;
 }
 
 const struct mcp_tool mcp_tool_sandbox_list_files = {
-    "sandbox_list_files", "List files in a sandbox",
+    "sandbox_list_files",
+    "List files in a sandbox",
     "List a directory of a sandbox recursively (default /workspace, 2 levels): path, type "
     "(file, dir, symlink) and size of each entry, at most 1000.",
     list_params,
@@ -403,7 +479,10 @@ const struct mcp_tool mcp_tool_sandbox_list_files = {
     "\"array\",\"items\":{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
     "\"type\":{\"type\":\"string\"},\"size\":{\"type\":\"integer\"}}}},\"truncated\":{\"type\":"
     "\"boolean\"}},\"required\":[\"path\",\"entries\"]}",
-    true, false, true, list_files,
+    true,
+    false,
+    true,
+    list_files,
 };
 
 /* ---- destroy and list --------------------------------------------------------------- */
@@ -427,12 +506,16 @@ static int sandbox_destroy(struct mcp_call *c) {
 }
 
 const struct mcp_tool mcp_tool_sandbox_destroy = {
-    "sandbox_destroy", "Destroy a sandbox",
+    "sandbox_destroy",
+    "Destroy a sandbox",
     "Destroy a sandbox now, with its processes and files (they cannot be recovered).",
     destroy_params,
     "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"state\":{\"type\":"
     "\"string\"}},\"required\":[\"sandbox_id\",\"state\"]}",
-    false, true, false, sandbox_destroy,
+    false,
+    true,
+    false,
+    sandbox_destroy,
 };
 
 static const struct mcp_param no_params[] = {END_PARAM};
@@ -463,24 +546,29 @@ static int sandbox_list(struct mcp_call *c) {
 }
 
 const struct mcp_tool mcp_tool_sandbox_list = {
-    "sandbox_list", "List sandboxes",
+    "sandbox_list",
+    "List sandboxes",
     "List your running sandboxes (id, creation and expiry time), oldest first, then the "
     "paused ones (since when, until when they may stay paused), at most 100 of each.",
     no_params,
     "{\"type\":\"object\",\"properties\":{\"sandboxes\":{\"type\":\"array\",\"items\":{\"type\":"
     "\"object\",\"properties\":{" BOX_JSON_PROPS "}}},\"truncated\":{\"type\":\"boolean\"}},"
     "\"required\":[\"sandboxes\"]}",
-    true, false, true, sandbox_list,
+    true,
+    false,
+    true,
+    sandbox_list,
 };
 
 /* ---- pause, resume, snapshot ---------------------------------------------------------- */
 
 static const struct mcp_param pause_params[] = {
     ID_PARAM,
-    {"keep_memory", MCP_P_BOOL, false, "true (default): freeze it in memory, every process as it "
+    {"keep_memory", MCP_P_BOOL, false,
+     "true (default): freeze it in memory, every process as it "
      "is; false: keep only its files (as a snapshot of its own) and free its memory: its "
-     "processes end, and sandbox_resume rebuilds it from the files under the same id", NULL, 0,
-     0, 0},
+     "processes end, and sandbox_resume rebuilds it from the files under the same id",
+     NULL, 0, 0, 0},
     END_PARAM,
 };
 
@@ -499,8 +587,10 @@ static int sandbox_pause(struct mcp_call *c) {
                 : husk_box_pause_to_disk(m, c->caller->tenant, id, &bi, &err);
   if (rc < 0) {
     if (err.code == ENOTSUP && !keep)
-      return mcp_tool_error(c, "this server cannot pause sandboxes to disk (%s): pause with "
-                            "keep_memory true instead", err.msg);
+      return mcp_tool_error(c,
+                            "this server cannot pause sandboxes to disk (%s): pause with "
+                            "keep_memory true instead",
+                            err.msg);
     if (err.code == ENOTSUP)
       return mcp_tool_error(c, "this server cannot pause sandboxes (%s)", err.msg);
     if (err.code == ETIMEDOUT)
@@ -516,7 +606,8 @@ static int sandbox_pause(struct mcp_call *c) {
 }
 
 const struct mcp_tool mcp_tool_sandbox_pause = {
-    "sandbox_pause", "Pause a sandbox",
+    "sandbox_pause",
+    "Pause a sandbox",
     "Pause a sandbox: its processes are frozen in memory (they keep every variable, open file "
     "and background job, and use no CPU) and its TTL clock stops. Use it when the work waits "
     "for something (the user's answer, the next turn of a conversation) and should go on "
@@ -529,7 +620,10 @@ const struct mcp_tool mcp_tool_sandbox_pause = {
     pause_params,
     "{\"type\":\"object\",\"properties\":{" BOX_JSON_PROPS "},\"required\":[\"sandbox_id\","
     "\"state\"]}",
-    false, false, false, sandbox_pause,
+    false,
+    false,
+    false,
+    sandbox_pause,
 };
 
 static int sandbox_resume(struct mcp_call *c) {
@@ -549,20 +643,26 @@ static int sandbox_resume(struct mcp_call *c) {
 }
 
 const struct mcp_tool mcp_tool_sandbox_resume = {
-    "sandbox_resume", "Resume a paused sandbox",
+    "sandbox_resume",
+    "Resume a paused sandbox",
     "Resume a sandbox paused by sandbox_pause: its processes go on where they stopped (paused "
     "with keep_memory false: it is rebuilt with its files, without its processes), and its TTL "
     "counts again from what was left of it (expires_at says when it ends now).",
     destroy_params,
     "{\"type\":\"object\",\"properties\":{" BOX_JSON_PROPS "},\"required\":[\"sandbox_id\","
     "\"state\"]}",
-    false, false, false, sandbox_resume,
+    false,
+    false,
+    false,
+    sandbox_resume,
 };
 
 static const struct mcp_param snapshot_params[] = {
     ID_PARAM,
-    {"metadata", MCP_P_STRMAP, false, "labels to find the snapshot by later (strings), e.g. "
-     "{\"step\": \"before migration\"}", NULL, 0, 0, 16 * 1024},
+    {"metadata", MCP_P_STRMAP, false,
+     "labels to find the snapshot by later (strings), e.g. "
+     "{\"step\": \"before migration\"}",
+     NULL, 0, 0, 16 * 1024},
     END_PARAM,
 };
 
@@ -585,19 +685,20 @@ static int sandbox_snapshot(struct mcp_call *c) {
   }
   snprintf(c->audit_detail, sizeof c->audit_detail, "%s", si.id);
   cleanup_json json_t *md = json_loads(si.metadata_json ? si.metadata_json : "{}", 0, NULL);
-  json_t *r = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:s, s:o, s:o}", "snapshot_id", si.id,
-                        "sandbox_id", si.box_id, "template", si.template_name, "size",
-                        (json_int_t)si.size, "data_bytes", (json_int_t)si.data_bytes, "entries",
-                        (json_int_t)si.entries, "sha256", si.sha256, "created_at",
-                        mcp_time(si.created_ms), "metadata",
-                        json_is_object(md) ? json_incref(md) : json_object());
+  json_t *r =
+      json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:s, s:o, s:o}", "snapshot_id", si.id, "sandbox_id",
+                si.box_id, "template", si.template_name, "size", (json_int_t)si.size, "data_bytes",
+                (json_int_t)si.data_bytes, "entries", (json_int_t)si.entries, "sha256", si.sha256,
+                "created_at", mcp_time(si.created_ms), "metadata",
+                json_is_object(md) ? json_incref(md) : json_object());
   husk_snapshot_info_free(&si);
   mcp_result(c, r, false);
   return 0;
 }
 
 const struct mcp_tool mcp_tool_sandbox_snapshot = {
-    "sandbox_snapshot", "Snapshot a sandbox's files",
+    "sandbox_snapshot",
+    "Snapshot a sandbox's files",
     "Save what a sandbox wrote (/workspace, /tmp, /dev/shm, and for image templates every file "
     "changed or deleted anywhere) as a snapshot, with its template, memory, env and TTL. "
     "sandbox_create with snapshot: snapshot_id makes a new sandbox with those files: a restore "
@@ -612,7 +713,10 @@ const struct mcp_tool mcp_tool_sandbox_snapshot = {
     "\"data_bytes\":{\"type\":\"integer\"},\"entries\":{\"type\":\"integer\"},\"sha256\":{\"type\":"
     "\"string\"},\"created_at\":{\"type\":\"string\"},\"metadata\":{\"type\":\"object\"}},"
     "\"required\":[\"snapshot_id\",\"sandbox_id\",\"size\",\"created_at\"]}",
-    false, false, false, sandbox_snapshot,
+    false,
+    false,
+    false,
+    sandbox_snapshot,
 };
 
 /* ---- sandbox_snapshots ---------------------------------------------------------- */
@@ -620,12 +724,12 @@ const struct mcp_tool mcp_tool_sandbox_snapshot = {
 static const char *const snapshot_actions[] = {"list", "delete", NULL};
 
 static const struct mcp_param snapshots_params[] = {
-    {"action", MCP_P_STRING, true, "list: your snapshots, oldest first (100 at most; "
+    {"action", MCP_P_STRING, true,
+     "list: your snapshots, oldest first (100 at most; "
      "sandbox_id narrows it to one sandbox's); delete: remove snapshot_id and free its storage",
      snapshot_actions, 0, 0, 0},
     {"snapshot_id", MCP_P_STRING, false, "delete: the snapshot", NULL, 0, 0, 64},
-    {"sandbox_id", MCP_P_STRING, false, "list: only the snapshots of this sandbox", NULL, 0, 0,
-     64},
+    {"sandbox_id", MCP_P_STRING, false, "list: only the snapshots of this sandbox", NULL, 0, 0, 64},
     END_PARAM,
 };
 
@@ -650,7 +754,7 @@ static int sandbox_snapshots(struct mcp_call *c) {
   if (!strcmp(action, "delete")) {
     if (!sid)
       return mcp_tool_error(c, "delete needs snapshot_id (sandbox_snapshots action list shows "
-                            "them)");
+                               "them)");
     snprintf(c->audit_detail, sizeof c->audit_detail, "delete %.64s", sid);
     if (husk_snapshot_delete(m, c->caller->tenant, sid, &err) < 0) {
       if (err.code == EBUSY)
@@ -670,14 +774,16 @@ static int sandbox_snapshots(struct mcp_call *c) {
     json_decref(arr);
     return mcp_tool_core_error(c, "snapshot list", "", &err);
   }
-  mcp_result(c, json_pack("{s:s, s:o, s:b}", "action", action, "snapshots", arr, "truncated",
-                          next[0] != 0),
-             false);
+  mcp_result(
+      c,
+      json_pack("{s:s, s:o, s:b}", "action", action, "snapshots", arr, "truncated", next[0] != 0),
+      false);
   return 0;
 }
 
 const struct mcp_tool mcp_tool_sandbox_snapshots = {
-    "sandbox_snapshots", "List or delete snapshots",
+    "sandbox_snapshots",
+    "List or delete snapshots",
     "List your snapshots (from sandbox_snapshot: id, sandbox, size, when, how many sandboxes "
     "were made from it and are still running), or delete one you no longer need: snapshots "
     "never expire and count against your storage quota. A snapshot a running sandbox was made "
@@ -686,7 +792,10 @@ const struct mcp_tool mcp_tool_sandbox_snapshots = {
     "{\"type\":\"object\",\"properties\":{\"action\":{\"type\":\"string\"},\"snapshot_id\":"
     "{\"type\":\"string\"},\"snapshots\":{\"type\":\"array\",\"items\":{\"type\":\"object\"}},"
     "\"truncated\":{\"type\":\"boolean\"}},\"required\":[\"action\"]}",
-    false, false, false, sandbox_snapshots,
+    false,
+    false,
+    false,
+    sandbox_snapshots,
 };
 
 /* ---- template_list ------------------------------------------------------------------ */
@@ -710,8 +819,8 @@ static int template_list(struct mcp_call *c) {
     return 0;
   cleanup_json json_t *arr = json_array();
   struct husk_err err = {0};
-  json_array_append_new(arr, json_pack("{s:s, s:s, s:b}", "name", "default", "source", "host",
-                                       "shared", true));
+  json_array_append_new(
+      arr, json_pack("{s:s, s:s, s:b}", "name", "default", "source", "host", "shared", true));
   if (box_template_list(m, c->caller->tenant, template_cb, arr, &err) < 0)
     return mcp_tool_core_error(c, "template list", "", &err);
   mcp_result(c, json_pack("{s:o}", "templates", steal_pointer(&arr)), false);
@@ -719,7 +828,8 @@ static int template_list(struct mcp_call *c) {
 }
 
 const struct mcp_tool mcp_tool_template_list = {
-    "template_list", "List templates",
+    "template_list",
+    "List templates",
     "List the templates a sandbox can be made from (the `template` of sandbox_create and "
     "run_code): `default` (Python 3 with numpy and matplotlib, bash, common tools) and the "
     "images this server keeps (their own software, e.g. a language or a toolchain), with their "
@@ -729,5 +839,8 @@ const struct mcp_tool mcp_tool_template_list = {
     "\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"source\":{\"type\":\"string\"},"
     "\"shared\":{\"type\":\"boolean\"},\"created_at\":{\"type\":\"string\"},\"labels\":{\"type\":"
     "\"object\"}}}}},\"required\":[\"templates\"]}",
-    true, false, true, template_list,
+    true,
+    false,
+    true,
+    template_list,
 };

@@ -5,7 +5,8 @@
 # of exactly 3 MiB of binary is taken (it is 4 MiB of text); one byte more
 # of file, as text or as base64, is refused with the bound in the message
 # (base64 past 4 MiB of text by the arguments' schema), and nothing is
-# written.
+# written.  A larger file is written in pieces (append, offset) and reads
+# back whole.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../serve/serve.bash"
 . "$(dirname "$0")/../serve/s3.bash"
@@ -72,6 +73,45 @@ args "$T_SCRATCH/a" "{\"language\":\"bash\",\"code\":\"true\",\"files_base64\":{
 toolf "$K" run_code "$T_SCRATCH/a"
 expect_eq "run_code: one byte more across both maps is refused, naming the rule" \
   "$(rq 'err and "3 MiB" in txt')" true
+
+# A file larger than a call may carry, written in pieces: append, then an
+# offset into it; read back whole.
+for i in 0 1 2 3; do
+  args "$T_SCRATCH/a" "{\"sandbox_id\":\"$BOX\",\"path\":\"big/whole.bin\",\"encoding\":\"base64\",\"append\":True,\"content\":base64.b64encode(bytes([$i]) * $MAX).decode()}"
+  toolf "$K" sandbox_write_file "$T_SCRATCH/a"
+  expect_eq "sandbox_write_file append, piece $((i + 1)) of 4: 3 MiB written, the file grows" \
+    "$(rq '[err, sc.get("size"), sc.get("file_size")]')" "[False, $MAX, $((MAX * (i + 1)))]"
+done
+args "$T_SCRATCH/a" "{\"sandbox_id\":\"$BOX\",\"path\":\"big/whole.bin\",\"offset\":$((MAX - 2)),\"content\":\"ZZZZ\"}"
+toolf "$K" sandbox_write_file "$T_SCRATCH/a"
+expect_eq "sandbox_write_file at an offset: 4 bytes across two pieces, the size kept" \
+  "$(rq '[err, sc.get("size"), sc.get("file_size")]')" "[False, 4, $((MAX * 4))]"
+python3 -c '
+import hashlib, sys
+m = int(sys.argv[1])
+d = bytearray(b"".join(bytes([i]) * m for i in range(4)))
+d[m - 2:m + 2] = b"ZZZZ"
+print(hashlib.sha256(d).hexdigest())' "$MAX" >"$T_SCRATCH/want"
+args "$T_SCRATCH/a" "{\"sandbox_id\":\"$BOX\",\"command\":\"sha256sum big/whole.bin | cut -d\\\" \\\" -f1\"}"
+toolf "$K" sandbox_exec "$T_SCRATCH/a"
+expect_eq "the 12 MiB file reads back byte-identical" "$(rq 'sc["stdout"].strip()')" "$(cat "$T_SCRATCH/want")"
+args "$T_SCRATCH/a" "{\"sandbox_id\":\"$BOX\",\"path\":\"big/none.bin\",\"offset\":5,\"content\":\"x\"}"
+toolf "$K" sandbox_write_file "$T_SCRATCH/a"
+expect_err "sandbox_write_file at an offset of a file that does not exist: refused" "does not exist"
+args "$T_SCRATCH/a" "{\"sandbox_id\":\"$BOX\",\"path\":\"big/whole.bin\",\"offset\":0,\"append\":True,\"content\":\"x\"}"
+toolf "$K" sandbox_write_file "$T_SCRATCH/a"
+expect_err "sandbox_write_file with both append and offset: refused" "not both"
+
+# Hostile: the box points the file to write at something else.
+args "$T_SCRATCH/a" "{\"sandbox_id\":\"$BOX\",\"command\":\"ln -s /etc/passwd evil && mkfifo fifo && ln -s /proc/self/mem mem\"}"
+toolf "$K" sandbox_exec "$T_SCRATCH/a"
+for f in evil fifo mem; do
+  args "$T_SCRATCH/a" "{\"sandbox_id\":\"$BOX\",\"path\":\"$f\",\"append\":True,\"content\":\"owned\\n\"}"
+  toolf "$K" sandbox_write_file "$T_SCRATCH/a"
+  expect_eq "append through a box's $f (symlink to /etc/passwd, a FIFO, /proc/self/mem): refused at once" \
+    "$(rq 'err')" true
+done
+check "the host's /etc/passwd is untouched" not grep -q owned /etc/passwd
 
 args "$T_SCRATCH/a" "{\"sandbox_id\":\"$BOX\"}"
 toolf "$K" sandbox_destroy "$T_SCRATCH/a"
