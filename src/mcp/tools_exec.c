@@ -24,6 +24,7 @@
 #include "mcp/boxio.h"
 #include "mcp/internal.h"
 #include "util/cleanup.h"
+#include "util/strbuf.h"
 
 #define RUN_TIMEOUT_DEFAULT_S 300
 #define RUN_TIMEOUT_MAX_S 3600
@@ -394,19 +395,82 @@ static int report_ended(struct mcp_call *c, struct husk_mgr *m, struct state_job
   return 0;
 }
 
+/* Of the output, what a progress notification carries at most per stream:
+ * the newest whole lines of what came since the last one. */
+#define PROGRESS_OUTPUT_MAX 2000
+
+struct tick_ctx {
+  struct mcp_call *c;
+  struct husk_mgr *m;
+  const struct state_job *job;
+  uint64_t seen[2]; /* bytes of stdout, stderr already shown */
+};
+
+/* What is new of a stream since the last notification (its newest lines,
+ * at most PROGRESS_OUTPUT_MAX bytes), appended to b. */
+static void progress_output(struct tick_ctx *t, int stream, struct strbuf *b) {
+  struct husk_err err;
+  cleanup_close int fd = -1;
+  struct stat st;
+  if (job_output(t->m, t->job, stream, &fd, &err) < 0 || fstat(fd, &st) < 0)
+    return;
+  uint64_t size = (uint64_t)st.st_size, from = t->seen[stream - 1];
+  if (size <= from)
+    return;
+  bool cut = size - from > PROGRESS_OUTPUT_MAX;
+  if (cut)
+    from = size - PROGRESS_OUTPUT_MAX;
+  cleanup_free char *buf = NULL;
+  size_t n = 0;
+  if (mcp_pread_max(fd, from, (size_t)(size - from), &buf, &n, &err) < 0 || n == 0)
+    return;
+  t->seen[stream - 1] = from + n;
+  size_t start = 0;
+  if (cut) { /* from a line's start on */
+    const char *nl = memchr(buf, '\n', n);
+    start = nl ? (size_t)(nl - buf) + 1 : 0;
+  }
+  strbuf_str(b, stream == 1 ? "\n[stdout]" : "\n[stderr]");
+  if (cut)
+    strbuf_str(b, " ...");
+  strbuf_chr(b, '\n');
+  strbuf_add(b, buf + start, n - start);
+}
+
 static void tick(void *ctx, uint64_t waited_ms) {
-  struct mcp_call *c = ctx;
-  char msg[64];
-  snprintf(msg, sizeof msg, "running for %llu s", (unsigned long long)(waited_ms / 1000));
-  mcp_progress(c, waited_ms / 1000, msg);
+  struct tick_ctx *t = ctx;
+  struct strbuf b = {0};
+  char head[64];
+  snprintf(head, sizeof head, "running for %llu s", (unsigned long long)(waited_ms / 1000));
+  strbuf_str(&b, head);
+  /* Only for a caller that asked for progress: reading costs. */
+  if (t->c->progress_token && t->c->caller->notify) {
+    progress_output(t, 1, &b);
+    progress_output(t, 2, &b);
+  }
+  cleanup_free char *text = strbuf_take(&b);
+  /* The box's bytes as valid text (a notification is JSON). */
+  json_t *j = text ? mcp_text(text, strlen(text), NULL) : NULL;
+  mcp_progress(t->c, waited_ms / 1000, j ? json_string_value(j) : head);
+  json_decref(j);
 }
 
 /* Wait at most `wait_ms` for the job, then report. */
 static int wait_and_report(struct mcp_call *c, struct husk_mgr *m, struct state_job *job,
-                           uint64_t wait_ms) {
+                           uint64_t wait_ms, bool started_here) {
   struct husk_err err;
   snprintf(c->audit_box, sizeof c->audit_box, "%s", job->box_id);
-  int r = job_wait(m, job, wait_ms, c->cancel_fd, tick, c, &err);
+  /* Notifications show the output from its start for the call that
+   * started the job, else from where this call began (job_wait: what
+   * came before was in earlier answers). */
+  struct tick_ctx t = {.c = c, .m = m, .job = job};
+  for (int stream = 1; stream <= 2 && !started_here; stream++) {
+    cleanup_close int fd = -1;
+    struct stat st;
+    if (job_output(m, job, stream, &fd, &err) == 0 && fstat(fd, &st) == 0)
+      t.seen[stream - 1] = (uint64_t)st.st_size;
+  }
+  int r = job_wait(m, job, wait_ms, c->cancel_fd, tick, &t, &err);
   if (r < 0 && err.code == ECANCELED) {
     /* Cancelled by notifications/cancelled (or the caller left, where that
      * means cancel): the command stops.  A caller that merely went away
@@ -650,7 +714,7 @@ static int run_code(struct mcp_call *c) {
   }
   /* No stdin: EOF at once, so a program reading it does not hang. */
   husk_proc_stdin(m, c->caller->tenant, box_id, job.pid, "", 0, true, &err);
-  int rc = wait_and_report(c, m, &job, mcp_wait_ms(c->srv));
+  int rc = wait_and_report(c, m, &job, mcp_wait_ms(c->srv), true);
   state_job_free(&job);
   return rc;
 }
@@ -739,7 +803,7 @@ static int sandbox_exec(struct mcp_call *c) {
                       &err) < 0 &&
       err.code != EBUSY)
     mcp_log(c->srv, "job %s: stdin: %s", job.id, err.msg);
-  int rc = wait_and_report(c, m, &job, mcp_wait_ms(c->srv));
+  int rc = wait_and_report(c, m, &job, mcp_wait_ms(c->srv), true);
   state_job_free(&job);
   return rc;
 }
@@ -890,7 +954,7 @@ static int job_common(struct mcp_call *c, uint64_t wait_ms) {
   if (mcp_arg(c, "stdout_offset") || mcp_arg(c, "stderr_offset"))
     rc = report_from(c, m, &job);
   else if (!strcmp(job.state, STATE_JOB_RUNNING))
-    rc = wait_and_report(c, m, &job, wait_ms);
+    rc = wait_and_report(c, m, &job, wait_ms, false);
   else
     rc = report_stored(c, &job);
   state_job_free(&job);

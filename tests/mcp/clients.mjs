@@ -163,6 +163,24 @@ await t('progress notifications while a call runs', async () => {
   for (let i = 1; i < seen.length; i++) assert.ok(seen[i] > seen[i - 1], 'progress grows');
 });
 
+await t('progress notifications carry the new output lines as the call runs', async () => {
+  const msgs = [];
+  const r = await call(c, 'run_code',
+                       { language: 'bash',
+                         // within the suite's 3 s wait: notifications at 1 s and 2 s
+                         code: 'echo "line 1"; echo "warn 1" >&2; sleep 1.4; echo "line 2"; sleep 1.1' },
+                       { onprogress: p => msgs.push(p.message || '') });
+  assert.equal(structured(r).stdout, 'line 1\nline 2\n');
+  const text = msgs.join('\n');
+  assert.ok(msgs.length >= 2, `at least two notifications (got ${JSON.stringify(msgs)})`);
+  assert.match(text, /\[stdout\]\nline 1\n/, 'the first line, under [stdout]');
+  assert.match(text, /\[stderr\]\nwarn 1\n/, 'stderr apart, under [stderr]');
+  assert.match(text, /\[stdout\]\nline 2\n/, 'the next line, in a later notification');
+  // Each line once: a notification shows only what came since the last.
+  for (const l of ['line 1', 'line 2', 'warn 1'])
+    assert.equal(text.split(l + '\n').length - 1, 1, `${l} shown once: ${JSON.stringify(msgs)}`);
+});
+
 let box;
 await t('multi-step sandbox session: create, write, exec, read, list', async () => {
   const cr = structured(await call(c, 'sandbox_create', { ttl_seconds: 600 }));
