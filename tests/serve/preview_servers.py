@@ -8,7 +8,9 @@ Servers (run INSIDE a box, in the background; they listen on 127.0.0.1):
                  method, path and headers, one JSON line, as it arrives):
                    any path     echoes the request as JSON: method, path,
                                 headers, body length and SHA-256 (bodies
-                                with Content-Length or chunked)
+                                with Content-Length or chunked), and the
+                                connection's peer port (which connection
+                                of the proxy's it came on)
                    /big?n=N     N bytes of `big N` (below), Content-Length
                    /chunked?n=K K chunks (Transfer-Encoding: chunked), then
                                 one line "end"
@@ -79,10 +81,13 @@ Clients (run on the host, connect to loopback only):
                  a front proxy sharing one connection between two people:
                  POST /ping whose body is a request head, then another
                  person's GET /home with a secret cookie (naive server)
-  slowbody HOST PORT PATH N SECONDS [--header 'K: V']...
+  slowbody HOST PORT PATH N SECONDS [--header 'K: V']... [--until FILE]
+           [--finish]
                  N connections that send a POST head announcing 100000
-                 bytes of body, then 3 of them, and hold for SECONDS;
-                 prints "opened N", then "statuses ..." (what came back)
+                 bytes of body, then 3 of them, and hold for SECONDS (or
+                 until FILE exists); --finish: then the rest of the bodies.
+                 Prints "opened N", "answered K" as replies come, "held",
+                 then "statuses ..." (each one's status, or none)
   flood HOST PORT N PATH...
                  N rounds of GETs of the PATHs, alternating, over one
                  keep-alive connection (a new one when it is closed); prints
@@ -978,48 +983,72 @@ def frontshare(argv):
 
 
 def slowbody(argv):
-    """Requests whose body never comes: N connections, each a POST head
-    announcing 100000 bytes, then 3 of them, held for SECONDS."""
+    """Requests whose body does not come: N connections, each a POST head
+    announcing 100000 bytes, then 3 of them, held for SECONDS (or until
+    the file of --until exists); with --finish, then the rest of each
+    body, and at most 10 s for the answers."""
     host, port, path, n, seconds = argv[0], int(argv[1]), argv[2], int(argv[3]), float(argv[4])
     loopback_only(host, "slowbody")
     headers = ""
+    until = None
+    finish = False
     i = 5
     while i < len(argv):
         if argv[i] == "--header":
             headers += argv[i + 1] + "\r\n"
             i += 2
+        elif argv[i] == "--until":
+            until = argv[i + 1]
+            i += 2
+        elif argv[i] == "--finish":
+            finish = True
+            i += 1
         else:
             raise SystemExit("slowbody: unknown argument " + argv[i])
-    head = ("POST %s HTTP/1.1\r\nHost: %s:%d\r\n%sContent-Length: 100000\r\n\r\nabc"
-            % (path, host, port, headers)).encode()
+    total = 100000
+    head = ("POST %s HTTP/1.1\r\nHost: %s:%d\r\n%sContent-Length: %d\r\nConnection: close\r\n\r\n"
+            % (path, host, port, headers, total)).encode()
     socks = []
     for _ in range(n):
         try:
             s = socket.create_connection((host, port), timeout=5)
-            s.sendall(head)
+            s.sendall(head + b"abc")
             socks.append(s)
         except OSError:
             pass
     print("opened %d" % len(socks), flush=True)
     got = {}
     closed = set()
-    end = time.monotonic() + seconds
-    while time.monotonic() < end and len(closed) < len(socks):
-        live = [s for s in socks if s not in closed]
-        r, _, _ = select.select(live, [], [], max(0.0, min(0.5, end - time.monotonic())))
-        for s in r:
-            try:
-                d = s.recv(65536)
-            except OSError:
-                d = b""
-            if not d:
-                closed.add(s)
+
+    def watch(end, stop=lambda: False):
+        while time.monotonic() < end and len(closed) < len(socks) and not stop():
+            live = [s for s in socks if s not in closed]
+            r, _, _ = select.select(live, [], [], max(0.0, min(0.2, end - time.monotonic())))
+            for s in r:
+                try:
+                    d = s.recv(65536)
+                except OSError:
+                    d = b""
+                if not d:
+                    closed.add(s)
+                    continue
+                if s not in got:
+                    got[s] = d
+                    print("answered %d" % len(got), flush=True)
+                else:
+                    got[s] += d
+
+    watch(time.monotonic() + seconds, lambda: until is not None and os.path.exists(until))
+    print("held", flush=True)
+    if finish:
+        for s in socks:
+            if s in closed or s in got:
                 continue
-            if s not in got:
-                got[s] = d
-                print("answered %d" % len(got), flush=True)
-            else:
-                got[s] += d
+            try:
+                s.sendall(b"x" * (total - 3))
+            except OSError:
+                pass
+        watch(time.monotonic() + 10, lambda: all(s in got or s in closed for s in socks))
     statuses = []
     for s in socks:
         first = got.get(s, b"").split(b"\r\n", 1)[0].split(b" ")
