@@ -427,8 +427,10 @@ static const char schema_previews[] =
     ") STRICT;"
     "CREATE INDEX previews_box ON previews(box_id, created_ms);"
     "CREATE INDEX previews_tenant ON previews(tenant_id);"
+    /* seq: the rowid; without AUTOINCREMENT (no sqlite_sequence write per
+     * row): only the oldest rows are ever deleted, so none is reused. */
     "CREATE TABLE preview_access ("
-    "  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+    "  seq INTEGER PRIMARY KEY,"
     "  preview_id TEXT NOT NULL REFERENCES previews(id) ON DELETE CASCADE,"
     "  ts_ms INTEGER NOT NULL,"
     "  remote TEXT NOT NULL,"
