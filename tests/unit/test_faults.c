@@ -641,7 +641,7 @@ static bool copy_applied(int v) {
 
 static int link_run(int v, struct husk_err *err) {
   struct store_link l;
-  int r = store_link_create(so, tenant, "bkt", "src", 60, "f.txt", &l, err);
+  int r = store_link_create(so, tenant, "bkt", "src", 60, "f.txt", false, &l, err);
   if (r == 0)
     store_link_free(&l);
   return r;
@@ -820,7 +820,7 @@ static bool complete_applied(int v) {
 static char ln_ids[2][STORE_ID_SIZE];
 static int link_prep(int v, struct husk_err *err) {
   struct store_link l;
-  if (store_link_create(so, tenant, "bkt", "src", 60, NULL, &l, err) < 0)
+  if (store_link_create(so, tenant, "bkt", "src", 60, NULL, false, &l, err) < 0)
     return -1;
   snprintf(ln_ids[v >= WARM_BASE], sizeof ln_ids[0], "%s", l.id);
   store_link_free(&l);
@@ -969,7 +969,7 @@ static void setup(void) {
       store_bucket_create(so, tenant, "bkt", &err) < 0 || put("src", "source", &err) < 0)
     die("setup", &err);
   struct store_link l;
-  if (store_link_create(so, tenant, "bkt", "src", 60, NULL, &l, &err) < 0)
+  if (store_link_create(so, tenant, "bkt", "src", 60, NULL, false, &l, &err) < 0)
     die("link", &err);
   snprintf(link_id, sizeof link_id, "%s", l.id);
   store_link_free(&l);

@@ -324,7 +324,7 @@ TEST(links) {
   struct husk_err err;
   CHECK(put(t1, "bkt", "l/doc.txt", "doc") == 0);
   struct store_link l;
-  CHECK_OK(store_link_create(s, t1, "bkt", "l/doc.txt", 0, "Doc \"1\".txt", &l, &err));
+  CHECK_OK(store_link_create(s, t1, "bkt", "l/doc.txt", 0, "Doc \"1\".txt", false, &l, &err));
   CHECK(l.expires_ms - l.created_ms == 3600 * 1000);
   CHECK(strstr(l.url, "http://127.0.0.1:9/bkt/l/doc.txt?") == l.url);
   CHECK(strstr(l.url, "x-husk-link=") && strstr(l.url, "filename%2A%3DUTF-8"));
@@ -336,12 +336,12 @@ TEST(links) {
   CHECK(store_link_owned(s, l.id, t1, &live) && !live);
   CHECK_ERR(store_link_revoke(s, t2, l.id, &err), STORE_ENOLINK);
   store_link_free(&l);
-  CHECK_ERR(store_link_create(s, t1, "bkt", "l/none", 60, NULL, &l, &err), STORE_ENOKEY);
-  CHECK_ERR(store_link_create(s, t1, "bkt", "l/doc.txt", 604801, NULL, &l, &err), EINVAL);
-  CHECK_ERR(store_link_create(s, t1, "bkt", "l/doc.txt", 60, "a/b", &l, &err), EINVAL);
+  CHECK_ERR(store_link_create(s, t1, "bkt", "l/none", 60, NULL, false, &l, &err), STORE_ENOKEY);
+  CHECK_ERR(store_link_create(s, t1, "bkt", "l/doc.txt", 604801, NULL, false, &l, &err), EINVAL);
+  CHECK_ERR(store_link_create(s, t1, "bkt", "l/doc.txt", 60, "a/b", false, &l, &err), EINVAL);
   /* Without an S3 listener (no public URL) and no external store: none. */
   CHECK_OK(store_set_public_url(s, ""));
-  CHECK_ERR(store_link_create(s, t1, "bkt", "l/doc.txt", 60, NULL, &l, &err), EOPNOTSUPP);
+  CHECK_ERR(store_link_create(s, t1, "bkt", "l/doc.txt", 60, NULL, false, &l, &err), EOPNOTSUPP);
   CHECK_OK(store_set_public_url(s, "http://127.0.0.1:9"));
   CHECK_OK(store_object_delete(s, t1, "bkt", "l/doc.txt", &err));
 }
@@ -361,7 +361,7 @@ TEST(link_counts_and_log_cap) {
   struct husk_err err;
   CHECK(put(t1, "bkt", "cap.txt", "cap") == 0);
   struct store_link l, g;
-  CHECK_OK(store_link_create(s, t1, "bkt", "cap.txt", 0, NULL, &l, &err));
+  CHECK_OK(store_link_create(s, t1, "bkt", "cap.txt", 0, NULL, false, &l, &err));
   int64_t total0 = -1, total1 = -1;
   CHECK_OK(store_link_denied_total(s, &total0, &err));
   CHECK_OK(store_link_denied(s, l.id, &err));

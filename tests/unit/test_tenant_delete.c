@@ -278,7 +278,7 @@ static void populate(const struct state_tenant *t, const char *tag) {
   CHECK_OK(store_writer_finish(w, &e, etag, NULL, &err));
   CHECK_OK(store_part_commit(w, t->id, bucket, "big", up, 1, &err));
   struct store_link l;
-  CHECK_OK(store_link_create(s, t->id, bucket, "k0", 60, NULL, &l, &err));
+  CHECK_OK(store_link_create(s, t->id, bucket, "k0", 60, NULL, false, &l, &err));
   store_link_free(&l);
   char tpl[32];
   snprintf(tpl, sizeof tpl, "tpl-%s", tag);
