@@ -168,11 +168,13 @@ int box_open_dir(const struct husk_fs *b, const char *path, bool create, int *fd
   return resolve_open(b, path, O_RDONLY | O_DIRECTORY, create, fd_out, err);
 }
 
-int husk_file_open_read(const struct husk_fs *b, const char *path, int *fd_out, struct stat *st_out,
-                        struct husk_err *err) {
+/* Open a regular file with `flags` (O_NONBLOCK added: a FIFO cannot
+ * hang the open, and is refused below as any non-regular file is), for
+ * `what` ("reading", "writing"); the fd blocking again. */
+static int open_regular(const struct husk_fs *b, const char *path, int flags, const char *what,
+                        int *fd_out, struct stat *st_out, struct husk_err *err) {
   cleanup_close int fd = -1;
-  /* O_NONBLOCK: opening a FIFO (or a file under a lease) cannot block. */
-  if (resolve_open(b, path, O_RDONLY | O_NONBLOCK | O_NOCTTY, false, &fd, err) < 0) {
+  if (resolve_open(b, path, flags | O_NONBLOCK | O_NOCTTY, false, &fd, err) < 0) {
     if (err && err->code == ENXIO)
       return husk_fail(err, EINVAL, "`%s` is not a regular file", path);
     if (err && err->code == EWOULDBLOCK)
@@ -188,40 +190,21 @@ int husk_file_open_read(const struct husk_fs *b, const char *path, int *fd_out, 
     return husk_fail(err, EINVAL, "`%s` is not a regular file", path);
   int fl = fcntl(fd, F_GETFL);
   if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
-    return husk_error(err, errno, "cannot set up `%s` for reading", path);
+    return husk_error(err, errno, "cannot set up `%s` for %s", path, what);
   if (st_out)
     *st_out = st;
   *fd_out = take_fd(&fd);
   return 0;
 }
 
+int husk_file_open_read(const struct husk_fs *b, const char *path, int *fd_out, struct stat *st_out,
+                        struct husk_err *err) {
+  return open_regular(b, path, O_RDONLY, "reading", fd_out, st_out, err);
+}
+
 int husk_file_open_write(const struct husk_fs *b, const char *path, bool append, int *fd_out,
                          struct stat *st_out, struct husk_err *err) {
-  cleanup_close int fd = -1;
-  /* O_NONBLOCK: a FIFO without a reader fails (ENXIO) instead of hanging;
-   * a device, socket or FIFO is refused below either way. */
-  int flags = O_WRONLY | O_NONBLOCK | O_NOCTTY | (append ? O_APPEND : 0);
-  if (resolve_open(b, path, flags, false, &fd, err) < 0) {
-    if (err && err->code == ENXIO)
-      return husk_fail(err, EINVAL, "`%s` is not a regular file", path);
-    if (err && err->code == EWOULDBLOCK)
-      return husk_fail(err, EAGAIN, "`%s` is busy (leased by the box); try again", path);
-    return -1;
-  }
-  struct stat st;
-  if (fstat(fd, &st) < 0)
-    return husk_error(err, errno, "cannot inspect `%s`", path);
-  if (S_ISDIR(st.st_mode))
-    return husk_fail(err, EISDIR, "`%s` is a directory", path);
-  if (!S_ISREG(st.st_mode))
-    return husk_fail(err, EINVAL, "`%s` is not a regular file", path);
-  int fl = fcntl(fd, F_GETFL);
-  if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
-    return husk_error(err, errno, "cannot set up `%s` for writing", path);
-  if (st_out)
-    *st_out = st;
-  *fd_out = take_fd(&fd);
-  return 0;
+  return open_regular(b, path, O_WRONLY | (append ? O_APPEND : 0), "writing", fd_out, st_out, err);
 }
 
 int husk_file_create(const struct husk_fs *b, const char *path, bool mkparents, mode_t mode,
