@@ -399,12 +399,28 @@ int husk_box_port_connect(struct husk_mgr *m, const char *tenant, const char *bo
                           struct husk_err *err) {
   if (port < 1 || port > 65535)
     return husk_fail(err, EINVAL, "port %u is not 1..65535", port);
-  struct live_box *b = box_running(m, tenant, box_id, err);
+  /* A live box (paused ones too): ENOENT for none, EBUSY for one that
+   * ended, which a preview tells apart from a paused one (it may resume). */
+  struct live_box *b = box_live(m, tenant, box_id, err);
   if (!b) {
-    /* Paused (EBUSY: it may resume) or gone for good (ESRCH). */
-    if (err->code == EBUSY && !strstr(err->msg, " is paused"))
+    /* Its row says which: paused to disk (EBUSY kept), or ended. */
+    struct state_box sb;
+    struct husk_err e2;
+    bool paused = false;
+    if (err->code == EBUSY && state_box_get(m->cfg.state, tenant, box_id, &sb, &e2) == 0) {
+      paused = !strcmp(sb.state, STATE_BOX_PAUSED);
+      state_box_free(&sb);
+    }
+    if (err->code == EBUSY && !paused)
       err->code = ESRCH;
     return -1;
+  }
+  pthread_mutex_lock(&m->lock);
+  bool paused = b->paused;
+  pthread_mutex_unlock(&m->lock);
+  if (paused) {
+    lb_unref(m, b);
+    return husk_fail(err, EBUSY, "sandbox %s is paused: resume it first", box_id);
   }
   int v4 = -1, v6 = -1;
   int rc = box_sockets(m, b->j.pidfd, &v4, &v6, err);
