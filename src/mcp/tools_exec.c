@@ -850,8 +850,8 @@ static const struct mcp_param job_status_params[] = {
 /* Of a job's stream, the bytes from `off` on: at most MCP_INLINE_TEXT, cut
  * back to whole UTF-8 characters, with where to go on from and the total
  * so far. */
-static void read_from(struct mcp_call *c, struct husk_mgr *m, const struct state_job *job,
-                      int stream, uint64_t off, json_t *r) {
+static void read_from(struct husk_mgr *m, const struct state_job *job, int stream, uint64_t off,
+                      json_t *r) {
   const char *name = stream == 1 ? "stdout" : "stderr";
   char k[48];
   struct husk_err err;
@@ -890,7 +890,6 @@ static void read_from(struct mcp_call *c, struct husk_mgr *m, const struct state
   json_object_set_new(r, k, json_integer((json_int_t)total));
   snprintf(k, sizeof k, "%s_more", name);
   json_object_set_new(r, k, json_boolean(off + n < total));
-  (void)c;
 }
 
 /* job_status with stdout_offset / stderr_offset: what is new of the
@@ -910,9 +909,9 @@ static int report_from(struct mcp_call *c, struct husk_mgr *m, const struct stat
   mcp_arg_int(c, "stdout_offset", &o1);
   mcp_arg_int(c, "stderr_offset", &o2);
   if (o1 >= 0)
-    read_from(c, m, job, 1, (uint64_t)o1, r);
+    read_from(m, job, 1, (uint64_t)o1, r);
   if (o2 >= 0)
-    read_from(c, m, job, 2, (uint64_t)o2, r);
+    read_from(m, job, 2, (uint64_t)o2, r);
   json_t *notes = json_array();
   if (json_is_true(json_object_get(r, "stdout_gone")) ||
       json_is_true(json_object_get(r, "stderr_gone")))
