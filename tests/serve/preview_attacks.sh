@@ -18,6 +18,7 @@
 # check connects to 127.0.0.1 only.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/serve.bash"
+. "$(dirname "$0")/preview.bash"
 
 SRV="$(cd "$(dirname "$0")" && pwd)/preview_servers.py"
 DOMAIN=preview.test
@@ -36,64 +37,8 @@ TID_A=$TID
 KEY=$KEY_A
 touch "$T_SCRATCH/tokens" "$T_SCRATCH/secrets"
 
-# ---- helpers (as in previews.sh) ------------------------------------------------
+# ---- helpers (the shared ones: preview.bash) ------------------------------------
 
-bx() {
-  api POST "/v1/sandboxes/$1/exec" -d "$(python3 -c 'import json,sys; print(json.dumps({"cmd":["sh","-c",sys.argv[1]]}))' "$2")"
-  OUT=$(jf 'j["stdout"]')
-  RC=$(jf 'j["exit_code"]')
-}
-bgx() {
-  local b=$1; shift
-  api POST "/v1/sandboxes/$b/exec" -d "$(python3 -c 'import json,sys; print(json.dumps({"cmd":sys.argv[1:],"background":True}))' "$@")"
-  [ "$CODE" = 201 ]
-}
-listening() {
-  bx "$1" "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", $2), timeout=2).close()'"
-  [ "$RC" = 0 ]
-}
-# start_servers BOX: http on 8000 (its requests logged in /tmp/http.log),
-# ws on 8001, naive on 8050, retry on 8060, early on 8070.
-start_servers() {
-  api PUT "/v1/sandboxes/$1/files?path=/workspace/preview_servers.py" --data-binary @"$SRV"
-  [ "$CODE" = 201 ] || return 1
-  bgx "$1" python3 /workspace/preview_servers.py http 8000 --log /tmp/http.log || return 1
-  bgx "$1" python3 /workspace/preview_servers.py ws 8001 || return 1
-  bgx "$1" python3 /workspace/preview_servers.py naive 8050 || return 1
-  bgx "$1" python3 /workspace/preview_servers.py retry 8060 || return 1
-  bgx "$1" python3 /workspace/preview_servers.py early 8070 || return 1
-  local p
-  for p in 8000 8001 8050 8060 8070; do wait_for 30 listening "$1" "$p" || return 1; done
-}
-mkpreview() {
-  local args=()
-  [ $# -ge 3 ] && args=(-d "$3")
-  api POST "/v1/sandboxes/$1/ports/$2/previews" "${args[@]}"
-  PBODY=$BODY
-  PV=$(jf 'j["id"]')
-  TOKEN=$(jf 'j["token"]')
-  PASS=$(jf 'j.get("password")')
-  PURL="$URL/p/$TOKEN"
-  [ -n "$TOKEN" ] && echo "$TOKEN" >>"$T_SCRATCH/tokens"
-  [ -n "$PASS" ] && echo "$PASS" >>"$T_SCRATCH/secrets"
-  [ "$CODE" = 201 ] && [ -n "$TOKEN" ]
-}
-preq() {
-  local u=$1; shift
-  CODE=$(curl -sS -o "$T_SCRATCH/pb" -D "$T_SCRATCH/ph" -w '%{http_code}' --max-time 30 "$@" "$u" 2>"$T_SCRATCH/pcurl.err")
-  BODY=$(tr -d '\0' <"$T_SCRATCH/pb" 2>/dev/null)
-}
-rhdr() { tr -d '\r' <"$T_SCRATCH/ph" | awk -v n="$1" 'BEGIN{IGNORECASE=1} index(tolower($0), tolower(n) ":") == 1 {sub(/^[^:]*:[ \t]*/, ""); print}'; }
-seen() { jf '",".join(v for k, v in j["headers"] if k.lower() == "'"$1"'".lower())'; }
-box_dns() { tr _ - <<<"$1"; }
-wait_file_has() { wait_for "$3" grep -q "$2" "$1"; }
-pid_gone() { ! kill -0 "$1" 2>/dev/null; }
-BGPIDS=()
-stop_bg() {
-  local p
-  for p in "${BGPIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-  BGPIDS=()
-}
 # raw_req FORMAT ARGS...: the bytes printf makes of them sent as they are
 # to the daemon; the reply in $T_SCRATCH/raw, its status line in
 # RAW_STATUS ("closed" if nothing came back).
@@ -115,7 +60,7 @@ HZ=$(getconf CLK_TCK)
 # ---- a box and its servers ------------------------------------------------------
 new_box '{"timeout":1800}' || not_ok "box A (got $CODE: $BODY)"
 A=$BOX
-check "the helper servers run in box A (http 8000, ws 8001, naive 8050, retry 8060, early 8070)" start_servers "$A"
+check "the helper servers run in box A (http 8000, ws 8001, naive 8050, retry 8060, early 8070)" start_servers "$A" "http:8000:--log /tmp/http.log" ws:8001 naive:8050 retry:8060 early:8070
 mkpreview "$A" 8000 '{"public":true}' || not_ok "a public preview of 8000 (got $CODE: $PBODY)"
 P=$PURL
 TOK_P=$TOKEN

@@ -12,6 +12,7 @@
 # 127.0.0.1.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/serve.bash"
+. "$(dirname "$0")/preview.bash"
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
 SRV="$HERE/preview_servers.py"
@@ -52,36 +53,6 @@ PORT=${URL##*:}
 new_tenant browser || not_ok "a tenant"
 KEY=$TKEY
 
-bx() {
-  api POST "/v1/sandboxes/$1/exec" -d "$(python3 -c 'import json,sys; print(json.dumps({"cmd":["sh","-c",sys.argv[1]]}))' "$2")"
-  OUT=$(jf 'j["stdout"]')
-  RC=$(jf 'j["exit_code"]')
-}
-bgx() {
-  local b=$1; shift
-  api POST "/v1/sandboxes/$b/exec" -d "$(python3 -c 'import json,sys; print(json.dumps({"cmd":sys.argv[1:],"background":True}))' "$@")"
-  [ "$CODE" = 201 ]
-}
-listening() {
-  bx "$1" "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", $2), timeout=2).close()'"
-  [ "$RC" = 0 ]
-}
-start_servers() {
-  api PUT "/v1/sandboxes/$1/files?path=/workspace/preview_servers.py" --data-binary @"$SRV"
-  [ "$CODE" = 201 ] || return 1
-  bgx "$1" python3 /workspace/preview_servers.py http 8000 || return 1
-  bgx "$1" python3 /workspace/preview_servers.py ws 8001 || return 1
-  wait_for 30 listening "$1" 8000 && wait_for 30 listening "$1" 8001
-}
-# mkpreview BOX PORT JSON: sets PV, TOKEN, PASS, HOSTURL.
-mkpreview() {
-  api POST "/v1/sandboxes/$1/ports/$2/previews" -d "$3"
-  PV=$(jf 'j["id"]')
-  TOKEN=$(jf 'j["token"]')
-  PASS=$(jf 'j.get("password")')
-  HOSTURL=$(jf 'j.get("host_url")')
-  [ "$CODE" = 201 ] && [ -n "$TOKEN" ]
-}
 # browse NAME URL [DRIVER ARGS...]: the dashboard in Chromium; its JSON
 # result in $R, the screenshot in $T_SCRATCH/NAME.png.
 browse() {
@@ -106,7 +77,7 @@ dashboard_checks() {
 
 new_box '{"timeout":900}' || not_ok "a box (got $CODE: $BODY)"
 A=$BOX
-check "the dashboard (http 8000) and the WebSocket echo server (8001) run in the box" start_servers "$A"
+check "the dashboard (http 8000) and the WebSocket echo server (8001) run in the box" start_servers "$A" http:8000 ws:8001
 mkpreview "$A" 8000 '{"public":true}' || not_ok "a public preview of the dashboard (got $CODE: $BODY)"
 PV_D=$PV
 TOK_D=$TOKEN

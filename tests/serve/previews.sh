@@ -17,6 +17,7 @@
 # X, at most N s".  Every check connects to 127.0.0.1 only.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/serve.bash"
+. "$(dirname "$0")/preview.bash"
 
 SRV="$(cd "$(dirname "$0")" && pwd)/preview_servers.py"
 DOMAIN=preview.test
@@ -37,66 +38,6 @@ touch "$T_SCRATCH/tokens" "$T_SCRATCH/secrets"
 
 # ---- helpers ------------------------------------------------------------------
 
-# bx BOX CMD: one shell command in the box; sets OUT and RC.
-bx() {
-  api POST "/v1/sandboxes/$1/exec" -d "$(python3 -c 'import json,sys; print(json.dumps({"cmd":["sh","-c",sys.argv[1]]}))' "$2")"
-  OUT=$(jf 'j["stdout"]')
-  RC=$(jf 'j["exit_code"]')
-}
-# bgx BOX ARGV...: a background process in the box.
-bgx() {
-  local b=$1; shift
-  api POST "/v1/sandboxes/$b/exec" -d "$(python3 -c 'import json,sys; print(json.dumps({"cmd":sys.argv[1:],"background":True}))' "$@")"
-  [ "$CODE" = 201 ]
-}
-# listening BOX PORT: something accepts on 127.0.0.1:PORT inside the box.
-listening() {
-  bx "$1" "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", $2), timeout=2).close()'"
-  [ "$RC" = 0 ]
-}
-# start_servers BOX: the helper uploaded and its servers started: http on
-# 8000, ws on 8001, smuggle on 8002, both on 8003.
-start_servers() {
-  api PUT "/v1/sandboxes/$1/files?path=/workspace/preview_servers.py" --data-binary @"$SRV"
-  [ "$CODE" = 201 ] || return 1
-  bgx "$1" python3 /workspace/preview_servers.py http 8000 || return 1
-  bgx "$1" python3 /workspace/preview_servers.py ws 8001 || return 1
-  bgx "$1" python3 /workspace/preview_servers.py smuggle 8002 || return 1
-  bgx "$1" python3 /workspace/preview_servers.py both 8003 || return 1
-  local p
-  for p in 8000 8001 8002 8003; do wait_for 30 listening "$1" "$p" || return 1; done
-}
-# mkpreview BOX PORT [JSON]: create a preview; sets PV (id), TOKEN, PASS,
-# PURL (the path form without its trailing slash), HOSTURL, PBODY (the reply).
-mkpreview() {
-  local args=()
-  [ $# -ge 3 ] && args=(-d "$3")
-  api POST "/v1/sandboxes/$1/ports/$2/previews" "${args[@]}"
-  PBODY=$BODY
-  PV=$(jf 'j["id"]')
-  TOKEN=$(jf 'j["token"]')
-  PASS=$(jf 'j.get("password")')
-  HOSTURL=$(jf 'j.get("host_url")')
-  PURL="$URL/p/$TOKEN"
-  [ -n "$TOKEN" ] && echo "$TOKEN" >>"$T_SCRATCH/tokens"
-  [ -n "$PASS" ] && echo "$PASS" >>"$T_SCRATCH/secrets"
-  [ "$CODE" = 201 ] && [ -n "$TOKEN" ]
-}
-# preq URL [CURL ARGS...]: one request through a preview, no husk key unless
-# given; sets CODE and BODY, the reply's head is in $T_SCRATCH/ph.
-preq() {
-  local u=$1; shift
-  CODE=$(curl -sS -o "$T_SCRATCH/pb" -D "$T_SCRATCH/ph" -w '%{http_code}' --max-time 30 "$@" "$u" 2>"$T_SCRATCH/pcurl.err")
-  BODY=$(tr -d '\0' <"$T_SCRATCH/pb" 2>/dev/null)
-}
-# rhdr NAME: the values of header NAME in the last reply (one a line).
-rhdr() { tr -d '\r' <"$T_SCRATCH/ph" | awk -v n="$1" 'BEGIN{IGNORECASE=1} index(tolower($0), tolower(n) ":") == 1 {sub(/^[^:]*:[ \t]*/, ""); print}'; }
-# seen NAME: the values of header NAME the box's echo server saw (joined by ,).
-seen() { jf '",".join(v for k, v in j["headers"] if k.lower() == "'"$1"'".lower())'; }
-# seen_prefix PREFIX: names of the headers the box saw that start with it.
-seen_prefix() { jf '",".join(k for k, v in j["headers"] if k.lower().startswith("'"$1"'".lower()))'; }
-# box_dns BOX: the box's id as a host name label.
-box_dns() { tr _ - <<<"$1"; }
 # secs_between A B: seconds from RFC 3339 time A to B.
 secs_between() {
   python3 -c '
@@ -109,21 +50,14 @@ only_lo() {
   bx "$1" "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\n' ' '"
   [ "$OUT" = "lo " ]
 }
-wait_file_has() { wait_for "$3" grep -q "$2" "$1"; }
-BGPIDS=()
-# stop_bg: end the background clients this suite started (by their pid).
-stop_bg() {
-  local p
-  for p in "${BGPIDS[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-  BGPIDS=()
-}
 
 # ---- a box and its servers --------------------------------------------------------
 new_box '{"timeout":1800}' || not_ok "box A (got $CODE: $BODY)"
 A=$BOX
 expect_eq "box A has no network (network none, the default)" "$(jf 'j["network"]')" none
 check "box A's only interface is lo before any preview" only_lo "$A"
-check "the helper servers run in box A (http 8000, ws 8001, smuggle 8002, both 8003)" start_servers "$A"
+check "the helper servers run in box A (http 8000, ws 8001, smuggle 8002, both 8003)" \
+  start_servers "$A" http:8000 ws:8001 smuggle:8002 both:8003
 
 # ---- create -----------------------------------------------------------------
 mkpreview "$A" 8000
