@@ -17,7 +17,7 @@
 # them for static linking):
 LIB_PKGS := libseccomp jansson sqlite3 libcrypto libssl libarchive zlib libcurl
 # The fronts add the HTTP server (API, S3) and the XML parser (S3 bodies).
-PKGS := $(LIB_PKGS) libmicrohttpd expat
+PKGS := $(LIB_PKGS) libmicrohttpd expat yaml-0.1
 
 CC ?= cc
 CSTD := -std=c17
@@ -34,7 +34,7 @@ HARDEN_LD := -Wl,-z,relro,-z,now
 PIC := -fPIC -fvisibility=hidden
 CPPFLAGS += -Iinclude -Isrc -DHUSK_LIBEXECDIR='"$(LIBEXECDIR)"'
 LIB_LIBS := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null || echo -lseccomp -ljansson -lsqlite3 -lcrypto -lssl -larchive -lz -lcurl) -lpthread -lm
-LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lseccomp -ljansson -lsqlite3 -lcrypto -lssl -larchive -lz -lcurl -lmicrohttpd -lexpat) -lpthread -lm
+LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lseccomp -ljansson -lsqlite3 -lcrypto -lssl -larchive -lz -lcurl -lmicrohttpd -lexpat -lyaml) -lpthread -lm
 
 # ---- where make install puts it -----------------------------------------------
 PREFIX ?= /usr/local

@@ -12,7 +12,7 @@ set -eu
 # XML bodies; zlib: CRC32), the tools network mode egress runs (nft, ip),
 # and mkfs.ext4 for named volumes (e2fsprogs).
 build="gcc libc6-dev make pkg-config libseccomp-dev libjansson-dev libsqlite3-dev libssl-dev"
-build="$build libmicrohttpd-dev libarchive-dev libcurl4-openssl-dev libexpat1-dev zlib1g-dev"
+build="$build libmicrohttpd-dev libarchive-dev libcurl4-openssl-dev libexpat1-dev zlib1g-dev libyaml-dev"
 build="$build curl jq nftables iproute2 e2fsprogs"
 # Testing: clang (the -Werror build and the fuzzers), the host tools the
 # suites drive (ip, ps, openssl for a test CA, tcpdump), matplotlib and pandas for

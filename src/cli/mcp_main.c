@@ -58,6 +58,9 @@ static void usage(int fd) {
           "  --server URL       forward to a running `husk serve` (its /mcp endpoint)\n"
           "  --key KEY          tenant key for --server (better: HUSK_MCP_KEY in the\n"
           "                     environment, which other users cannot read in ps)\n"
+          "  --prompts DIR      serve the Markdown files of DIR as MCP prompts\n"
+          "  --resources DIR    serve the files of DIR as read-only MCP resources\n"
+          "                     (husk://docs/...)\n"
           "  --quiet            no log lines on stderr\n"
           "  -h, --help         print this text\n"
           "  --version          print the version\n");
@@ -168,7 +171,9 @@ static const char *default_data(char *buf, size_t size) {
   return buf;
 }
 
-enum { O_DATA = 256, O_WAIT, O_TTL, O_SERVER, O_KEY, O_QUIET, O_HELP, O_VERSION };
+enum { O_DATA = 256, O_WAIT, O_TTL, O_SERVER, O_KEY, O_QUIET, O_HELP, O_VERSION, O_PROMPTS, O_RESOURCES };
+
+static void local_gone(void *ctx, const struct mcp_caller *c) { mcp_caller_gone(ctx, c); }
 
 int main(int argc, char **argv) {
   /* The daemon's box spawner is this binary re-executed under that name. */
@@ -193,9 +198,11 @@ int main(int argc, char **argv) {
       {"sandbox-ttl", required_argument, NULL, O_TTL}, {"server", required_argument, NULL, O_SERVER},
       {"key", required_argument, NULL, O_KEY},       {"quiet", no_argument, NULL, O_QUIET},
       {"help", no_argument, NULL, O_HELP},           {"version", no_argument, NULL, O_VERSION},
+      {"prompts", required_argument, NULL, O_PROMPTS}, {"resources", required_argument, NULL, O_RESOURCES},
       {0},
   };
   const char *data = NULL, *server = NULL, *key = getenv("HUSK_MCP_KEY");
+  const char *prompts = NULL, *resources = NULL;
   uint64_t wait_ms = 0, ttl_ms = 0;
   struct husk_err err;
   int c;
@@ -218,6 +225,8 @@ int main(int argc, char **argv) {
     case O_SERVER: server = optarg; break;
     case O_KEY: key = optarg; break;
     case O_QUIET: quiet = true; break;
+    case O_PROMPTS: prompts = optarg; break;
+    case O_RESOURCES: resources = optarg; break;
     case 'h':
     case O_HELP: usage(out); return 0;
     case O_VERSION: dprintf(out, "husk %s\n", HUSK_VERSION); return 0;
@@ -230,6 +239,11 @@ int main(int argc, char **argv) {
   }
   signal(SIGPIPE, SIG_IGN);
   json_object_seed(0);
+  if (server && (prompts || resources)) {
+    fprintf(stderr, "husk mcp: with --server, prompts and resources are the server's "
+                    "(husk serve --mcp-prompts, --mcp-resources)\n");
+    return 2;
+  }
   if (server) {
     if (!key || !*key) {
       fprintf(stderr, "husk mcp: --server needs a tenant key (HUSK_MCP_KEY or --key)\n");
@@ -241,7 +255,8 @@ int main(int argc, char **argv) {
   struct local l = {.data = data ? data : default_data(dbuf, sizeof dbuf)};
   pthread_mutex_init(&l.lock, NULL);
   struct mcp_config cfg = {.mgr = local_mgr, .mgr_ctx = &l, .wait_ms = wait_ms,
-                           .box_ttl_ms = ttl_ms, .log = log_line};
+                           .box_ttl_ms = ttl_ms, .log = log_line, .prompts_dir = prompts,
+                           .resources_dir = resources};
   struct mcp_server *srv = NULL;
   if (mcp_server_new(&srv, &cfg, &err) < 0) {
     fprintf(stderr, "husk mcp: %s\n", err.msg);
@@ -249,7 +264,8 @@ int main(int argc, char **argv) {
   }
   /* Every caller is this process's one local tenant (filled at the open). */
   struct mcp_caller caller = {.tenant = l.tenant, .scope = "stdio", .key_id = "",
-                              .audit = local_audit, .audit_ctx = &l, .cancel_fd = -1};
+                              .audit = local_audit, .audit_ctx = &l, .cancel_fd = -1,
+                              .gone = local_gone, .gone_ctx = srv};
   int rc = mcp_stdio_serve(0, out, local_handle, srv, &caller, &err);
   if (rc < 0)
     fprintf(stderr, "husk mcp: %s\n", err.msg);

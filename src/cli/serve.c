@@ -105,6 +105,9 @@ static void usage(FILE *f) {
           "                          together [half of --reply-budget]\n"
           "  --mcp-wait SECONDS      longest an MCP tool call waits before answering with a\n"
           "                          job_id [45]\n"
+          "  --mcp-prompts DIR       serve the Markdown files of DIR as MCP prompts\n"
+          "  --mcp-resources DIR     serve the files of DIR as read-only MCP resources\n"
+          "                          (husk://docs/...)\n"
           "  --mcp-allow-origin LIST Origins allowed at /mcp besides loopback and the\n"
           "                          server's own (comma-separated, e.g. https://claude.ai)\n"
           "  --egress-resolver IP[:PORT]  DNS server the egress proxy asks [first nameserver\n"
@@ -320,6 +323,7 @@ struct serve_opts {
   bool quiet;
   uint64_t mcp_wait_ms;
   const char *mcp_origins;
+  const char *mcp_prompts, *mcp_resources;
   uint64_t reply_max, reply_budget, tenant_reply_budget;
   /* network mode egress (docs/egress.md) */
   const char *eg_resolver, *eg_ca;
@@ -434,7 +438,7 @@ enum {
   O_QUIET,
   O_HELP,
   O_MCP_WAIT,
-  O_MCP_ORIGIN,
+  O_MCP_ORIGIN, O_MCP_PROMPTS, O_MCP_RESOURCES,
   O_REPLY_MAX,
   O_REPLY_BUDGET,
   O_EG_RESOLVER,
@@ -484,6 +488,8 @@ static const struct option serve_long_opts[] = {
     {"version", no_argument, NULL, O_VERSION},
     {"mcp-wait", required_argument, NULL, O_MCP_WAIT},
     {"mcp-allow-origin", required_argument, NULL, O_MCP_ORIGIN},
+    {"mcp-prompts", required_argument, NULL, O_MCP_PROMPTS},
+    {"mcp-resources", required_argument, NULL, O_MCP_RESOURCES},
     {"reply-max", required_argument, NULL, O_REPLY_MAX},
     {"reply-budget", required_argument, NULL, O_REPLY_BUDGET},
     /* network mode egress */
@@ -538,6 +544,8 @@ static int serve_option(struct serve_opts *o, int c, const char *arg) {
   case O_QUIET: o->quiet = true; return 0;
   case O_MCP_WAIT: return opt_milli("--mcp-wait", arg, 1, 3600 * 1000, &o->mcp_wait_ms);
   case O_MCP_ORIGIN: o->mcp_origins = arg; return 0;
+  case O_MCP_PROMPTS: o->mcp_prompts = arg; return 0;
+  case O_MCP_RESOURCES: o->mcp_resources = arg; return 0;
   case O_REPLY_MAX: return opt_size("--reply-max", arg, &o->reply_max);
   case O_REPLY_BUDGET: return opt_size("--reply-budget", arg, &o->reply_budget);
   case O_EG_RESOLVER: return opt_resolver(o, arg);
@@ -864,7 +872,9 @@ static int serve_fronts(const struct serve_opts *o, struct serve *s) {
                             .wait_ms = o->mcp_wait_ms,
                             .log = log_line,
                             .storage = &s->mcp_store,
-                            .previews = &s->mcp_previews};
+                            .previews = &s->mcp_previews,
+                            .prompts_dir = o->mcp_prompts,
+                            .resources_dir = o->mcp_resources};
   if (mcp_server_new(&s->mcp, &mcfg, &err) < 0)
     return fail("%s", err.msg);
   struct api_config ac = {.listen = o->listen,

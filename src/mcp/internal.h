@@ -30,11 +30,63 @@ struct mcp_inflight {
   bool cancelled;
 };
 
+struct mcp_sub;
+struct mcp_prompts;
+
 struct mcp_server {
   struct mcp_config cfg;
   pthread_mutex_t lock;
   struct mcp_inflight *inflight;
+  struct mcp_prompts *prompts; /* --prompts DIR, or NULL */
+  int docs_fd;                 /* --resources DIR (O_PATH), or -1 */
+  /* Resource subscriptions and the thread that polls them. */
+  pthread_mutex_t sub_lock;
+  pthread_cond_t sub_cond;
+  struct mcp_sub *subs;
+  pthread_t watcher;
+  bool watching, sub_stop;
 };
+
+/* prompts.c: the prompts of a directory (one Markdown file each).  Files
+ * that cannot be used are reported through `log` with file and line and
+ * left out; -1 only when the directory cannot be read. */
+#define MCP_PROMPTS_MAX 1000            /* .md files in the directory */
+#define MCP_PROMPT_FILE_MAX (256 * 1024) /* bytes of one file */
+#define MCP_PROMPT_NAME_MAX 64
+#define MCP_PROMPT_ARGS_MAX 32
+#define MCP_PROMPT_RESULT_MAX (1024 * 1024) /* a filled prompt's text */
+int mcp_prompts_load(const char *dir, void (*log)(void *ctx, const char *line), void *log_ctx,
+                     struct mcp_prompts **out, struct husk_err *err);
+void mcp_prompts_free(struct mcp_prompts *ps);
+size_t mcp_prompts_count(const struct mcp_prompts *ps);
+bool mcp_prompt_name_ok(const char *s);
+json_t *mcp_prompts_list(const struct mcp_prompts *ps);
+/* The result of prompts/get, or -1 and why (for an Invalid params error). */
+int mcp_prompt_get(const struct mcp_prompts *ps, const char *name, json_t *args, json_t **result,
+                   char *why, size_t whylen);
+
+/* resources.c */
+#define MCP_URI_MAX 8192         /* bytes of a resource URI */
+#define MCP_RESOURCES_PAGE 100   /* resources per resources/list page */
+#define MCP_DOCS_MAX 10000       /* documents listed */
+#define MCP_DOCS_DEPTH 8         /* directory levels of the documents walked */
+#define MCP_SUBSCRIPTIONS_MAX 100
+#define MCP_SUBSCRIBE_POLL_MS 1000
+int mcp_docs_open(const char *dir, int *fd, struct husk_err *err);
+/* One page of resources (cursor: the previous page's nextCursor, or
+ * NULL); *next the next page's cursor (malloc'd) or NULL.  NULL and why:
+ * a bad cursor. */
+json_t *mcp_resources_list(struct mcp_server *s, const struct mcp_caller *c, json_t *cursor,
+                           char **next, char *why, size_t whylen);
+json_t *mcp_resource_templates(struct mcp_server *s);
+/* {"contents": [...]}, or NULL and why (*not_found: no such resource). */
+json_t *mcp_resource_read(struct mcp_server *s, const struct mcp_caller *c, const char *uri,
+                          bool *not_found, char *why, size_t whylen);
+int mcp_resource_subscribe(struct mcp_server *s, const struct mcp_caller *c, const char *uri,
+                           char *why, size_t whylen);
+/* uri NULL: every subscription of the caller's transport. */
+void mcp_resource_unsubscribe(struct mcp_server *s, const struct mcp_caller *c, const char *uri);
+void mcp_resources_stop(struct mcp_server *s);
 
 /* tools.c: the input schema of a tool and the check of its arguments
  * (NULL: fine; else a message for the model, malloc'd). */

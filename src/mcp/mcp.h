@@ -31,6 +31,7 @@
 struct husk_mgr;
 struct mcp_server;
 struct mcp_call;
+struct mcp_caller;
 
 #define MCP_VERSION_MODERN "2026-07-28"
 #define MCP_VERSION_LEGACY "2025-11-25"     /* answer to initialize by default */
@@ -122,12 +123,21 @@ struct mcp_config {
   uint64_t box_ttl_ms;     /* TTL of sandbox_create boxes (0: default) */
   const struct mcp_storage *storage; /* NULL: no storage plane */
   const struct mcp_previews *previews; /* NULL: no preview URLs */
+  /* Served as MCP prompts: a directory of Markdown files (NULL: none). */
+  const char *prompts_dir;
+  /* Served read-only as husk://docs/ resources (NULL: none). */
+  const char *resources_dir;
   void (*log)(void *ctx, const char *line);
   void *log_ctx;
 };
 
+/* Prompt files that cannot be used are reported through cfg->log and
+ * left out; a directory that cannot be read fails the start. */
 int mcp_server_new(struct mcp_server **out, const struct mcp_config *cfg, struct husk_err *err);
 void mcp_server_free(struct mcp_server *s);
+/* The transport of `notify_ctx` is going away: no notification reaches
+ * it after this returns (its resource subscriptions end). */
+void mcp_caller_gone(struct mcp_server *s, const struct mcp_caller *c);
 
 /* ---- messages ---------------------------------------------------------------- */
 
@@ -160,6 +170,11 @@ struct mcp_caller {
    * NULL: the transport cannot (a JSON reply): they are dropped. */
   void (*notify)(void *ctx, json_t *msg);
   void *notify_ctx;
+  /* notify works after the reply too, until the transport ends and calls
+   * `gone` (stdio): the legacy era's resources/subscribe is served. */
+  bool lasting;
+  void (*gone)(void *ctx, const struct mcp_caller *c);
+  void *gone_ctx;
   /* Readable when the caller is gone (client hung up, server stopping);
    * -1 for none.  Then no reply is sent; `gone_cancels` says whether the
    * running command is killed too (modern HTTP: closing the stream is the

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <time.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -23,6 +24,8 @@
 #define META_SERVER_INFO "io.modelcontextprotocol/serverInfo"
 /* How long clients may cache list results (modern era). */
 #define MCP_LIST_TTL_MS 3600000
+/* And of a resource listing (the tenant's objects change). */
+#define MCP_RESOURCES_TTL_MS 10000
 
 static const struct mcp_tool *const own_tools[] = {
     &mcp_tool_run_code,           &mcp_tool_sandbox_create,    &mcp_tool_sandbox_exec,
@@ -58,6 +61,19 @@ int mcp_server_new(struct mcp_server **out, const struct mcp_config *cfg, struct
   if (!s->cfg.box_ttl_ms)
     s->cfg.box_ttl_ms = MCP_DEFAULT_BOX_TTL_MS;
   pthread_mutex_init(&s->lock, NULL);
+  pthread_mutex_init(&s->sub_lock, NULL);
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&s->sub_cond, &ca);
+  pthread_condattr_destroy(&ca);
+  s->docs_fd = -1;
+  if ((cfg->prompts_dir &&
+       mcp_prompts_load(cfg->prompts_dir, cfg->log, cfg->log_ctx, &s->prompts, err) < 0) ||
+      (cfg->resources_dir && mcp_docs_open(cfg->resources_dir, &s->docs_fd, err) < 0)) {
+    mcp_server_free(s);
+    return -1;
+  }
   *out = s;
   return 0;
 }
@@ -65,8 +81,17 @@ int mcp_server_new(struct mcp_server **out, const struct mcp_config *cfg, struct
 void mcp_server_free(struct mcp_server *s) {
   if (!s)
     return;
+  mcp_resources_stop(s);
+  mcp_prompts_free(s->prompts);
+  close_quiet(s->docs_fd);
   pthread_mutex_destroy(&s->lock);
+  pthread_mutex_destroy(&s->sub_lock);
+  pthread_cond_destroy(&s->sub_cond);
   free(s);
+}
+
+void mcp_caller_gone(struct mcp_server *s, const struct mcp_caller *c) {
+  mcp_resource_unsubscribe(s, c, NULL);
 }
 
 uint64_t mcp_wait_ms(const struct mcp_server *s) { return s->cfg.wait_ms; }
@@ -183,7 +208,7 @@ int mcp_parse(const char *text, size_t len, struct mcp_msg *out, json_t **error_
   json_t *tok = json_object_get(meta, "progressToken");
   /* A progress token is a string or an integer; anything else is no token. */
   out->has_progress = json_is_string(tok) || json_is_integer(tok);
-  json_t *name = json_object_get(params, !strcmp(out->method, "resources/read") ? "uri" : "name");
+  json_t *name = json_object_get(params, !strncmp(out->method, "resources/", 10) ? "uri" : "name");
   if (json_is_string(name))
     out->name = json_string_value(name);
   return 0;
@@ -256,10 +281,18 @@ static json_t *server_info(void) {
                    HUSK_VERSION);
 }
 
-static json_t *capabilities(void) {
-  /* The tool list is static: no listChanged.  Empty resources and prompts
-   * are served so generic clients that list everything get answers. */
-  return json_pack("{s:{}, s:{}, s:{}}", "tools", "resources", "prompts");
+/* What this server does, as the era and the transport allow: the tool,
+ * resource and prompt lists are static (no listChanged); resources are
+ * subscribed to only in the legacy era (the modern one has no
+ * resources/subscribe) on a transport that can notify after a reply.
+ * Prompts are served (an empty list without --prompts), so declared. */
+static json_t *capabilities(const struct mcp_server *s, const struct mcp_msg *msg,
+                            const struct mcp_caller *c) {
+  (void)s;
+  json_t *caps = json_pack("{s:{}, s:{}, s:{}}", "tools", "resources", "prompts");
+  if (caps && msg->era == MCP_ERA_LEGACY && c->lasting)
+    json_object_set_new(json_object_get(caps, "resources"), "subscribe", json_true());
+  return caps;
 }
 
 /* Wrap `result` (stolen) as the reply to `msg`. */
@@ -278,13 +311,18 @@ static json_t *reply(const struct mcp_msg *msg, json_t *result) {
   return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", msg->id, "result", result);
 }
 
-static json_t *list_result(const struct mcp_msg *msg, const char *key, json_t *items) {
-  json_t *r = json_pack("{s:o}", key, items);
+/* A list (or read) result: in the modern era with how long, and for whom,
+ * it may be cached. */
+static json_t *cached_result(const struct mcp_msg *msg, json_t *r, int64_t ttl_ms, bool private) {
   if (r && msg->era == MCP_ERA_MODERN) {
-    json_object_set_new(r, "ttlMs", json_integer(MCP_LIST_TTL_MS));
-    json_object_set_new(r, "cacheScope", json_string("public"));
+    json_object_set_new(r, "ttlMs", json_integer(ttl_ms));
+    json_object_set_new(r, "cacheScope", json_string(private ? "private" : "public"));
   }
   return reply(msg, r);
+}
+
+static json_t *list_result(const struct mcp_msg *msg, const char *key, json_t *items) {
+  return cached_result(msg, json_pack("{s:o}", key, items), MCP_LIST_TTL_MS, false);
 }
 
 static json_t *tool_json(const struct mcp_tool *t) {
@@ -421,7 +459,8 @@ static json_t *instructions(const struct mcp_server *s) {
   return json_string(text);
 }
 
-static json_t *initialize(const struct mcp_server *s, const struct mcp_msg *msg) {
+static json_t *initialize(const struct mcp_server *s, const struct mcp_msg *msg,
+                          const struct mcp_caller *c) {
   json_t *params = json_object_get(msg->root, "params");
   json_t *pv = json_object_get(params, "protocolVersion");
   if (!json_is_string(pv))
@@ -433,13 +472,14 @@ static json_t *initialize(const struct mcp_server *s, const struct mcp_msg *msg)
   const char *want = json_string_value(pv);
   const char *v = !strcmp(want, MCP_VERSION_LEGACY_OLD) ? MCP_VERSION_LEGACY_OLD : MCP_VERSION_LEGACY;
   return reply(msg, json_pack("{s:s, s:o, s:o, s:o}", "protocolVersion", v, "capabilities",
-                              capabilities(), "serverInfo", server_info(), "instructions",
+                              capabilities(s, msg, c), "serverInfo", server_info(), "instructions",
                               instructions(s)));
 }
 
-static json_t *discover(const struct mcp_server *s, const struct mcp_msg *msg) {
+static json_t *discover(const struct mcp_server *s, const struct mcp_msg *msg,
+                        const struct mcp_caller *c) {
   json_t *r = json_pack("{s:[s], s:o, s:o, s:i, s:s, s:{s:o}}", "supportedVersions",
-                        MCP_VERSION_MODERN, "capabilities", capabilities(), "instructions",
+                        MCP_VERSION_MODERN, "capabilities", capabilities(s, msg, c), "instructions",
                         instructions(s), "ttlMs", MCP_LIST_TTL_MS, "cacheScope", "public", "_meta",
                         META_SERVER_INFO, server_info());
   return reply(msg, r);
@@ -457,6 +497,93 @@ static json_t *method_not_found(const struct mcp_msg *msg) {
   char m[200];
   snprintf(m, sizeof m, "Method not found: %.100s", msg->method);
   return mcp_error(msg->id, MCP_METHOD_NOT_FOUND, m, NULL);
+}
+
+/* ---- resources and prompts ---------------------------------------------------- */
+
+/* The error of a resource that is not there: -32002 in the legacy era,
+ * Invalid params in the modern one. */
+static json_t *resource_not_found(const struct mcp_msg *msg, const char *uri) {
+  return mcp_error(msg->id, msg->era == MCP_ERA_MODERN ? MCP_INVALID_PARAMS : -32002,
+                   "Resource not found", uri ? json_pack("{s:s}", "uri", uri) : NULL);
+}
+
+static json_t *resources_list(struct mcp_server *s, const struct mcp_msg *msg,
+                              const struct mcp_caller *c) {
+  json_t *cursor = json_object_get(json_object_get(msg->root, "params"), "cursor");
+  char why[128];
+  cleanup_free char *next = NULL;
+  json_t *arr = mcp_resources_list(s, c, cursor, &next, why, sizeof why);
+  if (!arr) {
+    char m[200];
+    snprintf(m, sizeof m, "Invalid params: %s", why);
+    return mcp_error(msg->id, MCP_INVALID_PARAMS, m, NULL);
+  }
+  json_t *r = json_pack("{s:o}", "resources", arr);
+  if (r && next)
+    json_object_set_new(r, "nextCursor", json_string(next));
+  /* The tenant's objects: for this caller only, and soon stale. */
+  return cached_result(msg, r, MCP_RESOURCES_TTL_MS, true);
+}
+
+static json_t *resources_read(struct mcp_server *s, const struct mcp_msg *msg,
+                              const struct mcp_caller *c) {
+  if (!msg->name)
+    return mcp_error(msg->id, MCP_INVALID_PARAMS, "Invalid params: `uri` (a string) is required",
+                     NULL);
+  char why[600];
+  bool not_found;
+  json_t *r = mcp_resource_read(s, c, msg->name, &not_found, why, sizeof why);
+  if (!r && not_found)
+    return resource_not_found(msg, msg->name);
+  if (!r)
+    return mcp_error(msg->id, MCP_INTERNAL_ERROR, why, json_pack("{s:s}", "uri", msg->name));
+  return cached_result(msg, r, 0, true);
+}
+
+static json_t *resources_subscribe(struct mcp_server *s, const struct mcp_msg *msg,
+                                   const struct mcp_caller *c) {
+  if (!c->lasting || !c->notify)
+    /* Not in the capabilities: over HTTP nothing could carry the
+     * notification after the reply. */
+    return mcp_error(msg->id, MCP_METHOD_NOT_FOUND,
+                     "Method not found: resources/subscribe needs a transport that stays open "
+                     "(stdio); read the resource again instead", NULL);
+  if (!msg->name)
+    return mcp_error(msg->id, MCP_INVALID_PARAMS, "Invalid params: `uri` (a string) is required",
+                     NULL);
+  if (!strcmp(msg->method, "resources/unsubscribe")) {
+    mcp_resource_unsubscribe(s, c, msg->name);
+    return reply(msg, json_object());
+  }
+  char why[200];
+  if (mcp_resource_subscribe(s, c, msg->name, why, sizeof why) < 0)
+    return strcmp(why, "Resource not found") ? mcp_error(msg->id, MCP_INVALID_PARAMS, why, NULL)
+                                             : resource_not_found(msg, msg->name);
+  return reply(msg, json_object());
+}
+
+static json_t *prompts_list(struct mcp_server *s, const struct mcp_msg *msg) {
+  json_t *cursor = json_object_get(json_object_get(msg->root, "params"), "cursor");
+  if (cursor && !json_is_null(cursor))
+    /* One page holds every prompt: no cursor is ever handed out. */
+    return mcp_error(msg->id, MCP_INVALID_PARAMS, "Invalid params: unknown cursor", NULL);
+  return list_result(msg, "prompts", mcp_prompts_list(s->prompts));
+}
+
+static json_t *prompts_get(struct mcp_server *s, const struct mcp_msg *msg) {
+  if (!msg->name)
+    return mcp_error(msg->id, MCP_INVALID_PARAMS, "Invalid params: `name` (a string) is required",
+                     NULL);
+  json_t *args = json_object_get(json_object_get(msg->root, "params"), "arguments");
+  json_t *r;
+  char why[300];
+  if (mcp_prompt_get(s->prompts, msg->name, args, &r, why, sizeof why) < 0) {
+    char m[340];
+    snprintf(m, sizeof m, "Invalid params: %s", why);
+    return mcp_error(msg->id, MCP_INVALID_PARAMS, m, NULL);
+  }
+  return reply(msg, r);
 }
 
 json_t *mcp_handle(struct mcp_server *s, const struct mcp_msg *msg, const struct mcp_caller *c) {
@@ -479,14 +606,14 @@ json_t *mcp_handle(struct mcp_server *s, const struct mcp_msg *msg, const struct
       return mcp_error(msg->id, MCP_INVALID_PARAMS,
                        "Invalid params: _meta `" META_CAPS "` (an object) is required", NULL);
     if (!strcmp(m, "server/discover"))
-      return discover(s, msg);
+      return discover(s, msg, c);
     /* The legacy lifecycle does not exist in this era. */
     if (!strcmp(m, "initialize") || !strcmp(m, "ping") || !strcmp(m, "logging/setLevel") ||
         !strcmp(m, "resources/subscribe") || !strcmp(m, "resources/unsubscribe"))
       return method_not_found(msg);
   } else {
     if (!strcmp(m, "initialize"))
-      return initialize(s, msg);
+      return initialize(s, msg, c);
     if (!strcmp(m, "ping"))
       return reply(msg, json_object());
     if (!strcmp(m, "server/discover"))
@@ -499,16 +626,16 @@ json_t *mcp_handle(struct mcp_server *s, const struct mcp_msg *msg, const struct
   if (!strcmp(m, "tools/call"))
     return tools_call(s, msg, c);
   if (!strcmp(m, "resources/list"))
-    return list_result(msg, "resources", json_array());
+    return resources_list(s, msg, c);
   if (!strcmp(m, "resources/templates/list"))
-    return list_result(msg, "resourceTemplates", json_array());
-  if (!strcmp(m, "prompts/list"))
-    return list_result(msg, "prompts", json_array());
+    return list_result(msg, "resourceTemplates", mcp_resource_templates(s));
   if (!strcmp(m, "resources/read"))
-    return mcp_error(msg->id, msg->era == MCP_ERA_MODERN ? MCP_INVALID_PARAMS : -32002,
-                     "Resource not found",
-                     msg->name ? json_pack("{s:s}", "uri", msg->name) : NULL);
+    return resources_read(s, msg, c);
+  if (!strcmp(m, "resources/subscribe") || !strcmp(m, "resources/unsubscribe"))
+    return resources_subscribe(s, msg, c);
+  if (!strcmp(m, "prompts/list"))
+    return prompts_list(s, msg);
   if (!strcmp(m, "prompts/get"))
-    return mcp_error(msg->id, MCP_INVALID_PARAMS, "Invalid params: unknown prompt", NULL);
+    return prompts_get(s, msg);
   return method_not_found(msg);
 }

@@ -176,6 +176,7 @@ int mcp_stdio_serve(int in_fd, int out_fd, mcp_stdio_handler h, void *hctx,
   s->caller.notify_ctx = s;
   s->caller.cancel_fd = s->stop_fd;
   s->caller.gone_cancels = false; /* a client restarting must not kill its jobs */
+  s->caller.lasting = true;       /* stdout stays ours until EOF */
 
   size_t cap = 65536, len = 0;
   char *buf = malloc(cap);
@@ -242,6 +243,9 @@ int mcp_stdio_serve(int in_fd, int out_fd, mcp_stdio_handler h, void *hctx,
   pthread_mutex_lock(&s->lock);
   bool idle = s->running == 0;
   pthread_mutex_unlock(&s->lock);
+  /* Nothing is notified once the client has left (subscriptions end). */
+  if (s->caller.gone)
+    s->caller.gone(s->caller.gone_ctx, &s->caller);
   if (idle) {
     close(s->stop_fd);
     pthread_mutex_destroy(&s->out_lock);

@@ -75,8 +75,9 @@ expect_eq "a null id and a non-object message: -32600 with id null" \
 expect_eq "unknown method: -32601" "$(q 'r(10)["error"]["code"]')" -32601
 expect_eq "arguments that are not an object: -32602" "$(q 'r(11)["error"]["code"]')" -32602
 expect_eq "tools/call without a name: -32602" "$(q 'r(12)["error"]["code"]')" -32602
-expect_eq "resources, templates and prompts are listed empty" \
-  "$(q '[r(13)["result"]["resources"], r(14)["result"]["prompts"], r(15)["result"]["resourceTemplates"]]')" "[[], [], []]"
+expect_eq "without --resources and --prompts: no resources or prompts listed, the sandbox-file template" \
+  "$(q '[r(13)["result"]["resources"], r(14)["result"]["prompts"], [t["uriTemplate"] for t in r(15)["result"]["resourceTemplates"]]]')" \
+  "[[], [], ['husk://sandbox/{sandbox_id}/files/{+path}']]"
 expect_eq "unknown notifications and responses get no reply (16 lines, 14 replies)" "$(q 'len(o["msgs"])')" 14
 
 # 2026-07-28: every request carries its _meta protocol fields.
