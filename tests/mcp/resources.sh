@@ -341,6 +341,47 @@ expect_eq "husk mcp --server with --resources is refused (the server's are serve
 OUT=$("$HUSK" serve --listen 127.0.0.1:0 --data "$T_SCRATCH/d2" --mcp-resources "$T_SCRATCH/none" </dev/null 2>&1)
 expect_eq "husk serve --mcp-resources with a missing directory does not start" "$?" 1
 
+# ---- the official SDK clients and MCP Inspector's CLI ----------------------------------------
+NODE=$MCPDIR/node_modules/.bin/node
+if ! "$MCPDIR/setup.sh"; then
+  not_ok "npm packages install (tests/mcp/setup.sh)"
+else
+  for sdk in v1 v2; do
+    for mode in stdio http; do
+      (cd "$MCPDIR" && SDK=$sdk MODE=$mode HUSK="$HUSK" HUSK_DATA="$T_SCRATCH/sd" URL="$URL/mcp" \
+         KEY="$KA" DOCS="$D" PROMPTS="$P" timeout 300 "$NODE" resources.mjs) >"$T_SCRATCH/out" 2>"$T_SCRATCH/err"
+      rc=$?
+      cat "$T_SCRATCH/out"
+      if [ "$rc" -ne 0 ] && ! grep -q '^not ok' "$T_SCRATCH/out"; then
+        not_ok "$sdk over $mode: the client script failed (exit $rc)"
+        sed 's/^/#   /' "$T_SCRATCH/err" | tail -20
+      fi
+    done
+  done
+  insp() { # ARGS...: OUT, RC
+    OUT=$(cd "$T_SCRATCH" && PATH="$MCPDIR/node_modules/.bin:$PATH" MCP_INSPECTOR_SECRET_STORE=memory \
+            timeout 120 mcp-inspector --cli "$@" 2>"$T_SCRATCH/insp.err")
+    RC=$?
+  }
+  ij() { python3 -c 'import json, sys; j = json.loads(sys.argv[1]); j = j.get("result", j); print(eval(sys.argv[2]))' "$OUT" "$1" 2>&1; }
+  STDIO=("$HUSK" mcp --data "$T_SCRATCH/sd" --quiet --resources "$D" --prompts "$P" --)
+  HTTP=("$URL/mcp" --transport http --header "Authorization: Bearer $KA")
+  for via in STDIO HTTP; do
+    declare -n srv=$via
+    insp "${srv[@]}" --method resources/list --format json
+    expect_eq "inspector ($via): resources/list" "$RC $(ij '"husk://docs/guide.md" in [r["uri"] for r in j["resources"]]')" "0 True"
+    insp "${srv[@]}" --method resources/read --uri husk://docs/sub/data.json --format json
+    expect_eq "inspector ($via): resources/read" "$RC $(ij 'j["contents"][0]["text"]')" "0 {\"a\": 1}"
+    insp "${srv[@]}" --method resources/templates/list --format json
+    expect_eq "inspector ($via): resources/templates/list" "$RC $(ij 'j["resourceTemplates"][0]["name"]')" "0 sandbox-file"
+    insp "${srv[@]}" --method prompts/list --format json
+    expect_eq "inspector ($via): prompts/list" "$RC $(ij '[p["name"] for p in j["prompts"]]')" "0 ['plain-note', 'summarize-deck']"
+    insp "${srv[@]}" --method prompts/get --prompt-name summarize-deck --prompt-args key=k.pptx --format json
+    expect_eq "inspector ($via): prompts/get with an argument" "$RC $(ij 'j["messages"][0]["content"]["text"].split()[1]')" "0 k.pptx"
+    unset -n srv
+  done
+fi
+
 serve_stop
 expect_eq "the daemon stops cleanly" "$SERVE_RC" 0
 finish
