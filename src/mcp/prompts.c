@@ -433,7 +433,8 @@ int mcp_prompts_load(const char *dir, void (*log)(void *ctx, const char *line), 
   if (ps && nn && !(ps->v = calloc(nn, sizeof *ps->v)))
     rc = husk_error(err, ENOMEM, "prompts");
   if (!rc) {
-    qsort(names, nn, sizeof *names, fname_cmp);
+    if (nn)
+      qsort(names, nn, sizeof *names, fname_cmp);
     for (size_t i = 0; i < nn; i++) {
       struct report r = {.log = log, .log_ctx = log_ctx, .file = names[i]};
       struct mcp_prompt p = {0};

@@ -347,7 +347,8 @@ json_t *mcp_resources_list(struct mcp_server *s, const struct mcp_caller *c, jso
       docs_walk(dfd, "", 0, &w);
       close(dfd);
     }
-    qsort(w.v, w.n, sizeof *w.v, doc_cmp);
+    if (w.n)
+      qsort(w.v, w.n, sizeof *w.v, doc_cmp);
     for (size_t i = 0; i < w.n; i++) {
       if (cpos && strcmp(w.v[i].path, cpos) <= 0)
         continue;
@@ -386,7 +387,7 @@ json_t *mcp_resources_list(struct mcp_server *s, const struct mcp_caller *c, jso
   }
   struct names ns = {0};
   struct husk_err err;
-  if (store_bucket_list(store, c->tenant, bucket_cb, &ns, &err) == 0)
+  if (store_bucket_list(store, c->tenant, bucket_cb, &ns, &err) == 0 && ns.n)
     qsort(ns.v, ns.n, sizeof *ns.v, str_cmp);
   for (size_t i = 0; i < ns.n && !*next; i++) {
     if (cur_bucket && strcmp(ns.v[i], cur_bucket) < 0)
