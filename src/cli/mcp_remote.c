@@ -169,17 +169,24 @@ static json_t *forward(void *ctx, const struct mcp_msg *msg, const struct mcp_ca
     hdr = curl_slist_append(hdr, line);
     snprintf(line, sizeof line, "Mcp-Method: %.200s", msg->method);
     hdr = curl_slist_append(hdr, line);
-    if (msg->name && strlen(msg->name) < 200) {
-      if (ascii_printable(msg->name)) {
-        snprintf(line, sizeof line, "Mcp-Name: %s", msg->name);
-      } else {
-        /* RFC 2047-style sentinel for names a header cannot carry (under
-         * 200 bytes: their base64 fits the line). */
-        size_t o = (size_t)snprintf(line, sizeof line, "Mcp-Name: =?base64?");
-        o += b64_encode_to(line + o, msg->name, strlen(msg->name), B64_STD);
-        snprintf(line + o, sizeof line - o, "?=");
+    if (msg->name) {
+      /* Any length a name may have (a resource URI runs to kilobytes);
+       * RFC 2047-style base64 sentinel for names a header cannot carry. */
+      size_t n = strlen(msg->name);
+      cleanup_free char *nl = malloc(sizeof "Mcp-Name: =?base64?" + (n + 2) / 3 * 4 + 3);
+      if (nl && ascii_printable(msg->name)) {
+        sprintf(nl, "Mcp-Name: %s", msg->name);
+      } else if (nl) {
+        size_t o = (size_t)sprintf(nl, "Mcp-Name: =?base64?");
+        o += b64_encode_to(nl + o, msg->name, n, B64_STD);
+        strcpy(nl + o, "?=");
       }
-      hdr = curl_slist_append(hdr, line);
+      if (!nl) {
+        curl_slist_free_all(hdr);
+        hdr = NULL;
+      } else {
+        hdr = curl_slist_append(hdr, nl);
+      }
     }
   }
   json_t *out = NULL;

@@ -5,7 +5,7 @@
 // a sandbox file by the template), a missing one an error; on stdio in the
 // legacy era a subscription notified when the document changes; prompts
 // listed and filled, a missing argument refused.  Prints TAP lines.
-// Environment: SDK (v1|v2), MODE (stdio|http), HUSK, HUSK_DATA, URL, KEY,
+// Environment: SDK (v1|v2), MODE (stdio|http|remote: husk mcp --server), HUSK, HUSK_DATA, URL, KEY,
 // DOCS (the --resources directory), PROMPTS (the --prompts directory).
 import assert from 'node:assert/strict';
 import { appendFileSync, readFileSync } from 'node:fs';
@@ -40,9 +40,14 @@ async function load() {
 }
 
 const lib = await load();
+// remote: `husk mcp --server` forwarding stdio to the daemon's /mcp.
 const transport = MODE === 'http'
   ? new lib.StreamableHTTPClientTransport(new URL(process.env.URL),
       { requestInit: { headers: { Authorization: `Bearer ${process.env.KEY}` } } })
+  : MODE === 'remote'
+  ? new lib.StdioClientTransport({ command: process.env.HUSK,
+      args: ['mcp', '--server', process.env.URL, '--quiet'],
+      env: { ...process.env, HUSK_MCP_KEY: process.env.KEY }, stderr: 'inherit' })
   : new lib.StdioClientTransport({ command: process.env.HUSK,
       args: ['mcp', '--data', process.env.HUSK_DATA, '--quiet', '--resources', process.env.DOCS,
              '--prompts', process.env.PROMPTS],
@@ -96,17 +101,28 @@ await t('resources/read: a sandbox file by the template', async () => {
   await client.callTool({ name: 'sandbox_destroy', arguments: { sandbox_id: id } });
 });
 
-if (MODE === 'http') {
+if (MODE !== 'stdio') {
   await t('resources/read: a stored object', async () => {
     await client.callTool({ name: 'store_file', arguments: { content: 'stored text', key: `sdk/${SDK}.txt` } });
     const r = await client.readResource({ uri: `husk://store/husk-mcp/sdk/${SDK}.txt` });
     assert.equal(r.contents[0].text, 'stored text');
   });
+  await t('resources/read: a long URI, not ASCII (its Mcp-Name header as base64)', async () => {
+    const key = `sdk/${'é'.repeat(150)}/${MODE}-${SDK}.txt`;
+    await client.callTool({ name: 'store_file', arguments: { content: 'long', key } });
+    const uri = 'husk://store/husk-mcp/' + key.split('/').map(encodeURIComponent).join('/');
+    assert.ok(uri.length > 900);
+    const r = await client.readResource({ uri });
+    assert.equal(r.contents[0].text, 'long');
+  });
+} else {
+  await t('capabilities: resources.subscribe only in the legacy era', async () => {
+    assert.equal(client.getServerCapabilities().resources.subscribe, SDK === 'v1' ? true : undefined);
+  });
 }
 
 if (SDK === 'v1' && MODE === 'stdio') {
   await t('resources/subscribe: a change to the document is notified', async () => {
-    assert.equal(client.getServerCapabilities().resources.subscribe, true);
     const seen = new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error('no notification in 10 s')), 10000);
       client.setNotificationHandler(lib.ResourceUpdatedNotificationSchema, (m) => {

@@ -347,7 +347,7 @@ if ! "$MCPDIR/setup.sh"; then
   not_ok "npm packages install (tests/mcp/setup.sh)"
 else
   for sdk in v1 v2; do
-    for mode in stdio http; do
+    for mode in stdio http remote; do
       (cd "$MCPDIR" && SDK=$sdk MODE=$mode HUSK="$HUSK" HUSK_DATA="$T_SCRATCH/sd" URL="$URL/mcp" \
          KEY="$KA" DOCS="$D" PROMPTS="$P" timeout 300 "$NODE" resources.mjs) >"$T_SCRATCH/out" 2>"$T_SCRATCH/err"
       rc=$?
