@@ -25,8 +25,8 @@ new_tenant mcp-store-b && KB=$TKEY
 
 # ---- tools/list ---------------------------------------------------------------------
 R=$(python3 "$MCPDIR/mcpcall.py" "$URL/mcp" "$KA" tools/list)
-expect_eq "tools/list: the four storage tools follow husk's own, then expose_port (husk serve serves previews)" \
-  "$(rq '",".join(t["name"] for t in rep["result"]["tools"][17:])')" "store_file,get_link,list_objects,load_file,expose_port"
+expect_eq "tools/list: the five storage tools follow husk's own, then expose_port (husk serve serves previews)" \
+  "$(rq '",".join(t["name"] for t in rep["result"]["tools"][17:])')" "store_file,get_link,list_objects,load_file,create_upload_link,expose_port"
 expect_eq "tools/list: each has an input and an output schema" \
   "$(rq 'all(t.get("outputSchema",{}).get("type") == "object" and t["inputSchema"]["type"] == "object" for t in rep["result"]["tools"][17:])')" true
 
