@@ -162,6 +162,15 @@ expect_eq "nothing of it is stored" "$(keys "$LPREFIX")" ""
 check "no temporary file is left behind" dir_empty "$DATA/storage/tmp"
 post "$LURL" -F "file=@$T_SCRATCH/note.txt"
 expect_code "the oversize attempt took no slot: a small file goes in (201)" 201
+# A client that goes away mid-file: nothing of it is left, the slot is back.
+mklink '{}'
+head -c 2500000 /dev/urandom >"$T_SCRATCH/slow.bin"
+curl -s -o /dev/null --limit-rate 400k --max-time 1 -F "file=@$T_SCRATCH/slow.bin" "$LURL"
+no_tmp() { dir_empty "$DATA/storage/tmp"; }
+check "a client cut off mid-file leaves no temporary file" wait_for 10 no_tmp
+expect_eq "... and nothing under the prefix" "$(keys "$LPREFIX")" ""
+post "$LURL" -F "file=@$T_SCRATCH/note.txt"
+expect_code "... and the one-time link still takes its file (201)" 201
 head -c 1800000 /dev/urandom >"$T_SCRATCH/big.bin"
 mklink '{"max_files":3}'
 post "$LURL" -F "file=@$T_SCRATCH/big.bin"
