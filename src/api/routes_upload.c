@@ -372,6 +372,9 @@ static void refuse(struct req *r, struct ulpost *u, const struct husk_err *err) 
     return;
   case EMEDIUMTYPE: reply_refusal(r, 415, "unsupported_media_type", err->msg); return;
   case EBADMSG: reply_refusal(r, 400, "bad_request", err->msg); return;
+  case STORE_ENOBUCKET:
+    reply_refusal(r, 410, "gone", "This upload link's bucket no longer exists.");
+    return;
   case ENOSPC:
     reply_refusal(r, 507, "insufficient_storage", "The server has no room for this file.");
     return;
