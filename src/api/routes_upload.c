@@ -39,13 +39,13 @@ static const char *link_state(const struct state_upload_link *l, int64_t now) {
 }
 
 static json_t *link_json(const struct state_upload_link *l) {
-  json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:o, s:o, s:s}", "id", l->id,
-                        "bucket", l->bucket, "prefix", l->prefix, "max_files",
-                        (json_int_t)l->max_files, "max_file_bytes", (json_int_t)l->max_file_bytes,
-                        "files_used", (json_int_t)l->files_used, "bytes_used",
-                        (json_int_t)l->bytes_used, "content_types", l->content_types,
-                        "created_at", json_time(l->created_ms), "expires_at",
-                        json_time(l->expires_ms), "state", link_state(l, state_now_ms()));
+  json_t *j =
+      json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:o, s:o, s:s}", "id", l->id, "bucket",
+                l->bucket, "prefix", l->prefix, "max_files", (json_int_t)l->max_files,
+                "max_file_bytes", (json_int_t)l->max_file_bytes, "files_used",
+                (json_int_t)l->files_used, "bytes_used", (json_int_t)l->bytes_used, "content_types",
+                l->content_types, "created_at", json_time(l->created_ms), "expires_at",
+                json_time(l->expires_ms), "state", link_state(l, state_now_ms()));
   if (j && l->revoked_ms)
     json_object_set_new(j, "revoked_at", json_time(l->revoked_ms));
   return j;
@@ -74,9 +74,8 @@ static int public_base(struct req *r, char *out, size_t size) {
   return 0;
 }
 
-static const char *const create_fields[] = {"bucket",         "prefix",        "expires_in",
-                                            "max_files",      "max_file_bytes", "content_types",
-                                            NULL};
+static const char *const create_fields[] = {
+    "bucket", "prefix", "expires_in", "max_files", "max_file_bytes", "content_types", NULL};
 
 enum MHD_Result h_ulink_create(struct req *r) {
   struct store *st = r->srv->cfg.store;
@@ -226,11 +225,11 @@ static enum MHD_Result reply_page(struct req *r, unsigned status, struct strbuf 
 
 static void page_head(struct strbuf *b, const char *title, const char *nonce) {
   sb_printf(b,
-                "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta "
-                "name=\"viewport\" content=\"width=device-width,initial-scale=1\"><meta "
-                "name=\"robots\" content=\"noindex\"><title>%s</title><style nonce=\"%s\">%s"
-                "</style></head><body><h1>%s</h1>",
-                title, nonce, page_style, title);
+            "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta "
+            "name=\"viewport\" content=\"width=device-width,initial-scale=1\"><meta "
+            "name=\"robots\" content=\"noindex\"><title>%s</title><style nonce=\"%s\">%s"
+            "</style></head><body><h1>%s</h1>",
+            title, nonce, page_style, title);
 }
 
 static int new_nonce(char out[40]) {
@@ -251,7 +250,7 @@ static enum MHD_Result reply_refusal(struct req *r, unsigned status, const char 
   strbuf_str(&b, "<p id=\"status\">");
   html_text(&b, msg);
   strbuf_str(&b, "</p><p class=\"note\">Ask whoever sent you this link for a new one.</p>"
-                  "</body></html>");
+                 "</body></html>");
   enum MHD_Result ret = reply_page(r, status, &b, nonce);
   free(b.p);
   return ret;
@@ -264,8 +263,7 @@ static enum MHD_Result reply_unusable(struct req *r, const struct husk_err *err)
   case ENOENT: return reply_refusal(r, 404, "not_found", "This upload link does not exist.");
   case EKEYEXPIRED: return reply_refusal(r, 410, "gone", "This upload link has expired.");
   case EKEYREVOKED: return reply_refusal(r, 410, "gone", "This upload link was revoked.");
-  case EMLINK:
-    return reply_refusal(r, 410, "gone", "This upload link has already been used.");
+  case EMLINK: return reply_refusal(r, 410, "gone", "This upload link has already been used.");
   default: {
     char line[HUSK_ERR_MSG_MAX];
     snprintf(line, sizeof line, "%s", err->msg);
@@ -304,18 +302,18 @@ enum MHD_Result h_upage(struct req *r) {
   struct strbuf b = {0};
   page_head(&b, "Upload files", nonce);
   sb_printf(&b,
-                "<form id=\"f\" class=\"box\" method=\"post\" enctype=\"multipart/form-data\">"
-                "<p><input type=\"file\" name=\"file\" required%s", left > 1 ? " multiple" : "");
+            "<form id=\"f\" class=\"box\" method=\"post\" enctype=\"multipart/form-data\">"
+            "<p><input type=\"file\" name=\"file\" required%s",
+            left > 1 ? " multiple" : "");
   if (l.content_types[0]) {
     strbuf_str(&b, " accept=\"");
     html_text(&b, l.content_types);
     strbuf_str(&b, "\"");
   }
   strbuf_str(&b, "></p><p><button type=\"submit\">Upload</button></p>"
-                  "<progress id=\"p\" value=\"0\" max=\"1\" hidden></progress></form>"
-                  "<p id=\"status\" role=\"status\"></p><p class=\"note\">");
-  sb_printf(&b, "Up to %lld file%s, each at most %s", (long long)left, left == 1 ? "" : "s",
-                size);
+                 "<progress id=\"p\" value=\"0\" max=\"1\" hidden></progress></form>"
+                 "<p id=\"status\" role=\"status\"></p><p class=\"note\">");
+  sb_printf(&b, "Up to %lld file%s, each at most %s", (long long)left, left == 1 ? "" : "s", size);
   if (l.content_types[0]) {
     strbuf_str(&b, "; accepted types: ");
     html_text(&b, l.content_types);
@@ -324,8 +322,8 @@ enum MHD_Result h_upage(struct req *r) {
   json_t *t = json_time(l.expires_ms);
   snprintf(exp, sizeof exp, "%s", t && json_is_string(t) ? json_string_value(t) : "?");
   json_decref(t);
-  sb_printf(&b, ". This link expires at %s.</p><script nonce=\"%s\">%s</script></body></html>",
-                exp, nonce, page_script);
+  sb_printf(&b, ". This link expires at %s.</p><script nonce=\"%s\">%s</script></body></html>", exp,
+            nonce, page_script);
   enum MHD_Result ret = reply_page(r, 200, &b, nonce);
   free(b.p);
   return ret;
@@ -337,8 +335,8 @@ struct ulpost {
   struct state_upload_link l;
   struct MHD_PostProcessor *pp;
   struct upload_link_file *cur;
-  char *cur_name;   /* the name the client gave the current part */
-  json_t *files;    /* [{name, key, size}] stored so far */
+  char *cur_name; /* the name the client gave the current part */
+  json_t *files;  /* [{name, key, size}] stored so far */
   uint64_t bytes;
   bool failed;
 };
@@ -367,9 +365,7 @@ static void refuse(struct req *r, struct ulpost *u, const struct husk_err *err) 
   case STORE_EQUOTA:
     reply_refusal(r, 403, "quota_exceeded", "There is no room left for this file.");
     return;
-  case EMLINK:
-    reply_refusal(r, 413, "too_many_files", "This link takes no more files.");
-    return;
+  case EMLINK: reply_refusal(r, 413, "too_many_files", "This link takes no more files."); return;
   case EMEDIUMTYPE: reply_refusal(r, 415, "unsupported_media_type", err->msg); return;
   case EBADMSG: reply_refusal(r, 400, "bad_request", err->msg); return;
   case STORE_ENOBUCKET:
@@ -506,26 +502,25 @@ enum MHD_Result h_upost(struct req *r) {
   size_t n = json_array_size(u->files);
   if (n == 0)
     return reply_refusal(r, 400, "bad_request", "The form held no file.");
-  snprintf(r->audit_detail, sizeof r->audit_detail, "upload_link=%s files=%zu bytes=%llu",
-           u->l.id, n, (unsigned long long)u->bytes);
+  snprintf(r->audit_detail, sizeof r->audit_detail, "upload_link=%s files=%zu bytes=%llu", u->l.id,
+           n, (unsigned long long)u->bytes);
   if (!wants_html(r))
     return api_reply_json(r, 201,
-                          json_pack("{s:s, s:s, s:O}", "bucket", u->l.bucket, "prefix",
-                                    u->l.prefix, "files", u->files));
+                          json_pack("{s:s, s:s, s:O}", "bucket", u->l.bucket, "prefix", u->l.prefix,
+                                    "files", u->files));
   char nonce[40];
   if (new_nonce(nonce) < 0)
     return api_reply_error(r, 500, "internal_error", "no randomness");
   struct strbuf b = {0};
   page_head(&b, "Upload complete", nonce);
   sb_printf(&b, "<p id=\"status\">Upload complete: %zu file%s stored.</p><ul>", n,
-                n == 1 ? "" : "s");
+            n == 1 ? "" : "s");
   size_t i;
   json_t *f;
   json_array_foreach(u->files, i, f) {
     strbuf_str(&b, "<li>");
     html_text(&b, json_string_value(json_object_get(f, "name")));
-    sb_printf(&b, " (%lld bytes)</li>",
-                  (long long)json_integer_value(json_object_get(f, "size")));
+    sb_printf(&b, " (%lld bytes)</li>", (long long)json_integer_value(json_object_get(f, "size")));
   }
   strbuf_str(&b, "</ul></body></html>");
   enum MHD_Result ret = reply_page(r, 201, &b, nonce);

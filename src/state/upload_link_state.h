@@ -49,7 +49,6 @@ int state_upload_link_claim(struct state *st, const char *id, int64_t now, struc
 /* Give a claimed slot back (its file was refused or failed). */
 int state_upload_link_release(struct state *st, const char *id, struct husk_err *err);
 /* Count `bytes` stored through the link. */
-int state_upload_link_stored(struct state *st, const char *id, int64_t bytes,
-                             struct husk_err *err);
+int state_upload_link_stored(struct state *st, const char *id, int64_t bytes, struct husk_err *err);
 
 #endif

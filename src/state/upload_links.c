@@ -179,8 +179,8 @@ int state_upload_link_claim(struct state *st, const char *id, int64_t now, struc
   if (sqlite3_column_int64(q, 2) >= sqlite3_column_int64(q, 3))
     return husk_fail(err, EMLINK, "this upload link has taken all the files it may");
   cleanup_stmt sqlite3_stmt *u = NULL;
-  if (db_prepare(st, &u, "UPDATE upload_links SET files_used = files_used + 1 WHERE id = ?1",
-                 err) < 0)
+  if (db_prepare(st, &u, "UPDATE upload_links SET files_used = files_used + 1 WHERE id = ?1", err) <
+      0)
     return -1;
   if ((rc = db_text(u, 1, id)))
     return db_fail(st, err, rc, "cannot bind upload link");
@@ -203,9 +203,8 @@ static int update_link(struct state *st, const char *sql, const char *id, int64_
 }
 
 int state_upload_link_release(struct state *st, const char *id, struct husk_err *err) {
-  return update_link(st,
-                     "UPDATE upload_links SET files_used = max(files_used - ?2, 0) WHERE id = ?1",
-                     id, 1, err);
+  return update_link(
+      st, "UPDATE upload_links SET files_used = max(files_used - ?2, 0) WHERE id = ?1", id, 1, err);
 }
 
 int state_upload_link_stored(struct state *st, const char *id, int64_t bytes,

@@ -60,8 +60,8 @@ static int normalize_types(const char *in, char *out, size_t size, struct husk_e
       item[i] = (char)((p[i] >= 'A' && p[i] <= 'Z') ? p[i] - 'A' + 'a' : p[i]);
     item[n] = '\0';
     if (!type_pattern_ok(item, n))
-      return husk_fail(err, EINVAL,
-                       "content type `%s` is not of the form type/subtype or type/*", item);
+      return husk_fail(err, EINVAL, "content type `%s` is not of the form type/subtype or type/*",
+                       item);
     if (++count > UPLOAD_LINK_MAX_TYPES)
       return husk_fail(err, EINVAL, "at most %d content types", UPLOAD_LINK_MAX_TYPES);
     if (len + n + 2 > size)
@@ -224,8 +224,8 @@ bool upload_link_type_ok(const struct state_upload_link *l, const char *name,
   if (!l->content_types[0])
     return true;
   const char *guessed = box_store_guess_type(name);
-  return type_listed(l->content_types, declared && declared[0] ? declared
-                                                               : "application/octet-stream") &&
+  return type_listed(l->content_types,
+                     declared && declared[0] ? declared : "application/octet-stream") &&
          type_listed(l->content_types, guessed);
 }
 
@@ -336,9 +336,7 @@ int upload_link_file_write(struct upload_link_file *f, const void *buf, size_t n
   return store_writer_write(f->w, buf, n, err);
 }
 
-uint64_t upload_link_file_size(const struct upload_link_file *f) {
-  return store_writer_size(f->w);
-}
+uint64_t upload_link_file_size(const struct upload_link_file *f) { return store_writer_size(f->w); }
 
 /* prefix + name, or with "-N" before the extension for N >= 1. */
 static char *key_for(const char *prefix, const char *name, int n) {
@@ -377,8 +375,8 @@ int upload_link_file_commit(struct upload_link_file *f, char **key, uint64_t *si
   *size = store_writer_size(f->w);
   struct store_writer *w = f->w;
   f->w = NULL;
-  if (store_put_commit(w, f->l.tenant_id, f->l.bucket, k, box_store_guess_type(f->name), NULL,
-                       NULL, err) < 0) {
+  if (store_put_commit(w, f->l.tenant_id, f->l.bucket, k, box_store_guess_type(f->name), NULL, NULL,
+                       err) < 0) {
     free(k);
     upload_link_file_abort(f);
     return -1;

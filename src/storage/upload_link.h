@@ -60,8 +60,7 @@ int upload_link_resolve(struct store *s, const char *token, struct state_upload_
                         struct husk_err *err);
 /* Whether a file called `name`, declared as `declared` (may be NULL), is
  * of a type the link takes. */
-bool upload_link_type_ok(const struct state_upload_link *l, const char *name,
-                         const char *declared);
+bool upload_link_type_ok(const struct state_upload_link *l, const char *name, const char *declared);
 /* A safe base name for a file the client named `name`: its last path
  * component, without control characters, at most UPLOAD_LINK_NAME_MAX
  * bytes of valid UTF-8; never "", "." or "..".  Malloc'd. */

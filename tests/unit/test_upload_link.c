@@ -18,23 +18,23 @@
 #include "storage/upload_link.h"
 #include "unit.h"
 
-#define CHECK_OK(expr)                                                                            \
-  do {                                                                                            \
-    husk_err_clear(&err);                                                                         \
-    if ((expr) != 0) {                                                                            \
-      printf("#   %s:%d: %s: %s\n", __FILE__, __LINE__, #expr, err.msg);                          \
-      unit_cur_failed = 1;                                                                        \
-    }                                                                                             \
+#define CHECK_OK(expr)                                                                             \
+  do {                                                                                             \
+    husk_err_clear(&err);                                                                          \
+    if ((expr) != 0) {                                                                             \
+      printf("#   %s:%d: %s: %s\n", __FILE__, __LINE__, #expr, err.msg);                           \
+      unit_cur_failed = 1;                                                                         \
+    }                                                                                              \
   } while (0)
-#define CHECK_ERR(expr, want)                                                                     \
-  do {                                                                                            \
-    husk_err_clear(&err);                                                                         \
-    int r_ = (expr);                                                                              \
-    if (r_ != -1 || err.code != (want)) {                                                         \
-      printf("#   %s:%d: %s: got %d code %d (%s), want %d\n", __FILE__, __LINE__, #expr, r_,     \
-             err.code, err.msg, (want));                                                          \
-      unit_cur_failed = 1;                                                                        \
-    }                                                                                             \
+#define CHECK_ERR(expr, want)                                                                      \
+  do {                                                                                             \
+    husk_err_clear(&err);                                                                          \
+    int r_ = (expr);                                                                               \
+    if (r_ != -1 || err.code != (want)) {                                                          \
+      printf("#   %s:%d: %s: got %d code %d (%s), want %d\n", __FILE__, __LINE__, #expr, r_,       \
+             err.code, err.msg, (want));                                                           \
+      unit_cur_failed = 1;                                                                         \
+    }                                                                                              \
   } while (0)
 
 static char dir[64];
@@ -92,12 +92,18 @@ static int upload(const struct state_upload_link *l, const char *name, size_t n,
 
 TEST(safe_names) {
   static const char *const cases[][2] = {
-      {"report.pdf", "report.pdf"},     {"../../etc/passwd", "passwd"},
-      {"a/b", "b"},                     {"c:\\win\\evil.txt", "evil.txt"},
-      {"..", "file"},                   {".hidden", "hidden"},
-      {"", "file"},                     {"tab\there\x01.txt", "tab_here_.txt"},
-      {"a<b>:c|d?.txt", "a_b__c_d_.txt"}, {"bad\xff\xfeutf8", "bad__utf8"},
-      {"ümlaut.txt", "ümlaut.txt"},    {"dir/", "file"},
+      {"report.pdf", "report.pdf"},
+      {"../../etc/passwd", "passwd"},
+      {"a/b", "b"},
+      {"c:\\win\\evil.txt", "evil.txt"},
+      {"..", "file"},
+      {".hidden", "hidden"},
+      {"", "file"},
+      {"tab\there\x01.txt", "tab_here_.txt"},
+      {"a<b>:c|d?.txt", "a_b__c_d_.txt"},
+      {"bad\xff\xfeutf8", "bad__utf8"},
+      {"ümlaut.txt", "ümlaut.txt"},
+      {"dir/", "file"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char *n = upload_link_safe_name(cases[i][0]);
@@ -124,12 +130,20 @@ TEST(spec_checks) {
   struct state_upload_link l;
   char *url = NULL;
   const struct upload_link_spec bad[] = {
-      {.expires_s = UPLOAD_LINK_MAX_S + 1}, {.expires_s = -1},
-      {.max_files = UPLOAD_LINK_MAX_FILES + 1}, {.max_files = -3},
-      {.max_file_bytes = UPLOAD_LINK_MAX_BYTES + 1}, {.content_types = "image"},
-      {.content_types = "image/png;x"}, {.content_types = "*/png"},
-      {.prefix = "/abs/"}, {.prefix = "a/../b"}, {.prefix = "a//b"}, {.prefix = "a\nb"},
-      {.bucket = "Bad_Bucket"}, {.bucket = "_internal"},
+      {.expires_s = UPLOAD_LINK_MAX_S + 1},
+      {.expires_s = -1},
+      {.max_files = UPLOAD_LINK_MAX_FILES + 1},
+      {.max_files = -3},
+      {.max_file_bytes = UPLOAD_LINK_MAX_BYTES + 1},
+      {.content_types = "image"},
+      {.content_types = "image/png;x"},
+      {.content_types = "*/png"},
+      {.prefix = "/abs/"},
+      {.prefix = "a/../b"},
+      {.prefix = "a//b"},
+      {.prefix = "a\nb"},
+      {.bucket = "Bad_Bucket"},
+      {.bucket = "_internal"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
     CHECK_ERR(upload_link_create(s, t1, &bad[i], BASE, &l, &url, &err), EINVAL);
@@ -166,7 +180,7 @@ TEST(types) {
   CHECK(upload_link_type_ok(&l, "a.pdf", "application/pdf; charset=binary"));
   CHECK(!upload_link_type_ok(&l, "a.png", "application/x-msdownload")); /* declared */
   CHECK(!upload_link_type_ok(&l, "a.exe", "image/png"));                /* by its name */
-  CHECK(!upload_link_type_ok(&l, "a.png", NULL)); /* undeclared: octet-stream */
+  CHECK(!upload_link_type_ok(&l, "a.png", NULL));    /* undeclared: octet-stream */
   CHECK(!upload_link_type_ok(&l, "a.png", "image")); /* a bare type is no pattern */
   l.content_types[0] = '\0';
   CHECK(upload_link_type_ok(&l, "a.exe", NULL));
