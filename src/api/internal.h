@@ -310,6 +310,16 @@ enum MHD_Result api_preview_body(struct req *r, const char *data, size_t n);
 enum MHD_Result api_preview_end(struct req *r);
 void api_preview_cleanup(struct req *r, enum MHD_RequestTerminationCode toe);
 
+/* ---- routes_upload.c: upload links ---------------------------------- */
+enum MHD_Result h_ulink_create(struct req *r);
+enum MHD_Result h_ulink_list(struct req *r);
+enum MHD_Result h_ulink_revoke(struct req *r);
+enum MHD_Result h_upage(struct req *r);
+enum MHD_Result h_upost_begin(struct req *r);
+int h_upost_upload(struct req *r, const char *data, size_t len);
+enum MHD_Result h_upost(struct req *r);
+void h_upost_cleanup(struct req *r);
+
 /* routes_snapshots.c */
 struct husk_snapshot_info;
 /* A snapshot as every reply shows it. */

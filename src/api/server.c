@@ -126,6 +126,15 @@ const struct route api_routes[] = {
     {"GET", "/v1/links/{}", AUTH_TENANT, BODY_NONE, NULL, h_link_get, NULL, NULL, NULL},
     {"DELETE", "/v1/links/{}", AUTH_TENANT, BODY_NONE, "link.revoke", h_link_revoke, NULL, NULL, NULL},
     {"GET", "/v1/links/{}/access", AUTH_TENANT, BODY_NONE, NULL, h_link_access, NULL, NULL, NULL},
+    /* Upload links: routes_upload.c (/u/<token> is the page people use) */
+    {"POST", "/v1/upload-links", AUTH_TENANT, BODY_JSON, "upload_link.create", h_ulink_create, NULL,
+     NULL, NULL},
+    {"GET", "/v1/upload-links", AUTH_TENANT, BODY_NONE, NULL, h_ulink_list, NULL, NULL, NULL},
+    {"DELETE", "/v1/upload-links/{}", AUTH_TENANT, BODY_NONE, "upload_link.revoke", h_ulink_revoke,
+     NULL, NULL, NULL},
+    {"GET", "/u/{}", AUTH_NONE, BODY_NONE, NULL, h_upage, NULL, NULL, NULL},
+    {"POST", "/u/{}", AUTH_NONE, BODY_STREAM, "upload_link.upload", h_upost, h_upost_begin,
+     h_upost_upload, h_upost_cleanup},
     {"POST", SB "/store", AUTH_TENANT, BODY_JSON, "sandbox.store", h_box_export, NULL, NULL, NULL},
     {"POST", SB "/load", AUTH_TENANT, BODY_JSON, "sandbox.load", h_box_import, NULL, NULL, NULL},
     /* Templates (a tenant's own; the admin key: the shared): routes_templates.c */
@@ -552,6 +561,8 @@ static enum MHD_Result on_request_deferred(struct api_server *s, struct req *r,
     r->conn = conn;
     snprintf(r->method, sizeof r->method, "%s", method);
     snprintf(r->path, sizeof r->path, "%s", url);
+    if (!strncmp(r->path, "/u/", 3)) /* an upload link's token: never in a log */
+      snprintf(r->path, sizeof r->path, "/u/*");
     /* A refusal of a request whose body is already on its way is held
      * back until the body is read: a socket closed with unread data is
      * reset, and the client would never see the reply.  (With "Expect:

@@ -20,6 +20,8 @@ extern const struct mcp_tool mcp_tool_run_code, mcp_tool_sandbox_create, mcp_too
     mcp_tool_job_cancel, mcp_tool_template_list, mcp_tool_contexts;
 /* tools_preview.c: listed where the server serves preview URLs. */
 extern const struct mcp_tool mcp_tool_expose_port;
+/* tools_upload.c: with the storage plane's tools. */
+extern const struct mcp_tool mcp_tool_create_upload_link;
 
 /* A tools/call in flight, findable by notifications/cancelled. */
 struct mcp_inflight {

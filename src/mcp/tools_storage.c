@@ -620,10 +620,11 @@ void mcp_storage_plane(struct mcp_storage *out, struct store *s) {
   /* Listed in this order, after husk's own tools.  (C has no constant
    * initializer from other objects: the table is filled here, once, at
    * start.) */
-  static struct mcp_tool tools[4];
+  static struct mcp_tool tools[5];
   tools[0] = tool_store_file;
   tools[1] = tool_get_link;
   tools[2] = tool_list_objects;
   tools[3] = tool_load_file;
-  *out = (struct mcp_storage){.ctx = s, .publish = publish, .tools = tools, .ntools = 4};
+  tools[4] = mcp_tool_create_upload_link; /* tools_upload.c */
+  *out = (struct mcp_storage){.ctx = s, .publish = publish, .tools = tools, .ntools = 5};
 }

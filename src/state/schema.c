@@ -443,12 +443,31 @@ static const char schema_previews[] =
     ") STRICT;"
     "CREATE INDEX preview_access_preview ON preview_access(preview_id, seq);";
 
+/* Upload links (storage/upload_link.c): only the SHA-256 of a token. */
+static const char schema_upload_links[] =
+    "CREATE TABLE upload_links ("
+    "  id TEXT PRIMARY KEY NOT NULL,"
+    "  tenant_id TEXT NOT NULL REFERENCES tenants(id),"
+    "  token_hash BLOB NOT NULL UNIQUE CHECK (length(token_hash) = 32),"
+    "  bucket TEXT NOT NULL,"
+    "  prefix TEXT NOT NULL,"
+    "  content_types TEXT NOT NULL DEFAULT '',"
+    "  max_files INTEGER NOT NULL CHECK (max_files > 0),"
+    "  max_file_bytes INTEGER NOT NULL CHECK (max_file_bytes > 0),"
+    "  files_used INTEGER NOT NULL DEFAULT 0 CHECK (files_used >= 0),"
+    "  bytes_used INTEGER NOT NULL DEFAULT 0,"
+    "  created_ms INTEGER NOT NULL,"
+    "  expires_ms INTEGER NOT NULL,"
+    "  revoked_ms INTEGER NOT NULL DEFAULT 0"
+    ") STRICT;"
+    "CREATE INDEX upload_links_tenant ON upload_links(tenant_id, created_ms);";
+
 static const char *const migrations[] = {
     schema_v1,          schema_jobs,         schema_egress,      schema_storage,
     schema_audit_retention, schema_tenant_lifecycle, schema_proc_exec_id, schema_link_denied,
     schema_templates,   schema_proc_limits, schema_box_template, schema_build_cache,
     schema_build_cache_size, schema_snapshots, schema_volumes, schema_snapshot_box,
-    schema_previews};
+    schema_previews, schema_upload_links};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 int state_schema_latest(void) { return SCHEMA_VERSION; }

@@ -259,6 +259,7 @@ int state_tenant_purge(struct state *st, const char *id, struct husk_err *err) {
       "DELETE FROM volumes WHERE tenant_id = ?1", /* their images: box_volume_sweep */
       "DELETE FROM secrets WHERE tenant_id = ?1",
       "DELETE FROM links WHERE tenant_id = ?1",
+      "DELETE FROM upload_links WHERE tenant_id = ?1",
       "DELETE FROM s3_keys WHERE tenant_id = ?1",
       "DELETE FROM templates WHERE tenant_id = ?1", /* their layers: template_collect, after */
       "DELETE FROM build_cache WHERE tenant_id = ?1",

@@ -22,6 +22,7 @@
 #include "state/state.h"
 #include "state/template_state.h"
 #include "storage/store.h"
+#include "storage/upload_link.h"
 #include "template/template.h"
 #include "unit.h"
 
@@ -186,7 +187,7 @@ static int64_t count(const char *sql, const char *tenant) {
 static int64_t owned_rows(const char *tenant) {
   static const char *const tables[] = {"api_keys", "boxes",     "jobs",       "secrets",
                                        "s3_keys",  "buckets",   "objects",    "uploads",
-                                       "links",    "templates", "build_cache"};
+                                       "links",    "templates", "build_cache", "upload_links"};
   int64_t n = 0;
   for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
     char sql[96];
@@ -280,6 +281,11 @@ static void populate(const struct state_tenant *t, const char *tag) {
   struct store_link l;
   CHECK_OK(store_link_create(s, t->id, bucket, "k0", 60, NULL, false, &l, &err));
   store_link_free(&l);
+  struct upload_link_spec us = {.bucket = bucket};
+  struct state_upload_link ul;
+  char *ul_url = NULL;
+  CHECK_OK(upload_link_create(s, t->id, &us, "http://127.0.0.1:9", &ul, &ul_url, &err));
+  free(ul_url);
   char tpl[32];
   snprintf(tpl, sizeof tpl, "tpl-%s", tag);
   CHECK_OK(import(t->id, tpl, tag, &err));
