@@ -102,14 +102,14 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ctx) {
   struct fetch *f = ctx;
   size_t len = sz * n;
   if (len >= 5 && !memcmp(p, "HTTP/", 5)) {
-    size_t k = len < sizeof f->status_line - 1 ? len : sizeof f->status_line - 1;
-    memcpy(f->status_line, p, k);
+    /* Kept for messages: printable ASCII up to the line's end, cut. */
+    size_t k = 0;
+    while (k < len && k < sizeof f->status_line - 1 && p[k] != '\r' && p[k] != '\n') {
+      unsigned char ch = (unsigned char)p[k];
+      f->status_line[k] = ch >= 0x20 && ch <= 0x7e ? (char)ch : '?';
+      k++;
+    }
     f->status_line[k] = 0;
-    for (size_t i = 0; i < k; i++)
-      if ((unsigned char)f->status_line[i] < 0x20 || (unsigned char)f->status_line[i] > 0x7e)
-        f->status_line[i] = i + 1 == k || f->status_line[i] == '\r' || f->status_line[i] == '\n'
-                                ? 0
-                                : '?';
   }
   return len;
 }
@@ -374,9 +374,10 @@ int husk_box_fetch(struct husk_mgr *m, const char *tenant, const char *box_id,
   pthread_mutex_lock(&b->lock);
   bool egress = b->egress;
   pthread_mutex_unlock(&b->lock);
-  if (!egress || !m->egress || egress_box_proxy(m->egress, b->id, &f.proxy, &ca_pem, err) < 0) {
-    if (egress && err->code == ENOMEM)
-      goto out;
+  int got = egress && m->egress ? egress_box_proxy(m->egress, b->id, &f.proxy, &ca_pem, err) : -1;
+  if (got < 0 && egress && m->egress && err->code == ENOMEM)
+    goto out;
+  if (got < 0) {
     husk_fail(err, ENETUNREACH,
               "sandbox %s has no network (network mode none): create it with network \"egress\" "
               "and an egress policy allowing the host, or give it one with PUT "

@@ -42,7 +42,21 @@ up_zone '{"files.test": ["10.250.0.2"], "denied.test": ["10.250.0.2"], "api.ex.t
 
 if ! serve_start --egress-resolver "$UP_IP:53" --egress-allow-range "$UP_NET" --egress-ca-file "$UP_CA"; then
   not_ok "the daemon starts with the egress options"
-  serve_finish
+  # ---- the HTTP API's form -----------------------------------------------------------
+api POST "/v1/sandboxes/$EB/fetch" -d "{\"url\":\"http://files.test:8080/random/4096\",\"path\":\"/tmp/api.bin\"}"
+expect_code "POST /fetch: an allowed fetch" 200
+expect_eq "POST /fetch: size and sha256" "$(jf '(j["size"], j["sha256"])')" "$(python3 -c 'import sys; print((4096, sys.argv[1]))' "$(want_sha 4096)")"
+api POST "/v1/sandboxes/$EB/fetch" -d '{"url":"http://denied.test:8080/x","path":"/tmp/api2.bin"}'
+expect_code "POST /fetch: a denied host is 403" 403
+check "POST /fetch: ... naming the policy" has "$BODY" "egress policy"
+api POST "/v1/sandboxes/$NB/fetch" -d '{"url":"http://files.test:8080/x","path":"x"}'
+expect_code "POST /fetch: a box without egress is 409" 409
+api POST "/v1/sandboxes/$EB/fetch" -d '{"url":"http://files.test:8080/random/5000","path":"x","max_bytes":10}'
+expect_code "POST /fetch: over max_bytes is 422" 422
+api POST "/v1/sandboxes/$EB/fetch" -d '{"url":"file:///etc/passwd","path":"x"}'
+expect_code "POST /fetch: a file:// URL is 400" 400
+
+serve_finish
   exit 1
 fi
 new_tenant fetch || not_ok "tenant"
@@ -137,5 +151,19 @@ expect_err "a symlink in the box pointing out is not followed out" "only /worksp
 check "nothing was written on the host's /etc" test ! -e /etc/x
 fetch "{\"sandbox_id\":\"nope\",\"url\":\"http://files.test:8080/random/10\",\"path\":\"x\"}"
 expect_err "an unknown box" "not found"
+
+# ---- the HTTP API's form -----------------------------------------------------------
+api POST "/v1/sandboxes/$EB/fetch" -d "{\"url\":\"http://files.test:8080/random/4096\",\"path\":\"/tmp/api.bin\"}"
+expect_code "POST /fetch: an allowed fetch" 200
+expect_eq "POST /fetch: size and sha256" "$(jf '(j["size"], j["sha256"])')" "$(python3 -c 'import sys; print((4096, sys.argv[1]))' "$(want_sha 4096)")"
+api POST "/v1/sandboxes/$EB/fetch" -d '{"url":"http://denied.test:8080/x","path":"/tmp/api2.bin"}'
+expect_code "POST /fetch: a denied host is 403" 403
+check "POST /fetch: ... naming the policy" has "$BODY" "egress policy"
+api POST "/v1/sandboxes/$NB/fetch" -d '{"url":"http://files.test:8080/x","path":"x"}'
+expect_code "POST /fetch: a box without egress is 409" 409
+api POST "/v1/sandboxes/$EB/fetch" -d '{"url":"http://files.test:8080/random/5000","path":"x","max_bytes":10}'
+expect_code "POST /fetch: over max_bytes is 422" 422
+api POST "/v1/sandboxes/$EB/fetch" -d '{"url":"file:///etc/passwd","path":"x"}'
+expect_code "POST /fetch: a file:// URL is 400" 400
 
 serve_finish
