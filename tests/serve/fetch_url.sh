@@ -56,6 +56,13 @@ expect_code "POST /fetch: over max_bytes is 422" 422
 api POST "/v1/sandboxes/$EB/fetch" -d '{"url":"file:///etc/passwd","path":"x"}'
 expect_code "POST /fetch: a file:// URL is 400" 400
 
+# ---- clean end ------------------------------------------------------------------------
+api DELETE "/v1/sandboxes/$EB"
+expect_code "the egress box is deleted" 200
+api DELETE "/v1/sandboxes/$NB"
+serve_stop
+expect_eq "the daemon stops cleanly" "$SERVE_RC" 0
+check "the daemon's log holds no sanitizer report" not grep -q "Sanitizer\|runtime error" "$SERVE_LOG"
 serve_finish
   exit 1
 fi
@@ -166,4 +173,11 @@ expect_code "POST /fetch: over max_bytes is 422" 422
 api POST "/v1/sandboxes/$EB/fetch" -d '{"url":"file:///etc/passwd","path":"x"}'
 expect_code "POST /fetch: a file:// URL is 400" 400
 
+# ---- clean end ------------------------------------------------------------------------
+api DELETE "/v1/sandboxes/$EB"
+expect_code "the egress box is deleted" 200
+api DELETE "/v1/sandboxes/$NB"
+serve_stop
+expect_eq "the daemon stops cleanly" "$SERVE_RC" 0
+check "the daemon's log holds no sanitizer report" not grep -q "Sanitizer\|runtime error" "$SERVE_LOG"
 serve_finish
