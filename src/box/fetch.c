@@ -377,6 +377,13 @@ int husk_box_fetch(struct husk_mgr *m, const char *tenant, const char *box_id,
   int got = egress && m->egress ? egress_box_proxy(m->egress, b->id, &f.proxy, &ca_pem, err) : -1;
   if (got < 0 && egress && m->egress && err->code == ENOMEM)
     goto out;
+  if (got < 0 && !m->egress) {
+    husk_fail(err, ENETUNREACH,
+              "sandbox %s has no network: this server has no egress proxy (boxes get network "
+              "only from husk serve, with network \"egress\" and a policy)",
+              box_id);
+    goto out;
+  }
   if (got < 0) {
     husk_fail(err, ENETUNREACH,
               "sandbox %s has no network (network mode none): create it with network \"egress\" "
