@@ -56,10 +56,27 @@ expect_code "POST /fetch: over max_bytes is 422" 422
 api POST "/v1/sandboxes/$EB/fetch" -d '{"url":"file:///etc/passwd","path":"x"}'
 expect_code "POST /fetch: a file:// URL is 400" 400
 
+# ---- sandbox_create with egress -----------------------------------------------------
+tool "$KEY" sandbox_create '{"egress":{"rules":[{"host":"files.test","ports":[8080]}]},"ttl_seconds":300}'
+MB=$(rq 'sc.get("sandbox_id", "")')
+check "sandbox_create makes a box with an egress policy" test -n "$MB"
+[ -n "$MB" ] && echo "$MB $KEY" >>"$T_SCRATCH/boxes"
+fetch "{\"sandbox_id\":\"$MB\",\"url\":\"http://files.test:8080/random/2048\",\"path\":\"m.bin\"}"
+expect_eq "fetch_url works in it" "$(rq '(err, sc.get("size"), sc.get("sha256"))')" "(False, 2048, '$(want_sha 2048)')"
+fetch "{\"sandbox_id\":\"$MB\",\"url\":\"https://api.ex.test/echo\",\"path\":\"m2.bin\"}"
+expect_err "... and only for the hosts its policy names" "egress policy"
+tool "$KEY" sandbox_create '{"egress":{"rules":[{"host":"*"}]}}'
+expect_err "sandbox_create refuses a bad policy" "egress"
+tool "$KEY" sandbox_create '{"egress":{"rules":[{"host":"api.ex.test","mode":"inject"}],"secrets":[{"name":"MISSING","hosts":["api.ex.test"]}]}}'
+expect_err "sandbox_create refuses a binding to a secret not in the vault" "MISSING"
+tool "$KEY" sandbox_create '{"egress":"files.test"}'
+expect_err "sandbox_create: egress must be an object" "must be an object"
+
 # ---- clean end ------------------------------------------------------------------------
 api DELETE "/v1/sandboxes/$EB"
 expect_code "the egress box is deleted" 200
 api DELETE "/v1/sandboxes/$NB"
+api DELETE "/v1/sandboxes/$MB"
 serve_stop
 expect_eq "the daemon stops cleanly" "$SERVE_RC" 0
 check "the daemon's log holds no sanitizer report" not grep -q "Sanitizer\|runtime error" "$SERVE_LOG"
@@ -173,10 +190,27 @@ expect_code "POST /fetch: over max_bytes is 422" 422
 api POST "/v1/sandboxes/$EB/fetch" -d '{"url":"file:///etc/passwd","path":"x"}'
 expect_code "POST /fetch: a file:// URL is 400" 400
 
+# ---- sandbox_create with egress -----------------------------------------------------
+tool "$KEY" sandbox_create '{"egress":{"rules":[{"host":"files.test","ports":[8080]}]},"ttl_seconds":300}'
+MB=$(rq 'sc.get("sandbox_id", "")')
+check "sandbox_create makes a box with an egress policy" test -n "$MB"
+[ -n "$MB" ] && echo "$MB $KEY" >>"$T_SCRATCH/boxes"
+fetch "{\"sandbox_id\":\"$MB\",\"url\":\"http://files.test:8080/random/2048\",\"path\":\"m.bin\"}"
+expect_eq "fetch_url works in it" "$(rq '(err, sc.get("size"), sc.get("sha256"))')" "(False, 2048, '$(want_sha 2048)')"
+fetch "{\"sandbox_id\":\"$MB\",\"url\":\"https://api.ex.test/echo\",\"path\":\"m2.bin\"}"
+expect_err "... and only for the hosts its policy names" "egress policy"
+tool "$KEY" sandbox_create '{"egress":{"rules":[{"host":"*"}]}}'
+expect_err "sandbox_create refuses a bad policy" "egress"
+tool "$KEY" sandbox_create '{"egress":{"rules":[{"host":"api.ex.test","mode":"inject"}],"secrets":[{"name":"MISSING","hosts":["api.ex.test"]}]}}'
+expect_err "sandbox_create refuses a binding to a secret not in the vault" "MISSING"
+tool "$KEY" sandbox_create '{"egress":"files.test"}'
+expect_err "sandbox_create: egress must be an object" "must be an object"
+
 # ---- clean end ------------------------------------------------------------------------
 api DELETE "/v1/sandboxes/$EB"
 expect_code "the egress box is deleted" 200
 api DELETE "/v1/sandboxes/$NB"
+api DELETE "/v1/sandboxes/$MB"
 serve_stop
 expect_eq "the daemon stops cleanly" "$SERVE_RC" 0
 check "the daemon's log holds no sanitizer report" not grep -q "Sanitizer\|runtime error" "$SERVE_LOG"
