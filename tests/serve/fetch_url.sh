@@ -173,6 +173,10 @@ bx "$EB" "ln -s /etc /workspace/out && echo made"
 fetch "{\"sandbox_id\":\"$EB\",\"url\":\"http://files.test:8080/random/10\",\"path\":\"out/x\"}"
 expect_err "a symlink in the box pointing out is not followed out" "only /workspace, /tmp and /dev/shm"
 check "nothing was written on the host's /etc" test ! -e /etc/x
+bx "$EB" "ln -s /tmp/victim /workspace/ln.bin && echo made"
+fetch "{\"sandbox_id\":\"$EB\",\"url\":\"http://files.test:8080/random/10\",\"path\":\"ln.bin\"}"
+bx "$EB" "test -L /workspace/ln.bin && echo link; test -f /workspace/ln.bin && echo file; test -e /tmp/victim && echo victim"
+expect_eq "a symlink at the path is replaced by the file, never written through" "$(rq 'err'):$OUT" "false:file"
 fetch "{\"sandbox_id\":\"nope\",\"url\":\"http://files.test:8080/random/10\",\"path\":\"x\"}"
 expect_err "an unknown box" "not found"
 
