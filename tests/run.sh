@@ -98,8 +98,9 @@ if [ -x build-asan/husk ]; then
     [ -f "$s" ] && run_suite "asan/${s#tests/}" env HUSK="$root/build-asan/husk" HUSK_ASAN=1 \
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 bash "$s"
   done
-  # The egress proxy parses hostile input from boxes.
-  for s in tests/serve/egress.sh; do
+  # The egress proxy parses hostile input from boxes; fetch_url goes
+  # through it with libcurl in the daemon.
+  for s in tests/serve/egress.sh tests/serve/fetch_url.sh; do
     [ -f "$s" ] && run_suite "asan/${s#tests/}" env HUSK="$root/build-asan/husk" HUSK_ASAN=1 \
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 bash "$s"
   done

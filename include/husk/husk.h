@@ -34,5 +34,6 @@
 #include "husk/snapshot.h"
 #include "husk/volume.h"
 #include "husk/preview.h"
+#include "husk/fetch.h"
 
 #endif

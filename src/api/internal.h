@@ -289,6 +289,9 @@ enum MHD_Result h_volume_list(struct req *r);
 enum MHD_Result h_volume_get(struct req *r);
 enum MHD_Result h_volume_delete(struct req *r);
 
+/* ---- routes_fetch.c --------------------------------------------------- */
+enum MHD_Result h_box_fetch(struct req *r);
+
 /* ---- routes_previews.c ------------------------------------------------ */
 enum MHD_Result h_preview_create(struct req *r);
 enum MHD_Result h_preview_list(struct req *r);

@@ -56,6 +56,7 @@ const struct route api_routes[] = {
     {"GET", SB "/metrics", AUTH_TENANT, BODY_NONE, NULL, h_box_metrics, NULL, NULL, NULL},
     {"POST", SB "/pause", AUTH_TENANT, BODY_JSON, "sandbox.pause", h_box_pause, NULL, NULL, NULL},
     {"POST", SB "/resume", AUTH_TENANT, BODY_NONE, "sandbox.resume", h_box_resume, NULL, NULL, NULL},
+    {"POST", SB "/fetch", AUTH_TENANT, BODY_JSON, "sandbox.fetch", h_box_fetch, NULL, NULL, NULL},
     /* Preview URLs: routes_previews.c (the proxy: preview_proxy.c) */
     {"POST", SB "/ports/{}/previews", AUTH_TENANT, BODY_JSON, "preview.create", h_preview_create,
      NULL, NULL, NULL},

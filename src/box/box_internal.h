@@ -219,6 +219,13 @@ void box_paused_on_disk(struct husk_mgr *m, int delta);
 /* pause.c: end the boxes paused to disk for longer than max_paused_ms
  * (the monitor, at most once a second while there are any). */
 void box_paused_expire(struct husk_mgr *m, int64_t now);
+/* Enter the box's network namespace (by the pidfd of its init), make a
+ * socket of family fam1 there (and one of fam2 when fd2 is not NULL and
+ * fam2 not 0: -1 if that one fails), come back.  A socket keeps the
+ * namespace it was made in: whatever it connects to, it reaches exactly
+ * what the box's own programs reach (preview.c). */
+int box_netns_sockets(struct husk_mgr *m, int pidfd, int type, int fam1, int *fd1, int fam2, int *fd2,
+                      struct husk_err *err);
 struct live_box *box_running(struct husk_mgr *m, const char *tenant, const char *id,
                              struct husk_err *err);
 /* As box_running, but a paused box too (for what reads a box without

@@ -339,10 +339,11 @@ bool husk_preview_key_ok(struct husk_mgr *m, const struct husk_preview_info *p, 
   return !strcmp(k.tenant_id, p->tenant_id);
 }
 
-/* Enter the box's network namespace, make a TCP socket of each family
- * there, come back.  The daemon's namespace is opened once. */
-static int box_sockets(struct husk_mgr *m, int pidfd, int *v4, int *v6, struct husk_err *err) {
-  *v4 = *v6 = -1;
+int box_netns_sockets(struct husk_mgr *m, int pidfd, int type, int fam1, int *fd1, int fam2, int *fd2,
+                      struct husk_err *err) {
+  *fd1 = -1;
+  if (fd2)
+    *fd2 = -1;
   pthread_mutex_lock(&m->preview_lock);
   if (m->host_netns < 0)
     m->host_netns = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
@@ -352,19 +353,25 @@ static int box_sockets(struct husk_mgr *m, int pidfd, int *v4, int *v6, struct h
     return husk_error(err, errno, "cannot open the daemon's network namespace");
   if (setns(pidfd, CLONE_NEWNET) < 0)
     return husk_error(err, errno, "cannot enter the box's network namespace");
-  *v4 = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  int e4 = errno;
-  *v6 = socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  *fd1 = socket(fam1, type | SOCK_CLOEXEC, 0);
+  int e1 = errno;
+  if (fd2 && fam2)
+    *fd2 = socket(fam2, type | SOCK_CLOEXEC, 0);
   if (setns(host, CLONE_NEWNET) < 0) {
     /* This thread would go on serving requests from inside a box's
      * network: never. */
-    box_log(m, "preview: cannot return to the daemon's network namespace: %s: aborting",
+    box_log(m, "box network: cannot return to the daemon's network namespace: %s: aborting",
             strerror(errno));
     abort();
   }
-  if (*v4 < 0)
-    return husk_error(err, e4, "cannot make a socket in the box");
+  if (*fd1 < 0)
+    return husk_error(err, e1, "cannot make a socket in the box");
   return 0;
+}
+
+/* A TCP socket of each family in the box's network namespace. */
+static int box_sockets(struct husk_mgr *m, int pidfd, int *v4, int *v6, struct husk_err *err) {
+  return box_netns_sockets(m, pidfd, SOCK_STREAM | SOCK_NONBLOCK, AF_INET, v4, AF_INET6, v6, err);
 }
 
 /* Connect a non-blocking socket, waiting at most PREVIEW_CONNECT_MS. */

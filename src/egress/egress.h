@@ -22,6 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 
@@ -89,6 +90,13 @@ void egress_sweep(struct egress *e);
 /* Fresh policy for a new box: validate `json` and give each secret binding
  * a random placeholder; the result (stored form) is malloc'd. */
 char *egress_policy_prepare(const char *json, struct husk_err *err);
+
+/* Where a box's own traffic goes, for requests made on its behalf: the
+ * explicit proxy on its link (*proxy) and, when it has inject rules, the
+ * PEM of the CA that proxy presents (*ca_pem, malloc'd; else NULL).
+ * ENOENT: the box is not in egress mode. */
+int egress_box_proxy(struct egress *e, const char *box_id, struct sockaddr_in *proxy, char **ca_pem,
+                     struct husk_err *err);
 
 /* Number of live connections of a box (tests, metrics). */
 unsigned egress_box_conns(struct egress *e, const char *box_id);

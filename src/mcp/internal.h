@@ -18,6 +18,8 @@ extern const struct mcp_tool mcp_tool_run_code, mcp_tool_sandbox_create, mcp_too
     mcp_tool_sandbox_resume, mcp_tool_sandbox_snapshot, mcp_tool_sandbox_snapshots,
     mcp_tool_job_status, mcp_tool_job_wait,
     mcp_tool_job_cancel, mcp_tool_template_list, mcp_tool_contexts;
+/* tools_fetch.c */
+extern const struct mcp_tool mcp_tool_fetch_url;
 /* tools_preview.c: listed where the server serves preview URLs. */
 extern const struct mcp_tool mcp_tool_expose_port;
 /* tools_upload.c: with the storage plane's tools. */

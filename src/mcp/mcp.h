@@ -59,7 +59,9 @@ struct mcp_caller;
 
 /* ---- tools ---------------------------------------------------------------- */
 
-enum mcp_ptype { MCP_P_STRING, MCP_P_INT, MCP_P_NUMBER, MCP_P_BOOL, MCP_P_STRMAP };
+/* MCP_P_OBJECT: any JSON object (max_len bounds its compact text), for
+ * structures the core parses itself (an egress policy). */
+enum mcp_ptype { MCP_P_STRING, MCP_P_INT, MCP_P_NUMBER, MCP_P_BOOL, MCP_P_STRMAP, MCP_P_OBJECT };
 
 /* One argument of a tool: the input schema is generated from these, and
  * arguments are checked against them before the tool runs (a mismatch is

@@ -33,7 +33,7 @@ static const struct mcp_tool *const own_tools[] = {
     &mcp_tool_sandbox_destroy,    &mcp_tool_sandbox_list,      &mcp_tool_sandbox_pause,
     &mcp_tool_sandbox_resume,     &mcp_tool_sandbox_snapshot,  &mcp_tool_sandbox_snapshots,
     &mcp_tool_job_status,         &mcp_tool_job_wait,          &mcp_tool_job_cancel,
-    &mcp_tool_template_list,      &mcp_tool_contexts,
+    &mcp_tool_template_list,      &mcp_tool_contexts,          &mcp_tool_fetch_url,
 };
 #define N_OWN_TOOLS (sizeof own_tools / sizeof own_tools[0])
 

@@ -19,6 +19,7 @@ static const char *type_name(enum mcp_ptype t) {
   case MCP_P_NUMBER: return "number";
   case MCP_P_BOOL: return "boolean";
   case MCP_P_STRMAP: return "object";
+  case MCP_P_OBJECT: return "object";
   }
   return "string";
 }
@@ -148,6 +149,15 @@ char *mcp_check_args(const struct mcp_tool *t, json_t *args) {
       }
       if (p->max_len && total > p->max_len)
         return msgf("argument `%s` is too large (%zu bytes, at most %zu)", p->name, total,
+                    p->max_len);
+      break;
+    }
+    case MCP_P_OBJECT: {
+      if (!json_is_object(v))
+        return msgf("argument `%s` must be an object", p->name);
+      size_t len = json_dumpb(v, NULL, 0, JSON_COMPACT);
+      if (p->max_len && len > p->max_len)
+        return msgf("argument `%s` is too large (%zu bytes, at most %zu)", p->name, len,
                     p->max_len);
       break;
     }

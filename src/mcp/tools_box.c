@@ -88,6 +88,13 @@ static const struct mcp_param create_params[] = {
      "snapshot (the create fails saying so), true puts the snapshot's files over the template "
      "as it is now",
      NULL, 0, 0, 0},
+    {"egress", MCP_P_OBJECT, false,
+     "network for the sandbox, only through husk's egress proxy: a policy {\"rules\": [{\"host\": "
+     "\"api.example.com\", \"ports\"?: [443], \"mode\"?: \"tunnel\"|\"inject\"}], \"secrets\"?: "
+     "[{\"name\": \"SECRET\", \"hosts\": [\"api.example.com\"]}]} naming the hosts it may "
+     "reach and the stored secrets the proxy adds for them (the sandbox sees placeholders); "
+     "without it the sandbox has no network",
+     NULL, 0, 0, 64 * 1024},
     END_PARAM,
 };
 
@@ -168,6 +175,18 @@ static int sandbox_create(struct mcp_call *c) {
                              .rebase = rebase && json_is_true(rebase)};
   cr.limits.timeout_ms = (uint64_t)ttl * 1000;
   cr.limits.memory_bytes = (uint64_t)mem * 1024 * 1024;
+  /* The core checks the policy (docs/egress.md): rules, secrets that exist. */
+  json_t *egress = mcp_arg(c, "egress");
+  cleanup_free char *egress_json = egress ? json_dumps(egress, JSON_COMPACT) : NULL;
+  if (egress && !egress_json) {
+    for (size_t j = 0; j < i; j++)
+      free(envv[j]);
+    return mcp_tool_error(c, "out of memory");
+  }
+  if (egress_json) {
+    cr.network = "egress";
+    cr.egress_json = egress_json;
+  }
   if (snap)
     snprintf(c->audit_detail, sizeof c->audit_detail, "snapshot=%.64s%s", snap,
              cr.rebase ? " rebase" : "");
@@ -196,7 +215,8 @@ const struct mcp_tool mcp_tool_sandbox_create = {
     "Create an isolated Linux sandbox for multi-step work: run commands (sandbox_exec), write and "
     "read files (sandbox_write_file, sandbox_read_file, sandbox_list_files), and keep state "
     "between calls. Pass the returned sandbox_id to those tools. It has Python 3 (numpy, "
-    "matplotlib), bash and common tools, NO network access and no credentials; writable places "
+    "matplotlib), bash and common tools, NO network access (unless egress names the hosts it "
+    "may reach; fetch_url then downloads into it) and no credentials; writable places "
     "are /workspace (working directory), /tmp and /dev/shm, 1 GiB in all, counted against its "
     "memory. It is destroyed automatically after ttl_seconds (default 30 minutes) with everything "
     "in it; call sandbox_destroy when done. For a one-off script, run_code is simpler. With "

@@ -38,7 +38,7 @@ stdio "$INIT" '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
   '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' '{"jsonrpc":"2.0","id":2,"method":"ping"}'
 expect_eq "stdio: initialize answered with 2025-11-25" "$(q 'r(0)["result"]["protocolVersion"]')" 2025-11-25
 check "stdio: the instructions name this server's wait (--wait 3)" grep -q "about 3 seconds" <<<"$(q 'r(0)["result"]["instructions"]')"
-expect_eq "stdio: tools/list lists 17 tools" "$(q 'len(r(1)["result"]["tools"])')" 17
+expect_eq "stdio: tools/list lists 18 tools" "$(q 'len(r(1)["result"]["tools"])')" 18
 expect_eq "stdio: ping answers {}" "$(q 'r(2)["result"]')" "{}"
 expect_eq "stdio: a notification gets no reply (3 requests, 3 replies)" "$(q 'len(o["msgs"])')" 3
 expect_eq "stdio: exits 0 at stdin's EOF" "$(q 'o["rc"]')" 0
@@ -92,7 +92,7 @@ expect_eq "server/discover offers 2026-07-28" "$(q 'r(1)["result"]["supportedVer
 expect_eq "discover: resultType, ttlMs, cacheScope, serverInfo in _meta" \
   "$(q 'r(1)["result"]["resultType"] + str(r(1)["result"]["ttlMs"] >= 0) + r(1)["result"]["cacheScope"] + r(1)["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"]')" "completeTruepublichusk"
 expect_eq "modern tools/list: resultType, ttlMs and cacheScope" \
-  "$(q '(r(2)["result"]["resultType"], "ttlMs" in r(2)["result"], r(2)["result"]["cacheScope"], len(r(2)["result"]["tools"]))')" "('complete', True, 'public', 17)"
+  "$(q '(r(2)["result"]["resultType"], "ttlMs" in r(2)["result"], r(2)["result"]["cacheScope"], len(r(2)["result"]["tools"]))')" "('complete', True, 'public', 18)"
 expect_eq "unsupported protocol version: -32022 with the supported ones" \
   "$(q '(r(3)["error"]["code"], r(3)["error"]["data"]["supported"][0], r(3)["error"]["data"]["requested"])')" "(-32022, '2026-07-28', '2031-01-01')"
 expect_eq "missing clientCapabilities: -32602" "$(q 'r(4)["error"]["code"]')" -32602
