@@ -47,7 +47,9 @@ static const char instructions_fmt[] =
     "run_code: variables, imports and figures stay between calls (the contexts tool manages "
     "these interpreters). Between turns, sandbox_pause freezes a sandbox as it is (sandbox_resume "
     "goes on); sandbox_snapshot saves its files as a restore point or to fork several "
-    "sandboxes from (sandbox_create with snapshot). Sandboxes have no network access and no credentials. A call that runs "
+    "sandboxes from (sandbox_create with snapshot). Sandboxes have no credentials and no network "
+    "access unless created with an egress policy; then fetch_url brings a file from a URL into "
+    "one through that policy, without the bytes passing through you. A call that runs "
     "longer than about %llu seconds returns a job_id: finish it with job_wait, or stop it with "
     "job_cancel.";
 

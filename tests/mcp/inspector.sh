@@ -29,9 +29,9 @@ insp() { # ARGS...: OUT, RC
 has() { # EXPR: Python on the JSON in $OUT (j)
   python3 -c 'import json, sys; j = json.loads(sys.argv[1]); assert eval(sys.argv[2]), j' "$OUT" "$1" 2>/dev/null
 }
-TOOLS='len(j.get("result", j)["tools"]) == 17 and j.get("result", j)["tools"][0]["name"] == "run_code"'
+TOOLS='len(j.get("result", j)["tools"]) == 18 and j.get("result", j)["tools"][0]["name"] == "run_code"'
 # husk serve adds the storage plane's five tools after husk's own.
-TOOLS_HTTP='len(j.get("result", j)["tools"]) == 23 and j.get("result", j)["tools"][0]["name"] == "run_code" and j.get("result", j)["tools"][20]["name"] == "load_file"'
+TOOLS_HTTP='len(j.get("result", j)["tools"]) == 24 and j.get("result", j)["tools"][0]["name"] == "run_code" and j.get("result", j)["tools"][21]["name"] == "load_file"'
 PY='(j.get("result", j))["structuredContent"]["stdout"] == "42\n"'
 CALL=(--method tools/call --tool-name run_code --tool-args-json '{"language":"python","code":"print(6*7)"}' --format json)
 cat >"$T_SCRATCH/mcp.json" <<JSON

@@ -26,9 +26,9 @@ new_tenant mcp-store-b && KB=$TKEY
 # ---- tools/list ---------------------------------------------------------------------
 R=$(python3 "$MCPDIR/mcpcall.py" "$URL/mcp" "$KA" tools/list)
 expect_eq "tools/list: the five storage tools follow husk's own, then expose_port (husk serve serves previews)" \
-  "$(rq '",".join(t["name"] for t in rep["result"]["tools"][17:])')" "store_file,get_link,list_objects,load_file,create_upload_link,expose_port"
+  "$(rq '",".join(t["name"] for t in rep["result"]["tools"][18:])')" "store_file,get_link,list_objects,load_file,create_upload_link,expose_port"
 expect_eq "tools/list: each has an input and an output schema" \
-  "$(rq 'all(t.get("outputSchema",{}).get("type") == "object" and t["inputSchema"]["type"] == "object" for t in rep["result"]["tools"][17:])')" true
+  "$(rq 'all(t.get("outputSchema",{}).get("type") == "object" and t["inputSchema"]["type"] == "object" for t in rep["result"]["tools"][18:])')" true
 
 # ---- run_code: a large non-image file comes back as a link -------------------------------
 tool "$KA" run_code '{"language":"python","code":"import os, random, hashlib\nos.makedirs(\"output\", exist_ok=True)\nd = random.Random(7).randbytes(300000)\nopen(\"output/data.bin\", \"wb\").write(d)\nprint(hashlib.sha256(d).hexdigest())"}'
@@ -239,7 +239,7 @@ OUT=$(printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"tools/list"}' \
   '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"store_file","arguments":{"content":"via stdio\n","key":"stdio/v.txt"}}}' |
   HUSK_MCP_KEY=$KA python3 "$MCPDIR/stdio_run.py" "$HUSK" mcp --server "$URL" --quiet)
 expect_eq "husk mcp --server lists the storage tools of husk serve" \
-  "$(python3 -c 'import json,sys; m={x["id"]:x for x in json.loads(sys.argv[1])["msgs"]}; print(len(m[1]["result"]["tools"]), m[1]["result"]["tools"][17]["name"])' "$OUT")" "23 store_file"
+  "$(python3 -c 'import json,sys; m={x["id"]:x for x in json.loads(sys.argv[1])["msgs"]}; print(len(m[1]["result"]["tools"]), m[1]["result"]["tools"][18]["name"])' "$OUT")" "24 store_file"
 expect_eq "husk mcp --server: store_file through it gives a working link" \
   "$(fetch "$(python3 -c 'import json,sys; m={x["id"]:x for x in json.loads(sys.argv[1])["msgs"]}; print(m[2]["result"]["structuredContent"]["url"])' "$OUT")")$(cat "$T_SCRATCH/got")" "200via stdio"
 

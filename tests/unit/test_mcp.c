@@ -110,7 +110,7 @@ TEST(modern_envelope) {
   CHECK_STR(json_string_value(json_object_get(res, "resultType")), "complete");
   CHECK(json_is_integer(json_object_get(res, "ttlMs")));
   CHECK_STR(json_string_value(json_object_get(res, "cacheScope")), "public");
-  CHECK(json_array_size(json_object_get(res, "tools")) == 17);
+  CHECK(json_array_size(json_object_get(res, "tools")) == 18);
   CHECK(json_object_get(json_object_get(res, "_meta"), "io.modelcontextprotocol/serverInfo") != NULL);
   json_decref(r);
   r = handle("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"_meta\":{"
