@@ -90,10 +90,9 @@ static const struct mcp_param create_params[] = {
      NULL, 0, 0, 0},
     {"egress", MCP_P_OBJECT, false,
      "network for the sandbox, only through husk's egress proxy: a policy {\"rules\": [{\"host\": "
-     "\"api.example.com\", \"ports\"?: [443], \"mode\"?: \"tunnel\"|\"inject\"}], \"secrets\"?: "
-     "[{\"name\": \"SECRET\", \"hosts\": [\"api.example.com\"]}]} naming the hosts it may "
-     "reach and the stored secrets the proxy adds for them (the sandbox sees placeholders); "
-     "without it the sandbox has no network",
+     "\"api.example.com\", \"ports\"?: [443], \"mode\"?: \"tunnel\"}]} naming the hosts it may "
+     "reach; without it the sandbox has no network. It cannot bind stored secrets: a sandbox "
+     "that needs them comes from a template whose policy binds them",
      NULL, 0, 0, 64 * 1024},
     END_PARAM,
 };
@@ -177,6 +176,18 @@ static int sandbox_create(struct mcp_call *c) {
   cr.limits.memory_bytes = (uint64_t)mem * 1024 * 1024;
   /* The core checks the policy (docs/egress.md): rules, secrets that exist. */
   json_t *egress = mcp_arg(c, "egress");
+  /* Where the tenant's secrets may go is the tenant's choice, never the
+   * model's: a policy written in a call could bind a secret to any host
+   * the model names.  Secrets are bound by templates' policies and by
+   * the HTTP API, which the model does not drive. */
+  if (egress && json_object_get(egress, "secrets")) {
+    for (size_t j = 0; j < i; j++)
+      free(envv[j]);
+    return mcp_tool_error(c, "`egress` given here cannot bind secrets (`secrets`): a sandbox "
+                             "whose requests carry a stored secret comes from a template whose "
+                             "egress policy binds it (template_list), or is created over the "
+                             "HTTP API");
+  }
   cleanup_free char *egress_json = egress ? json_dumps(egress, JSON_COMPACT) : NULL;
   if (egress && !egress_json) {
     for (size_t j = 0; j < i; j++)

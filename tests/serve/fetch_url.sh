@@ -172,8 +172,10 @@ fetch "{\"sandbox_id\":\"$MB\",\"url\":\"https://api.ex.test/echo\",\"path\":\"m
 expect_err "... and only for the hosts its policy names" "egress policy"
 tool "$KEY" sandbox_create '{"egress":{"rules":[{"host":"*"}]}}'
 expect_err "sandbox_create refuses a bad policy" "egress"
-tool "$KEY" sandbox_create '{"egress":{"rules":[{"host":"api.ex.test","mode":"inject"}],"secrets":[{"name":"MISSING","hosts":["api.ex.test"]}]}}'
-expect_err "sandbox_create refuses a binding to a secret not in the vault" "MISSING"
+tool "$KEY" sandbox_create '{"egress":{"rules":[{"host":"api.ex.test","mode":"inject"}],"secrets":[{"name":"TOKEN","hosts":["api.ex.test"]}]}}'
+expect_err "sandbox_create: a policy given by the model cannot bind a stored secret (it could send it anywhere)" "cannot bind secrets"
+tool "$KEY" sandbox_create '{"egress":{"rules":[{"host":"evil.test","mode":"inject"}],"secrets":[]}}'
+expect_err "sandbox_create: ... not even an empty list of them" "cannot bind secrets"
 tool "$KEY" sandbox_create '{"egress":"files.test"}'
 expect_err "sandbox_create: egress must be an object" "must be an object"
 
