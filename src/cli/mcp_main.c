@@ -173,7 +173,7 @@ static const char *default_data(char *buf, size_t size) {
 
 enum { O_DATA = 256, O_WAIT, O_TTL, O_SERVER, O_KEY, O_QUIET, O_HELP, O_VERSION, O_PROMPTS, O_RESOURCES };
 
-static void local_gone(void *ctx, const struct mcp_caller *c) { mcp_caller_gone(ctx, c); }
+static bool local_gone(void *ctx, const struct mcp_caller *c) { return mcp_caller_gone(ctx, c); }
 
 int main(int argc, char **argv) {
   /* The daemon's box spawner is this binary re-executed under that name. */

@@ -36,6 +36,7 @@ struct mcp_inflight {
 
 struct mcp_sub;
 struct mcp_prompts;
+struct mcp_doc;
 
 struct mcp_server {
   struct mcp_config cfg;
@@ -43,6 +44,12 @@ struct mcp_server {
   struct mcp_inflight *inflight;
   struct mcp_prompts *prompts; /* --prompts DIR, or NULL */
   int docs_fd;                 /* --resources DIR (O_PATH), or -1 */
+  /* The last walk of the documents, sorted, and when it was made. */
+  pthread_mutex_t docs_lock;
+  struct mcp_doc *docs;
+  size_t ndocs;
+  bool docs_walked;
+  int64_t docs_walked_ms;
   /* Resource subscriptions and the thread that polls them. */
   pthread_mutex_t sub_lock;
   pthread_cond_t sub_cond;
@@ -58,6 +65,7 @@ struct mcp_server {
 #define MCP_PROMPT_FILE_MAX (256 * 1024) /* bytes of one file */
 #define MCP_PROMPT_NAME_MAX 64
 #define MCP_PROMPT_ARGS_MAX 32
+#define MCP_PROMPT_YAML_DEPTH 16          /* collections in collections */
 #define MCP_PROMPT_RESULT_MAX (1024 * 1024) /* a filled prompt's text */
 int mcp_prompts_load(const char *dir, void (*log)(void *ctx, const char *line), void *log_ctx,
                      struct mcp_prompts **out, struct husk_err *err);
@@ -76,6 +84,9 @@ int mcp_prompt_get(const struct mcp_prompts *ps, const char *name, json_t *args,
 #define MCP_DOCS_DEPTH 8         /* directory levels of the documents walked */
 #define MCP_SUBSCRIPTIONS_MAX 100
 #define MCP_SUBSCRIBE_POLL_MS 1000
+#define MCP_SUBSCRIBE_LOCK_MS 3000
+#define MCP_DOCS_VISIT_MAX 100000 /* directory entries one walk of the documents looks at */
+#define MCP_DOCS_CACHE_MS 5000    /* how long a walk of the documents is kept */
 int mcp_docs_open(const char *dir, int *fd, struct husk_err *err);
 /* One page of resources (cursor: the previous page's nextCursor, or
  * NULL); *next the next page's cursor (malloc'd) or NULL.  NULL and why:
@@ -88,8 +99,10 @@ json_t *mcp_resource_read(struct mcp_server *s, const struct mcp_caller *c, cons
                           bool *not_found, char *why, size_t whylen);
 int mcp_resource_subscribe(struct mcp_server *s, const struct mcp_caller *c, const char *uri,
                            char *why, size_t whylen);
-/* uri NULL: every subscription of the caller's transport. */
-void mcp_resource_unsubscribe(struct mcp_server *s, const struct mcp_caller *c, const char *uri);
+/* uri NULL: every subscription of the caller's transport.  false: not
+ * done, a notification to that transport has been blocked in its write
+ * for MCP_SUBSCRIBE_LOCK_MS (the transport must then not be freed). */
+bool mcp_resource_unsubscribe(struct mcp_server *s, const struct mcp_caller *c, const char *uri);
 void mcp_resources_stop(struct mcp_server *s);
 
 /* tools.c: the input schema of a tool and the check of its arguments

@@ -138,8 +138,10 @@ struct mcp_config {
 int mcp_server_new(struct mcp_server **out, const struct mcp_config *cfg, struct husk_err *err);
 void mcp_server_free(struct mcp_server *s);
 /* The transport of `notify_ctx` is going away: no notification reaches
- * it after this returns (its resource subscriptions end). */
-void mcp_caller_gone(struct mcp_server *s, const struct mcp_caller *c);
+ * it after this returns true (its resource subscriptions end).  false: a
+ * notification to it is stuck in a write (a client that stopped reading)
+ * and may still use it: the transport must not be freed. */
+bool mcp_caller_gone(struct mcp_server *s, const struct mcp_caller *c);
 
 /* ---- messages ---------------------------------------------------------------- */
 
@@ -175,7 +177,7 @@ struct mcp_caller {
   /* notify works after the reply too, until the transport ends and calls
    * `gone` (stdio): the legacy era's resources/subscribe is served. */
   bool lasting;
-  void (*gone)(void *ctx, const struct mcp_caller *c);
+  bool (*gone)(void *ctx, const struct mcp_caller *c);
   void *gone_ctx;
   /* Readable when the caller is gone (client hung up, server stopping);
    * -1 for none.  Then no reply is sent; `gone_cancels` says whether the

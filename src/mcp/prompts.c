@@ -124,6 +124,18 @@ static const char *scalar(yaml_document_t *d, const yaml_node_t *n) {
   return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
 }
 
+/* Whether the mapping `m` has the key of pair `kv` in an earlier pair
+ * (libyaml accepts {a: 1, a: 2}; a prompt file must not). */
+static bool key_repeated(yaml_document_t *d, yaml_node_t *m, yaml_node_pair_t *kv) {
+  const char *key = scalar(d, yaml_document_get_node(d, kv->key));
+  for (yaml_node_pair_t *q = m->data.mapping.pairs.start; key && q < kv; q++) {
+    const char *k = scalar(d, yaml_document_get_node(d, q->key));
+    if (k && !strcmp(k, key))
+      return true;
+  }
+  return false;
+}
+
 /* A string field: a scalar without NUL, at most `max` bytes. */
 static int field_str(struct report *r, yaml_document_t *d, yaml_node_t *v, const char *key,
                      size_t max, char **out) {
@@ -172,6 +184,8 @@ static int read_args(struct report *r, yaml_document_t *d, yaml_node_t *seq,
       const char *key = scalar(d, k);
       if (!key || !v)
         return bad(r, k ? node_line(r, k) : 0, "argument keys must be plain words");
+      if (key_repeated(d, a, kv))
+        return bad(r, node_line(r, k), "argument field `%.64s` is given twice", key);
       int rc = !strcmp(key, "name")          ? field_str(r, d, v, key, MCP_PROMPT_NAME_MAX, &pa->name)
                : !strcmp(key, "description") ? field_str(r, d, v, key, 1024, &pa->description)
                : !strcmp(key, "required")    ? field_bool(r, d, v, key, &pa->required)
@@ -190,8 +204,41 @@ static int read_args(struct report *r, yaml_document_t *d, yaml_node_t *seq,
   return 0;
 }
 
+/* The deepest nesting of the front matter's collections, read as events
+ * and given up past `max` (libyaml's loader takes time quadratic in the
+ * depth: a 200 KB "[[[[..." would hold the start for a minute). */
+static int yaml_depth(const char *text, size_t len, int max, unsigned long *line) {
+  yaml_parser_t ps;
+  if (!yaml_parser_initialize(&ps))
+    return 0;
+  yaml_parser_set_input_string(&ps, (const unsigned char *)text, len);
+  int depth = 0, deepest = 0;
+  for (;;) {
+    yaml_event_t ev;
+    if (!yaml_parser_parse(&ps, &ev))
+      break; /* the loader reports the error itself */
+    yaml_event_type_t t = ev.type;
+    if (t == YAML_SEQUENCE_START_EVENT || t == YAML_MAPPING_START_EVENT) {
+      if (++depth > deepest)
+        deepest = depth;
+      *line = ev.start_mark.line;
+    } else if (t == YAML_SEQUENCE_END_EVENT || t == YAML_MAPPING_END_EVENT) {
+      depth--;
+    }
+    yaml_event_delete(&ev);
+    if (t == YAML_STREAM_END_EVENT || deepest > max)
+      break;
+  }
+  yaml_parser_delete(&ps);
+  return deepest;
+}
+
 static int read_front(struct report *r, const char *text, size_t len, unsigned long line0,
                       struct mcp_prompt *p) {
+  unsigned long deep_line = 0;
+  if (yaml_depth(text, len, MCP_PROMPT_YAML_DEPTH, &deep_line) > MCP_PROMPT_YAML_DEPTH)
+    return bad(r, line0 + deep_line, "front matter nested deeper than %d levels",
+               MCP_PROMPT_YAML_DEPTH);
   yaml_parser_t ps;
   yaml_document_t d;
   r->off = line0;
@@ -228,6 +275,10 @@ static int read_front(struct report *r, const char *text, size_t len, unsigned l
     unsigned long ln = k ? node_line(r, k) : line0;
     if (!key || !v) {
       rc = bad(r, ln, "front matter keys must be plain words");
+      goto out;
+    }
+    if (key_repeated(&d, root, kv)) {
+      rc = bad(r, ln, "`%.64s` is given twice", key);
       goto out;
     }
     if (!strcmp(key, "name"))

@@ -64,6 +64,7 @@ int mcp_server_new(struct mcp_server **out, const struct mcp_config *cfg, struct
     s->cfg.box_ttl_ms = MCP_DEFAULT_BOX_TTL_MS;
   pthread_mutex_init(&s->lock, NULL);
   pthread_mutex_init(&s->sub_lock, NULL);
+  pthread_mutex_init(&s->docs_lock, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -88,12 +89,13 @@ void mcp_server_free(struct mcp_server *s) {
   close_quiet(s->docs_fd);
   pthread_mutex_destroy(&s->lock);
   pthread_mutex_destroy(&s->sub_lock);
+  pthread_mutex_destroy(&s->docs_lock);
   pthread_cond_destroy(&s->sub_cond);
   free(s);
 }
 
-void mcp_caller_gone(struct mcp_server *s, const struct mcp_caller *c) {
-  mcp_resource_unsubscribe(s, c, NULL);
+bool mcp_caller_gone(struct mcp_server *s, const struct mcp_caller *c) {
+  return mcp_resource_unsubscribe(s, c, NULL);
 }
 
 uint64_t mcp_wait_ms(const struct mcp_server *s) { return s->cfg.wait_ms; }
@@ -124,7 +126,13 @@ char *mcp_dump(json_t *msg) {
 
 json_t *mcp_error(json_t *id, int code, const char *message, json_t *data_in) {
   cleanup_json json_t *data = data_in;
-  json_t *e = json_pack("{s:i, s:s}", "code", code, "message", message);
+  /* A message cut to fit a buffer may end inside a character: it is
+   * still sent (U+FFFD in its place), so that every request gets its
+   * answer. */
+  json_t *e = json_pack("{s:i, s:o*}", "code", code, "message",
+                        mcp_text(message, strlen(message), NULL));
+  if (e && !json_object_get(e, "message"))
+    json_object_set_new(e, "message", json_string("Error"));
   if (e && data)
     json_object_set_new(e, "data", steal_pointer(&data));
   return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "error", e);
@@ -555,7 +563,8 @@ static json_t *resources_subscribe(struct mcp_server *s, const struct mcp_msg *m
     return mcp_error(msg->id, MCP_INVALID_PARAMS, "Invalid params: `uri` (a string) is required",
                      NULL);
   if (!strcmp(msg->method, "resources/unsubscribe")) {
-    mcp_resource_unsubscribe(s, c, msg->name);
+    if (!mcp_resource_unsubscribe(s, c, msg->name))
+      return mcp_error(msg->id, MCP_INTERNAL_ERROR, "subscriptions are busy: try again", NULL);
     return reply(msg, json_object());
   }
   char why[200];
@@ -629,8 +638,12 @@ json_t *mcp_handle(struct mcp_server *s, const struct mcp_msg *msg, const struct
     return tools_call(s, msg, c);
   if (!strcmp(m, "resources/list"))
     return resources_list(s, msg, c);
-  if (!strcmp(m, "resources/templates/list"))
+  if (!strcmp(m, "resources/templates/list")) {
+    json_t *cursor = json_object_get(json_object_get(msg->root, "params"), "cursor");
+    if (cursor && !json_is_null(cursor))
+      return mcp_error(msg->id, MCP_INVALID_PARAMS, "Invalid params: unknown cursor", NULL);
     return list_result(msg, "resourceTemplates", mcp_resource_templates(s));
+  }
   if (!strcmp(m, "resources/read"))
     return resources_read(s, msg, c);
   if (!strcmp(m, "resources/subscribe") || !strcmp(m, "resources/unsubscribe"))

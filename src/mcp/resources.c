@@ -33,6 +33,7 @@
 #include "jail/syscalls.h"
 #include "mcp/boxio.h"
 #include "mcp/internal.h"
+#include "storage/remote.h"
 #include "storage/store.h"
 #include "util/base64.h"
 #include "util/cleanup.h"
@@ -162,14 +163,15 @@ int mcp_docs_open(const char *dir, int *fd, struct husk_err *err) {
   return 0;
 }
 
-struct doc {
+struct mcp_doc {
   char *path; /* relative, '/'-separated */
   uint64_t size;
 };
 
 struct doc_walk {
-  struct doc *v;
+  struct mcp_doc *v;
   size_t n, cap;
+  size_t visited; /* directory entries looked at, whatever they are */
   bool cut;
 };
 
@@ -186,6 +188,10 @@ static int docs_walk(int dfd, const char *rel, int depth, struct doc_walk *w) {
   struct dirent *de;
   int rc = 0;
   while (rc == 0 && (de = readdir(dp))) {
+    if (++w->visited > MCP_DOCS_VISIT_MAX) {
+      w->cut = true;
+      break;
+    }
     if (de->d_name[0] == '.')
       continue;
     struct stat st;
@@ -209,7 +215,7 @@ static int docs_walk(int dfd, const char *rel, int depth, struct doc_walk *w) {
       }
       if (w->n == w->cap) {
         size_t nc = w->cap ? w->cap * 2 : 64;
-        struct doc *nv = realloc(w->v, nc * sizeof *nv);
+        struct mcp_doc *nv = realloc(w->v, nc * sizeof *nv);
         if (!nv) {
           rc = -1;
           break;
@@ -219,7 +225,7 @@ static int docs_walk(int dfd, const char *rel, int depth, struct doc_walk *w) {
       }
       if (!utf8_valid(path, strlen(path)))
         continue;
-      w->v[w->n++] = (struct doc){.path = steal_pointer(&path), .size = (uint64_t)st.st_size};
+      w->v[w->n++] = (struct mcp_doc){.path = steal_pointer(&path), .size = (uint64_t)st.st_size};
     }
   }
   closedir(dp);
@@ -227,7 +233,7 @@ static int docs_walk(int dfd, const char *rel, int depth, struct doc_walk *w) {
 }
 
 static int doc_cmp(const void *a, const void *b) {
-  return strcmp(((const struct doc *)a)->path, ((const struct doc *)b)->path);
+  return strcmp(((const struct mcp_doc *)a)->path, ((const struct mcp_doc *)b)->path);
 }
 
 /* Open a document for reading: resolved inside the directory (a symlink
@@ -245,6 +251,16 @@ static int doc_open(int root, const char *path, struct stat *st, struct husk_err
     return husk_error(err, ENOENT, "no such document");
   }
   return fd;
+}
+
+/* Drop the kept walk of the documents (s->docs_lock held, or at the end). */
+static void docs_forget(struct mcp_server *s) {
+  for (size_t i = 0; i < s->ndocs; i++)
+    free(s->docs[i].path);
+  free(s->docs);
+  s->docs = NULL;
+  s->ndocs = 0;
+  s->docs_walked = false;
 }
 
 /* ---- resources/list ------------------------------------------------------------ */
@@ -341,14 +357,28 @@ json_t *mcp_resources_list(struct mcp_server *s, const struct mcp_caller *c, jso
   }
   /* The documents, unless the cursor is already past them. */
   if (s->docs_fd >= 0 && (!cur || cur[0] == 'd')) {
-    struct doc_walk w = {0};
-    int dfd = openat(s->docs_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (dfd >= 0) {
-      docs_walk(dfd, "", 0, &w);
-      close(dfd);
+    /* The walk is kept a few seconds: paging through ten thousand
+     * documents walks the directory once, not once per page. */
+    pthread_mutex_lock(&s->docs_lock);
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    if (!s->docs_walked || now_ms - s->docs_walked_ms > MCP_DOCS_CACHE_MS) {
+      docs_forget(s);
+      struct doc_walk w = {0};
+      int dfd = openat(s->docs_fd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+      if (dfd >= 0) {
+        docs_walk(dfd, "", 0, &w);
+        close(dfd);
+      }
+      if (w.n)
+        qsort(w.v, w.n, sizeof *w.v, doc_cmp);
+      s->docs = w.v;
+      s->ndocs = w.n;
+      s->docs_walked = true;
+      s->docs_walked_ms = now_ms;
     }
-    if (w.n)
-      qsort(w.v, w.n, sizeof *w.v, doc_cmp);
+    struct doc_walk w = {.v = s->docs, .n = s->ndocs};
     for (size_t i = 0; i < w.n; i++) {
       if (cpos && strcmp(w.v[i].path, cpos) <= 0)
         continue;
@@ -361,9 +391,7 @@ json_t *mcp_resources_list(struct mcp_server *s, const struct mcp_caller *c, jso
         json_array_append_new(arr, resource_json(uri, w.v[i].path, mcp_mime_by_name(w.v[i].path),
                                                  w.v[i].size, "a document of this server"));
     }
-    for (size_t i = 0; i < w.n; i++)
-      free(w.v[i].path);
-    free(w.v);
+    pthread_mutex_unlock(&s->docs_lock);
     cpos = NULL; /* the objects start from the first */
     if (*next)
       return arr;
@@ -372,9 +400,14 @@ json_t *mcp_resources_list(struct mcp_server *s, const struct mcp_caller *c, jso
   struct store *store = st ? st->ctx : NULL;
   if (!store || store_remote(store) || !c->tenant)
     return arr; /* an external store has no listing to page through */
+  if (json_array_size(arr) == MCP_RESOURCES_PAGE) {
+    /* The documents filled the page: the objects from their start. */
+    *next = cursor_make('s', "", NULL);
+    return arr;
+  }
   const char *cur_bucket = NULL, *cur_key = NULL;
   cleanup_free char *cb = NULL;
-  if (cpos && cur[0] == 's') {
+  if (cpos && cur[0] == 's' && *cpos) {
     const char *nl = strchr(cpos, '\n');
     if (!nl) {
       json_decref(arr);
@@ -453,11 +486,14 @@ static json_t *content_entry(const char *uri, const char *mime, const char *buf,
 static json_t *note_entry(const char *uri, const char *mime, uint64_t size, const char *how,
                           const char *url, int64_t expires_ms) {
   cleanup_free char *text = NULL;
-  if (asprintf(&text, "This resource is %llu bytes, more than a read returns (%d). %s%s",
-               (unsigned long long)size, MCP_CONTENT_MAX, how, url ? url : "") < 0)
+  if (size > MCP_CONTENT_MAX
+          ? asprintf(&text, "This resource is %llu bytes, more than a read returns (%d). %s%s",
+                     (unsigned long long)size, MCP_CONTENT_MAX, how, url ? url : "") < 0
+          : asprintf(&text, "This resource (%llu bytes) is kept in an external store. %s%s",
+                     (unsigned long long)size, how, url ? url : "") < 0)
     return NULL;
   json_t *meta = json_pack("{s:I, s:s, s:b}", "husk/size", (json_int_t)size, "husk/mimeType", mime,
-                           "husk/truncated", 1);
+                           "husk/truncated", (int)(size > MCP_CONTENT_MAX));
   if (meta && url) {
     json_object_set_new(meta, "husk/url", json_string(url));
     json_object_set_new(meta, "husk/expiresAt", json_time(expires_ms));
@@ -529,9 +565,14 @@ static json_t *read_store(struct mcp_server *s, const struct mcp_caller *c, cons
   struct store_link l;
   if (store_remote(store)) {
     /* An external store: the bytes are not here to return; a link is. */
+    uint64_t size = 0;
+    cleanup_free char *rkey = remote_key(c->tenant, u->a, u->b);
+    if (!rkey || remote_head(store_remote(store), rkey, &size, err) < 0)
+      return NULL;
     if (store_link_create(store, c->tenant, u->a, u->b, 0, NULL, true, &l, err) < 0)
       return NULL;
-    json_t *e = note_entry(uri, mime, 0, "Download it (the link expires): ", l.url, l.expires_ms);
+    json_t *e = note_entry(uri, mime, size, "Download it (the link expires): ", l.url,
+                           l.expires_ms);
     store_link_free(&l);
     return e;
   }
@@ -572,9 +613,12 @@ json_t *mcp_resource_read(struct mcp_server *s, const struct mcp_caller *c, cons
                                     : read_box(s, c, uri, &u, &err);
   res_uri_free(&u);
   if (!e) {
+    /* Whatever names no readable file or object: a directory, a FIFO or
+     * device (EINVAL), a name too long or badly formed. */
     *not_found = err.code == ENOENT || err.code == STORE_ENOBUCKET || err.code == STORE_ENOKEY ||
-                 err.code == EISDIR || err.code == ENOTDIR || err.code == ELOOP ||
-                 err.code == EACCES;
+                 err.code == STORE_EBADNAME || err.code == STORE_EBADKEY || err.code == EISDIR ||
+                 err.code == ENOTDIR || err.code == ELOOP || err.code == EACCES ||
+                 err.code == EINVAL || err.code == ENAMETOOLONG;
     if (*not_found)
       snprintf(why, whylen, "Resource not found");
     else if (err.code == EBUSY || err.code == ESTALE)
@@ -587,6 +631,20 @@ json_t *mcp_resource_read(struct mcp_server *s, const struct mcp_caller *c, cons
 }
 
 /* ---- subscriptions ---------------------------------------------------------------- */
+
+/* Take `m` within `ms`: false if a notification has held it longer (a
+ * client that stopped reading its stdout blocks the watcher's write). */
+static bool lock_within(pthread_mutex_t *m, int ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += ms / 1000;
+  ts.tv_nsec += (ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  return pthread_mutex_timedlock(m, &ts) == 0;
+}
 
 struct mcp_sub {
   char *uri;
@@ -613,7 +671,7 @@ static void signature(struct mcp_server *s, const char *tenant, const char *uri,
                (unsigned long long)st.st_size, (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
       close(fd);
     }
-  } else if (u.kind == RES_STORE && s->cfg.storage) {
+  } else if (u.kind == RES_STORE && s->cfg.storage && !store_bucket_reserved(u.a)) {
     struct store_object o;
     if (store_object_get(s->cfg.storage->ctx, tenant, u.a, u.b, &o, NULL, &err) == 0) {
       snprintf(sig, n, "%s:%llu:%lld", o.etag, (unsigned long long)o.size, (long long)o.mtime_ms);
@@ -682,7 +740,15 @@ int mcp_resource_subscribe(struct mcp_server *s, const struct mcp_caller *c, con
     return -1;
   }
   res_uri_free(&u);
-  pthread_mutex_lock(&s->sub_lock);
+  /* The core first: standalone husk mcp learns its tenant when it opens
+   * it, and the subscription is kept under that tenant. */
+  struct husk_err err;
+  if (s->cfg.mgr)
+    s->cfg.mgr(s->cfg.mgr_ctx, &err);
+  if (!lock_within(&s->sub_lock, MCP_SUBSCRIBE_LOCK_MS)) {
+    snprintf(why, whylen, "subscriptions are busy: try again");
+    return -1;
+  }
   size_t n = 0;
   for (struct mcp_sub *b = s->subs; b; b = b->next, n++)
     if (b->ctx == c->notify_ctx && !strcmp(b->uri, uri)) {
@@ -720,8 +786,9 @@ int mcp_resource_subscribe(struct mcp_server *s, const struct mcp_caller *c, con
   return rc;
 }
 
-void mcp_resource_unsubscribe(struct mcp_server *s, const struct mcp_caller *c, const char *uri) {
-  pthread_mutex_lock(&s->sub_lock);
+bool mcp_resource_unsubscribe(struct mcp_server *s, const struct mcp_caller *c, const char *uri) {
+  if (!lock_within(&s->sub_lock, MCP_SUBSCRIBE_LOCK_MS))
+    return false;
   for (struct mcp_sub **p = &s->subs; *p;) {
     struct mcp_sub *b = *p;
     if (b->ctx == c->notify_ctx && (!uri || !strcmp(b->uri, uri))) {
@@ -732,9 +799,11 @@ void mcp_resource_unsubscribe(struct mcp_server *s, const struct mcp_caller *c, 
     }
   }
   pthread_mutex_unlock(&s->sub_lock);
+  return true;
 }
 
 void mcp_resources_stop(struct mcp_server *s) {
+  docs_forget(s);
   pthread_mutex_lock(&s->sub_lock);
   s->sub_stop = true;
   pthread_cond_broadcast(&s->sub_cond);

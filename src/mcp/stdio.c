@@ -243,9 +243,11 @@ int mcp_stdio_serve(int in_fd, int out_fd, mcp_stdio_handler h, void *hctx,
   pthread_mutex_lock(&s->lock);
   bool idle = s->running == 0;
   pthread_mutex_unlock(&s->lock);
-  /* Nothing is notified once the client has left (subscriptions end). */
-  if (s->caller.gone)
-    s->caller.gone(s->caller.gone_ctx, &s->caller);
+  /* Nothing is notified once the client has left (subscriptions end);
+   * unless a notification is stuck writing to a client that stopped
+   * reading, which then still uses `s`. */
+  if (s->caller.gone && !s->caller.gone(s->caller.gone_ctx, &s->caller))
+    idle = false;
   if (idle) {
     close(s->stop_fd);
     pthread_mutex_destroy(&s->out_lock);

@@ -194,7 +194,9 @@ int mcp_tool_error(struct mcp_call *c, const char *fmt, ...) {
   va_end(ap);
   json_decref(c->content);
   c->content = json_array();
-  json_array_append_new(c->content, json_pack("{s:s, s:s}", "type", "text", "text", msg));
+  /* Cut to the buffer, the message may end inside a character. */
+  json_array_append_new(c->content, json_pack("{s:s, s:o}", "type", "text", "text",
+                                               mcp_text(msg, strlen(msg), NULL)));
   /* No structuredContent: clients validate it against the tool's output
    * schema even on errors, and a message is what the model needs. */
   json_decref(c->structured);

@@ -47,6 +47,8 @@ printf -- '---\nname: empty\n---\n\n' >"$P/bad_empty.md"
 printf '\xff\xfe not utf-8\n' >"$P/bad_utf8.md"
 head -c 300000 /dev/zero | tr '\0' 'a' >"$P/bad_big.md"
 printf 'not a prompt\n' >"$P/readme.txt"
+printf -- '---\nname: twice\narguments:\n  - name: a\narguments:\n  - name: b\n---\nhi {{a}} {{b}}\n' >"$P/bad_twice.md"
+python3 -c "print('---\nname: deep\ndescription: ' + '[' * 50000 + ']' * 50000 + '\n---\nx')" >"$P/bad_deep.md"
 
 printf '# Guide\nRead me first.\n' >"$D/guide.md"
 printf '{"a": 1}\n' >"$D/sub/data.json"
@@ -104,11 +106,13 @@ EOF
 code() { rq '(rep.get("error") or {}).get("code")'; }
 
 # ---- bad prompt files are reported, the good ones served ------------------------------
-for f in "bad_yaml.md:4" "bad_place.md:5" "bad_field.md:3" "bad_args.md:3" "bad_name.md" \
+for f in "bad_twice.md:5" "bad_deep.md:3" "bad_yaml.md:4" "bad_place.md:5" "bad_field.md:3" "bad_args.md:3" "bad_name.md" \
          "bad_open.md:1" "bad_empty.md" "bad_utf8.md" "bad_big.md" "zz-dup.md"; do
   check "a malformed prompt file is reported: $f" grep -q "prompt $f" "$SERVE_LOG"
 done
 check "... with what is wrong (a place naming no argument)" grep -q "bad_place.md:5: {{nobody}} names no declared argument" "$SERVE_LOG"
+check "... a key given twice (libyaml accepts it; a prompt file must not)" grep -q "bad_twice.md:5: \`arguments\` is given twice" "$SERVE_LOG"
+check "... front matter nested too deep, at once" grep -q "bad_deep.md:3: front matter nested deeper than 16 levels" "$SERVE_LOG"
 check "... a YAML error with the line of what was left open" grep -q "bad_yaml.md:4: front matter is not valid YAML: .*started on line 3" "$SERVE_LOG"
 check "... a name taken by an earlier file (in name order) is named" grep -q "zz-dup.md: prompt \`summarize-deck\` is already defined" "$SERVE_LOG"
 check "the good prompt files are not reported" not grep -qE "prompt (summarize|plain-note)" "$SERVE_LOG"
@@ -146,6 +150,11 @@ rpc "$KA" prompts/get '{"name":"summarize-deck","arguments":{"key":5}}'
 expect_eq "prompts/get: a value that is not a string is refused" "$(code)" -32602
 rpc "$KA" prompts/get '{"name":"summarize-deck","arguments":"key"}'
 expect_eq "prompts/get: arguments that are not an object are refused" "$(code)" -32602
+LONG=$(python3 -c 'print("a" * 63 + "\u00e9" * 40)')
+rpc "$KA" prompts/get "{\"name\":\"$LONG\"}"
+expect_eq "prompts/get: an unknown name cut inside a character in the message still gets its error" "$(code)" -32602
+rpc "$KA" prompts/get "{\"name\":\"summarize-deck\",\"arguments\":{\"key\":\"k\",\"$LONG\":\"v\"}}"
+expect_eq "prompts/get: ... so does an unknown argument named so" "$(code)" -32602
 rpc "$KA" prompts/get '{"name":"broken"}'
 expect_eq "prompts/get: a prompt whose file was left out is unknown" "$(rq 'rep["error"]["message"]')" \
   "Invalid params: unknown prompt \`broken\` (prompts/list names them)"
@@ -266,6 +275,9 @@ tool "$KA" sandbox_exec "{\"sandbox_id\":\"$SID\",\"command\":\"ln -s /etc/shado
 rpc "$KA" resources/read "{\"uri\":\"husk://sandbox/$SID/files/workspace/up\"}"
 expect_eq "resources/read: a sandbox symlink is followed inside the sandbox, never to the host" \
   "$(rq '(rep.get("error") or {}).get("code") or res["contents"][0].get("text", "") != open("/etc/hostname").read()')" "-32002"
+tool "$KA" sandbox_exec "{\"sandbox_id\":\"$SID\",\"command\":\"mkfifo /tmp/fifo\"}"
+rpc "$KA" resources/read "{\"uri\":\"husk://sandbox/$SID/files/tmp/fifo\"}"
+expect_eq "resources/read: a FIFO in a sandbox is not found (not an internal error), without waiting for a writer" "$(code)" -32002
 rpc "$KA" resources/read '{"uri":"husk://sandbox/b_nope/files/workspace/x"}'
 expect_eq "resources/read: an unknown sandbox is not found" "$(code)" -32002
 rpc "$KA" resources/subscribe '{"uri":"husk://docs/guide.md"}'
@@ -309,7 +321,7 @@ expect_eq "stdio: after unsubscribe, a change is not notified" "$(sq 'sum(1 for 
 expect_eq "stdio: subscribing to a URI that is none of ours is not found" "$(sq 'r[5]["error"]["code"]')" -32002
 expect_eq "stdio: subscribe without uri is -32602" "$(sq 'r[6]["error"]["code"]')" -32602
 expect_eq "stdio: prompts/get" "$(sq 'r[7]["result"]["messages"][0]["content"]["text"].split(" ")[1]')" k
-expect_eq "stdio: the bad prompt files are reported on stderr too" "$(sq 'last["stderr"].count("(left out)")')" 10
+expect_eq "stdio: the bad prompt files are reported on stderr too" "$(sq 'last["stderr"].count("(left out)")')" 12
 expect_eq "stdio: the server ends cleanly at EOF with a subscription" "$(sq 'last["exit"]')" 0
 
 SB=$(sq 'r[3]["result"]["structuredContent"]["sandbox_id"]')
@@ -324,13 +336,26 @@ SB=$(sq 'r[3]["result"]["structuredContent"]["sandbox_id"]')
   echo "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"resources/read\",\"params\":{\"uri\":\"husk://sandbox/$SB/files/workspace/w.txt\"}}"
   echo "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_destroy\",\"arguments\":{\"sandbox_id\":\"$SB\"}}}"
   echo '{"jsonrpc":"2.0","id":8,"method":"prompts/list","params":{}}'
+  echo '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"sandbox_create","arguments":{}}}'
 } >"$S.in"
 python3 "$MCPDIR/stdio_session.py" "$HUSK" mcp --data "$T_SCRATCH/sd" --wait 20 --quiet <"$S.in" >"$S.out"
 expect_eq "stdio: a sandbox file written by a command is notified; a file that appears too" \
   "$(sq 'sorted(m["params"]["uri"].rsplit("/", 1)[1] for m in notes)')" "['later.txt', 'w.txt']"
 expect_eq "stdio: ... and reads as it is now" "$(sq 'r[6]["result"]["contents"][0]["text"]')" "onetwo"
+SB2=$(sq 'r[9]["result"]["structuredContent"]["sandbox_id"]')
 expect_eq "stdio: without --prompts, prompts are declared and listed empty" \
   "$(sq 'sorted(r[1]["result"]["capabilities"]) + r[8]["result"]["prompts"]')" "['prompts', 'resources', 'tools']"
+
+{
+  echo "$INIT"
+  echo "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"resources/subscribe\",\"params\":{\"uri\":\"husk://sandbox/$SB2/files/tmp/cold\"}}"
+  echo "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_exec\",\"arguments\":{\"sandbox_id\":\"$SB2\",\"command\":\"echo hi > /tmp/cold\"}}}"
+  echo "wait notifications/resources/updated 8"
+  echo "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"sandbox_destroy\",\"arguments\":{\"sandbox_id\":\"$SB2\"}}}"
+} >"$S.in"
+python3 "$MCPDIR/stdio_session.py" "$HUSK" mcp --data "$T_SCRATCH/sd" --wait 20 --quiet <"$S.in" >"$S.out"
+expect_eq "stdio: a subscription as the first request of a session (the core not yet open) is notified" \
+  "$(sq '[m["params"]["uri"].rsplit("/", 1)[1] for m in notes]')" "['cold']"
 
 OUT=$("$HUSK" mcp --data "$T_SCRATCH/sd" --prompts "$T_SCRATCH/none" </dev/null 2>&1)
 rc=$?
@@ -380,6 +405,19 @@ else
     expect_eq "inspector ($via): prompts/get with an argument" "$RC $(ij 'j["messages"][0]["content"]["text"].split()[1]')" "0 k.pptx"
     unset -n srv
   done
+fi
+
+# Exactly a page of documents: the objects are on the next page.
+serve_stop
+D100=$T_SCRATCH/docs100
+mkdir -p "$D100"
+for i in $(seq -w 1 100); do printf 'doc %s\n' "$i" >"$D100/d$i.txt"; done
+if s3_start --mcp-wait 20 --mcp-resources "$D100"; then
+  all_pages "$KA"
+  expect_eq "resources/list: a page filled by the documents alone is followed by the objects" \
+    "$(grep -c '^husk://docs/' "$LIST") $(grep -c '^husk://store/husk-mcp/notes/a%20b%26c.txt ' "$LIST") $PAGES" "100 1 2"
+else
+  not_ok "the daemon starts again with 100 documents"
 fi
 
 serve_stop
