@@ -374,6 +374,7 @@ struct walk {
   json_t *paths; /* [[box path, relative path], ...] */
   size_t dir_len; /* length of the directory's box path, once known */
   bool too_many;
+  size_t not_utf8; /* files skipped: a key is UTF-8, their names are not */
 };
 
 static int walk_cb(void *ctx, const struct husk_dirent *e) {
@@ -388,6 +389,10 @@ static int walk_cb(void *ctx, const struct husk_dirent *e) {
   }
   if (!w->dir_len || strlen(e->path) <= w->dir_len + 1)
     return -1;
+  if (!utf8_valid(e->path, strlen(e->path))) {
+    w->not_utf8++;
+    return 0;
+  }
   json_array_append_new(w->paths, json_pack("[s, s]", e->path, e->path + w->dir_len + 1));
   return 0;
 }
@@ -428,6 +433,7 @@ static int store_files(struct mcp_call *c, struct store *s, const char *box, jso
   cleanup_json json_t *items = json_array();
   if (!items)
     return mcp_tool_error(c, "out of memory");
+  size_t not_utf8 = 0;
   if (dir) {
     struct husk_fs b;
     if (mcp_box_fs(m, c->caller->tenant, box, &b, &err) < 0)
@@ -443,8 +449,12 @@ static int store_files(struct mcp_call *c, struct store *s, const char *box, jso
                             "`%s` holds more than %d files: store it as one tar archive "
                             "(`path`), or its subdirectories one call each",
                             dir, FILES_MAX);
+    not_utf8 = w.not_utf8;
     if (!json_array_size(items))
-      return mcp_tool_error(c, "`%s` holds no files to store", dir);
+      return mcp_tool_error(c, "`%s` holds no files to store%s", dir,
+                            not_utf8 ? " (but files whose names are not UTF-8, which no key "
+                                       "can name)"
+                                     : "");
   } else {
     size_t i;
     json_t *p;
@@ -512,7 +522,10 @@ static int store_files(struct mcp_call *c, struct store *s, const char *box, jso
       json_array_append_new(bt.links, link_block(res.url, key, mime, res.size, res.expires_ms));
     box_store_result_free(&res);
   }
-  batch_result(c, &bt, json_pack("{s:s, s:s}", "bucket", bucket, "key_prefix", prefix), "stored");
+  json_t *r = json_pack("{s:s, s:s}", "bucket", bucket, "key_prefix", prefix);
+  if (r && not_utf8)
+    json_object_set_new(r, "skipped_not_utf8", json_integer((json_int_t)not_utf8));
+  batch_result(c, &bt, r, "stored");
   batch_free(&bt);
   return 0;
 }
@@ -635,8 +648,9 @@ static const struct mcp_tool tool_store_file = {
      * bucket and size are in both. */
     "{\"type\":\"object\",\"properties\":{" LINK_PROPS ",\"etag\":{\"type\":\"string\"},\"tar\":"
     "{\"type\":\"boolean\"},\"key_prefix\":{\"type\":\"string\"},\"stored\":{\"type\":"
-    "\"integer\"},\"failed_count\":{\"type\":\"integer\"},\"failed\":{\"type\":\"array\","
-    "\"items\":{\"type\":\"string\"}},\"files\":{\"type\":\"array\",\"items\":{\"type\":"
+    "\"integer\"},\"failed_count\":{\"type\":\"integer\"},\"skipped_not_utf8\":{\"type\":"
+    "\"integer\",\"description\":\"directory: files not stored, their names not UTF-8\"},"
+    "\"failed\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},\"files\":{\"type\":\"array\",\"items\":{\"type\":"
     "\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"error\":{\"type\":"
     "\"string\"},\"etag\":{\"type\":\"string\"},\"tar\":{\"type\":\"boolean\"}," LINK_PROPS
     "},\"required\":[\"path\"]}},\"notes\":{\"type\":\"array\"}},\"required\":[\"bucket\","

@@ -93,6 +93,11 @@ tool "$K" store_file "{\"sandbox_id\":\"$BOX\",\"directory\":\"tree\",\"key_pref
 expect_eq "store_file directory: every file below it its own object, at its path below it (the symlink skipped)" \
   "$(rq '[err, sc["stored"], sorted(f["key"] for f in sc["files"]), any(f.get("tar") for f in sc["files"])]')" \
   "[False, 3, ['tree/1.txt', 'tree/sub/2.txt', 'tree/sub/deeper/3.txt'], False]"
+ex 'mkdir odd && echo ok >odd/fine.txt && echo x >"odd/$(printf "bad\\377")"'
+tool "$K" store_file "{\"sandbox_id\":\"$BOX\",\"directory\":\"odd\",\"key_prefix\":\"odd/\"}"
+expect_eq "store_file directory: a file whose name is not UTF-8 (no key names it) is counted as skipped" \
+  "$(rq '[err, sc["stored"], sc.get("skipped_not_utf8"), [f["key"] for f in sc["files"]]]')" \
+  "[False, 1, 1, ['odd/fine.txt']]"
 tool "$K" store_file "{\"sandbox_id\":\"$BOX\",\"directory\":\"many\"}"
 expect_err "store_file directory that does not exist: refused" "many"
 tool "$K" store_file "{\"sandbox_id\":\"$BOX\",\"paths\":[\"a.txt\"],\"key\":\"x\"}"
