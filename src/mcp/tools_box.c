@@ -266,18 +266,20 @@ static const struct mcp_param write_params[] = {
 };
 
 /* Write one file's bytes: whole, appended (offset < 0 with append) or at
- * an offset.  NULL, or the error worded for the model (malloc'd). */
-static char *write_one(struct mcp_call *c, const struct husk_fs *b, const char *path,
-                       const void *data, size_t len, bool append, int64_t offset,
-                       uint64_t *file_size) {
+ * an offset.  0, or -1 and *msg the error worded for the model (malloc'd;
+ * NULL when out of memory). */
+static int write_one(struct mcp_call *c, const struct husk_fs *b, const char *path,
+                     const void *data, size_t len, bool append, int64_t offset,
+                     uint64_t *file_size, char **msg) {
   struct husk_err err;
   bool at = offset >= 0;
   *file_size = len;
   int rc = append || at
                ? mcp_box_write_at(b, path, data, len, append ? -1 : offset, file_size, &err)
                : mcp_box_write(b, path, data, len, &err);
+  *msg = NULL;
   if (rc == 0)
-    return NULL;
+    return 0;
   if (err.code == ENOENT && at)
     mcp_tool_error(c,
                    "`%s` does not exist: write it first (without offset, or with "
@@ -285,7 +287,8 @@ static char *write_one(struct mcp_call *c, const struct husk_fs *b, const char *
                    path);
   else
     mcp_tool_core_error(c, "file", path, &err);
-  return mcp_take_error(c);
+  *msg = mcp_take_error(c);
+  return -1;
 }
 
 /* sandbox_write_file with `files`: every file tried, each with its own
@@ -321,13 +324,20 @@ static int write_files(struct mcp_call *c, json_t *files, bool b64, bool append)
     size_t len = json_string_length(v);
     cleanup_free char *msg = NULL;
     uint64_t file_size = 0;
-    if (b64 && mcp_b64_decode(json_string_value(v), len, &bin, &len) < 0)
+    int rc;
+    if (b64 && mcp_b64_decode(json_string_value(v), len, &bin, &len) < 0) {
       msg = strdup("content is not valid base64 (encoding is base64)");
-    else
-      msg = write_one(c, &b, path, b64 ? (const void *)bin : json_string_value(v), len, append,
-                      -1, &file_size);
-    if (msg) {
-      json_array_append_new(list, json_pack("{s:s, s:s}", "path", path, "error", msg));
+      rc = -1;
+    } else {
+      rc = write_one(c, &b, path, b64 ? (const void *)bin : json_string_value(v), len, append, -1,
+                     &file_size, &msg);
+    }
+    if (rc < 0) {
+      /* The message may quote bytes from the box: made valid text. */
+      bool lossy;
+      json_array_append_new(list, json_pack("{s:s, s:o}", "path", path, "error",
+                                            msg ? mcp_text(msg, strlen(msg), &lossy)
+                                                : json_string("out of memory")));
       json_array_append_new(failed, json_string(path));
     } else {
       json_array_append_new(list, json_pack("{s:s, s:I, s:I}", "path", path, "size",
@@ -385,11 +395,12 @@ static int write_file(struct mcp_call *c) {
   if (open_fs(c, &m, &b) < 0)
     return 0;
   uint64_t file_size = len;
-  cleanup_free char *msg = write_one(c, &b, path, b64 ? (const void *)bin : json_string_value(content),
-                                     len, append, at ? offset : -1, &file_size);
+  cleanup_free char *msg = NULL;
+  int rc = write_one(c, &b, path, b64 ? (const void *)bin : json_string_value(content), len,
+                     append, at ? offset : -1, &file_size, &msg);
   close(b.fs);
-  if (msg)
-    return mcp_tool_error(c, "%s", msg);
+  if (rc < 0)
+    return mcp_tool_error(c, "%s", msg ? msg : "out of memory");
   mcp_result(c,
              json_pack("{s:s, s:I, s:I}", "path", path, "size", (json_int_t)len, "file_size",
                        (json_int_t)file_size),

@@ -310,7 +310,7 @@ static const struct mcp_param store_params[] = {
 
 /* ---- several files in one call ----------------------------------------------------- */
 
-/* One entry of a batch: its outcome goes into the result's `files`. */
+/* The outcomes of a batch (several files in one call), for the result. */
 struct batch {
   json_t *files;  /* each item's outcome */
   json_t *failed; /* the names of those that failed */
@@ -338,7 +338,10 @@ static void batch_free(struct batch *bt) {
  * error result the call was just given (taken back from it). */
 static void batch_fail(struct mcp_call *c, struct batch *bt, const char *name, json_t *o) {
   cleanup_free char *msg = mcp_take_error(c);
-  json_object_set_new(o, "error", json_string(msg ? msg : "out of memory"));
+  /* The message may quote bytes from the box: made valid text. */
+  bool lossy;
+  json_object_set_new(o, "error", msg ? mcp_text(msg, strlen(msg), &lossy)
+                                      : json_string("out of memory"));
   json_array_append_new(bt->files, o);
   json_array_append_new(bt->failed, json_string(name));
 }
@@ -543,6 +546,8 @@ static int store_file(struct mcp_call *c) {
   if (!bucket)
     bucket = MCP_BUCKET;
   audit_obj(c, bucket, key);
+  if (content && (box || path))
+    return mcp_tool_error(c, "give either `content` or `sandbox_id` + `path`, not both");
   if ((paths != NULL) + (dir != NULL) + (path != NULL) + (content != NULL) > 1)
     return mcp_tool_error(c, "give one of `path`, `paths`, `directory` (with sandbox_id) or "
                              "`content`");
@@ -559,8 +564,6 @@ static int store_file(struct mcp_call *c) {
       return mcp_tool_error(c, NO_LINKS_MSG);
     return store_files(c, s, box, paths, dir, bucket, key_prefix, exp, disp);
   }
-  if (content && (box || path))
-    return mcp_tool_error(c, "give either `content` or `sandbox_id` + `path`, not both");
   if (!content && (!box || !path))
     return mcp_tool_error(c, "say what to store: `sandbox_id` and `path` (a file or directory of "
                              "a sandbox), or `content` (text, or base64 with encoding \"base64\")");
