@@ -459,11 +459,20 @@ static int store_files(struct mcp_call *c, struct store *s, const char *box, jso
                                        "can name)"
                                      : "");
   } else {
+    /* Each named by its last part ("out/" by "out"). */
     size_t i;
     json_t *p;
-    json_array_foreach(paths, i, p)
-        json_array_append_new(items, json_pack("[s, s]", json_string_value(p),
-                                               base_name(json_string_value(p))));
+    json_array_foreach(paths, i, p) {
+      const char *ps = json_string_value(p);
+      size_t n = strlen(ps);
+      while (n > 1 && ps[n - 1] == '/')
+        n--;
+      size_t start = n;
+      while (start > 0 && ps[start - 1] != '/')
+        start--;
+      json_t *name = json_stringn(ps + start, n - start);
+      json_array_append_new(items, json_pack("[s, o]", ps, name ? name : json_string("")));
+    }
   }
   cleanup_free char *auto_prefix = NULL;
   if (!prefix) {
@@ -497,6 +506,12 @@ static int store_files(struct mcp_call *c, struct store *s, const char *box, jso
     json_t *o = json_pack("{s:s, s:s}", "path", path, "key", key);
     if (!o)
       continue;
+    if (!*name || !strcmp(name, ".") || !strcmp(name, "..") || !strcmp(name, "/")) {
+      mcp_tool_error(c, "`%s` has no name to make its key of: store it with `path` and a `key`",
+                     path);
+      batch_fail(c, &bt, path, o);
+      continue;
+    }
     if (key_taken(bt.files, key)) {
       mcp_tool_error(c, "`%s` has the same key as an earlier path (%s): store it in another call "
                         "or with another key_prefix", path, key);

@@ -84,6 +84,10 @@ tool "$K" store_file "{\"sandbox_id\":\"$BOX\",\"paths\":[\"a.txt\",\"d/e/b.txt\
 expect_eq "store_file paths: each its own object under key_prefix, the missing one reported" \
   "$(rq '[err, sc["stored"], sc["failed"], [(f["key"], f.get("size")) for f in sc["files"]], all(f["url"].startswith("http") for f in sc["files"][:2]), len(links)]')" \
   "[True, 2, ['nothere.txt'], [('batch/a.txt', 6), ('batch/b.txt', 5), ('batch/nothere.txt', None)], True, 2]"
+tool "$K" store_file "{\"sandbox_id\":\"$BOX\",\"paths\":[\"d/e/\",\".\",\"bin/x.bin\",\"x/x.bin\"],\"key_prefix\":\"named/\"}"
+expect_eq "store_file paths: a directory by its name (a tar), no name (.) and a second x.bin reported" \
+  "$(rq '[err, [(f["key"], f.get("tar"), "error" in f) for f in sc["files"]], sc["failed"]]')" \
+  "[True, [('named/e', True, False), ('named/.', None, True), ('named/x.bin', False, False), ('named/x.bin', None, True)], ['.', 'x/x.bin']]"
 tool "$K" store_file "{\"sandbox_id\":\"$BOX\",\"paths\":[\"a.txt\",\"bin/x.bin\"]}"
 expect_eq "store_file paths without key_prefix: a new files/<id>/ for the call" \
   "$(rq '[err, sc["key_prefix"].startswith("files/"), [f["key"][len(sc["key_prefix"]):] for f in sc["files"]]]')" \
