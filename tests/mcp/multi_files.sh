@@ -32,6 +32,19 @@ if ! s3_start --storage-quota 1M; then
   exit 1
 fi
 new_tenant mcp-multi && K=$TKEY
+# conforms TOOL: the last result's structuredContent is valid against the
+# tool's outputSchema from tools/list (clients check it, on errors too).
+python3 "$MCPDIR/mcpcall.py" "$URL/mcp" "$K" tools/list >"$T_SCRATCH/tools"
+conforms() {
+  local v
+  v=$(python3 -c '
+import json, sys, jsonschema
+tools = {t["name"]: t for t in json.load(open(sys.argv[1]))["reply"]["result"]["tools"]}
+sc = json.loads(sys.argv[3])["reply"]["result"]["structuredContent"]
+jsonschema.validate(sc, tools[sys.argv[2]]["outputSchema"])
+print("valid")' "$T_SCRATCH/tools" "$1" "$R" 2>&1 | tail -n1)
+  expect_eq "$1: the result matches its outputSchema" "$v" valid
+}
 tool "$K" sandbox_create '{}'
 BOX=$(rq 'sc["sandbox_id"]')
 check "a sandbox" [ -n "$BOX" ]
@@ -41,6 +54,7 @@ tool "$K" sandbox_write_file "{\"sandbox_id\":\"$BOX\",\"files\":{\"a.txt\":\"al
 expect_eq "write_file files: three text files in one call, each listed with its size" \
   "$(rq '[err, sc["written"], sc["failed_count"], sc["size"], [(f["path"], f["size"]) for f in sc["files"]]]')" \
   "[False, 3, 0, 10, [('a.txt', 5), ('d/e/b.txt', 5), ('/tmp/c.txt', 0)]]"
+conforms sandbox_write_file
 ex 'cat a.txt d/e/b.txt; stat -c %s /tmp/c.txt'
 expect_eq "the three files are in the sandbox with their content" "$(rq 'sc["stdout"]')" "alphabeta
 0"
@@ -54,6 +68,7 @@ tool "$K" sandbox_write_file "{\"sandbox_id\":\"$BOX\",\"files\":{\"good1.txt\":
 expect_eq "one bad path among good ones: isError, the bad one named in failed with its error" \
   "$(rq '[err, sc["written"], sc["failed"], [f["path"] for f in sc["files"] if "error" in f and "/workspace" in f["error"]]]')" \
   "[True, 2, ['/etc/evil'], ['/etc/evil']]"
+conforms sandbox_write_file
 ex 'cat good1.txt good2.txt'
 expect_eq "the good ones were written all the same" "$(rq 'sc["stdout"]')" "12"
 tool "$K" sandbox_write_file "{\"sandbox_id\":\"$BOX\",\"encoding\":\"base64\",\"files\":{\"ok.bin\":\"AAE=\",\"bad.bin\":\"not base64!\"}}"
@@ -84,6 +99,7 @@ tool "$K" store_file "{\"sandbox_id\":\"$BOX\",\"paths\":[\"a.txt\",\"d/e/b.txt\
 expect_eq "store_file paths: each its own object under key_prefix, the missing one reported" \
   "$(rq '[err, sc["stored"], sc["failed"], [(f["key"], f.get("size")) for f in sc["files"]], all(f["url"].startswith("http") for f in sc["files"][:2]), len(links)]')" \
   "[True, 2, ['nothere.txt'], [('batch/a.txt', 6), ('batch/b.txt', 5), ('batch/nothere.txt', None)], True, 2]"
+conforms store_file
 tool "$K" store_file "{\"sandbox_id\":\"$BOX\",\"paths\":[\"d/e/\",\".\",\"bin/x.bin\",\"x/x.bin\"],\"key_prefix\":\"named/\"}"
 expect_eq "store_file paths: a directory by its name (a tar), no name (.) and a second x.bin reported" \
   "$(rq '[err, [(f["key"], f.get("tar"), "error" in f) for f in sc["files"]], sc["failed"]]')" \
@@ -97,11 +113,13 @@ tool "$K" store_file "{\"sandbox_id\":\"$BOX\",\"directory\":\"tree\",\"key_pref
 expect_eq "store_file directory: every file below it its own object, at its path below it (the symlink skipped)" \
   "$(rq '[err, sc["stored"], sorted(f["key"] for f in sc["files"]), any(f.get("tar") for f in sc["files"])]')" \
   "[False, 3, ['tree/1.txt', 'tree/sub/2.txt', 'tree/sub/deeper/3.txt'], False]"
+conforms store_file
 ex 'mkdir odd && echo ok >odd/fine.txt && echo x >"odd/$(printf "bad\\377")"'
 tool "$K" store_file "{\"sandbox_id\":\"$BOX\",\"directory\":\"odd\",\"key_prefix\":\"odd/\"}"
 expect_eq "store_file directory: a file whose name is not UTF-8 (no key names it) is counted as skipped" \
   "$(rq '[err, sc["stored"], sc.get("skipped_not_utf8"), [f["key"] for f in sc["files"]]]')" \
   "[False, 1, 1, ['odd/fine.txt']]"
+conforms store_file
 tool "$K" store_file "{\"sandbox_id\":\"$BOX\",\"directory\":\"many\"}"
 expect_err "store_file directory that does not exist: refused" "many"
 tool "$K" store_file "{\"sandbox_id\":\"$BOX\",\"paths\":[\"a.txt\"],\"key\":\"x\"}"
@@ -112,16 +130,19 @@ expect_err "store_file with 101 paths: refused by the schema" "at most 100"
 tool "$K" store_file "{\"sandbox_id\":\"$BOX\",\"path\":\"a.txt\",\"key\":\"single/a.txt\"}"
 expect_eq "store_file with one path still answers as before" \
   "$(rq '[err, sc["key"], sc["size"], bool(sc["url"])]')" "[False, 'single/a.txt', 6, True]"
+conforms store_file
 
 # ---- load_file with keys and prefix
 tool "$K" load_file "{\"sandbox_id\":\"$BOX\",\"keys\":[\"tree/1.txt\",\"tree/sub/2.txt\",\"tree/none.txt\"],\"path\":\"in/keys\"}"
 expect_eq "load_file keys: each at its key less the shared directory, the missing one reported" \
   "$(rq '[err, sc["loaded"], sc["failed"], [f.get("path") for f in sc["files"]]]')" \
   "[True, 2, ['tree/none.txt'], ['in/keys/1.txt', 'in/keys/sub/2.txt', 'in/keys/none.txt']]"
+conforms load_file
 tool "$K" load_file "{\"sandbox_id\":\"$BOX\",\"prefix\":\"tree/\",\"path\":\"in/pre/\"}"
 expect_eq "load_file prefix: every object below it, into the directory" \
   "$(rq '[err, sc["loaded"], sc["size"], sorted(f["path"] for f in sc["files"])]')" \
   "[False, 3, 14, ['in/pre/1.txt', 'in/pre/sub/2.txt', 'in/pre/sub/deeper/3.txt']]"
+conforms load_file
 ex 'cat in/keys/1.txt in/keys/sub/2.txt in/pre/sub/deeper/3.txt'
 expect_eq "the loaded files hold the objects' bytes" "$(rq 'sc["stdout"]')" "one
 two
@@ -141,6 +162,7 @@ expect_err "load_file extract with keys: refused" "extract"
 tool "$K" load_file "{\"sandbox_id\":\"$BOX\",\"key\":\"single/a.txt\",\"path\":\"one.txt\"}"
 expect_eq "load_file with one key still answers as before" "$(rq '[err, sc["size"], sc["path"]]')" \
   "[False, 6, 'one.txt']"
+conforms load_file
 
 # ---- the tenant's storage quota reached halfway through a batch
 new_tenant mcp-multi-quota && KQ=$TKEY
@@ -151,6 +173,7 @@ tool "$KQ" store_file "{\"sandbox_id\":\"$BQ\",\"paths\":[\"q1.bin\",\"q2.bin\",
 expect_eq "store_file paths past the quota (1 MiB): the first three stored, the fourth reported as over quota" \
   "$(rq '[err, sc["stored"], sc["failed"], "quota" in sc["files"][3]["error"], sc["size"]]')" \
   "[True, 3, ['q4.bin'], True, 900000]"
+conforms store_file
 tool "$KQ" list_objects '{"prefix":"q/"}'
 expect_eq "the store holds the three that fit" "$(rq '[o["key"] for o in sc["objects"]]')" \
   "['q/q1.bin', 'q/q2.bin', 'q/q3.bin']"
