@@ -33,16 +33,23 @@ if ! s3_start --storage-quota 1M; then
 fi
 new_tenant mcp-multi && K=$TKEY
 # conforms TOOL: the last result's structuredContent is valid against the
-# tool's outputSchema from tools/list (clients check it, on errors too).
+# tool's outputSchema from tools/list, by the validator the TypeScript SDK
+# checks it with (ajv; clients check it on errors too).
+NODE=${NODE:-$MCPDIR/node_modules/.bin/node}
 python3 "$MCPDIR/mcpcall.py" "$URL/mcp" "$K" tools/list >"$T_SCRATCH/tools"
 conforms() {
   local v
-  v=$(python3 -c '
-import json, sys, jsonschema
-tools = {t["name"]: t for t in json.load(open(sys.argv[1]))["reply"]["result"]["tools"]}
-sc = json.loads(sys.argv[3])["reply"]["result"]["structuredContent"]
-jsonschema.validate(sc, tools[sys.argv[2]]["outputSchema"])
-print("valid")' "$T_SCRATCH/tools" "$1" "$R" 2>&1 | tail -n1)
+  printf '%s' "$R" >"$T_SCRATCH/reply"
+  v=$(cd "$MCPDIR" && "$NODE" --input-type=module -e '
+import { readFileSync } from "node:fs";
+import { createRequire } from "node:module";
+const Ajv = createRequire(process.cwd() + "/")("ajv");
+const [tools, tool, reply] = process.argv.slice(1);
+const t = JSON.parse(readFileSync(tools))["reply"]["result"]["tools"].find((x) => x.name === tool);
+const sc = JSON.parse(readFileSync(reply))["reply"]["result"]["structuredContent"];
+const check = new Ajv({ strict: false }).compile(t.outputSchema);
+console.log(check(sc) ? "valid" : JSON.stringify(check.errors).slice(0, 300));' \
+    "$T_SCRATCH/tools" "$1" "$T_SCRATCH/reply" 2>&1 | tail -n1)
   expect_eq "$1: the result matches its outputSchema" "$v" valid
 }
 tool "$K" sandbox_create '{}'
