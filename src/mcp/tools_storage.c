@@ -334,6 +334,17 @@ static void batch_free(struct batch *bt) {
   json_decref(bt->links);
 }
 
+/* Whether the rest of a batch is not to be started: the call was
+ * cancelled (notifications/cancelled, or the caller left where that means
+ * cancel).  A caller that merely went away leaves it to finish, as it
+ * leaves a command running. */
+static bool batch_cancelled(struct mcp_call *c) {
+  if (!mcp_fd_readable(c->cancel_fd))
+    return false;
+  bool gone = c->caller->cancel_fd >= 0 && mcp_fd_readable(c->caller->cancel_fd);
+  return !gone || c->caller->gone_cancels;
+}
+
 /* Record a failure of item `name`: `o` (stolen) gets the message of the
  * error result the call was just given (taken back from it). */
 static void batch_fail(struct mcp_call *c, struct batch *bt, const char *name, json_t *o) {
@@ -506,6 +517,12 @@ static int store_files(struct mcp_call *c, struct store *s, const char *box, jso
     json_t *o = json_pack("{s:s, s:s}", "path", path, "key", key);
     if (!o)
       continue;
+    mcp_progress(c, i + 1, path);
+    if (batch_cancelled(c)) {
+      mcp_tool_error(c, "not stored: the call was cancelled");
+      batch_fail(c, &bt, path, o);
+      continue;
+    }
     if (!*name || !strcmp(name, ".") || !strcmp(name, "..") || !strcmp(name, "/")) {
       mcp_tool_error(c, "`%s` has no name to make its key of: store it with `path` and a `key`",
                      path);
@@ -965,6 +982,12 @@ static int load_files(struct mcp_call *c, struct store *s, const char *box, cons
     json_t *o = json_pack("{s:s}", "key", key);
     if (!o)
       continue;
+    mcp_progress(c, i + 1, key);
+    if (batch_cancelled(c)) {
+      mcp_tool_error(c, "not loaded: the call was cancelled");
+      batch_fail(c, &bt, key, o);
+      continue;
+    }
     if (!rel_ok(rel)) {
       mcp_tool_error(c,
                      "key `%.300s` does not name a file below `%s`: what follows the shared "
