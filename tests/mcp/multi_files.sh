@@ -127,6 +127,28 @@ expect_eq "store_file directory: a file whose name is not UTF-8 (no key names it
   "$(rq '[err, sc["stored"], sc.get("skipped_not_utf8"), [f["key"] for f in sc["files"]]]')" \
   "[False, 1, 1, ['odd/fine.txt']]"
 conforms store_file
+# With a progressToken: one progress notification per file, before the
+# reply, on the call's event stream.
+python3 - "$URL/mcp" "$K" "$BOX" >"$T_SCRATCH/progress" <<'PYEOF'
+import json, sys, urllib.request
+url, key, box = sys.argv[1:4]
+body = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
+    "name": "load_file", "arguments": {"sandbox_id": box, "prefix": "tree/", "path": "in/prog"},
+    "_meta": {"progressToken": "p1"}}}).encode()
+req = urllib.request.Request(url, data=body, method="POST", headers={
+    "Authorization": "Bearer " + key, "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"})
+msgs = []
+with urllib.request.urlopen(req, timeout=60) as r:
+    for line in r.read().decode().splitlines():
+        if line.startswith("data:"):
+            msgs.append(json.loads(line[5:]))
+prog = [m["params"]["progress"] for m in msgs if m.get("method") == "notifications/progress"]
+rep = [m for m in msgs if m.get("id") == 9]
+print(json.dumps([prog, bool(rep) and rep[0]["result"]["structuredContent"]["loaded"]]))
+PYEOF
+expect_eq "load_file prefix with a progressToken: progress 1, 2, 3 (one per file), then the result" \
+  "$(cat "$T_SCRATCH/progress")" "[[1, 2, 3], 3]"
 tool "$K" store_file "{\"sandbox_id\":\"$BOX\",\"directory\":\"many\"}"
 expect_err "store_file directory that does not exist: refused" "many"
 tool "$K" store_file "{\"sandbox_id\":\"$BOX\",\"paths\":[\"a.txt\"],\"key\":\"x\"}"
