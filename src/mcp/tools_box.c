@@ -234,6 +234,8 @@ static const char *const encodings[] = {"utf-8", "base64", NULL};
  * result of one call. */
 #define FILES_MAX 100
 #define PATH_MAX_LEN 4096
+/* The paths of `files` at their longest, beside their content. */
+#define FILES_PATHS_MAX (FILES_MAX * PATH_MAX_LEN)
 
 static const struct mcp_param write_params[] = {
     ID_PARAM,
@@ -249,10 +251,10 @@ static const struct mcp_param write_params[] = {
      "or, instead of path + content: several files at once, path -> content (at most 100 "
      "files and 3 MiB of their bytes in all, decoded; `encoding` applies to every one). Each "
      "is written on its own: one that fails does not stop the others",
-     NULL, 0, FILES_MAX, MCP_CONTENT_B64_MAX + FILES_MAX * PATH_MAX_LEN},
+     NULL, 0, FILES_MAX, MCP_CONTENT_B64_MAX + FILES_PATHS_MAX},
     {"encoding", MCP_P_STRING, false,
-     "utf-8 (default: content is text) or base64 (binary); with `files`, of all of them",
-     encodings, 0, 0, 0},
+     "utf-8 (default: content is text) or base64 (binary); with `files`, of all of them", encodings,
+     0, 0, 0},
     {"append", MCP_P_BOOL, false,
      "add content at the end of the file (made if missing) instead "
      "of replacing it: write a large file in pieces of up to 3 MiB (with `files`: of each)",
@@ -269,8 +271,8 @@ static const struct mcp_param write_params[] = {
  * an offset.  0, or -1 and *msg the error worded for the model (malloc'd;
  * NULL when out of memory). */
 static int write_one(struct mcp_call *c, const struct husk_fs *b, const char *path,
-                     const void *data, size_t len, bool append, int64_t offset,
-                     uint64_t *file_size, char **msg) {
+                     const void *data, size_t len, bool append, int64_t offset, uint64_t *file_size,
+                     char **msg) {
   struct husk_err err;
   bool at = offset >= 0;
   *file_size = len;
@@ -335,9 +337,9 @@ static int write_files(struct mcp_call *c, json_t *files, bool b64, bool append)
     if (rc < 0) {
       /* The message may quote bytes from the box: made valid text. */
       bool lossy;
-      json_array_append_new(list, json_pack("{s:s, s:o}", "path", path, "error",
-                                            msg ? mcp_text(msg, strlen(msg), &lossy)
-                                                : json_string("out of memory")));
+      json_array_append_new(
+          list, json_pack("{s:s, s:o}", "path", path, "error",
+                          msg ? mcp_text(msg, strlen(msg), &lossy) : json_string("out of memory")));
       json_array_append_new(failed, json_string(path));
     } else {
       json_array_append_new(list, json_pack("{s:s, s:I, s:I}", "path", path, "size",
@@ -350,9 +352,8 @@ static int write_files(struct mcp_call *c, json_t *files, bool b64, bool append)
    * arguments are evaluated is unspecified). */
   size_t nfailed = json_array_size(failed), nok = json_array_size(list) - nfailed;
   json_t *r = json_pack("{s:I, s:I, s:I, s:o, s:o}", "size", (json_int_t)written, "written",
-                        (json_int_t)nok, "failed_count",
-                        (json_int_t)nfailed, "failed", steal_pointer(&failed), "files",
-                        steal_pointer(&list));
+                        (json_int_t)nok, "failed_count", (json_int_t)nfailed, "failed",
+                        steal_pointer(&failed), "files", steal_pointer(&list));
   if (r && nfailed)
     json_object_set_new(r, "notes",
                         json_pack("[s]", "some files were not written: `failed` names them and "
@@ -396,8 +397,8 @@ static int write_file(struct mcp_call *c) {
     return 0;
   uint64_t file_size = len;
   cleanup_free char *msg = NULL;
-  int rc = write_one(c, &b, path, b64 ? (const void *)bin : json_string_value(content), len,
-                     append, at ? offset : -1, &file_size, &msg);
+  int rc = write_one(c, &b, path, b64 ? (const void *)bin : json_string_value(content), len, append,
+                     at ? offset : -1, &file_size, &msg);
   close(b.fs);
   if (rc < 0)
     return mcp_tool_error(c, "%s", msg ? msg : "out of memory");

@@ -190,8 +190,7 @@ static json_t *link_block(const char *url, const char *key, const char *mime, ui
   snprintf(desc, sizeof desc, "expiring link (until %s)",
            json_string_value(exp) ? json_string_value(exp) : "?");
   return json_pack("{s:s, s:s, s:s, s:s, s:I, s:s}", "type", "resource_link", "uri", url, "name",
-                   base_name(key), "mimeType", mime, "size", (json_int_t)size, "description",
-                   desc);
+                   base_name(key), "mimeType", mime, "size", (json_int_t)size, "description", desc);
 }
 
 static void add_link_block(struct mcp_call *c, const char *url, const char *key, const char *mime,
@@ -307,7 +306,6 @@ static const struct mcp_param store_params[] = {
     END_PARAM,
 };
 
-
 /* ---- several files in one call ----------------------------------------------------- */
 
 /* The outcomes of a batch (several files in one call), for the result. */
@@ -351,8 +349,8 @@ static void batch_fail(struct mcp_call *c, struct batch *bt, const char *name, j
   cleanup_free char *msg = mcp_take_error(c);
   /* The message may quote bytes from the box: made valid text. */
   bool lossy;
-  json_object_set_new(o, "error", msg ? mcp_text(msg, strlen(msg), &lossy)
-                                      : json_string("out of memory"));
+  json_object_set_new(o, "error",
+                      msg ? mcp_text(msg, strlen(msg), &lossy) : json_string("out of memory"));
   json_array_append_new(bt->files, o);
   json_array_append_new(bt->failed, json_string(name));
 }
@@ -385,7 +383,7 @@ static void batch_result(struct mcp_call *c, struct batch *bt, json_t *r, const 
 /* The files under a box directory: their box paths and their paths
  * below it. */
 struct walk {
-  json_t *paths; /* [[box path, relative path], ...] */
+  json_t *paths;  /* [[box path, relative path], ...] */
   size_t dir_len; /* length of the directory's box path, once known */
   bool too_many;
   size_t not_utf8; /* files skipped: a key is UTF-8, their names are not */
@@ -530,8 +528,10 @@ static int store_files(struct mcp_call *c, struct store *s, const char *box, jso
       continue;
     }
     if (key_taken(bt.files, key)) {
-      mcp_tool_error(c, "`%s` has the same key as an earlier path (%s): store it in another call "
-                        "or with another key_prefix", path, key);
+      mcp_tool_error(c,
+                     "`%s` has the same key as an earlier path (%s): store it in another call "
+                     "or with another key_prefix",
+                     path, key);
       batch_fail(c, &bt, path, o);
       continue;
     }
@@ -685,7 +685,8 @@ static const struct mcp_tool tool_store_file = {
     "{\"type\":\"boolean\"},\"key_prefix\":{\"type\":\"string\"},\"stored\":{\"type\":"
     "\"integer\"},\"failed_count\":{\"type\":\"integer\"},\"skipped_not_utf8\":{\"type\":"
     "\"integer\",\"description\":\"directory: files not stored, their names not UTF-8\"},"
-    "\"failed\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},\"files\":{\"type\":\"array\",\"items\":{\"type\":"
+    "\"failed\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},\"files\":{\"type\":\"array\","
+    "\"items\":{\"type\":"
     "\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"error\":{\"type\":"
     "\"string\"},\"etag\":{\"type\":\"string\"},\"tar\":{\"type\":\"boolean\"}," LINK_PROPS
     "},\"required\":[\"path\"]}},\"notes\":{\"type\":\"array\"}},\"required\":[\"bucket\","
@@ -890,7 +891,6 @@ static const struct mcp_param load_params[] = {
     END_PARAM,
 };
 
-
 /* Whether a key's part `rel` may name a file below a load's directory: a
  * plain relative path (not empty, not absolute, no empty, "." or ".."
  * component).  A key is the store's name, never trusted as a path. */
@@ -943,8 +943,10 @@ static int load_files(struct mcp_call *c, struct store *s, const char *box, cons
                             "prefix, one call each",
                             FILES_MAX, prefix);
     if (!json_array_size(list))
-      return mcp_tool_error(c, "no object in bucket `%.63s` starts with `%.300s`: list_objects "
-                               "shows the keys there", bucket, prefix);
+      return mcp_tool_error(c,
+                            "no object in bucket `%.63s` starts with `%.300s`: list_objects "
+                            "shows the keys there",
+                            bucket, prefix);
     strip = strlen(prefix);
   } else {
     list = json_incref(keys);
