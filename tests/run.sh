@@ -84,10 +84,10 @@ if [ -x build-asan/husk ]; then
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 bash "$s"
   done
   # MCP over HTTP under the sanitizers: raw protocol input and
-  # both SDK clients, the storage tools, pause and snapshots, resources
-  # and prompts.
-  for s in tests/mcp/protocol.sh tests/mcp/sdk.sh tests/mcp/storage.sh tests/mcp/contexts.sh tests/mcp/resources.sh \
-    tests/mcp/snapshots.sh; do
+  # both SDK clients, the storage tools, several files a call, pause and
+  # snapshots, resources and prompts.
+  for s in tests/mcp/protocol.sh tests/mcp/sdk.sh tests/mcp/storage.sh tests/mcp/contexts.sh \
+    tests/mcp/snapshots.sh tests/mcp/multi_files.sh tests/mcp/resources.sh; do
     [ -f "$s" ] && run_suite "asan/${s#tests/}" env HUSK="$root/build-asan/husk" HUSK_ASAN=1 \
       SDKS="v1 v2" MODES=http \
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 bash "$s"

@@ -59,9 +59,11 @@ struct mcp_caller;
 
 /* ---- tools ---------------------------------------------------------------- */
 
-/* MCP_P_OBJECT: any JSON object (max_len bounds its compact text), for
+/* STRMAP: a JSON object whose values are strings; STRLIST: a JSON array of
+ * strings; OBJECT: any JSON object (max_len bounds its compact text), for
  * structures the core parses itself (an egress policy). */
-enum mcp_ptype { MCP_P_STRING, MCP_P_INT, MCP_P_NUMBER, MCP_P_BOOL, MCP_P_STRMAP, MCP_P_OBJECT };
+enum mcp_ptype { MCP_P_STRING, MCP_P_INT, MCP_P_NUMBER, MCP_P_BOOL, MCP_P_STRMAP, MCP_P_STRLIST,
+                 MCP_P_OBJECT };
 
 /* One argument of a tool: the input schema is generated from these, and
  * arguments are checked against them before the tool runs (a mismatch is
@@ -72,8 +74,12 @@ struct mcp_param {
   bool required;
   const char *description;
   const char *const *choices; /* strings: NULL-terminated allowed values, or NULL */
-  double min, max;            /* numbers (both 0: unbounded) */
-  size_t max_len;             /* strings: bytes; strmap: total bytes of values (0: none) */
+  /* numbers: their range (both 0: unbounded); strmap, strlist: `max` is
+   * the most entries (0: unbounded) */
+  double min, max;
+  /* strings: bytes; strmap: total bytes of keys and values; strlist: bytes
+   * of each item (0: none) -- a list's total is then bounded by both */
+  size_t max_len;
 };
 
 struct mcp_tool {
@@ -238,6 +244,11 @@ void mcp_result(struct mcp_call *c, json_t *structured, bool is_error);
 /* A tool error the model can act on: isError and the message as text
  * (no structuredContent: it would have to match the output schema). */
 int mcp_tool_error(struct mcp_call *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The message of the error result just made (mcp_tool_error and the
+ * helpers over it), taken back (malloc'd; NULL: out of memory): the
+ * call's result is empty again.  For the outcome of one item of a call
+ * that does several, worded as a whole call's error would be. */
+char *mcp_take_error(struct mcp_call *c);
 /* A core error, worded for the model (unknown/expired box, quota...). */
 int mcp_tool_core_error(struct mcp_call *c, const char *what, const char *id,
                         const struct husk_err *err);

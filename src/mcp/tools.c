@@ -20,6 +20,7 @@ static const char *type_name(enum mcp_ptype t) {
   case MCP_P_BOOL: return "boolean";
   case MCP_P_STRMAP: return "object";
   case MCP_P_OBJECT: return "object";
+  case MCP_P_STRLIST: return "array";
   }
   return "string";
 }
@@ -44,8 +45,20 @@ json_t *mcp_input_schema(const struct mcp_tool *t) {
     }
     if (p->type == MCP_P_STRING && p->max_len)
       json_object_set_new(o, "maxLength", json_integer((json_int_t)p->max_len));
-    if (p->type == MCP_P_STRMAP)
+    if (p->type == MCP_P_STRMAP) {
       json_object_set_new(o, "additionalProperties", json_pack("{s:s}", "type", "string"));
+      if (p->max > 0)
+        json_object_set_new(o, "maxProperties", json_integer((json_int_t)p->max));
+    }
+    if (p->type == MCP_P_STRLIST) {
+      json_t *items = json_pack("{s:s}", "type", "string");
+      if (items && p->max_len)
+        json_object_set_new(items, "maxLength", json_integer((json_int_t)p->max_len));
+      json_object_set_new(o, "items", items);
+      json_object_set_new(o, "minItems", json_integer(1));
+      if (p->max > 0)
+        json_object_set_new(o, "maxItems", json_integer((json_int_t)p->max));
+    }
     json_object_set_new(props, p->name, o);
     if (p->required)
       json_array_append_new(req, json_string(p->name));
@@ -147,6 +160,9 @@ char *mcp_check_args(const struct mcp_tool *t, json_t *args) {
           return msgf("argument `%s`: the value of `%.64s` must be a string", p->name, k);
         total += json_string_length(x) + strlen(k);
       }
+      if (p->max > 0 && (double)json_object_size(v) > p->max)
+        return msgf("argument `%s` has too many entries (%zu, at most %.0f)", p->name,
+                    json_object_size(v), p->max);
       if (p->max_len && total > p->max_len)
         return msgf("argument `%s` is too large (%zu bytes, at most %zu)", p->name, total,
                     p->max_len);
@@ -159,6 +175,27 @@ char *mcp_check_args(const struct mcp_tool *t, json_t *args) {
       if (p->max_len && len > p->max_len)
         return msgf("argument `%s` is too large (%zu bytes, at most %zu)", p->name, len,
                     p->max_len);
+      break;
+    }
+    case MCP_P_STRLIST: {
+      if (!json_is_array(v))
+        return msgf("argument `%s` must be an array of strings", p->name);
+      if (json_array_size(v) == 0)
+        return msgf("argument `%s` must not be empty", p->name);
+      if (p->max > 0 && (double)json_array_size(v) > p->max)
+        return msgf("argument `%s` has too many items (%zu, at most %.0f)", p->name,
+                    json_array_size(v), p->max);
+      size_t i;
+      json_t *x;
+      json_array_foreach(v, i, x) {
+        if (!json_is_string(x))
+          return msgf("argument `%s`: item %zu must be a string", p->name, i);
+        if (p->max_len && json_string_length(x) > p->max_len)
+          return msgf("argument `%s`: item %zu is too long (%zu bytes, at most %zu)", p->name, i,
+                      json_string_length(x), p->max_len);
+        if (memchr(json_string_value(x), 0, json_string_length(x)))
+          return msgf("argument `%s`: item %zu must not contain NUL characters", p->name, i);
+      }
       break;
     }
     }
@@ -203,6 +240,17 @@ int mcp_tool_error(struct mcp_call *c, const char *fmt, ...) {
   c->structured = NULL;
   c->is_error = true;
   return 0;
+}
+
+char *mcp_take_error(struct mcp_call *c) {
+  json_t *first = json_array_get(c->content, 0);
+  const char *t = json_string_value(json_object_get(first, "text"));
+  char *msg = strdup(t ? t : "failed");
+  json_array_clear(c->content);
+  json_decref(c->structured);
+  c->structured = NULL;
+  c->is_error = false;
+  return msg;
 }
 
 int mcp_tool_core_error(struct mcp_call *c, const char *what, const char *id,

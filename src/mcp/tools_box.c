@@ -260,34 +260,158 @@ static int open_fs(struct mcp_call *c, struct husk_mgr **m, struct husk_fs *b) {
 
 static const char *const encodings[] = {"utf-8", "base64", NULL};
 
+/* Files one call may write, store or load (sandbox_write_file's `files`,
+ * store_file's `paths`, load_file's `keys`): a bound on the work and the
+ * result of one call. */
+#define FILES_MAX 100
+#define PATH_MAX_LEN 4096
+/* The paths of `files` at their longest, beside their content. */
+#define FILES_PATHS_MAX (FILES_MAX * PATH_MAX_LEN)
+
 static const struct mcp_param write_params[] = {
     ID_PARAM,
-    {"path", MCP_P_STRING, true,
+    {"path", MCP_P_STRING, false,
      "where to write: under /workspace (relative paths are), /tmp or "
      "/dev/shm; parent directories are created",
-     NULL, 0, 0, 4096},
-    {"content", MCP_P_STRING, true,
+     NULL, 0, 0, PATH_MAX_LEN},
+    {"content", MCP_P_STRING, false,
      "the whole file content: at most 3 MiB of the file's bytes "
      "(base64 decoded)",
      NULL, 0, 0, MCP_CONTENT_B64_MAX},
-    {"encoding", MCP_P_STRING, false, "utf-8 (default: content is text) or base64 (binary)",
-     encodings, 0, 0, 0},
+    {"files", MCP_P_STRMAP, false,
+     "or, instead of path + content: several files at once, path -> content (at most 100 "
+     "files and 3 MiB of their bytes in all, decoded; `encoding` applies to every one). Each "
+     "is written on its own: one that fails does not stop the others",
+     NULL, 0, FILES_MAX, MCP_CONTENT_B64_MAX + FILES_PATHS_MAX},
+    {"encoding", MCP_P_STRING, false,
+     "utf-8 (default: content is text) or base64 (binary); with `files`, of all of them", encodings,
+     0, 0, 0},
     {"append", MCP_P_BOOL, false,
      "add content at the end of the file (made if missing) instead "
-     "of replacing it: write a large file in pieces of up to 3 MiB",
+     "of replacing it: write a large file in pieces of up to 3 MiB (with `files`: of each)",
      NULL, 0, 0, 0},
     {"offset", MCP_P_INT, false,
      "write content at this byte of the existing file (0 makes a "
-     "missing one), keeping the rest: the write side of sandbox_read_file's offset",
+     "missing one), keeping the rest: the write side of sandbox_read_file's offset (not with "
+     "`files`)",
      NULL, 0, 1e15, 0},
     END_PARAM,
 };
 
+/* Write one file's bytes: whole, appended (offset < 0 with append) or at
+ * an offset.  0, or -1 and *msg the error worded for the model (malloc'd;
+ * NULL when out of memory). */
+static int write_one(struct mcp_call *c, const struct husk_fs *b, const char *path,
+                     const void *data, size_t len, bool append, int64_t offset, uint64_t *file_size,
+                     char **msg) {
+  struct husk_err err;
+  bool at = offset >= 0;
+  *file_size = len;
+  int rc = append || at
+               ? mcp_box_write_at(b, path, data, len, append ? -1 : offset, file_size, &err)
+               : mcp_box_write(b, path, data, len, &err);
+  *msg = NULL;
+  if (rc == 0)
+    return 0;
+  if (err.code == ENOENT && at)
+    mcp_tool_error(c,
+                   "`%s` does not exist: write it first (without offset, or with "
+                   "offset 0 or append)",
+                   path);
+  else
+    mcp_tool_core_error(c, "file", path, &err);
+  *msg = mcp_take_error(c);
+  return -1;
+}
+
+/* sandbox_write_file with `files`: every file tried, each with its own
+ * outcome; isError when one failed (the result still lists them all). */
+static int write_files(struct mcp_call *c, json_t *files, bool b64, bool append) {
+  /* The bound on what one call carries is on the decoded total, checked
+   * before anything is written. */
+  uint64_t total = 0;
+  const char *path;
+  json_t *v;
+  json_object_foreach(files, path, v) {
+    total += b64 ? mcp_b64_decoded_len(json_string_value(v), json_string_length(v))
+                 : json_string_length(v);
+    if (strlen(path) > PATH_MAX_LEN)
+      return mcp_tool_error(c, "a path in `files` is longer than %d bytes", PATH_MAX_LEN);
+  }
+  if (total > MCP_CONTENT_MAX)
+    return mcp_tool_error(c,
+                          "the files hold %llu bytes, more than a call may carry (%d, 3 MiB, "
+                          "decoded, all files together): write them in several calls, a large "
+                          "file in pieces with append",
+                          (unsigned long long)total, MCP_CONTENT_MAX);
+  snprintf(c->audit_detail, sizeof c->audit_detail, "%zu files", json_object_size(files));
+  struct husk_mgr *m;
+  struct husk_fs b;
+  if (open_fs(c, &m, &b) < 0)
+    return 0;
+  cleanup_json json_t *list = json_array();
+  cleanup_json json_t *failed = json_array();
+  uint64_t written = 0;
+  json_object_foreach(files, path, v) {
+    cleanup_free unsigned char *bin = NULL;
+    size_t len = json_string_length(v);
+    cleanup_free char *msg = NULL;
+    uint64_t file_size = 0;
+    int rc;
+    if (b64 && mcp_b64_decode(json_string_value(v), len, &bin, &len) < 0) {
+      msg = strdup("content is not valid base64 (encoding is base64)");
+      rc = -1;
+    } else {
+      rc = write_one(c, &b, path, b64 ? (const void *)bin : json_string_value(v), len, append, -1,
+                     &file_size, &msg);
+    }
+    if (rc < 0) {
+      /* The message may quote bytes from the box: made valid text. */
+      bool lossy;
+      json_array_append_new(
+          list, json_pack("{s:s, s:o}", "path", path, "error",
+                          msg ? mcp_text(msg, strlen(msg), &lossy) : json_string("out of memory")));
+      json_array_append_new(failed, json_string(path));
+    } else {
+      json_array_append_new(list, json_pack("{s:s, s:I, s:I}", "path", path, "size",
+                                            (json_int_t)len, "file_size", (json_int_t)file_size));
+      written += len;
+    }
+  }
+  close(b.fs);
+  /* Counted before the arrays are handed over (the order in which
+   * arguments are evaluated is unspecified). */
+  size_t nfailed = json_array_size(failed), nok = json_array_size(list) - nfailed;
+  json_t *r = json_pack("{s:I, s:I, s:I, s:o, s:o}", "size", (json_int_t)written, "written",
+                        (json_int_t)nok, "failed_count", (json_int_t)nfailed, "failed",
+                        steal_pointer(&failed), "files", steal_pointer(&list));
+  if (r && nfailed)
+    json_object_set_new(r, "notes",
+                        json_pack("[s]", "some files were not written: `failed` names them and "
+                                         "each one's `error` says why; the others were written"));
+  mcp_result(c, r, nfailed > 0);
+  return 0;
+}
+
 static int write_file(struct mcp_call *c) {
   const char *path = mcp_arg_str(c, "path"), *enc = mcp_arg_str(c, "encoding");
-  json_t *content = mcp_arg(c, "content");
-  snprintf(c->audit_detail, sizeof c->audit_detail, "%.120s", path);
+  json_t *content = mcp_arg(c, "content"), *files = mcp_arg(c, "files");
   bool b64 = enc && !strcmp(enc, "base64");
+  bool append = json_is_true(mcp_arg(c, "append"));
+  int64_t offset = -1;
+  bool at = mcp_arg_int(c, "offset", &offset);
+  if (append && at)
+    return mcp_tool_error(c, "give `append` or `offset`, not both");
+  if (files && (path || content))
+    return mcp_tool_error(c, "give either `path` + `content` or `files`, not both");
+  if (files && at)
+    return mcp_tool_error(c, "`offset` is for one file (path + content), not with `files`");
+  if (files)
+    return write_files(c, files, b64, append);
+  if (!path || !content)
+    return mcp_tool_error(c, "say what to write: `path` and `content`, or `files` (an object "
+                             "of path -> content) for several files");
+  snprintf(c->audit_detail, sizeof c->audit_detail, "%.120s", path);
   cleanup_free unsigned char *bin = NULL;
   size_t len = json_string_length(content);
   if (b64 && mcp_b64_decode(json_string_value(content), len, &bin, &len) < 0)
@@ -298,29 +422,17 @@ static int write_file(struct mcp_call *c) {
                           "decoded): write the file in parts from the sandbox, or load_file it "
                           "from storage",
                           len, MCP_CONTENT_MAX);
-  bool append = json_is_true(mcp_arg(c, "append"));
-  int64_t offset = -1;
-  bool at = mcp_arg_int(c, "offset", &offset);
-  if (append && at)
-    return mcp_tool_error(c, "give `append` or `offset`, not both");
   struct husk_mgr *m;
   struct husk_fs b;
   if (open_fs(c, &m, &b) < 0)
     return 0;
-  struct husk_err err;
-  const void *data = b64 ? (const void *)bin : json_string_value(content);
   uint64_t file_size = len;
-  int rc = append || at
-               ? mcp_box_write_at(&b, path, data, len, append ? -1 : offset, &file_size, &err)
-               : mcp_box_write(&b, path, data, len, &err);
+  cleanup_free char *msg = NULL;
+  int rc = write_one(c, &b, path, b64 ? (const void *)bin : json_string_value(content), len, append,
+                     at ? offset : -1, &file_size, &msg);
   close(b.fs);
-  if (rc < 0 && err.code == ENOENT && at)
-    return mcp_tool_error(c,
-                          "`%s` does not exist: write it first (without offset, or with "
-                          "offset 0 or append)",
-                          path);
   if (rc < 0)
-    return mcp_tool_core_error(c, "file", path, &err);
+    return mcp_tool_error(c, "%s", msg ? msg : "out of memory");
   mcp_result(c,
              json_pack("{s:s, s:I, s:I}", "path", path, "size", (json_int_t)len, "file_size",
                        (json_int_t)file_size),
@@ -333,11 +445,23 @@ const struct mcp_tool mcp_tool_sandbox_write_file = {
     "Write a file in a sandbox",
     "Create or replace a file in a sandbox (text, or binary as base64). Relative paths are under "
     "/workspace. Up to 3 MiB of the file's bytes per call (base64 decoded): write a larger "
-    "file in pieces with append true (or at an offset), and check file_size.",
+    "file in pieces with append true (or at an offset), and check file_size. Several files in "
+    "one call: `files` (path -> content, at most 100 files and 3 MiB in all); the result lists "
+    "each file's outcome and names the ones that failed.",
     write_params,
+    /* One file: path, size, file_size.  Several: size (bytes written in
+     * all), written, failed_count, failed (paths) and files (each one's
+     * outcome).  size is in both. */
     "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"size\":{\"type\":"
-    "\"integer\",\"description\":\"bytes written\"},\"file_size\":{\"type\":\"integer\","
-    "\"description\":\"the file's size after the write\"}},\"required\":[\"path\",\"size\"]}",
+    "\"integer\",\"description\":\"bytes written (with files: of all of them)\"},\"file_size\":"
+    "{\"type\":\"integer\",\"description\":\"the file's size after the write\"},\"written\":"
+    "{\"type\":\"integer\",\"description\":\"with files: how many were written\"},"
+    "\"failed_count\":{\"type\":\"integer\"},\"failed\":{\"type\":\"array\",\"items\":{\"type\":"
+    "\"string\"},\"description\":\"with files: the paths not written\"},\"files\":{\"type\":"
+    "\"array\",\"items\":{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
+    "\"size\":{\"type\":\"integer\"},\"file_size\":{\"type\":\"integer\"},\"error\":{\"type\":"
+    "\"string\"}},\"required\":[\"path\"]}},\"notes\":{\"type\":\"array\"}},\"required\":"
+    "[\"size\"]}",
     false,
     false,
     false,

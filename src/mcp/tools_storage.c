@@ -22,10 +22,13 @@
 #include "util/cleanup_json.h"
 #include "util/id.h"
 
-/* Inline content of store_file (decoded size; the message limit is 4 MiB). */
 #define LIST_DEFAULT 100
 #define LIST_MAX 1000
 #define NAME_MAX_LEN 100
+/* Objects one store_file or load_file call stores or loads (paths,
+ * directory; keys, prefix): a bound on the work and the result of a call. */
+#define FILES_MAX 100
+#define PATH_MAX_LEN 4096
 
 #define END_PARAM                                                                                  \
   { NULL, 0, false, NULL, NULL, 0, 0, 0 }
@@ -180,15 +183,19 @@ static int check_box(struct mcp_call *c, struct husk_mgr *m, const char *id) {
   return 0;
 }
 
-static void add_link_block(struct mcp_call *c, const char *url, const char *key, const char *mime,
-                           uint64_t size, int64_t expires_ms) {
+static json_t *link_block(const char *url, const char *key, const char *mime, uint64_t size,
+                          int64_t expires_ms) {
   cleanup_json json_t *exp = json_time(expires_ms);
   char desc[160];
   snprintf(desc, sizeof desc, "expiring link (until %s)",
            json_string_value(exp) ? json_string_value(exp) : "?");
-  mcp_add_block(c, json_pack("{s:s, s:s, s:s, s:s, s:I, s:s}", "type", "resource_link", "uri", url,
-                             "name", base_name(key), "mimeType", mime, "size", (json_int_t)size,
-                             "description", desc));
+  return json_pack("{s:s, s:s, s:s, s:s, s:I, s:s}", "type", "resource_link", "uri", url, "name",
+                   base_name(key), "mimeType", mime, "size", (json_int_t)size, "description", desc);
+}
+
+static void add_link_block(struct mcp_call *c, const char *url, const char *key, const char *mime,
+                           uint64_t size, int64_t expires_ms) {
+  mcp_add_block(c, link_block(url, key, mime, size, expires_ms));
 }
 
 /* ---- publish (run_code's output files) -------------------------------------------- */
@@ -264,7 +271,20 @@ static const struct mcp_param store_params[] = {
     {"path", MCP_P_STRING, false,
      "the sandbox path to store (relative paths are under "
      "/workspace); a directory is stored as a tar archive",
-     NULL, 0, 0, 4096},
+     NULL, 0, 0, PATH_MAX_LEN},
+    {"paths", MCP_P_STRLIST, false,
+     "or: several sandbox paths (at most 100), each stored as its own object under "
+     "key_prefix + its name (a directory among them as a tar archive)",
+     NULL, 0, FILES_MAX, PATH_MAX_LEN},
+    {"directory", MCP_P_STRING, false,
+     "or: a sandbox directory whose files (at any depth; symlinks and special files skipped; "
+     "at most 100) are each stored as their own object under key_prefix + the path below the "
+     "directory -- unlike `path`, which stores a directory as one tar archive",
+     NULL, 0, 0, PATH_MAX_LEN},
+    {"key_prefix", MCP_P_STRING, false,
+     "with paths or directory: the start of every key, e.g. run1/ (default: a new unique "
+     "files/<id>/ for the call)",
+     NULL, 0, 0, STORE_KEY_MAX},
     {"content", MCP_P_STRING, false,
      "or: the content to store (instead of sandbox_id + path), "
      "at most 3 MB",
@@ -286,13 +306,273 @@ static const struct mcp_param store_params[] = {
     END_PARAM,
 };
 
+/* ---- several files in one call ----------------------------------------------------- */
+
+/* The outcomes of a batch (several files in one call), for the result. */
+struct batch {
+  json_t *files;  /* each item's outcome */
+  json_t *failed; /* the names of those that failed */
+  uint64_t size;  /* bytes of those that did not */
+  json_t *links;  /* resource_link blocks, added after the result: an
+                   * item's error is made as the call's result and taken
+                   * back, which empties the content built so far */
+};
+
+static int batch_init(struct batch *bt) {
+  bt->files = json_array();
+  bt->failed = json_array();
+  bt->size = 0;
+  bt->links = json_array();
+  return bt->files && bt->failed && bt->links ? 0 : -1;
+}
+
+static void batch_free(struct batch *bt) {
+  json_decref(bt->files);
+  json_decref(bt->failed);
+  json_decref(bt->links);
+}
+
+/* Whether the rest of a batch is not to be started: the call was
+ * cancelled (notifications/cancelled, or the caller left where that means
+ * cancel).  A caller that merely went away leaves it to finish, as it
+ * leaves a command running. */
+static bool batch_cancelled(struct mcp_call *c) {
+  if (!mcp_fd_readable(c->cancel_fd))
+    return false;
+  bool gone = c->caller->cancel_fd >= 0 && mcp_fd_readable(c->caller->cancel_fd);
+  return !gone || c->caller->gone_cancels;
+}
+
+/* Record a failure of item `name`: `o` (stolen) gets the message of the
+ * error result the call was just given (taken back from it). */
+static void batch_fail(struct mcp_call *c, struct batch *bt, const char *name, json_t *o) {
+  cleanup_free char *msg = mcp_take_error(c);
+  /* The message may quote bytes from the box: made valid text. */
+  bool lossy;
+  json_object_set_new(o, "error",
+                      msg ? mcp_text(msg, strlen(msg), &lossy) : json_string("out of memory"));
+  json_array_append_new(bt->files, o);
+  json_array_append_new(bt->failed, json_string(name));
+}
+
+/* The result of a batch: `r` (stolen) gets size, done_name (how many
+ * worked), failed_count, failed and files; isError when one failed, the
+ * others still listed. */
+static void batch_result(struct mcp_call *c, struct batch *bt, json_t *r, const char *done_name) {
+  size_t nfailed = json_array_size(bt->failed), nok = json_array_size(bt->files) - nfailed;
+  if (!r) {
+    mcp_tool_error(c, "out of memory");
+    return;
+  }
+  json_object_set_new(r, "size", json_integer((json_int_t)bt->size));
+  json_object_set_new(r, done_name, json_integer((json_int_t)nok));
+  json_object_set_new(r, "failed_count", json_integer((json_int_t)nfailed));
+  json_object_set_new(r, "failed", bt->failed);
+  json_object_set_new(r, "files", bt->files);
+  bt->failed = bt->files = NULL;
+  if (nfailed)
+    json_object_set_new(r, "notes",
+                        json_pack("[s]", "some failed: `failed` names them and each one's "
+                                         "`error` says why; the others were done"));
+  mcp_result(c, r, nfailed > 0);
+  size_t i;
+  json_t *l;
+  json_array_foreach(bt->links, i, l) mcp_add_block(c, json_incref(l));
+}
+
+/* The files under a box directory: their box paths and their paths
+ * below it. */
+struct walk {
+  json_t *paths;  /* [[box path, relative path], ...] */
+  size_t dir_len; /* length of the directory's box path, once known */
+  bool too_many;
+  size_t not_utf8; /* files skipped: a key is UTF-8, their names are not */
+};
+
+static int walk_cb(void *ctx, const struct husk_dirent *e) {
+  struct walk *w = ctx;
+  if (e->depth == 1 && !w->dir_len && strlen(e->path) > strlen(e->name))
+    w->dir_len = strlen(e->path) - strlen(e->name) - 1;
+  if (e->type != 'f')
+    return 0;
+  if (json_array_size(w->paths) >= FILES_MAX) {
+    w->too_many = true;
+    return 1;
+  }
+  if (!w->dir_len || strlen(e->path) <= w->dir_len + 1)
+    return -1;
+  if (!utf8_valid(e->path, strlen(e->path))) {
+    w->not_utf8++;
+    return 0;
+  }
+  json_array_append_new(w->paths, json_pack("[s, s]", e->path, e->path + w->dir_len + 1));
+  return 0;
+}
+
+/* Whether an item of a batch is already loaded at `path`. */
+static bool key_taken_path(json_t *files, const char *path) {
+  size_t i;
+  json_t *o;
+  json_array_foreach(files, i, o) {
+    const char *p = json_string_value(json_object_get(o, "path"));
+    if (p && !strcmp(p, path))
+      return true;
+  }
+  return false;
+}
+
+/* Whether two items of a batch would be the same object. */
+static bool key_taken(json_t *files, const char *key) {
+  size_t i;
+  json_t *o;
+  json_array_foreach(files, i, o) {
+    const char *k = json_string_value(json_object_get(o, "key"));
+    if (k && !strcmp(k, key))
+      return true;
+  }
+  return false;
+}
+
+/* store_file with paths or directory: each file its own object. */
+static int store_files(struct mcp_call *c, struct store *s, const char *box, json_t *paths,
+                       const char *dir, const char *bucket, const char *prefix, int64_t exp,
+                       const char *disp) {
+  struct husk_mgr *m = mcp_call_mgr(c);
+  if (!m || check_box(c, m, box) < 0)
+    return 0;
+  struct husk_err err;
+  /* [[box path, name below the key prefix], ...] */
+  cleanup_json json_t *items = json_array();
+  if (!items)
+    return mcp_tool_error(c, "out of memory");
+  size_t not_utf8 = 0;
+  if (dir) {
+    struct husk_fs b;
+    if (mcp_box_fs(m, c->caller->tenant, box, &b, &err) < 0)
+      return mcp_tool_core_error(c, "sandbox", box, &err);
+    b.list_max = 100000;
+    struct walk w = {.paths = items};
+    int rc = husk_file_list(&b, dir, HUSK_LIST_MAX_DEPTH, walk_cb, &w, &err);
+    close(b.fs);
+    if (rc < 0)
+      return mcp_tool_core_error(c, "directory", dir, &err);
+    if (w.too_many || rc > 0)
+      return mcp_tool_error(c,
+                            "`%s` holds more than %d files: store it as one tar archive "
+                            "(`path`), or its subdirectories one call each",
+                            dir, FILES_MAX);
+    not_utf8 = w.not_utf8;
+    if (!json_array_size(items))
+      return mcp_tool_error(c, "`%s` holds no files to store%s", dir,
+                            not_utf8 ? " (but files whose names are not UTF-8, which no key "
+                                       "can name)"
+                                     : "");
+  } else {
+    /* Each named by its last part ("out/" by "out"). */
+    size_t i;
+    json_t *p;
+    json_array_foreach(paths, i, p) {
+      const char *ps = json_string_value(p);
+      size_t n = strlen(ps);
+      while (n > 1 && ps[n - 1] == '/')
+        n--;
+      size_t start = n;
+      while (start > 0 && ps[start - 1] != '/')
+        start--;
+      json_t *name = json_stringn(ps + start, n - start);
+      json_array_append_new(items, json_pack("[s, o]", ps, name ? name : json_string("")));
+    }
+  }
+  cleanup_free char *auto_prefix = NULL;
+  if (!prefix) {
+    char hex[17];
+    if (id_new(NULL, 8, hex, sizeof hex, &err) < 0)
+      return mcp_tool_error(c, "%s", err.msg);
+    if (asprintf(&auto_prefix, "files/%s/", hex) < 0) {
+      auto_prefix = NULL;
+      return mcp_tool_error(c, "out of memory");
+    }
+    prefix = auto_prefix;
+  }
+  audit_obj(c, bucket, prefix);
+  struct batch bt;
+  if (batch_init(&bt) < 0) {
+    batch_free(&bt);
+    return mcp_tool_error(c, "out of memory");
+  }
+  size_t i;
+  json_t *it;
+  json_array_foreach(items, i, it) {
+    const char *path = json_string_value(json_array_get(it, 0));
+    const char *name = json_string_value(json_array_get(it, 1));
+    cleanup_free char *key = NULL;
+    if (asprintf(&key, "%s%s", prefix, name) < 0) {
+      key = NULL;
+      mcp_tool_error(c, "out of memory");
+      batch_fail(c, &bt, path, json_pack("{s:s}", "path", path));
+      continue;
+    }
+    json_t *o = json_pack("{s:s, s:s}", "path", path, "key", key);
+    if (!o)
+      continue;
+    mcp_progress(c, i + 1, path);
+    if (batch_cancelled(c)) {
+      mcp_tool_error(c, "not stored: the call was cancelled");
+      batch_fail(c, &bt, path, o);
+      continue;
+    }
+    if (!*name || !strcmp(name, ".") || !strcmp(name, "..") || !strcmp(name, "/")) {
+      mcp_tool_error(c, "`%s` has no name to make its key of: store it with `path` and a `key`",
+                     path);
+      batch_fail(c, &bt, path, o);
+      continue;
+    }
+    if (key_taken(bt.files, key)) {
+      mcp_tool_error(c,
+                     "`%s` has the same key as an earlier path (%s): store it in another call "
+                     "or with another key_prefix",
+                     path, key);
+      batch_fail(c, &bt, path, o);
+      continue;
+    }
+    const char *dl = strchr(base_name(key), '/') ? NULL : base_name(key);
+    struct box_store_result res;
+    if (box_store_put(m, s, c->caller->tenant, box, path, bucket, key, true, exp, dl,
+                      link_inline(box_store_guess_type(key), disp), &res, &err) < 0) {
+      storage_error(c, bucket, key, "file", path, &err);
+      batch_fail(c, &bt, path, o);
+      continue;
+    }
+    const char *mime = res.tar ? "application/x-tar" : box_store_guess_type(key);
+    json_object_set_new(o, "size", json_integer((json_int_t)res.size));
+    json_object_set_new(o, "etag", json_string(res.etag));
+    json_object_set_new(o, "url", json_string(res.url ? res.url : ""));
+    json_object_set_new(o, "expires_at", json_time(res.expires_ms));
+    json_object_set_new(o, "link_id", json_string(res.link_id));
+    json_object_set_new(o, "content_type", json_string(mime));
+    json_object_set_new(o, "tar", json_boolean(res.tar));
+    json_array_append_new(bt.files, o);
+    bt.size += res.size;
+    if (res.url)
+      json_array_append_new(bt.links, link_block(res.url, key, mime, res.size, res.expires_ms));
+    box_store_result_free(&res);
+  }
+  json_t *r = json_pack("{s:s, s:s}", "bucket", bucket, "key_prefix", prefix);
+  if (r && not_utf8)
+    json_object_set_new(r, "skipped_not_utf8", json_integer((json_int_t)not_utf8));
+  batch_result(c, &bt, r, "stored");
+  batch_free(&bt);
+  return 0;
+}
+
 static int store_file(struct mcp_call *c) {
   struct store *s = store_of(c);
   const char *box = mcp_arg_str(c, "sandbox_id"), *path = mcp_arg_str(c, "path");
   const char *enc = mcp_arg_str(c, "encoding"), *bucket = mcp_arg_str(c, "bucket");
   const char *key = mcp_arg_str(c, "key"), *ctype = mcp_arg_str(c, "content_type");
   const char *filename = mcp_arg_str(c, "filename"), *disp = mcp_arg_str(c, "disposition");
-  json_t *content = mcp_arg(c, "content");
+  json_t *content = mcp_arg(c, "content"), *paths = mcp_arg(c, "paths");
+  const char *dir = mcp_arg_str(c, "directory"), *key_prefix = mcp_arg_str(c, "key_prefix");
   int64_t exp = 0;
   mcp_arg_int(c, "expires_in_seconds", &exp);
   if (!bucket)
@@ -300,6 +580,22 @@ static int store_file(struct mcp_call *c) {
   audit_obj(c, bucket, key);
   if (content && (box || path))
     return mcp_tool_error(c, "give either `content` or `sandbox_id` + `path`, not both");
+  if ((paths != NULL) + (dir != NULL) + (path != NULL) + (content != NULL) > 1)
+    return mcp_tool_error(c, "give one of `path`, `paths`, `directory` (with sandbox_id) or "
+                             "`content`");
+  if (key_prefix && !paths && !dir)
+    return mcp_tool_error(c, "`key_prefix` is for `paths` and `directory`: with one file, give "
+                             "its whole `key`");
+  if (paths || dir) {
+    if (!box)
+      return mcp_tool_error(c, "`%s` needs the sandbox_id it is in", paths ? "paths" : "directory");
+    if (key || filename || ctype)
+      return mcp_tool_error(c, "with several files, `key_prefix` names them: `key`, `filename` "
+                               "and `content_type` are for one file");
+    if (!links_possible(s))
+      return mcp_tool_error(c, NO_LINKS_MSG);
+    return store_files(c, s, box, paths, dir, bucket, key_prefix, exp, disp);
+  }
   if (!content && (!box || !path))
     return mcp_tool_error(c, "say what to store: `sandbox_id` and `path` (a file or directory of "
                              "a sandbox), or `content` (text, or base64 with encoding \"base64\")");
@@ -374,14 +670,27 @@ static const struct mcp_tool tool_store_file = {
     "Store a file and get a link",
     "Put a file into object storage and get a download link to share: a report, a chart, a "
     "cleaned table. Either from a sandbox (sandbox_id + path; a directory is stored as one tar "
-    "archive) or from content you pass (text, or base64 with encoding \"base64\"; at most 3 MB "
+    "archive; several files at once: `paths`, or `directory` for every file under it, each its "
+    "own object named key_prefix + its name, at most 100, each with its own outcome) or from "
+    "content you pass (text, or base64 with encoding \"base64\"; at most 3 MB "
     "— for more, write it in a sandbox first). The object is kept in your bucket (default "
     "\"" MCP_BUCKET "\") until deleted; the link is a presigned URL that expires (default 1 hour, "
     "at most 7 days; get_link makes a new one). Give the user the `url`. load_file copies an "
     "object back into a sandbox.",
     store_params,
+    /* One object: its key, url...  Several (paths, directory): size (of
+     * all), stored, failed_count, failed and files (each one's outcome);
+     * bucket and size are in both. */
     "{\"type\":\"object\",\"properties\":{" LINK_PROPS ",\"etag\":{\"type\":\"string\"},\"tar\":"
-    "{\"type\":\"boolean\"}},\"required\":[\"bucket\",\"key\",\"size\",\"url\",\"expires_at\"]}",
+    "{\"type\":\"boolean\"},\"key_prefix\":{\"type\":\"string\"},\"stored\":{\"type\":"
+    "\"integer\"},\"failed_count\":{\"type\":\"integer\"},\"skipped_not_utf8\":{\"type\":"
+    "\"integer\",\"description\":\"directory: files not stored, their names not UTF-8\"},"
+    "\"failed\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}},\"files\":{\"type\":\"array\","
+    "\"items\":{\"type\":"
+    "\"object\",\"properties\":{\"path\":{\"type\":\"string\"},\"error\":{\"type\":"
+    "\"string\"},\"etag\":{\"type\":\"string\"},\"tar\":{\"type\":\"boolean\"}," LINK_PROPS
+    "},\"required\":[\"path\"]}},\"notes\":{\"type\":\"array\"}},\"required\":[\"bucket\","
+    "\"size\"]}",
     false,
     false,
     false,
@@ -560,12 +869,21 @@ static const struct mcp_param load_params[] = {
      NULL, 0, 0, 64},
     {"path", MCP_P_STRING, true,
      "where in the sandbox: a file path (parents are created, an "
-     "existing file is replaced), or with extract a directory; relative paths are under "
-     "/workspace",
-     NULL, 0, 0, 4096},
+     "existing file is replaced), or with extract, keys or prefix a directory; relative paths "
+     "are under /workspace",
+     NULL, 0, 0, PATH_MAX_LEN},
     BUCKET_PARAM,
-    {"key", MCP_P_STRING, true, "the object's key (from store_file or list_objects)", NULL, 0, 0,
+    {"key", MCP_P_STRING, false, "the object's key (from store_file or list_objects)", NULL, 0, 0,
      STORE_KEY_MAX},
+    {"keys", MCP_P_STRLIST, false,
+     "or: several keys (at most 100), each loaded as a file into the directory `path`, at its "
+     "key less the directory all the keys share (\"r/a.csv\" and \"r/d/b.csv\" become "
+     "path/a.csv and path/d/b.csv)",
+     NULL, 0, FILES_MAX, STORE_KEY_MAX},
+    {"prefix", MCP_P_STRING, false,
+     "or: every object whose key starts with this (at most 100), each loaded into the "
+     "directory `path` at its key less the prefix (\"run1/\" puts run1/x/y.csv at path/x/y.csv)",
+     NULL, 0, 0, STORE_KEY_MAX},
     {"extract", MCP_P_BOOL, false,
      "the object is a tar archive (e.g. a directory stored by "
      "store_file): unpack it into the directory `path` (default false)",
@@ -573,18 +891,165 @@ static const struct mcp_param load_params[] = {
     END_PARAM,
 };
 
+/* Whether a key's part `rel` may name a file below a load's directory: a
+ * plain relative path (not empty, not absolute, no empty, "." or ".."
+ * component).  A key is the store's name, never trusted as a path. */
+static bool rel_ok(const char *rel) {
+  if (!*rel || *rel == '/')
+    return false;
+  for (const char *p = rel; *p;) {
+    const char *e = strchr(p, '/');
+    size_t n = e ? (size_t)(e - p) : strlen(p);
+    if (n == 0 || (n == 1 && p[0] == '.') || (n == 2 && p[0] == '.' && p[1] == '.'))
+      return false;
+    if (!e)
+      break;
+    p = e + 1;
+    if (!*p)
+      return false; /* a trailing '/': a folder marker, not a file */
+  }
+  return true;
+}
+
+static int collect_cb(void *ctx, const struct store_entry *e) {
+  if (!e->is_prefix)
+    json_array_append_new(ctx, json_string(e->key));
+  return 0;
+}
+
+/* load_file with keys or prefix: each object a file under directory
+ * `dir`. */
+static int load_files(struct mcp_call *c, struct store *s, const char *box, const char *dir,
+                      const char *bucket, json_t *keys, const char *prefix) {
+  struct husk_err err;
+  cleanup_json json_t *list = NULL;
+  size_t strip = 0;
+  if (prefix) {
+    if (store_remote(s))
+      return mcp_tool_error(c, "`prefix` is not available: this server keeps objects in an "
+                               "external store, which husk cannot list. Give the `keys`.");
+    list = json_array();
+    bool truncated = false;
+    cleanup_free char *next = NULL;
+    struct store_list_req rq = {.prefix = prefix, .max_keys = FILES_MAX + 1};
+    if (!list)
+      return mcp_tool_error(c, "out of memory");
+    if (store_list(s, c->caller->tenant, bucket, &rq, collect_cb, list, &truncated, &next, &err) <
+        0)
+      return storage_error(c, bucket, prefix, "bucket", bucket, &err);
+    if (truncated || json_array_size(list) > FILES_MAX)
+      return mcp_tool_error(c,
+                            "more than %d objects start with `%.300s`: load them with a longer "
+                            "prefix, one call each",
+                            FILES_MAX, prefix);
+    if (!json_array_size(list))
+      return mcp_tool_error(c,
+                            "no object in bucket `%.63s` starts with `%.300s`: list_objects "
+                            "shows the keys there",
+                            bucket, prefix);
+    strip = strlen(prefix);
+  } else {
+    list = json_incref(keys);
+    /* The directory every key shares: up to the last '/' common to all. */
+    size_t i;
+    json_t *k;
+    const char *first = json_string_value(json_array_get(list, 0));
+    size_t common = strlen(first);
+    json_array_foreach(list, i, k) {
+      const char *ks = json_string_value(k);
+      size_t n = 0;
+      while (n < common && ks[n] && ks[n] == first[n])
+        n++;
+      common = n;
+    }
+    while (common > 0 && first[common - 1] != '/')
+      common--;
+    strip = common;
+  }
+  /* The directory without its trailing '/'s (they would double). */
+  int dlen = (int)strnlen(dir, PATH_MAX_LEN);
+  while (dlen > 1 && dir[dlen - 1] == '/')
+    dlen--;
+  struct batch bt;
+  if (batch_init(&bt) < 0) {
+    batch_free(&bt);
+    return mcp_tool_error(c, "out of memory");
+  }
+  size_t i;
+  json_t *k;
+  json_array_foreach(list, i, k) {
+    const char *key = json_string_value(k), *rel = key + strip;
+    if (prefix && *rel == '/')
+      rel++; /* prefix "run1" loads run1/x.csv as x.csv */
+    json_t *o = json_pack("{s:s}", "key", key);
+    if (!o)
+      continue;
+    mcp_progress(c, i + 1, key);
+    if (batch_cancelled(c)) {
+      mcp_tool_error(c, "not loaded: the call was cancelled");
+      batch_fail(c, &bt, key, o);
+      continue;
+    }
+    if (!rel_ok(rel)) {
+      mcp_tool_error(c,
+                     "key `%.300s` does not name a file below `%s`: what follows the shared "
+                     "part (`%.300s`) must be a relative path without empty, `.` or `..` parts",
+                     key, dir, rel);
+      batch_fail(c, &bt, key, o);
+      continue;
+    }
+    cleanup_free char *path = NULL;
+    if (asprintf(&path, "%.*s/%s", dlen, dir, rel) < 0) {
+      path = NULL;
+      mcp_tool_error(c, "out of memory");
+      batch_fail(c, &bt, key, o);
+      continue;
+    }
+    json_object_set_new(o, "path", json_string(path));
+    if (key_taken_path(bt.files, path)) {
+      mcp_tool_error(c, "key `%.300s` would be loaded at `%s` as an earlier key was", key, path);
+      batch_fail(c, &bt, key, o);
+      continue;
+    }
+    uint64_t size = 0;
+    if (box_store_get(mcp_call_mgr(c), s, c->caller->tenant, bucket, key, box, path, false, &size,
+                      &err) < 0) {
+      storage_error(c, bucket, key, "file", path, &err);
+      batch_fail(c, &bt, key, o);
+      continue;
+    }
+    json_object_set_new(o, "size", json_integer((json_int_t)size));
+    json_array_append_new(bt.files, o);
+    bt.size += size;
+  }
+  batch_result(c, &bt,
+               json_pack("{s:s, s:s, s:s, s:b}", "sandbox_id", box, "path", dir, "bucket", bucket,
+                         "extracted", 0),
+               "loaded");
+  batch_free(&bt);
+  return 0;
+}
+
 static int load_file(struct mcp_call *c) {
   struct store *s = store_of(c);
   const char *box = mcp_arg_str(c, "sandbox_id"), *path = mcp_arg_str(c, "path");
   const char *bucket = mcp_arg_str(c, "bucket"), *key = mcp_arg_str(c, "key");
-  json_t *jx = mcp_arg(c, "extract");
+  const char *prefix = mcp_arg_str(c, "prefix");
+  json_t *jx = mcp_arg(c, "extract"), *keys = mcp_arg(c, "keys");
   bool extract = jx && json_is_true(jx);
   if (!bucket)
     bucket = MCP_BUCKET;
-  audit_obj(c, bucket, key);
+  audit_obj(c, bucket, key ? key : prefix);
+  if ((key != NULL) + (keys != NULL) + (prefix != NULL) != 1)
+    return mcp_tool_error(c, "give one of `key` (one object), `keys` (several) or `prefix` "
+                             "(every object whose key starts with it)");
+  if (extract && !key)
+    return mcp_tool_error(c, "`extract` is for one tar object (`key`), not with keys or prefix");
   struct husk_mgr *m = mcp_call_mgr(c);
   if (!m || check_box(c, m, box) < 0)
     return 0;
+  if (!key)
+    return load_files(c, store_of(c), box, path, bucket, keys, prefix);
   uint64_t size = 0;
   struct husk_err err;
   if (box_store_get(m, s, c->caller->tenant, bucket, key, box, path, extract, &size, &err) < 0)
@@ -602,12 +1067,17 @@ static const struct mcp_tool tool_load_file = {
     "Copy an object from storage into a sandbox as a file (or, with extract, unpack a tar "
     "archive into a directory), e.g. to continue working on a file stored earlier. The data "
     "goes straight from storage into the sandbox. Then use sandbox_exec or sandbox_read_file on "
-    "it.",
+    "it. Several objects at once: `keys` (a list), or `prefix` (every object whose key starts "
+    "with it), at most 100, into the directory `path`; the result lists each one's outcome.",
     load_params,
     "{\"type\":\"object\",\"properties\":{\"sandbox_id\":{\"type\":\"string\"},\"path\":{\"type\":"
     "\"string\"},\"bucket\":{\"type\":\"string\"},\"key\":{\"type\":\"string\"},\"size\":{\"type\":"
-    "\"integer\"},\"extracted\":{\"type\":\"boolean\"}},\"required\":[\"sandbox_id\",\"path\","
-    "\"size\"]}",
+    "\"integer\"},\"extracted\":{\"type\":\"boolean\"},\"loaded\":{\"type\":\"integer\"},"
+    "\"failed_count\":{\"type\":\"integer\"},\"failed\":{\"type\":\"array\",\"items\":{\"type\":"
+    "\"string\"}},\"files\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
+    "\"key\":{\"type\":\"string\"},\"path\":{\"type\":\"string\"},\"size\":{\"type\":"
+    "\"integer\"},\"error\":{\"type\":\"string\"}},\"required\":[\"key\"]}},\"notes\":{\"type\":"
+    "\"array\"}},\"required\":[\"sandbox_id\",\"path\",\"size\"]}",
     false,
     false,
     true,

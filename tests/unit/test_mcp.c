@@ -220,6 +220,62 @@ TEST(pause_resume_snapshot_arguments) {
   CHECK(strstr(mcp_tool_sandbox_snapshot.description, "NOT") != NULL); /* processes are not kept */
 }
 
+/* A string-list parameter: a non-empty JSON array of strings, bounded in
+ * items (max) and in bytes per item (max_len), advertised as such; a map's
+ * `max` bounds its entries. */
+TEST(string_lists_and_bounded_maps) {
+  static const struct mcp_param params[] = {
+      {"keys", MCP_P_STRLIST, false, "keys", NULL, 0, 3, 5},
+      {"files", MCP_P_STRMAP, false, "files", NULL, 0, 2, 100},
+      {NULL, 0, false, NULL, NULL, 0, 0, 0},
+  };
+  static const struct mcp_tool t = {"t", "t", "t", params, "{}", false, false, false, NULL};
+  json_t *schema = mcp_input_schema(&t);
+  json_t *k = json_object_get(json_object_get(schema, "properties"), "keys");
+  CHECK(!strcmp(json_string_value(json_object_get(k, "type")), "array"));
+  CHECK(json_integer_value(json_object_get(k, "maxItems")) == 3);
+  CHECK(json_integer_value(json_object_get(k, "minItems")) == 1);
+  CHECK(!strcmp(json_string_value(json_object_get(json_object_get(k, "items"), "type")), "string"));
+  CHECK(json_integer_value(json_object_get(json_object_get(k, "items"), "maxLength")) == 5);
+  json_t *f = json_object_get(json_object_get(schema, "properties"), "files");
+  CHECK(json_integer_value(json_object_get(f, "maxProperties")) == 2);
+  json_decref(schema);
+  const struct {
+    const char *args;
+    const char *msg; /* NULL: accepted; else a part of the message */
+  } cases[] = {
+      {"{\"keys\":[\"a\",\"bb\",\"ccccc\"]}", NULL},
+      {"{\"keys\":[]}", "empty"},
+      {"{\"keys\":\"a\"}", "array of strings"},
+      {"{\"keys\":{\"a\":\"b\"}}", "array of strings"},
+      {"{\"keys\":[\"a\",1]}", "item 1 must be a string"},
+      {"{\"keys\":[\"a\",null]}", "item 1 must be a string"},
+      {"{\"keys\":[\"a\",\"b\",\"c\",\"d\"]}", "too many items (4, at most 3)"},
+      {"{\"keys\":[\"abcdef\"]}", "too long"},
+      {"{\"keys\":[\"a\\u0000b\"]}", "NUL"},
+      {"{\"keys\":[[\"a\"]]}", "must be a string"},
+      {"{\"files\":{\"a\":\"1\",\"b\":\"2\"}}", NULL},
+      {"{\"files\":{\"a\":\"1\",\"b\":\"2\",\"c\":\"3\"}}", "too many entries (3, at most 2)"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    json_t *a = json_loads(cases[i].args, JSON_ALLOW_NUL, NULL);
+    CHECK(a != NULL);
+    char *msg = mcp_check_args(&t, a);
+    if (cases[i].msg)
+      CHECK(msg && strstr(msg, cases[i].msg));
+    else
+      CHECK(msg == NULL);
+    free(msg);
+    json_decref(a);
+  }
+  /* The tools that take lists and maps of files advertise the bounds. */
+  json_t *w = mcp_input_schema(&mcp_tool_sandbox_write_file);
+  CHECK(json_integer_value(json_object_get(
+            json_object_get(json_object_get(w, "properties"), "files"), "maxProperties")) == 100);
+  CHECK(json_object_get(w, "required") != NULL); /* sandbox_id */
+  json_decref(w);
+}
+
 TEST(base64_and_text) {
   const unsigned char bin[] = {0, 1, 2, 250, 251, 252, 253};
   for (size_t n = 0; n <= sizeof bin; n++) {
@@ -262,6 +318,7 @@ int main(void) {
   RUN(tool_call_errors);
   RUN(argument_checks_follow_the_schema);
   RUN(pause_resume_snapshot_arguments);
+  RUN(string_lists_and_bounded_maps);
   RUN(base64_and_text);
   mcp_server_free(srv);
   return unit_done();
