@@ -37,6 +37,7 @@
 #include "storage/store.h"
 #include "util/base64.h"
 #include "util/cleanup.h"
+#include "util/clock.h"
 #include "util/cleanup_json.h"
 #include "util/utf8.h"
 
@@ -360,9 +361,7 @@ json_t *mcp_resources_list(struct mcp_server *s, const struct mcp_caller *c, jso
     /* The walk is kept a few seconds: paging through ten thousand
      * documents walks the directory once, not once per page. */
     pthread_mutex_lock(&s->docs_lock);
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    int64_t now_ms = (int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000;
+    int64_t now_ms = mono_ms();
     if (!s->docs_walked || now_ms - s->docs_walked_ms > MCP_DOCS_CACHE_MS) {
       docs_forget(s);
       struct doc_walk w = {0};
@@ -635,14 +634,7 @@ json_t *mcp_resource_read(struct mcp_server *s, const struct mcp_caller *c, cons
 /* Take `m` within `ms`: false if a notification has held it longer (a
  * client that stopped reading its stdout blocks the watcher's write). */
 static bool lock_within(pthread_mutex_t *m, int ms) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  ts.tv_sec += ms / 1000;
-  ts.tv_nsec += (ms % 1000) * 1000000L;
-  if (ts.tv_nsec >= 1000000000L) {
-    ts.tv_sec++;
-    ts.tv_nsec -= 1000000000L;
-  }
+  struct timespec ts = clock_after_ms(CLOCK_REALTIME, ms);
   return pthread_mutex_timedlock(m, &ts) == 0;
 }
 
@@ -697,14 +689,7 @@ static void *watch(void *arg) {
   struct mcp_server *s = arg;
   pthread_mutex_lock(&s->sub_lock);
   while (!s->sub_stop) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_sec += MCP_SUBSCRIBE_POLL_MS / 1000;
-    ts.tv_nsec += (MCP_SUBSCRIBE_POLL_MS % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-      ts.tv_sec++;
-      ts.tv_nsec -= 1000000000L;
-    }
+    struct timespec ts = clock_after_ms(CLOCK_MONOTONIC, MCP_SUBSCRIBE_POLL_MS);
     pthread_cond_timedwait(&s->sub_cond, &s->sub_lock, &ts);
     if (s->sub_stop)
       break;
