@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api/internal.h"
+#include "util/cleanup.h"
 #include "husk/husk.h"
 
 static const char *const fetch_fields[] = {"url", "path", "headers", "max_bytes", "timeout", NULL};
@@ -21,6 +22,8 @@ enum MHD_Result h_box_fetch(struct req *r) {
   char *hv[HUSK_FETCH_MAX_HEADERS + 1] = {0};
   size_t k = 0;
   enum MHD_Result ret;
+  /* A client that hangs up, or the server stopping, ends the fetch. */
+  cleanup_close int cancel = -1;
   if (jget_string(o, "url", &url, &r->err) < 0 || jget_string(o, "path", &path, &r->err) < 0 ||
       jget_u64(o, "max_bytes", HUSK_FETCH_MAX_BYTES_MAX, &max_bytes, &r->err) < 0 ||
       jget_seconds_ms(o, "timeout", &timeout_ms, &r->err) < 0 ||
@@ -49,9 +52,10 @@ enum MHD_Result h_box_fetch(struct req *r) {
     }
   /* The path's query may hold a token: the audit names no URL. */
   snprintf(r->audit_detail, sizeof r->audit_detail, "fetch");
+  cancel = api_cancel_fd(r);
   struct husk_fetch_spec spec = {.url = url, .path = path, .headers = (const char *const *)hv,
                                  .max_bytes = max_bytes, .timeout_ms = timeout_ms,
-                                 .cancel_fd = r->srv->stop_fd};
+                                 .cancel_fd = cancel};
   struct husk_fetch_result res;
   struct husk_err err;
   if (husk_box_fetch(r->srv->cfg.mgr, r->tenant, r->params[0], &spec, &res, &err) < 0) {

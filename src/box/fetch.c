@@ -49,6 +49,7 @@ struct fetch {
   EVP_MD_CTX *sha;
   int cancel_fd;
   bool too_big, cancelled, bad_socket;
+  bool box_ended; /* the box's init exited: the box was deleted or ended */
   int write_errno;
   char status_line[FETCH_STATUS_LINE_MAX]; /* of the last response (proxy's too) */
 };
@@ -117,11 +118,15 @@ static size_t on_header(char *p, size_t sz, size_t n, void *ctx) {
 static int on_progress(void *ctx, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un) {
   (void)dt, (void)dn, (void)ut, (void)un;
   struct fetch *f = ctx;
-  if (f->cancel_fd < 0)
-    return 0;
-  struct pollfd p = {.fd = f->cancel_fd, .events = POLLIN};
-  if (poll(&p, 1, 0) > 0) {
-    f->cancelled = true;
+  /* The box's end stops the fetch too: the reference the fetch holds
+   * would otherwise keep a deleted box's link, cgroup and files alive
+   * while the body streams in. */
+  struct pollfd p[2] = {{.fd = f->pidfd, .events = POLLIN}, {.fd = f->cancel_fd, .events = POLLIN}};
+  if (poll(p, f->cancel_fd >= 0 ? 2 : 1, 0) > 0) {
+    if (p[0].revents)
+      f->box_ended = true;
+    else
+      f->cancelled = true;
     return 1;
   }
   return 0;
@@ -309,6 +314,8 @@ static int fail_of(struct fetch *f, CURL *c, CURLcode cc, const char *errbuf, ui
                    struct husk_err *err) {
   long connect_code = 0;
   curl_easy_getinfo(c, CURLINFO_HTTP_CONNECTCODE, &connect_code);
+  if (f->box_ended)
+    return husk_fail(err, ESTALE, "the sandbox ended during the fetch: nothing was kept");
   if (f->cancelled)
     return husk_fail(err, ECANCELED, "the fetch was cancelled");
   if (f->too_big || cc == CURLE_FILESIZE_EXCEEDED)
@@ -478,6 +485,11 @@ int husk_box_fetch(struct husk_mgr *m, const char *tenant, const char *box_id,
     husk_fail(err, EIO, "cannot compute the body's sha256");
     goto abort;
   }
+  struct pollfd ended = {.fd = f.pidfd, .events = POLLIN};
+  if (poll(&ended, 1, 0) > 0) {
+    husk_fail(err, ESTALE, "the sandbox ended during the fetch: nothing was kept");
+    goto abort;
+  }
   if (husk_file_commit(&fs, spec->path, fd, tmpname, err) < 0)
     goto abort;
   out->size = f.size;
@@ -486,8 +498,13 @@ int husk_box_fetch(struct husk_mgr *m, const char *tenant, const char *box_id,
   curl_easy_getinfo(c, CURLINFO_REDIRECT_COUNT, &redirects);
   out->redirects = redirects > 0 ? (unsigned)redirects : 0;
   char *ct = NULL, *eff = NULL;
-  if (curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct) == CURLE_OK && ct)
-    snprintf(out->content_type, sizeof out->content_type, "%s", ct);
+  if (curl_easy_getinfo(c, CURLINFO_CONTENT_TYPE, &ct) == CURLE_OK && ct) {
+    /* The upstream's bytes, for the model to read: printable ASCII only. */
+    size_t k = 0;
+    for (; ct[k] && k < sizeof out->content_type - 1; k++)
+      out->content_type[k] = ct[k] >= 0x20 && ct[k] <= 0x7e ? ct[k] : '?';
+    out->content_type[k] = '\0';
+  }
   for (unsigned i = 0; i < 32; i++)
     snprintf(out->sha256 + 2 * i, 3, "%02x", md[i]);
   if (curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &eff) == CURLE_OK && eff)

@@ -179,11 +179,29 @@ expect_err "sandbox_create: ... not even an empty list of them" "cannot bind sec
 tool "$KEY" sandbox_create '{"egress":"files.test"}'
 expect_err "sandbox_create: egress must be an object" "must be an object"
 
+# ---- a fetch ends with its box, and with its client -------------------------------------
+curl -sS -o "$T_SCRATCH/ended.json" -w '%{http_code}' -H "Authorization: Bearer $KEY" \
+  -X POST "$URL/v1/sandboxes/$MB/fetch" -d '{"url":"http://files.test:8080/stall","path":"s.bin","timeout":40}' \
+  >"$T_SCRATCH/ended.code" &
+FP=$!
+sleep 1.5
+api DELETE "/v1/sandboxes/$MB"
+t0=$SECONDS
+wait "$FP"
+expect_eq "a fetch whose box is deleted ends at once (409), not at its time limit" \
+  "$(cat "$T_SCRATCH/ended.code") $((SECONDS - t0 < 10))" "409 1"
+check "... saying the sandbox ended" grep -q "ended during the fetch" "$T_SCRATCH/ended.json"
+curl -sS -o /dev/null --max-time 2 -H "Authorization: Bearer $KEY" -X POST "$URL/v1/sandboxes/$EB/fetch" \
+  -d '{"url":"http://files.test:8080/stall","path":"s2.bin","timeout":40}'
+t0=$SECONDS
+while [ $((SECONDS - t0)) -lt 15 ] && ! grep -q "POST /v1/sandboxes/$EB/fetch [0-9]* [0-9]*ms" "$SERVE_LOG"; do sleep 0.2; done
+expect_eq "a fetch whose client hung up is stopped (not left for its 40 s)" "$((SECONDS - t0 < 10))" 1
+check "no partial file (client gone)" absent "$EB" /tmp/s2.bin
+
 # ---- clean end ------------------------------------------------------------------------
 api DELETE "/v1/sandboxes/$EB"
 expect_code "the egress box is deleted" 200
 api DELETE "/v1/sandboxes/$NB"
-api DELETE "/v1/sandboxes/$MB"
 serve_stop
 expect_eq "the daemon stops cleanly" "$SERVE_RC" 0
 check "the daemon's log holds no sanitizer report" not grep -q "Sanitizer\|runtime error" "$SERVE_LOG"
