@@ -368,6 +368,7 @@ static void refuse(struct req *r, struct ulpost *u, const struct husk_err *err) 
   case EMLINK: reply_refusal(r, 413, "too_many_files", "This link takes no more files."); return;
   case EMEDIUMTYPE: reply_refusal(r, 415, "unsupported_media_type", err->msg); return;
   case EBADMSG: reply_refusal(r, 400, "bad_request", err->msg); return;
+  case EEXIST: reply_refusal(r, 409, "conflict", err->msg); return;
   case STORE_ENOBUCKET:
     reply_refusal(r, 410, "gone", "This upload link's bucket no longer exists.");
     return;
@@ -415,7 +416,10 @@ static enum MHD_Result on_part(void *cls, enum MHD_ValueKind kind, const char *k
       refuse(r, u, &err);
       return MHD_NO;
     }
-    if (!upload_link_type_ok(&u->l, filename, content_type)) {
+    /* The type by the name the file is stored under (cut, cleaned): the
+     * one a link serves it as later. */
+    cleanup_free char *stored_name = upload_link_safe_name(filename);
+    if (!stored_name || !upload_link_type_ok(&u->l, stored_name, content_type)) {
       husk_fail(&err, EMEDIUMTYPE, "This link does not take files of this type (it takes: %s).",
                 u->l.content_types);
       refuse(r, u, &err);
@@ -469,6 +473,9 @@ enum MHD_Result h_upost_begin(struct req *r) {
                          "Send the files as multipart/form-data.");
   if (!(u->pp = MHD_create_post_processor(r->conn, UL_PP_BUFFER, on_part, r)))
     return reply_refusal(r, 400, "bad_request", "The form data is malformed (no boundary).");
+  /* A good link's upload takes as long as it needs (the request timeout
+   * held until here: no key, so the link was the proof). */
+  conn_watch_request_in(&r->srv->front.watch, r->conn);
   return MHD_YES;
 }
 

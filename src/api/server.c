@@ -479,8 +479,11 @@ static enum MHD_Result route_request(struct req *r, const char *url, const char 
                                     "JSON bodies are limited to %d bytes", API_JSON_BODY_MAX);
     }
   }
-  if (r->route->body == BODY_STREAM)
-    conn_watch_request_in(&r->srv->front.watch, r->conn); /* an upload takes as long as it needs */
+  /* An upload takes as long as it needs -- once its sender is known: a
+   * route without a key (an upload link) lifts the time limit in its
+   * begin, after the link checked out, never for anyone's first bytes. */
+  if (r->route->body == BODY_STREAM && r->route->auth != AUTH_NONE)
+    conn_watch_request_in(&r->srv->front.watch, r->conn);
   if (r->route->body == BODY_STREAM && r->route->begin) {
     ret = r->route->begin(r);
     if (r->responded || ret != MHD_YES)

@@ -462,12 +462,20 @@ static const char schema_upload_links[] =
     ") STRICT;"
     "CREATE INDEX upload_links_tenant ON upload_links(tenant_id, created_ms);";
 
+/* The files an upload link has stored, apart from the slots it has
+ * claimed: a claim whose upload a crash cut off is given back at the next
+ * start (files_used = files_stored), no upload being in flight then.  A
+ * link's past claims are taken as stored: which were is not known. */
+static const char schema_upload_link_files[] =
+    "ALTER TABLE upload_links ADD COLUMN files_stored INTEGER NOT NULL DEFAULT 0;"
+    "UPDATE upload_links SET files_stored = files_used;";
+
 static const char *const migrations[] = {
     schema_v1,          schema_jobs,         schema_egress,      schema_storage,
     schema_audit_retention, schema_tenant_lifecycle, schema_proc_exec_id, schema_link_denied,
     schema_templates,   schema_proc_limits, schema_box_template, schema_build_cache,
     schema_build_cache_size, schema_snapshots, schema_volumes, schema_snapshot_box,
-    schema_previews, schema_upload_links};
+    schema_previews, schema_upload_links, schema_upload_link_files};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 int state_schema_latest(void) { return SCHEMA_VERSION; }

@@ -48,7 +48,11 @@ int state_upload_link_revoke(struct state *st, const char *tenant_id, const char
 int state_upload_link_claim(struct state *st, const char *id, int64_t now, struct husk_err *err);
 /* Give a claimed slot back (its file was refused or failed). */
 int state_upload_link_release(struct state *st, const char *id, struct husk_err *err);
-/* Count `bytes` stored through the link. */
+/* Count a file of `bytes` stored through the link. */
 int state_upload_link_stored(struct state *st, const char *id, int64_t bytes, struct husk_err *err);
+/* Give back the slots claimed by uploads that never ended (the daemon was
+ * killed during them): only when no upload can be in flight, i.e. as the
+ * store opens.  *settled: the links that had such slots. */
+int state_upload_links_settle(struct state *st, unsigned *settled, struct husk_err *err);
 
 #endif

@@ -209,6 +209,21 @@ int state_upload_link_release(struct state *st, const char *id, struct husk_err 
 
 int state_upload_link_stored(struct state *st, const char *id, int64_t bytes,
                              struct husk_err *err) {
-  return update_link(st, "UPDATE upload_links SET bytes_used = bytes_used + ?2 WHERE id = ?1", id,
-                     bytes, err);
+  return update_link(st,
+                     "UPDATE upload_links SET bytes_used = bytes_used + ?2, files_stored = "
+                     "files_stored + 1 WHERE id = ?1",
+                     id, bytes, err);
+}
+
+int state_upload_links_settle(struct state *st, unsigned *settled, struct husk_err *err) {
+  *settled = 0;
+  cleanup_unlock struct state *locked = db_lock(st);
+  cleanup_stmt sqlite3_stmt *s = NULL;
+  if (db_prepare(st, &s,
+                 "UPDATE upload_links SET files_used = files_stored WHERE files_used > files_stored",
+                 err) < 0 ||
+      db_step_done(st, s, "cannot give back the upload slots of interrupted uploads", err) < 0)
+    return -1;
+  *settled = (unsigned)sqlite3_changes(st->db);
+  return 0;
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "state/store_state.h"
+#include "state/upload_link_state.h"
 #include "storage/store_internal.h"
 #include "util/cleanup.h"
 
@@ -83,5 +84,10 @@ int store_sweep(struct store *s, struct husk_err *err) {
     return -1;
   if (removed)
     store_log(s, "removed %u unused file(s) left by an interrupted write", removed);
+  unsigned settled = 0;
+  if (state_upload_links_settle(s->st, &settled, err) < 0)
+    return -1;
+  if (settled)
+    store_log(s, "gave back the upload slots of %u link(s) whose uploads were interrupted", settled);
   return 0;
 }

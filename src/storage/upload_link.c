@@ -1,6 +1,7 @@
 /* Upload links (see upload_link.h). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,6 +230,25 @@ bool upload_link_type_ok(const struct state_upload_link *l, const char *name,
          type_listed(l->content_types, guessed);
 }
 
+/* The code point of a valid UTF-8 sequence of `n` (2-4) bytes. */
+static uint32_t code_point(const unsigned char *p, size_t n) {
+  if (n == 2)
+    return (uint32_t)(p[0] & 0x1f) << 6 | (p[1] & 0x3f);
+  if (n == 3)
+    return (uint32_t)(p[0] & 0x0f) << 12 | (uint32_t)(p[1] & 0x3f) << 6 | (p[2] & 0x3f);
+  return (uint32_t)(p[0] & 0x07) << 18 | (uint32_t)(p[1] & 0x3f) << 12 |
+         (uint32_t)(p[2] & 0x3f) << 6 | (p[3] & 0x3f);
+}
+
+/* C1 controls and the format characters that change how a name reads
+ * without showing (bidi overrides and isolates, zero-width ones, tags):
+ * "evil\u202Egnp.exe" must not read as "evilexe.png". */
+static bool invisible(uint32_t c) {
+  return (c >= 0x80 && c <= 0x9f) || c == 0xad || c == 0x61c || (c >= 0x200b && c <= 0x200f) ||
+         (c >= 0x2028 && c <= 0x202e) || (c >= 0x2060 && c <= 0x206f) || c == 0xfeff ||
+         (c >= 0xfff9 && c <= 0xfffb) || (c >= 0xe0000 && c <= 0xe007f);
+}
+
 char *upload_link_safe_name(const char *name) {
   const char *b = name ? name : "";
   /* The last component by either separator a browser might send. */
@@ -258,8 +278,12 @@ char *upload_link_safe_name(const char *name) {
     }
     if (o + sl > UPLOAD_LINK_NAME_MAX)
       break;
-    memcpy(out + o, b + i, sl);
-    o += sl;
+    if (invisible(code_point((const unsigned char *)b + i, sl))) {
+      out[o++] = '_';
+    } else {
+      memcpy(out + o, b + i, sl);
+      o += sl;
+    }
     i += sl;
   }
   out[o] = '\0';
@@ -339,6 +363,22 @@ int upload_link_file_write(struct upload_link_file *f, const void *buf, size_t n
 uint64_t upload_link_file_size(const struct upload_link_file *f) { return store_writer_size(f->w); }
 
 /* prefix + name, or with "-N" before the extension for N >= 1. */
+/* The lock that orders the key picks under a link's tenant, bucket and
+ * prefix: one of a fixed set, by an FNV-1a hash of the three. */
+#define PICK_LOCKS 64
+static pthread_mutex_t pick_locks[PICK_LOCKS] = {[0 ... PICK_LOCKS - 1] = PTHREAD_MUTEX_INITIALIZER};
+
+static pthread_mutex_t *pick_lock_for(const struct state_upload_link *l) {
+  uint32_t h = 2166136261u;
+  const char *parts[] = {l->tenant_id, l->bucket, l->prefix};
+  for (size_t i = 0; i < 3; i++) {
+    for (const char *c = parts[i] ? parts[i] : ""; *c; c++)
+      h = (h ^ (unsigned char)*c) * 16777619u;
+    h = (h ^ 0xffu) * 16777619u; /* a separator no name holds */
+  }
+  return &pick_locks[h % PICK_LOCKS];
+}
+
 static char *key_for(const char *prefix, const char *name, int n) {
   char *k = NULL;
   if (n == 0)
@@ -358,25 +398,50 @@ int upload_link_file_commit(struct upload_link_file *f, char **key, uint64_t *si
     upload_link_file_abort(f);
     return -1;
   }
-  /* A name already under the prefix is kept: this file gets a suffix. */
+  /* A name already under the prefix is kept: this file gets a suffix.
+   * Choosing the key and committing it are one step for the uploads under
+   * one prefix, so two uploads of one name cannot both take the same free
+   * key (the commit replaces what is there); other prefixes, and so other
+   * tenants, take other locks. */
+  pthread_mutex_t *pick_lock = pick_lock_for(&f->l);
+  pthread_mutex_lock(pick_lock);
   char *k = NULL;
-  for (int i = 0; i < 1000; i++) {
+  bool free_key = false;
+  for (int i = 0; i < UPLOAD_LINK_SUFFIX_MAX && !free_key; i++) {
     free(k);
     if (!(k = key_for(f->l.prefix, f->name, i))) {
+      pthread_mutex_unlock(pick_lock);
       upload_link_file_abort(f);
       return husk_fail(err, ENOMEM, "upload");
     }
     struct store_object o;
     struct husk_err e2;
-    if (store_object_get(f->s, f->l.tenant_id, f->l.bucket, k, &o, NULL, &e2) < 0)
-      break;
-    store_object_free(&o);
+    if (store_object_get(f->s, f->l.tenant_id, f->l.bucket, k, &o, NULL, &e2) == 0) {
+      store_object_free(&o);
+    } else if (e2.code == STORE_ENOKEY || e2.code == STORE_ENOBUCKET) {
+      free_key = true;
+    } else { /* the store cannot say (an external one unreachable) */
+      pthread_mutex_unlock(pick_lock);
+      free(k);
+      upload_link_file_abort(f);
+      *err = e2;
+      return -1;
+    }
+  }
+  if (!free_key) {
+    pthread_mutex_unlock(pick_lock);
+    free(k);
+    upload_link_file_abort(f);
+    return husk_fail(err, EEXIST, "%d files of this name are already under the prefix: rename it",
+                     UPLOAD_LINK_SUFFIX_MAX);
   }
   *size = store_writer_size(f->w);
   struct store_writer *w = f->w;
   f->w = NULL;
-  if (store_put_commit(w, f->l.tenant_id, f->l.bucket, k, box_store_guess_type(f->name), NULL, NULL,
-                       err) < 0) {
+  int crc = store_put_commit(w, f->l.tenant_id, f->l.bucket, k, box_store_guess_type(f->name),
+                             NULL, NULL, err);
+  pthread_mutex_unlock(pick_lock);
+  if (crc < 0) {
     free(k);
     upload_link_file_abort(f);
     return -1;

@@ -34,6 +34,7 @@
 #define UPLOAD_LINK_MAX_TYPES 16
 #define UPLOAD_LINK_LIVE_MAX 100 /* links in force per tenant */
 #define UPLOAD_LINK_NAME_MAX 200 /* bytes of a stored file's name */
+#define UPLOAD_LINK_SUFFIX_MAX 1000 /* files of one name under a prefix: name, name-1 ... */
 /* "hu_" + 32 hex digits + NUL */
 #define UPLOAD_LINK_TOKEN_SIZE 36
 

@@ -259,6 +259,33 @@ expect_eq "a 600-character name is cut to 200 bytes" "$(( ${#STORED} - ${#MAL_PR
 check "every stored key is directly under the link's prefix" \
   python3 -c 'import sys; ks = sys.argv[2].split(" "); assert len(ks) >= 6 and all(k.startswith(sys.argv[1]) and "/" not in k[len(sys.argv[1]):] for k in ks)' "$MAL_PREFIX" "$(keys "$MAL_PREFIX")"
 
+name_post 'evil\xe2\x80\xaegnp.exe'
+expect_eq "a right-to-left override in a name becomes _ (evil<RLO>gnp.exe must not read as evilexe.png)" "$STORED" "${MAL_PREFIX}evil_gnp.exe"
+
+# The type is checked on the name the file is stored under: a name cut to
+# 200 bytes must not turn an allowed .png into a .html.
+mklink '{"content_types":"image/png","max_files":2}'
+CUT=$(printf 'A%.0s' $(seq 195)).html.png
+printf 'x' >"$T_SCRATCH/p.png"
+post "$LURL" -F "file=@$T_SCRATCH/p.png;filename=$CUT;type=image/png"
+expect_code "a name whose cut form is .html is refused by an image/png link (415)" 415
+
+# Uploads of one name at once each get their own key: none replaces another.
+mklink '{"max_files":12}'
+PIDS=()
+for i in $(seq 12); do
+  printf 'copy %s\n' "$i" >"$T_SCRATCH/same$i"
+  curl -sS -o /dev/null -w '%{http_code}\n' --max-time 60 -F "file=@$T_SCRATCH/same$i;filename=same.txt" "$LURL" \
+    >"$T_SCRATCH/same$i.code" 2>/dev/null &
+  PIDS+=($!)
+done
+wait "${PIDS[@]}" # (not a bare wait: the daemon is a child too)
+expect_eq "12 uploads of same.txt at once: all 201" "$(cat "$T_SCRATCH"/same*.code | sort | uniq -c | tr -s ' ')" " 12 201"
+NKEYS=$(keys "$LPREFIX" | wc -w)
+tool "$KA" load_file "{\"sandbox_id\":\"$B\",\"prefix\":\"$LPREFIX\",\"path\":\"same\"}"
+tool "$KA" sandbox_exec "{\"sandbox_id\":\"$B\",\"command\":\"cat same/* | sort -u | wc -l\"}"
+expect_eq "... and 12 objects, each with its own content" "$NKEYS $(rq 'sc.get("stdout","").strip()')" "12 12"
+
 # ---- audit and logs --------------------------------------------------------------------------------
 api GET "/v1/audit?action=upload_link.upload"
 expect_code "audit of uploads: 200" 200
@@ -284,4 +311,73 @@ KEY=$KA
 
 api DELETE "/v1/sandboxes/$B"
 expect_code "the box is deleted" 200
+
+# Without a key, the request timeout holds until the link checks out: a
+# body trickled to an unknown upload URL is cut like any other request's;
+# one sent to a good link takes as long as it needs (the link is the
+# sender's proof, as a key is for PUT /v1/store).
+mklink '{}'
+serve_stop
+trickle() {
+  python3 - "$1" <<'PY'
+import socket, sys, time, urllib.parse
+u = urllib.parse.urlsplit(sys.argv[1])
+s = socket.create_connection((u.hostname, u.port))
+s.settimeout(5)
+s.sendall(("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=BB\r\n"
+           "Content-Length: 100000\r\n\r\n" % u.path).encode())
+s.sendall(b'--BB\r\nContent-Disposition: form-data; name="file"; filename="slow.txt"\r\n\r\n')
+t0 = time.time()
+try:
+    while time.time() - t0 < 8:
+        s.sendall(b"x")
+        time.sleep(0.5)
+    print("open")
+except OSError:
+    print("cut after %d s" % (time.time() - t0))
+PY
+}
+if serve_start --s3-listen off --request-timeout 3; then
+  R=$(trickle "$URL/u/hu_00000000000000000000000000000000")
+  check "a trickled body to an unknown upload token is cut (by its 404 or --request-timeout) ($R)" \
+    test "$R" != open
+  R=$(trickle "$URL/u/$TOKEN")
+  expect_eq "a trickled body to a good link is not cut by --request-timeout 3 in 8 s" "$R" open
+else
+  not_ok "the daemon starts again with --request-timeout 3"
+fi
+
+# A daemon killed during an upload gives that upload's slot back at its
+# next start: a one-file link is not used up by a file never stored.
+mklink '{"max_files":1}'
+python3 - "$URL/u/$TOKEN" <<'PY' &
+import socket, sys, time, urllib.parse
+u = urllib.parse.urlsplit(sys.argv[1])
+s = socket.create_connection((u.hostname, u.port))
+s.sendall(("POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=BB\r\n"
+           "Content-Length: 100000\r\n\r\n" % u.path).encode())
+s.sendall(b'--BB\r\nContent-Disposition: form-data; name="file"; filename="half.txt"\r\n\r\n' + b"x" * 5000)
+time.sleep(60)
+PY
+SLOW=$!
+used() {
+  api GET /v1/upload-links
+  jf "[l['files_used'] for l in j['upload_links'] if l['id'] == '$LID'][0]"
+}
+for _ in $(seq 100); do [ "$(used)" = 1 ] && break; sleep 0.1; done
+expect_eq "the upload in flight holds the link's one slot" "$(used)" 1
+kill -9 "$SPID"
+wait "$SPID" 2>/dev/null
+SPID=
+kill "$SLOW" 2>/dev/null
+wait "$SLOW" 2>/dev/null
+if serve_start --s3-listen off; then
+  expect_eq "after a SIGKILL and a start, the slot is free again" "$(used)" 0
+  check "the start says so in its log" grep -q "gave back the upload slots of 1 link" "$SERVE_LOG"
+  post "$URL/u/$TOKEN" -F "file=@$T_SCRATCH/note.txt"
+  expect_code "the link takes its one file" 201
+  expect_eq "... and it is the only file under its prefix" "$(keys "$LPREFIX")" "${LPREFIX}note.txt"
+else
+  not_ok "the daemon starts after a SIGKILL"
+fi
 serve_finish

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +105,10 @@ TEST(safe_names) {
       {"bad\xff\xfeutf8", "bad__utf8"},
       {"ümlaut.txt", "ümlaut.txt"},
       {"dir/", "file"},
+      /* Characters that change how a name reads without showing. */
+      {"evil\xe2\x80\xaegnp.exe", "evil_gnp.exe"},
+      {"a\xe2\x80\x8b" "b\xef\xbb\xbf.txt", "a_b_.txt"},
+      {"c1\xc2\x85.txt", "c1_.txt"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char *n = upload_link_safe_name(cases[i][0]);
@@ -230,6 +235,81 @@ TEST(slots_and_files) {
   CHECK(tmp_files() == 0);
 }
 
+/* Uploads of one name at once through one link. */
+struct racer {
+  const struct state_upload_link *l;
+  char *key;
+  int rc;
+};
+
+static void *race(void *arg) {
+  struct racer *r = arg;
+  struct husk_err err;
+  r->rc = upload(r->l, "same.txt", 3000, &r->key, &err);
+  return NULL;
+}
+
+TEST(same_name_at_once) {
+  enum { N = 8 };
+  struct husk_err err;
+  struct state_upload_link l;
+  char tok[UPLOAD_LINK_TOKEN_SIZE];
+  struct upload_link_spec sp = {.max_files = N};
+  CHECK_OK(mk(&sp, &l, tok));
+  struct racer r[N] = {0};
+  pthread_t th[N];
+  for (int i = 0; i < N; i++) {
+    r[i].l = &l;
+    CHECK(pthread_create(&th[i], NULL, race, &r[i]) == 0);
+  }
+  for (int i = 0; i < N; i++)
+    pthread_join(th[i], NULL);
+  int distinct = 0;
+  for (int i = 0; i < N; i++) {
+    bool seen = false;
+    for (int j = 0; j < i; j++)
+      seen |= r[i].key && r[j].key && strcmp(r[i].key, r[j].key) == 0;
+    distinct += r[i].rc == 0 && r[i].key && !seen;
+    free(r[i].key);
+  }
+  CHECK(distinct == N);
+}
+
+/* Past UPLOAD_LINK_SUFFIX_MAX files of one name the upload is refused:
+ * nothing already stored is replaced. */
+TEST(suffixes_run_out) {
+  struct husk_err err;
+  struct state_upload_link l;
+  char tok[UPLOAD_LINK_TOKEN_SIZE];
+  struct upload_link_spec sp = {.max_files = 1};
+  CHECK_OK(mk(&sp, &l, tok));
+  for (int i = 0; i < UPLOAD_LINK_SUFFIX_MAX; i++) {
+    char key[600];
+    if (i == 0)
+      snprintf(key, sizeof key, "%sfull.txt", l.prefix);
+    else
+      snprintf(key, sizeof key, "%sfull-%d.txt", l.prefix, i);
+    if (store_put_buffer(s, t1, l.bucket, key, "old", 3, "text/plain", NULL, &err) < 0) {
+      printf("# put %s: %s\n", key, err.msg);
+      CHECK(0);
+      return;
+    }
+  }
+  char *key = NULL;
+  CHECK(upload(&l, "full.txt", 10, &key, &err) < 0 && err.code == EEXIST);
+  CHECK(key == NULL);
+  free(key);
+  char last[600];
+  snprintf(last, sizeof last, "%sfull-%d.txt", l.prefix, UPLOAD_LINK_SUFFIX_MAX - 1);
+  struct store_object o;
+  CHECK_OK(store_object_get(s, t1, l.bucket, last, &o, NULL, &err));
+  CHECK(o.size == 3);
+  store_object_free(&o);
+  /* The refused file did not use the link's one slot. */
+  CHECK_OK(upload(&l, "other.txt", 10, &key, &err));
+  free(key);
+}
+
 TEST(expiry_revocation_tenants) {
   struct husk_err err;
   struct state_upload_link l, now;
@@ -288,6 +368,8 @@ int main(void) {
   RUN(spec_checks);
   RUN(types);
   RUN(slots_and_files);
+  RUN(same_name_at_once);
+  RUN(suffixes_run_out);
   RUN(expiry_revocation_tenants);
   RUN(listing);
   store_close(s);
