@@ -15,30 +15,8 @@ MCPDIR=$(cd "$(dirname "$0")/../mcp" && pwd)
 . "$MCPDIR/mcp.bash"
 
 HERE="$(cd "$(dirname "$0")" && pwd)"
-BROWSER_DIR="$(cd "$HERE/../browser" && pwd)"
-CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
-
-if [ ! -x "$CHROMIUM" ]; then
-  not_ok "Chromium is installed at $CHROMIUM (scripts/deps.sh test installs Debian's chromium)"
-  finish
-  exit 1
-fi
-# The pinned driver and its Node, exactly as package-lock.json says (as
-# preview_browser.sh: npm ci again only when the lockfile changed).
-if ! { [ -f "$BROWSER_DIR/node_modules/.package-lock.json" ] &&
-  cmp -s "$BROWSER_DIR/package-lock.json" "$BROWSER_DIR/node_modules/.husk-lock"; }; then
-  if ! command -v npm >/dev/null 2>&1; then
-    not_ok "npm is installed (scripts/deps.sh test installs it)"
-    finish
-    exit 1
-  fi
-  if (cd "$BROWSER_DIR" && npm ci --no-audit --no-fund --loglevel=error >&2); then
-    cp "$BROWSER_DIR/package-lock.json" "$BROWSER_DIR/node_modules/.husk-lock"
-  fi
-fi
-NODE="$BROWSER_DIR/node_modules/node/bin/node"
-if [ ! -x "$NODE" ] || [ ! -d "$BROWSER_DIR/node_modules/playwright-core" ]; then
-  not_ok "npm ci in tests/browser installs playwright-core and its Node"
+. "$HERE/../browser/browser.bash"
+if ! browser_setup; then
   finish
   exit 1
 fi
