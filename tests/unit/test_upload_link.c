@@ -270,8 +270,9 @@ TEST(same_name_at_once) {
     for (int j = 0; j < i; j++)
       seen |= r[i].key && r[j].key && strcmp(r[i].key, r[j].key) == 0;
     distinct += r[i].rc == 0 && r[i].key && !seen;
-    free(r[i].key);
   }
+  for (int i = 0; i < N; i++)
+    free(r[i].key);
   CHECK(distinct == N);
 }
 
