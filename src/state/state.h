@@ -60,6 +60,8 @@
 #define STATE_TENANT_ID_SIZE 32
 #define STATE_KEY_ID_SIZE 32
 #define STATE_BOX_ID_SIZE 40
+#define STATE_USER_ID_SIZE 28   /* "u_" + 24 hex (auth/auth.h) */
+#define STATE_CLIENT_ID_SIZE 28 /* "oc_" + 24 hex: an OAuth client */
 
 /* A quota value meaning "no limit". */
 #define STATE_UNLIMITED (-1)
@@ -471,6 +473,13 @@ struct state_audit {
   char detail[512];      /* free text, may be "" */
   char outcome[16];      /* "ok", "error", "denied"... (non-empty) */
   int status;            /* the reply's status (HTTP code), 0 if none */
+  /* The person behind a request made with an access token ("" if none):
+   * the user's id, its display name (else its name) at the time, and
+   * the OAuth client it signed in through. */
+  char user_id[STATE_USER_ID_SIZE];
+  char user_name[129];
+  char client_id[STATE_CLIENT_ID_SIZE];
+  char client_name[129];
 };
 
 /* Append a record.  `id_out` (may be NULL) receives its id.  tenant_id and
@@ -488,6 +497,7 @@ struct state_audit_filter {
   const char *tenant_id;
   const char *box_id;
   const char *action;
+  const char *user_id;
   int64_t since_ms, until_ms;
   int64_t after_id, before_id;
   int newest_first;
