@@ -49,6 +49,12 @@ done
 for s in tests/serve/*.sh; do
   [ -f "$s" ] && run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"
 done
+# People signing in with OAuth (docs/oauth.md): the MCP SDK clients and the
+# Inspector, with a person in headless Chromium on husk's sign-in page, as
+# the browser suites above (upload_browser.sh, preview_browser.sh).
+for s in tests/oauth/*.sh; do
+  [ -f "$s" ] && run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"
+done
 # Templates: images imported, built and run, from the command line.
 for s in tests/template/*.sh; do
   [ -f "$s" ] && run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"
