@@ -5,8 +5,10 @@
 // server.  Discovery from the 401, dynamic registration, authorization
 // with PKCE on husk's page (screenshot of the consent page), the code at
 // the callback, the token, tools/list and tools/call, a refresh the SDK
-// does by itself once the access token expired, revocation; Deny; a
-// viewer's token refused a `sandbox` tool with 403 insufficient_scope.
+// does by itself once the access token expired, a token in the query
+// string or at the other resource (/v1) refused, revocation; Deny; a
+// viewer's token refused a `sandbox` tool with 403 insufficient_scope, and
+// a rotated refresh token presented again ending the whole family.
 // Prints TAP lines (docs/oauth.md is the contract).
 //
 // Environment:
@@ -355,6 +357,19 @@ async function flow() {
     delete out.flow_box;
   });
 
+  // ---- where a token is taken, and for what
+  await t("the access token in the query string is refused: 400", async () => {
+    const r = await fetch(`${MCP_URL}?access_token=${p.tokens().access_token}`, { method: "POST",
+      headers: { "content-type": "application/json", accept: "application/json, text/event-stream" },
+      body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping" }) });
+    assert.equal(r.status, 400, await r.text());
+  });
+  await t("the /mcp token at the HTTP API (/v1) is refused: 401 invalid_token (another resource)", async () => {
+    const r = await fetch(`${URL_}/v1/sandboxes`, { headers: { authorization: `Bearer ${p.tokens().access_token}` } });
+    assert.equal(r.status, 401, await r.text());
+    assert.equal(wwwParam(r.headers.get("www-authenticate"), "error"), "invalid_token");
+  });
+
   // ---- revoke the refresh token: the family ends
   const access = p.tokens().access_token, refresh = p.tokens().refresh_token;
   await t("POST /oauth/revoke with the refresh token (and client_id): 200", async () => {
@@ -454,6 +469,37 @@ async function viewer() {
     assert.ok(!r.isError, JSON.stringify(r));
     assert.equal(sc(r).sandboxes.length, n0);
     await c.close().catch(() => {});
+  });
+  if (p.tokens()) await reuse(p);
+}
+
+// ---- a rotated refresh token presented again: reuse ends the family ------------------
+async function token(params) {
+  const r = await fetch(`${URL_}/oauth/token`, { method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded" }, body: new URLSearchParams(params) });
+  let j = null;
+  try { j = await r.json(); } catch {}
+  return { status: r.status, j };
+}
+async function reuse(p) {
+  const cid = p.client.client_id, old = p.tokens().refresh_token;
+  let fresh;
+  await t("refresh by hand: a new pair, the old refresh token dead", async () => {
+    const r = await token({ grant_type: "refresh_token", refresh_token: old, client_id: cid });
+    assert.equal(r.status, 200, JSON.stringify(mask(r.j)));
+    fresh = r.j;
+    assert.notEqual(fresh.refresh_token, old);
+    const m = await rawMcp(fresh.access_token);
+    assert.ok(m.status !== 401 && m.status !== 403, `the new access token: ${m.status} ${m.text}`);
+  });
+  await t("the old refresh token again (reuse): 400 invalid_grant, and the new tokens are revoked too", async () => {
+    const r = await token({ grant_type: "refresh_token", refresh_token: old, client_id: cid });
+    assert.equal(r.status, 400, JSON.stringify(mask(r.j)));
+    assert.equal(r.j && r.j.error, "invalid_grant");
+    const m = await rawMcp(fresh.access_token);
+    assert.equal(m.status, 401, m.text);
+    const again = await token({ grant_type: "refresh_token", refresh_token: fresh.refresh_token, client_id: cid });
+    assert.equal(again.status, 400, JSON.stringify(mask(again.j)));
   });
 }
 

@@ -70,13 +70,13 @@ recs = json.loads(sys.argv[1])["records"]
 assert len(recs) >= int(sys.argv[2]), len(recs)
 ' "$BODY" $((3 * NSDK))
 oauth_events oauth.sign_in
-check "oauth.sign_in ok is audited with the person (alice, vera)" python3 -c '
+# One ok sign-in per Allow (flow, viewer) per SDK.
+check "oauth.sign_in ok is audited for each sign-in ($((2 * NSDK)))" python3 -c '
 import json, sys
 recs = json.loads(sys.argv[1])["records"]
-ok = {r.get("user_id") for r in recs if r["outcome"] == "ok"}
-assert sys.argv[2] in ok and sys.argv[3] in ok, recs
-' "$BODY" "$ALICE" "$VERA"
-echo "# oauth.sign_in outcomes: $(jf 'sorted({r["outcome"] for r in j["records"]})')"
+assert sum(r["outcome"] == "ok" for r in recs) >= int(sys.argv[2]), recs
+' "$BODY" $((2 * NSDK))
+echo "# oauth.sign_in records: $(jf '[(r["outcome"], r["status"], r.get("user_id"), r["detail"][:60]) for r in j["records"]]')"
 oauth_events oauth.token
 check "oauth.token is audited (codes exchanged, refreshes)" python3 -c '
 import json, sys
