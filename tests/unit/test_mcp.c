@@ -24,7 +24,7 @@ static json_t *handle(const char *text) {
   json_t *bad = NULL;
   if (mcp_parse(text, strlen(text), &m, &bad) < 0)
     return bad;
-  struct mcp_caller c = {.tenant = "t_test", .cancel_fd = -1};
+  struct mcp_caller c = {.tenant = "t_test", .cancel_fd = -1, .scopes = ~0u};
   json_t *r = mcp_handle(srv, &m, &c);
   mcp_msg_free(&m);
   return r;
@@ -57,7 +57,7 @@ TEST(parse_classifies_by_body) {
   const char *resp = "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}";
   CHECK(mcp_parse(resp, strlen(resp), &m, &bad) == 0);
   CHECK(m.kind == MCP_RESPONSE);
-  CHECK(mcp_handle(srv, &m, &(struct mcp_caller){.cancel_fd = -1}) == NULL);
+  CHECK(mcp_handle(srv, &m, &(struct mcp_caller){.cancel_fd = -1, .scopes = ~0u}) == NULL);
   mcp_msg_free(&m);
 }
 
