@@ -157,7 +157,7 @@ int state_user_list(struct state *st, const char *tenant_id,
   cleanup_rows struct db_rows rows = {.item_size = sizeof(struct state_user)};
   if (db_rows_select(st, &rows,
                      "SELECT " USER_COLUMNS " FROM users WHERE tenant_id = ?1 AND deleted_ms = 0 "
-                     "ORDER BY created_ms, id",
+                     "ORDER BY created_ms, rowid",
                      DB_ARGS(DB_TEXT(tenant_id)), read_user, "cannot list users", err) < 0)
     return -1;
   return db_rows_each(&rows, rows.n, cb, ctx);
