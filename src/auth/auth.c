@@ -45,15 +45,12 @@ int auth_role_parse(const char *s, enum auth_role *out) {
 
 unsigned auth_role_scopes(enum auth_role r) {
   static const unsigned viewer = AUTH_SCOPE_SANDBOX_READ | AUTH_SCOPE_STORAGE_READ;
-  static const unsigned member = viewer | AUTH_SCOPE_SANDBOX | AUTH_SCOPE_STORAGE_WRITE |
-                                 AUTH_SCOPE_RUNS;
+  static const unsigned member =
+      viewer | AUTH_SCOPE_SANDBOX | AUTH_SCOPE_STORAGE_WRITE | AUTH_SCOPE_RUNS;
   switch (r) {
-  case AUTH_ROLE_VIEWER:
-    return viewer;
-  case AUTH_ROLE_MEMBER:
-    return member;
-  case AUTH_ROLE_ADMIN:
-    return member | AUTH_SCOPE_USERS;
+  case AUTH_ROLE_VIEWER: return viewer;
+  case AUTH_ROLE_MEMBER: return member;
+  case AUTH_ROLE_ADMIN: return member | AUTH_SCOPE_USERS;
   }
   return 0;
 }
@@ -187,8 +184,8 @@ int auth_open(struct auth **out, const struct auth_config *cfg, struct husk_err 
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     slots = cpus > 0 ? (unsigned)cpus : 1;
   }
-  if (password_gate_init(a, slots, cfg->hash_wait_ms ? cfg->hash_wait_ms : AUTH_HASH_WAIT_MS,
-                         err) < 0)
+  if (password_gate_init(a, slots, cfg->hash_wait_ms ? cfg->hash_wait_ms : AUTH_HASH_WAIT_MS, err) <
+      0)
     return -1;
   /* The dummy: a password of 32 random bytes, forgotten at once. */
   char pw[AUTH_TOKEN_SIZE];

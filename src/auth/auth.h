@@ -200,7 +200,8 @@ int auth_code_exchange(struct auth *a, const char *code, const char *client_id,
 int auth_refresh(struct auth *a, const char *refresh, const char *client_id, unsigned scopes,
                  const char *resource, struct auth_tokens *out, struct husk_err *err);
 /* RFC 7009: an access token dies; a refresh token's family dies.  Unknown
- * or another client's token: 0, nothing done. */
+ * or another client's token: 0, nothing done (client_id NULL: any
+ * client's -- holding a token is the right to end it). */
 int auth_revoke(struct auth *a, const char *token, const char *client_id, struct husk_err *err);
 
 /* What an access token allows, for a request to `resource`. */

@@ -12,14 +12,14 @@
 #include "util/error.h"
 
 /* Defaults of struct auth_config and the fixed policy of docs/oauth.md. */
-#define AUTH_ACCESS_TTL_S 3600              /* an access token */
-#define AUTH_REFRESH_TTL_S (30LL * 86400)   /* a refresh token, from its last rotation */
-#define AUTH_CODE_TTL_S 60                  /* an authorization code */
-#define AUTH_HASH_WAIT_MS 10000             /* a password hash waits this long for a slot */
-#define AUTH_LOCK_FAILURES 5                /* failed sign-ins of one user ... */
-#define AUTH_LOCK_WINDOW_MS (15LL * 60000)  /* ... within this window ... */
-#define AUTH_LOCK_MS (15LL * 60000)         /* ... lock it this long */
-#define AUTH_CLIENTS_MAX 10000              /* registered OAuth clients */
+#define AUTH_ACCESS_TTL_S 3600                /* an access token */
+#define AUTH_REFRESH_TTL_S (30LL * 86400)     /* a refresh token, from its last rotation */
+#define AUTH_CODE_TTL_S 60                    /* an authorization code */
+#define AUTH_HASH_WAIT_MS 10000               /* a password hash waits this long for a slot */
+#define AUTH_LOCK_FAILURES 5                  /* failed sign-ins of one user ... */
+#define AUTH_LOCK_WINDOW_MS (15LL * 60000)    /* ... within this window ... */
+#define AUTH_LOCK_MS (15LL * 60000)           /* ... lock it this long */
+#define AUTH_CLIENTS_MAX 10000                /* registered OAuth clients */
 #define AUTH_CLIENT_IDLE_MS (30LL * 86400000) /* unused this long, a client may go */
 
 /* Random secrets: a prefix and 32 random bytes as 64 lower-case hex. */

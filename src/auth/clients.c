@@ -145,8 +145,7 @@ bool auth_client_redirect_ok(const struct auth_client *c, const char *uri) {
   for (size_t i = 0; i < n; i++) {
     struct redirect r;
     if (redirect_parse(c->redirect_uris[i], &r, NULL) == 0 && !r.https &&
-        r.host_len == u.host_len && !memcmp(r.host, u.host, u.host_len) &&
-        !strcmp(r.rest, u.rest))
+        r.host_len == u.host_len && !memcmp(r.host, u.host, u.host_len) && !strcmp(r.rest, u.rest))
       return true;
   }
   return false;
@@ -226,8 +225,7 @@ int auth_client_register(struct auth *a, const char *name, const char *const *re
   if (state_new_id("oc_", row.id, sizeof row.id, err) < 0)
     return -1;
   char plain[AUTH_TOKEN_SIZE] = "";
-  if (row.has_secret &&
-      auth_secret_new(AUTH_PREFIX_CLIENT_SECRET, plain, row.secret_hash, err) < 0)
+  if (row.has_secret && auth_secret_new(AUTH_PREFIX_CLIENT_SECRET, plain, row.secret_hash, err) < 0)
     return -1;
   int r = state_oauth_client_insert(a->st, &row, AUTH_CLIENTS_MAX,
                                     row.created_ms - AUTH_CLIENT_IDLE_MS, err);
@@ -240,8 +238,7 @@ int auth_client_register(struct auth *a, const char *name, const char *const *re
   return r;
 }
 
-int auth_client_get(struct auth *a, const char *id, struct auth_client *out,
-                    struct husk_err *err) {
+int auth_client_get(struct auth *a, const char *id, struct auth_client *out, struct husk_err *err) {
   struct state_oauth_client row;
   if (state_oauth_client_get(a->st, id, &row, err) < 0)
     return -1;

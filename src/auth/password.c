@@ -94,8 +94,8 @@ int password_check(const char *password, struct husk_err *err) {
 
 int password_hash(struct auth *a, const char *password, char out[STATE_PASSWORD_HASH_SIZE],
                   struct husk_err *err) {
-  size_t need = argon2_encodedlen(ARGON2_T_COST, ARGON2_M_COST_KIB, ARGON2_LANES,
-                                  ARGON2_SALT_BYTES, ARGON2_HASH_BYTES, Argon2_id);
+  size_t need = argon2_encodedlen(ARGON2_T_COST, ARGON2_M_COST_KIB, ARGON2_LANES, ARGON2_SALT_BYTES,
+                                  ARGON2_HASH_BYTES, Argon2_id);
   if (need > STATE_PASSWORD_HASH_SIZE)
     return husk_fail(err, EOVERFLOW, "an Argon2id hash needs %zu bytes", need);
   unsigned char salt[ARGON2_SALT_BYTES];

@@ -144,8 +144,8 @@ int auth_code_exchange(struct auth *a, const char *code, const char *client_id,
     return husk_fail(err, EACCES, "%s", denied);
   for (size_t i = 0; i < vn; i++) {
     char c = verifier[i];
-    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-          c == '-' || c == '.' || c == '_' || c == '~'))
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+          c == '.' || c == '_' || c == '~'))
       return husk_fail(err, EACCES, "%s", denied);
   }
   unsigned char digest[STATE_OAUTH_HASH_SIZE], code_hash[STATE_OAUTH_HASH_SIZE];
@@ -160,8 +160,8 @@ int auth_code_exchange(struct auth *a, const char *code, const char *client_id,
   struct state_oauth_pair pair;
   struct state_oauth_grant g;
   if (pair_new(a, &plain, &pair, now, err) < 0 ||
-      state_oauth_code_redeem(a->st, code_hash, client_id, redirect_uri, challenge, resource,
-                              &pair, now, &g, err) < 0)
+      state_oauth_code_redeem(a->st, code_hash, client_id, redirect_uri, challenge, resource, &pair,
+                              now, &g, err) < 0)
     return -1;
   tokens_out(a, &plain, &g, out);
   return 0;

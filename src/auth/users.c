@@ -13,7 +13,6 @@
  * for slots is seen; a success is recorded in a transaction that checks
  * the lock again. */
 #define _GNU_SOURCE
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -42,8 +41,9 @@ static int name_normalize(const char *name, char out[AUTH_NAME_MAX + 1], struct 
   for (size_t i = 0; i < n; i++) {
     char c = name[i] >= 'A' && name[i] <= 'Z' ? (char)(name[i] - 'A' + 'a') : name[i];
     if (!name_char(c))
-      return husk_fail(err, EINVAL, "a user name may only contain a-z, 0-9, `.`, `_`, `@`, `+` "
-                                    "and `-`");
+      return husk_fail(err, EINVAL,
+                       "a user name may only contain a-z, 0-9, `.`, `_`, `@`, `+` "
+                       "and `-`");
     out[i] = c;
   }
   out[n] = '\0';
@@ -81,8 +81,8 @@ int auth_user_create(struct auth *a, const char *tenant_id, const char *name,
                      struct auth_user *out, struct husk_err *err) {
   struct state_user row = {.created_ms = auth_now(a)};
   if (name_normalize(name, row.name, err) < 0 ||
-      auth_check_label("display name", display_name ? display_name : "", AUTH_DISPLAY_MAX,
-                       err) < 0 ||
+      auth_check_label("display name", display_name ? display_name : "", AUTH_DISPLAY_MAX, err) <
+          0 ||
       check_role(role, err) < 0 || (password && password_check(password, err) < 0))
     return -1;
   if (!tenant_id)
@@ -109,8 +109,8 @@ int auth_user_get(struct auth *a, const char *tenant_id, const char *id, struct 
   return user_from_row(&row, out, err);
 }
 
-int auth_user_get_any(struct auth *a, const char *tenant_id, const char *id,
-                      struct auth_user *out, struct husk_err *err) {
+int auth_user_get_any(struct auth *a, const char *tenant_id, const char *id, struct auth_user *out,
+                      struct husk_err *err) {
   struct state_user row;
   if (state_user_get(a->st, tenant_id, id, true, &row, err) < 0)
     return -1;
@@ -175,8 +175,7 @@ int auth_user_update(struct auth *a, const char *tenant_id, const char *id,
   return user_from_row(&row, out, err);
 }
 
-int auth_user_delete(struct auth *a, const char *tenant_id, const char *id,
-                     struct husk_err *err) {
+int auth_user_delete(struct auth *a, const char *tenant_id, const char *id, struct husk_err *err) {
   if (!tenant_id)
     return husk_fail(err, EINVAL, "tenant id is missing");
   return state_user_delete(a->st, tenant_id, id, auth_now(a), err);

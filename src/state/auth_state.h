@@ -19,17 +19,17 @@
 #include "state/state.h"
 #include "util/error.h"
 
-#define STATE_OAUTH_HASH_SIZE 32          /* SHA-256 of a code, token or client secret */
-#define STATE_USER_NAME_SIZE 65           /* 64 bytes and the NUL */
-#define STATE_USER_DISPLAY_SIZE 129       /* 128 bytes of UTF-8 and the NUL */
-#define STATE_USER_ROLE_SIZE 8            /* "viewer", "member", "admin" */
-#define STATE_PASSWORD_HASH_SIZE 256      /* an Argon2id encoded string */
-#define STATE_OAUTH_NAME_SIZE 129         /* a client's name */
-#define STATE_OAUTH_URI_SIZE 513          /* a redirect URI or a resource */
-#define STATE_OAUTH_URIS_JSON_SIZE 8192   /* a client's redirect URIs, a JSON array */
-#define STATE_OAUTH_METHOD_SIZE 24        /* token_endpoint_auth_method */
-#define STATE_OAUTH_CHALLENGE_SIZE 44     /* a PKCE S256 challenge: 43 characters */
-#define STATE_OAUTH_FAMILY_SIZE 28        /* "f_" + 24 hex: one sign-in's tokens */
+#define STATE_OAUTH_HASH_SIZE 32        /* SHA-256 of a code, token or client secret */
+#define STATE_USER_NAME_SIZE 65         /* 64 bytes and the NUL */
+#define STATE_USER_DISPLAY_SIZE 129     /* 128 bytes of UTF-8 and the NUL */
+#define STATE_USER_ROLE_SIZE 8          /* "viewer", "member", "admin" */
+#define STATE_PASSWORD_HASH_SIZE 256    /* an Argon2id encoded string */
+#define STATE_OAUTH_NAME_SIZE 129       /* a client's name */
+#define STATE_OAUTH_URI_SIZE 513        /* a redirect URI or a resource */
+#define STATE_OAUTH_URIS_JSON_SIZE 8192 /* a client's redirect URIs, a JSON array */
+#define STATE_OAUTH_METHOD_SIZE 24      /* token_endpoint_auth_method */
+#define STATE_OAUTH_CHALLENGE_SIZE 44   /* a PKCE S256 challenge: 43 characters */
+#define STATE_OAUTH_FAMILY_SIZE 28      /* "f_" + 24 hex: one sign-in's tokens */
 
 /* ---- users (users.c) ------------------------------------------------------ */
 
@@ -112,8 +112,8 @@ struct state_oauth_client {
 /* A new row.  With `max_clients` rows already, those whose last use (or
  * creation) is before `idle_before_ms` go first, oldest first, with their
  * codes and tokens; if none may go: EDQUOT. */
-int state_oauth_client_insert(struct state *st, const struct state_oauth_client *c,
-                              int max_clients, int64_t idle_before_ms, struct husk_err *err);
+int state_oauth_client_insert(struct state *st, const struct state_oauth_client *c, int max_clients,
+                              int64_t idle_before_ms, struct husk_err *err);
 int state_oauth_client_get(struct state *st, const char *id, struct state_oauth_client *out,
                            struct husk_err *err);
 
@@ -160,9 +160,8 @@ struct state_oauth_grant {
  * the code's), and its user is still live and enabled.  A code used before
  * revokes the family issued from it (committed) and fails with EACCES. */
 int state_oauth_code_redeem(struct state *st, const unsigned char code_hash[STATE_OAUTH_HASH_SIZE],
-                            const char *client_id, const char *redirect_uri,
-                            const char *challenge, const char *resource,
-                            const struct state_oauth_pair *pair, int64_t now,
+                            const char *client_id, const char *redirect_uri, const char *challenge,
+                            const char *resource, const struct state_oauth_pair *pair, int64_t now,
                             struct state_oauth_grant *out, struct husk_err *err);
 /* Rotate the refresh token hashing to `refresh_hash`: it dies and `pair`
  * takes over its family, the new refresh token with the grant's scopes,

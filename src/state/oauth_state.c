@@ -61,15 +61,15 @@ static int read_client(sqlite3_stmt *s, void *row, struct husk_err *err) {
   return 0;
 }
 
-int state_oauth_client_insert(struct state *st, const struct state_oauth_client *c,
-                              int max_clients, int64_t idle_before_ms, struct husk_err *err) {
+int state_oauth_client_insert(struct state *st, const struct state_oauth_client *c, int max_clients,
+                              int64_t idle_before_ms, struct husk_err *err) {
   if (!c)
     return husk_fail(err, EINVAL, "OAuth client is missing");
   if (check_id("client id", c->id, sizeof c->id, err) < 0 ||
       check_text("client name", c->name, sizeof c->name, true, err) < 0 ||
       check_text("redirect URIs", c->redirect_uris, sizeof c->redirect_uris, false, err) < 0 ||
-      check_text("token endpoint auth method", c->auth_method, sizeof c->auth_method, false,
-                 err) < 0)
+      check_text("token endpoint auth method", c->auth_method, sizeof c->auth_method, false, err) <
+          0)
     return -1;
   cleanup_unlock struct state *locked = db_lock(st);
   cleanup_txn struct db_txn txn = {0};
@@ -155,8 +155,7 @@ static int exec_text_int(struct state *st, const char *sql, const char *text, in
   return db_step_done(st, s, what, err);
 }
 
-static int revoke_family(struct state *st, const char *family, int64_t now,
-                         struct husk_err *err) {
+static int revoke_family(struct state *st, const char *family, int64_t now, struct husk_err *err) {
   return exec_text_int(st,
                        "UPDATE oauth_tokens SET revoked_ms = ?2 WHERE family = ?1 AND "
                        "revoked_ms = 0",
@@ -298,9 +297,8 @@ int state_oauth_code_insert(struct state *st, const struct state_oauth_code *c, 
 }
 
 int state_oauth_code_redeem(struct state *st, const unsigned char code_hash[STATE_OAUTH_HASH_SIZE],
-                            const char *client_id, const char *redirect_uri,
-                            const char *challenge, const char *resource,
-                            const struct state_oauth_pair *pair, int64_t now,
+                            const char *client_id, const char *redirect_uri, const char *challenge,
+                            const char *resource, const struct state_oauth_pair *pair, int64_t now,
                             struct state_oauth_grant *out, struct husk_err *err) {
   /* One message for every refusal but reuse: the caller answers
    * invalid_grant whatever it was. */

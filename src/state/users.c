@@ -165,8 +165,7 @@ int state_user_list(struct state *st, const char *tenant_id,
 
 /* Under the lock, in a transaction: every token of the user dies and its
  * codes go. */
-static int revoke_user_locked(struct state *st, const char *id, int64_t now,
-                              struct husk_err *err) {
+static int revoke_user_locked(struct state *st, const char *id, int64_t now, struct husk_err *err) {
   cleanup_stmt sqlite3_stmt *t = NULL;
   if (db_prepare(st, &t,
                  "UPDATE oauth_tokens SET revoked_ms = ?2 WHERE user_id = ?1 AND revoked_ms = 0",

@@ -80,8 +80,8 @@ TEST(roles_and_scopes) {
   CHECK(s == 0);
   CHECK_OK(auth_scopes_parse("sandbox  storage:read ", &s, &err));
   CHECK(s == (AUTH_SCOPE_SANDBOX | AUTH_SCOPE_STORAGE_READ));
-  CHECK_OK(auth_scopes_parse("users runs sandbox:read storage:write sandbox storage:read", &s,
-                             &err));
+  CHECK_OK(
+      auth_scopes_parse("users runs sandbox:read storage:write sandbox storage:read", &s, &err));
   CHECK(s == AUTH_SCOPE_ALL);
   CHECK_ERR(auth_scopes_parse("sandbox bogus", &s, &err), EINVAL);
   CHECK(strstr(err.msg, "`bogus`") != NULL);
@@ -119,8 +119,8 @@ static int collect_name(void *ctx, const struct auth_user *u) {
 TEST(users) {
   struct husk_err err;
   struct auth_user u, g;
-  CHECK_OK(auth_user_create(au, t1.id, "Alice@Example.com", "Alice A.", AUTH_ROLE_MEMBER, PW, &u,
-                            &err));
+  CHECK_OK(
+      auth_user_create(au, t1.id, "Alice@Example.com", "Alice A.", AUTH_ROLE_MEMBER, PW, &u, &err));
   CHECK_STR(u.name, "alice@example.com");
   CHECK(!strncmp(u.id, "u_", 2) && strlen(u.id) == 26);
   CHECK(u.has_password && !u.disabled && u.role == AUTH_ROLE_MEMBER && u.created_ms == fake_now);
@@ -133,13 +133,19 @@ TEST(users) {
   /* Refusals. */
   CHECK_ERR(auth_user_create(au, t1.id, "ALICE@example.com", "", AUTH_ROLE_VIEWER, NULL, &u, &err),
             EEXIST);
-  const char *bad_names[] = {"", "a b", "é", "a/b", "a:b", "tab\t",
+  const char *bad_names[] = {"",
+                             "a b",
+                             "é",
+                             "a/b",
+                             "a:b",
+                             "tab\t",
                              "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
   for (size_t i = 0; i < sizeof bad_names / sizeof bad_names[0]; i++)
     CHECK_ERR(auth_user_create(au, t1.id, bad_names[i], "", AUTH_ROLE_VIEWER, NULL, &u, &err),
               EINVAL);
-  CHECK_OK(auth_user_create(au, t1.id, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
-                            "", AUTH_ROLE_VIEWER, NULL, &u, &err)); /* 64 */
+  CHECK_OK(auth_user_create(au, t1.id,
+                            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "",
+                            AUTH_ROLE_VIEWER, NULL, &u, &err)); /* 64 */
   CHECK_OK(auth_user_delete(au, t1.id, u.id, &err));
   char long_display[130];
   memset(long_display, 'd', 129);
@@ -258,7 +264,8 @@ TEST(sign_in) {
   CHECK_ERR(auth_sign_in(au, "no such org", "alice@example.com", PW, &u, tid, &err), EACCES);
   CHECK_STR(err.msg, msg);
   CHECK_STR(tid, "");
-  CHECK_ERR(auth_sign_in(au, "two", "alice@example.com", PW, &u, tid, &err), EACCES); /* no password */
+  CHECK_ERR(auth_sign_in(au, "two", "alice@example.com", PW, &u, tid, &err),
+            EACCES); /* no password */
   CHECK_ERR(auth_sign_in(au, "one", "bad name!", PW, &u, tid, &err), EACCES);
   CHECK_ERR(auth_sign_in(au, NULL, NULL, NULL, &u, tid, &err), EACCES);
   char huge[1024];
@@ -320,8 +327,8 @@ TEST(lockout) {
 TEST(hash_gate) {
   struct husk_err err;
   struct auth *a1;
-  struct auth_config cfg = {.st = st, .hash_concurrency = 1, .hash_wait_ms = 50,
-                            .clock_ms = clock_fake};
+  struct auth_config cfg = {
+      .st = st, .hash_concurrency = 1, .hash_wait_ms = 50, .clock_ms = clock_fake};
   CHECK_OK(auth_open(&a1, &cfg, &err));
   if (!a1)
     return;
@@ -380,13 +387,27 @@ TEST(clients) {
   snprintf(long_uri, sizeof long_uri, "https://a.example/%0*d", AUTH_REDIRECT_MAX + 1 - 18, 0);
   CHECK(strlen(long_uri) == AUTH_REDIRECT_MAX + 1);
   const char *bad[] = {
-      "http://example.com/cb",     "http://127.0.0.2/cb",       "http://localhost.evil.com/",
-      "https://a.example/cb#frag", "https://user@a.example/cb", "https://user:pw@a.example/",
-      "https://a.example/c b",     "https://a.example/\x01",    "https://a.example/é",
-      "ftp://a.example/cb",        "javascript:alert(1)",       "https:///nohost",
-      "https://a.example:0/cb",    "https://a.example:99999/",  "https://a.exa_mple/",
-      "https://a.example/\"",      "https://a.example/<x>",     "https://a.example\\@b/",
-      "HTTPS://a.example/cb",      "https://[::1/cb",           long_uri,
+      "http://example.com/cb",
+      "http://127.0.0.2/cb",
+      "http://localhost.evil.com/",
+      "https://a.example/cb#frag",
+      "https://user@a.example/cb",
+      "https://user:pw@a.example/",
+      "https://a.example/c b",
+      "https://a.example/\x01",
+      "https://a.example/é",
+      "ftp://a.example/cb",
+      "javascript:alert(1)",
+      "https:///nohost",
+      "https://a.example:0/cb",
+      "https://a.example:99999/",
+      "https://a.exa_mple/",
+      "https://a.example/\"",
+      "https://a.example/<x>",
+      "https://a.example\\@b/",
+      "HTTPS://a.example/cb",
+      "https://[::1/cb",
+      long_uri,
       "",
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -479,14 +500,17 @@ TEST(codes) {
   CHECK_ERR(issue(&u, pub_client, CB, MCP, AUTH_SCOPE_USERS, code, &err), EINVAL); /* a member */
   CHECK_ERR(issue(&u, pub_client, CB, MCP, 0, code, &err), EINVAL);
   CHECK_ERR(issue(&u, pub_client, CB, "", AUTH_SCOPE_SANDBOX, code, &err), EINVAL);
-  struct auth_code_request rq = {.client_id = pub_client, .redirect_uri = CB,
-                                 .code_challenge = "plain", .resource = MCP,
-                                 .scopes = AUTH_SCOPE_SANDBOX, .user = &u};
+  struct auth_code_request rq = {.client_id = pub_client,
+                                 .redirect_uri = CB,
+                                 .code_challenge = "plain",
+                                 .resource = MCP,
+                                 .scopes = AUTH_SCOPE_SANDBOX,
+                                 .user = &u};
   CHECK_ERR(auth_code_issue(au, &rq, code, &err), EINVAL);
 
   /* The exchange, and everything that must match. */
-  CHECK_OK(issue(&u, pub_client, CB, MCP, AUTH_SCOPE_DEFAULT & auth_role_scopes(u.role), code,
-                 &err));
+  CHECK_OK(
+      issue(&u, pub_client, CB, MCP, AUTH_SCOPE_DEFAULT & auth_role_scopes(u.role), code, &err));
   CHECK(prefixed(code, "hac_"));
   CHECK_ERR(auth_code_exchange(au, code, pub_client, CB,
                                "dBjftJeZ4CVP-mJ92K1uOYtrzcM9kqXvpOoMm2KOcHN", NULL, &t, &err),
@@ -558,9 +582,9 @@ TEST(refresh_rotation_and_reuse) {
   /* Refusals that leave the token alive. */
   CHECK_ERR(auth_refresh(au, a.refresh, conf_client, 0, NULL, &b, &err), EACCES);
   CHECK_ERR(auth_refresh(au, a.refresh, pub_client, AUTH_SCOPE_USERS, NULL, &b, &err), EINVAL);
-  CHECK_ERR(auth_refresh(au, a.refresh, pub_client, grant | AUTH_SCOPE_STORAGE_WRITE, NULL, &b,
-                         &err),
-            EINVAL);
+  CHECK_ERR(
+      auth_refresh(au, a.refresh, pub_client, grant | AUTH_SCOPE_STORAGE_WRITE, NULL, &b, &err),
+      EINVAL);
   CHECK_ERR(auth_refresh(au, a.refresh, pub_client, 0, V1, &b, &err), ENOTSUP);
   CHECK_ERR(auth_refresh(au, a.access, pub_client, 0, NULL, &b, &err), EACCES);
   /* Rotation: a new pair; the old refresh token dies, the access token it
@@ -711,6 +735,54 @@ TEST(code_race) {
   CHECK_ERR(auth_token_check(au, r[r[0].rc == 0 ? 0 : 1].t.access, MCP, &gr, &err), EKEYREVOKED);
 }
 
+/* Bounded growth: expired tokens are swept as new ones are issued, a
+ * family keeps its newest tokens only, clients are capped. */
+TEST(bounded_rows) {
+  struct husk_err err;
+  struct auth_user u = member();
+  struct auth_tokens a, b, c;
+  struct auth_grant gr;
+  if (sign_in_tokens(&u, &a) < 0) {
+    unit_cur_failed = 1;
+    return;
+  }
+  clock_add(2 * 3600 * 1000);
+  CHECK_ERR(auth_token_check(au, a.access, MCP, &gr, &err), EKEYEXPIRED);
+  if (sign_in_tokens(&u, &b) < 0) /* sweeps */
+    unit_cur_failed = 1;
+  CHECK_ERR(auth_token_check(au, a.access, MCP, &gr, &err), ENOENT);
+
+  /* A client refreshing in a loop: the first rotated token falls out of
+   * its family (presenting it is then just unknown), the newest works. */
+  char first[AUTH_TOKEN_SIZE];
+  snprintf(first, sizeof first, "%s", b.refresh);
+  state_defer_begin(st);
+  for (int i = 0; i < 40; i++) {
+    clock_add(1); /* the family is trimmed by age */
+    CHECK_OK(auth_refresh(au, b.refresh, pub_client, 0, NULL, &c, &err));
+    b = c;
+  }
+  CHECK_OK(state_defer_end(st, &err));
+  CHECK_ERR(auth_refresh(au, first, pub_client, 0, NULL, &c, &err), EACCES);
+  CHECK_OK(auth_token_check(au, b.access, MCP, &gr, &err));
+  CHECK_OK(auth_refresh(au, b.refresh, pub_client, 0, NULL, &c, &err));
+
+  /* Clients: at the cap, those idle long enough go, oldest first, their
+   * tokens with them; none idle enough: EDQUOT.  The state's cap is a
+   * parameter: 1 here stands for 10000. */
+  struct state_oauth_client row = {.created_ms = fake_now};
+  snprintf(row.redirect_uris, sizeof row.redirect_uris, "[\"%s\"]", CB);
+  snprintf(row.auth_method, sizeof row.auth_method, "none");
+  CHECK_OK(state_new_id("oc_", row.id, sizeof row.id, &err));
+  CHECK_ERR(state_oauth_client_insert(st, &row, 1, 0, &err), EDQUOT);
+  CHECK_OK(state_oauth_client_insert(st, &row, 1, fake_now + 1, &err));
+  CHECK_OK(state_new_id("oc_", row.id, sizeof row.id, &err));
+  CHECK_ERR(state_oauth_client_insert(st, &row, 1, fake_now, &err), EDQUOT); /* not idle */
+  struct auth_client g;
+  CHECK_ERR(auth_client_get(au, pub_client, &g, &err), ENOENT);
+  CHECK_ERR(auth_token_check(au, c.access, MCP, &gr, &err), ENOENT);
+}
+
 /* ---- the audit's user fields ---- */
 
 struct audits {
@@ -824,6 +896,7 @@ int main(void) {
   RUN(code_race);
   RUN(audit_user_fields);
   RUN(tenant_deletion);
+  RUN(bounded_rows); /* last: it removes the clients of the others */
   auth_close(au);
   state_close(st);
   char cmd[128];
