@@ -117,7 +117,7 @@ static bool is_mcp(const struct req *r) {
 void api_www_auth(struct req *r, const char *error, unsigned scope) {
   char iss[600], names[256];
   if (!scope)
-    scope = is_mcp(r) ? AUTH_SCOPE_DEFAULT : AUTH_SCOPE_DEFAULT;
+    scope = AUTH_SCOPE_DEFAULT; /* what a sign-in asks for by default */
   auth_scopes_format(scope, names, sizeof names);
   if (api_issuer(r, iss, sizeof iss) < 0) {
     snprintf(r->www_auth, sizeof r->www_auth, "Bearer realm=\"husk\"%s%s%s",

@@ -229,7 +229,7 @@ TEST(string_lists_and_bounded_maps) {
       {"files", MCP_P_STRMAP, false, "files", NULL, 0, 2, 100},
       {NULL, 0, false, NULL, NULL, 0, 0, 0},
   };
-  static const struct mcp_tool t = {"t", "t", "t", params, "{}", false, false, false, NULL};
+  static const struct mcp_tool t = {"t", "t", "t", params, "{}", false, false, false, NULL, 0, NULL};
   json_t *schema = mcp_input_schema(&t);
   json_t *k = json_object_get(json_object_get(schema, "properties"), "keys");
   CHECK(!strcmp(json_string_value(json_object_get(k, "type")), "array"));
