@@ -80,6 +80,9 @@ struct auth_config {
   int64_t access_ttl_s;      /* 0: 3600 */
   int64_t refresh_ttl_s;     /* 0: 30 days */
   int64_t code_ttl_s;        /* 0: 60 */
+  /* For tests; 0/NULL in the daemon. */
+  int64_t hash_wait_ms;      /* how long a hash waits for a slot; 0: 10 s */
+  int64_t (*clock_ms)(void); /* the wall clock, ms since the epoch; NULL: state_now_ms */
 };
 int auth_open(struct auth **out, const struct auth_config *cfg, struct husk_err *err);
 void auth_close(struct auth *a);
@@ -95,6 +98,10 @@ int auth_user_create(struct auth *a, const char *tenant_id, const char *name,
 /* ENOENT for another tenant's user, a deleted one, or none. */
 int auth_user_get(struct auth *a, const char *tenant_id, const char *id, struct auth_user *out,
                   struct husk_err *err);
+/* Like auth_user_get, but a deleted user is found too (deleted_ms != 0),
+ * and tenant_id NULL means any tenant: for naming who did something. */
+int auth_user_get_any(struct auth *a, const char *tenant_id, const char *id,
+                      struct auth_user *out, struct husk_err *err);
 /* Oldest first; deleted users are not listed.  cb returns nonzero to stop. */
 int auth_user_list(struct auth *a, const char *tenant_id,
                    int (*cb)(void *ctx, const struct auth_user *u), void *ctx,
@@ -118,8 +125,10 @@ int auth_user_delete(struct auth *a, const char *tenant_id, const char *id, stru
  * error for an unknown tenant, an unknown, disabled or deleted user and a
  * wrong password: EACCES, after the same work (a hash is always
  * computed).  EAGAIN: the user is locked (5 failures in 15 minutes lock
- * it for 15 minutes) -- told to the front for the audit only, the page
- * says the same as for EACCES.  EBUSY: no hash slot within 10 s.
+ * it for 15 minutes; the fifth failure itself is EACCES, the attempts
+ * after it EAGAIN whatever the password) -- told to the front for the
+ * audit only, the page says the same as for EACCES.  A success clears the
+ * count; so does setting a new password (auth_user_update).  EBUSY: no hash slot within 10 s.
  * *out_tenant_id gets the tenant of a known user even on failure (for
  * the audit), "" otherwise. */
 int auth_sign_in(struct auth *a, const char *tenant_name, const char *name, const char *password,
@@ -191,7 +200,8 @@ int auth_code_exchange(struct auth *a, const char *code, const char *client_id,
 int auth_refresh(struct auth *a, const char *refresh, const char *client_id, unsigned scopes,
                  const char *resource, struct auth_tokens *out, struct husk_err *err);
 /* RFC 7009: an access token dies; a refresh token's family dies.  Unknown
- * or another client's token: 0, nothing done. */
+ * or another client's token: 0, nothing done (client_id NULL: any
+ * client's -- holding a token is the right to end it). */
 int auth_revoke(struct auth *a, const char *token, const char *client_id, struct husk_err *err);
 
 /* What an access token allows, for a request to `resource`. */

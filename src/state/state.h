@@ -169,14 +169,15 @@ int state_tenant_set_bounds(struct state *st, const struct state_tenant *t, stru
 
 /* Deleting a tenant, in steps that each survive a crash:
  *   1. state_tenant_mark_deleted: one transaction records deleted_ms and
- *      revokes every API key and S3 key of the tenant, so nothing can act
- *      for it from then on, and no box, template or build cache entry can
+ *      revokes every API key and S3 key of the tenant and every OAuth
+ *      token of its users (their codes go), so nothing can act for it from
+ *      then on, and no box, template or build cache entry can
  *      be inserted for it (ENOENT);
  *   2. the caller ends its live boxes and removes its storage (objects,
  *      their files, buckets, uploads, links: store_tenant_purge);
  *   3. state_tenant_purge: one transaction removes the rest (ended boxes,
  *      processes, jobs, secrets, keys, links, templates, build cache
- *      entries) and the tenant row.  EBUSY while a box is live or storage
+ *      entries, users with their codes and tokens) and the tenant row.  EBUSY while a box is live or storage
  *      remains: step 2 is not finished;
  *   4. the caller collects the template layers no row names any more
  *      (template_collect).
