@@ -15,7 +15,7 @@
 # Debian packages behind each pkg-config name: docs/dependencies.md.
 # The core library's own dependencies (libhusk.so links them; husk.pc lists
 # them for static linking):
-LIB_PKGS := libseccomp jansson sqlite3 libcrypto libssl libarchive zlib libcurl
+LIB_PKGS := libseccomp jansson sqlite3 libcrypto libssl libarchive zlib libcurl libargon2
 # The fronts add the HTTP server (API, S3) and the XML parser (S3 bodies).
 PKGS := $(LIB_PKGS) libmicrohttpd expat yaml-0.1
 
@@ -33,8 +33,8 @@ HARDEN_LD := -Wl,-z,relro,-z,now
 # include/husk/ marks HUSK_PUBLIC leaves the library.
 PIC := -fPIC -fvisibility=hidden
 CPPFLAGS += -Iinclude -Isrc -DHUSK_LIBEXECDIR='"$(LIBEXECDIR)"'
-LIB_LIBS := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null || echo -lseccomp -ljansson -lsqlite3 -lcrypto -lssl -larchive -lz -lcurl) -lpthread -lm
-LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lseccomp -ljansson -lsqlite3 -lcrypto -lssl -larchive -lz -lcurl -lmicrohttpd -lexpat -lyaml) -lpthread -lm
+LIB_LIBS := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null || echo -lseccomp -ljansson -lsqlite3 -lcrypto -lssl -larchive -lz -lcurl -largon2) -lpthread -lm
+LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lseccomp -ljansson -lsqlite3 -lcrypto -lssl -larchive -lz -lcurl -largon2 -lmicrohttpd -lexpat -lyaml) -lpthread -lm
 
 # ---- where make install puts it -----------------------------------------------
 PREFIX ?= /usr/local
@@ -53,15 +53,15 @@ SOVERSION := $(shell sed -n 's/^\#define HUSK_VERSION_MAJOR //p' include/husk/ba
 # ---- what is built from what --------------------------------------------------
 BUILD ?= build
 # The core library: isolation, boxes, templates, state, network and
-# secrets, storage.
+# secrets, storage, users and OAuth.
 LIB_SRC := $(sort $(wildcard src/util/*.c src/jail/*.c src/box/*.c src/template/*.c \
-	src/state/*.c src/egress/*.c src/storage/*.c))
+	src/state/*.c src/egress/*.c src/storage/*.c src/auth/*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/seccomp_bpf.o $(BUILD)/gen/ctx_runners.o
 # The fronts: `husk` (the command line; `husk serve` execs `husk-serve` and
 # `husk mcp` execs `husk-mcp`, so that a one-shot run loads none of the
 # server's libraries), the daemon with its HTTP, S3 and MCP fronts, and the
 # MCP server on stdio (which forwards to a daemon with libcurl when asked).
-CLI_SRC := src/cli/main.c src/cli/template.c src/cli/snapshot.c src/cli/cli_common.c
+CLI_SRC := src/cli/main.c src/cli/template.c src/cli/snapshot.c src/cli/user.c src/cli/cli_common.c
 MCP_SRC := $(sort $(wildcard src/mcp/*.c))
 # What the HTTP fronts (API, S3) share: their libmicrohttpd plumbing.
 FRONT_SRC := $(sort $(wildcard src/front/*.c))

@@ -49,6 +49,12 @@ done
 for s in tests/serve/*.sh; do
   [ -f "$s" ] && run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"
 done
+# People signing in with OAuth (docs/oauth.md): the MCP SDK clients and the
+# Inspector, with a person in headless Chromium on husk's sign-in page, as
+# the browser suites above (upload_browser.sh, preview_browser.sh).
+for s in tests/oauth/*.sh; do
+  [ -f "$s" ] && run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"
+done
 # Templates: images imported, built and run, from the command line.
 for s in tests/template/*.sh; do
   [ -f "$s" ] && run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"
@@ -79,7 +85,8 @@ if [ -x build-asan/husk ]; then
     tests/serve/s3_hostile.sh tests/serve/s3_records.sh tests/serve/reply_bounds.sh \
     tests/serve/s3_tenant_limits.sh tests/serve/contexts.sh tests/serve/pause.sh \
     tests/serve/snapshots.sh tests/serve/snapshot_templates.sh tests/serve/snapshot_cli.sh tests/serve/volumes.sh \
-    tests/serve/previews.sh tests/serve/preview_attacks.sh tests/serve/uploads.sh; do
+    tests/serve/previews.sh tests/serve/preview_attacks.sh tests/serve/uploads.sh \
+    tests/serve/oauth_api.sh; do
     [ -f "$s" ] && run_suite "asan/${s#tests/}" env HUSK="$root/build-asan/husk" HUSK_ASAN=1 \
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 bash "$s"
   done

@@ -23,6 +23,7 @@ struct state;
 struct store;
 struct api_server;
 struct mcp_server;
+struct auth;
 
 /* A tenant's default share of --max-connections for requests running a
  * command (see api_config; the share of all its requests is
@@ -72,6 +73,12 @@ struct api_config {
    * name whose every label leads to this listener; NULL: no host form). */
   const char *preview_url;
   const char *preview_domain;
+  /* Users and OAuth 2.1 (docs/oauth.md): the core (NULL: no users, no
+   * tokens; the OAuth routes answer 404), and the issuer, the public base
+   * of this API as clients reach it ("http(s)://host[:port]"; NULL: http://
+   * and the request's Host). */
+  struct auth *auth;
+  const char *api_url;
 };
 
 /* The check of --preview-url and --preview-domain (0, or -1 with err). */

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "api/api.h"
+#include "auth/auth.h"
 #include "box/box.h"
 #include "front/daemon.h"
 #include "husk/husk.h"
@@ -32,6 +33,13 @@
 /* Path parameters longer than this cannot be ids: 404 at once. */
 #define API_PARAM_MAX STATE_BOX_ID_SIZE
 #define API_MAX_PARAMS 4
+/* OAuth form bodies (the sign-in form, the token and revocation
+ * endpoints): larger ones are refused with 413 (docs/oauth.md). */
+#define API_FORM_BODY_MAX (16 * 1024)
+/* route.scope: what an access token needs (AUTH_SCOPE_* bits, all of
+ * them); 0: keys only (a token gets 403); SCOPE_TOKEN: any token for the
+ * resource, the handler checks (MCP checks each tool). */
+#define SCOPE_TOKEN (1u << 31)
 
 struct preview_req;
 
@@ -53,6 +61,8 @@ struct api_server {
   /* Per tenant, its requests through its previews (api_admit_preview). */
   struct tenant_loads preview_loads;
   char preview_scheme[8]; /* of --preview-url: what X-Forwarded-Proto says */
+  /* The OAuth front (routes_oauth.c). */
+  struct api_oauth *oauth;
 };
 
 enum api_auth {
@@ -64,6 +74,7 @@ enum api_auth {
 
 enum api_body {
   BODY_NONE,   /* a body, if any, is ignored */
+  BODY_FORM,   /* application/x-www-form-urlencoded, buffered up to API_FORM_BODY_MAX */
   BODY_JSON,   /* buffered up to API_JSON_BODY_MAX, parsed by the handler */
   BODY_STREAM, /* handed chunk by chunk to route->upload as it arrives */
 };
@@ -86,6 +97,8 @@ struct route {
   api_handler begin;
   int (*upload)(struct req *r, const char *data, size_t len);
   void (*cleanup)(struct req *r);
+  /* What an access token needs here (see SCOPE_TOKEN); keys pass. */
+  unsigned scope;
 };
 
 struct req {
@@ -102,6 +115,16 @@ struct req {
   bool admin;
   char tenant[STATE_TENANT_ID_SIZE];
   char key_id[STATE_KEY_ID_SIZE];
+  /* With an access token (token true): the person and the OAuth client
+   * behind the request, for the audit and box attribution; user_name is
+   * the display name, else the name.  scopes: what the request may do
+   * (~0u with a key). */
+  bool token;
+  unsigned scopes;
+  char user_id[AUTH_USER_ID_SIZE];
+  char user_name[AUTH_DISPLAY_MAX + 1];
+  char client_id[AUTH_CLIENT_ID_SIZE];
+  char client_name[AUTH_CLIENT_NAME_MAX + 1];
   /* Counted in the tenant's load (released at completion). */
   bool load_counted, load_exec, load_preview;
 
@@ -125,6 +148,9 @@ struct req {
    * a 416). */
   char xhdr_name[32];
   char xhdr_value[128];
+  /* The WWW-Authenticate of a 401 or 403 (RFC 6750, RFC 9728); "": the
+   * plain one. */
+  char www_auth[1024];
 
   /* Streaming uploads (BODY_STREAM). */
   void *up;         /* the route's state */
@@ -241,6 +267,53 @@ bool api_key_equal(const char *a, size_t alen, const char *b, size_t blen);
 
 /* ---- audit ---------------------------------------------------------- */
 void api_audit(struct req *r, const char *outcome);
+/* A record of an event that is not a route's action (OAuth sign-in,
+ * tokens): tenant may be "" or NULL; user/client fields from `u` and `c`
+ * (either NULL).  detail must hold no secret. */
+void api_audit_event(struct req *r, const char *tenant, const char *action, const char *outcome,
+                     unsigned status, const struct auth_user *u, const char *client_id,
+                     const char *client_name, const char *detail);
+
+/* ---- routes_oauth.c ---------------------------------------------------- */
+/* The issuer: --api-url, else http:// and the request's Host (0), or -1
+ * when the Host is unusable. */
+int api_issuer(struct req *r, char *out, size_t size);
+/* Fill r->www_auth for a refusal by the resource server: the metadata
+ * URL of the route's resource, the scope needed, and `error` (NULL:
+ * none). */
+void api_www_auth(struct req *r, const char *error, unsigned scope);
+/* The form body (BODY_FORM) as NULL-terminated arrays of decoded names
+ * and values (one malloc'd block each); -1 with r->err on a malformed or
+ * repeated parameter. */
+struct api_form {
+  size_t n;
+  char **names, **values;
+  char *mem;
+  size_t mem_size;
+};
+int api_form_parse(const char *body, size_t len, struct api_form *f, struct husk_err *err);
+const char *api_form_get(const struct api_form *f, const char *name);
+void api_form_free(struct api_form *f);
+enum MHD_Result h_oauth_as_meta(struct req *r);
+enum MHD_Result h_oauth_pr_meta_mcp(struct req *r);
+enum MHD_Result h_oauth_pr_meta_v1(struct req *r);
+enum MHD_Result h_oauth_register(struct req *r);
+enum MHD_Result h_oauth_authorize_get(struct req *r);
+enum MHD_Result h_oauth_authorize_post(struct req *r);
+enum MHD_Result h_oauth_token(struct req *r);
+enum MHD_Result h_oauth_revoke(struct req *r);
+enum MHD_Result h_oauth_style(struct req *r);
+/* The per-process state of the OAuth front: the CSRF key and the rate
+ * limits of failed sign-ins and registrations per source address. */
+int api_oauth_init(struct api_server *s, struct husk_err *err);
+void api_oauth_free(struct api_server *s);
+
+/* ---- routes_users.c ---------------------------------------------------- */
+enum MHD_Result h_user_create(struct req *r);
+enum MHD_Result h_user_list(struct req *r);
+enum MHD_Result h_user_get(struct req *r);
+enum MHD_Result h_user_update(struct req *r);
+enum MHD_Result h_user_delete(struct req *r);
 
 /* ---- route handlers ------------------------------------------------- */
 /* What a handler's listing callback returns when it cannot add an entry

@@ -123,7 +123,9 @@ enum MHD_Result api_reply_error(struct req *r, unsigned status, const char *code
     return MHD_NO;
   }
   MHD_add_response_header(resp, "Content-Type", "application/json");
-  if (status == 401)
+  if ((status == 401 || status == 403) && r->www_auth[0])
+    MHD_add_response_header(resp, "WWW-Authenticate", r->www_auth);
+  else if (status == 401)
     MHD_add_response_header(resp, "WWW-Authenticate", "Bearer realm=\"husk\"");
   if (r->xhdr_name[0])
     MHD_add_response_header(resp, r->xhdr_name, r->xhdr_value);

@@ -338,6 +338,15 @@ static int audit_cb(void *ctx, const struct state_audit *a) {
                         "time", json_time(a->ts_ms), "tenant_id", a->tenant_id, "key_id", a->key_id,
                         "action", a->action, "box_id", a->box_id, "detail", a->detail, "outcome",
                         a->outcome, "status", a->status);
+  /* The person and the client of a request made with an access token. */
+  if (j && a->user_id[0]) {
+    json_object_set_new(j, "user_id", json_string(a->user_id));
+    json_object_set_new(j, "user", json_string(a->user_name));
+  }
+  if (j && a->client_id[0]) {
+    json_object_set_new(j, "client_id", json_string(a->client_id));
+    json_object_set_new(j, "client", json_string(a->client_name));
+  }
   if (!j || json_array_append_new(ctx, j) < 0)
     return API_LIST_NOMEM;
   return 0;
@@ -356,6 +365,7 @@ enum MHD_Result h_audit_list(struct req *r) {
     return api_reply_bad(r);
   f.box_id = api_query(r, "box");
   f.action = api_query(r, "action");
+  f.user_id = api_query(r, "user");
   f.since_ms = (int64_t)since;
   f.until_ms = (int64_t)until;
   f.after_id = (int64_t)after;

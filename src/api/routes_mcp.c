@@ -223,6 +223,12 @@ struct call_ctx {
   struct api_server *srv;
   char tenant[STATE_TENANT_ID_SIZE];
   char key_id[STATE_KEY_ID_SIZE];
+  /* With a token: its scopes, the person and the client (else ~0u, ""). */
+  unsigned scopes;
+  char user_id[AUTH_USER_ID_SIZE];
+  char user_name[AUTH_DISPLAY_MAX + 1];
+  char client_id[AUTH_CLIENT_ID_SIZE];
+  char client_name[AUTH_CLIENT_NAME_MAX + 1];
   struct api_stream *st; /* SSE only */
   struct mcp_msg msg;
   int cancel_fd;
@@ -239,6 +245,10 @@ static void audit(void *ctx, const char *tool, const char *box_id, const char *d
   snprintf(rec.detail, sizeof rec.detail, "%s", detail ? detail : "");
   snprintf(rec.outcome, sizeof rec.outcome, "%s", ok ? "ok" : "error");
   rec.status = 200;
+  snprintf(rec.user_id, sizeof rec.user_id, "%s", cc->user_id);
+  snprintf(rec.user_name, sizeof rec.user_name, "%s", cc->user_name);
+  snprintf(rec.client_id, sizeof rec.client_id, "%s", cc->client_id);
+  snprintf(rec.client_name, sizeof rec.client_name, "%s", cc->client_name);
   struct husk_err err;
   if (state_audit_add(cc->srv->cfg.state, &rec, NULL, &err) < 0)
     api_log(cc->srv, "audit: %s", err.msg);
@@ -253,7 +263,11 @@ static struct mcp_caller caller_of(struct call_ctx *cc, bool sse) {
   /* Cancellations match calls made with the same API key: two agents of
    * one tenant that happen to use the same request ids must not stop each
    * other's calls (there is no session to tell them apart). */
-  struct mcp_caller c = {.tenant = cc->tenant, .key_id = cc->key_id, .scope = cc->key_id,
+  /* A person's calls: by its user id (unique across tenants). */
+  struct mcp_caller c = {.tenant = cc->tenant, .key_id = cc->key_id,
+                         .scope = cc->user_id[0] ? cc->user_id : cc->key_id,
+                         .scopes = cc->scopes, .user_id = cc->user_id, .user_name = cc->user_name,
+                         .client_id = cc->client_id, .client_name = cc->client_name,
                          .notify = sse ? sse_notify : NULL, .notify_ctx = cc,
                          .cancel_fd = cc->cancel_fd,
                          /* 2026-07-28: closing the stream is the cancellation. */
@@ -304,6 +318,16 @@ enum MHD_Result h_mcp(struct req *r) {
     (void)era;
     return reply_msg(r, 400, hdr_err);
   }
+  /* A token without the scope a tool or resource needs: an HTTP 403 the
+   * client can act on (ask for more), not a tool error (docs/oauth.md). */
+  unsigned need = mcp_scope_needed(r->srv->cfg.mcp, &msg);
+  if ((r->scopes & need) != need) {
+    mcp_msg_free(&msg);
+    api_www_auth(r, "insufficient_scope", need);
+    char names[256];
+    auth_scopes_format(need, names, sizeof names);
+    return api_reply_error(r, 403, "insufficient_scope", "this needs the scope \"%s\"", names);
+  }
   struct call_ctx *cc = calloc(1, sizeof *cc);
   if (!cc) {
     mcp_msg_free(&msg);
@@ -314,6 +338,11 @@ enum MHD_Result h_mcp(struct req *r) {
   cc->cancel_fd = -1;
   snprintf(cc->tenant, sizeof cc->tenant, "%s", r->tenant);
   snprintf(cc->key_id, sizeof cc->key_id, "%s", r->key_id);
+  cc->scopes = r->scopes;
+  snprintf(cc->user_id, sizeof cc->user_id, "%s", r->user_id);
+  snprintf(cc->user_name, sizeof cc->user_name, "%s", r->user_name);
+  snprintf(cc->client_id, sizeof cc->client_id, "%s", r->client_id);
+  snprintf(cc->client_name, sizeof cc->client_name, "%s", r->client_name);
   if (msg.kind != MCP_REQUEST) {
     struct mcp_caller c = caller_of(cc, false);
     json_decref(mcp_handle(r->srv->cfg.mcp, &cc->msg, &c));

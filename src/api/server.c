@@ -31,123 +31,159 @@
 
 #define SB "/v1/sandboxes/{}"
 const struct route api_routes[] = {
-    {"GET", "/v1/health", AUTH_NONE, BODY_NONE, NULL, h_health, NULL, NULL, NULL},
+    {"GET", "/v1/health", AUTH_NONE, BODY_NONE, NULL, h_health, NULL, NULL, NULL, 0},
 
-    {"POST", "/v1/tenants", AUTH_ADMIN, BODY_JSON, "tenant.create", h_tenant_create, NULL, NULL, NULL},
-    {"GET", "/v1/tenants", AUTH_ADMIN, BODY_NONE, NULL, h_tenant_list, NULL, NULL, NULL},
-    {"GET", "/v1/tenants/{}", AUTH_ADMIN, BODY_NONE, NULL, h_tenant_get, NULL, NULL, NULL},
-    {"PUT", "/v1/tenants/{}/quota", AUTH_ADMIN, BODY_JSON, "tenant.quota", h_tenant_quota, NULL, NULL, NULL},
-    {"POST", "/v1/tenants/{}/keys", AUTH_ADMIN, BODY_JSON, "key.create", h_key_create, NULL, NULL, NULL},
-    {"GET", "/v1/tenants/{}/keys", AUTH_ADMIN, BODY_NONE, NULL, h_key_list, NULL, NULL, NULL},
-    {"DELETE", "/v1/tenants/{}/keys/{}", AUTH_ADMIN, BODY_NONE, "key.revoke", h_key_revoke, NULL, NULL, NULL},
-    {"DELETE", "/v1/tenants/{}", AUTH_ADMIN, BODY_NONE, "tenant.delete", h_tenant_delete, NULL, NULL, NULL},
-    {"GET", "/v1/tenants/{}/s3-keys", AUTH_ADMIN, BODY_NONE, NULL, h_admin_s3_key_list, NULL, NULL, NULL},
+    {"POST", "/v1/tenants", AUTH_ADMIN, BODY_JSON, "tenant.create", h_tenant_create, NULL, NULL, NULL, 0},
+    {"GET", "/v1/tenants", AUTH_ADMIN, BODY_NONE, NULL, h_tenant_list, NULL, NULL, NULL, 0},
+    {"GET", "/v1/tenants/{}", AUTH_ADMIN, BODY_NONE, NULL, h_tenant_get, NULL, NULL, NULL, 0},
+    {"PUT", "/v1/tenants/{}/quota", AUTH_ADMIN, BODY_JSON, "tenant.quota", h_tenant_quota, NULL, NULL, NULL, 0},
+    {"POST", "/v1/tenants/{}/keys", AUTH_ADMIN, BODY_JSON, "key.create", h_key_create, NULL, NULL, NULL, 0},
+    {"GET", "/v1/tenants/{}/keys", AUTH_ADMIN, BODY_NONE, NULL, h_key_list, NULL, NULL, NULL, 0},
+    {"DELETE", "/v1/tenants/{}/keys/{}", AUTH_ADMIN, BODY_NONE, "key.revoke", h_key_revoke, NULL, NULL, NULL, 0},
+    {"DELETE", "/v1/tenants/{}", AUTH_ADMIN, BODY_NONE, "tenant.delete", h_tenant_delete, NULL, NULL, NULL, 0},
+    {"GET", "/v1/tenants/{}/s3-keys", AUTH_ADMIN, BODY_NONE, NULL, h_admin_s3_key_list, NULL, NULL, NULL, 0},
     {"DELETE", "/v1/tenants/{}/s3-keys/{}", AUTH_ADMIN, BODY_NONE, "s3_key.revoke", h_admin_s3_key_revoke,
-     NULL, NULL, NULL},
+     NULL, NULL, NULL, 0},
 
-    {"GET", "/v1/pool", AUTH_ADMIN, BODY_NONE, NULL, h_pool, NULL, NULL, NULL},
-    {"GET", "/v1/audit", AUTH_ANY, BODY_NONE, NULL, h_audit_list, NULL, NULL, NULL},
+    /* Users of a tenant (routes_users.c): the tenant's key or a token with
+     * `users`; the admin key for any tenant. */
+    {"POST", "/v1/users", AUTH_TENANT, BODY_JSON, "user.create", h_user_create, NULL, NULL, NULL,
+     AUTH_SCOPE_USERS},
+    {"GET", "/v1/users", AUTH_TENANT, BODY_NONE, NULL, h_user_list, NULL, NULL, NULL, AUTH_SCOPE_USERS},
+    {"GET", "/v1/users/{}", AUTH_TENANT, BODY_NONE, NULL, h_user_get, NULL, NULL, NULL, AUTH_SCOPE_USERS},
+    {"PATCH", "/v1/users/{}", AUTH_TENANT, BODY_JSON, "user.update", h_user_update, NULL, NULL, NULL,
+     AUTH_SCOPE_USERS},
+    {"DELETE", "/v1/users/{}", AUTH_TENANT, BODY_NONE, "user.delete", h_user_delete, NULL, NULL, NULL,
+     AUTH_SCOPE_USERS},
+    {"POST", "/v1/tenants/{}/users", AUTH_ADMIN, BODY_JSON, "user.create", h_user_create, NULL, NULL,
+     NULL, 0},
+    {"GET", "/v1/tenants/{}/users", AUTH_ADMIN, BODY_NONE, NULL, h_user_list, NULL, NULL, NULL, 0},
+    {"GET", "/v1/tenants/{}/users/{}", AUTH_ADMIN, BODY_NONE, NULL, h_user_get, NULL, NULL, NULL, 0},
+    {"PATCH", "/v1/tenants/{}/users/{}", AUTH_ADMIN, BODY_JSON, "user.update", h_user_update, NULL,
+     NULL, NULL, 0},
+    {"DELETE", "/v1/tenants/{}/users/{}", AUTH_ADMIN, BODY_NONE, "user.delete", h_user_delete, NULL,
+     NULL, NULL, 0},
+    /* The OAuth 2.1 authorization server (routes_oauth.c, docs/oauth.md):
+     * public; each endpoint authenticates what it needs itself. */
+    {"GET", "/.well-known/oauth-authorization-server", AUTH_NONE, BODY_NONE, NULL, h_oauth_as_meta,
+     NULL, NULL, NULL, 0},
+    {"GET", "/.well-known/oauth-protected-resource/mcp", AUTH_NONE, BODY_NONE, NULL,
+     h_oauth_pr_meta_mcp, NULL, NULL, NULL, 0},
+    {"GET", "/.well-known/oauth-protected-resource", AUTH_NONE, BODY_NONE, NULL, h_oauth_pr_meta_v1,
+     NULL, NULL, NULL, 0},
+    {"GET", "/.well-known/oauth-protected-resource/v1", AUTH_NONE, BODY_NONE, NULL,
+     h_oauth_pr_meta_v1, NULL, NULL, NULL, 0},
+    {"POST", "/oauth/register", AUTH_NONE, BODY_JSON, NULL, h_oauth_register, NULL, NULL, NULL, 0},
+    {"GET", "/oauth/authorize", AUTH_NONE, BODY_NONE, NULL, h_oauth_authorize_get, NULL, NULL, NULL, 0},
+    {"POST", "/oauth/authorize", AUTH_NONE, BODY_FORM, NULL, h_oauth_authorize_post, NULL, NULL, NULL,
+     0},
+    {"POST", "/oauth/token", AUTH_NONE, BODY_FORM, NULL, h_oauth_token, NULL, NULL, NULL, 0},
+    {"POST", "/oauth/revoke", AUTH_NONE, BODY_FORM, NULL, h_oauth_revoke, NULL, NULL, NULL, 0},
+    {"GET", "/oauth/style.css", AUTH_NONE, BODY_NONE, NULL, h_oauth_style, NULL, NULL, NULL, 0},
 
-    {"POST", "/v1/sandboxes", AUTH_TENANT, BODY_JSON, "sandbox.create", h_box_create, NULL, NULL, NULL},
-    {"GET", "/v1/sandboxes", AUTH_TENANT, BODY_NONE, NULL, h_box_list, NULL, NULL, NULL},
-    {"GET", SB, AUTH_TENANT, BODY_NONE, NULL, h_box_get, NULL, NULL, NULL},
-    {"DELETE", SB, AUTH_TENANT, BODY_NONE, "sandbox.delete", h_box_delete, NULL, NULL, NULL},
-    {"POST", SB "/timeout", AUTH_TENANT, BODY_JSON, "sandbox.timeout", h_box_timeout, NULL, NULL, NULL},
-    {"GET", SB "/metrics", AUTH_TENANT, BODY_NONE, NULL, h_box_metrics, NULL, NULL, NULL},
-    {"POST", SB "/pause", AUTH_TENANT, BODY_JSON, "sandbox.pause", h_box_pause, NULL, NULL, NULL},
-    {"POST", SB "/resume", AUTH_TENANT, BODY_NONE, "sandbox.resume", h_box_resume, NULL, NULL, NULL},
-    {"POST", SB "/fetch", AUTH_TENANT, BODY_JSON, "sandbox.fetch", h_box_fetch, NULL, NULL, NULL},
+    {"GET", "/v1/pool", AUTH_ADMIN, BODY_NONE, NULL, h_pool, NULL, NULL, NULL, 0},
+    {"GET", "/v1/audit", AUTH_ANY, BODY_NONE, NULL, h_audit_list, NULL, NULL, NULL, 0},
+
+    {"POST", "/v1/sandboxes", AUTH_TENANT, BODY_JSON, "sandbox.create", h_box_create, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX},
+    {"GET", "/v1/sandboxes", AUTH_TENANT, BODY_NONE, NULL, h_box_list, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX_READ},
+    {"GET", SB, AUTH_TENANT, BODY_NONE, NULL, h_box_get, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX_READ},
+    {"DELETE", SB, AUTH_TENANT, BODY_NONE, "sandbox.delete", h_box_delete, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX},
+    {"POST", SB "/timeout", AUTH_TENANT, BODY_JSON, "sandbox.timeout", h_box_timeout, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX},
+    {"GET", SB "/metrics", AUTH_TENANT, BODY_NONE, NULL, h_box_metrics, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX_READ},
+    {"POST", SB "/pause", AUTH_TENANT, BODY_JSON, "sandbox.pause", h_box_pause, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX},
+    {"POST", SB "/resume", AUTH_TENANT, BODY_NONE, "sandbox.resume", h_box_resume, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX},
+    {"POST", SB "/fetch", AUTH_TENANT, BODY_JSON, "sandbox.fetch", h_box_fetch, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX},
     /* Preview URLs: routes_previews.c (the proxy: preview_proxy.c) */
     {"POST", SB "/ports/{}/previews", AUTH_TENANT, BODY_JSON, "preview.create", h_preview_create,
-     NULL, NULL, NULL},
-    {"GET", SB "/previews", AUTH_TENANT, BODY_NONE, NULL, h_preview_list, NULL, NULL, NULL},
-    {"GET", SB "/previews/{}", AUTH_TENANT, BODY_NONE, NULL, h_preview_get, NULL, NULL, NULL},
+     NULL, NULL, NULL, AUTH_SCOPE_SANDBOX},
+    {"GET", SB "/previews", AUTH_TENANT, BODY_NONE, NULL, h_preview_list, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX_READ},
+    {"GET", SB "/previews/{}", AUTH_TENANT, BODY_NONE, NULL, h_preview_get, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX_READ},
     {"DELETE", SB "/previews/{}", AUTH_TENANT, BODY_NONE, "preview.revoke", h_preview_revoke, NULL,
-     NULL, NULL},
+     NULL, NULL, AUTH_SCOPE_SANDBOX},
     {"GET", SB "/previews/{}/access", AUTH_TENANT, BODY_NONE, NULL, h_preview_access, NULL, NULL,
-     NULL},
+     NULL, AUTH_SCOPE_SANDBOX_READ},
     /* Volumes: routes_volumes.c */
-    {"POST", "/v1/volumes", AUTH_TENANT, BODY_JSON, "volume.create", h_volume_create, NULL, NULL, NULL},
-    {"GET", "/v1/volumes", AUTH_TENANT, BODY_NONE, NULL, h_volume_list, NULL, NULL, NULL},
-    {"GET", "/v1/volumes/{}", AUTH_TENANT, BODY_NONE, NULL, h_volume_get, NULL, NULL, NULL},
-    {"DELETE", "/v1/volumes/{}", AUTH_TENANT, BODY_NONE, "volume.delete", h_volume_delete, NULL, NULL, NULL},
+    {"POST", "/v1/volumes", AUTH_TENANT, BODY_JSON, "volume.create", h_volume_create, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX},
+    {"GET", "/v1/volumes", AUTH_TENANT, BODY_NONE, NULL, h_volume_list, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX_READ},
+    {"GET", "/v1/volumes/{}", AUTH_TENANT, BODY_NONE, NULL, h_volume_get, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX_READ},
+    {"DELETE", "/v1/volumes/{}", AUTH_TENANT, BODY_NONE, "volume.delete", h_volume_delete, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX},
     /* Snapshots: routes_snapshots.c */
-    {"POST", SB "/snapshots", AUTH_TENANT, BODY_JSON, "snapshot.create", h_snapshot_create, NULL, NULL, NULL},
-    {"GET", "/v1/snapshots", AUTH_TENANT, BODY_NONE, NULL, h_snapshot_list, NULL, NULL, NULL},
-    {"GET", "/v1/snapshots/{}", AUTH_TENANT, BODY_NONE, NULL, h_snapshot_get, NULL, NULL, NULL},
-    {"DELETE", "/v1/snapshots/{}", AUTH_TENANT, BODY_NONE, "snapshot.delete", h_snapshot_delete, NULL, NULL, NULL},
+    {"POST", SB "/snapshots", AUTH_TENANT, BODY_JSON, "snapshot.create", h_snapshot_create, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX},
+    {"GET", "/v1/snapshots", AUTH_TENANT, BODY_NONE, NULL, h_snapshot_list, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX_READ},
+    {"GET", "/v1/snapshots/{}", AUTH_TENANT, BODY_NONE, NULL, h_snapshot_get, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX_READ},
+    {"DELETE", "/v1/snapshots/{}", AUTH_TENANT, BODY_NONE, "snapshot.delete", h_snapshot_delete, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX},
 
-    {"POST", SB "/exec", AUTH_TENANT, BODY_JSON, "sandbox.exec", h_exec, NULL, NULL, NULL},
-    {"GET", SB "/processes", AUTH_TENANT, BODY_NONE, NULL, h_proc_list, NULL, NULL, NULL},
-    {"GET", SB "/processes/{}", AUTH_TENANT, BODY_NONE, NULL, h_proc_get, NULL, NULL, NULL},
-    {"DELETE", SB "/processes/{}", AUTH_TENANT, BODY_NONE, "process.kill", h_proc_kill, NULL, NULL, NULL},
-    {"POST", SB "/processes/{}/signal", AUTH_TENANT, BODY_JSON, "process.signal", h_proc_signal, NULL, NULL, NULL},
+    {"POST", SB "/exec", AUTH_TENANT, BODY_JSON, "sandbox.exec", h_exec, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX},
+    {"GET", SB "/processes", AUTH_TENANT, BODY_NONE, NULL, h_proc_list, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX_READ},
+    {"GET", SB "/processes/{}", AUTH_TENANT, BODY_NONE, NULL, h_proc_get, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX_READ},
+    {"DELETE", SB "/processes/{}", AUTH_TENANT, BODY_NONE, "process.kill", h_proc_kill, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX},
+    {"POST", SB "/processes/{}/signal", AUTH_TENANT, BODY_JSON, "process.signal", h_proc_signal, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX},
     {"POST", SB "/processes/{}/stdin", AUTH_TENANT, BODY_STREAM, "process.stdin", h_proc_stdin,
-     h_proc_stdin_begin, h_proc_stdin_upload, h_proc_stdin_cleanup},
-    {"GET", SB "/processes/{}/output", AUTH_TENANT, BODY_NONE, NULL, h_proc_output, NULL, NULL, NULL},
+     h_proc_stdin_begin, h_proc_stdin_upload, h_proc_stdin_cleanup, AUTH_SCOPE_SANDBOX},
+    {"GET", SB "/processes/{}/output", AUTH_TENANT, BODY_NONE, NULL, h_proc_output, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX_READ},
     /* Code contexts: routes_contexts.c */
-    {"POST", SB "/contexts", AUTH_TENANT, BODY_JSON, "context.create", h_ctx_create, NULL, NULL, NULL},
-    {"GET", SB "/contexts", AUTH_TENANT, BODY_NONE, NULL, h_ctx_list, NULL, NULL, NULL},
-    {"GET", SB "/contexts/{}", AUTH_TENANT, BODY_NONE, NULL, h_ctx_get, NULL, NULL, NULL},
-    {"DELETE", SB "/contexts/{}", AUTH_TENANT, BODY_NONE, "context.delete", h_ctx_delete, NULL, NULL, NULL},
-    {"POST", SB "/contexts/{}/restart", AUTH_TENANT, BODY_NONE, "context.restart", h_ctx_restart, NULL, NULL, NULL},
-    {"POST", SB "/contexts/{}/interrupt", AUTH_TENANT, BODY_NONE, "context.interrupt", h_ctx_interrupt, NULL, NULL, NULL},
-    {"POST", SB "/contexts/{}/execute", AUTH_TENANT, BODY_JSON, "context.execute", h_ctx_execute, NULL, NULL, NULL},
+    {"POST", SB "/contexts", AUTH_TENANT, BODY_JSON, "context.create", h_ctx_create, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX},
+    {"GET", SB "/contexts", AUTH_TENANT, BODY_NONE, NULL, h_ctx_list, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX_READ},
+    {"GET", SB "/contexts/{}", AUTH_TENANT, BODY_NONE, NULL, h_ctx_get, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX_READ},
+    {"DELETE", SB "/contexts/{}", AUTH_TENANT, BODY_NONE, "context.delete", h_ctx_delete, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX},
+    {"POST", SB "/contexts/{}/restart", AUTH_TENANT, BODY_NONE, "context.restart", h_ctx_restart, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX},
+    {"POST", SB "/contexts/{}/interrupt", AUTH_TENANT, BODY_NONE, "context.interrupt", h_ctx_interrupt, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX},
+    {"POST", SB "/contexts/{}/execute", AUTH_TENANT, BODY_JSON, "context.execute", h_ctx_execute, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX},
 
-    {"GET", SB "/files", AUTH_TENANT, BODY_NONE, NULL, h_file_get, NULL, NULL, NULL},
+    {"GET", SB "/files", AUTH_TENANT, BODY_NONE, NULL, h_file_get, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX_READ},
     {"PUT", SB "/files", AUTH_TENANT, BODY_STREAM, "files.write", h_file_put, h_file_put_begin,
-     h_file_put_upload, h_file_put_cleanup},
-    {"DELETE", SB "/files", AUTH_TENANT, BODY_NONE, "files.remove", h_file_delete, NULL, NULL, NULL},
-    {"GET", SB "/files/list", AUTH_TENANT, BODY_NONE, NULL, h_file_list, NULL, NULL, NULL},
-    {"GET", SB "/files/stat", AUTH_TENANT, BODY_NONE, NULL, h_file_stat, NULL, NULL, NULL},
-    {"POST", SB "/files/mkdir", AUTH_TENANT, BODY_JSON, "files.mkdir", h_file_mkdir, NULL, NULL, NULL},
-    {"POST", SB "/files/move", AUTH_TENANT, BODY_JSON, "files.move", h_file_move, NULL, NULL, NULL},
-    {"GET", SB "/files/tar", AUTH_TENANT, BODY_NONE, NULL, h_tar_get, NULL, NULL, NULL},
+     h_file_put_upload, h_file_put_cleanup, AUTH_SCOPE_SANDBOX},
+    {"DELETE", SB "/files", AUTH_TENANT, BODY_NONE, "files.remove", h_file_delete, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX},
+    {"GET", SB "/files/list", AUTH_TENANT, BODY_NONE, NULL, h_file_list, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX_READ},
+    {"GET", SB "/files/stat", AUTH_TENANT, BODY_NONE, NULL, h_file_stat, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX_READ},
+    {"POST", SB "/files/mkdir", AUTH_TENANT, BODY_JSON, "files.mkdir", h_file_mkdir, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX},
+    {"POST", SB "/files/move", AUTH_TENANT, BODY_JSON, "files.move", h_file_move, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX},
+    {"GET", SB "/files/tar", AUTH_TENANT, BODY_NONE, NULL, h_tar_get, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX_READ},
     {"PUT", SB "/files/tar", AUTH_TENANT, BODY_STREAM, "files.tar_upload", h_tar_put, h_tar_put_begin,
-     h_tar_put_upload, h_tar_put_cleanup},
+     h_tar_put_upload, h_tar_put_cleanup, AUTH_SCOPE_SANDBOX},
 
     /* MCP, Streamable HTTP; GET/DELETE answer 405.  Tool calls are
      * audited one by one inside (action "mcp.<tool>"). */
-    {"POST", "/mcp", AUTH_TENANT, BODY_STREAM, NULL, h_mcp, h_mcp_begin, h_mcp_upload, h_mcp_cleanup},
+    {"POST", "/mcp", AUTH_TENANT, BODY_STREAM, NULL, h_mcp, h_mcp_begin, h_mcp_upload, h_mcp_cleanup, SCOPE_TOKEN},
     /* The network and secrets plane */
-    {"PUT", SB "/network", AUTH_TENANT, BODY_JSON, "sandbox.network", h_box_network, NULL, NULL, NULL},
-    {"GET", "/v1/secrets", AUTH_TENANT, BODY_NONE, NULL, h_secret_list, NULL, NULL, NULL},
-    {"PUT", "/v1/secrets/{}", AUTH_TENANT, BODY_JSON, "secret.put", h_secret_put, NULL, NULL, NULL},
-    {"DELETE", "/v1/secrets/{}", AUTH_TENANT, BODY_NONE, "secret.delete", h_secret_delete, NULL, NULL, NULL},
-    {"GET", "/v1/tenants/{}/secrets", AUTH_ADMIN, BODY_NONE, NULL, h_admin_secret_list, NULL, NULL, NULL},
-    {"PUT", "/v1/tenants/{}/secrets/{}", AUTH_ADMIN, BODY_JSON, "secret.put", h_admin_secret_put, NULL, NULL, NULL},
+    {"PUT", SB "/network", AUTH_TENANT, BODY_JSON, "sandbox.network", h_box_network, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX},
+    {"GET", "/v1/secrets", AUTH_TENANT, BODY_NONE, NULL, h_secret_list, NULL, NULL, NULL, 0},
+    {"PUT", "/v1/secrets/{}", AUTH_TENANT, BODY_JSON, "secret.put", h_secret_put, NULL, NULL, NULL, 0},
+    {"DELETE", "/v1/secrets/{}", AUTH_TENANT, BODY_NONE, "secret.delete", h_secret_delete, NULL, NULL, NULL, 0},
+    {"GET", "/v1/tenants/{}/secrets", AUTH_ADMIN, BODY_NONE, NULL, h_admin_secret_list, NULL, NULL, NULL, 0},
+    {"PUT", "/v1/tenants/{}/secrets/{}", AUTH_ADMIN, BODY_JSON, "secret.put", h_admin_secret_put, NULL, NULL, NULL, 0},
     {"DELETE", "/v1/tenants/{}/secrets/{}", AUTH_ADMIN, BODY_NONE, "secret.delete", h_admin_secret_delete,
-     NULL, NULL, NULL},
+     NULL, NULL, NULL, 0},
     /* The storage plane: routes_storage.c */
-    {"POST", "/v1/s3-keys", AUTH_TENANT, BODY_NONE, "s3_key.create", h_s3_key_create, NULL, NULL, NULL},
-    {"GET", "/v1/s3-keys", AUTH_TENANT, BODY_NONE, NULL, h_s3_key_list, NULL, NULL, NULL},
-    {"DELETE", "/v1/s3-keys/{}", AUTH_TENANT, BODY_NONE, "s3_key.revoke", h_s3_key_revoke, NULL, NULL, NULL},
-    {"POST", "/v1/links", AUTH_TENANT, BODY_JSON, "link.create", h_link_create, NULL, NULL, NULL},
-    {"GET", "/v1/links", AUTH_TENANT, BODY_NONE, NULL, h_link_list, NULL, NULL, NULL},
-    {"GET", "/v1/links/{}", AUTH_TENANT, BODY_NONE, NULL, h_link_get, NULL, NULL, NULL},
-    {"DELETE", "/v1/links/{}", AUTH_TENANT, BODY_NONE, "link.revoke", h_link_revoke, NULL, NULL, NULL},
-    {"GET", "/v1/links/{}/access", AUTH_TENANT, BODY_NONE, NULL, h_link_access, NULL, NULL, NULL},
+    {"POST", "/v1/s3-keys", AUTH_TENANT, BODY_NONE, "s3_key.create", h_s3_key_create, NULL, NULL, NULL, 0},
+    {"GET", "/v1/s3-keys", AUTH_TENANT, BODY_NONE, NULL, h_s3_key_list, NULL, NULL, NULL, 0},
+    {"DELETE", "/v1/s3-keys/{}", AUTH_TENANT, BODY_NONE, "s3_key.revoke", h_s3_key_revoke, NULL, NULL, NULL, 0},
+    {"POST", "/v1/links", AUTH_TENANT, BODY_JSON, "link.create", h_link_create, NULL, NULL, NULL, AUTH_SCOPE_STORAGE_READ},
+    {"GET", "/v1/links", AUTH_TENANT, BODY_NONE, NULL, h_link_list, NULL, NULL, NULL, AUTH_SCOPE_STORAGE_READ},
+    {"GET", "/v1/links/{}", AUTH_TENANT, BODY_NONE, NULL, h_link_get, NULL, NULL, NULL, AUTH_SCOPE_STORAGE_READ},
+    {"DELETE", "/v1/links/{}", AUTH_TENANT, BODY_NONE, "link.revoke", h_link_revoke, NULL, NULL, NULL, AUTH_SCOPE_STORAGE_WRITE},
+    {"GET", "/v1/links/{}/access", AUTH_TENANT, BODY_NONE, NULL, h_link_access, NULL, NULL, NULL, AUTH_SCOPE_STORAGE_READ},
     /* Upload links: routes_upload.c (/u/<token> is the page people use) */
     {"POST", "/v1/upload-links", AUTH_TENANT, BODY_JSON, "upload_link.create", h_ulink_create, NULL,
-     NULL, NULL},
-    {"GET", "/v1/upload-links", AUTH_TENANT, BODY_NONE, NULL, h_ulink_list, NULL, NULL, NULL},
+     NULL, NULL, AUTH_SCOPE_STORAGE_WRITE},
+    {"GET", "/v1/upload-links", AUTH_TENANT, BODY_NONE, NULL, h_ulink_list, NULL, NULL, NULL, AUTH_SCOPE_STORAGE_READ},
     {"DELETE", "/v1/upload-links/{}", AUTH_TENANT, BODY_NONE, "upload_link.revoke", h_ulink_revoke,
-     NULL, NULL, NULL},
-    {"GET", "/u/{}", AUTH_NONE, BODY_NONE, NULL, h_upage, NULL, NULL, NULL},
+     NULL, NULL, NULL, AUTH_SCOPE_STORAGE_WRITE},
+    {"GET", "/u/{}", AUTH_NONE, BODY_NONE, NULL, h_upage, NULL, NULL, NULL, 0},
     {"POST", "/u/{}", AUTH_NONE, BODY_STREAM, "upload_link.upload", h_upost, h_upost_begin,
-     h_upost_upload, h_upost_cleanup},
-    {"POST", SB "/store", AUTH_TENANT, BODY_JSON, "sandbox.store", h_box_export, NULL, NULL, NULL},
-    {"POST", SB "/load", AUTH_TENANT, BODY_JSON, "sandbox.load", h_box_import, NULL, NULL, NULL},
+     h_upost_upload, h_upost_cleanup, 0},
+    {"POST", SB "/store", AUTH_TENANT, BODY_JSON, "sandbox.store", h_box_export, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX_READ | AUTH_SCOPE_STORAGE_WRITE},
+    {"POST", SB "/load", AUTH_TENANT, BODY_JSON, "sandbox.load", h_box_import, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX | AUTH_SCOPE_STORAGE_READ},
     /* Templates (a tenant's own; the admin key: the shared): routes_templates.c */
     {"POST", "/v1/templates", AUTH_ANY, BODY_STREAM, "template.import", h_template_import,
-     h_template_import_begin, h_template_import_upload, h_template_import_cleanup},
-    {"GET", "/v1/templates", AUTH_ANY, BODY_NONE, NULL, h_template_list, NULL, NULL, NULL},
-    {"GET", "/v1/templates/{}", AUTH_ANY, BODY_NONE, NULL, h_template_get, NULL, NULL, NULL},
+     h_template_import_begin, h_template_import_upload, h_template_import_cleanup, AUTH_SCOPE_SANDBOX},
+    {"GET", "/v1/templates", AUTH_ANY, BODY_NONE, NULL, h_template_list, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX_READ},
+    {"GET", "/v1/templates/{}", AUTH_ANY, BODY_NONE, NULL, h_template_get, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX_READ},
     {"DELETE", "/v1/templates/{}", AUTH_ANY, BODY_NONE, "template.delete", h_template_delete, NULL,
-     NULL, NULL},
-    {"GET", "/v1/templates/{}/export", AUTH_ANY, BODY_NONE, NULL, h_template_export, NULL, NULL, NULL},
+     NULL, NULL, AUTH_SCOPE_SANDBOX},
+    {"GET", "/v1/templates/{}/export", AUTH_ANY, BODY_NONE, NULL, h_template_export, NULL, NULL, NULL, AUTH_SCOPE_SANDBOX_READ},
     {"POST", "/v1/builds", AUTH_ANY, BODY_STREAM, "template.build", h_build, h_build_begin,
-     h_build_upload, h_build_cleanup},
+     h_build_upload, h_build_cleanup, AUTH_SCOPE_SANDBOX},
 };
 const size_t api_nroutes = sizeof api_routes / sizeof api_routes[0];
 
@@ -464,6 +500,12 @@ static enum MHD_Result route_request(struct req *r, const char *url, const char 
     r->audit_box[0] = '\0';
     return api_reply_error(r, 404, "not_found", "no such resource");
   }
+  if (r->route->body == BODY_FORM) {
+    const char *cl = api_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtoull(cl, NULL, 10) > API_FORM_BODY_MAX)
+      return api_reply_error(r, 413, "payload_too_large", "form bodies are limited to %d bytes",
+                             API_FORM_BODY_MAX);
+  }
   if (r->route->body == BODY_JSON) {
     const char *cl = api_header(r, MHD_HTTP_HEADER_CONTENT_LENGTH);
     unsigned long long n = cl ? strtoull(cl, NULL, 10) : 0;
@@ -593,6 +635,15 @@ static enum MHD_Result on_request_deferred(struct api_server *s, struct req *r,
       if (r->route->upload(r, upload_data, n) < 0)
         return api_reply_err(r, &r->err);
       return MHD_YES;
+    case BODY_FORM:
+      if (r->body_len + n > API_FORM_BODY_MAX) {
+        free(r->body);
+        r->body = NULL;
+        r->body_len = r->body_cap = 0;
+        return api_reply_error(r, 413, "payload_too_large", "form bodies are limited to %d bytes",
+                               API_FORM_BODY_MAX);
+      }
+      __attribute__((fallthrough)); /* buffered like JSON */
     case BODY_JSON:
       if (r->body_len + n > (r->body_budget ? r->body_budget / 2 : API_JSON_BODY_MAX)) {
         free(r->body);
@@ -672,6 +723,7 @@ static void api_free(struct api_server *s) {
   if (!s)
     return;
   front_free(&s->front);
+  api_oauth_free(s);
   tenant_loads_free(&s->preview_loads);
   close_quiet(s->stop_fd);
   free(s->admin_key);
@@ -706,7 +758,7 @@ int api_start(struct api_server **out, const struct api_config *cfg, struct husk
     return -1;
   if (!cfg->admin_key || !*cfg->admin_key)
     return husk_fail(err, EINVAL, "no admin key");
-  if (api_preview_setup(s, err) < 0)
+  if (api_preview_setup(s, err) < 0 || api_oauth_init(s, err) < 0)
     return -1;
   if (tenant_loads_init(&s->preview_loads, s->front.cfg.max_connections) != 0)
     return husk_error(err, ENOMEM, "server setup");

@@ -11,5 +11,7 @@ int cmd_template(int argc, char **argv);
 
 /* `husk snapshot ...` (src/cli/snapshot.c); argv[0] is "snapshot". */
 int cmd_snapshot(int argc, char **argv);
+/* `husk user ...` (src/cli/user.c); argv[0] is "user". */
+int cmd_user(int argc, char **argv);
 
 #endif

@@ -37,11 +37,13 @@ static void usage(FILE *f) {
              "                the software boxes run: import, build, export, list, rm\n"
              "  snapshot COMMAND\n"
              "                a running husk serve's snapshots: create, list, show, restore, rm\n"
+             "  user COMMAND  a running husk serve's users (OAuth sign-in): add, list, show, set, rm\n"
              "  version       print the version\n"
              "  help          print this text\n"
              "\n"
              "`husk COMMAND --help` lists the options of a command; husk(1), husk-run(1),\n"
-             "husk-template(1), husk-snapshot(1), husk-serve(1) and husk-mcp(1) say more.\n");
+             "husk-template(1), husk-snapshot(1), husk-user(1), husk-serve(1) and husk-mcp(1) say\n"
+             "more.\n");
 }
 
 /* `husk run --help`: the options of a run. */
@@ -334,6 +336,8 @@ int main(int argc, char **argv) {
     return cmd_template(argc - 1, argv + 1);
   if (!strcmp(argv[1], "snapshot"))
     return cmd_snapshot(argc - 1, argv + 1);
+  if (!strcmp(argv[1], "user"))
+    return cmd_user(argc - 1, argv + 1);
   if (!strcmp(argv[1], "serve"))
     return exec_sibling("husk-serve", argv + 1);
   if (!strcmp(argv[1], "mcp"))

@@ -263,7 +263,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   /* Every caller is this process's one local tenant (filled at the open). */
-  struct mcp_caller caller = {.tenant = l.tenant, .scope = "stdio", .key_id = "",
+  struct mcp_caller caller = {.tenant = l.tenant, .scope = "stdio", .key_id = "", .scopes = ~0u,
                               .audit = local_audit, .audit_ctx = &l, .cancel_fd = -1,
                               .gone = local_gone, .gone_ctx = srv};
   int rc = mcp_stdio_serve(0, out, local_handle, srv, &caller, &err);

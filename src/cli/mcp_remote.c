@@ -275,7 +275,7 @@ int mcp_remote_main(const char *url, const char *key, int out_fd,
     fprintf(stderr, "husk mcp: out of memory\n");
     return -1;
   }
-  struct mcp_caller caller = {.tenant = "", .cancel_fd = -1};
+  struct mcp_caller caller = {.tenant = "", .cancel_fd = -1, .scopes = ~0u};
   struct husk_err err;
   int rc = mcp_stdio_serve(0, out_fd, forward, &r, &caller, &err);
   if (rc < 0)

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "api/api.h"
+#include "auth/auth.h"
 #include "box/box.h"
 #include "egress/dns.h"
 #include "egress/host.h"
@@ -121,6 +122,12 @@ static void usage(FILE *f) {
           "  --egress-idle-timeout SECONDS  idle proxied connections are closed [60]\n"
           "  --audit-retention DAYS  audit records older than this are removed; 0: keep\n"
           "                          them all [30]\n"
+          "\n"
+          "Users and OAuth 2.1 sign-in (docs/oauth.md):\n"
+          "  --api-url URL           the public base of this API as clients reach it, the\n"
+          "                          OAuth issuer: http(s)://host[:port] (set it behind a\n"
+          "                          TLS proxy) [http://<the Host of the request>]\n"
+          "  --oauth-access-ttl SECONDS  life of an OAuth access token [3600]\n"
           "\n"
           "Preview URLs of box ports (docs/previews.md):\n"
           "  --preview-url URL       base of path-form preview URLs (/p/<token>/), as people\n"
@@ -333,6 +340,9 @@ struct serve_opts {
   /* storage (docs/storage.md); s3_listen "off": no S3 listener */
   const char *s3_listen, *public_url, *s3_region;
   const char *preview_url, *preview_domain;
+  /* users and OAuth (docs/oauth.md): the issuer, the access tokens' life */
+  const char *api_url;
+  uint64_t oauth_access_ttl;
   bool s3_listen_given;
   const char *store_endpoint, *store_bucket, *store_region, *data_reserve;
   uint64_t store_part, storage_quota;
@@ -469,6 +479,8 @@ enum {
   O_EG_TENANT_CONNS,
   O_EG_TOTAL_CONNS,
   O_TENANT_REPLY,
+  O_API_URL,
+  O_OAUTH_ACCESS_TTL,
   O_VERSION
 };
 
@@ -522,6 +534,8 @@ static const struct option serve_long_opts[] = {
     {"egress-tenant-max-conns", required_argument, NULL, O_EG_TENANT_CONNS},
     {"egress-total-max-conns", required_argument, NULL, O_EG_TOTAL_CONNS},
     {"tenant-reply-budget", required_argument, NULL, O_TENANT_REPLY},
+    {"api-url", required_argument, NULL, O_API_URL},
+    {"oauth-access-ttl", required_argument, NULL, O_OAUTH_ACCESS_TTL},
     {0},
 };
 
@@ -559,6 +573,9 @@ static int serve_option(struct serve_opts *o, int c, const char *arg) {
     o->s3_listen_given = true;
     return 0;
   case O_PUBLIC_URL: o->public_url = arg; return 0;
+  case O_API_URL: o->api_url = arg; return 0;
+  case O_OAUTH_ACCESS_TTL:
+    return opt_u64("--oauth-access-ttl", arg, 1, 86400, &o->oauth_access_ttl);
   case O_PREVIEW_URL: o->preview_url = arg; return 0;
   case O_PREVIEW_DOMAIN: o->preview_domain = arg; return 0;
   case O_S3_REGION: o->s3_region = arg; return 0;
@@ -622,6 +639,20 @@ static int serve_options_agree(const struct serve_opts *o) {
     fprintf(stderr, "husk serve: --public-url must be http://host[:port] or https://host[:port]\n");
     return -1;
   }
+  if (o->api_url) {
+    /* The issuer: a scheme and an authority, what clients compare byte
+     * for byte (RFC 8414); at most one trailing slash. */
+    const char *u = o->api_url;
+    size_t skip = !strncmp(u, "https://", 8) ? 8 : !strncmp(u, "http://", 7) ? 7 : 0;
+    size_t n = skip ? strspn(u + skip, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                           "0123456789.-:[]")
+                    : 0;
+    const char *rest = u + skip + n;
+    if (!skip || n == 0 || strlen(u) > 512 || (*rest && strcmp(rest, "/"))) {
+      fprintf(stderr, "husk serve: --api-url must be http://host[:port] or https://host[:port]\n");
+      return -1;
+    }
+  }
   if (api_preview_config_check(o->preview_url, o->preview_domain, &err) < 0) {
     fprintf(stderr, "husk serve: %s\n", err.msg);
     return -1;
@@ -645,6 +676,7 @@ static int serve_options(int argc, char **argv, struct serve_opts *o) {
       .tenant_boxes = SERVE_TENANT_BOXES_DEFAULT,
       .tenant_memory = SERVE_TENANT_MEMORY_HOST,
       .audit_days = 30,
+      .oauth_access_ttl = 3600,
       .s3_listen = DEFAULT_S3_LISTEN,
       .s3_region = "us-east-1",
       .store_region = "us-east-1",
@@ -684,6 +716,7 @@ struct serve {
   struct mcp_server *mcp;
   struct api_server *api;
   struct s3_server *s3;
+  struct auth *auth; /* users and OAuth (src/auth) */
   char key[ADMIN_KEY_MAX + 1]; /* the admin key, until the API has its copy */
   char keypath[PATH_MAX + 16]; /* where it is kept; "" when it is HUSK_ADMIN_KEY */
   char s3_url[256];            /* "" without an S3 listener */
@@ -698,6 +731,8 @@ static void serve_close(struct serve *s, unsigned grace_ms) {
   s->api = NULL;
   mcp_server_free(s->mcp);
   s->mcp = NULL;
+  auth_close(s->auth);
+  s->auth = NULL;
   store_close(s->store);
   s->store = NULL;
   box_mgr_close(s->mgr, false);
@@ -821,6 +856,10 @@ static int serve_planes(const struct serve_opts *o, struct serve *s) {
     store_set_remote(s->store, rem);
   }
   box_mgr_set_store(s->mgr, s->store);
+  /* Users and OAuth: their tables are in the state. */
+  struct auth_config ac = {.st = s->st, .access_ttl_s = (int64_t)o->oauth_access_ttl};
+  if (auth_open(&s->auth, &ac, &err) < 0)
+    return fail("users: %s", err.msg);
   return 0;
 }
 
@@ -895,6 +934,8 @@ static int serve_fronts(const struct serve_opts *o, struct serve *s) {
                           .tenant_reply_budget = o->tenant_reply_budget,
                           .preview_url = o->preview_url,
                           .preview_domain = o->preview_domain,
+                          .auth = s->auth,
+                          .api_url = o->api_url,
                           .log_requests = !o->quiet,
                           .log = log_line};
   if (api_start(&s->api, &ac, &err) < 0)

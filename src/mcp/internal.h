@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "box/files.h"
+#include "auth/auth.h"
 #include "mcp/mcp.h"
 #include "util/base64.h"
 #include "util/json_text.h"

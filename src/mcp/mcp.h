@@ -92,7 +92,16 @@ struct mcp_tool {
   /* Fill the call's result (mcp_result_* below).  Returns 0; -1 only for
    * a protocol-level failure (internal error). */
   int (*run)(struct mcp_call *c);
+  /* What a caller with scopes (an OAuth access token, docs/oauth.md)
+   * needs to call it: AUTH_SCOPE_* bits, all of them; scope_of (may be
+   * NULL) decides by the arguments instead (list or change). */
+  unsigned scope;
+  unsigned (*scope_of)(json_t *args);
 };
+
+/* scope_of of tools with an `action`: "list" reads (sandbox:read), any
+ * other changes (sandbox). */
+unsigned mcp_scope_by_action(json_t *args);
 
 /* The storage plane's hook (NULL in mcp_config while there is none).  With
  * it, run_code's output files that are not inlined, and whole outputs too
@@ -194,11 +203,27 @@ struct mcp_caller {
   /* After every tools/call: one audit record (tool name, box, outcome). */
   void (*audit)(void *ctx, const char *tool, const char *box_id, const char *detail, bool ok);
   void *audit_ctx;
+  /* What the caller may do (AUTH_SCOPE_* bits of src/auth/auth.h): ~0u
+   * for a key and on stdio; an access token's scopes over HTTP.  A
+   * tools/call or resources/read needing more is refused (the HTTP front
+   * answers 403 before dispatch: mcp_scope_needed). */
+  unsigned scopes;
+  /* The person and OAuth client behind a token ("" or NULL: none): who
+   * creates boxes, for their records. */
+  const char *user_id;
+  const char *user_name;
+  const char *client_id;
+  const char *client_name;
 };
 
 /* Handle one message.  Returns the reply to send, or NULL when there is
  * none (notifications, responses, a cancelled request). */
 json_t *mcp_handle(struct mcp_server *s, const struct mcp_msg *msg, const struct mcp_caller *c);
+
+/* The scopes a message needs (AUTH_SCOPE_* bits; 0: none): a tools/call
+ * its tool's, a resources/read those of its URI (objects: storage:read,
+ * a sandbox's files: sandbox:read). */
+unsigned mcp_scope_needed(struct mcp_server *s, const struct mcp_msg *msg);
 
 /* Whether tools/call would find a tool of that name (a transport answers
  * an unknown tool's error at once, without opening a stream). */

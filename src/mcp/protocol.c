@@ -361,6 +361,33 @@ static const struct mcp_tool *find_tool(struct mcp_server *s, const char *name) 
   return NULL;
 }
 
+unsigned mcp_scope_by_action(json_t *args) {
+  json_t *a = json_object_get(args, "action");
+  return json_is_string(a) && !strcmp(json_string_value(a), "list") ? AUTH_SCOPE_SANDBOX_READ
+                                                                    : AUTH_SCOPE_SANDBOX;
+}
+
+static unsigned tool_scope(const struct mcp_tool *t, json_t *args) {
+  return t->scope_of ? t->scope_of(args) : t->scope;
+}
+
+unsigned mcp_scope_needed(struct mcp_server *s, const struct mcp_msg *msg) {
+  if (msg->kind != MCP_REQUEST || !msg->method)
+    return 0;
+  if (!strcmp(msg->method, "tools/call")) {
+    const struct mcp_tool *t = msg->name ? find_tool(s, msg->name) : NULL;
+    json_t *args = json_object_get(json_object_get(msg->root, "params"), "arguments");
+    return t ? tool_scope(t, args) : 0;
+  }
+  if (!strcmp(msg->method, "resources/read") && msg->name) {
+    if (!strncmp(msg->name, "husk://store/", 13))
+      return AUTH_SCOPE_STORAGE_READ;
+    if (!strncmp(msg->name, "husk://sandbox/", 15))
+      return AUTH_SCOPE_SANDBOX_READ;
+  }
+  return 0;
+}
+
 bool mcp_tool_known(struct mcp_server *s, const char *name) {
   return name && find_tool(s, name) != NULL;
 }
@@ -400,6 +427,12 @@ static json_t *tools_call(struct mcp_server *s, const struct mcp_msg *msg, const
   json_t *args = json_object_get(params, "arguments");
   if (args && !json_is_null(args) && !json_is_object(args))
     return mcp_error(msg->id, MCP_INVALID_PARAMS, "Invalid params: `arguments` must be an object",
+                     NULL);
+  /* The HTTP front refuses this with 403 before it gets here; a transport
+   * that does not still gets no further. */
+  unsigned need = tool_scope(t, args);
+  if ((c->scopes & need) != need)
+    return mcp_error(msg->id, MCP_INVALID_REQUEST, "Forbidden: this tool needs another scope",
                      NULL);
   struct mcp_call call = {.srv = s, .caller = c, .tool = t, .content = json_array(),
                           .cancel_fd = -1};
@@ -540,6 +573,10 @@ static json_t *resources_read(struct mcp_server *s, const struct mcp_msg *msg,
                               const struct mcp_caller *c) {
   if (!msg->name)
     return mcp_error(msg->id, MCP_INVALID_PARAMS, "Invalid params: `uri` (a string) is required",
+                     NULL);
+  unsigned need = mcp_scope_needed(s, msg);
+  if ((c->scopes & need) != need)
+    return mcp_error(msg->id, MCP_INVALID_REQUEST, "Forbidden: this resource needs another scope",
                      NULL);
   char why[600];
   bool not_found;

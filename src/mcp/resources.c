@@ -399,6 +399,8 @@ json_t *mcp_resources_list(struct mcp_server *s, const struct mcp_caller *c, jso
   struct store *store = st ? st->ctx : NULL;
   if (!store || store_remote(store) || !c->tenant)
     return arr; /* an external store has no listing to page through */
+  if (!(c->scopes & AUTH_SCOPE_STORAGE_READ))
+    return arr; /* a token without storage:read sees the documents only */
   if (json_array_size(arr) == MCP_RESOURCES_PAGE) {
     /* The documents filled the page: the objects from their start. */
     *next = cursor_make('s', "", NULL);

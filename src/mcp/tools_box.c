@@ -241,6 +241,7 @@ const struct mcp_tool mcp_tool_sandbox_create = {
     false,
     false,
     sandbox_create,
+    .scope = AUTH_SCOPE_SANDBOX,
 };
 
 /* ---- files ------------------------------------------------------------------------- */
@@ -466,6 +467,7 @@ const struct mcp_tool mcp_tool_sandbox_write_file = {
     false,
     false,
     write_file,
+    .scope = AUTH_SCOPE_SANDBOX,
 };
 
 static const struct mcp_param read_params[] = {
@@ -566,6 +568,7 @@ const struct mcp_tool mcp_tool_sandbox_read_file = {
     false,
     true,
     read_file,
+    .scope = AUTH_SCOPE_SANDBOX_READ,
 };
 
 static const struct mcp_param list_params[] = {
@@ -638,6 +641,7 @@ const struct mcp_tool mcp_tool_sandbox_list_files = {
     false,
     true,
     list_files,
+    .scope = AUTH_SCOPE_SANDBOX_READ,
 };
 
 /* ---- destroy and list --------------------------------------------------------------- */
@@ -671,6 +675,7 @@ const struct mcp_tool mcp_tool_sandbox_destroy = {
     true,
     false,
     sandbox_destroy,
+    .scope = AUTH_SCOPE_SANDBOX,
 };
 
 static const struct mcp_param no_params[] = {END_PARAM};
@@ -713,6 +718,7 @@ const struct mcp_tool mcp_tool_sandbox_list = {
     false,
     true,
     sandbox_list,
+    .scope = AUTH_SCOPE_SANDBOX_READ,
 };
 
 /* ---- pause, resume, snapshot ---------------------------------------------------------- */
@@ -779,6 +785,7 @@ const struct mcp_tool mcp_tool_sandbox_pause = {
     false,
     false,
     sandbox_pause,
+    .scope = AUTH_SCOPE_SANDBOX,
 };
 
 static int sandbox_resume(struct mcp_call *c) {
@@ -810,6 +817,7 @@ const struct mcp_tool mcp_tool_sandbox_resume = {
     false,
     false,
     sandbox_resume,
+    .scope = AUTH_SCOPE_SANDBOX,
 };
 
 static const struct mcp_param snapshot_params[] = {
@@ -872,6 +880,7 @@ const struct mcp_tool mcp_tool_sandbox_snapshot = {
     false,
     false,
     sandbox_snapshot,
+    .scope = AUTH_SCOPE_SANDBOX,
 };
 
 /* ---- sandbox_snapshots ---------------------------------------------------------- */
@@ -951,6 +960,7 @@ const struct mcp_tool mcp_tool_sandbox_snapshots = {
     false,
     false,
     sandbox_snapshots,
+    .scope = AUTH_SCOPE_SANDBOX, .scope_of = mcp_scope_by_action,
 };
 
 /* ---- template_list ------------------------------------------------------------------ */
@@ -998,4 +1008,5 @@ const struct mcp_tool mcp_tool_template_list = {
     false,
     true,
     template_list,
+    .scope = AUTH_SCOPE_SANDBOX_READ,
 };

@@ -698,4 +698,5 @@ const struct mcp_tool mcp_tool_contexts = {
     "\"boolean\"},\"notes\":{\"type\":\"array\",\"items\":{\"type\":\"string\"}}},"
     "\"required\":[\"action\",\"sandbox_id\"]}",
     false, true, false, contexts_run,
+    .scope = AUTH_SCOPE_SANDBOX, .scope_of = mcp_scope_by_action,
 };

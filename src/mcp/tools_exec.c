@@ -745,6 +745,7 @@ const struct mcp_tool mcp_tool_run_code = {
     false,
     false,
     run_code,
+    .scope = AUTH_SCOPE_SANDBOX,
 };
 
 /* ---- sandbox_exec ------------------------------------------------------------------- */
@@ -825,6 +826,7 @@ const struct mcp_tool mcp_tool_sandbox_exec = {
     false,
     false,
     sandbox_exec,
+    .scope = AUTH_SCOPE_SANDBOX,
 };
 
 /* ---- job tools ---------------------------------------------------------------------- */
@@ -1010,6 +1012,7 @@ const struct mcp_tool mcp_tool_job_status = {
     false,
     true,
     job_status_run,
+    .scope = AUTH_SCOPE_SANDBOX_READ,
 };
 
 const struct mcp_tool mcp_tool_job_wait = {
@@ -1025,6 +1028,7 @@ const struct mcp_tool mcp_tool_job_wait = {
     false,
     true,
     job_wait_run,
+    .scope = AUTH_SCOPE_SANDBOX_READ,
 };
 
 const struct mcp_tool mcp_tool_job_cancel = {
@@ -1037,4 +1041,5 @@ const struct mcp_tool mcp_tool_job_cancel = {
     true,
     true,
     job_cancel_run,
+    .scope = AUTH_SCOPE_SANDBOX,
 };

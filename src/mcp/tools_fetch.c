@@ -133,4 +133,5 @@ const struct mcp_tool mcp_tool_fetch_url = {
     false,
     false,
     fetch_url,
+    .scope = AUTH_SCOPE_SANDBOX,
 };

@@ -101,4 +101,5 @@ const struct mcp_tool mcp_tool_expose_port = {
     false,
     false,
     expose_port,
+    .scope = AUTH_SCOPE_SANDBOX,
 };

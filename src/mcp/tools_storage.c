@@ -695,6 +695,7 @@ static const struct mcp_tool tool_store_file = {
     false,
     false,
     store_file,
+    .scope = AUTH_SCOPE_STORAGE_WRITE,
 };
 
 /* ---- get_link ------------------------------------------------------------------------ */
@@ -771,6 +772,7 @@ static const struct mcp_tool tool_get_link = {
     false,
     false,
     get_link,
+    .scope = AUTH_SCOPE_STORAGE_READ,
 };
 
 /* ---- list_objects ---------------------------------------------------------------------- */
@@ -858,6 +860,7 @@ static const struct mcp_tool tool_list_objects = {
     false,
     true,
     list_objects,
+    .scope = AUTH_SCOPE_STORAGE_READ,
 };
 
 /* ---- load_file --------------------------------------------------------------------------- */
@@ -1082,6 +1085,7 @@ static const struct mcp_tool tool_load_file = {
     false,
     true,
     load_file,
+    .scope = AUTH_SCOPE_SANDBOX,
 };
 
 /* ---- the hook ------------------------------------------------------------------------- */

@@ -110,4 +110,5 @@ const struct mcp_tool mcp_tool_create_upload_link = {
     false,
     false,
     create_upload_link,
+    .scope = AUTH_SCOPE_STORAGE_WRITE,
 };

@@ -56,6 +56,9 @@ void s3_rate_free(struct s3_rate *rl);
  * if either has none left.  Only refusals are ever passed here: a request
  * that is let through costs no budget and is never refused by it. */
 bool s3_rate_take(struct s3_rate *rl, const char *key, int64_t now_ms);
+/* Whether the source (and the shared budget) has one left, spending
+ * nothing: a check before work whose failure alone is counted. */
+bool s3_rate_has(struct s3_rate *rl, const char *key, int64_t now_ms);
 /* The limiter's name of a client address: an IPv4 address as it is (an
  * IPv4-mapped IPv6 one too), an IPv6 one by its /64 (one host is usually
  * given a whole /64), "-" for anything else. */

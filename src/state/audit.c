@@ -16,7 +16,9 @@
 #include "state/db.h"
 #include "util/cleanup.h"
 
-#define AUDIT_COLUMNS "id, ts_ms, tenant_id, key_id, action, box_id, detail, outcome, status"
+#define AUDIT_COLUMNS                                                                              \
+  "id, ts_ms, tenant_id, key_id, action, box_id, detail, outcome, status, user_id, user_name, "    \
+  "client_id, client_name"
 
 /* A char array field must hold its NUL: otherwise the caller overflowed it
  * and what follows is not the value they meant. */
@@ -26,26 +28,36 @@ int state_audit_add(struct state *st, const struct state_audit *rec, int64_t *id
                     struct husk_err *err) {
   if (!rec)
     return husk_fail(err, EINVAL, "audit record is missing");
-  if (!FIELD_TERMINATED(rec->box_id) || !FIELD_TERMINATED(rec->detail))
+  if (!FIELD_TERMINATED(rec->box_id) || !FIELD_TERMINATED(rec->detail) ||
+      !FIELD_TERMINATED(rec->user_name) || !FIELD_TERMINATED(rec->client_name))
     return husk_fail(err, EINVAL, "audit record field is not terminated");
   if (check_id_or_empty("audit tenant id", rec->tenant_id, sizeof rec->tenant_id, err) < 0 ||
       check_id_or_empty("audit key id", rec->key_id, sizeof rec->key_id, err) < 0 ||
+      check_id_or_empty("audit user id", rec->user_id, sizeof rec->user_id, err) < 0 ||
+      check_id_or_empty("audit client id", rec->client_id, sizeof rec->client_id, err) < 0 ||
       check_text("audit action", rec->action, sizeof rec->action, false, err) < 0 ||
       check_text("audit outcome", rec->outcome, sizeof rec->outcome, false, err) < 0)
     return -1;
   if (rec->ts_ms < 0)
     return husk_fail(err, EINVAL, "audit time must be >= 0");
+  /* Names a person or a client chose: sanitized like the detail. */
   char box_id[sizeof rec->box_id], detail[sizeof rec->detail];
+  char user_name[sizeof rec->user_name], client_name[sizeof rec->client_name];
   memcpy(box_id, rec->box_id, sizeof box_id);
   memcpy(detail, rec->detail, sizeof detail);
+  memcpy(user_name, rec->user_name, sizeof user_name);
+  memcpy(client_name, rec->client_name, sizeof client_name);
   sanitize_text(box_id);
   sanitize_text(detail);
+  sanitize_text(user_name);
+  sanitize_text(client_name);
 
   cleanup_unlock struct state *locked = db_lock(st);
   cleanup_stmt sqlite3_stmt *s = NULL;
   if (db_prepare(st, &s,
                  "INSERT INTO audit (ts_ms, tenant_id, key_id, action, box_id, detail, outcome,"
-                 " status) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                 " status, user_id, user_name, client_id, client_name) VALUES (?1, ?2, ?3, ?4,"
+                 " ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
                  err) < 0)
     return -1;
   int rc;
@@ -53,7 +65,9 @@ int state_audit_add(struct state *st, const struct state_audit *rec, int64_t *id
       (rc = db_text(s, 2, rec->tenant_id)) || (rc = db_text(s, 3, rec->key_id)) ||
       (rc = db_text(s, 4, rec->action)) || (rc = db_text(s, 5, box_id)) ||
       (rc = db_text(s, 6, detail)) || (rc = db_text(s, 7, rec->outcome)) ||
-      (rc = db_int(s, 8, rec->status)))
+      (rc = db_int(s, 8, rec->status)) || (rc = db_text(s, 9, rec->user_id)) ||
+      (rc = db_text(s, 10, user_name)) || (rc = db_text(s, 11, rec->client_id)) ||
+      (rc = db_text(s, 12, client_name)))
     return db_fail(st, err, rc, "cannot bind audit record");
   if (db_step_done(st, s, "cannot append audit record", err) < 0)
     return -1;
@@ -73,6 +87,10 @@ static int read_audit(sqlite3_stmt *s, void *row, struct husk_err *err) {
   ok &= db_col_text(s, 6, a->detail, sizeof a->detail);
   ok &= db_col_text(s, 7, a->outcome, sizeof a->outcome);
   a->status = sqlite3_column_int(s, 8);
+  ok &= db_col_text(s, 9, a->user_id, sizeof a->user_id);
+  ok &= db_col_text(s, 10, a->user_name, sizeof a->user_name);
+  ok &= db_col_text(s, 11, a->client_id, sizeof a->client_id);
+  ok &= db_col_text(s, 12, a->client_name, sizeof a->client_name);
   if (!ok)
     return husk_fail(err, EUCLEAN, "audit record %lld has an oversized value", (long long)a->id);
   return 0;
@@ -83,6 +101,7 @@ static int check_filter(const struct state_audit_filter *f, struct husk_err *err
     return husk_fail(err, EINVAL, "audit filter is missing");
   if ((f->tenant_id && check_id("tenant id", f->tenant_id, STATE_TENANT_ID_SIZE, err) < 0) ||
       (f->box_id && check_text("box id", f->box_id, STATE_BOX_ID_SIZE, false, err) < 0) ||
+      (f->user_id && check_id("user id", f->user_id, STATE_USER_ID_SIZE, err) < 0) ||
       (f->action &&
        check_text("action", f->action, sizeof((struct state_audit *)0)->action, false, err) < 0))
     return -1;
@@ -102,9 +121,11 @@ int state_audit_list(struct state *st, const struct state_audit_filter *filter,
   char sql[1024];
   snprintf(
       sql, sizeof sql,
-      "SELECT " AUDIT_COLUMNS " FROM audit WHERE 1%s%s%s%s%s%s%s ORDER BY id%s LIMIT :limit",
+      "SELECT " AUDIT_COLUMNS " FROM audit WHERE 1%s%s%s%s%s%s%s%s ORDER BY id%s LIMIT :limit",
       filter->tenant_id ? " AND tenant_id = :tenant" : "",
       filter->box_id ? " AND box_id = :box" : "", filter->action ? " AND action = :action" : "",
+      /* The != '' lets SQLite use the partial index audit_user. */
+      filter->user_id ? " AND user_id = :user AND user_id != ''" : "",
       filter->since_ms ? " AND ts_ms >= :since" : "", filter->until_ms ? " AND ts_ms < :until" : "",
       filter->after_id ? " AND id > :after" : "", filter->before_id ? " AND id < :before" : "",
       filter->newest_first ? " DESC" : "");
@@ -122,6 +143,8 @@ int state_audit_list(struct state *st, const struct state_audit_filter *filter,
       rc = db_text_named(s, ":box", filter->box_id);
     if (!rc && filter->action)
       rc = db_text_named(s, ":action", filter->action);
+    if (!rc && filter->user_id)
+      rc = db_text_named(s, ":user", filter->user_id);
     if (!rc && filter->since_ms)
       rc = db_int_named(s, ":since", filter->since_ms);
     if (!rc && filter->until_ms)

@@ -470,12 +470,95 @@ static const char schema_upload_link_files[] =
     "ALTER TABLE upload_links ADD COLUMN files_stored INTEGER NOT NULL DEFAULT 0;"
     "UPDATE upload_links SET files_stored = files_used;";
 
+/* People inside tenants and husk as an OAuth 2.1 authorization server
+ * (src/auth/, docs/oauth.md).  Secrets are never stored: a user's
+ * password as its Argon2id encoded string ('' when it has none), a client
+ * secret, an authorization code and a token as their SHA-256.  A deleted
+ * user keeps its row (deleted_ms != 0) for the audit, and its name is free
+ * again.  A code names the family of the tokens it is exchanged for, and
+ * every token of one sign-in shares that family: reusing a code or a
+ * rotated refresh token revokes the family.  scopes are the bits of
+ * auth.h's AUTH_SCOPE_* (never renumbered).  tenant_id of a code or token
+ * is its user's (not a foreign key: the user's is). */
+static const char schema_users_oauth[] =
+    "CREATE TABLE users ("
+    "  id TEXT PRIMARY KEY NOT NULL,"
+    "  tenant_id TEXT NOT NULL REFERENCES tenants(id),"
+    "  name TEXT NOT NULL,"
+    "  display_name TEXT NOT NULL DEFAULT '',"
+    "  role TEXT NOT NULL CHECK (role IN ('viewer', 'member', 'admin')),"
+    "  password_hash TEXT NOT NULL DEFAULT '',"
+    "  disabled INTEGER NOT NULL DEFAULT 0 CHECK (disabled IN (0, 1)),"
+    "  failed_count INTEGER NOT NULL DEFAULT 0 CHECK (failed_count >= 0),"
+    "  failed_since_ms INTEGER NOT NULL DEFAULT 0,"
+    "  locked_until_ms INTEGER NOT NULL DEFAULT 0,"
+    "  created_ms INTEGER NOT NULL,"
+    "  deleted_ms INTEGER NOT NULL DEFAULT 0"
+    ") STRICT;"
+    "CREATE UNIQUE INDEX users_name ON users(tenant_id, name) WHERE deleted_ms = 0;"
+    "CREATE INDEX users_tenant ON users(tenant_id, created_ms, id);"
+    "CREATE TABLE oauth_clients ("
+    "  id TEXT PRIMARY KEY NOT NULL,"
+    "  name TEXT NOT NULL DEFAULT '',"
+    "  redirect_uris TEXT NOT NULL"
+    "    CHECK (json_valid(redirect_uris) AND json_type(redirect_uris) = 'array'),"
+    "  auth_method TEXT NOT NULL"
+    "    CHECK (auth_method IN ('none', 'client_secret_post', 'client_secret_basic')),"
+    "  secret_hash BLOB CHECK (secret_hash IS NULL OR length(secret_hash) = 32),"
+    "  created_ms INTEGER NOT NULL,"
+    "  used_ms INTEGER NOT NULL DEFAULT 0"
+    ") STRICT;"
+    "CREATE TABLE oauth_codes ("
+    "  hash BLOB PRIMARY KEY NOT NULL CHECK (length(hash) = 32),"
+    "  client_id TEXT NOT NULL REFERENCES oauth_clients(id) ON DELETE CASCADE,"
+    "  user_id TEXT NOT NULL REFERENCES users(id),"
+    "  tenant_id TEXT NOT NULL,"
+    "  redirect_uri TEXT NOT NULL,"
+    "  challenge TEXT NOT NULL,"
+    "  resource TEXT NOT NULL,"
+    "  scopes INTEGER NOT NULL CHECK (scopes >= 0),"
+    "  expires_ms INTEGER NOT NULL,"
+    "  used_ms INTEGER NOT NULL DEFAULT 0,"
+    "  family TEXT NOT NULL"
+    ") STRICT, WITHOUT ROWID;"
+    "CREATE INDEX oauth_codes_expires ON oauth_codes(expires_ms);"
+    "CREATE INDEX oauth_codes_user ON oauth_codes(user_id);"
+    "CREATE INDEX oauth_codes_client ON oauth_codes(client_id);"
+    "CREATE TABLE oauth_tokens ("
+    "  hash BLOB PRIMARY KEY NOT NULL CHECK (length(hash) = 32),"
+    "  kind TEXT NOT NULL CHECK (kind IN ('access', 'refresh')),"
+    "  family TEXT NOT NULL,"
+    "  client_id TEXT NOT NULL REFERENCES oauth_clients(id) ON DELETE CASCADE,"
+    "  user_id TEXT NOT NULL REFERENCES users(id),"
+    "  tenant_id TEXT NOT NULL,"
+    "  resource TEXT NOT NULL,"
+    "  scopes INTEGER NOT NULL CHECK (scopes >= 0),"
+    "  expires_ms INTEGER NOT NULL,"
+    "  revoked_ms INTEGER NOT NULL DEFAULT 0,"
+    "  rotated_ms INTEGER NOT NULL DEFAULT 0,"
+    "  created_ms INTEGER NOT NULL"
+    ") STRICT, WITHOUT ROWID;"
+    "CREATE INDEX oauth_tokens_family ON oauth_tokens(family, created_ms);"
+    "CREATE INDEX oauth_tokens_user ON oauth_tokens(user_id);"
+    "CREATE INDEX oauth_tokens_client ON oauth_tokens(client_id);"
+    "CREATE INDEX oauth_tokens_expires ON oauth_tokens(expires_ms);";
+
+/* Who acted, when a request came with an access token: the user (its id,
+ * and its display name or name at the time) and the OAuth client. */
+static const char schema_audit_users[] =
+    "ALTER TABLE audit ADD COLUMN user_id TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE audit ADD COLUMN user_name TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE audit ADD COLUMN client_id TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE audit ADD COLUMN client_name TEXT NOT NULL DEFAULT '';"
+    "CREATE INDEX audit_user ON audit(user_id, id) WHERE user_id != '';";
+
 static const char *const migrations[] = {
     schema_v1,          schema_jobs,         schema_egress,      schema_storage,
     schema_audit_retention, schema_tenant_lifecycle, schema_proc_exec_id, schema_link_denied,
     schema_templates,   schema_proc_limits, schema_box_template, schema_build_cache,
     schema_build_cache_size, schema_snapshots, schema_volumes, schema_snapshot_box,
-    schema_previews, schema_upload_links, schema_upload_link_files};
+    schema_previews, schema_upload_links, schema_upload_link_files, schema_users_oauth,
+    schema_audit_users};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 int state_schema_latest(void) { return SCHEMA_VERSION; }

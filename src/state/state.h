@@ -60,6 +60,8 @@
 #define STATE_TENANT_ID_SIZE 32
 #define STATE_KEY_ID_SIZE 32
 #define STATE_BOX_ID_SIZE 40
+#define STATE_USER_ID_SIZE 28   /* "u_" + 24 hex (auth/auth.h) */
+#define STATE_CLIENT_ID_SIZE 28 /* "oc_" + 24 hex: an OAuth client */
 
 /* A quota value meaning "no limit". */
 #define STATE_UNLIMITED (-1)
@@ -167,14 +169,15 @@ int state_tenant_set_bounds(struct state *st, const struct state_tenant *t, stru
 
 /* Deleting a tenant, in steps that each survive a crash:
  *   1. state_tenant_mark_deleted: one transaction records deleted_ms and
- *      revokes every API key and S3 key of the tenant, so nothing can act
- *      for it from then on, and no box, template or build cache entry can
+ *      revokes every API key and S3 key of the tenant and every OAuth
+ *      token of its users (their codes go), so nothing can act for it from
+ *      then on, and no box, template or build cache entry can
  *      be inserted for it (ENOENT);
  *   2. the caller ends its live boxes and removes its storage (objects,
  *      their files, buckets, uploads, links: store_tenant_purge);
  *   3. state_tenant_purge: one transaction removes the rest (ended boxes,
  *      processes, jobs, secrets, keys, links, templates, build cache
- *      entries) and the tenant row.  EBUSY while a box is live or storage
+ *      entries, users with their codes and tokens) and the tenant row.  EBUSY while a box is live or storage
  *      remains: step 2 is not finished;
  *   4. the caller collects the template layers no row names any more
  *      (template_collect).
@@ -471,6 +474,13 @@ struct state_audit {
   char detail[512];      /* free text, may be "" */
   char outcome[16];      /* "ok", "error", "denied"... (non-empty) */
   int status;            /* the reply's status (HTTP code), 0 if none */
+  /* The person behind a request made with an access token ("" if none):
+   * the user's id, its display name (else its name) at the time, and
+   * the OAuth client it signed in through. */
+  char user_id[STATE_USER_ID_SIZE];
+  char user_name[129];
+  char client_id[STATE_CLIENT_ID_SIZE];
+  char client_name[129];
 };
 
 /* Append a record.  `id_out` (may be NULL) receives its id.  tenant_id and
@@ -488,6 +498,7 @@ struct state_audit_filter {
   const char *tenant_id;
   const char *box_id;
   const char *action;
+  const char *user_id;
   int64_t since_ms, until_ms;
   int64_t after_id, before_id;
   int newest_first;

@@ -210,7 +210,16 @@ int state_tenant_mark_deleted(struct state *st, const char *id, struct husk_err 
   if (tenant_exec(st, "UPDATE api_keys SET revoked_ms = ?2 WHERE tenant_id = ?1 AND revoked_ms = 0",
                   id, now, err) < 0 ||
       tenant_exec(st, "UPDATE s3_keys SET revoked_ms = ?2 WHERE tenant_id = ?1 AND revoked_ms = 0",
-                  id, now, err) < 0)
+                  id, now, err) < 0 ||
+      /* Its people's sign-ins end too: their tokens die, their codes go. */
+      tenant_exec(st,
+                  "UPDATE oauth_tokens SET revoked_ms = ?2 WHERE user_id IN (SELECT id FROM "
+                  "users WHERE tenant_id = ?1) AND revoked_ms = 0",
+                  id, now, err) < 0 ||
+      tenant_exec(st,
+                  "DELETE FROM oauth_codes WHERE user_id IN (SELECT id FROM users WHERE "
+                  "tenant_id = ?1)",
+                  id, 0, err) < 0)
     return -1;
   db_fault_point("tenant_mark_deleted");
   return db_commit(&txn, err);
@@ -264,6 +273,10 @@ int state_tenant_purge(struct state *st, const char *id, struct husk_err *err) {
       "DELETE FROM templates WHERE tenant_id = ?1", /* their layers: template_collect, after */
       "DELETE FROM build_cache WHERE tenant_id = ?1",
       "DELETE FROM api_keys WHERE tenant_id = ?1",
+      /* Tokens and codes name their user (a foreign key), users the tenant. */
+      "DELETE FROM oauth_tokens WHERE user_id IN (SELECT id FROM users WHERE tenant_id = ?1)",
+      "DELETE FROM oauth_codes WHERE user_id IN (SELECT id FROM users WHERE tenant_id = ?1)",
+      "DELETE FROM users WHERE tenant_id = ?1",
       "DELETE FROM tenants WHERE id = ?1 AND deleted_ms != 0",
   };
   for (size_t i = 0; i < sizeof purge / sizeof purge[0]; i++)

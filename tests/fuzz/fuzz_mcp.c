@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   json_t *error_reply = NULL;
   json_t *reply = NULL;
   if (mcp_parse(text ? text : "", n, &msg, &error_reply) == 0) {
-    struct mcp_caller c = {.tenant = "t-fuzz", .key_id = "", .cancel_fd = -1};
+    struct mcp_caller c = {.tenant = "t-fuzz", .key_id = "", .cancel_fd = -1, .scopes = ~0u};
     reply = mcp_handle(srv, &msg, &c);
     mcp_msg_free(&msg);
   } else if (!error_reply) {

@@ -24,7 +24,7 @@ static json_t *handle(const char *text) {
   json_t *bad = NULL;
   if (mcp_parse(text, strlen(text), &m, &bad) < 0)
     return bad;
-  struct mcp_caller c = {.tenant = "t_test", .cancel_fd = -1};
+  struct mcp_caller c = {.tenant = "t_test", .cancel_fd = -1, .scopes = ~0u};
   json_t *r = mcp_handle(srv, &m, &c);
   mcp_msg_free(&m);
   return r;
@@ -57,7 +57,7 @@ TEST(parse_classifies_by_body) {
   const char *resp = "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}";
   CHECK(mcp_parse(resp, strlen(resp), &m, &bad) == 0);
   CHECK(m.kind == MCP_RESPONSE);
-  CHECK(mcp_handle(srv, &m, &(struct mcp_caller){.cancel_fd = -1}) == NULL);
+  CHECK(mcp_handle(srv, &m, &(struct mcp_caller){.cancel_fd = -1, .scopes = ~0u}) == NULL);
   mcp_msg_free(&m);
 }
 
@@ -229,7 +229,7 @@ TEST(string_lists_and_bounded_maps) {
       {"files", MCP_P_STRMAP, false, "files", NULL, 0, 2, 100},
       {NULL, 0, false, NULL, NULL, 0, 0, 0},
   };
-  static const struct mcp_tool t = {"t", "t", "t", params, "{}", false, false, false, NULL};
+  static const struct mcp_tool t = {"t", "t", "t", params, "{}", false, false, false, NULL, 0, NULL};
   json_t *schema = mcp_input_schema(&t);
   json_t *k = json_object_get(json_object_get(schema, "properties"), "keys");
   CHECK(!strcmp(json_string_value(json_object_get(k, "type")), "array"));
