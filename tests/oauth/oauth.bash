@@ -4,9 +4,8 @@
 #   oauth_setup          Chromium, the pinned browser driver and its Node
 #                        (tests/browser), the pinned MCP clients
 #                        (tests/mcp/setup.sh); sets NODE, CHROMIUM,
-#                        BROWSER_DIR, MCPDIR, OAUTH_DIR.  Without Chromium
-#                        the suite is skipped (a "# SKIP" line, exit 0);
-#                        anything else missing is a failure.
+#                        BROWSER_DIR, MCPDIR, OAUTH_DIR; anything missing
+#                        is a failure (tests/browser/browser.bash).
 #   oauth_user VAR NAME ROLE [DISPLAY NAME]
 #                        POST /v1/users with $TKEY, password $PASSWORD;
 #                        the user's id in $VAR
@@ -15,33 +14,12 @@
 #                        JSON in $T_SCRATCH/NAME.json
 OAUTH_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 MCPDIR=$(cd "$OAUTH_DIR/../mcp" && pwd)
-BROWSER_DIR=$(cd "$OAUTH_DIR/../browser" && pwd)
-CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
+. "$OAUTH_DIR/../browser/browser.bash"
 # 12 or more bytes (docs/oauth.md); the same for every user of a suite.
 PASSWORD='correct horse battery'
 
 oauth_setup() {
-  if [ ! -x "$CHROMIUM" ]; then
-    ok "signing in through a browser # SKIP no Chromium at $CHROMIUM (scripts/deps.sh test installs Debian's chromium; it could not be installed here)"
-    finish
-    exit 0
-  fi
-  # The pinned driver and its Node, as tests/serve/upload_browser.sh does
-  # (npm ci again only when the lockfile changed since the last install).
-  if ! { [ -f "$BROWSER_DIR/node_modules/.package-lock.json" ] &&
-    cmp -s "$BROWSER_DIR/package-lock.json" "$BROWSER_DIR/node_modules/.husk-lock"; }; then
-    if ! command -v npm >/dev/null 2>&1; then
-      not_ok "npm is installed (scripts/deps.sh test installs it)"
-      finish
-      exit 1
-    fi
-    if (cd "$BROWSER_DIR" && npm ci --no-audit --no-fund --loglevel=error >&2); then
-      cp "$BROWSER_DIR/package-lock.json" "$BROWSER_DIR/node_modules/.husk-lock"
-    fi
-  fi
-  NODE="$BROWSER_DIR/node_modules/node/bin/node"
-  if [ ! -x "$NODE" ] || [ ! -d "$BROWSER_DIR/node_modules/playwright-core" ]; then
-    not_ok "npm ci in tests/browser installs playwright-core and its Node"
+  if ! browser_setup; then
     finish
     exit 1
   fi
