@@ -889,9 +889,13 @@ enum MHD_Result h_oauth_authorize_post(struct req *r) {
   if (f.error)
     return az_redirect(r, &a, "error", f.error, "error_description", f.desc);
   const char *action = api_form_get(&form, "action");
-  if (!action || strcmp(action, "allow"))
+  if (!action || strcmp(action, "allow")) {
+    /* Nobody signed in: the operator's record, naming the client. */
+    api_audit_event(r, "", "oauth.consent", "denied", 302, NULL, a.client.id, a.client.name,
+                    "the person chose Deny");
     return az_redirect(r, &a, "error", "access_denied", "error_description",
                        "the user denied the request");
+  }
   const char *org = api_form_get(&form, "organization"), *user = api_form_get(&form, "username"),
              *pw = api_form_get(&form, "password");
   static const char failed[] = "Signing in failed: check the organization, the user name and the "

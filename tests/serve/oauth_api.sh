@@ -212,6 +212,9 @@ O=$($FLOW page "$URL" "{\"response_type\":\"code\",\"client_id\":\"$CID\",\"redi
 check "a foreign resource: invalid_target" grep -q "error=invalid_target" <<<"$(o 'o["headers"].get("location")')"
 O=$($FLOW signin "$URL" "$CID" "$RED" acme bob "$PW_BOB" "" "" deny)
 check "Deny: access_denied back to the client" test "$(o 'o["error"]') $(o 'o["state_ok"]')" = "access_denied true"
+KEY=$ADMIN api GET "/v1/audit?action=oauth.consent"
+check "Deny is audited (oauth.consent denied, naming the client)" \
+  test "$(jf '[r["outcome"] for r in j["records"] if r.get("client_id") == "'"$CID"'"]')" = '["denied"]'
 
 # ---- CSRF ---------------------------------------------------------------------------
 O=$($FLOW page "$URL" "{\"response_type\":\"code\",\"client_id\":\"$CID\",\"redirect_uri\":\"$RED\",\"code_challenge\":\"$(printf %043d 0 | tr 0 A)\",\"code_challenge_method\":\"S256\",\"state\":\"s1\"}")
