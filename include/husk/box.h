@@ -50,6 +50,10 @@ struct husk_box_spec {
    * /workspace (not /workspace itself), no two nested in each other. */
   const struct husk_volume_mount *volumes;
   size_t nvolumes;
+  /* Who creates it, recorded with it (husk_box_info.created_by): "u_" and
+   * 24 hex digits (a user of the tenant's), "key:" and an API key id, or
+   * NULL / "" for nobody in particular.  Anything else is EINVAL. */
+  const char *created_by;
 };
 
 /* One volume mount of a box (husk_box_spec.volumes). */
@@ -86,6 +90,7 @@ struct husk_box_info {
    * (husk/volume.h); NULL when it has none, and in husk_box_list's
    * entries (husk_box_get fills it). */
   char *volumes_json;
+  char created_by[HUSK_CREATED_BY_MAX]; /* husk_box_spec.created_by, or "" */
 };
 
 /* Free the strings of *bi (not bi itself); a zeroed struct is fine. */
@@ -114,6 +119,8 @@ struct husk_box_filter {
   size_t nmeta;
   const char *cursor;               /* NULL or "": from the start; else a next_cursor */
   int limit;                        /* boxes per page, 1..1000; 0: 100 */
+  const char *created_by;           /* NULL: anyone; else only the boxes it created
+                                       (a creator as in husk_box_spec, not "") */
 };
 
 /* Call cb for each of the tenant's boxes that match, oldest first, one
@@ -121,7 +128,7 @@ struct husk_box_filter {
  * > 0 to stop (the listing returns 0), < 0 to fail (the listing returns
  * that value; err is not filled: cb reports its own error).
  * next_cursor (next_len bytes) receives the cursor of the next page, "" at
- * the end.  Errors: EINVAL (bad filter or cursor). */
+ * the end.  Errors: EINVAL (bad filter, creator or cursor). */
 HUSK_PUBLIC int husk_box_list(struct husk_mgr *m, const char *tenant,
                               const struct husk_box_filter *filter,
                               int (*cb)(void *ctx, const struct husk_box_info *bi), void *ctx,

@@ -39,6 +39,10 @@ struct husk_exec_req {
   /* Readable means "stop now" (the caller's client went away): the
    * command's process group is killed.  -1: none. */
   int cancel_fd;
+  /* husk_box_exec_background: who starts it, recorded with it
+   * (husk_proc.created_by), as husk_box_spec.created_by says; NULL or ""
+   * for nobody in particular.  Ignored by the other calls. */
+  const char *created_by;
 };
 
 struct husk_exec_result {
@@ -80,6 +84,7 @@ struct husk_proc {
    * or output (exit code 137, signal SIGKILL), as a sync exec reports them. */
   enum husk_reason reason;
   bool truncated; /* the output limit cut its output to output_limit bytes */
+  char created_by[HUSK_CREATED_BY_MAX]; /* husk_exec_req.created_by of its start, or "" */
 };
 
 /* Free p->cmd_json (not p). */

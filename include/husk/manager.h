@@ -52,6 +52,9 @@ HUSK_PUBLIC int husk_mgr_open(struct husk_mgr **out, const struct husk_mgr_confi
 HUSK_PUBLIC void husk_mgr_close(struct husk_mgr *m, bool destroy_boxes);
 
 #define HUSK_TENANT_ID_MAX 32 /* size of a tenant id buffer, NUL included */
+/* Size of a creator buffer (husk_box_spec.created_by, husk_proc's), NUL
+ * included: "u_" and 24 hex digits, or "key:" and an API key id. */
+#define HUSK_CREATED_BY_MAX 36
 
 /* Create a tenant named `name` (1..127 bytes of UTF-8, unique) with no
  * quota; its id ("t_" + 24 hex digits) goes to id_out.

@@ -75,6 +75,19 @@ static enum MHD_Result authenticate_token(struct req *r, const char *tok, size_t
   return MHD_YES;
 }
 
+void api_created_by(const struct req *r, char *out, size_t size) {
+  if (r->token && r->user_id[0])
+    snprintf(out, size, "%s", r->user_id);
+  else if (r->key_id[0])
+    snprintf(out, size, "key:%s", r->key_id);
+  else if (size)
+    out[0] = '\0';
+}
+
+json_t *api_created_by_json(const char *created_by) {
+  return created_by && created_by[0] ? json_string(created_by) : json_null();
+}
+
 enum MHD_Result api_authenticate(struct req *r) {
   const struct route *rt = r->route;
   if (rt->auth == AUTH_NONE)

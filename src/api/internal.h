@@ -264,6 +264,12 @@ int api_parse_range(const char *h, uint64_t size, uint64_t *from, uint64_t *to);
  * r->tenant set), or the result of queuing 401/403/500. */
 enum MHD_Result api_authenticate(struct req *r);
 bool api_key_equal(const char *a, size_t alen, const char *b, size_t blen);
+/* Who the request is, for the records of what it creates (state.h's
+ * STATE_CREATED_BY_SIZE; `size` at least that): the user of its access
+ * token, else "key:" and its key id, else "" (the admin key). */
+void api_created_by(const struct req *r, char *out, size_t size);
+/* A creator in a reply: its text, or null for "". */
+json_t *api_created_by_json(const char *created_by);
 
 /* ---- audit ---------------------------------------------------------- */
 void api_audit(struct req *r, const char *outcome);

@@ -42,6 +42,8 @@ json_t *api_box_json(const struct husk_box_info *bi) {
   }
   if (o && bi->snapshot_id[0])
     json_object_set_new(o, "snapshot", json_string(bi->snapshot_id));
+  if (o)
+    json_object_set_new(o, "created_by", api_created_by_json(bi->created_by));
   if (o && bi->volumes_json) {
     json_t *v = json_loads(bi->volumes_json, 0, &je);
     if (v)
@@ -127,6 +129,9 @@ enum MHD_Result h_box_create(struct req *r) {
            (unsigned long long)cr.limits.memory_bytes, (unsigned long long)cr.limits.disk_bytes,
            cr.snapshot ? " snapshot=" : "", cr.snapshot ? cr.snapshot : "",
            cr.rebase ? " rebase" : "", cr.nvolumes);
+  char creator[STATE_CREATED_BY_SIZE];
+  api_created_by(r, creator, sizeof creator);
+  cr.created_by = creator;
   struct husk_box_info bi = {0};
   struct husk_err err;
   int rc = husk_box_create(r->srv->cfg.mgr, r->tenant, &cr, &bi, &err);
@@ -184,6 +189,11 @@ enum MHD_Result h_box_list(struct req *r) {
   uint64_t limit = 0;
   lr.state = api_query(r, "state");
   lr.cursor = api_query(r, "cursor");
+  /* Boxes of one creator: a user id, or key: and a key id. */
+  lr.created_by = api_query(r, "created_by");
+  if (lr.created_by && state_check_created_by(lr.created_by, false, &r->err) < 0)
+    return api_reply_error(r, 400, "bad_request",
+                           "`created_by` must be a user id (u_...) or key: and an API key id");
   if (api_query_u64(r, "limit", 1000000, &limit, NULL) < 0)
     return api_reply_bad(r);
   MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, meta_arg, &ma);

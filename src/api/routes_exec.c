@@ -57,6 +57,7 @@ static json_t *proc_json(const struct husk_proc *p) {
     json_object_set_new(j, "reason",
                         exited ? json_string(husk_reason_name(p->reason)) : json_null());
     json_object_set_new(j, "truncated", json_boolean(p->truncated));
+    json_object_set_new(j, "created_by", api_created_by_json(p->created_by));
   }
   return j;
 }
@@ -417,6 +418,9 @@ enum MHD_Result h_exec(struct req *r) {
     struct husk_exec_req er = {.argv = argv, .env = env, .cwd = cwd, .timeout_ms = timeout_ms,
                               .output_limit = output_limit, .stdin_buf = stdin_s,
                               .stdin_len = stdin_len, .cancel_fd = -1};
+    char creator[STATE_CREATED_BY_SIZE];
+    api_created_by(r, creator, sizeof creator);
+    er.created_by = creator;
     struct husk_proc bp = {0};
     if (husk_box_exec_background(r->srv->cfg.mgr, r->tenant, r->params[0], &er, &bp, &err) < 0) {
       ret = api_reply_err(r, &err);

@@ -48,6 +48,8 @@ static json_t *link_json(const struct state_upload_link *l) {
                 json_time(l->expires_ms), "state", link_state(l, state_now_ms()));
   if (j && l->revoked_ms)
     json_object_set_new(j, "revoked_at", json_time(l->revoked_ms));
+  if (j)
+    json_object_set_new(j, "created_by", api_created_by_json(l->created_by));
   return j;
 }
 
@@ -101,6 +103,9 @@ enum MHD_Result h_ulink_create(struct req *r) {
   spec.expires_s = (int64_t)exp;
   spec.max_files = (int64_t)files;
   spec.max_file_bytes = bytes;
+  char creator[STATE_CREATED_BY_SIZE];
+  api_created_by(r, creator, sizeof creator);
+  spec.created_by = creator;
   char base[600];
   if (public_base(r, base, sizeof base) < 0)
     return api_reply_error(r, 400, "bad_request",

@@ -331,6 +331,7 @@ static void fill_info(struct husk_box_info *bi, const struct state_box *sb, uint
   bi->metadata_json = strdup(sb->metadata_json ? sb->metadata_json : "{}");
   bi->env_json = strdup(sb->env_json ? sb->env_json : "{}");
   snprintf(bi->snapshot_id, sizeof bi->snapshot_id, "%s", sb->snapshot_id);
+  snprintf(bi->created_by, sizeof bi->created_by, "%s", sb->created_by);
   if (!strcmp(sb->state, STATE_BOX_PAUSED)) {
     bi->paused_to_disk = sb->paused_snapshot[0] != '\0';
     bi->paused_ms = sb->paused_ms;
@@ -387,7 +388,8 @@ int husk_box_list(struct husk_mgr *m, const char *tenant, const struct husk_box_
   }
   struct state_box_filter f = {.tenant_id = tenant, .state = st, .meta_keys = req->meta_keys,
                                .meta_values = req->meta_values, .nmeta = req->nmeta,
-                               .cursor = req->cursor, .limit = req->limit};
+                               .created_by = req->created_by, .cursor = req->cursor,
+                               .limit = req->limit};
   return state_box_list(m->cfg.state, &f, list_cb, &lc, next_cursor, next_len, err);
 }
 
@@ -477,7 +479,9 @@ static int metadata_keys_ok(const char *metadata_json, struct husk_err *err) {
 
 int husk_box_create(struct husk_mgr *m, const char *tenant, const struct husk_box_spec *req,
                     struct husk_box_info *out, struct husk_err *err) {
-  if (metadata_keys_ok(req->metadata_json, err) < 0)
+  char creator[STATE_CREATED_BY_SIZE];
+  if (metadata_keys_ok(req->metadata_json, err) < 0 ||
+      box_created_by(creator, sizeof creator, req->created_by, err) < 0)
     return -1;
   /* An image template: its layers, user, env and working directory. */
   cleanup_box_image struct box_image *img = NULL;
@@ -498,6 +502,9 @@ int husk_box_create(struct husk_mgr *m, const char *tenant, const struct husk_bo
 int box_create(struct husk_mgr *m, const char *tenant, const struct husk_box_spec *req,
                struct box_image *img, const struct box_restore *from, struct husk_box_info *out,
                struct husk_err *err) {
+  struct state_box sb = {0};
+  if (box_created_by(sb.created_by, sizeof sb.created_by, req->created_by, err) < 0)
+    return -1;
   /* Mode `none` costs nothing here: no policy, no link, no proxy state. */
   cleanup_free char *policy = NULL;
   if ((req->network && strcmp(req->network, "none")) || req->egress_json) {
@@ -533,7 +540,6 @@ int box_create(struct husk_mgr *m, const char *tenant, const struct husk_box_spe
     box_env_free(env);
     return husk_fail(err, ENOMEM, "out of memory");
   }
-  struct state_box sb = {0};
   if (!pooled && state_new_id("b_", b->id, sizeof b->id, err) < 0) {
     box_env_free(env);
     lb_free(m, b);
@@ -785,6 +791,18 @@ struct live_box *box_live(struct husk_mgr *m, const char *tenant, const char *id
   husk_fail(err, EBUSY, "sandbox %s is %s", id, sb.state);
   state_box_free(&sb);
   return NULL;
+}
+
+_Static_assert(HUSK_CREATED_BY_MAX == STATE_CREATED_BY_SIZE, "creator buffers differ");
+
+int box_created_by(char *dst, size_t size, const char *src, struct husk_err *err) {
+  dst[0] = '\0';
+  if (!src || !src[0])
+    return 0;
+  if (strnlen(src, size) == size || state_check_created_by(src, true, err) < 0)
+    return husk_fail(err, EINVAL, "the creator must be u_ and 24 hex digits, or key: and an API key id");
+  memcpy(dst, src, strlen(src) + 1);
+  return 0;
 }
 
 int box_check_exec(const struct husk_exec_req *req, struct husk_err *err) {

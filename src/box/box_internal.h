@@ -233,6 +233,10 @@ struct live_box *box_running(struct husk_mgr *m, const char *tenant, const char 
 struct live_box *box_live(struct husk_mgr *m, const char *tenant, const char *id,
                           struct husk_err *err);
 int box_check_exec(const struct husk_exec_req *req, struct husk_err *err);
+/* A caller's creator (husk_box_spec.created_by, husk_exec_req's) into dst
+ * (STATE_CREATED_BY_SIZE bytes): NULL is "", anything that is not a
+ * creator (state.h) EINVAL, checked before anything is made. */
+int box_created_by(char *dst, size_t size, const char *src, struct husk_err *err);
 /* Create a box's jail (through the spawner) for `b`, whose id is set;
  * `for_pool`: through the pool's low-priority spawner. */
 /* A box of an image template (box_template.c). */

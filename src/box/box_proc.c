@@ -58,6 +58,7 @@ static void proc_from_state(struct husk_proc *bp, const struct state_proc *sp) {
   bp->timeout_ms = (uint64_t)sp->timeout_ms;
   bp->output_limit = (uint64_t)sp->output_limit;
   bp->cmd_json = strdup(sp->cmd_json ? sp->cmd_json : "[]");
+  snprintf(bp->created_by, sizeof bp->created_by, "%s", sp->created_by);
 }
 
 /* Output files live at the root of the box filesystem, beside workspace/,
@@ -101,7 +102,9 @@ int box_procs_reserve(struct husk_mgr *m, struct live_box *b, struct husk_err *e
 
 int husk_box_exec_background(struct husk_mgr *m, const char *tenant, const char *id,
                         const struct husk_exec_req *req, struct husk_proc *out, struct husk_err *err) {
-  if (box_check_exec(req, err) < 0)
+  char creator[STATE_CREATED_BY_SIZE];
+  if (box_check_exec(req, err) < 0 ||
+      box_created_by(creator, sizeof creator, req->created_by, err) < 0)
     return -1;
   /* A limit past what a row holds is no limit (the box's disk comes first). */
   uint64_t output_limit = req->output_limit <= INT64_MAX ? req->output_limit : 0;
@@ -184,6 +187,7 @@ int husk_box_exec_background(struct husk_mgr *m, const char *tenant, const char 
                           .output_limit = (int64_t)output_limit};
   snprintf(sp.box_id, sizeof sp.box_id, "%s", b->id);
   snprintf(sp.state, sizeof sp.state, "%s", STATE_PROC_RUNNING);
+  snprintf(sp.created_by, sizeof sp.created_by, "%s", creator);
   sp.started_ms = state_now_ms();
   if (state_proc_insert(m->cfg.state, &sp, err) < 0) {
     jail_signal_fd(conn, (pid_t)pid, SIGKILL, true, err);
@@ -216,6 +220,7 @@ int husk_box_exec_background(struct husk_mgr *m, const char *tenant, const char 
     out->timeout_ms = req->timeout_ms;
     out->output_limit = output_limit;
     out->cmd_json = strdup(cmd_json);
+    snprintf(out->created_by, sizeof out->created_by, "%s", creator);
   }
   rc = 0;
 out:

@@ -31,6 +31,9 @@ int job_start(struct husk_mgr *m, const char *tenant, const char *box_id, const 
   snprintf(j.box_id, sizeof j.box_id, "%s", box_id);
   snprintf(j.kind, sizeof j.kind, "%s", kind);
   j.ephemeral = ephemeral;
+  /* Its creator is its process's (req->created_by). */
+  if (box_created_by(j.created_by, sizeof j.created_by, req->created_by, err) < 0)
+    return -1;
   struct husk_proc bp = {0};
   if (husk_box_exec_background(m, tenant, box_id, req, &bp, err) < 0)
     return -1;

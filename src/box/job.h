@@ -20,7 +20,8 @@
 
 /* Start `req` (argv, env, cwd) in the background in box `box_id` and record
  * it as job of `kind`.  `ephemeral`: the box is destroyed when the job
- * ends (job_end / job_cancel).  *out is the new job (free with
+ * ends (job_end / job_cancel).  req->created_by is the job's creator as
+ * well as its process's.  *out is the new job (free with
  * state_job_free). */
 int job_start(struct husk_mgr *m, const char *tenant, const char *box_id, const char *kind,
               bool ephemeral, const struct husk_exec_req *req, struct state_job *out,

@@ -216,6 +216,11 @@ struct mcp_caller {
   const char *client_name;
 };
 
+/* Who the caller is in the records of what it creates (state.h's
+ * STATE_CREATED_BY_SIZE; `size` at least that): its user id, else "key:"
+ * and its key id, else "" (stdio). */
+void mcp_created_by(const struct mcp_caller *c, char *out, size_t size);
+
 /* Handle one message.  Returns the reply to send, or NULL when there is
  * none (notifications, responses, a cancelled request). */
 json_t *mcp_handle(struct mcp_server *s, const struct mcp_msg *msg, const struct mcp_caller *c);

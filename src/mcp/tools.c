@@ -304,6 +304,15 @@ void mcp_progress(struct mcp_call *c, uint64_t progress, const char *message) {
     c->caller->notify(c->caller->notify_ctx, n);
 }
 
+void mcp_created_by(const struct mcp_caller *c, char *out, size_t size) {
+  if (c->user_id && c->user_id[0])
+    snprintf(out, size, "%s", c->user_id);
+  else if (c->key_id && c->key_id[0])
+    snprintf(out, size, "key:%s", c->key_id);
+  else if (size)
+    out[0] = '\0';
+}
+
 json_t *mcp_arg(struct mcp_call *c, const char *name) {
   json_t *v = json_object_get(c->args, name);
   return v && !json_is_null(v) ? v : NULL;

@@ -45,6 +45,8 @@ static json_t *box_json(const struct husk_box_info *bi) {
   }
   if (bi->snapshot_id[0])
     json_object_set_new(o, "snapshot_id", json_string(bi->snapshot_id));
+  if (bi->created_by[0])
+    json_object_set_new(o, "created_by", json_string(bi->created_by));
   return o;
 }
 
@@ -54,7 +56,7 @@ static json_t *box_json(const struct husk_box_info *bi) {
   "{\"type\":\"string\"},\"expires_at\":{\"type\":\"string\"},\"memory_bytes\":{\"type\":"         \
   "\"integer\"},\"paused_at\":{\"type\":\"string\"},\"paused_until\":{\"type\":\"string\"},"       \
   "\"remaining_seconds\":{\"type\":\"integer\"},\"keep_memory\":{\"type\":\"boolean\"},"           \
-  "\"snapshot_id\":{\"type\":\"string\"}"
+  "\"snapshot_id\":{\"type\":\"string\"},\"created_by\":{\"type\":\"string\"}"
 
 /* ---- sandbox_create ------------------------------------------------------------- */
 
@@ -172,6 +174,9 @@ static int sandbox_create(struct mcp_call *c) {
                              .metadata_json = "{\"created_by\":\"mcp sandbox_create\"}",
                              .snapshot = snap,
                              .rebase = rebase && json_is_true(rebase)};
+  char creator[STATE_CREATED_BY_SIZE];
+  mcp_created_by(c->caller, creator, sizeof creator);
+  cr.created_by = creator;
   cr.limits.timeout_ms = (uint64_t)ttl * 1000;
   cr.limits.memory_bytes = (uint64_t)mem * 1024 * 1024;
   /* The core checks the policy (docs/egress.md): rules, secrets that exist. */

@@ -277,6 +277,8 @@ static json_t *base_result(const struct state_job *job, const char *status) {
   json_t *r = json_pack("{s:s, s:s}", "status", status, "job_id", job->id);
   if (r && !job->ephemeral)
     json_object_set_new(r, "sandbox_id", json_string(job->box_id));
+  if (r && job->created_by[0])
+    json_object_set_new(r, "created_by", json_string(job->created_by));
   return r;
 }
 
@@ -493,6 +495,7 @@ static int wait_and_report(struct mcp_call *c, struct husk_mgr *m, struct state_
 #define JOB_RESULT_FIELDS                                                                          \
   "\"job_id\":{\"type\":\"string\"},"                                                              \
   "\"sandbox_id\":{\"type\":\"string\"},"                                                          \
+  "\"created_by\":{\"type\":\"string\"},"                                                          \
   "\"exit_code\":{\"type\":[\"integer\",\"null\"]},"                                               \
   "\"signal\":{\"type\":\"integer\"},"                                                             \
   "\"stdout\":{\"type\":\"string\"},\"stderr\":{\"type\":\"string\"},"                             \
@@ -669,8 +672,11 @@ static int run_code(struct mcp_call *c) {
                        : !strcmp(lang, "bash") ? "/workspace/main.sh"
                                                : "/workspace/main.js";
   struct husk_err err;
+  char creator[STATE_CREATED_BY_SIZE];
+  mcp_created_by(c->caller, creator, sizeof creator);
   struct husk_box_spec cr = {.template_name = mcp_arg_str(c, "template"),
-                             .metadata_json = "{\"created_by\":\"mcp run_code\"}"};
+                             .metadata_json = "{\"created_by\":\"mcp run_code\"}",
+                             .created_by = creator};
   cr.limits.timeout_ms = (uint64_t)secs * 1000 + RUN_BOX_GRACE_MS;
   struct husk_box_info bi = {0};
   if (husk_box_create(m, c->caller->tenant, &cr, &bi, &err) < 0)
@@ -701,7 +707,8 @@ static int run_code(struct mcp_call *c) {
                                .env = env,
                                .cwd = "/workspace",
                                .timeout_ms = (uint64_t)secs * 1000,
-                               .cancel_fd = -1};
+                               .cancel_fd = -1,
+                               .created_by = creator};
     ok = false;
     if (job_start(m, c->caller->tenant, box_id, "run_code", true, &er, &job, &err) < 0)
       mcp_tool_core_error(c, "run", interp, &err);
@@ -787,10 +794,13 @@ static int sandbox_exec(struct mcp_call *c) {
   bool is_default =
       husk_box_get(m, c->caller->tenant, id, &bi, &err) < 0 || !strcmp(bi.template_name, "default");
   husk_box_info_free(&bi);
+  char creator[STATE_CREATED_BY_SIZE];
+  mcp_created_by(c->caller, creator, sizeof creator);
   struct husk_exec_req er = {.argv = is_default ? bash_argv : sh_argv,
                              .cwd = cwd,
                              .timeout_ms = (uint64_t)secs * 1000,
-                             .cancel_fd = -1};
+                             .cancel_fd = -1,
+                             .created_by = creator};
   struct state_job job = {0};
   if (job_start(m, c->caller->tenant, id, "exec", false, &er, &job, &err) < 0) {
     if (cwd && strstr(err.msg, "working directory"))

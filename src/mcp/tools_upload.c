@@ -48,10 +48,13 @@ static int create_upload_link(struct mcp_call *c) {
   if (!sp || !sp->ctx || !pv || !pv->base[0])
     return mcp_tool_error(c, "upload links are served by `husk serve`: this MCP server has no "
                              "HTTP listener to serve them");
+  char creator[STATE_CREATED_BY_SIZE];
+  mcp_created_by(c->caller, creator, sizeof creator);
   struct upload_link_spec spec = {
       .bucket = mcp_arg_str(c, "bucket"),
       .prefix = mcp_arg_str(c, "prefix"),
       .content_types = mcp_arg_str(c, "content_types"),
+      .created_by = creator,
   };
   int64_t v = 0;
   if (mcp_arg_int(c, "expires_in_seconds", &v))

@@ -18,7 +18,7 @@
 #define BOX_COLUMNS                                                                                \
   "id, tenant_id, state, reason, template, memory, pids, cpu_milli, disk, timeout_ms, env_json, "  \
   "metadata_json, created_ms, expires_ms, ended_ms, init_pid, init_start_time, uid_base, slot, "   \
-  "cgroup, template_id, workdir, paused_ms, snapshot_id, paused_snapshot"
+  "cgroup, template_id, workdir, paused_ms, snapshot_id, paused_snapshot, created_by"
 
 static const char *const live_states[] = {STATE_BOX_CREATING, STATE_BOX_RUNNING,
                                           STATE_BOX_STOPPING, STATE_BOX_PAUSED};
@@ -64,6 +64,7 @@ static int read_box(sqlite3_stmt *s, void *row, struct husk_err *err) {
   b->paused_ms = sqlite3_column_int64(s, 22);
   ok &= db_col_text(s, 23, b->snapshot_id, sizeof b->snapshot_id);
   ok &= db_col_text(s, 24, b->paused_snapshot, sizeof b->paused_snapshot);
+  ok &= db_col_text(s, 25, b->created_by, sizeof b->created_by);
   b->memory = sqlite3_column_int64(s, 5);
   b->pids = sqlite3_column_int64(s, 6);
   b->cpu_milli = sqlite3_column_int64(s, 7);
@@ -121,7 +122,9 @@ static int check_box(const struct state_box *b, struct husk_err *err) {
       check_id_or_empty("template id", b->template_id, sizeof b->template_id, err) < 0 ||
       check_text("working directory", b->workdir, sizeof b->workdir, true, err) < 0 ||
       check_text("cgroup", b->cgroup, sizeof b->cgroup, true, err) < 0 ||
-      check_id_or_empty("snapshot id", b->snapshot_id, sizeof b->snapshot_id, err) < 0)
+      check_id_or_empty("snapshot id", b->snapshot_id, sizeof b->snapshot_id, err) < 0 ||
+      (memchr(b->created_by, '\0', sizeof b->created_by) ? state_check_created_by(b->created_by, true, err)
+                                                         : husk_fail(err, EINVAL, "creator is not terminated")) < 0)
     return -1;
   if (!memchr(b->reason, '\0', sizeof b->reason))
     return husk_fail(err, EINVAL, "reason is not terminated");
@@ -228,7 +231,7 @@ int state_box_insert(struct state *st, const struct state_box *box, struct husk_
   cleanup_stmt sqlite3_stmt *s = NULL;
   if (db_prepare(st, &s,
                  "INSERT INTO boxes (" BOX_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
-                 "?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, 0, ?23, '')",
+                 "?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, 0, ?23, '', ?24)",
                  err) < 0)
     return -1;
   int rc;
@@ -242,7 +245,8 @@ int state_box_insert(struct state *st, const struct state_box *box, struct husk_
       (rc = db_int(s, 16, box->init_pid)) || (rc = db_int(s, 17, (int64_t)box->init_start_time)) ||
       (rc = db_int(s, 18, box->uid_base)) || (rc = db_int(s, 19, box->slot)) ||
       (rc = db_text(s, 20, box->cgroup)) || (rc = db_text(s, 21, box->template_id)) ||
-      (rc = db_text(s, 22, box->workdir)) || (rc = db_text(s, 23, box->snapshot_id)))
+      (rc = db_text(s, 22, box->workdir)) || (rc = db_text(s, 23, box->snapshot_id)) ||
+      (rc = db_text(s, 24, box->created_by)))
     return db_fail(st, err, rc, "cannot bind box");
   if (db_step_done(st, s, "cannot insert box", err) < 0) {
     if (err && err->code == EEXIST)
@@ -588,6 +592,8 @@ static int check_filter(const struct state_box_filter *f, struct husk_err *err) 
   if (f->state && strcmp(f->state, STATE_BOX_LIVE) != 0 &&
       check_state("state filter", f->state, err) < 0)
     return -1;
+  if (f->created_by && state_check_created_by(f->created_by, false, err) < 0)
+    return -1;
   if (f->nmeta > STATE_META_FILTERS_MAX)
     return husk_fail(err, EINVAL, "at most %d metadata filters", STATE_META_FILTERS_MAX);
   if (f->nmeta > 0 && (!f->meta_keys || !f->meta_values))
@@ -620,6 +626,8 @@ static int build_list_sql(const struct state_box_filter *f, bool has_cursor, cha
     ADD(" AND state IN " DB_LIVE_STATES);
   else if (f->state)
     ADD(" AND state = :state");
+  if (f->created_by)
+    ADD(" AND created_by = :creator");
   for (size_t i = 0; i < f->nmeta; i++)
     ADD(" AND EXISTS (SELECT 1 FROM json_each(boxes.metadata_json) AS m"
         " WHERE m.key = :mk%zu AND m.type = 'text' AND m.value = :mv%zu)",
@@ -662,6 +670,8 @@ int state_box_list(struct state *st, const struct state_box_filter *filter,
       rc = db_text_named(s, ":tenant", filter->tenant_id);
     if (!rc && filter->state && strcmp(filter->state, STATE_BOX_LIVE) != 0)
       rc = db_text_named(s, ":state", filter->state);
+    if (!rc && filter->created_by)
+      rc = db_text_named(s, ":creator", filter->created_by);
     for (size_t i = 0; !rc && i < filter->nmeta; i++) {
       char k[24], v[24];
       snprintf(k, sizeof k, ":mk%zu", i);

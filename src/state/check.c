@@ -41,6 +41,28 @@ int check_id_or_empty(const char *what, const char *s, size_t size, struct husk_
   return check_id_impl(what, s, size, true, err);
 }
 
+/* A creator (see state.h): "u_" + 24 lowercase hex digits (what
+ * state_new_id makes, and users have), or "key:" + an API key id; "" only
+ * where empty_ok. */
+int state_check_created_by(const char *s, bool empty_ok, struct husk_err *err) {
+  if (!s)
+    return husk_fail(err, EINVAL, "creator is missing");
+  if (!s[0])
+    return empty_ok ? 0 : husk_fail(err, EINVAL, "creator is empty");
+  if (!strncmp(s, "u_", 2)) {
+    size_t n = strnlen(s + 2, 25);
+    if (n != 24 || strspn(s + 2, "0123456789abcdef") != 24)
+      return husk_fail(err, EINVAL, "creator is not a user id (u_ and 24 hex digits)");
+    return 0;
+  }
+  if (!strncmp(s, "key:", 4)) {
+    if (check_id("creator's key id", s + 4, STATE_KEY_ID_SIZE, err) < 0)
+      return husk_fail(err, EINVAL, "creator is not key: and an API key id");
+    return 0;
+  }
+  return husk_fail(err, EINVAL, "creator must be a user id (u_...) or key: and an API key id");
+}
+
 void sanitize_text(char *str) {
   unsigned char *s = (unsigned char *)str;
   size_t n = strlen(str);

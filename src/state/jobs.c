@@ -8,7 +8,8 @@
 #include "util/cleanup.h"
 
 #define JOB_COLUMNS                                                                               \
-  "id, tenant_id, box_id, pid, kind, ephemeral, state, result_json, created_ms, ended_ms"
+  "id, tenant_id, box_id, pid, kind, ephemeral, state, result_json, created_ms, ended_ms, "    \
+  "created_by"
 
 void state_job_free(struct state_job *job) {
   if (!job)
@@ -30,20 +31,25 @@ int state_job_insert(struct state *st, const struct state_job *j, struct husk_er
       check_id("box id", j->box_id, sizeof j->box_id, err) < 0 ||
       check_id("job kind", j->kind, sizeof j->kind, err) < 0)
     return -1;
+  if (!memchr(j->created_by, '\0', sizeof j->created_by))
+    return husk_fail(err, EINVAL, "creator is not terminated");
+  if (state_check_created_by(j->created_by, true, err) < 0)
+    return -1;
   if (j->pid <= 0 || (j->ephemeral != 0 && j->ephemeral != 1))
     return husk_fail(err, EINVAL, "job pid must be > 0 and ephemeral 0 or 1");
   cleanup_unlock struct state *locked = db_lock(st);
   cleanup_stmt sqlite3_stmt *s = NULL;
   if (db_prepare(st, &s,
-                 "INSERT INTO jobs (id, tenant_id, box_id, pid, kind, ephemeral, state, created_ms)"
-                 " VALUES (?1, ?2, ?3, ?4, ?5, ?6, '" STATE_JOB_RUNNING "', ?7)",
+                 "INSERT INTO jobs (id, tenant_id, box_id, pid, kind, ephemeral, state, created_ms,"
+                 " created_by) VALUES (?1, ?2, ?3, ?4, ?5, ?6, '" STATE_JOB_RUNNING "', ?7, ?8)",
                  err) < 0)
     return -1;
   int rc;
   if ((rc = db_text(s, 1, j->id)) || (rc = db_text(s, 2, j->tenant_id)) ||
       (rc = db_text(s, 3, j->box_id)) || (rc = db_int(s, 4, j->pid)) ||
       (rc = db_text(s, 5, j->kind)) || (rc = db_int(s, 6, j->ephemeral)) ||
-      (rc = db_int(s, 7, j->created_ms ? j->created_ms : state_now_ms())))
+      (rc = db_int(s, 7, j->created_ms ? j->created_ms : state_now_ms())) ||
+      (rc = db_text(s, 8, j->created_by)))
     return db_fail(st, err, rc, "cannot bind job");
   if (db_step_done(st, s, "cannot insert job", err) < 0)
     return -1;
@@ -72,7 +78,8 @@ int state_job_get(struct state *st, const char *tenant_id, const char *id, struc
             db_col_text(s, 1, out->tenant_id, sizeof out->tenant_id) &&
             db_col_text(s, 2, out->box_id, sizeof out->box_id) &&
             db_col_text(s, 4, out->kind, sizeof out->kind) &&
-            db_col_text(s, 6, out->state, sizeof out->state);
+            db_col_text(s, 6, out->state, sizeof out->state) &&
+            db_col_text(s, 10, out->created_by, sizeof out->created_by);
   out->pid = sqlite3_column_int64(s, 3);
   out->ephemeral = (int)sqlite3_column_int64(s, 5);
   if (sqlite3_column_type(s, 7) != SQLITE_NULL && !(out->result_json = db_col_strdup(s, 7)))

@@ -14,8 +14,9 @@
 
 #define PROC_COLUMNS                                                                               \
   "p.box_id, p.pid, p.cmd_json, p.state, p.exit_code, p.signal, p.started_ms, p.ended_ms, p.tag"
-/* Read after PROC_COLUMNS: the exec, the limits and the one that ended it. */
-#define PROC_LIMIT_COLUMNS ", p.exec_id, p.timeout_ms, p.output_limit, p.limit_hit"
+/* Read after PROC_COLUMNS: the exec, the limits and the one that ended it,
+ * and who started it. */
+#define PROC_LIMIT_COLUMNS ", p.exec_id, p.timeout_ms, p.output_limit, p.limit_hit, p.created_by"
 
 /* Highest signal number Linux can deliver (SIGRTMAX is 64; leave room). */
 #define PROC_SIGNAL_MAX 127
@@ -45,6 +46,7 @@ static int read_proc(sqlite3_stmt *s, void *row, struct husk_err *err) {
   p->timeout_ms = sqlite3_column_int64(s, 10);
   p->output_limit = sqlite3_column_int64(s, 11);
   ok &= db_col_text(s, 12, p->limit_hit, sizeof p->limit_hit);
+  ok &= db_col_text(s, 13, p->created_by, sizeof p->created_by);
   if (!p->cmd_json)
     return husk_error(err, ENOMEM, "cannot read process");
   if (!ok) {
@@ -60,6 +62,10 @@ int state_proc_insert(struct state *st, const struct state_proc *p, struct husk_
   if (check_id("box id", p->box_id, sizeof p->box_id, err) < 0 ||
       check_json("process command", p->cmd_json, err) < 0 ||
       check_text("process tag", p->tag, sizeof p->tag, true, err) < 0)
+    return -1;
+  if (!memchr(p->created_by, '\0', sizeof p->created_by))
+    return husk_fail(err, EINVAL, "creator is not terminated");
+  if (state_check_created_by(p->created_by, true, err) < 0)
     return -1;
   if (p->pid <= 0 || p->started_ms < 0 || p->exec_id < 0)
     return husk_fail(err, EINVAL, "process pid must be > 0, its start time and exec id >= 0");
@@ -79,15 +85,16 @@ int state_proc_insert(struct state *st, const struct state_proc *p, struct husk_
   cleanup_stmt sqlite3_stmt *s = NULL;
   if (db_prepare(st, &s,
                  "INSERT INTO processes (box_id, pid, cmd_json, state, "
-                 "started_ms, tag, exec_id, timeout_ms, output_limit)"
-                 " VALUES (?1, ?2, ?3, '" STATE_PROC_RUNNING "', ?4, ?5, ?6, ?7, ?8)",
+                 "started_ms, tag, exec_id, timeout_ms, output_limit, created_by)"
+                 " VALUES (?1, ?2, ?3, '" STATE_PROC_RUNNING "', ?4, ?5, ?6, ?7, ?8, ?9)",
                  err) < 0)
     return -1;
   int rc;
   if ((rc = db_text(s, 1, p->box_id)) || (rc = db_int(s, 2, p->pid)) ||
       (rc = db_text(s, 3, p->cmd_json)) || (rc = db_int(s, 4, started)) ||
       (rc = db_text(s, 5, p->tag)) || (rc = db_int(s, 6, p->exec_id)) ||
-      (rc = db_int(s, 7, p->timeout_ms)) || (rc = db_int(s, 8, p->output_limit)))
+      (rc = db_int(s, 7, p->timeout_ms)) || (rc = db_int(s, 8, p->output_limit)) ||
+      (rc = db_text(s, 9, p->created_by)))
     return db_fail(st, err, rc, "cannot bind process");
   if (db_step_done(st, s, "cannot insert process", err) < 0) {
     if (err && err->code == EEXIST)
@@ -208,8 +215,8 @@ static int read_proc_paged(sqlite3_stmt *s, void *row, struct husk_err *err) {
   if (read_proc(s, row, err) < 0)
     return -1;
   struct state_proc *p = row;
-  p->seq = sqlite3_column_int64(s, 13);
-  p->cmd_cut = sqlite3_column_int(s, 14) != 0;
+  p->seq = sqlite3_column_int64(s, 14);
+  p->cmd_cut = sqlite3_column_int(s, 15) != 0;
   return 0;
 }
 

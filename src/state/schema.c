@@ -552,13 +552,23 @@ static const char schema_audit_users[] =
     "ALTER TABLE audit ADD COLUMN client_name TEXT NOT NULL DEFAULT '';"
     "CREATE INDEX audit_user ON audit(user_id, id) WHERE user_id != '';";
 
+/* Who created a box, an MCP job, a background process or an upload link
+ * (state.h's STATE_CREATED_BY_SIZE): '' for the rows from before.  The
+ * box listing filters on it per tenant. */
+static const char schema_created_by[] =
+    "ALTER TABLE boxes ADD COLUMN created_by TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE jobs ADD COLUMN created_by TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE processes ADD COLUMN created_by TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE upload_links ADD COLUMN created_by TEXT NOT NULL DEFAULT '';"
+    "CREATE INDEX boxes_tenant_creator ON boxes(tenant_id, created_by, created_ms, id);";
+
 static const char *const migrations[] = {
     schema_v1,          schema_jobs,         schema_egress,      schema_storage,
     schema_audit_retention, schema_tenant_lifecycle, schema_proc_exec_id, schema_link_denied,
     schema_templates,   schema_proc_limits, schema_box_template, schema_build_cache,
     schema_build_cache_size, schema_snapshots, schema_volumes, schema_snapshot_box,
     schema_previews, schema_upload_links, schema_upload_link_files, schema_users_oauth,
-    schema_audit_users};
+    schema_audit_users, schema_created_by};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 int state_schema_latest(void) { return SCHEMA_VERSION; }

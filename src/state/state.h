@@ -63,6 +63,16 @@
 #define STATE_USER_ID_SIZE 28   /* "u_" + 24 hex (auth/auth.h) */
 #define STATE_CLIENT_ID_SIZE 28 /* "oc_" + 24 hex: an OAuth client */
 
+/* Who created a box, job or upload link: "u_" + 24 hex (a user, when the
+ * request came with an OAuth access token), "key:" + an API key id (with
+ * a tenant key), or "" (neither: the library, the standalone MCP server,
+ * and rows from before it was recorded).  The daemon chooses it, so a
+ * malformed one is refused (EINVAL), never stored. */
+#define STATE_CREATED_BY_SIZE (4 + STATE_KEY_ID_SIZE) /* "key:" + a key id + NUL */
+/* 0 if `s` is such a creator ("" only when `empty_ok`), else -1 with
+ * EINVAL (the message does not repeat `s`). */
+int state_check_created_by(const char *s, bool empty_ok, struct husk_err *err);
+
 /* A quota value meaning "no limit". */
 #define STATE_UNLIMITED (-1)
 
@@ -261,6 +271,7 @@ struct state_box {
   int64_t paused_ms;   /* paused: when (its lifetime stopped then); else 0 (not set on insert) */
   char snapshot_id[32]; /* the snapshot it was made from, or "" */
   char paused_snapshot[32]; /* paused to disk: what it resumes from; else "" */
+  char created_by[STATE_CREATED_BY_SIZE]; /* see STATE_CREATED_BY_SIZE; may be "" */
 };
 
 /* Insert a new box (its state must be live: normally "creating").  Checks
@@ -319,6 +330,7 @@ int state_box_delete(struct state *st, const char *tenant_id, const char *id,
  *   state      a STATE_BOX_* value, "live" for all live states, NULL: any
  *   meta_keys[i] = meta_values[i], i < nmeta: the metadata has that key
  *              with that string value (nmeta <= STATE_META_FILTERS_MAX)
+ *   created_by NULL: anyone; else a creator (never ""): boxes it created
  *   cursor     NULL or "" for the first page, else a next_cursor from the
  *              previous page (opaque to callers)
  *   limit      0: STATE_LIST_DEFAULT; 1..STATE_LIST_MAX */
@@ -330,6 +342,7 @@ struct state_box_filter {
   const char *const *meta_keys;
   const char *const *meta_values;
   size_t nmeta;
+  const char *created_by;
   const char *cursor;
   int limit;
 };
@@ -372,6 +385,7 @@ struct state_proc {
   int64_t timeout_ms;
   int64_t output_limit;
   char limit_hit[16];
+  char created_by[STATE_CREATED_BY_SIZE]; /* who started it (STATE_CREATED_BY_SIZE); may be "" */
   /* Set by state_proc_page only: the row's place in the box's order (its
    * cursor), and whether cmd_json was cut to its program name. */
   int64_t seq;
@@ -381,7 +395,8 @@ struct state_proc {
 #define STATE_PROC_LIMIT_OUTPUT "output"
 
 /* Insert a running process.  ENOENT if the box does not exist, ESTALE if it
- * is not live, EEXIST if a running process of the box already has `pid`. */
+ * is not live, EEXIST if a running process of the box already has `pid`,
+ * EINVAL for a malformed created_by. */
 int state_proc_insert(struct state *st, const struct state_proc *p, struct husk_err *err);
 /* Record the exit of the running process `pid` of box `box_id`: an exit
  * code (signal 0) or a signal (exit_code ignored, stored as -1).  ENOENT if
@@ -444,8 +459,10 @@ struct state_job {
   char state[16];                       /* STATE_JOB_* */
   char *result_json;                    /* heap, NULL until collected */
   int64_t created_ms, ended_ms;
+  char created_by[STATE_CREATED_BY_SIZE]; /* who started it; may be "" */
 };
-/* ENOENT if the tenant does not exist, EEXIST if the id is taken. */
+/* ENOENT if the tenant does not exist, EEXIST if the id is taken, EINVAL
+ * for a malformed created_by. */
 int state_job_insert(struct state *st, const struct state_job *job, struct husk_err *err);
 /* The job `id` if it belongs to `tenant_id`, else ENOENT. */
 int state_job_get(struct state *st, const char *tenant_id, const char *id, struct state_job *out,

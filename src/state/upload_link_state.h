@@ -25,11 +25,13 @@ struct state_upload_link {
   char content_types[STATE_ULINK_TYPES_MAX + 1]; /* "" for any; else "a/b,c/(any)" */
   int64_t max_files, max_file_bytes, files_used, bytes_used;
   int64_t created_ms, expires_ms, revoked_ms;
+  char created_by[STATE_CREATED_BY_SIZE]; /* who made it (state.h), may be "" */
 };
 
 /* A new row (files_used, bytes_used and revoked_ms 0).  EDQUOT if the
  * tenant has `max_live` links in force; its dead links beyond the newest
- * `max_live` go in the same transaction. */
+ * `max_live` go in the same transaction.  EINVAL for a malformed
+ * created_by. */
 int state_upload_link_insert(struct state *st, const struct state_upload_link *l, int max_live,
                              struct husk_err *err);
 /* The link whose token hashes to `hash` (ENOENT). */

@@ -10,7 +10,7 @@
 
 #define UL_COLUMNS                                                                                 \
   "id, tenant_id, token_hash, bucket, prefix, content_types, max_files, max_file_bytes, "          \
-  "files_used, bytes_used, created_ms, expires_ms, revoked_ms"
+  "files_used, bytes_used, created_ms, expires_ms, revoked_ms, created_by"
 
 static int read_link(sqlite3_stmt *s, void *row, struct husk_err *err) {
   struct state_upload_link *l = row;
@@ -31,6 +31,7 @@ static int read_link(sqlite3_stmt *s, void *row, struct husk_err *err) {
   l->created_ms = sqlite3_column_int64(s, 10);
   l->expires_ms = sqlite3_column_int64(s, 11);
   l->revoked_ms = sqlite3_column_int64(s, 12);
+  ok &= db_col_text(s, 13, l->created_by, sizeof l->created_by);
   if (!ok)
     return husk_fail(err, EUCLEAN, "upload link row has an oversized value");
   return 0;
@@ -40,6 +41,10 @@ int state_upload_link_insert(struct state *st, const struct state_upload_link *l
                              struct husk_err *err) {
   if (check_id("upload link id", l->id, sizeof l->id, err) < 0 ||
       check_id("tenant id", l->tenant_id, sizeof l->tenant_id, err) < 0)
+    return -1;
+  if (!memchr(l->created_by, '\0', sizeof l->created_by))
+    return husk_fail(err, EINVAL, "creator is not terminated");
+  if (state_check_created_by(l->created_by, true, err) < 0)
     return -1;
   if (l->max_files < 1 || l->max_file_bytes < 1)
     return husk_fail(err, EINVAL, "an upload link takes at least one file of at least one byte");
@@ -83,7 +88,7 @@ int state_upload_link_insert(struct state *st, const struct state_upload_link *l
   cleanup_stmt sqlite3_stmt *s = NULL;
   if (db_prepare(st, &s,
                  "INSERT INTO upload_links (" UL_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
-                 "?8, 0, 0, ?9, ?10, 0)",
+                 "?8, 0, 0, ?9, ?10, 0, ?11)",
                  err) < 0)
     return -1;
   if ((rc = db_text(s, 1, l->id)) || (rc = db_text(s, 2, l->tenant_id)) ||
@@ -91,7 +96,7 @@ int state_upload_link_insert(struct state *st, const struct state_upload_link *l
       (rc = db_text(s, 4, l->bucket)) || (rc = db_text(s, 5, l->prefix)) ||
       (rc = db_text(s, 6, l->content_types)) || (rc = db_int(s, 7, l->max_files)) ||
       (rc = db_int(s, 8, l->max_file_bytes)) || (rc = db_int(s, 9, now)) ||
-      (rc = db_int(s, 10, l->expires_ms)))
+      (rc = db_int(s, 10, l->expires_ms)) || (rc = db_text(s, 11, l->created_by)))
     return db_fail(st, err, rc, "cannot bind upload link");
   if (db_step_done(st, s, "cannot insert upload link", err) < 0)
     return -1;

@@ -111,6 +111,12 @@ int upload_link_create(struct store *s, const char *tenant_id, const struct uplo
   struct state_upload_link l;
   memset(&l, 0, sizeof l);
   snprintf(l.tenant_id, sizeof l.tenant_id, "%s", tenant_id);
+  if (spec->created_by && spec->created_by[0]) {
+    if (strnlen(spec->created_by, sizeof l.created_by) == sizeof l.created_by ||
+        state_check_created_by(spec->created_by, false, err) < 0)
+      return husk_fail(err, EINVAL, "the link's creator is not a user id or key: and a key id");
+    memcpy(l.created_by, spec->created_by, strlen(spec->created_by) + 1);
+  }
   const char *bucket = spec->bucket ? spec->bucket : UPLOAD_LINK_BUCKET;
   if (strlen(bucket) >= sizeof l.bucket || !store_bucket_name_ok(bucket) ||
       store_bucket_reserved(bucket))

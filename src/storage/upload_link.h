@@ -45,6 +45,7 @@ struct upload_link_spec {
   int64_t max_files;         /* 0: the default; 1..UPLOAD_LINK_MAX_FILES */
   uint64_t max_file_bytes;   /* 0: the default; at most UPLOAD_LINK_MAX_BYTES */
   const char *content_types; /* NULL or "": any; e.g. "image/png,application/pdf" */
+  const char *created_by;    /* NULL or "": nobody; else a creator (state.h) */
 };
 
 /* A new link of the tenant's.  `base` is the public base of the HTTP

@@ -22,6 +22,7 @@
 #include "state/db.h"
 #include "state/egress_state.h"
 #include "state/snapshot_state.h"
+#include "state/upload_link_state.h"
 #include "state/preview_state.h"
 #include "state/volume_state.h"
 #include "state/state.h"
@@ -1262,6 +1263,150 @@ static int fail_with_minus_five(void *ctx, const struct state_box *b) {
   return -5;
 }
 
+/* created_by: the daemon's choice, so anything but a user id or key:
+ * and a key id is refused, on every table that records it, and the box
+ * listing filters on it. */
+static int collect_proc_creator(void *ctx, const struct state_proc *p) {
+  snprintf(ctx, STATE_CREATED_BY_SIZE, "%s", p->created_by);
+  return 0;
+}
+
+static int collect_link_creator(void *ctx, const struct state_upload_link *l) {
+  snprintf(ctx, STATE_CREATED_BY_SIZE, "%s", l->created_by);
+  return 0;
+}
+
+TEST(created_by_is_checked_and_filtered) {
+  struct husk_err err = {0};
+  const char *user = "u_0123456789abcdef01234567", *user2 = "u_fedcba9876543210fedcba98";
+  const char *key = "key:k_0123456789abcdef01234567";
+  CHECK_OK(state_check_created_by(user, false, &err));
+  CHECK_OK(state_check_created_by(key, false, &err));
+  CHECK_OK(state_check_created_by("key:k-1_x", false, &err));
+  CHECK_OK(state_check_created_by("", true, &err));
+  CHECK_ERR(state_check_created_by("", false, &err), EINVAL);
+  CHECK_ERR(state_check_created_by(NULL, true, &err), EINVAL);
+  const char *bad[] = {"u_0123456789abcdef0123456",   /* 23 digits */
+                       "u_0123456789abcdef012345678", /* 25 */
+                       "u_0123456789ABCDEF01234567",  /* upper case */
+                       "u_0123456789abcdef0123456g",  "U_0123456789abcdef01234567",
+                       "user", "key:", "key:k 1", "key:k_1\n", "key:k_1'--", "Key:k_1",
+                       "key:k_0123456789abcdef0123456789abcdef", /* a key id past its size */
+                       "k_0123456789abcdef01234567", " u_0123456789abcdef01234567"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    CHECK_ERR(state_check_created_by(bad[i], true, &err), EINVAL);
+    CHECK(strlen(bad[i]) < 8 || !strstr(err.msg, bad[i])); /* the message does not repeat it */
+  }
+
+  struct state *st = open_fresh();
+  struct state_tenant t = mk_tenant(st, "cb", -1, -1), o = mk_tenant(st, "cb2", -1, -1);
+  /* Boxes: stored as given, read back, refused when malformed. */
+  struct state_box b = box_template(t.id, "b_cb1");
+  snprintf(b.created_by, sizeof b.created_by, "%s", user);
+  CHECK_OK(state_box_insert(st, &b, &err));
+  b = box_template(t.id, "b_cb2");
+  snprintf(b.created_by, sizeof b.created_by, "%s", key);
+  CHECK_OK(state_box_insert(st, &b, &err));
+  b = box_template(t.id, "b_cb3");
+  snprintf(b.created_by, sizeof b.created_by, "%s", user2);
+  CHECK_OK(state_box_insert(st, &b, &err));
+  CHECK_OK(mk_box(st, t.id, "b_cb4", 0, NULL, &err)); /* nobody's */
+  b = box_template(o.id, "b_cb5");                    /* the same user id, another tenant */
+  snprintf(b.created_by, sizeof b.created_by, "%s", user);
+  CHECK_OK(state_box_insert(st, &b, &err));
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    b = box_template(t.id, "b_cbbad");
+    snprintf(b.created_by, sizeof b.created_by, "%s", bad[i]);
+    if (strlen(bad[i]) < sizeof b.created_by)
+      CHECK_ERR(state_box_insert(st, &b, &err), EINVAL);
+  }
+  b = box_template(t.id, "b_cbbad");
+  memset(b.created_by, 'a', sizeof b.created_by); /* not terminated */
+  CHECK_ERR(state_box_insert(st, &b, &err), EINVAL);
+  struct state_box g;
+  CHECK_OK(state_box_get(st, t.id, "b_cb1", &g, &err));
+  CHECK_STR(g.created_by, user);
+  state_box_free(&g);
+  CHECK_OK(state_box_get(st, t.id, "b_cb4", &g, &err));
+  CHECK_STR(g.created_by, "");
+  state_box_free(&g);
+  CHECK_ERR(state_box_get(st, NULL, "b_cbbad", &g, &err), ENOENT);
+
+  struct state_box_filter f = {.tenant_id = t.id, .created_by = user};
+  struct ids page;
+  char next[STATE_CURSOR_SIZE];
+  CHECK_OK(list_boxes(st, &f, &page, next, &err));
+  CHECK(page.n == 1 && ids_has(&page, "b_cb1"));
+  f.created_by = key;
+  CHECK_OK(list_boxes(st, &f, &page, next, &err));
+  CHECK(page.n == 1 && ids_has(&page, "b_cb2"));
+  f.created_by = "u_000000000000000000000000";
+  CHECK_OK(list_boxes(st, &f, &page, next, &err));
+  CHECK(page.n == 0);
+  f = (struct state_box_filter){.created_by = user}; /* every tenant's */
+  CHECK_OK(list_boxes(st, &f, &page, next, &err));
+  CHECK(page.n == 2 && ids_has(&page, "b_cb5"));
+  f = (struct state_box_filter){.tenant_id = t.id, .created_by = ""};
+  CHECK_ERR(list_boxes(st, &f, &page, next, &err), EINVAL);
+  f.created_by = "u_x' OR '1'='1";
+  CHECK_ERR(list_boxes(st, &f, &page, next, &err), EINVAL);
+
+  /* Jobs. */
+  struct state_job j = {.pid = 7, .ephemeral = 0};
+  snprintf(j.id, sizeof j.id, "j_cb1");
+  snprintf(j.tenant_id, sizeof j.tenant_id, "%s", t.id);
+  snprintf(j.box_id, sizeof j.box_id, "b_cb1");
+  snprintf(j.kind, sizeof j.kind, "exec");
+  snprintf(j.created_by, sizeof j.created_by, "%s", "key:k_1'--");
+  CHECK_ERR(state_job_insert(st, &j, &err), EINVAL);
+  memset(j.created_by, 'a', sizeof j.created_by);
+  CHECK_ERR(state_job_insert(st, &j, &err), EINVAL);
+  snprintf(j.created_by, sizeof j.created_by, "%s", user);
+  CHECK_OK(state_job_insert(st, &j, &err));
+  struct state_job jg;
+  CHECK_OK(state_job_get(st, t.id, "j_cb1", &jg, &err));
+  CHECK_STR(jg.created_by, user);
+  state_job_free(&jg);
+
+  /* Background processes: get and page read it back. */
+  struct state_proc p = {.pid = 5, .cmd_json = "[\"sleep\",\"9\"]"};
+  snprintf(p.box_id, sizeof p.box_id, "b_cb1");
+  snprintf(p.created_by, sizeof p.created_by, "%s", "user");
+  CHECK_ERR(state_proc_insert(st, &p, &err), EINVAL);
+  snprintf(p.created_by, sizeof p.created_by, "%s", key);
+  CHECK_OK(state_proc_insert(st, &p, &err));
+  struct state_proc pg;
+  CHECK_OK(state_proc_get(st, t.id, "b_cb1", 5, &pg, &err));
+  CHECK_STR(pg.created_by, key);
+  state_proc_free(&pg);
+  char seen[STATE_CREATED_BY_SIZE] = "";
+  CHECK_OK(state_proc_page(st, t.id, "b_cb1", 0, 10, 4096, collect_proc_creator, seen, &err));
+  CHECK_STR(seen, key);
+  seen[0] = '\0';
+  CHECK_OK(state_proc_list(st, t.id, "b_cb1", 0, 10, collect_proc_creator, seen, &err));
+  CHECK_STR(seen, key);
+
+  /* Upload links. */
+  struct state_upload_link l;
+  memset(&l, 0, sizeof l);
+  snprintf(l.id, sizeof l.id, "ul_cb1");
+  snprintf(l.tenant_id, sizeof l.tenant_id, "%s", t.id);
+  memset(l.token_hash, 7, sizeof l.token_hash);
+  snprintf(l.bucket, sizeof l.bucket, "uploads");
+  snprintf(l.prefix, sizeof l.prefix, "in/");
+  l.max_files = 1;
+  l.max_file_bytes = 10;
+  l.expires_ms = state_now_ms() + 60000;
+  snprintf(l.created_by, sizeof l.created_by, "%s", "u_0123456789abcdef0123456");
+  CHECK_ERR(state_upload_link_insert(st, &l, 10, &err), EINVAL);
+  snprintf(l.created_by, sizeof l.created_by, "%s", user2);
+  CHECK_OK(state_upload_link_insert(st, &l, 10, &err));
+  seen[0] = '\0';
+  CHECK_OK(state_upload_link_list(st, t.id, collect_link_creator, seen, &err));
+  CHECK_STR(seen, user2);
+  close_and_remove(st);
+}
+
 TEST(box_list_filters_and_pages) {
   struct husk_err err = {0};
   struct state *st = open_fresh();
@@ -2345,6 +2490,7 @@ int main(void) {
   RUN(box_vocabulary_matches_sql);
   RUN(preview_rows);
   RUN(box_list_filters_and_pages);
+  RUN(created_by_is_checked_and_filtered);
   RUN(list_callbacks_may_reenter);
   RUN(list_verdicts_and_callbacks_without_the_lock);
   RUN(quotas);
