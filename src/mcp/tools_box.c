@@ -171,7 +171,7 @@ static int sandbox_create(struct mcp_call *c) {
   }
   struct husk_box_spec cr = {.env = envv,
                              .template_name = mcp_arg_str(c, "template"),
-                             .metadata_json = "{\"created_by\":\"mcp sandbox_create\"}",
+                             .metadata_json = "{\"via\":\"mcp sandbox_create\"}",
                              .snapshot = snap,
                              .rebase = rebase && json_is_true(rebase)};
   char creator[STATE_CREATED_BY_SIZE];

@@ -675,7 +675,7 @@ static int run_code(struct mcp_call *c) {
   char creator[STATE_CREATED_BY_SIZE];
   mcp_created_by(c->caller, creator, sizeof creator);
   struct husk_box_spec cr = {.template_name = mcp_arg_str(c, "template"),
-                             .metadata_json = "{\"created_by\":\"mcp run_code\"}",
+                             .metadata_json = "{\"via\":\"mcp run_code\"}",
                              .created_by = creator};
   cr.limits.timeout_ms = (uint64_t)secs * 1000 + RUN_BOX_GRACE_MS;
   struct husk_box_info bi = {0};
