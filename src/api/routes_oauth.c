@@ -920,7 +920,7 @@ enum MHD_Result h_oauth_authorize_post(struct req *r) {
   char tid[STATE_TENANT_ID_SIZE] = "";
   struct husk_err err;
   memset(&u, 0, sizeof u);
-  if (auth_sign_in(r->srv->cfg.auth, org, user, pw, &u, tid, &err) < 0) {
+  if (auth_sign_in(r->srv->cfg.auth, org, user, pw, src, &u, tid, &err) < 0) {
     if (err.code == EBUSY) {
       struct strbuf b = {0};
       page_head(&b, "Busy");

@@ -194,6 +194,8 @@ int auth_open(struct auth **out, const struct auth_config *cfg, struct husk_err 
   if (r == 0)
     r = password_hash(a, pw, a->dummy_hash, err);
   auth_wipe(pw, sizeof pw);
+  if (r == 0)
+    r = throttle_init(a, err);
   if (r < 0) {
     password_gate_destroy(a);
     return -1;
@@ -206,5 +208,6 @@ void auth_close(struct auth *a) {
   if (!a)
     return;
   password_gate_destroy(a);
+  throttle_destroy(a);
   free(a);
 }

@@ -39,6 +39,9 @@
   } while (0)
 
 #define PW "correct horse battery"
+/* Two client addresses, as the front names them. */
+#define SRC_A "192.0.2.1"
+#define SRC_B "192.0.2.2"
 #define MCP "https://husk.example/mcp"
 #define V1 "https://husk.example/v1"
 #define CB "https://claude.ai/api/mcp/auth_callback"
@@ -250,77 +253,104 @@ TEST(sign_in) {
   struct husk_err err;
   struct auth_user u;
   char tid[STATE_TENANT_ID_SIZE];
-  CHECK_OK(auth_sign_in(au, "one", "ALICE@example.com", PW, &u, tid, &err));
+  CHECK_OK(auth_sign_in(au, "one", "ALICE@example.com", PW, SRC_A, &u, tid, &err));
   CHECK_STR(u.id, alice);
   CHECK_STR(tid, t1.id);
   /* Every failure is EACCES, with one message. */
   char msg[sizeof err.msg];
-  CHECK_ERR(auth_sign_in(au, "one", "alice@example.com", "wrong password!", &u, tid, &err), EACCES);
+  CHECK_ERR(auth_sign_in(au, "one", "alice@example.com", "wrong password!", SRC_A, &u, tid, &err), EACCES);
   snprintf(msg, sizeof msg, "%s", err.msg);
   CHECK_STR(tid, t1.id); /* a known user's tenant, for the audit */
-  CHECK_ERR(auth_sign_in(au, "one", "nobody", PW, &u, tid, &err), EACCES);
+  CHECK_ERR(auth_sign_in(au, "one", "nobody", PW, SRC_A, &u, tid, &err), EACCES);
   CHECK_STR(err.msg, msg);
   CHECK_STR(tid, "");
-  CHECK_ERR(auth_sign_in(au, "no such org", "alice@example.com", PW, &u, tid, &err), EACCES);
+  CHECK_ERR(auth_sign_in(au, "no such org", "alice@example.com", PW, SRC_A, &u, tid, &err), EACCES);
   CHECK_STR(err.msg, msg);
   CHECK_STR(tid, "");
-  CHECK_ERR(auth_sign_in(au, "two", "alice@example.com", PW, &u, tid, &err),
+  CHECK_ERR(auth_sign_in(au, "two", "alice@example.com", PW, SRC_A, &u, tid, &err),
             EACCES); /* no password */
-  CHECK_ERR(auth_sign_in(au, "one", "bad name!", PW, &u, tid, &err), EACCES);
-  CHECK_ERR(auth_sign_in(au, NULL, NULL, NULL, &u, tid, &err), EACCES);
+  CHECK_ERR(auth_sign_in(au, "one", "bad name!", PW, SRC_A, &u, tid, &err), EACCES);
+  CHECK_ERR(auth_sign_in(au, NULL, NULL, NULL, SRC_A, &u, tid, &err), EACCES);
   char huge[1024];
   memset(huge, 'x', sizeof huge - 1);
   huge[sizeof huge - 1] = '\0';
-  CHECK_ERR(auth_sign_in(au, "one", "alice@example.com", huge, &u, tid, &err), EACCES);
+  CHECK_ERR(auth_sign_in(au, "one", "alice@example.com", huge, SRC_A, &u, tid, &err), EACCES);
   /* Disabled: the right password does not help, and its tokens are gone
    * (checked in `user_changes_end_tokens`). */
   bool yes = true, no = false;
   struct auth_user_change ch = {.disabled = &yes};
   CHECK_OK(auth_user_update(au, t1.id, carol_admin, &ch, &u, &err));
   CHECK(u.disabled);
-  CHECK_ERR(auth_sign_in(au, "one", "carol", PW, &u, tid, &err), EACCES);
+  CHECK_ERR(auth_sign_in(au, "one", "carol", PW, SRC_A, &u, tid, &err), EACCES);
   CHECK_STR(err.msg, msg);
   ch.disabled = &no;
   CHECK_OK(auth_user_update(au, t1.id, carol_admin, &ch, &u, &err));
-  CHECK_OK(auth_sign_in(au, "one", "carol", PW, &u, tid, &err));
+  CHECK_OK(auth_sign_in(au, "one", "carol", PW, SRC_A, &u, tid, &err));
   CHECK(u.role == AUTH_ROLE_ADMIN);
 }
 
 TEST(lockout) {
   struct husk_err err;
   struct auth_user u, bob;
+  struct state_user row;
   char tid[STATE_TENANT_ID_SIZE];
   CHECK_OK(auth_user_create(au, t1.id, "bob", "", AUTH_ROLE_VIEWER, PW, &bob, &err));
   /* Four failures, then a success: the count starts again. */
   for (int i = 0; i < 4; i++)
-    CHECK_ERR(auth_sign_in(au, "one", "bob", "not the password", &u, tid, &err), EACCES);
-  CHECK_OK(auth_sign_in(au, "one", "bob", PW, &u, tid, &err));
+    CHECK_ERR(auth_sign_in(au, "one", "bob", "not the password", SRC_A, &u, tid, &err), EACCES);
+  CHECK_OK(auth_sign_in(au, "one", "bob", PW, SRC_A, &u, tid, &err));
   for (int i = 0; i < 4; i++)
-    CHECK_ERR(auth_sign_in(au, "one", "bob", "not the password", &u, tid, &err), EACCES);
+    CHECK_ERR(auth_sign_in(au, "one", "bob", "not the password", SRC_A, &u, tid, &err), EACCES);
+  /* A failure writes nothing: a known user's costs what an unknown one's
+   * does (the counts are in memory). */
+  CHECK_OK(state_user_get(st, t1.id, bob.id, false, &row, &err));
+  CHECK(row.failed_count == 0 && row.failed_since_ms == 0 && row.locked_until_ms == 0);
   /* Failures older than the window do not add up. */
   clock_add(16 * 60000);
-  CHECK_ERR(auth_sign_in(au, "one", "bob", "not the password", &u, tid, &err), EACCES);
-  CHECK_OK(auth_sign_in(au, "one", "bob", PW, &u, tid, &err));
-  /* Five in the window lock it, even for the right password. */
+  CHECK_ERR(auth_sign_in(au, "one", "bob", "not the password", SRC_A, &u, tid, &err), EACCES);
+  CHECK_OK(auth_sign_in(au, "one", "bob", PW, SRC_A, &u, tid, &err));
+  /* Five in the window lock it from that address, even for the right
+   * password ... */
   for (int i = 0; i < 5; i++)
-    CHECK_ERR(auth_sign_in(au, "one", "bob", "not the password", &u, tid, &err), EACCES);
-  CHECK_ERR(auth_sign_in(au, "one", "bob", PW, &u, tid, &err), EAGAIN);
+    CHECK_ERR(auth_sign_in(au, "one", "bob", "not the password", SRC_A, &u, tid, &err), EACCES);
+  CHECK_ERR(auth_sign_in(au, "one", "bob", PW, SRC_A, &u, tid, &err), EAGAIN);
   CHECK_STR(tid, t1.id);
+  /* ... but not from another: a guesser cannot lock the person out. */
+  CHECK_OK(auth_sign_in(au, "one", "bob", PW, SRC_B, &u, tid, &err));
+  CHECK_STR(u.id, bob.id);
+  CHECK_ERR(auth_sign_in(au, "one", "bob", PW, SRC_A, &u, tid, &err), EAGAIN);
   clock_add(14 * 60000);
-  CHECK_ERR(auth_sign_in(au, "one", "bob", PW, &u, tid, &err), EAGAIN);
+  CHECK_ERR(auth_sign_in(au, "one", "bob", PW, SRC_A, &u, tid, &err), EAGAIN);
   clock_add(60001);
-  CHECK_OK(auth_sign_in(au, "one", "bob", PW, &u, tid, &err));
-  /* An administrator's new password unlocks (the lock set directly in the
-   * state, to spare five hashes). */
-  bool locked = false;
-  struct state_throttle once = {.max_failures = 1, .window_ms = 1000, .lock_ms = 15 * 60000};
-  CHECK_OK(state_user_sign_in_failed(st, bob.id, fake_now, &once, &locked, &err));
-  CHECK(locked);
-  CHECK_ERR(auth_sign_in(au, "one", "bob", PW, &u, tid, &err), EAGAIN);
+  CHECK_OK(auth_sign_in(au, "one", "bob", PW, SRC_A, &u, tid, &err));
+  /* An unknown name locks the same way (nothing tells the two apart). */
+  for (int i = 0; i < 5; i++)
+    CHECK_ERR(auth_sign_in(au, "one", "nobody-at-all", PW, SRC_A, &u, tid, &err), EACCES);
+  CHECK_ERR(auth_sign_in(au, "one", "nobody-at-all", PW, SRC_A, &u, tid, &err), EAGAIN);
+  /* An administrator's new password unlocks. */
+  for (int i = 0; i < 5; i++)
+    CHECK_ERR(auth_sign_in(au, "one", "bob", "not the password", SRC_A, &u, tid, &err), EACCES);
+  CHECK_ERR(auth_sign_in(au, "one", "bob", PW, SRC_A, &u, tid, &err), EAGAIN);
   struct auth_user_change ch = {.password = "a brand new password"};
   CHECK_OK(auth_user_update(au, t1.id, bob.id, &ch, &u, &err));
-  CHECK_ERR(auth_sign_in(au, "one", "bob", PW, &u, tid, &err), EACCES);
-  CHECK_OK(auth_sign_in(au, "one", "bob", "a brand new password", &u, tid, &err));
+  CHECK_ERR(auth_sign_in(au, "one", "bob", PW, SRC_A, &u, tid, &err), EACCES);
+  CHECK_OK(auth_sign_in(au, "one", "bob", "a brand new password", SRC_A, &u, tid, &err));
+}
+
+/* Guessing spread over many addresses: 100 failures in the window lock
+ * the user for every address, a fresh one too. */
+TEST(lockout_distributed) {
+  struct husk_err err;
+  struct auth_user u, dan;
+  char tid[STATE_TENANT_ID_SIZE], src[32];
+  CHECK_OK(auth_user_create(au, t1.id, "dan", "", AUTH_ROLE_VIEWER, PW, &dan, &err));
+  for (int i = 0; i < 100; i++) {
+    snprintf(src, sizeof src, "198.51.100.%d", i / 4); /* 4 from each: none locked alone */
+    CHECK_ERR(auth_sign_in(au, "one", "dan", "not the password", src, &u, tid, &err), EACCES);
+  }
+  CHECK_ERR(auth_sign_in(au, "one", "dan", PW, "203.0.113.1", &u, tid, &err), EAGAIN);
+  clock_add(15 * 60000 + 1);
+  CHECK_OK(auth_sign_in(au, "one", "dan", PW, "203.0.113.1", &u, tid, &err));
 }
 
 /* A hash waits for a slot, and gives up with EBUSY. */
@@ -336,10 +366,10 @@ TEST(hash_gate) {
   CHECK_OK(password_slot_take(a1, &slot, &err));
   struct auth_user u;
   char tid[STATE_TENANT_ID_SIZE];
-  CHECK_ERR(auth_sign_in(a1, "one", "alice@example.com", PW, &u, tid, &err), EBUSY);
+  CHECK_ERR(auth_sign_in(a1, "one", "alice@example.com", PW, SRC_A, &u, tid, &err), EBUSY);
   CHECK_ERR(auth_user_create(a1, t1.id, "frank", "", AUTH_ROLE_VIEWER, PW, &u, &err), EBUSY);
   password_slot_give(&slot);
-  CHECK_OK(auth_sign_in(a1, "one", "alice@example.com", PW, &u, tid, &err));
+  CHECK_OK(auth_sign_in(a1, "one", "alice@example.com", PW, SRC_A, &u, tid, &err));
   auth_close(a1);
   struct auth_config bad = {.st = st, .access_ttl_s = -1};
   CHECK_ERR(auth_open(&a1, &bad, &err), EINVAL);
@@ -858,7 +888,7 @@ TEST(tenant_deletion) {
   struct auth_tokens b;
   CHECK_ERR(auth_code_exchange(au, code, pub_client, CB, VERIFIER, NULL, &b, &err), EACCES);
   char tid[STATE_TENANT_ID_SIZE];
-  CHECK_ERR(auth_sign_in(au, "leaving", "hal", PW, &got, tid, &err), EACCES);
+  CHECK_ERR(auth_sign_in(au, "leaving", "hal", PW, SRC_A, &got, tid, &err), EACCES);
   CHECK_ERR(auth_user_create(au, t.id, "ida", "", AUTH_ROLE_VIEWER, NULL, &got, &err), ENOENT);
   /* The purge removes its users and their tokens: no foreign key dangles. */
   CHECK_OK(state_tenant_purge(st, t.id, &err));
@@ -887,6 +917,7 @@ int main(void) {
   RUN(user_bounds);
   RUN(sign_in);
   RUN(lockout);
+  RUN(lockout_distributed);
   RUN(hash_gate);
   RUN(clients);
   RUN(codes);
