@@ -154,7 +154,9 @@ struct auth_client {
 
 /* EINVAL (a redirect URI that is not https, or http to a loopback host;
  * one with a fragment, userinfo or too long; none or too many; a bad
- * name).  EDQUOT: 10000 clients (those unused for 30 days go first).
+ * name).  EDQUOT: 10000 clients (to make room, those never used -- no
+ * code issued for them -- go after an hour, then those unused for 30
+ * days).
  * A confidential client's secret goes to `secret` (shown once). */
 int auth_client_register(struct auth *a, const char *name, const char *const *redirect_uris,
                          size_t n, const char *auth_method, struct auth_client *out,

@@ -228,7 +228,8 @@ int auth_client_register(struct auth *a, const char *name, const char *const *re
   if (row.has_secret && auth_secret_new(AUTH_PREFIX_CLIENT_SECRET, plain, row.secret_hash, err) < 0)
     return -1;
   int r = state_oauth_client_insert(a->st, &row, AUTH_CLIENTS_MAX,
-                                    row.created_ms - AUTH_CLIENT_IDLE_MS, err);
+                                    row.created_ms - AUTH_CLIENT_IDLE_MS,
+                                    row.created_ms - AUTH_CLIENT_UNUSED_MS, err);
   if (r == 0)
     r = client_from_row(&row, out, err);
   /* Committed: only now does the caller learn the secret. */

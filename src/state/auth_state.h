@@ -99,14 +99,17 @@ struct state_oauth_client {
   char auth_method[STATE_OAUTH_METHOD_SIZE];
   bool has_secret;
   unsigned char secret_hash[STATE_OAUTH_HASH_SIZE];
-  int64_t created_ms, used_ms; /* used_ms: its last token issued, 0 never */
+  int64_t created_ms, used_ms; /* used_ms: its last code or token issued, 0 never */
 };
 
-/* A new row.  With `max_clients` rows already, those whose last use (or
- * creation) is before `idle_before_ms` go first, oldest first, with their
- * codes and tokens; if none may go: EDQUOT. */
+/* A new row.  With `max_clients` rows already, some go, with their codes
+ * and tokens: first those never used (no code ever issued for them)
+ * created before `unused_before_ms`, oldest first; then those whose last
+ * use (or creation) is before `idle_before_ms`, oldest first; if none may
+ * go: EDQUOT. */
 int state_oauth_client_insert(struct state *st, const struct state_oauth_client *c, int max_clients,
-                              int64_t idle_before_ms, struct husk_err *err);
+                              int64_t idle_before_ms, int64_t unused_before_ms,
+                              struct husk_err *err);
 int state_oauth_client_get(struct state *st, const char *id, struct state_oauth_client *out,
                            struct husk_err *err);
 

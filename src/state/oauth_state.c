@@ -62,7 +62,8 @@ static int read_client(sqlite3_stmt *s, void *row, struct husk_err *err) {
 }
 
 int state_oauth_client_insert(struct state *st, const struct state_oauth_client *c, int max_clients,
-                              int64_t idle_before_ms, struct husk_err *err) {
+                              int64_t idle_before_ms, int64_t unused_before_ms,
+                              struct husk_err *err) {
   if (!c)
     return husk_fail(err, EINVAL, "OAuth client is missing");
   if (check_id("client id", c->id, sizeof c->id, err) < 0 ||
@@ -85,15 +86,20 @@ int state_oauth_client_insert(struct state *st, const struct state_oauth_client 
       return -1;
     int64_t n = r ? sqlite3_column_int64(q, 0) : 0;
     if (n >= max_clients) {
-      /* The longest idle go first, their codes and tokens with them (ON
-       * DELETE CASCADE): a client unused that long has no live token. */
+      /* Those never used (no sign-in ever made a code for them) go first,
+       * once they are old enough that a sign-in would have come: a flood
+       * of registrations cannot hold the table.  Then the longest idle,
+       * their codes and tokens with them (ON DELETE CASCADE): a client
+       * unused that long has no live token. */
       cleanup_stmt sqlite3_stmt *d = NULL;
       if (db_prepare(st, &d,
                      "DELETE FROM oauth_clients WHERE id IN (SELECT id FROM oauth_clients WHERE "
-                     "max(created_ms, used_ms) < ?1 ORDER BY max(created_ms, used_ms) LIMIT ?2)",
+                     "(used_ms = 0 AND created_ms < ?3) OR max(created_ms, used_ms) < ?1 ORDER "
+                     "BY used_ms != 0, max(created_ms, used_ms) LIMIT ?2)",
                      err) < 0)
         return -1;
-      if ((rc = db_int(d, 1, idle_before_ms)) || (rc = db_int(d, 2, n - max_clients + 1)))
+      if ((rc = db_int(d, 1, idle_before_ms)) || (rc = db_int(d, 2, n - max_clients + 1)) ||
+          (rc = db_int(d, 3, unused_before_ms)))
         return db_fail(st, err, rc, "cannot bind OAuth client");
       int gone = db_step_done(st, d, "cannot remove idle OAuth clients", err);
       if (gone < 0)
@@ -293,6 +299,11 @@ int state_oauth_code_insert(struct state *st, const struct state_oauth_code *c, 
     return -1;
   if (n == 0)
     return husk_fail(err, ENOENT, "no such OAuth client");
+  /* Someone signed in with it: the client is used (not among the first
+   * to go when the table is full). */
+  if (exec_text_int(st, "UPDATE oauth_clients SET used_ms = ?2 WHERE id = ?1", c->client_id,
+                    now > 0 ? now : 1, "cannot mark the OAuth client used", err) < 0)
+    return -1;
   return db_commit(&txn, err);
 }
 

@@ -804,13 +804,75 @@ TEST(bounded_rows) {
   snprintf(row.redirect_uris, sizeof row.redirect_uris, "[\"%s\"]", CB);
   snprintf(row.auth_method, sizeof row.auth_method, "none");
   CHECK_OK(state_new_id("oc_", row.id, sizeof row.id, &err));
-  CHECK_ERR(state_oauth_client_insert(st, &row, 1, 0, &err), EDQUOT);
-  CHECK_OK(state_oauth_client_insert(st, &row, 1, fake_now + 1, &err));
+  CHECK_ERR(state_oauth_client_insert(st, &row, 1, 0, 0, &err), EDQUOT);
+  CHECK_OK(state_oauth_client_insert(st, &row, 1, fake_now + 1, 0, &err));
   CHECK_OK(state_new_id("oc_", row.id, sizeof row.id, &err));
-  CHECK_ERR(state_oauth_client_insert(st, &row, 1, fake_now, &err), EDQUOT); /* not idle */
+  CHECK_ERR(state_oauth_client_insert(st, &row, 1, fake_now, 0, &err), EDQUOT); /* not idle */
   struct auth_client g;
   CHECK_ERR(auth_client_get(au, pub_client, &g, &err), ENOENT);
   CHECK_ERR(auth_token_check(au, c.access, MCP, &gr, &err), ENOENT);
+}
+
+/* A table filled by registrations nobody signs in with: each of those goes
+ * an hour after it came, before any client that was used, however idle --
+ * a flood does not block registration for 30 days. */
+TEST(unused_clients_go_first) {
+  struct husk_err err;
+  /* A database of its own: the cap counts every client. */
+  char db[128];
+  snprintf(db, sizeof db, "%s/clients.db", dir);
+  struct state *s2 = NULL;
+  struct auth *a2 = NULL;
+  struct state_tenant t;
+  struct auth_user u;
+  struct auth_config cfg = {.clock_ms = clock_fake};
+  CHECK_OK(state_open(&s2, db, &err));
+  if (!s2)
+    return;
+  cfg.st = s2;
+  CHECK_OK(auth_open(&a2, &cfg, &err));
+  CHECK_OK(state_tenant_create(s2, "one", -1, -1, &t, &err));
+  CHECK_OK(auth_user_create(a2, t.id, "ann", "", AUTH_ROLE_MEMBER, PW, &u, &err));
+  if (!a2 || !u.id[0]) {
+    auth_close(a2);
+    state_close(s2);
+    return;
+  }
+  /* A cap of 3 (standing for 10000): one client used (a code issued for
+   * it), then two never used. */
+  const char *uris[] = {CB};
+  struct auth_client c;
+  char used[AUTH_CLIENT_ID_SIZE], unused1[AUTH_CLIENT_ID_SIZE];
+  CHECK_OK(auth_client_register(a2, "used", uris, 1, NULL, &c, NULL, &err));
+  snprintf(used, sizeof used, "%s", c.id);
+  char code[AUTH_TOKEN_SIZE];
+  struct auth_code_request cr = {.client_id = used, .redirect_uri = CB, .code_challenge = CHALLENGE,
+                                 .resource = MCP, .scopes = AUTH_SCOPE_SANDBOX, .user = &u};
+  CHECK_OK(auth_code_issue(a2, &cr, code, &err));
+  clock_add(1000);
+  CHECK_OK(auth_client_register(a2, "unused 1", uris, 1, NULL, &c, NULL, &err));
+  snprintf(unused1, sizeof unused1, "%s", c.id);
+  clock_add(1000);
+  CHECK_OK(auth_client_register(a2, "unused 2", uris, 1, NULL, &c, NULL, &err));
+  struct state_oauth_client row = {0};
+  snprintf(row.redirect_uris, sizeof row.redirect_uris, "[\"%s\"]", CB);
+  snprintf(row.auth_method, sizeof row.auth_method, "none");
+  CHECK_OK(state_new_id("oc_", row.id, sizeof row.id, &err));
+  /* Full, and the never-used ones are younger than an hour: refused. */
+  row.created_ms = fake_now;
+  CHECK_ERR(state_oauth_client_insert(s2, &row, 3, fake_now - AUTH_CLIENT_IDLE_MS,
+                                      fake_now - AUTH_CLIENT_UNUSED_MS, &err),
+            EDQUOT);
+  /* An hour on: the oldest never-used one goes, not the used one (older,
+   * and idle longer). */
+  clock_add(AUTH_CLIENT_UNUSED_MS);
+  row.created_ms = fake_now;
+  CHECK_OK(state_oauth_client_insert(s2, &row, 3, fake_now - AUTH_CLIENT_IDLE_MS,
+                                     fake_now - AUTH_CLIENT_UNUSED_MS, &err));
+  CHECK_ERR(auth_client_get(a2, unused1, &c, &err), ENOENT);
+  CHECK_OK(auth_client_get(a2, used, &c, &err));
+  auth_close(a2);
+  state_close(s2);
 }
 
 /* ---- the audit's user fields ---- */
@@ -928,6 +990,7 @@ int main(void) {
   RUN(audit_user_fields);
   RUN(tenant_deletion);
   RUN(bounded_rows); /* last: it removes the clients of the others */
+  RUN(unused_clients_go_first);
   auth_close(au);
   state_close(st);
   char cmd[128];
