@@ -192,10 +192,11 @@ struct auth_tokens {
   char tenant_id[STATE_TENANT_ID_SIZE];
 };
 /* EACCES (invalid_grant): unknown, expired or used code, another client,
- * another redirect URI, a verifier whose S256 is not the challenge, a
- * resource other than the code's (resource NULL: the code's).  A second
- * use of a code also revokes what the first issued.  The user disabled or
- * deleted since: EACCES. */
+ * another redirect URI, a verifier whose S256 is not the challenge.  A
+ * second use of a code also revokes what the first issued.  The user
+ * disabled or deleted since: EACCES.  ENOTSUP (invalid_target): a code
+ * right in all else, asked for a resource other than its own (resource
+ * NULL: the code's); the code is not used up. */
 int auth_code_exchange(struct auth *a, const char *code, const char *client_id,
                        const char *redirect_uri, const char *verifier, const char *resource,
                        struct auth_tokens *out, struct husk_err *err);

@@ -311,8 +311,8 @@ int state_oauth_code_redeem(struct state *st, const unsigned char code_hash[STAT
                             const char *client_id, const char *redirect_uri, const char *challenge,
                             const char *resource, const struct state_oauth_pair *pair, int64_t now,
                             struct state_oauth_grant *out, struct husk_err *err) {
-  /* One message for every refusal but reuse: the caller answers
-   * invalid_grant whatever it was. */
+  /* One message for every refusal but reuse and another resource: the
+   * caller answers invalid_grant whatever it was (ENOTSUP: invalid_target). */
   static const char denied[] = "invalid authorization code";
   if (!client_id || !redirect_uri || !challenge || !pair)
     return husk_fail(err, EACCES, "%s", denied);
@@ -365,14 +365,17 @@ int state_oauth_code_redeem(struct state *st, const unsigned char code_hash[STAT
   size_t clen = strlen(challenge);
   if (expires_ms <= now || strcmp(g.client_id, client_id) != 0 ||
       strcmp(code_redirect, redirect_uri) != 0 || clen != strlen(code_challenge) ||
-      CRYPTO_memcmp(challenge, code_challenge, clen) != 0 ||
-      (resource && strcmp(resource, g.resource) != 0))
+      CRYPTO_memcmp(challenge, code_challenge, clen) != 0)
     return husk_fail(err, EACCES, "%s", denied);
   bool live = false;
   if (user_live(st, g.user_id, &live, err) < 0)
     return -1;
   if (!live)
     return husk_fail(err, EACCES, "%s", denied);
+  /* A right code asked for another resource than it was issued for:
+   * invalid_target (RFC 8707 2.2), and the code stays usable. */
+  if (resource && strcmp(resource, g.resource) != 0)
+    return husk_fail(err, ENOTSUP, "the resource is not the code's");
   {
     cleanup_stmt sqlite3_stmt *u = NULL;
     if (db_prepare(st, &u, "UPDATE oauth_codes SET used_ms = ?2 WHERE hash = ?1", err) < 0)

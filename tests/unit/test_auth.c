@@ -548,7 +548,8 @@ TEST(codes) {
   CHECK_ERR(auth_code_exchange(au, code, pub_client, CB, "short", NULL, &t, &err), EACCES);
   CHECK_ERR(auth_code_exchange(au, code, pub_client, LOOP, VERIFIER, NULL, &t, &err), EACCES);
   CHECK_ERR(auth_code_exchange(au, code, conf_client, CB, VERIFIER, NULL, &t, &err), EACCES);
-  CHECK_ERR(auth_code_exchange(au, code, pub_client, CB, VERIFIER, V1, &t, &err), EACCES);
+  /* Another resource than the code's: ENOTSUP (invalid_target). */
+  CHECK_ERR(auth_code_exchange(au, code, pub_client, CB, VERIFIER, V1, &t, &err), ENOTSUP);
   char other[AUTH_TOKEN_SIZE];
   snprintf(other, sizeof other, "%s", code);
   other[20] = other[20] == 'a' ? 'b' : 'a';
