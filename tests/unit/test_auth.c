@@ -153,7 +153,13 @@ TEST(users) {
   char long_display[130];
   memset(long_display, 'd', 129);
   long_display[129] = '\0';
-  const char *bad_display[] = {"new\nline", "esc\x1b", "c1 \xc2\x85", "\xff\xfe", long_display};
+  /* Control characters, and those that change how a name shows without
+   * showing: bidi overrides and isolates (U+202E, U+2066), marks (U+200F,
+   * U+061C), zero-width ones (U+200B, U+2060), the BOM, a line separator. */
+  const char *bad_display[] = {"new\nline", "esc\x1b", "c1 \xc2\x85", "\xff\xfe", long_display,
+                               "evil\xe2\x80\xaegpj.exe", "a\xe2\x81\xa6" "b", "rtl\xe2\x80\x8f",
+                               "ar\xd8\x9c", "zw\xe2\x80\x8bsp", "wj\xe2\x81\xa0", "\xef\xbb\xbf" "bom",
+                               "ls\xe2\x80\xa8"};
   for (size_t i = 0; i < sizeof bad_display / sizeof bad_display[0]; i++)
     CHECK_ERR(auth_user_create(au, t1.id, "dave", bad_display[i], AUTH_ROLE_VIEWER, NULL, &u, &err),
               EINVAL);
@@ -435,6 +441,7 @@ TEST(clients) {
       "https://a.example/\"",
       "https://a.example/<x>",
       "https://a.example\\@b/",
+      "https://a.example/it's", /* what /oauth/authorize would refuse, registration refuses */
       "HTTPS://a.example/cb",
       "https://[::1/cb",
       long_uri,
@@ -455,6 +462,8 @@ TEST(clients) {
   CHECK_ERR(auth_client_register(au, "x", nine, 0, NULL, &c, secret, &err), EINVAL);
   CHECK_ERR(auth_client_register(au, "x", uris, 1, "private_key_jwt", &c, secret, &err), EINVAL);
   CHECK_ERR(auth_client_register(au, "bad\nname", uris, 1, NULL, &c, secret, &err), EINVAL);
+  CHECK_ERR(auth_client_register(au, "Good App\xe2\x80\xae", uris, 1, NULL, &c, secret, &err),
+            EINVAL); /* a bidi override in the name the consent page shows */
   char long_name[AUTH_CLIENT_NAME_MAX + 2];
   memset(long_name, 'n', sizeof long_name - 1);
   long_name[sizeof long_name - 1] = '\0';
