@@ -289,6 +289,18 @@ O=$($FLOW mcp "$URL" "$AT_VERA" sandbox_create '{}')
 check "a viewer's token cannot create one: 403" test "$(o 'o["status"]')" = 403
 check "… WWW-Authenticate: insufficient_scope, scope=\"sandbox\"" \
   grep -q "^Bearer error=\"insufficient_scope\", scope=\"sandbox\", resource_metadata=\"$URL/.well-known/oauth-protected-resource/mcp\"" <<<"$(o 'o["headers"]["www-authenticate"]')"
+# Tools that read one side and write the other need both scopes, as their
+# REST routes do.
+signin_tokens bob "$PW_BOB" "storage:write" || not_ok "bob signs in with storage:write only"
+O=$($FLOW mcp "$URL" "$AT" store_file '{"sandbox_id":"b_000000000000000000000000","path":"/workspace/x"}')
+check "store_file with storage:write only: 403, needs sandbox:read storage:write" \
+  test "$(o 'o["status"]') $(o 'o["headers"]["www-authenticate"].split("scope=")[1].split(",")[0]')" = '403 "sandbox:read storage:write"'
+O=$($FLOW mcp "$URL" "$AT" store_file '{"content":"aGk=","encoding":"base64","key":"scope-test/hi.txt"}')
+check "… but store_file of content (no sandbox read) with storage:write: allowed" test "$(o 'o["status"]')" = 200
+signin_tokens bob "$PW_BOB" "sandbox" || not_ok "bob signs in with sandbox only"
+O=$($FLOW mcp "$URL" "$AT" load_file '{"sandbox_id":"b_000000000000000000000000","bucket":"files","key":"k","path":"/workspace/x"}')
+check "load_file with sandbox only: 403, needs sandbox storage:read" \
+  test "$(o 'o["status"]') $(o 'o["headers"]["www-authenticate"].split("scope=")[1].split(",")[0]')" = '403 "sandbox storage:read"'
 O=$($FLOW signin "$URL" "$CID" "$RED" acme vera "$PW_VERA" "users")
 check "a viewer asking only for users: invalid_scope back to the client" test "$(o 'o["error"]')" = invalid_scope
 # Confidential client: Basic and post
