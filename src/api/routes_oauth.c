@@ -174,6 +174,15 @@ static ssize_t form_decode(const char *s, size_t n, char *out) {
   return (ssize_t)o;
 }
 
+/* A parameter's name as an error may show it: at most size-1 bytes,
+ * anything but printable ASCII as `?`. */
+static void form_name_copy(const char *name, char *out, size_t size) {
+  size_t i = 0;
+  for (; name[i] && i + 1 < size; i++)
+    out[i] = name[i] > 0x20 && name[i] < 0x7f && name[i] != '`' ? name[i] : '?';
+  out[i] = '\0';
+}
+
 int api_form_parse(const char *body, size_t len, struct api_form *f, struct husk_err *err) {
   memset(f, 0, sizeof *f);
   /* Decoded text is never longer than encoded: one block holds it all,
@@ -210,16 +219,22 @@ int api_form_parse(const char *body, size_t len, struct api_form *f, struct husk
       ssize_t v = eq ? form_decode(eq + 1, (size_t)(body + e - (eq + 1)), value) : 0;
       if (!eq)
         value[0] = '\0';
+      /* The name is in f->mem, which api_form_free wipes and frees: an
+       * error names a copy (printable ASCII only: it is echoed). */
       if (v < 0) {
+        char shown[41];
+        form_name_copy(name, shown, sizeof shown);
         api_form_free(f);
-        return husk_fail(err, EINVAL, "a malformed value of form parameter `%.40s`", name);
+        return husk_fail(err, EINVAL, "a malformed value of form parameter `%s`", shown);
       }
       m += v + 1;
       /* RFC 6749 3.1, 3.2: a parameter sent twice is an invalid request. */
       for (size_t j = 0; j < f->n; j++)
         if (!strcmp(f->names[j], name)) {
+          char shown[41];
+          form_name_copy(name, shown, sizeof shown);
           api_form_free(f);
-          return husk_fail(err, EINVAL, "form parameter `%.40s` is repeated", name);
+          return husk_fail(err, EINVAL, "form parameter `%s` is repeated", shown);
         }
       f->names[f->n] = name;
       f->values[f->n] = value;

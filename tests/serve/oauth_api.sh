@@ -238,6 +238,22 @@ check "forged forms are audited (oauth.csrf)" test "$(jf 'len(j["records"])')" -
 curl -sS -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/x-www-form-urlencoded' \
   --data-binary @<(head -c 20000 /dev/zero | tr '\0' a) "$URL/oauth/token" >"$T_SCRATCH/c"
 check "a form body past 16 KiB: 413" test "$(cat "$T_SCRATCH/c")" = 413
+# Malformed forms: the error names the parameter (a copy: the form's memory
+# is freed by then), at each form endpoint.
+for ep in /oauth/token /oauth/revoke; do
+  O=$($FLOW raw "$URL" POST $ep 'x=1&abc=%4')
+  check "$ep, a bad escape in a value: 400 naming the parameter" \
+    test "$(o 'o["status"]') $(o 'o["json"]["error_description"]')" = "400 a malformed value of form parameter \`abc\`"
+  O=$($FLOW raw "$URL" POST $ep 'a=1&a=1')
+  check "$ep, a repeated parameter: 400 naming it" \
+    test "$(o 'o["status"]') $(o 'o["json"]["error_description"]')" = "400 form parameter \`a\` is repeated"
+  O=$($FLOW raw "$URL" POST $ep 'a=%')
+  check "$ep, a lone %: 400" test "$(o 'o["status"]')" = 400
+done
+for b in 'x=1&abc=%4' 'a=1&a=1' 'a=%'; do
+  O=$($FLOW raw "$URL" POST /oauth/authorize "$b")
+  check "POST /oauth/authorize, a malformed form ($b): an error page" test "$(o 'o["status"]')" = 400
+done
 
 # ---- resources and tokens -----------------------------------------------------------
 signin_tokens bob "$PW_BOB" "" "$URL/v1" || not_ok "bob signs in for /v1"
