@@ -57,9 +57,6 @@ void s3_rate_free(struct s3_rate *rl);
  * once, take before the work and give back (s3_rate_give) on success:
  * checking first and taking after lets concurrent attempts all pass. */
 bool s3_rate_take(struct s3_rate *rl, const char *key, int64_t now_ms);
-/* Whether the source (and the shared budget) has one left, spending
- * nothing (racy before work that may run at once: see s3_rate_take). */
-bool s3_rate_has(struct s3_rate *rl, const char *key, int64_t now_ms);
 /* The limiter's name of a client address: an IPv4 address as it is (an
  * IPv4-mapped IPv6 one too), an IPv6 one by its /64 (one host is usually
  * given a whole /64), "-" for anything else. */

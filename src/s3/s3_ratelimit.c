@@ -121,14 +121,6 @@ bool s3_rate_take(struct s3_rate *rl, const char *key, int64_t now_ms) {
   return ok;
 }
 
-bool s3_rate_has(struct s3_rate *rl, const char *key, int64_t now_ms) {
-  pthread_mutex_lock(&rl->lock);
-  struct slot *sl = find(rl, key, now_ms);
-  bool ok = sl->tokens >= 1.0 && rl->shared.tokens >= 1.0;
-  pthread_mutex_unlock(&rl->lock);
-  return ok;
-}
-
 void s3_rate_give(struct s3_rate *rl, const char *key, int64_t now_ms) {
   pthread_mutex_lock(&rl->lock);
   struct slot *sl = find(rl, key, now_ms);
