@@ -38,7 +38,7 @@
 #define KEY_BYTES 16
 
 struct throttle_entry {
-  unsigned char key[KEY_BYTES]; /* of (who, source); source "" for the user-wide one */
+  unsigned char key[KEY_BYTES]; /* of (who, source), or of who for the user-wide count */
   unsigned char who[KEY_BYTES]; /* of who alone: what a password reset clears */
   int64_t last_ms;              /* 0: free */
   int64_t since_ms;             /* the window's first failure; 0: none */
@@ -79,15 +79,18 @@ void throttle_destroy(struct auth *a) {
   a->throttle = NULL;
 }
 
-/* The keyed hash of who, a NUL, and the source (NULL: who alone). */
-static void keyed(const struct auth_throttle *t, const char *who, const char *source,
+/* The keyed hash of a kind (KEY_*), who, a NUL, and the source (NULL:
+ * none): the kind keeps the three keys of one `who` apart whatever the
+ * source is. */
+enum { KEY_WHO = 'w', KEY_SOURCE = 's', KEY_USER = 'u' };
+static void keyed(const struct auth_throttle *t, char kind, const char *who, const char *source,
                   unsigned char out[KEY_BYTES]) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int n = 0;
   EVP_MD_CTX *c = EVP_MD_CTX_new();
   bool ok = c && EVP_DigestInit_ex(c, EVP_sha256(), NULL) == 1 &&
             EVP_DigestUpdate(c, t->seed, sizeof t->seed) == 1 &&
-            EVP_DigestUpdate(c, who, strlen(who) + 1) == 1 &&
+            EVP_DigestUpdate(c, &kind, 1) == 1 && EVP_DigestUpdate(c, who, strlen(who) + 1) == 1 &&
             (!source || EVP_DigestUpdate(c, source, strlen(source) + 1) == 1) &&
             EVP_DigestFinal_ex(c, md, &n) == 1 && n >= KEY_BYTES;
   EVP_MD_CTX_free(c);
@@ -143,9 +146,9 @@ static void release(struct throttle_entry *e, int64_t now) {
 bool throttle_begin(struct auth *a, const char *who, const char *source, int64_t now) {
   struct auth_throttle *t = a->throttle;
   unsigned char kw[KEY_BYTES], ks[KEY_BYTES], ku[KEY_BYTES];
-  keyed(t, who, NULL, kw);
-  keyed(t, who, source ? source : "-", ks);
-  keyed(t, who, "", ku);
+  keyed(t, KEY_WHO, who, NULL, kw);
+  keyed(t, KEY_SOURCE, who, source ? source : "-", ks);
+  keyed(t, KEY_USER, who, NULL, ku);
   pthread_mutex_lock(&t->lock);
   /* s pending while u is found: u's probe run may be s's, and s must not
    * give way to u. */
@@ -184,9 +187,9 @@ void throttle_end(struct auth *a, const char *who, const char *source,
                   enum throttle_outcome outcome, int64_t now) {
   struct auth_throttle *t = a->throttle;
   unsigned char kw[KEY_BYTES], ks[KEY_BYTES], ku[KEY_BYTES];
-  keyed(t, who, NULL, kw);
-  keyed(t, who, source ? source : "-", ks);
-  keyed(t, who, "", ku);
+  keyed(t, KEY_WHO, who, NULL, kw);
+  keyed(t, KEY_SOURCE, who, source ? source : "-", ks);
+  keyed(t, KEY_USER, who, NULL, ku);
   pthread_mutex_lock(&t->lock);
   struct throttle_entry *s = entry(t, ks, kw, now), *u = entry(t, ku, kw, now);
   if (s->pending)
@@ -210,7 +213,7 @@ void throttle_end(struct auth *a, const char *who, const char *source,
 void throttle_forget(struct auth *a, const char *who) {
   struct auth_throttle *t = a->throttle;
   unsigned char kw[KEY_BYTES];
-  keyed(t, who, NULL, kw);
+  keyed(t, KEY_WHO, who, NULL, kw);
   pthread_mutex_lock(&t->lock);
   for (size_t i = 0; i < AUTH_THROTTLE_SLOTS; i++) {
     struct throttle_entry *e = &t->e[i];
