@@ -13,10 +13,13 @@
  * secret -- reaches a log line or an audit record. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,20 +34,51 @@
 #include "util/strbuf.h"
 
 /* Failed sign-ins from one address: 20 in 15 minutes; registrations: 20
- * an hour (docs/oauth.md).  Buckets refill at the average rate. */
+ * an hour from one address (an IPv6 /48), 600 an hour from all together
+ * (docs/oauth.md).  Buckets refill at the average rate. */
 #define SIGNIN_BURST 20.0
 #define SIGNIN_PER_S (20.0 / 900.0)
 #define REGISTER_BURST 20.0
 #define REGISTER_PER_S (20.0 / 3600.0)
+#define REGISTER_V6_BITS 48
+#define REGISTER_ALL_BURST 600.0
+#define REGISTER_ALL_PER_S (600.0 / 3600.0)
+/* Sign-ins of one address being checked at once (each holds a password
+ * hash slot for its while): one address cannot hold every slot. */
+#define SIGNIN_INFLIGHT_MAX 2
+/* Addresses with a sign-in in flight that are tracked; past them, 503. */
+#define SIGNIN_INFLIGHT_SLOTS 256
+/* Audit records of events nobody authenticated (a forged form, a bad
+ * code): 30 a minute from one address, 600 a minute from all; past that
+ * they are counted, and the next record says how many were left out. */
+#define ANON_AUDIT_BURST 30.0
+#define ANON_AUDIT_PER_S 0.5
+#define ANON_AUDIT_ALL_BURST 600.0
+#define ANON_AUDIT_ALL_PER_S 10.0
+/* How long a sign-in form may be posted after the page was served. */
+#define CSRF_TTL_S 3600
 /* Parameters of one form (a sign-in form has 12). */
 #define FORM_PARAMS_MAX 32
 /* The cookie's value: 32 random bytes as hex. */
 #define CSRF_COOKIE_LEN 64
+/* The form's token: when it was made (12 hex digits of seconds of the
+ * monotonic clock) and an HMAC (64 hex digits). */
+#define CSRF_TIME_LEN 12
+#define CSRF_TOKEN_LEN (CSRF_TIME_LEN + 64)
+
+struct inflight {
+  char key[S3_RATE_KEY_MAX];
+  unsigned n; /* 0: free */
+};
 
 struct api_oauth {
   unsigned char csrf_key[32];
   struct s3_rate *signin_fail; /* failed sign-ins per source address */
-  struct s3_rate *register_rl; /* registrations per source address */
+  struct s3_rate *register_rl; /* registrations per /48, and of all */
+  struct s3_rate *anon_audit;  /* unauthenticated audit records per source */
+  atomic_ulong anon_dropped;   /* ... left out since the last one written */
+  pthread_mutex_t inflight_lock;
+  struct inflight inflight[SIGNIN_INFLIGHT_SLOTS]; /* sign-ins being checked */
 };
 
 int api_oauth_init(struct api_server *s, struct husk_err *err) {
@@ -56,10 +90,21 @@ int api_oauth_init(struct api_server *s, struct husk_err *err) {
   struct s3_rate_limits sl = {.burst = SIGNIN_BURST, .per_s = SIGNIN_PER_S,
                               .shared_burst = 1e9, .shared_per_s = 1e6};
   struct s3_rate_limits rl = {.burst = REGISTER_BURST, .per_s = REGISTER_PER_S,
-                              .shared_burst = 1e9, .shared_per_s = 1e6};
+                              .shared_burst = REGISTER_ALL_BURST,
+                              .shared_per_s = REGISTER_ALL_PER_S};
+  struct s3_rate_limits al = {.burst = ANON_AUDIT_BURST, .per_s = ANON_AUDIT_PER_S,
+                              .shared_burst = ANON_AUDIT_ALL_BURST,
+                              .shared_per_s = ANON_AUDIT_ALL_PER_S};
+  atomic_init(&o->anon_dropped, 0);
+  if (pthread_mutex_init(&o->inflight_lock, NULL) != 0) {
+    free(o);
+    s->oauth = NULL;
+    return husk_error(err, ENOMEM, "oauth");
+  }
   if (id_random_bytes(o->csrf_key, sizeof o->csrf_key, err) < 0)
     return -1;
-  if (s3_rate_init(&o->signin_fail, &sl) < 0 || s3_rate_init(&o->register_rl, &rl) < 0)
+  if (s3_rate_init(&o->signin_fail, &sl) < 0 || s3_rate_init(&o->register_rl, &rl) < 0 ||
+      s3_rate_init(&o->anon_audit, &al) < 0)
     return husk_error(err, ENOMEM, "oauth");
   return 0;
 }
@@ -70,16 +115,123 @@ void api_oauth_free(struct api_server *s) {
     return;
   s3_rate_free(o->signin_fail);
   s3_rate_free(o->register_rl);
+  s3_rate_free(o->anon_audit);
+  pthread_mutex_destroy(&o->inflight_lock);
   OPENSSL_cleanse(o->csrf_key, sizeof o->csrf_key);
   free(o);
   s->oauth = NULL;
 }
 
-/* The client's address as the limiters name it. */
-static void source_of(struct req *r, char *out, size_t size) {
+/* The client's address as the limiters name it (IPv6 by its first
+ * v6_bits bits). */
+static void source_bits(struct req *r, unsigned v6_bits, char *out, size_t size) {
   const union MHD_ConnectionInfo *ci =
       MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-  s3_rate_source(ci ? ci->client_addr : NULL, out, size);
+  s3_rate_source_prefix(ci ? ci->client_addr : NULL, v6_bits, out, size);
+}
+
+static void source_of(struct req *r, char *out, size_t size) { source_bits(r, 64, out, size); }
+
+/* A sign-in of `src` begins its check: false when that source has
+ * SIGNIN_INFLIGHT_MAX already (*full: the table has no room). */
+static bool inflight_enter(struct api_oauth *o, const char *src, bool *full) {
+  *full = false;
+  pthread_mutex_lock(&o->inflight_lock);
+  struct inflight *mine = NULL, *free_slot = NULL;
+  for (size_t i = 0; i < SIGNIN_INFLIGHT_SLOTS && !mine; i++) {
+    struct inflight *e = &o->inflight[i];
+    if (e->n && !strcmp(e->key, src))
+      mine = e;
+    else if (!e->n && !free_slot)
+      free_slot = e;
+  }
+  bool ok = false;
+  if (mine) {
+    ok = mine->n < SIGNIN_INFLIGHT_MAX;
+    if (ok)
+      mine->n++;
+  } else if (free_slot) {
+    snprintf(free_slot->key, sizeof free_slot->key, "%s", src);
+    free_slot->n = 1;
+    ok = true;
+  } else {
+    *full = true;
+  }
+  pthread_mutex_unlock(&o->inflight_lock);
+  return ok;
+}
+
+struct inflight_hold {
+  struct api_oauth *o;
+  const char *src;
+};
+
+static void inflight_leave(struct api_oauth *o, const char *src);
+static void inflight_leavep(struct inflight_hold *h) { inflight_leave(h->o, h->src); }
+
+static void inflight_leave(struct api_oauth *o, const char *src) {
+  pthread_mutex_lock(&o->inflight_lock);
+  for (size_t i = 0; i < SIGNIN_INFLIGHT_SLOTS; i++) {
+    struct inflight *e = &o->inflight[i];
+    if (e->n && !strcmp(e->key, src)) {
+      e->n--;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&o->inflight_lock);
+}
+
+/* The audit record of an event no one authenticated (a forged form, a
+ * guessed code, a refused sign-in): anyone can cause these, so each
+ * address gets ANON_AUDIT_BURST a minute; past that an event is only
+ * counted, and the next record written says how many were left out (the
+ * log says when they start being left out). */
+static void audit_anon(struct req *r, const char *tenant, const char *action, const char *outcome,
+                       unsigned status, const char *client_id, const char *client_name,
+                       const char *detail) {
+  struct api_oauth *o = r->srv->oauth;
+  char src[S3_RATE_KEY_MAX];
+  source_of(r, src, sizeof src);
+  if (!s3_rate_take(o->anon_audit, src, mono_ms())) {
+    if (atomic_fetch_add(&o->anon_dropped, 1) == 0)
+      api_log(r->srv, "too many unauthenticated OAuth events (%s from %s): they are counted, "
+                      "not each audited",
+              action, src);
+    return;
+  }
+  unsigned long dropped = atomic_exchange(&o->anon_dropped, 0);
+  char d[400];
+  if (dropped)
+    snprintf(d, sizeof d, "%s%s(and %lu more unauthenticated OAuth events before this one, not "
+                          "audited: rate limit)",
+             detail ? detail : "", detail && *detail ? " " : "", dropped);
+  else
+    snprintf(d, sizeof d, "%s", detail ? detail : "");
+  api_audit_event(r, tenant, action, outcome, status, NULL, client_id, client_name, d);
+}
+
+/* A client_id sent by anyone, for the audit: the client's own id and name
+ * when it is registered; else "" and a hint in `hint` (at most 32
+ * characters of [A-Za-z0-9_-], others as `?`). */
+static bool audit_client(struct req *r, const char *raw, struct auth_client *c, char *hint,
+                         size_t size) {
+  struct husk_err err;
+  memset(c, 0, sizeof *c);
+  if (raw && auth_client_get(r->srv->cfg.auth, raw, c, &err) == 0) {
+    hint[0] = '\0';
+    return true;
+  }
+  memset(c, 0, sizeof *c);
+  size_t i = 0;
+  for (; raw && raw[i] && i < 32 && i + 1 < size; i++) {
+    char ch = raw[i];
+    hint[i] = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                      ch == '_' || ch == '-'
+                  ? ch
+                  : '?';
+  }
+  hint[i] = '\0';
+  return false;
 }
 
 /* ---- issuer and WWW-Authenticate --------------------------------------------------- */
@@ -174,6 +326,15 @@ static ssize_t form_decode(const char *s, size_t n, char *out) {
   return (ssize_t)o;
 }
 
+/* A parameter's name as an error may show it: at most size-1 bytes,
+ * anything but printable ASCII as `?`. */
+static void form_name_copy(const char *name, char *out, size_t size) {
+  size_t i = 0;
+  for (; name[i] && i + 1 < size; i++)
+    out[i] = name[i] > 0x20 && name[i] < 0x7f && name[i] != '`' ? name[i] : '?';
+  out[i] = '\0';
+}
+
 int api_form_parse(const char *body, size_t len, struct api_form *f, struct husk_err *err) {
   memset(f, 0, sizeof *f);
   /* Decoded text is never longer than encoded: one block holds it all,
@@ -210,16 +371,22 @@ int api_form_parse(const char *body, size_t len, struct api_form *f, struct husk
       ssize_t v = eq ? form_decode(eq + 1, (size_t)(body + e - (eq + 1)), value) : 0;
       if (!eq)
         value[0] = '\0';
+      /* The name is in f->mem, which api_form_free wipes and frees: an
+       * error names a copy (printable ASCII only: it is echoed). */
       if (v < 0) {
+        char shown[41];
+        form_name_copy(name, shown, sizeof shown);
         api_form_free(f);
-        return husk_fail(err, EINVAL, "a malformed value of form parameter `%.40s`", name);
+        return husk_fail(err, EINVAL, "a malformed value of form parameter `%s`", shown);
       }
       m += v + 1;
       /* RFC 6749 3.1, 3.2: a parameter sent twice is an invalid request. */
       for (size_t j = 0; j < f->n; j++)
         if (!strcmp(f->names[j], name)) {
+          char shown[41];
+          form_name_copy(name, shown, sizeof shown);
           api_form_free(f);
-          return husk_fail(err, EINVAL, "form parameter `%.40s` is repeated", name);
+          return husk_fail(err, EINVAL, "form parameter `%s` is repeated", shown);
         }
       f->names[f->n] = name;
       f->values[f->n] = value;
@@ -372,6 +539,10 @@ static enum MHD_Result reply_public_json(struct req *r, json_t *o) {
   }
   MHD_add_response_header(resp, "Content-Type", "application/json");
   MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
+  /* Not cached (api_queue: no-store); and when the issuer is taken from
+   * the Host header, the document is that Host's. */
+  if (!r->srv->cfg.api_url)
+    MHD_add_response_header(resp, "Vary", "Host");
   return api_queue(r, 200, resp);
 }
 
@@ -444,10 +615,10 @@ enum MHD_Result h_oauth_register(struct req *r) {
   if (!r->srv->cfg.auth)
     return no_oauth(r);
   char src[S3_RATE_KEY_MAX];
-  source_of(r, src, sizeof src);
+  source_bits(r, REGISTER_V6_BITS, src, sizeof src);
   if (!s3_rate_take(r->srv->oauth->register_rl, src, mono_ms()))
     return reg_error(r, 429, "too_many_requests",
-                     "too many registrations from this address: try again later");
+                     "too many registrations from this address, or from all: try again later");
   json_error_t je;
   cleanup_json json_t *o = json_loadb(r->body ? r->body : "", r->body_len, JSON_REJECT_DUPLICATES, &je);
   if (!json_is_object(o))
@@ -544,47 +715,57 @@ struct az {
 #define AZ_SCOPE 6
 #define AZ_RESOURCE 7
 
-/* What is wrong with a request, once client and redirect URI are known:
- * sent back to the redirect URI. */
+/* What is wrong with a request: shown on an error page, never sent to the
+ * redirect URI.  Anyone can register a client and its redirect URI, so
+ * redirecting a request nobody has looked at yet would make this server
+ * an open redirector (RFC 9700 4.11.2): only what the person did -- Deny,
+ * a sign-in -- is sent back to the client. */
 struct az_fail {
-  const char *error; /* NULL: fine */
-  const char *desc;
-  bool page;         /* no redirect: an error page */
+  const char *error; /* NULL: fine; the OAuth error code otherwise */
+  const char *desc;  /* for the page */
 };
 
 /* Check an authorization request (GET's query or POST's form). */
 static struct az_fail az_check(struct req *r, struct az *a) {
   struct husk_err err;
   if (api_issuer(r, a->iss, sizeof a->iss) < 0)
-    return (struct az_fail){"invalid_request", "the Host header is not a host name", true};
+    return (struct az_fail){"invalid_request", "The Host header is not a host name."};
   if (!a->v[AZ_CLIENT] || auth_client_get(r->srv->cfg.auth, a->v[AZ_CLIENT], &a->client, &err) < 0)
-    return (struct az_fail){"invalid_client", "This application is not registered here (unknown client_id).", true};
+    return (struct az_fail){"invalid_client",
+                            "This application is not registered here (unknown client_id)."};
   const char *ru = a->v[AZ_REDIRECT];
   if (!ru || !auth_client_redirect_ok(&a->client, ru))
     return (struct az_fail){"invalid_request",
                             "The address to send you back to (redirect_uri) is not one this "
-                            "application registered.", true};
+                            "application registered."};
   const char *h;
   size_t hl;
-  if (strlen(ru) > AUTH_REDIRECT_MAX || strpbrk(ru, " \t\r\n\"'<>\\#") ||
-      uri_origin(ru, a->origin, sizeof a->origin, &h, &hl) < 0 || hl >= sizeof a->host)
-    return (struct az_fail){"invalid_request", "The redirect_uri cannot be used.", true};
+  /* auth_client_redirect_ok allows only what registration allowed
+   * (clients.c's one rule: nothing that needs escaping in a page, a
+   * header or a CSP); the origin must still be one a CSP can name. */
+  if (uri_origin(ru, a->origin, sizeof a->origin, &h, &hl) < 0 || hl >= sizeof a->host)
+    return (struct az_fail){"invalid_request", "The redirect_uri cannot be used."};
   memcpy(a->host, h, hl);
   a->host[hl] = '\0';
-  /* From here on, errors go back to the client. */
+  /* The client is known and so is where it wants the person sent: the
+   * rest is the client's mistake, shown here all the same (see az_fail). */
   if (!a->v[0] || strcmp(a->v[0], "code"))
-    return (struct az_fail){"unsupported_response_type", "response_type must be code", false};
+    return (struct az_fail){"unsupported_response_type",
+                            "The application asked for something other than a code "
+                            "(response_type must be code)."};
   const char *cc = a->v[3], *cm = a->v[4];
   if (!cc || strlen(cc) != 43 || strspn(cc, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") != 43)
-    return (struct az_fail){"invalid_request", "code_challenge (PKCE, S256) is required", false};
+    return (struct az_fail){"invalid_request",
+                            "The application did not send a PKCE code_challenge (S256)."};
   if (!cm || strcmp(cm, "S256"))
-    return (struct az_fail){"invalid_request", "code_challenge_method must be S256", false};
+    return (struct az_fail){"invalid_request",
+                            "The application's code_challenge_method is not S256."};
   if (a->v[AZ_STATE] && strlen(a->v[AZ_STATE]) > 2048)
-    return (struct az_fail){"invalid_request", "state is too long", false};
+    return (struct az_fail){"invalid_request", "The application's state is too long."};
   a->scopes = AUTH_SCOPE_DEFAULT;
   if (a->v[AZ_SCOPE] && a->v[AZ_SCOPE][0] &&
       auth_scopes_parse(a->v[AZ_SCOPE], &a->scopes, &err) < 0)
-    return (struct az_fail){"invalid_scope", "unknown scope", false};
+    return (struct az_fail){"invalid_scope", "The application asked for an unknown scope."};
   if (!a->scopes)
     a->scopes = AUTH_SCOPE_DEFAULT;
   char mcp[700], v1[700];
@@ -592,9 +773,10 @@ static struct az_fail az_check(struct req *r, struct az *a) {
   snprintf(v1, sizeof v1, "%s/v1", a->iss);
   const char *res = a->v[AZ_RESOURCE];
   if (res && strcmp(res, mcp) && strcmp(res, v1))
-    return (struct az_fail){"invalid_target", "resource must be this server's /mcp or /v1", false};
+    return (struct az_fail){"invalid_target", "The application asked for a resource that is not "
+                                              "this server's /mcp or /v1."};
   snprintf(a->resource, sizeof a->resource, "%s", res ? res : mcp);
-  return (struct az_fail){NULL, NULL, false};
+  return (struct az_fail){NULL, NULL};
 }
 
 /* The redirect back to the client: ?code or ?error, then state and iss. */
@@ -728,10 +910,17 @@ static const char *cookie_name(const struct az *a) {
   return strncmp(a->iss, "https://", 8) ? "husk_oauth" : "__Host-husk_oauth";
 }
 
-/* HMAC of the cookie and every request parameter (absent and empty told
- * apart), as hex. */
-static int csrf_token(struct req *r, const char *cookie, const struct az *a, char out[65]) {
+/* The form's token: the time it was made (`made_s`, seconds of the
+ * monotonic clock, as 12 hex digits), then the HMAC of that time, the
+ * cookie and every request parameter (absent and empty told apart), as
+ * hex. */
+static int csrf_token(struct req *r, int64_t made_s, const char *cookie, const struct az *a,
+                      char out[CSRF_TOKEN_LEN + 1]) {
   struct strbuf b = {0};
+  char stamp[CSRF_TIME_LEN + 1];
+  snprintf(stamp, sizeof stamp, "%012" PRIx64, (uint64_t)made_s & UINT64_C(0xffffffffffff));
+  strbuf_str(&b, stamp);
+  strbuf_chr(&b, '\n');
   strbuf_str(&b, cookie);
   strbuf_chr(&b, '\n');
   for (size_t i = 0; i < AZ_N; i++) {
@@ -751,20 +940,41 @@ static int csrf_token(struct req *r, const char *cookie, const struct az *a, cha
   if (!ok || ml != 32)
     return -1;
   static const char hex[] = "0123456789abcdef";
+  memcpy(out, stamp, CSRF_TIME_LEN);
   for (unsigned i = 0; i < 32; i++) {
-    out[2 * i] = hex[mac[i] >> 4];
-    out[2 * i + 1] = hex[mac[i] & 15];
+    out[CSRF_TIME_LEN + 2 * i] = hex[mac[i] >> 4];
+    out[CSRF_TIME_LEN + 2 * i + 1] = hex[mac[i] & 15];
   }
-  out[64] = '\0';
+  out[CSRF_TOKEN_LEN] = '\0';
   return 0;
+}
+
+/* Whether `token` is the form token of this cookie and these parameters,
+ * made less than CSRF_TTL_S ago: NULL if so, else why not (for the
+ * audit). */
+static const char *csrf_check(struct req *r, const char *cookie, const struct az *a,
+                              const char *token) {
+  if (!token || strlen(token) != CSRF_TOKEN_LEN ||
+      strspn(token, "0123456789abcdef") != CSRF_TOKEN_LEN)
+    return "no well-formed form token";
+  char stamp[CSRF_TIME_LEN + 1];
+  memcpy(stamp, token, CSRF_TIME_LEN);
+  stamp[CSRF_TIME_LEN] = '\0';
+  int64_t made = (int64_t)strtoull(stamp, NULL, 16), now = mono_ms() / 1000;
+  char want[CSRF_TOKEN_LEN + 1];
+  if (csrf_token(r, made, cookie, a, want) < 0 || CRYPTO_memcmp(want, token, CSRF_TOKEN_LEN) != 0)
+    return "form token does not match";
+  if (made > now || now - made > CSRF_TTL_S)
+    return "form token expired";
+  return NULL;
 }
 
 /* The sign-in form; msg: the one failure message (NULL: none). */
 static enum MHD_Result sign_in_page(struct req *r, const struct az *a, const char *cookie_value,
                                     bool set_cookie, const char *org, const char *user,
                                     const char *msg, unsigned status) {
-  char csrf[65];
-  if (csrf_token(r, cookie_value, a, csrf) < 0)
+  char csrf[CSRF_TOKEN_LEN + 1];
+  if (csrf_token(r, mono_ms() / 1000, cookie_value, a, csrf) < 0)
     return api_reply_error(r, 500, "internal_error", "out of memory");
   struct strbuf b = {0};
   page_head(&b, "Sign in to husk");
@@ -847,10 +1057,8 @@ enum MHD_Result h_oauth_authorize_get(struct req *r) {
   for (size_t i = 0; i < AZ_N; i++)
     a.v[i] = api_query(r, az_names[i]);
   struct az_fail f = az_check(r, &a);
-  if (f.error && f.page)
-    return error_page(r, 400, f.desc);
   if (f.error)
-    return az_redirect(r, &a, "error", f.error, "error_description", f.desc);
+    return error_page(r, 400, f.desc);
   const char *have = cookie_of(r, &a);
   char fresh[CSRF_COOKIE_LEN + 1];
   if (!have) {
@@ -875,24 +1083,27 @@ enum MHD_Result h_oauth_authorize_post(struct req *r) {
     return error_page(r, 400, "The Host header is not a host name.");
   /* The form must be the one this server gave this browser. */
   const char *cookie = cookie_of(r, &a), *csrf = api_form_get(&form, "csrf");
-  char want[65];
-  if (!cookie || !csrf || strlen(csrf) != 64 || csrf_token(r, cookie, &a, want) < 0 ||
-      CRYPTO_memcmp(want, csrf, 64) != 0) {
-    api_audit_event(r, "", "oauth.csrf", "denied", 403, NULL, a.v[AZ_CLIENT], NULL,
-                    cookie ? "form token does not match" : "no cookie");
+  const char *why = !cookie ? "no cookie" : csrf_check(r, cookie, &a, csrf);
+  if (why) {
+    /* Anyone can post this: the record names a client only when it is a
+     * registered one (never text the sender chose), and is rate-limited. */
+    struct auth_client known;
+    char hint[40], detail[120];
+    bool found = audit_client(r, a.v[AZ_CLIENT], &known, hint, sizeof hint);
+    snprintf(detail, sizeof detail, "%s%s%s", why,
+             found || !a.v[AZ_CLIENT] ? "" : "; unregistered client_id ", found ? "" : hint);
+    audit_anon(r, "", "oauth.csrf", "denied", 403, known.id, known.name, detail);
     return error_page(r, 403, "This form has expired or was not sent from this page.");
   }
   /* Everything again: the client or its redirect URIs may have changed. */
   struct az_fail f = az_check(r, &a);
-  if (f.error && f.page)
-    return error_page(r, 400, f.desc);
   if (f.error)
-    return az_redirect(r, &a, "error", f.error, "error_description", f.desc);
+    return error_page(r, 400, f.desc);
   const char *action = api_form_get(&form, "action");
   if (!action || strcmp(action, "allow")) {
     /* Nobody signed in: the operator's record, naming the client. */
-    api_audit_event(r, "", "oauth.consent", "denied", 302, NULL, a.client.id, a.client.name,
-                    "the person chose Deny");
+    audit_anon(r, "", "oauth.consent", "denied", 302, a.client.id, a.client.name,
+               "the person chose Deny");
     return az_redirect(r, &a, "error", "access_denied", "error_description",
                        "the user denied the request");
   }
@@ -900,11 +1111,28 @@ enum MHD_Result h_oauth_authorize_post(struct req *r) {
              *pw = api_form_get(&form, "password");
   static const char failed[] = "Signing in failed: check the organization, the user name and the "
                                "password.";
+  struct api_oauth *o = r->srv->oauth;
   char src[S3_RATE_KEY_MAX];
   source_of(r, src, sizeof src);
-  if (!s3_rate_has(r->srv->oauth->signin_fail, src, mono_ms())) {
-    api_audit_event(r, "", "oauth.sign_in", "denied", 429, NULL, a.client.id, a.client.name,
-                    "too many failed sign-ins from this address");
+  /* At most SIGNIN_INFLIGHT_MAX of one address are checked at once; and
+   * each spends one of the address's failures before its check, given
+   * back if it succeeds -- so that concurrent guesses cannot all pass a
+   * check of the budget before any of them is counted. */
+  bool full = false;
+  if (!inflight_enter(o, src, &full)) {
+    struct strbuf b = {0};
+    page_head(&b, full ? "Busy" : "Too many attempts");
+    strbuf_str(&b, full ? "<p class=\"error\">The server is busy. Try again in a moment.</p>"
+                          "</main></body></html>"
+                        : "<p class=\"error\">Too many sign-ins at once from your address. "
+                          "Wait a moment and try again.</p></main></body></html>");
+    return reply_page(r, full ? 503 : 429, &b, NULL, NULL);
+  }
+  /* unused: only its cleanup reads it (clang would warn). */
+  __attribute__((cleanup(inflight_leavep), unused)) struct inflight_hold hold = {o, src};
+  if (!s3_rate_take(o->signin_fail, src, mono_ms())) {
+    audit_anon(r, "", "oauth.sign_in", "denied", 429, a.client.id, a.client.name,
+               "too many failed sign-ins from this address");
     struct strbuf b = {0};
     page_head(&b, "Too many attempts");
     strbuf_str(&b, "<p class=\"error\">Too many failed sign-ins from your address. Wait a few "
@@ -912,30 +1140,31 @@ enum MHD_Result h_oauth_authorize_post(struct req *r) {
     return reply_page(r, 429, &b, NULL, NULL);
   }
   if (!org || !user || !pw || !*org || !*user || !*pw || strlen(org) > 256 || strlen(user) > 256 ||
-      strlen(pw) > AUTH_PASSWORD_MAX) {
-    s3_rate_take(r->srv->oauth->signin_fail, src, mono_ms());
-    return sign_in_page(r, &a, cookie, false, org, user, failed, 200);
-  }
+      strlen(pw) > AUTH_PASSWORD_MAX)
+    return sign_in_page(r, &a, cookie, false, org, user, failed, 200); /* a failure: spent */
   struct auth_user u;
   char tid[STATE_TENANT_ID_SIZE] = "";
   struct husk_err err;
   memset(&u, 0, sizeof u);
-  if (auth_sign_in(r->srv->cfg.auth, org, user, pw, &u, tid, &err) < 0) {
+  if (auth_sign_in(r->srv->cfg.auth, org, user, pw, src, &u, tid, &err) < 0) {
     if (err.code == EBUSY) {
+      s3_rate_give(o->signin_fail, src, mono_ms()); /* not a failure of the person's */
       struct strbuf b = {0};
       page_head(&b, "Busy");
       strbuf_str(&b, "<p class=\"error\">The server is busy. Try again in a moment.</p>"
                      "</main></body></html>");
       return reply_page(r, 503, &b, NULL, NULL);
     }
-    if (err.code != EACCES && err.code != EAGAIN)
+    if (err.code != EACCES && err.code != EAGAIN) {
+      s3_rate_give(o->signin_fail, src, mono_ms());
       return api_reply_err(r, &err);
-    s3_rate_take(r->srv->oauth->signin_fail, src, mono_ms());
+    }
     /* The audit names the user only when the core knows it. */
     api_audit_event(r, tid, "oauth.sign_in", err.code == EAGAIN ? "locked" : "denied", 401,
                     u.id[0] ? &u : NULL, a.client.id, a.client.name, NULL);
     return sign_in_page(r, &a, cookie, false, org, user, failed, 200);
   }
+  s3_rate_give(o->signin_fail, src, mono_ms()); /* the password was right */
   unsigned granted = a.scopes & auth_role_scopes(u.role);
   if (!granted) {
     api_audit_event(r, u.tenant_id, "oauth.sign_in", "denied", 302, &u, a.client.id, a.client.name,
@@ -1080,8 +1309,8 @@ enum MHD_Result h_oauth_token(struct req *r) {
                          "code, redirect_uri and code_verifier are required");
     if (auth_code_exchange(r->srv->cfg.auth, code, c.id, ru, ver, resource, &t, &err) < 0) {
       if (err.code == EACCES || err.code == EINVAL || err.code == ENOENT) {
-        api_audit_event(r, "", "oauth.token", "denied", 400, NULL, c.id, c.name,
-                        "grant=authorization_code invalid_grant");
+        audit_anon(r, "", "oauth.token", "denied", 400, c.id, c.name,
+                   "grant=authorization_code invalid_grant");
         return oauth_error(r, 400, "invalid_grant",
                            false, "the code is invalid, expired, used, or does not match");
       }

@@ -152,9 +152,26 @@ int auth_check_label(const char *what, const char *s, size_t max, struct husk_er
   if (!utf8_valid(s, n))
     return husk_fail(err, EINVAL, "%s is not valid UTF-8", what);
   const unsigned char *u = (const unsigned char *)s;
-  for (size_t i = 0; i < n; i++)
-    if (u[i] < 0x20 || u[i] == 0x7f || (u[i] == 0xc2 && i + 1 < n && u[i + 1] <= 0x9f))
+  for (size_t i = 0; i < n;) {
+    /* Valid UTF-8 (checked above): decode one code point. */
+    unsigned cp = u[i];
+    size_t len = cp < 0x80 ? 1 : cp < 0xe0 ? 2 : cp < 0xf0 ? 3 : 4;
+    if (len > 1) {
+      cp &= 0x3fu >> (len - 1);
+      for (size_t k = 1; k < len && i + k < n; k++)
+        cp = cp << 6 | (u[i + k] & 0x3fu);
+    }
+    i += len;
+    if (cp < 0x20 || (cp >= 0x7f && cp <= 0x9f))
       return husk_fail(err, EINVAL, "%s contains a control character", what);
+    /* Characters that change how the text around them shows without
+     * showing themselves (shown on the consent page, where a name must
+     * read as what it is): bidirectional controls, zero-width ones, line
+     * and paragraph separators, the byte-order mark. */
+    if (cp == 0x061c || (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) ||
+        (cp >= 0x2060 && cp <= 0x2064) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0xfeff)
+      return husk_fail(err, EINVAL, "%s contains an invisible formatting character", what);
+  }
   return 0;
 }
 
@@ -194,6 +211,8 @@ int auth_open(struct auth **out, const struct auth_config *cfg, struct husk_err 
   if (r == 0)
     r = password_hash(a, pw, a->dummy_hash, err);
   auth_wipe(pw, sizeof pw);
+  if (r == 0)
+    r = throttle_init(a, err);
   if (r < 0) {
     password_gate_destroy(a);
     return -1;
@@ -206,5 +225,6 @@ void auth_close(struct auth *a) {
   if (!a)
     return;
   password_gate_destroy(a);
+  throttle_destroy(a);
   free(a);
 }

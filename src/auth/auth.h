@@ -121,19 +121,24 @@ int auth_user_update(struct auth *a, const char *tenant_id, const char *id,
  * and revokes its tokens. */
 int auth_user_delete(struct auth *a, const char *tenant_id, const char *id, struct husk_err *err);
 
-/* Sign in by the tenant's name, the user's name and a password.  One
- * error for an unknown tenant, an unknown, disabled or deleted user and a
- * wrong password: EACCES, after the same work (a hash is always
- * computed).  EAGAIN: the user is locked (5 failures in 15 minutes lock
- * it for 15 minutes; the fifth failure itself is EACCES, the attempts
- * after it EAGAIN whatever the password) -- told to the front for the
- * audit only, the page says the same as for EACCES.  A success clears the
- * count; so does setting a new password (auth_user_update).  EBUSY: no hash slot within 10 s.
- * *out_tenant_id gets the tenant of a known user even on failure (for
- * the audit), "" otherwise. */
+/* Sign in by the tenant's name, the user's name and a password, from
+ * `source` (the client's address as the front names it; NULL: unknown).
+ * One error for an unknown tenant, an unknown, disabled or deleted user
+ * and a wrong password: EACCES, after the same work (a hash is always
+ * computed, nothing is written).  EAGAIN: locked -- 5 failures of one
+ * user (or one name typed) from one source in 15 minutes lock it for that
+ * source for 15 minutes, and 100 from all sources lock it for all (the
+ * failure that reaches the limit is itself EACCES, the attempts after it
+ * EAGAIN whatever the password); the right password from another source
+ * works while one source is locked out.  Told to the front for the audit
+ * only: the page says the same as for EACCES.  A success forgives its
+ * source's failures; setting a new password (auth_user_update) forgives
+ * all.  The counts are in memory: a restart forgets them.  EBUSY: no hash
+ * slot within 10 s.  *out_tenant_id gets the tenant of a known user even
+ * on failure (for the audit), "" otherwise. */
 int auth_sign_in(struct auth *a, const char *tenant_name, const char *name, const char *password,
-                 struct auth_user *out, char out_tenant_id[STATE_TENANT_ID_SIZE],
-                 struct husk_err *err);
+                 const char *source, struct auth_user *out,
+                 char out_tenant_id[STATE_TENANT_ID_SIZE], struct husk_err *err);
 
 /* ---- clients (RFC 7591) --------------------------------------------------- */
 
@@ -149,7 +154,9 @@ struct auth_client {
 
 /* EINVAL (a redirect URI that is not https, or http to a loopback host;
  * one with a fragment, userinfo or too long; none or too many; a bad
- * name).  EDQUOT: 10000 clients (those unused for 30 days go first).
+ * name).  EDQUOT: 10000 clients (to make room, those never used -- no
+ * code issued for them -- go after an hour, then those unused for 30
+ * days).
  * A confidential client's secret goes to `secret` (shown once). */
 int auth_client_register(struct auth *a, const char *name, const char *const *redirect_uris,
                          size_t n, const char *auth_method, struct auth_client *out,
@@ -185,10 +192,11 @@ struct auth_tokens {
   char tenant_id[STATE_TENANT_ID_SIZE];
 };
 /* EACCES (invalid_grant): unknown, expired or used code, another client,
- * another redirect URI, a verifier whose S256 is not the challenge, a
- * resource other than the code's (resource NULL: the code's).  A second
- * use of a code also revokes what the first issued.  The user disabled or
- * deleted since: EACCES. */
+ * another redirect URI, a verifier whose S256 is not the challenge.  A
+ * second use of a code also revokes what the first issued.  The user
+ * disabled or deleted since: EACCES.  ENOTSUP (invalid_target): a code
+ * right in all else, asked for a resource other than its own (resource
+ * NULL: the code's); the code is not used up. */
 int auth_code_exchange(struct auth *a, const char *code, const char *client_id,
                        const char *redirect_uri, const char *verifier, const char *resource,
                        struct auth_tokens *out, struct husk_err *err);

@@ -16,11 +16,14 @@
 #define AUTH_REFRESH_TTL_S (30LL * 86400)     /* a refresh token, from its last rotation */
 #define AUTH_CODE_TTL_S 60                    /* an authorization code */
 #define AUTH_HASH_WAIT_MS 10000               /* a password hash waits this long for a slot */
-#define AUTH_LOCK_FAILURES 5                  /* failed sign-ins of one user ... */
+#define AUTH_LOCK_FAILURES 5                  /* failed sign-ins of a user from an address ... */
+#define AUTH_LOCK_USER_FAILURES 100           /* ... or from all addresses ... */
 #define AUTH_LOCK_WINDOW_MS (15LL * 60000)    /* ... within this window ... */
-#define AUTH_LOCK_MS (15LL * 60000)           /* ... lock it this long */
+#define AUTH_LOCK_MS (15LL * 60000)           /* ... lock it (there, or everywhere) this long */
+#define AUTH_THROTTLE_SLOTS 4096              /* (user, address) counts remembered */
 #define AUTH_CLIENTS_MAX 10000                /* registered OAuth clients */
 #define AUTH_CLIENT_IDLE_MS (30LL * 86400000) /* unused this long, a client may go */
+#define AUTH_CLIENT_UNUSED_MS (3600LL * 1000) /* never used, this old: it goes first */
 
 /* Random secrets: a prefix and 32 random bytes as 64 lower-case hex. */
 #define AUTH_SECRET_BYTES 32
@@ -42,7 +45,26 @@ struct auth {
   /* A hash of a random password nobody knows: what a sign-in of an unknown
    * user is checked against, so that it costs what a known one does. */
   char dummy_hash[STATE_PASSWORD_HASH_SIZE];
+  /* Failed sign-ins per (user, address) and per user (throttle.c). */
+  struct auth_throttle *throttle;
 };
+
+/* ---- the sign-in throttle (throttle.c) ---- */
+struct auth_throttle;
+int throttle_init(struct auth *a, struct husk_err *err);
+void throttle_destroy(struct auth *a);
+/* An attempt of `who` (a user id, or the names typed when there is no
+ * such user) from `source` is about to be checked: false when that pair,
+ * or `who` from everywhere, is locked (counting the attempts pending). */
+bool throttle_begin(struct auth *a, const char *who, const char *source, int64_t now);
+/* Its outcome (after a true throttle_begin): a failure counts, a success
+ * forgives the source's failures, a check that could not be made (an
+ * internal error) only ends the pending attempt. */
+enum throttle_outcome { THROTTLE_FAILED, THROTTLE_OK, THROTTLE_CANCEL };
+void throttle_end(struct auth *a, const char *who, const char *source,
+                  enum throttle_outcome outcome, int64_t now);
+/* Every count and lock of `who` (an administrator set a new password). */
+void throttle_forget(struct auth *a, const char *who);
 
 /* The wall clock of every expiry and lockout. */
 int64_t auth_now(const struct auth *a);

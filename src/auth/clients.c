@@ -32,11 +32,14 @@
 static const char *const auth_methods[] = {"none", "client_secret_post", "client_secret_basic"};
 
 /* The characters RFC 3986 allows in a URI (unreserved, reserved, and `%`
- * of percent-encoding). */
+ * of percent-encoding), less `'` (which an HTML attribute or a CSP would
+ * need escaped): the one rule of what a redirect URI may hold, here for
+ * registration and, through auth_client_redirect_ok, for every
+ * authorization request. */
 static bool uri_char(char c) {
   if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
     return true;
-  return c && strchr("-._~:/?#[]@!$&'()*+,;=%", c) != NULL;
+  return c && strchr("-._~:/?#[]@!$&()*+,;=%", c) != NULL;
 }
 
 /* What a redirect URI is made of. */
@@ -135,12 +138,15 @@ bool auth_client_redirect_ok(const struct auth_client *c, const char *uri) {
   if (!c || !uri)
     return false;
   size_t n = c->n_redirects < AUTH_REDIRECTS_MAX ? c->n_redirects : AUTH_REDIRECTS_MAX;
+  /* The URI must pass today's rule, whenever it was registered. */
+  struct redirect u;
+  if (redirect_parse(uri, &u, NULL) < 0)
+    return false;
   for (size_t i = 0; i < n; i++)
     if (!strcmp(c->redirect_uris[i], uri))
       return true;
   /* RFC 8252 7.3: a loopback http URI matches whatever its port. */
-  struct redirect u;
-  if (redirect_parse(uri, &u, NULL) < 0 || u.https)
+  if (u.https)
     return false;
   for (size_t i = 0; i < n; i++) {
     struct redirect r;
@@ -228,7 +234,8 @@ int auth_client_register(struct auth *a, const char *name, const char *const *re
   if (row.has_secret && auth_secret_new(AUTH_PREFIX_CLIENT_SECRET, plain, row.secret_hash, err) < 0)
     return -1;
   int r = state_oauth_client_insert(a->st, &row, AUTH_CLIENTS_MAX,
-                                    row.created_ms - AUTH_CLIENT_IDLE_MS, err);
+                                    row.created_ms - AUTH_CLIENT_IDLE_MS,
+                                    row.created_ms - AUTH_CLIENT_UNUSED_MS, err);
   if (r == 0)
     r = client_from_row(&row, out, err);
   /* Committed: only now does the caller learn the secret. */

@@ -8,22 +8,18 @@
  * Sign-in answers one thing for every reason it fails, after the same
  * work: an unknown tenant or user, a disabled one, one without a password
  * and a wrong password all cost one Argon2id verification (against a dummy
- * hash when there is no real one) and give EACCES.  The hash slot is taken
- * before the user is read, so a lock set by failures that were waiting
- * for slots is seen; a success is recorded in a transaction that checks
- * the lock again. */
+ * hash when there is no real one), one count in the in-memory throttle
+ * (throttle.c: per user and source address, and per user) and no write,
+ * and give EACCES.  The hash slot is taken before the user is read, and
+ * the throttle counts an attempt before its check, so attempts at once
+ * cannot pass a lock together; a success is checked in a transaction that
+ * reads the user again (still live, still enabled). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "auth/auth_internal.h"
-
-static const struct state_throttle throttle = {
-    .max_failures = AUTH_LOCK_FAILURES,
-    .window_ms = AUTH_LOCK_WINDOW_MS,
-    .lock_ms = AUTH_LOCK_MS,
-};
 
 static bool name_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '@' ||
@@ -172,6 +168,8 @@ int auth_user_update(struct auth *a, const char *tenant_id, const char *id,
   struct state_user row;
   if (state_user_update(a->st, tenant_id, id, &sc, auth_now(a), &row, err) < 0)
     return -1;
+  if (ch->password)
+    throttle_forget(a, row.id); /* an administrator's reset unlocks */
   return user_from_row(&row, out, err);
 }
 
@@ -189,8 +187,8 @@ static int pass_on(struct husk_err *err, const struct husk_err *e) {
 }
 
 int auth_sign_in(struct auth *a, const char *tenant_name, const char *name, const char *password,
-                 struct auth_user *out, char out_tenant_id[STATE_TENANT_ID_SIZE],
-                 struct husk_err *err) {
+                 const char *source, struct auth_user *out,
+                 char out_tenant_id[STATE_TENANT_ID_SIZE], struct husk_err *err) {
   /* One message for every refusal: the page must not tell them apart. */
   static const char denied[] = "wrong organization, user name or password";
   if (out_tenant_id)
@@ -200,10 +198,14 @@ int auth_sign_in(struct auth *a, const char *tenant_name, const char *name, cons
   bool name_ok = tenant_name && name_normalize(name, lname, &e) == 0;
 
   struct state_user row;
-  bool found = false, locked = false, usable = false, match = false;
+  /* Whose failures these are: the user's id, or the names typed when no
+   * such user exists -- the same path either way (throttle.c). */
+  char who[640];
+  bool found = false, counted = false, locked = false, usable = false, match = false;
+  int64_t now;
   {
-    /* The slot first, then the row: a lock set by the failures that held
-     * the slots before us is seen. */
+    /* The slot first, then the row and the throttle: a lock set by the
+     * failures that held the slots before us is seen. */
     cleanup_password_slot struct password_slot slot = {0};
     if (password_slot_take(a, &slot, err) < 0)
       return -1;
@@ -213,30 +215,44 @@ int auth_sign_in(struct auth *a, const char *tenant_name, const char *name, cons
       else if (e.code != ENOENT)
         return pass_on(err, &e);
     }
-    locked = found && row.locked_until_ms > auth_now(a);
+    now = auth_now(a);
+    if (found)
+      snprintf(who, sizeof who, "%s", row.id);
+    else
+      snprintf(who, sizeof who, "?%.300s\n%.300s", tenant_name ? tenant_name : "",
+               name_ok ? lname : name ? name : "");
+    counted = throttle_begin(a, who, source, now);
+    /* A row locked by the durable counts of an earlier version is locked
+     * still, until its time is up. */
+    locked = !counted || (found && row.locked_until_ms > now);
     usable = found && !locked && !row.disabled && row.password_hash[0];
-    if (password_verify(a, usable ? row.password_hash : NULL, password, &match, err) < 0)
+    if (password_verify(a, usable ? row.password_hash : NULL, password, &match, err) < 0) {
+      if (counted)
+        throttle_end(a, who, source, THROTTLE_CANCEL, now);
       return -1;
+    }
   }
   if (found && out_tenant_id)
     memcpy(out_tenant_id, row.tenant_id, STATE_TENANT_ID_SIZE);
-  if (locked)
+  if (locked) {
+    if (counted)
+      throttle_end(a, who, source, THROTTLE_CANCEL, now);
     return husk_fail(err, EAGAIN, "%s", denied);
-  if (!usable)
-    return husk_fail(err, EACCES, "%s", denied);
-  int64_t now = auth_now(a);
-  if (!match) {
-    bool now_locked = false;
-    if (state_user_sign_in_failed(a->st, row.id, now, &throttle, &now_locked, err) < 0)
-      return -1;
+  }
+  /* Every failure the same way, known user or not: counted in memory,
+   * nothing written. */
+  if (!usable || !match) {
+    throttle_end(a, who, source, THROTTLE_FAILED, now);
     return husk_fail(err, EACCES, "%s", denied);
   }
   if (state_user_sign_in_ok(a->st, row.id, now, &e) < 0) {
+    throttle_end(a, who, source, THROTTLE_CANCEL, now);
     if (e.code == EAGAIN)
       return husk_fail(err, EAGAIN, "%s", denied);
     if (e.code == ENOENT)
       return husk_fail(err, EACCES, "%s", denied);
     return pass_on(err, &e);
   }
+  throttle_end(a, who, source, THROTTLE_OK, now);
   return user_from_row(&row, out, err);
 }

@@ -665,6 +665,14 @@ static int store_file(struct mcp_call *c) {
   "\"integer\"},\"url\":{\"type\":\"string\"},\"expires_at\":{\"type\":\"string\"},\"link_id\":"   \
   "{\"type\":\"string\"},\"content_type\":{\"type\":\"string\"}"
 
+/* store_file's scope: storing is storage:write; reading the sandbox file
+ * it stores is sandbox:read besides (as REST POST .../store).  Only
+ * `content` without a sandbox reads none. */
+static unsigned store_file_scope(json_t *args) {
+  bool content_only = json_object_get(args, "content") && !json_object_get(args, "sandbox_id");
+  return AUTH_SCOPE_STORAGE_WRITE | (content_only ? 0 : AUTH_SCOPE_SANDBOX_READ);
+}
+
 static const struct mcp_tool tool_store_file = {
     "store_file",
     "Store a file and get a link",
@@ -695,7 +703,7 @@ static const struct mcp_tool tool_store_file = {
     false,
     false,
     store_file,
-    .scope = AUTH_SCOPE_STORAGE_WRITE,
+    .scope = AUTH_SCOPE_SANDBOX_READ | AUTH_SCOPE_STORAGE_WRITE, .scope_of = store_file_scope,
 };
 
 /* ---- get_link ------------------------------------------------------------------------ */
@@ -1085,7 +1093,8 @@ static const struct mcp_tool tool_load_file = {
     false,
     true,
     load_file,
-    .scope = AUTH_SCOPE_SANDBOX,
+    /* It reads an object and writes a sandbox: as REST /load. */
+    .scope = AUTH_SCOPE_SANDBOX | AUTH_SCOPE_STORAGE_READ,
 };
 
 /* ---- the hook ------------------------------------------------------------------------- */

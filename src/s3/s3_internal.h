@@ -52,17 +52,22 @@ struct s3_rate_limits {
 extern const struct s3_rate_limits s3_link_deny_limits;
 int s3_rate_init(struct s3_rate **out, const struct s3_rate_limits *lim);
 void s3_rate_free(struct s3_rate *rl);
-/* Spend one refusal of the source's budget (and of the shared one); false
- * if either has none left.  Only refusals are ever passed here: a request
- * that is let through costs no budget and is never refused by it. */
+/* Spend one unit of the source's budget (and of the shared one); false if
+ * either has none left.  To count only failures of work that may run at
+ * once, take before the work and give back (s3_rate_give) on success:
+ * checking first and taking after lets concurrent attempts all pass. */
 bool s3_rate_take(struct s3_rate *rl, const char *key, int64_t now_ms);
-/* Whether the source (and the shared budget) has one left, spending
- * nothing: a check before work whose failure alone is counted. */
-bool s3_rate_has(struct s3_rate *rl, const char *key, int64_t now_ms);
 /* The limiter's name of a client address: an IPv4 address as it is (an
  * IPv4-mapped IPv6 one too), an IPv6 one by its /64 (one host is usually
  * given a whole /64), "-" for anything else. */
 void s3_rate_source(const struct sockaddr *sa, char *out, size_t size);
+/* The same with IPv6 addresses grouped by their first v6_bits bits (a
+ * site is usually given a /48: a budget that many hosts of one site must
+ * share). */
+void s3_rate_source_prefix(const struct sockaddr *sa, unsigned v6_bits, char *out, size_t size);
+/* Give back one spent unit (a take before work that then succeeded): never
+ * past the bursts. */
+void s3_rate_give(struct s3_rate *rl, const char *key, int64_t now_ms);
 
 struct s3_server {
   /* The daemon, the requests in flight, the per-tenant loads and the

@@ -121,15 +121,20 @@ bool s3_rate_take(struct s3_rate *rl, const char *key, int64_t now_ms) {
   return ok;
 }
 
-bool s3_rate_has(struct s3_rate *rl, const char *key, int64_t now_ms) {
+void s3_rate_give(struct s3_rate *rl, const char *key, int64_t now_ms) {
   pthread_mutex_lock(&rl->lock);
   struct slot *sl = find(rl, key, now_ms);
-  bool ok = sl->tokens >= 1.0 && rl->shared.tokens >= 1.0;
+  sl->tokens = sl->tokens + 1.0 > rl->lim.burst ? rl->lim.burst : sl->tokens + 1.0;
+  rl->shared.tokens = rl->shared.tokens + 1.0 > rl->lim.shared_burst ? rl->lim.shared_burst
+                                                                     : rl->shared.tokens + 1.0;
   pthread_mutex_unlock(&rl->lock);
-  return ok;
 }
 
 void s3_rate_source(const struct sockaddr *sa, char *out, size_t size) {
+  s3_rate_source_prefix(sa, 64, out, size);
+}
+
+void s3_rate_source_prefix(const struct sockaddr *sa, unsigned v6_bits, char *out, size_t size) {
   snprintf(out, size, "-");
   if (!sa)
     return;
@@ -138,8 +143,12 @@ void s3_rate_source(const struct sockaddr *sa, char *out, size_t size) {
       snprintf(out, size, "-");
   } else if (sa->sa_family == AF_INET6) {
     struct in6_addr a = ((const struct sockaddr_in6 *)sa)->sin6_addr;
-    if (!IN6_IS_ADDR_V4MAPPED(&a))
-      memset(a.s6_addr + 8, 0, 8);
+    if (!IN6_IS_ADDR_V4MAPPED(&a)) {
+      if (v6_bits > 128)
+        v6_bits = 128;
+      for (unsigned bit = v6_bits; bit < 128; bit++)
+        a.s6_addr[bit / 8] &= (unsigned char)~(0x80u >> (bit % 8));
+    }
     if (!inet_ntop(AF_INET6, &a, out, (socklen_t)size))
       snprintf(out, size, "-");
   }

@@ -41,7 +41,9 @@ struct state_user {
   char role[STATE_USER_ROLE_SIZE];
   char password_hash[STATE_PASSWORD_HASH_SIZE]; /* "" when it has none */
   bool disabled;
-  int64_t failed_count, failed_since_ms, locked_until_ms; /* the sign-in throttle */
+  /* The durable sign-in throttle of earlier versions: read (a lock still
+   * holds until its time), cleared, no longer counted. */
+  int64_t failed_count, failed_since_ms, locked_until_ms;
   int64_t created_ms, deleted_ms;
 };
 
@@ -82,19 +84,10 @@ int state_user_delete(struct state *st, const char *tenant_id, const char *id, i
  * not tell them apart). */
 int state_user_find(struct state *st, const char *tenant_name, const char *name,
                     struct state_user *out, struct husk_err *err);
-/* The sign-in throttle.  A failure counts in the window that began with
- * the first failure (a window older than `window_ms` starts again);
- * `max_failures` in it lock the user for `lock_ms` (and the count starts
- * again), *locked says so.  A success clears the count, in a transaction
- * that first checks the user is still live, enabled and not locked (a lock
- * set by failures that ran at the same time): EAGAIN if locked, ENOENT if
- * gone or disabled. */
-struct state_throttle {
-  int max_failures;
-  int64_t window_ms, lock_ms;
-};
-int state_user_sign_in_failed(struct state *st, const char *id, int64_t now,
-                              const struct state_throttle *t, bool *locked, struct husk_err *err);
+/* A sign-in succeeded: in a transaction, check the user is still live,
+ * enabled and not locked (locked_until_ms: the durable lock of earlier
+ * versions; the throttle is now auth/throttle.c's, in memory) and clear
+ * any old failure count: EAGAIN if locked, ENOENT if gone or disabled. */
 int state_user_sign_in_ok(struct state *st, const char *id, int64_t now, struct husk_err *err);
 
 /* ---- OAuth clients (oauth_state.c) --------------------------------------- */
@@ -106,14 +99,17 @@ struct state_oauth_client {
   char auth_method[STATE_OAUTH_METHOD_SIZE];
   bool has_secret;
   unsigned char secret_hash[STATE_OAUTH_HASH_SIZE];
-  int64_t created_ms, used_ms; /* used_ms: its last token issued, 0 never */
+  int64_t created_ms, used_ms; /* used_ms: its last code or token issued, 0 never */
 };
 
-/* A new row.  With `max_clients` rows already, those whose last use (or
- * creation) is before `idle_before_ms` go first, oldest first, with their
- * codes and tokens; if none may go: EDQUOT. */
+/* A new row.  With `max_clients` rows already, some go, with their codes
+ * and tokens: first those never used (no code ever issued for them)
+ * created before `unused_before_ms`, oldest first; then those whose last
+ * use (or creation) is before `idle_before_ms`, oldest first; if none may
+ * go: EDQUOT. */
 int state_oauth_client_insert(struct state *st, const struct state_oauth_client *c, int max_clients,
-                              int64_t idle_before_ms, struct husk_err *err);
+                              int64_t idle_before_ms, int64_t unused_before_ms,
+                              struct husk_err *err);
 int state_oauth_client_get(struct state *st, const char *id, struct state_oauth_client *out,
                            struct husk_err *err);
 

@@ -62,7 +62,8 @@ static int read_client(sqlite3_stmt *s, void *row, struct husk_err *err) {
 }
 
 int state_oauth_client_insert(struct state *st, const struct state_oauth_client *c, int max_clients,
-                              int64_t idle_before_ms, struct husk_err *err) {
+                              int64_t idle_before_ms, int64_t unused_before_ms,
+                              struct husk_err *err) {
   if (!c)
     return husk_fail(err, EINVAL, "OAuth client is missing");
   if (check_id("client id", c->id, sizeof c->id, err) < 0 ||
@@ -85,15 +86,20 @@ int state_oauth_client_insert(struct state *st, const struct state_oauth_client 
       return -1;
     int64_t n = r ? sqlite3_column_int64(q, 0) : 0;
     if (n >= max_clients) {
-      /* The longest idle go first, their codes and tokens with them (ON
-       * DELETE CASCADE): a client unused that long has no live token. */
+      /* Those never used (no sign-in ever made a code for them) go first,
+       * once they are old enough that a sign-in would have come: a flood
+       * of registrations cannot hold the table.  Then the longest idle,
+       * their codes and tokens with them (ON DELETE CASCADE): a client
+       * unused that long has no live token. */
       cleanup_stmt sqlite3_stmt *d = NULL;
       if (db_prepare(st, &d,
                      "DELETE FROM oauth_clients WHERE id IN (SELECT id FROM oauth_clients WHERE "
-                     "max(created_ms, used_ms) < ?1 ORDER BY max(created_ms, used_ms) LIMIT ?2)",
+                     "(used_ms = 0 AND created_ms < ?3) OR max(created_ms, used_ms) < ?1 ORDER "
+                     "BY used_ms != 0, max(created_ms, used_ms) LIMIT ?2)",
                      err) < 0)
         return -1;
-      if ((rc = db_int(d, 1, idle_before_ms)) || (rc = db_int(d, 2, n - max_clients + 1)))
+      if ((rc = db_int(d, 1, idle_before_ms)) || (rc = db_int(d, 2, n - max_clients + 1)) ||
+          (rc = db_int(d, 3, unused_before_ms)))
         return db_fail(st, err, rc, "cannot bind OAuth client");
       int gone = db_step_done(st, d, "cannot remove idle OAuth clients", err);
       if (gone < 0)
@@ -293,6 +299,11 @@ int state_oauth_code_insert(struct state *st, const struct state_oauth_code *c, 
     return -1;
   if (n == 0)
     return husk_fail(err, ENOENT, "no such OAuth client");
+  /* Someone signed in with it: the client is used (not among the first
+   * to go when the table is full). */
+  if (exec_text_int(st, "UPDATE oauth_clients SET used_ms = ?2 WHERE id = ?1", c->client_id,
+                    now > 0 ? now : 1, "cannot mark the OAuth client used", err) < 0)
+    return -1;
   return db_commit(&txn, err);
 }
 
@@ -300,8 +311,8 @@ int state_oauth_code_redeem(struct state *st, const unsigned char code_hash[STAT
                             const char *client_id, const char *redirect_uri, const char *challenge,
                             const char *resource, const struct state_oauth_pair *pair, int64_t now,
                             struct state_oauth_grant *out, struct husk_err *err) {
-  /* One message for every refusal but reuse: the caller answers
-   * invalid_grant whatever it was. */
+  /* One message for every refusal but reuse and another resource: the
+   * caller answers invalid_grant whatever it was (ENOTSUP: invalid_target). */
   static const char denied[] = "invalid authorization code";
   if (!client_id || !redirect_uri || !challenge || !pair)
     return husk_fail(err, EACCES, "%s", denied);
@@ -354,14 +365,17 @@ int state_oauth_code_redeem(struct state *st, const unsigned char code_hash[STAT
   size_t clen = strlen(challenge);
   if (expires_ms <= now || strcmp(g.client_id, client_id) != 0 ||
       strcmp(code_redirect, redirect_uri) != 0 || clen != strlen(code_challenge) ||
-      CRYPTO_memcmp(challenge, code_challenge, clen) != 0 ||
-      (resource && strcmp(resource, g.resource) != 0))
+      CRYPTO_memcmp(challenge, code_challenge, clen) != 0)
     return husk_fail(err, EACCES, "%s", denied);
   bool live = false;
   if (user_live(st, g.user_id, &live, err) < 0)
     return -1;
   if (!live)
     return husk_fail(err, EACCES, "%s", denied);
+  /* A right code asked for another resource than it was issued for:
+   * invalid_target (RFC 8707 2.2), and the code stays usable. */
+  if (resource && strcmp(resource, g.resource) != 0)
+    return husk_fail(err, ENOTSUP, "the resource is not the code's");
   {
     cleanup_stmt sqlite3_stmt *u = NULL;
     if (db_prepare(st, &u, "UPDATE oauth_codes SET used_ms = ?2 WHERE hash = ?1", err) < 0)

@@ -290,53 +290,6 @@ int state_user_find(struct state *st, const char *tenant_name, const char *name,
   return read_user(q, out, err);
 }
 
-int state_user_sign_in_failed(struct state *st, const char *id, int64_t now,
-                              const struct state_throttle *t, bool *locked_out,
-                              struct husk_err *err) {
-  *locked_out = false;
-  if (!t || t->max_failures < 1 || t->window_ms < 1 || t->lock_ms < 1)
-    return husk_fail(err, EINVAL, "bad sign-in throttle");
-  if (check_user_id(NULL, id, err) < 0)
-    return -1;
-  cleanup_unlock struct state *locked = db_lock(st);
-  cleanup_txn struct db_txn txn = {0};
-  if (db_begin(st, &txn, err) < 0)
-    return -1;
-  struct state_user u;
-  if (user_get_locked(st, NULL, id, false, &u, err) < 0)
-    return -1;
-  if (u.locked_until_ms > now) {
-    *locked_out = true; /* already: the lock is not extended */
-    return db_commit(&txn, err);
-  }
-  if (u.failed_since_ms == 0 || now - u.failed_since_ms >= t->window_ms ||
-      now < u.failed_since_ms) {
-    u.failed_count = 1;
-    u.failed_since_ms = now;
-  } else {
-    u.failed_count++;
-  }
-  if (u.failed_count >= t->max_failures) {
-    *locked_out = true;
-    u.locked_until_ms = now + t->lock_ms;
-    u.failed_count = 0;
-    u.failed_since_ms = 0;
-  }
-  cleanup_stmt sqlite3_stmt *s = NULL;
-  if (db_prepare(st, &s,
-                 "UPDATE users SET failed_count = ?2, failed_since_ms = ?3, locked_until_ms = ?4 "
-                 "WHERE id = ?1",
-                 err) < 0)
-    return -1;
-  int rc;
-  if ((rc = db_text(s, 1, id)) || (rc = db_int(s, 2, u.failed_count)) ||
-      (rc = db_int(s, 3, u.failed_since_ms)) || (rc = db_int(s, 4, u.locked_until_ms)))
-    return db_fail(st, err, rc, "cannot bind user");
-  if (db_step_done(st, s, "cannot count a failed sign-in", err) < 0)
-    return -1;
-  return db_commit(&txn, err);
-}
-
 int state_user_sign_in_ok(struct state *st, const char *id, int64_t now, struct husk_err *err) {
   if (check_user_id(NULL, id, err) < 0)
     return -1;

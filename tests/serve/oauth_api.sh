@@ -73,6 +73,11 @@ api GET /.well-known/oauth-protected-resource
 check "protected resource metadata of the API: <issuer>/v1" test "$(jf 'j["resource"]')" = "$URL/v1"
 api GET /.well-known/oauth-protected-resource/v1
 check "and at …/v1" test "$(jf 'j["resource"]')" = "$URL/v1"
+for doc in oauth-authorization-server oauth-protected-resource/mcp; do
+  curl -sS -D "$T_SCRATCH/h" -o /dev/null "$URL/.well-known/$doc"
+  check "$doc: not cached, and varies with the Host it names" \
+    test "$(grep -ci '^Cache-Control: no-store' "$T_SCRATCH/h") $(grep -ci '^Vary: Host' "$T_SCRATCH/h")" = "1 1"
+done
 
 # ---- /mcp without credentials: where to sign in --------------------------------------
 curl -sS -D "$T_SCRATCH/h" -o /dev/null -X POST -H 'Content-Type: application/json' \
@@ -122,6 +127,12 @@ reg '{"redirect_uris":["https://example.com/cb#frag"]}'
 check "a fragment: 400" test "$CODE" = 400
 reg '{"redirect_uris":["https://user:pw@example.com/cb"]}'
 check "userinfo: 400" test "$CODE" = 400
+reg '{"redirect_uris":["https://example.com/it'"'"'s"]}'
+check "a quote /oauth/authorize would refuse: refused at registration, 400 invalid_redirect_uri" \
+  test "$CODE $(jf 'j["error"]')" = "400 invalid_redirect_uri"
+reg '{"client_name":"Good App\u202e","redirect_uris":["https://example.com/cb"]}'
+check "a bidi override in client_name: 400 invalid_client_metadata" \
+  test "$CODE $(jf 'j["error"]')" = "400 invalid_client_metadata"
 reg '{"client_name":"x"}'
 check "no redirect_uris: 400 invalid_redirect_uri" test "$CODE $(jf 'j["error"]')" = "400 invalid_redirect_uri"
 reg '{"redirect_uris":["https://example.com/cb"],"grant_types":["client_credentials"]}'
@@ -148,7 +159,7 @@ check "the page names the client, escaped" grep -q 'Test &lt;Client&gt;' <<<"$(o
 check "… the redirect host" grep -q '127.0.0.1:9' <<<"$(o 'o["body"]')"
 check "… and the scopes asked" grep -q 'storage:write' <<<"$(o 'o["body"]')"
 check "no script on the page" not grep -qi '<script' <<<"$(o 'o["body"]')"
-check "the form carries a CSRF token" grep -qE '^[0-9a-f]{64}$' <<<"$(o 'o["fields"]["csrf"]')"
+check "the form carries a CSRF token: when it was made and an HMAC" grep -qE '^[0-9a-f]{76}$' <<<"$(o 'o["fields"]["csrf"]')"
 api GET /oauth/style.css
 check "the stylesheet is served as CSS" test "$CODE" = 200
 
@@ -163,6 +174,8 @@ O=$($FLOW token "$URL" "{\"grant_type\":\"authorization_code\",\"code\":\"$CODE1
 check "a wrong verifier: 400 invalid_grant" test "$(o 'o["status"]') $(o 'o["json"]["error"]')" = "400 invalid_grant"
 O=$($FLOW signin "$URL" "$CID" "$RED" acme bob "$PW_BOB")
 CODE2=$(o 'o["code"]'); VER2=$(o 'o["verifier"]'); secret "$CODE2"
+O=$($FLOW token "$URL" "{\"grant_type\":\"authorization_code\",\"code\":\"$CODE2\",\"redirect_uri\":\"$RED\",\"client_id\":\"$CID\",\"code_verifier\":\"$VER2\",\"resource\":\"$URL/v1\"}")
+check "the code for another resource: 400 invalid_target" test "$(o 'o["status"]') $(o 'o["json"]["error"]')" = "400 invalid_target"
 O=$($FLOW token "$URL" "{\"grant_type\":\"authorization_code\",\"code\":\"$CODE2\",\"redirect_uri\":\"$RED\",\"client_id\":\"$CID\",\"code_verifier\":\"$VER2\"}")
 check "the code for tokens: 200" test "$(o 'o["status"]')" = 200
 check "… Bearer, hat_ and hrt_" test "$(o 'o["json"]["token_type"]+" "+o["json"]["access_token"][:4]+" "+o["json"]["refresh_token"][:4]')" = "Bearer hat_ hrt_"
@@ -206,10 +219,23 @@ check "a loopback redirect on another port is accepted (RFC 8252)" grep -q '^htt
 C3=$(o 'o["code"]'); V3=$(o 'o["verifier"]'); secret "$C3"
 O=$($FLOW token "$URL" "{\"grant_type\":\"authorization_code\",\"code\":\"$C3\",\"redirect_uri\":\"$RED\",\"client_id\":\"$CID\",\"code_verifier\":\"$V3\"}")
 check "another redirect_uri at the token endpoint: invalid_grant" test "$(o 'o["json"]["error"]')" = invalid_grant
-O=$($FLOW page "$URL" "{\"response_type\":\"code\",\"client_id\":\"$CID\",\"redirect_uri\":\"$RED\",\"code_challenge\":\"abc\",\"code_challenge_method\":\"plain\",\"state\":\"s\"}")
-check "plain PKCE: sent back as invalid_request" grep -q "^$RED?error=invalid_request&.*state=s&iss=" <<<"$(o 'o["headers"].get("location")')"
-O=$($FLOW page "$URL" "{\"response_type\":\"code\",\"client_id\":\"$CID\",\"redirect_uri\":\"$RED\",\"code_challenge\":\"$(printf %043d 0 | tr 0 A)\",\"code_challenge_method\":\"S256\",\"resource\":\"https://evil.example/mcp\"}")
-check "a foreign resource: invalid_target" grep -q "error=invalid_target" <<<"$(o 'o["headers"].get("location")')"
+# Errors found before the person did anything: an error page, never a
+# redirect (anyone can register a client: no open redirector, RFC 9700
+# 4.11.2).
+CH=$(printf %043d 0 | tr 0 A)
+az_q() { # RESPONSE_TYPE CHALLENGE METHOD [EXTRA JSON]
+  printf '{"response_type":"%s","client_id":"%s","redirect_uri":"%s","code_challenge":"%s","code_challenge_method":"%s","state":"s"%s}' \
+    "$1" "$CID" "$RED" "$2" "$3" "${4:-}"
+}
+for c in "plain PKCE|$(az_q code abc plain)" \
+  "no code_challenge|$(az_q code "" S256)" \
+  "response_type=token (unsupported_response_type)|$(az_q token "$CH" S256)" \
+  "an unknown scope (invalid_scope)|$(az_q code "$CH" S256 ',"scope":"sandbox root"')" \
+  "a foreign resource (invalid_target)|$(az_q code "$CH" S256 ',"resource":"https://evil.example/mcp"')"; do
+  O=$($FLOW page "$URL" "${c#*|}")
+  check "${c%%|*}: an error page, no redirect" test "$(o 'o["status"]') $(o 'o["headers"].get("location")')" = "400 "
+done
+check "… which says what is wrong" grep -q 'resource that is not this server' <<<"$(o 'o["body"]')"
 O=$($FLOW signin "$URL" "$CID" "$RED" acme bob "$PW_BOB" "" "" deny)
 check "Deny: access_denied back to the client" test "$(o 'o["error"]') $(o 'o["state_ok"]')" = "access_denied true"
 KEY=$ADMIN api GET "/v1/audit?action=oauth.consent"
@@ -235,9 +261,48 @@ check "the untouched form with its cookie: 302" test "$(o 'o["status"]')" = 302
 secret "$(python3 -c 'import json,sys,urllib.parse as u; print((u.parse_qs(u.urlsplit(json.loads(sys.argv[1])["headers"]["location"]).query).get("code") or [""])[0])' "$O")"
 KEY=$ADMIN api GET "/v1/audit?action=oauth.csrf"
 check "forged forms are audited (oauth.csrf)" test "$(jf 'len(j["records"])')" -ge 4
+check "… naming the registered client" test "$(jf 'sorted(set(r.get("client_id") for r in j["records"]))')" = "[\"$CID\"]"
+# A client_id the sender chose is not recorded as one: an unknown one (with
+# a newline), or a prefix of a real one.
+FX=$(python3 -c 'import json,sys; f=json.loads(sys.argv[1]); f["client_id"]=sys.argv[2]; print(json.dumps(f))' "$FF" "$(printf 'oc_evil\nX')")
+O=$($FLOW post "$URL" "$FX" "$CK")
+FX=$(python3 -c 'import json,sys; f=json.loads(sys.argv[1]); f["client_id"]=sys.argv[2][:-3]; print(json.dumps(f))' "$FF" "$CID")
+O=$($FLOW post "$URL" "$FX" "$CK")
+KEY=$ADMIN api GET "/v1/audit?action=oauth.csrf"
+check "a forged form's unregistered client_id: recorded as \"\", a hint in detail" \
+  test "$(jf '[(r.get("client_id") or "", "unregistered client_id oc_evil?X" in r["detail"]) for r in j["records"] if "oc_evil" in r.get("detail", "")]')" = '[["", true]]'
+check "… a prefix of a real one is not taken for it" \
+  test "$(jf 'len([r for r in j["records"] if not r.get("client_id") and "'"${CID:0:20}"'" in r.get("detail", "")])')" = 1
+# Forged forms from one address: past 30 a minute they are counted, not
+# each written; the next record says how many were left out.
+N0=$(jf 'len(j["records"])')
+for i in $(seq 1 45); do HUSK_SRC=127.0.0.3 $FLOW post "$URL" "$FF" >/dev/null; done
+KEY=$ADMIN api GET "/v1/audit?action=oauth.csrf&limit=1000"
+N1=$(jf 'len(j["records"])')
+check "45 forged forms from one address: about 30 audit records, not 45" test $((N1 - N0)) -ge 20 -a $((N1 - N0)) -le 34
+HUSK_SRC=127.0.0.4 $FLOW post "$URL" "$FF" >/dev/null
+KEY=$ADMIN api GET "/v1/audit?action=oauth.csrf&limit=1000"
+check "… and the next record (another address) counts those left out" \
+  grep -qE 'and [0-9]+ more unauthenticated OAuth events' <<<"$(jf '[r.get("detail") for r in j["records"]]')"
 curl -sS -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/x-www-form-urlencoded' \
   --data-binary @<(head -c 20000 /dev/zero | tr '\0' a) "$URL/oauth/token" >"$T_SCRATCH/c"
 check "a form body past 16 KiB: 413" test "$(cat "$T_SCRATCH/c")" = 413
+# Malformed forms: the error names the parameter (a copy: the form's memory
+# is freed by then), at each form endpoint.
+for ep in /oauth/token /oauth/revoke; do
+  O=$($FLOW raw "$URL" POST $ep 'x=1&abc=%4')
+  check "$ep, a bad escape in a value: 400 naming the parameter" \
+    test "$(o 'o["status"]') $(o 'o["json"]["error_description"]')" = "400 a malformed value of form parameter \`abc\`"
+  O=$($FLOW raw "$URL" POST $ep 'a=1&a=1')
+  check "$ep, a repeated parameter: 400 naming it" \
+    test "$(o 'o["status"]') $(o 'o["json"]["error_description"]')" = "400 form parameter \`a\` is repeated"
+  O=$($FLOW raw "$URL" POST $ep 'a=%')
+  check "$ep, a lone %: 400" test "$(o 'o["status"]')" = 400
+done
+for b in 'x=1&abc=%4' 'a=1&a=1' 'a=%'; do
+  O=$($FLOW raw "$URL" POST /oauth/authorize "$b")
+  check "POST /oauth/authorize, a malformed form ($b): an error page" test "$(o 'o["status"]')" = 400
+done
 
 # ---- resources and tokens -----------------------------------------------------------
 signin_tokens bob "$PW_BOB" "" "$URL/v1" || not_ok "bob signs in for /v1"
@@ -289,6 +354,18 @@ O=$($FLOW mcp "$URL" "$AT_VERA" sandbox_create '{}')
 check "a viewer's token cannot create one: 403" test "$(o 'o["status"]')" = 403
 check "… WWW-Authenticate: insufficient_scope, scope=\"sandbox\"" \
   grep -q "^Bearer error=\"insufficient_scope\", scope=\"sandbox\", resource_metadata=\"$URL/.well-known/oauth-protected-resource/mcp\"" <<<"$(o 'o["headers"]["www-authenticate"]')"
+# Tools that read one side and write the other need both scopes, as their
+# REST routes do.
+signin_tokens bob "$PW_BOB" "storage:write" || not_ok "bob signs in with storage:write only"
+O=$($FLOW mcp "$URL" "$AT" store_file '{"sandbox_id":"b_000000000000000000000000","path":"/workspace/x"}')
+check "store_file with storage:write only: 403, needs sandbox:read storage:write" \
+  test "$(o 'o["status"]') $(o 'o["headers"]["www-authenticate"].split("scope=")[1].split(",")[0]')" = '403 "sandbox:read storage:write"'
+O=$($FLOW mcp "$URL" "$AT" store_file '{"content":"aGk=","encoding":"base64","key":"scope-test/hi.txt"}')
+check "… but store_file of content (no sandbox read) with storage:write: allowed" test "$(o 'o["status"]')" = 200
+signin_tokens bob "$PW_BOB" "sandbox" || not_ok "bob signs in with sandbox only"
+O=$($FLOW mcp "$URL" "$AT" load_file '{"sandbox_id":"b_000000000000000000000000","bucket":"files","key":"k","path":"/workspace/x"}')
+check "load_file with sandbox only: 403, needs sandbox storage:read" \
+  test "$(o 'o["status"]') $(o 'o["headers"]["www-authenticate"].split("scope=")[1].split(",")[0]')" = '403 "sandbox storage:read"'
 O=$($FLOW signin "$URL" "$CID" "$RED" acme vera "$PW_VERA" "users")
 check "a viewer asking only for users: invalid_scope back to the client" test "$(o 'o["error"]')" = invalid_scope
 # Confidential client: Basic and post
@@ -366,6 +443,10 @@ P_WRONG=$(norm "$(o 'o["page_body"]')")
 O=$($FLOW signin "$URL" "$CID" "$RED" acme carol "$PW_CAROL")
 check "the right password of a locked user fails" test "$(o 'o["status"]') $(o 'o["location"]')" = "200 "
 P_LOCKED=$(norm "$(o 'o["page_body"]')")
+O=$(HUSK_SRC=127.0.0.2 $FLOW signin "$URL" "$CID" "$RED" acme carol "$PW_CAROL")
+check "… but from another address, the right password signs carol in (the lock is per address)" \
+  grep -q "^$RED?code=hac_" <<<"$(o 'o["location"]')"
+secret "$(o 'o["code"]')"
 O=$($FLOW signin "$URL" "$CID" "$RED" acme nobody-here "whatever-password")
 P_UNKNOWN=$(norm "$(o 'o["page_body"]')")
 O=$($FLOW signin "$URL" "$CID" "$RED" no-such-org carol "whatever-password")
@@ -397,6 +478,12 @@ HUSK_API_KEY=$TK HUSK_URL=$URL "$HUSK" user show "$U" >/dev/null 2>&1
 check "… then show fails" test $? = 1
 
 # ---- rate limits -------------------------------------------------------------------------------
+# Guesses sent at once from one address: each spends its failure before
+# it is checked, and at most 2 are checked at once -- never more than 20
+# checked, however many are sent together.
+O=$(HUSK_SRC=127.0.0.9 $FLOW race "$URL" "$CID" "$RED" acme nobody 40)
+check "40 sign-ins at once from one address: at most 20 checked, the rest 429" \
+  test "$(o 'sum(1 for s in o["statuses"] if s == 200) <= 20 and all(s in (200, 429) for s in o["statuses"])')" = true
 n429=0
 for i in $(seq 1 30); do
   O=$($FLOW signin "$URL" "$CID" "$RED" acme nobody "x-password-$i")

@@ -12,6 +12,13 @@ browser (tests/serve/oauth_api.sh).  Each command prints one JSON object.
   token BASE FORM_JSON [BASIC_USER:PASS] POST /oauth/token: status, headers, json
   revoke BASE FORM_JSON                  POST /oauth/revoke
   mcp BASE TOKEN TOOL ARGS_JSON          POST /mcp tools/call: status, headers, json
+  raw BASE METHOD PATH BODY [CTYPE]      any request, the body as given: status,
+                                         headers, json (or None), body
+  race BASE CLIENT REDIRECT ORG USER N   one page, then N sign-ins with a wrong
+                                         password posted at once: {"statuses"}
+
+With HUSK_SRC set (a loopback address such as 127.0.0.7), requests come
+from that address: a test can be two people at two addresses.
 """
 import base64
 import hashlib
@@ -25,7 +32,9 @@ import urllib.parse
 
 def conn(base):
     u = urllib.parse.urlsplit(base)
-    return http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    src = os.environ.get("HUSK_SRC")
+    return http.client.HTTPConnection(u.hostname, u.port, timeout=60,
+                                      source_address=(src, 0) if src else None)
 
 
 def request(base, method, path, body=None, headers=None):
@@ -143,6 +152,38 @@ def mcp(base, tok, tool, args):
     return {"status": st, "headers": hd, "json": j}
 
 
+def race(base, client, redirect, org, user, n):
+    import threading
+    verifier, challenge = pkce()
+    q = {"response_type": "code", "client_id": client, "redirect_uri": redirect,
+         "code_challenge": challenge, "code_challenge_method": "S256"}
+    pg = page(base, q)
+    f = dict(pg["fields"])
+    statuses = []
+    lock = threading.Lock()
+    go = threading.Event()
+
+    def one(i):
+        ff = dict(f)
+        ff.update({"organization": org, "username": user, "password": "wrong-password-%d" % i,
+                   "action": "allow"})
+        go.wait()
+        try:
+            st = post(base, ff, pg["cookie"])["status"]
+        except Exception as e:  # a refused connection counts as what it is
+            st = type(e).__name__
+        with lock:
+            statuses.append(st)
+
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
+    for t in ts:
+        t.start()
+    go.set()
+    for t in ts:
+        t.join()
+    return {"statuses": statuses}
+
+
 def main():
     a = sys.argv[1:]
     cmd = a[0]
@@ -160,6 +201,16 @@ def main():
         out = token(a[1], json.loads(a[2]), a[3] if len(a) > 3 else None)
     elif cmd == "revoke":
         out = token(a[1], json.loads(a[2]), None, "/oauth/revoke")
+    elif cmd == "race":
+        out = race(a[1], a[2], a[3], a[4], a[5], int(a[6]))
+    elif cmd == "raw":
+        h = {"Content-Type": a[5] if len(a) > 5 else "application/x-www-form-urlencoded"}
+        st, hd, body = request(a[1], a[2], a[3], a[4] if a[2] != "GET" else None, h)
+        try:
+            j = json.loads(body) if body else None
+        except ValueError:
+            j = None
+        out = {"status": st, "headers": hd, "json": j, "body": body}
     elif cmd == "mcp":
         out = mcp(a[1], a[2], a[3], json.loads(a[4]))
     else:

@@ -39,6 +39,9 @@
   } while (0)
 
 #define PW "correct horse battery"
+/* Two client addresses, as the front names them. */
+#define SRC_A "192.0.2.1"
+#define SRC_B "192.0.2.2"
 #define MCP "https://husk.example/mcp"
 #define V1 "https://husk.example/v1"
 #define CB "https://claude.ai/api/mcp/auth_callback"
@@ -150,7 +153,13 @@ TEST(users) {
   char long_display[130];
   memset(long_display, 'd', 129);
   long_display[129] = '\0';
-  const char *bad_display[] = {"new\nline", "esc\x1b", "c1 \xc2\x85", "\xff\xfe", long_display};
+  /* Control characters, and those that change how a name shows without
+   * showing: bidi overrides and isolates (U+202E, U+2066), marks (U+200F,
+   * U+061C), zero-width ones (U+200B, U+2060), the BOM, a line separator. */
+  const char *bad_display[] = {"new\nline", "esc\x1b", "c1 \xc2\x85", "\xff\xfe", long_display,
+                               "evil\xe2\x80\xaegpj.exe", "a\xe2\x81\xa6" "b", "rtl\xe2\x80\x8f",
+                               "ar\xd8\x9c", "zw\xe2\x80\x8bsp", "wj\xe2\x81\xa0", "\xef\xbb\xbf" "bom",
+                               "ls\xe2\x80\xa8"};
   for (size_t i = 0; i < sizeof bad_display / sizeof bad_display[0]; i++)
     CHECK_ERR(auth_user_create(au, t1.id, "dave", bad_display[i], AUTH_ROLE_VIEWER, NULL, &u, &err),
               EINVAL);
@@ -250,77 +259,104 @@ TEST(sign_in) {
   struct husk_err err;
   struct auth_user u;
   char tid[STATE_TENANT_ID_SIZE];
-  CHECK_OK(auth_sign_in(au, "one", "ALICE@example.com", PW, &u, tid, &err));
+  CHECK_OK(auth_sign_in(au, "one", "ALICE@example.com", PW, SRC_A, &u, tid, &err));
   CHECK_STR(u.id, alice);
   CHECK_STR(tid, t1.id);
   /* Every failure is EACCES, with one message. */
   char msg[sizeof err.msg];
-  CHECK_ERR(auth_sign_in(au, "one", "alice@example.com", "wrong password!", &u, tid, &err), EACCES);
+  CHECK_ERR(auth_sign_in(au, "one", "alice@example.com", "wrong password!", SRC_A, &u, tid, &err), EACCES);
   snprintf(msg, sizeof msg, "%s", err.msg);
   CHECK_STR(tid, t1.id); /* a known user's tenant, for the audit */
-  CHECK_ERR(auth_sign_in(au, "one", "nobody", PW, &u, tid, &err), EACCES);
+  CHECK_ERR(auth_sign_in(au, "one", "nobody", PW, SRC_A, &u, tid, &err), EACCES);
   CHECK_STR(err.msg, msg);
   CHECK_STR(tid, "");
-  CHECK_ERR(auth_sign_in(au, "no such org", "alice@example.com", PW, &u, tid, &err), EACCES);
+  CHECK_ERR(auth_sign_in(au, "no such org", "alice@example.com", PW, SRC_A, &u, tid, &err), EACCES);
   CHECK_STR(err.msg, msg);
   CHECK_STR(tid, "");
-  CHECK_ERR(auth_sign_in(au, "two", "alice@example.com", PW, &u, tid, &err),
+  CHECK_ERR(auth_sign_in(au, "two", "alice@example.com", PW, SRC_A, &u, tid, &err),
             EACCES); /* no password */
-  CHECK_ERR(auth_sign_in(au, "one", "bad name!", PW, &u, tid, &err), EACCES);
-  CHECK_ERR(auth_sign_in(au, NULL, NULL, NULL, &u, tid, &err), EACCES);
+  CHECK_ERR(auth_sign_in(au, "one", "bad name!", PW, SRC_A, &u, tid, &err), EACCES);
+  CHECK_ERR(auth_sign_in(au, NULL, NULL, NULL, SRC_A, &u, tid, &err), EACCES);
   char huge[1024];
   memset(huge, 'x', sizeof huge - 1);
   huge[sizeof huge - 1] = '\0';
-  CHECK_ERR(auth_sign_in(au, "one", "alice@example.com", huge, &u, tid, &err), EACCES);
+  CHECK_ERR(auth_sign_in(au, "one", "alice@example.com", huge, SRC_A, &u, tid, &err), EACCES);
   /* Disabled: the right password does not help, and its tokens are gone
    * (checked in `user_changes_end_tokens`). */
   bool yes = true, no = false;
   struct auth_user_change ch = {.disabled = &yes};
   CHECK_OK(auth_user_update(au, t1.id, carol_admin, &ch, &u, &err));
   CHECK(u.disabled);
-  CHECK_ERR(auth_sign_in(au, "one", "carol", PW, &u, tid, &err), EACCES);
+  CHECK_ERR(auth_sign_in(au, "one", "carol", PW, SRC_A, &u, tid, &err), EACCES);
   CHECK_STR(err.msg, msg);
   ch.disabled = &no;
   CHECK_OK(auth_user_update(au, t1.id, carol_admin, &ch, &u, &err));
-  CHECK_OK(auth_sign_in(au, "one", "carol", PW, &u, tid, &err));
+  CHECK_OK(auth_sign_in(au, "one", "carol", PW, SRC_A, &u, tid, &err));
   CHECK(u.role == AUTH_ROLE_ADMIN);
 }
 
 TEST(lockout) {
   struct husk_err err;
   struct auth_user u, bob;
+  struct state_user row;
   char tid[STATE_TENANT_ID_SIZE];
   CHECK_OK(auth_user_create(au, t1.id, "bob", "", AUTH_ROLE_VIEWER, PW, &bob, &err));
   /* Four failures, then a success: the count starts again. */
   for (int i = 0; i < 4; i++)
-    CHECK_ERR(auth_sign_in(au, "one", "bob", "not the password", &u, tid, &err), EACCES);
-  CHECK_OK(auth_sign_in(au, "one", "bob", PW, &u, tid, &err));
+    CHECK_ERR(auth_sign_in(au, "one", "bob", "not the password", SRC_A, &u, tid, &err), EACCES);
+  CHECK_OK(auth_sign_in(au, "one", "bob", PW, SRC_A, &u, tid, &err));
   for (int i = 0; i < 4; i++)
-    CHECK_ERR(auth_sign_in(au, "one", "bob", "not the password", &u, tid, &err), EACCES);
+    CHECK_ERR(auth_sign_in(au, "one", "bob", "not the password", SRC_A, &u, tid, &err), EACCES);
+  /* A failure writes nothing: a known user's costs what an unknown one's
+   * does (the counts are in memory). */
+  CHECK_OK(state_user_get(st, t1.id, bob.id, false, &row, &err));
+  CHECK(row.failed_count == 0 && row.failed_since_ms == 0 && row.locked_until_ms == 0);
   /* Failures older than the window do not add up. */
   clock_add(16 * 60000);
-  CHECK_ERR(auth_sign_in(au, "one", "bob", "not the password", &u, tid, &err), EACCES);
-  CHECK_OK(auth_sign_in(au, "one", "bob", PW, &u, tid, &err));
-  /* Five in the window lock it, even for the right password. */
+  CHECK_ERR(auth_sign_in(au, "one", "bob", "not the password", SRC_A, &u, tid, &err), EACCES);
+  CHECK_OK(auth_sign_in(au, "one", "bob", PW, SRC_A, &u, tid, &err));
+  /* Five in the window lock it from that address, even for the right
+   * password ... */
   for (int i = 0; i < 5; i++)
-    CHECK_ERR(auth_sign_in(au, "one", "bob", "not the password", &u, tid, &err), EACCES);
-  CHECK_ERR(auth_sign_in(au, "one", "bob", PW, &u, tid, &err), EAGAIN);
+    CHECK_ERR(auth_sign_in(au, "one", "bob", "not the password", SRC_A, &u, tid, &err), EACCES);
+  CHECK_ERR(auth_sign_in(au, "one", "bob", PW, SRC_A, &u, tid, &err), EAGAIN);
   CHECK_STR(tid, t1.id);
+  /* ... but not from another: a guesser cannot lock the person out. */
+  CHECK_OK(auth_sign_in(au, "one", "bob", PW, SRC_B, &u, tid, &err));
+  CHECK_STR(u.id, bob.id);
+  CHECK_ERR(auth_sign_in(au, "one", "bob", PW, SRC_A, &u, tid, &err), EAGAIN);
   clock_add(14 * 60000);
-  CHECK_ERR(auth_sign_in(au, "one", "bob", PW, &u, tid, &err), EAGAIN);
+  CHECK_ERR(auth_sign_in(au, "one", "bob", PW, SRC_A, &u, tid, &err), EAGAIN);
   clock_add(60001);
-  CHECK_OK(auth_sign_in(au, "one", "bob", PW, &u, tid, &err));
-  /* An administrator's new password unlocks (the lock set directly in the
-   * state, to spare five hashes). */
-  bool locked = false;
-  struct state_throttle once = {.max_failures = 1, .window_ms = 1000, .lock_ms = 15 * 60000};
-  CHECK_OK(state_user_sign_in_failed(st, bob.id, fake_now, &once, &locked, &err));
-  CHECK(locked);
-  CHECK_ERR(auth_sign_in(au, "one", "bob", PW, &u, tid, &err), EAGAIN);
+  CHECK_OK(auth_sign_in(au, "one", "bob", PW, SRC_A, &u, tid, &err));
+  /* An unknown name locks the same way (nothing tells the two apart). */
+  for (int i = 0; i < 5; i++)
+    CHECK_ERR(auth_sign_in(au, "one", "nobody-at-all", PW, SRC_A, &u, tid, &err), EACCES);
+  CHECK_ERR(auth_sign_in(au, "one", "nobody-at-all", PW, SRC_A, &u, tid, &err), EAGAIN);
+  /* An administrator's new password unlocks. */
+  for (int i = 0; i < 5; i++)
+    CHECK_ERR(auth_sign_in(au, "one", "bob", "not the password", SRC_A, &u, tid, &err), EACCES);
+  CHECK_ERR(auth_sign_in(au, "one", "bob", PW, SRC_A, &u, tid, &err), EAGAIN);
   struct auth_user_change ch = {.password = "a brand new password"};
   CHECK_OK(auth_user_update(au, t1.id, bob.id, &ch, &u, &err));
-  CHECK_ERR(auth_sign_in(au, "one", "bob", PW, &u, tid, &err), EACCES);
-  CHECK_OK(auth_sign_in(au, "one", "bob", "a brand new password", &u, tid, &err));
+  CHECK_ERR(auth_sign_in(au, "one", "bob", PW, SRC_A, &u, tid, &err), EACCES);
+  CHECK_OK(auth_sign_in(au, "one", "bob", "a brand new password", SRC_A, &u, tid, &err));
+}
+
+/* Guessing spread over many addresses: 100 failures in the window lock
+ * the user for every address, a fresh one too. */
+TEST(lockout_distributed) {
+  struct husk_err err;
+  struct auth_user u, dan;
+  char tid[STATE_TENANT_ID_SIZE], src[32];
+  CHECK_OK(auth_user_create(au, t1.id, "dan", "", AUTH_ROLE_VIEWER, PW, &dan, &err));
+  for (int i = 0; i < 100; i++) {
+    snprintf(src, sizeof src, "198.51.100.%d", i / 4); /* 4 from each: none locked alone */
+    CHECK_ERR(auth_sign_in(au, "one", "dan", "not the password", src, &u, tid, &err), EACCES);
+  }
+  CHECK_ERR(auth_sign_in(au, "one", "dan", PW, "203.0.113.1", &u, tid, &err), EAGAIN);
+  clock_add(15 * 60000 + 1);
+  CHECK_OK(auth_sign_in(au, "one", "dan", PW, "203.0.113.1", &u, tid, &err));
 }
 
 /* A hash waits for a slot, and gives up with EBUSY. */
@@ -336,10 +372,10 @@ TEST(hash_gate) {
   CHECK_OK(password_slot_take(a1, &slot, &err));
   struct auth_user u;
   char tid[STATE_TENANT_ID_SIZE];
-  CHECK_ERR(auth_sign_in(a1, "one", "alice@example.com", PW, &u, tid, &err), EBUSY);
+  CHECK_ERR(auth_sign_in(a1, "one", "alice@example.com", PW, SRC_A, &u, tid, &err), EBUSY);
   CHECK_ERR(auth_user_create(a1, t1.id, "frank", "", AUTH_ROLE_VIEWER, PW, &u, &err), EBUSY);
   password_slot_give(&slot);
-  CHECK_OK(auth_sign_in(a1, "one", "alice@example.com", PW, &u, tid, &err));
+  CHECK_OK(auth_sign_in(a1, "one", "alice@example.com", PW, SRC_A, &u, tid, &err));
   auth_close(a1);
   struct auth_config bad = {.st = st, .access_ttl_s = -1};
   CHECK_ERR(auth_open(&a1, &bad, &err), EINVAL);
@@ -405,6 +441,7 @@ TEST(clients) {
       "https://a.example/\"",
       "https://a.example/<x>",
       "https://a.example\\@b/",
+      "https://a.example/it's", /* what /oauth/authorize would refuse, registration refuses */
       "HTTPS://a.example/cb",
       "https://[::1/cb",
       long_uri,
@@ -425,6 +462,8 @@ TEST(clients) {
   CHECK_ERR(auth_client_register(au, "x", nine, 0, NULL, &c, secret, &err), EINVAL);
   CHECK_ERR(auth_client_register(au, "x", uris, 1, "private_key_jwt", &c, secret, &err), EINVAL);
   CHECK_ERR(auth_client_register(au, "bad\nname", uris, 1, NULL, &c, secret, &err), EINVAL);
+  CHECK_ERR(auth_client_register(au, "Good App\xe2\x80\xae", uris, 1, NULL, &c, secret, &err),
+            EINVAL); /* a bidi override in the name the consent page shows */
   char long_name[AUTH_CLIENT_NAME_MAX + 2];
   memset(long_name, 'n', sizeof long_name - 1);
   long_name[sizeof long_name - 1] = '\0';
@@ -518,7 +557,8 @@ TEST(codes) {
   CHECK_ERR(auth_code_exchange(au, code, pub_client, CB, "short", NULL, &t, &err), EACCES);
   CHECK_ERR(auth_code_exchange(au, code, pub_client, LOOP, VERIFIER, NULL, &t, &err), EACCES);
   CHECK_ERR(auth_code_exchange(au, code, conf_client, CB, VERIFIER, NULL, &t, &err), EACCES);
-  CHECK_ERR(auth_code_exchange(au, code, pub_client, CB, VERIFIER, V1, &t, &err), EACCES);
+  /* Another resource than the code's: ENOTSUP (invalid_target). */
+  CHECK_ERR(auth_code_exchange(au, code, pub_client, CB, VERIFIER, V1, &t, &err), ENOTSUP);
   char other[AUTH_TOKEN_SIZE];
   snprintf(other, sizeof other, "%s", code);
   other[20] = other[20] == 'a' ? 'b' : 'a';
@@ -774,13 +814,75 @@ TEST(bounded_rows) {
   snprintf(row.redirect_uris, sizeof row.redirect_uris, "[\"%s\"]", CB);
   snprintf(row.auth_method, sizeof row.auth_method, "none");
   CHECK_OK(state_new_id("oc_", row.id, sizeof row.id, &err));
-  CHECK_ERR(state_oauth_client_insert(st, &row, 1, 0, &err), EDQUOT);
-  CHECK_OK(state_oauth_client_insert(st, &row, 1, fake_now + 1, &err));
+  CHECK_ERR(state_oauth_client_insert(st, &row, 1, 0, 0, &err), EDQUOT);
+  CHECK_OK(state_oauth_client_insert(st, &row, 1, fake_now + 1, 0, &err));
   CHECK_OK(state_new_id("oc_", row.id, sizeof row.id, &err));
-  CHECK_ERR(state_oauth_client_insert(st, &row, 1, fake_now, &err), EDQUOT); /* not idle */
+  CHECK_ERR(state_oauth_client_insert(st, &row, 1, fake_now, 0, &err), EDQUOT); /* not idle */
   struct auth_client g;
   CHECK_ERR(auth_client_get(au, pub_client, &g, &err), ENOENT);
   CHECK_ERR(auth_token_check(au, c.access, MCP, &gr, &err), ENOENT);
+}
+
+/* A table filled by registrations nobody signs in with: each of those goes
+ * an hour after it came, before any client that was used, however idle --
+ * a flood does not block registration for 30 days. */
+TEST(unused_clients_go_first) {
+  struct husk_err err;
+  /* A database of its own: the cap counts every client. */
+  char db[128];
+  snprintf(db, sizeof db, "%s/clients.db", dir);
+  struct state *s2 = NULL;
+  struct auth *a2 = NULL;
+  struct state_tenant t;
+  struct auth_user u;
+  struct auth_config cfg = {.clock_ms = clock_fake};
+  CHECK_OK(state_open(&s2, db, &err));
+  if (!s2)
+    return;
+  cfg.st = s2;
+  CHECK_OK(auth_open(&a2, &cfg, &err));
+  CHECK_OK(state_tenant_create(s2, "one", -1, -1, &t, &err));
+  CHECK_OK(auth_user_create(a2, t.id, "ann", "", AUTH_ROLE_MEMBER, PW, &u, &err));
+  if (!a2 || !u.id[0]) {
+    auth_close(a2);
+    state_close(s2);
+    return;
+  }
+  /* A cap of 3 (standing for 10000): one client used (a code issued for
+   * it), then two never used. */
+  const char *uris[] = {CB};
+  struct auth_client c;
+  char used[AUTH_CLIENT_ID_SIZE], unused1[AUTH_CLIENT_ID_SIZE];
+  CHECK_OK(auth_client_register(a2, "used", uris, 1, NULL, &c, NULL, &err));
+  snprintf(used, sizeof used, "%s", c.id);
+  char code[AUTH_TOKEN_SIZE];
+  struct auth_code_request cr = {.client_id = used, .redirect_uri = CB, .code_challenge = CHALLENGE,
+                                 .resource = MCP, .scopes = AUTH_SCOPE_SANDBOX, .user = &u};
+  CHECK_OK(auth_code_issue(a2, &cr, code, &err));
+  clock_add(1000);
+  CHECK_OK(auth_client_register(a2, "unused 1", uris, 1, NULL, &c, NULL, &err));
+  snprintf(unused1, sizeof unused1, "%s", c.id);
+  clock_add(1000);
+  CHECK_OK(auth_client_register(a2, "unused 2", uris, 1, NULL, &c, NULL, &err));
+  struct state_oauth_client row = {0};
+  snprintf(row.redirect_uris, sizeof row.redirect_uris, "[\"%s\"]", CB);
+  snprintf(row.auth_method, sizeof row.auth_method, "none");
+  CHECK_OK(state_new_id("oc_", row.id, sizeof row.id, &err));
+  /* Full, and the never-used ones are younger than an hour: refused. */
+  row.created_ms = fake_now;
+  CHECK_ERR(state_oauth_client_insert(s2, &row, 3, fake_now - AUTH_CLIENT_IDLE_MS,
+                                      fake_now - AUTH_CLIENT_UNUSED_MS, &err),
+            EDQUOT);
+  /* An hour on: the oldest never-used one goes, not the used one (older,
+   * and idle longer). */
+  clock_add(AUTH_CLIENT_UNUSED_MS);
+  row.created_ms = fake_now;
+  CHECK_OK(state_oauth_client_insert(s2, &row, 3, fake_now - AUTH_CLIENT_IDLE_MS,
+                                     fake_now - AUTH_CLIENT_UNUSED_MS, &err));
+  CHECK_ERR(auth_client_get(a2, unused1, &c, &err), ENOENT);
+  CHECK_OK(auth_client_get(a2, used, &c, &err));
+  auth_close(a2);
+  state_close(s2);
 }
 
 /* ---- the audit's user fields ---- */
@@ -858,7 +960,7 @@ TEST(tenant_deletion) {
   struct auth_tokens b;
   CHECK_ERR(auth_code_exchange(au, code, pub_client, CB, VERIFIER, NULL, &b, &err), EACCES);
   char tid[STATE_TENANT_ID_SIZE];
-  CHECK_ERR(auth_sign_in(au, "leaving", "hal", PW, &got, tid, &err), EACCES);
+  CHECK_ERR(auth_sign_in(au, "leaving", "hal", PW, SRC_A, &got, tid, &err), EACCES);
   CHECK_ERR(auth_user_create(au, t.id, "ida", "", AUTH_ROLE_VIEWER, NULL, &got, &err), ENOENT);
   /* The purge removes its users and their tokens: no foreign key dangles. */
   CHECK_OK(state_tenant_purge(st, t.id, &err));
@@ -887,6 +989,7 @@ int main(void) {
   RUN(user_bounds);
   RUN(sign_in);
   RUN(lockout);
+  RUN(lockout_distributed);
   RUN(hash_gate);
   RUN(clients);
   RUN(codes);
@@ -897,6 +1000,7 @@ int main(void) {
   RUN(audit_user_fields);
   RUN(tenant_deletion);
   RUN(bounded_rows); /* last: it removes the clients of the others */
+  RUN(unused_clients_go_first);
   auth_close(au);
   state_close(st);
   char cmd[128];

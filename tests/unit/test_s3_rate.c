@@ -147,11 +147,50 @@ TEST(long_key_cut) {
   s3_rate_free(rl);
 }
 
+TEST(give_back) {
+  /* Taken before the work, given back when it succeeded: only failures
+   * stay spent, and a give never raises a budget past its burst. */
+  struct s3_rate_limits lim = {.burst = 3, .per_s = 0, .shared_burst = 100, .shared_per_s = 0};
+  struct s3_rate *rl = NULL;
+  CHECK(s3_rate_init(&rl, &lim) == 0);
+  for (int i = 0; i < 10; i++) {
+    CHECK(s3_rate_take(rl, "192.0.2.9", 1000));
+    s3_rate_give(rl, "192.0.2.9", 1000);
+  }
+  CHECK(spend(rl, "192.0.2.9", 1000, 100) == 3);
+  s3_rate_give(rl, "192.0.2.9", 1000);
+  s3_rate_give(rl, "192.0.2.9", 1000);
+  s3_rate_give(rl, "192.0.2.9", 1000);
+  s3_rate_give(rl, "192.0.2.9", 1000);
+  CHECK(spend(rl, "192.0.2.9", 1000, 100) == 3);
+  s3_rate_free(rl);
+}
+
+TEST(ipv6_by_48) {
+  struct sockaddr_in6 a6 = {.sin6_family = AF_INET6};
+  char a[S3_RATE_KEY_MAX], b[S3_RATE_KEY_MAX], c[S3_RATE_KEY_MAX];
+  CHECK(inet_pton(AF_INET6, "2001:db8:1:2:aaaa::1", &a6.sin6_addr) == 1);
+  s3_rate_source_prefix((const struct sockaddr *)&a6, 48, a, sizeof a);
+  CHECK(inet_pton(AF_INET6, "2001:db8:1:ffff:1::2", &a6.sin6_addr) == 1);
+  s3_rate_source_prefix((const struct sockaddr *)&a6, 48, b, sizeof b);
+  CHECK(inet_pton(AF_INET6, "2001:db8:2::1", &a6.sin6_addr) == 1);
+  s3_rate_source_prefix((const struct sockaddr *)&a6, 48, c, sizeof c);
+  CHECK(!strcmp(a, "2001:db8:1::"));
+  CHECK(!strcmp(a, b)); /* another /64 of the same /48: one source */
+  CHECK(strcmp(a, c) != 0);
+  struct sockaddr_in a4 = {.sin_family = AF_INET};
+  CHECK(inet_pton(AF_INET, "192.0.2.7", &a4.sin_addr) == 1);
+  s3_rate_source_prefix((const struct sockaddr *)&a4, 48, a, sizeof a);
+  CHECK(!strcmp(a, "192.0.2.7"));
+}
+
 int main(void) {
   RUN(separate_sources);
   RUN(ipv6_by_64);
   RUN(shared_bucket);
   RUN(table_forgets_least_recent);
   RUN(long_key_cut);
+  RUN(give_back);
+  RUN(ipv6_by_48);
   return unit_done();
 }
