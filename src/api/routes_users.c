@@ -78,6 +78,13 @@ enum MHD_Result h_user_list(struct req *r) {
   if (!arr)
     return api_reply_error(r, 500, "internal_error", "out of memory");
   struct husk_err err;
+  /* The operator's list names a tenant: an unknown one is 404, as for a
+   * create there. */
+  struct state_tenant t;
+  if (r->admin && state_tenant_get(r->srv->cfg.state, tenant_of(r), &t, &err) < 0) {
+    json_decref(arr);
+    return user_err(r, &err);
+  }
   int rc = auth_user_list(r->srv->cfg.auth, tenant_of(r), list_cb, arr, &err);
   if (rc < 0) {
     json_decref(arr);

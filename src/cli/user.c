@@ -47,7 +47,7 @@ static void user_usage(FILE *f) {
           "  --server URL    husk serve's API [$HUSK_URL, else " USER_DEFAULT_SERVER "]\n"
           "  --password-stdin  read the password from standard input (one line; 12 to\n"
           "                  256 bytes)\n"
-          "  --json          print the server's JSON reply as it is\n"
+          "  --json          print the server's JSON reply (indented)\n"
           "  -h, --help      print this text\n"
           "  --version       print the version\n"
           "\n"
@@ -203,7 +203,7 @@ static int cmd_list(const char *server, bool as_json) {
     return 1;
   json_t *all = json_object_get(page, "users");
   if (as_json) {
-    print_json(all);
+    print_json(page);
     return 0;
   }
   printf("%-28s %-24s %-8s %-9s %s\n", "ID", "NAME", "ROLE", "DISABLED", "DISPLAY NAME");
@@ -262,14 +262,18 @@ int cmd_user(int argc, char **argv) {
   opterr = 0;
   for (;;) {
     int ch;
-    while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "+:h", opts, NULL)) != -1) {
       switch (ch) {
       case O_SERVER: server = optarg; break;
       case O_ROLE: role = optarg; break;
       case O_DISPLAY: display = optarg; break;
       case O_PWSTDIN: pw_stdin = true; break;
-      case O_DISABLE: disable = 1; break;
-      case O_ENABLE: disable = 0; break;
+      case O_DISABLE:
+      case O_ENABLE:
+        if (disable >= 0 && disable != (ch == O_DISABLE))
+          return usage_error("--disable and --enable: one or the other");
+        disable = ch == O_DISABLE;
+        break;
       case O_JSON: as_json = true; break;
       case 'h': user_usage(stdout); return 0;
       case 'V': printf("husk %s\n", HUSK_VERSION); return 0;
@@ -283,6 +287,9 @@ int cmd_user(int argc, char **argv) {
       return usage_error("one operand only: `%s` is one too many", argv[optind]);
     operand = argv[optind++];
   }
+  const char *key = getenv("HUSK_API_KEY");
+  if (!key || !*key)
+    return usage_error("set HUSK_API_KEY to the tenant's API key");
   bool add = !strcmp(sub, "add"), set = !strcmp(sub, "set");
   if (!strcmp(sub, "list")) {
     if (operand)
@@ -301,6 +308,9 @@ int cmd_user(int argc, char **argv) {
     return usage_error("add takes no --disable or --enable");
   if (add && !role)
     return usage_error("add needs --role (viewer, member or admin)");
+  if (set && !role && !display && !pw_stdin && disable < 0)
+    return usage_error("set needs something to change: --role, --display-name, --disable, "
+                       "--enable or --password-stdin");
   char pw[USER_PASSWORD_READ + 1];
   pw[0] = '\0';
   if (pw_stdin && read_password(pw, sizeof pw) != 0)

@@ -476,6 +476,18 @@ HUSK_API_KEY=$TK HUSK_URL=$URL "$HUSK" user rm "$U" >/dev/null 2>&1
 check "husk user rm" test $? = 0
 HUSK_API_KEY=$TK HUSK_URL=$URL "$HUSK" user show "$U" >/dev/null 2>&1
 check "… then show fails" test $? = 1
+HUSK_API_KEY=$TK HUSK_URL=$URL "$HUSK" user list --json >"$T_SCRATCH/out" 2>&1
+check "husk user list --json prints the server's object" \
+  python3 -c 'import json,sys; assert isinstance(json.load(open(sys.argv[1]))["users"], list)' "$T_SCRATCH/out"
+for bad in "set $U --disable --enable" "set $U" "set $U --role" "add nora"; do
+  # shellcheck disable=SC2086
+  HUSK_API_KEY=$TK HUSK_URL=$URL "$HUSK" user $bad >/dev/null 2>"$T_SCRATCH/err"
+  check "husk user $bad: bad usage (2)" test $? = 2
+done
+HUSK_URL=$URL "$HUSK" user list >/dev/null 2>&1
+check "husk user without HUSK_API_KEY: bad usage (2)" test $? = 2
+KEY=$ADMIN api GET /v1/tenants/t_000000000000000000000000/users
+expect_code "the operator's list of an unknown tenant's users: 404" 404
 
 # ---- rate limits -------------------------------------------------------------------------------
 # Guesses sent at once from one address: each spends its failure before
