@@ -850,7 +850,7 @@ static const char *scope_text(unsigned bit) {
   case AUTH_SCOPE_SANDBOX_READ: return "list your sandboxes and read their files and jobs";
   case AUTH_SCOPE_STORAGE_READ: return "list and read your stored files, and make links to them";
   case AUTH_SCOPE_STORAGE_WRITE: return "store files and make upload links";
-  case AUTH_SCOPE_RUNS: return "start and follow runs";
+  case AUTH_SCOPE_RUNS: return "agent runs (reserved: nothing uses it yet)";
   case AUTH_SCOPE_USERS: return "manage the users of your organization";
   default: return "";
   }
