@@ -12,6 +12,7 @@
 #ifndef HUSK_API_API_H
 #define HUSK_API_API_H
 
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -79,7 +80,18 @@ struct api_config {
    * and the request's Host). */
   struct auth *auth;
   const char *api_url;
+  /* Reverse proxies whose X-Forwarded-For names the client (docs/oauth.md
+   * "Behind a reverse proxy"): the per-address limits of sign-in then
+   * count the address the proxy saw.  Addresses in network order, IPv4
+   * as IPv4-mapped IPv6. */
+  const struct in6_addr *trusted_proxies;
+  size_t n_trusted_proxies;
 };
+
+/* An IP address literal (IPv4 or IPv6, the first `n` bytes of `s`) as
+ * IPv6, IPv4 mapped; false if it is not one. */
+#define API_TRUSTED_PROXIES_MAX 16
+bool api_ip_parse(const char *s, size_t n, struct in6_addr *out);
 
 /* The check of --preview-url and --preview-domain (0, or -1 with err). */
 int api_preview_config_check(const char *preview_url, const char *preview_domain,

@@ -12,6 +12,7 @@
  * refused.  Nothing secret -- a password, a code, a token, a client
  * secret -- reaches a log line or an audit record. */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <openssl/crypto.h>
@@ -122,12 +123,83 @@ void api_oauth_free(struct api_server *s) {
   s->oauth = NULL;
 }
 
+bool api_ip_parse(const char *s, size_t n, struct in6_addr *out) {
+  char buf[INET6_ADDRSTRLEN + 1];
+  if (n == 0 || n >= sizeof buf)
+    return false;
+  memcpy(buf, s, n);
+  buf[n] = '\0';
+  struct in_addr v4;
+  if (inet_pton(AF_INET, buf, &v4) == 1) {
+    memset(out, 0, sizeof *out);
+    out->s6_addr[10] = out->s6_addr[11] = 0xff;
+    memcpy(&out->s6_addr[12], &v4, 4);
+    return true;
+  }
+  return inet_pton(AF_INET6, buf, out) == 1;
+}
+
+static bool ip_of(const struct sockaddr *sa, struct in6_addr *out) {
+  if (sa && sa->sa_family == AF_INET) {
+    memset(out, 0, sizeof *out);
+    out->s6_addr[10] = out->s6_addr[11] = 0xff;
+    memcpy(&out->s6_addr[12], &((const struct sockaddr_in *)sa)->sin_addr, 4);
+    return true;
+  }
+  if (sa && sa->sa_family == AF_INET6) {
+    *out = ((const struct sockaddr_in6 *)sa)->sin6_addr;
+    return true;
+  }
+  return false;
+}
+
+static bool trusted(const struct api_server *s, const struct in6_addr *a) {
+  for (size_t i = 0; i < s->cfg.n_trusted_proxies; i++)
+    if (!memcmp(&s->cfg.trusted_proxies[i], a, sizeof *a))
+      return true;
+  return false;
+}
+
 /* The client's address as the limiters name it (IPv6 by its first
- * v6_bits bits). */
+ * v6_bits bits).  From a trusted proxy, the address X-Forwarded-For names:
+ * its last entry that is not a trusted proxy itself (the one the nearest
+ * proxy saw; what comes before it, the client may have written).  A
+ * header that names none, or not an address, leaves the proxy's own. */
 static void source_bits(struct req *r, unsigned v6_bits, char *out, size_t size) {
   const union MHD_ConnectionInfo *ci =
       MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-  s3_rate_source_prefix(ci ? ci->client_addr : NULL, v6_bits, out, size);
+  const struct sockaddr *peer = ci ? ci->client_addr : NULL;
+  struct in6_addr a;
+  const char *xff = api_header(r, "X-Forwarded-For");
+  if (xff && ip_of(peer, &a) && trusted(r->srv, &a)) {
+    size_t end = strlen(xff);
+    while (end > 0) {
+      size_t start = end;
+      while (start > 0 && xff[start - 1] != ',')
+        start--;
+      size_t b = start, e = end;
+      while (b < e && (xff[b] == ' ' || xff[b] == '\t'))
+        b++;
+      while (e > b && (xff[e - 1] == ' ' || xff[e - 1] == '\t'))
+        e--;
+      struct in6_addr c;
+      if (!api_ip_parse(xff + b, e - b, &c))
+        break; /* not an address: the proxy's own */
+      if (!trusted(r->srv, &c)) {
+        struct sockaddr_in6 sa6 = {.sin6_family = AF_INET6, .sin6_addr = c};
+        struct sockaddr_in sa4 = {.sin_family = AF_INET};
+        const struct sockaddr *sa = (const struct sockaddr *)&sa6;
+        if (IN6_IS_ADDR_V4MAPPED(&c)) {
+          memcpy(&sa4.sin_addr, &c.s6_addr[12], 4);
+          sa = (const struct sockaddr *)&sa4;
+        }
+        s3_rate_source_prefix(sa, v6_bits, out, size);
+        return;
+      }
+      end = start > 0 ? start - 1 : 0;
+    }
+  }
+  s3_rate_source_prefix(peer, v6_bits, out, size);
 }
 
 static void source_of(struct req *r, char *out, size_t size) { source_bits(r, 64, out, size); }

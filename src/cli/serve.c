@@ -128,6 +128,9 @@ static void usage(FILE *f) {
           "                          OAuth issuer: http(s)://host[:port] (set it behind a\n"
           "                          TLS proxy) [http://<the Host of the request>]\n"
           "  --oauth-access-ttl SECONDS  life of an OAuth access token [3600]\n"
+          "  --trusted-proxy ADDR    a reverse proxy (an IP address; repeatable, up to 16)\n"
+          "                          whose X-Forwarded-For names the client for the\n"
+          "                          sign-in's per-address limits [none]\n"
           "\n"
           "Preview URLs of box ports (docs/previews.md):\n"
           "  --preview-url URL       base of path-form preview URLs (/p/<token>/), as people\n"
@@ -342,6 +345,8 @@ struct serve_opts {
   const char *preview_url, *preview_domain;
   /* users and OAuth (docs/oauth.md): the issuer, the access tokens' life */
   const char *api_url;
+  struct in6_addr trusted_proxies[API_TRUSTED_PROXIES_MAX];
+  size_t n_trusted_proxies;
   uint64_t oauth_access_ttl;
   bool s3_listen_given;
   const char *store_endpoint, *store_bucket, *store_region, *data_reserve;
@@ -355,6 +360,17 @@ struct serve_opts {
 static int bad_option(const char *opt, const char *why) {
   fprintf(stderr, "husk serve: %s: %s\n", opt, why);
   return -1;
+}
+
+/* --trusted-proxy ADDR: one more reverse proxy whose X-Forwarded-For
+ * names the client. */
+static int opt_trusted_proxy(struct serve_opts *o, const char *arg) {
+  if (o->n_trusted_proxies == API_TRUSTED_PROXIES_MAX)
+    return bad_option("--trusted-proxy", "at most 16 proxies");
+  if (!api_ip_parse(arg, strlen(arg), &o->trusted_proxies[o->n_trusted_proxies]))
+    return bad_option("--trusted-proxy", "not an IP address (a proxy is named by its address)");
+  o->n_trusted_proxies++;
+  return 0;
 }
 
 static int opt_u64(const char *opt, const char *arg, uint64_t min, uint64_t max, uint64_t *out) {
@@ -480,6 +496,7 @@ enum {
   O_EG_TOTAL_CONNS,
   O_TENANT_REPLY,
   O_API_URL,
+  O_TRUSTED_PROXY,
   O_OAUTH_ACCESS_TTL,
   O_VERSION
 };
@@ -535,6 +552,7 @@ static const struct option serve_long_opts[] = {
     {"egress-total-max-conns", required_argument, NULL, O_EG_TOTAL_CONNS},
     {"tenant-reply-budget", required_argument, NULL, O_TENANT_REPLY},
     {"api-url", required_argument, NULL, O_API_URL},
+    {"trusted-proxy", required_argument, NULL, O_TRUSTED_PROXY},
     {"oauth-access-ttl", required_argument, NULL, O_OAUTH_ACCESS_TTL},
     {0},
 };
@@ -574,6 +592,7 @@ static int serve_option(struct serve_opts *o, int c, const char *arg) {
     return 0;
   case O_PUBLIC_URL: o->public_url = arg; return 0;
   case O_API_URL: o->api_url = arg; return 0;
+  case O_TRUSTED_PROXY: return opt_trusted_proxy(o, arg);
   case O_OAUTH_ACCESS_TTL:
     return opt_u64("--oauth-access-ttl", arg, 1, 86400, &o->oauth_access_ttl);
   case O_PREVIEW_URL: o->preview_url = arg; return 0;
@@ -936,6 +955,8 @@ static int serve_fronts(const struct serve_opts *o, struct serve *s) {
                           .preview_domain = o->preview_domain,
                           .auth = s->auth,
                           .api_url = o->api_url,
+                          .trusted_proxies = o->trusted_proxies,
+                          .n_trusted_proxies = o->n_trusted_proxies,
                           .log_requests = !o->quiet,
                           .log = log_line};
   if (api_start(&s->api, &ac, &err) < 0)

@@ -511,7 +511,7 @@ check "past 20 registrations an hour from one address: 429" test "$n429" -ge 1
 
 # ---- an expired token ---------------------------------------------------------------------------
 serve_stop
-if serve_start --s3-listen off --oauth-access-ttl 2; then
+if serve_start --s3-listen off --oauth-access-ttl 2 --trusted-proxy 127.0.0.1; then
   # A new process: a new rate-limit table too.
   signin_tokens bob "$PW_BOB" || not_ok "bob signs in again"
   check "expires_in says 2" test "$(o 'o["json"]["expires_in"]')" = 2
@@ -520,8 +520,32 @@ if serve_start --s3-listen off --oauth-access-ttl 2; then
   sleep 3
   O=$($FLOW mcp "$URL" "$AT" sandbox_list '{}')
   check "after 3 s: 401" test "$(o 'o["status"]')" = 401
+
+  # Behind a trusted proxy (127.0.0.1 here) the limits count the address
+  # its X-Forwarded-For names; from anyone else the header is ignored.
+  # guess N SRC XFF: N wrong sign-ins one after another; the last status.
+  guess() {
+    local i
+    for i in $(seq "$1"); do
+      O=$(HUSK_SRC=$2 HUSK_XFF=$3 $FLOW signin "$URL" "$CID" "$RED" acme nobody "wrong-$i")
+    done
+  }
+  guess 21 127.0.0.1 "10.9.9.9, 203.0.113.5"
+  check "through the proxy, the 21st wrong sign-in from 203.0.113.5: 429" test "$(o 'o["status"]')" = 429
+  O=$(HUSK_XFF="203.0.113.5" $FLOW signin "$URL" "$CID" "$RED" acme bob "$PW_BOB")
+  check "... then bob from 203.0.113.5 too: 429" test "$(o 'o["status"]')" = 429
+  O=$(HUSK_XFF="203.0.113.6" $FLOW signin "$URL" "$CID" "$RED" acme bob "$PW_BOB")
+  check "... bob through the same proxy from 203.0.113.6 signs in" test -n "$(o 'o.get("code") or ""')"
+  O=$(HUSK_XFF="203.0.113.6, 127.0.0.1" $FLOW signin "$URL" "$CID" "$RED" acme bob "$PW_BOB")
+  check "... a trusted proxy named last is passed over (203.0.113.6 again)" test -n "$(o 'o.get("code") or ""')"
+  guess 21 127.0.0.3 203.0.113.6
+  O=$(HUSK_SRC=127.0.0.3 HUSK_XFF="203.0.113.8" $FLOW signin "$URL" "$CID" "$RED" acme bob "$PW_BOB")
+  check "from an untrusted address X-Forwarded-For is ignored: 127.0.0.3's own limit holds (429)" \
+    test "$(o 'o["status"]')" = 429
+  O=$(HUSK_XFF="203.0.113.6" $FLOW signin "$URL" "$CID" "$RED" acme bob "$PW_BOB")
+  check "... and 203.0.113.6 through the proxy is still let in" test -n "$(o 'o.get("code") or ""')"
 else
-  not_ok "the daemon restarts with --oauth-access-ttl 2"
+  not_ok "the daemon restarts with --oauth-access-ttl 2 --trusted-proxy 127.0.0.1"
 fi
 
 # ---- no secret in the audit or the log ------------------------------------------------------------

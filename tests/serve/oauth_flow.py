@@ -18,7 +18,8 @@ browser (tests/serve/oauth_api.sh).  Each command prints one JSON object.
                                          password posted at once: {"statuses"}
 
 With HUSK_SRC set (a loopback address such as 127.0.0.7), requests come
-from that address: a test can be two people at two addresses.
+from that address: a test can be two people at two addresses.  With
+HUSK_XFF set, every request carries it as X-Forwarded-For (a proxy's).
 """
 import base64
 import hashlib
@@ -39,7 +40,10 @@ def conn(base):
 
 def request(base, method, path, body=None, headers=None):
     c = conn(base)
-    c.request(method, path, body=body, headers=headers or {})
+    headers = dict(headers or {})
+    if os.environ.get("HUSK_XFF"):
+        headers["X-Forwarded-For"] = os.environ["HUSK_XFF"]
+    c.request(method, path, body=body, headers=headers)
     r = c.getresponse()
     data = r.read()
     hdrs = {}
