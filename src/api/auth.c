@@ -88,6 +88,14 @@ json_t *api_created_by_json(const char *created_by) {
   return created_by && created_by[0] ? json_string(created_by) : json_null();
 }
 
+/* A 401 for a key that is not one: it still shows an OAuth client where
+ * to sign in (a client holding a stale key finds the sign-in). */
+static enum MHD_Result bad_key(struct req *r, unsigned need, const char *msg) {
+  if (r->srv->cfg.auth && r->route->scope)
+    api_www_auth(r, "invalid_token", need);
+  return api_reply_error(r, 401, "unauthorized", "%s", msg);
+}
+
 enum MHD_Result api_authenticate(struct req *r) {
   const struct route *rt = r->route;
   if (rt->auth == AUTH_NONE)
@@ -117,7 +125,7 @@ enum MHD_Result api_authenticate(struct req *r) {
   while (klen > 0 && key[klen - 1] == ' ')
     klen--;
   if (klen == 0)
-    return api_reply_error(r, 401, "unauthorized", "empty API key");
+    return bad_key(r, need, "empty API key");
   r->scopes = ~0u;
   if (klen > 4 && !memcmp(key, "hat_", 4))
     return authenticate_token(r, key, klen);
@@ -129,13 +137,13 @@ enum MHD_Result api_authenticate(struct req *r) {
     struct state_key k;
     struct husk_err err;
     if (klen >= sizeof buf)
-      return api_reply_error(r, 401, "unauthorized", "invalid API key");
+      return bad_key(r, need, "invalid API key");
     memcpy(buf, key, klen);
     buf[klen] = '\0';
     if (state_key_authenticate(r->srv->cfg.state, buf, &k, &err) < 0) {
       explicit_bzero(buf, sizeof buf);
       if (err.code == EACCES || err.code == EINVAL || err.code == ENOENT)
-        return api_reply_error(r, 401, "unauthorized", "invalid API key");
+        return bad_key(r, need, "invalid API key");
       return api_reply_err(r, &err);
     }
     explicit_bzero(buf, sizeof buf);

@@ -276,7 +276,7 @@ check "… a prefix of a real one is not taken for it" \
 # Forged forms from one address: past 30 a minute they are counted, not
 # each written; the next record says how many were left out.
 N0=$(jf 'len(j["records"])')
-for i in $(seq 1 45); do HUSK_SRC=127.0.0.3 $FLOW post "$URL" "$FF" >/dev/null; done
+HUSK_SRC=127.0.0.3 $FLOW posts "$URL" "$FF" 45 >/dev/null
 KEY=$ADMIN api GET "/v1/audit?action=oauth.csrf&limit=1000"
 N1=$(jf 'len(j["records"])')
 check "45 forged forms from one address: about 30 audit records, not 45" test $((N1 - N0)) -ge 20 -a $((N1 - N0)) -le 34
@@ -464,6 +464,13 @@ O=$($FLOW mcp "$URL" "$TK" sandbox_list '{}')
 check "a tenant key still works at /mcp" test "$(o 'o["status"]') $(o 'o["json"]["result"].get("isError", False)')" = "200 false"
 KEY=$TK api GET "/v1/audit?action=mcp.sandbox_list"
 check "a key's MCP call has no user in the audit" test "$(jf '[r.get("user_id") for r in j["records"] if r["key_id"]][:1]')" = "[null]"
+
+O=$($FLOW mcp "$URL" "hk_not_a_key_of_ours" sandbox_list '{}')
+check "an unknown key at /mcp: 401 invalid_token with resource_metadata (a stale key finds the sign-in)" \
+  test "$(o 'o["status"] == 401 and "invalid_token" in o["headers"].get("www-authenticate", "") and "oauth-protected-resource/mcp" in o["headers"].get("www-authenticate", "")')" = true
+KEY=$ADMIN api GET "/v1/sandboxes"
+check "the admin key at a tenant route: 403 without a WWW-Authenticate" \
+  not grep -qi '^www-authenticate' <(curl -sS -D - -o /dev/null -H "Authorization: Bearer $ADMIN" "$URL/v1/sandboxes")
 
 # ---- the CLI ---------------------------------------------------------------------------------
 U=$(printf '%s\n' "cli-password-0001" | HUSK_API_KEY=$TK HUSK_URL=$URL "$HUSK" user add erin --role viewer --display-name "Erin E" --password-stdin 2>"$T_SCRATCH/err")

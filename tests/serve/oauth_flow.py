@@ -6,6 +6,8 @@ browser (tests/serve/oauth_api.sh).  Each command prints one JSON object.
   page BASE QUERY_JSON [COOKIE]          GET /oauth/authorize: status, headers,
                                          cookie, hidden fields, body
   post BASE FIELDS_JSON [COOKIE]         POST /oauth/authorize (no redirect followed)
+  posts BASE FIELDS_JSON N               that form N times, without a cookie, at
+                                         once from one process: {"statuses"}
   signin BASE CLIENT REDIRECT ORG USER PASSWORD [SCOPE] [RESOURCE] [ACTION]
                                          page + post: status, location, code,
                                          state_ok, iss, verifier, page_body
@@ -198,6 +200,9 @@ def main():
         out = page(a[1], json.loads(a[2]), a[3] if len(a) > 3 else None)
     elif cmd == "post":
         out = post(a[1], json.loads(a[2]), a[3] if len(a) > 3 else None)
+    elif cmd == "posts":
+        fields = json.loads(a[2])
+        out = {"statuses": [post(a[1], fields)["status"] for _ in range(int(a[3]))]}
     elif cmd == "signin":
         opt = [x or None for x in a[7:9]] + [None] * (2 - len(a[7:9]))
         out = signin(*a[1:7], *opt, a[9] if len(a) > 9 and a[9] else "allow")
