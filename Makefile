@@ -61,7 +61,7 @@ LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/seccomp_bpf.o $(BUILD)/gen/c
 # `husk mcp` execs `husk-mcp`, so that a one-shot run loads none of the
 # server's libraries), the daemon with its HTTP, S3 and MCP fronts, and the
 # MCP server on stdio (which forwards to a daemon with libcurl when asked).
-CLI_SRC := src/cli/main.c src/cli/template.c src/cli/snapshot.c src/cli/user.c src/cli/cli_common.c
+CLI_SRC := src/cli/main.c src/cli/template.c src/cli/snapshot.c src/cli/user.c src/cli/api_client.c src/cli/cli_common.c
 MCP_SRC := $(sort $(wildcard src/mcp/*.c))
 # What the HTTP fronts (API, S3) share: their libmicrohttpd plumbing.
 FRONT_SRC := $(sort $(wildcard src/front/*.c))

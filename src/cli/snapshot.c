@@ -4,7 +4,6 @@
  * reply printed; the server does every check.  The tenant's key comes from
  * HUSK_API_KEY only, so it never shows in a process listing. */
 #define _GNU_SOURCE
-#include <curl/curl.h>
 #include <getopt.h>
 #include <jansson.h>
 #include <stdarg.h>
@@ -12,15 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/api_client.h"
 #include "cli/cli_common.h"
 #include "husk/husk.h"
 #include "util/cleanup.h"
 #include "util/cleanup_json.h"
-#include "util/strbuf.h"
 
-#define SNAP_DEFAULT_SERVER "http://127.0.0.1:7070"
-/* A reply larger than this is refused (a listing of 1000 is far less). */
-#define SNAP_REPLY_MAX (16u << 20)
 
 static void snapshot_usage(FILE *f) {
   fprintf(f,
@@ -38,7 +34,7 @@ static void snapshot_usage(FILE *f) {
           "  rm ID           delete a snapshot (refused while a live sandbox was made from it)\n"
           "\n"
           "Options:\n"
-          "  --server URL    husk serve's API [$HUSK_URL, else " SNAP_DEFAULT_SERVER "]\n"
+          "  --server URL    husk serve's API [$HUSK_URL, else " CLI_API_DEFAULT_SERVER "]\n"
           "  --metadata KEY=VALUE\n"
           "                  create: a label of the snapshot (repeatable)\n"
           "  --sandbox ID    list: only that sandbox's snapshots\n"
@@ -61,102 +57,8 @@ static int usage_error(const char *fmt, ...) {
   return 2;
 }
 
-/* Ids go into URLs: only what husk's ids are made of. */
-static bool id_ok(const char *s) {
-  size_t n = strlen(s);
-  return n > 0 && n < 64 && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789_") == n;
-}
-
-struct reply {
-  struct strbuf body;
-  bool too_big;
-};
-
-static size_t on_body(char *p, size_t size, size_t n, void *ctx) {
-  struct reply *r = ctx;
-  size_t len = size * n;
-  if (r->body.n + len > SNAP_REPLY_MAX) {
-    r->too_big = true;
-    return 0;
-  }
-  strbuf_add(&r->body, p, len);
-  return len;
-}
-
-/* One request; *status the HTTP status (0: none), *out the JSON reply (or
- * NULL).  Returns 0, or 1 with the error printed. */
-static int request(const char *server, const char *method, const char *path, const char *body,
-                   long *status, json_t **out) {
-  *status = 0;
-  *out = NULL;
-  const char *key = getenv("HUSK_API_KEY");
-  if (!key || !*key) {
-    fprintf(stderr, "husk snapshot: set HUSK_API_KEY to the tenant's API key\n");
-    return 1;
-  }
-  cleanup_free char *url = NULL, *auth = NULL;
-  size_t sl = strlen(server);
-  while (sl && server[sl - 1] == '/')
-    sl--;
-  if (asprintf(&url, "%.*s%s", (int)sl, server, path) < 0 ||
-      asprintf(&auth, "Authorization: Bearer %s", key) < 0) {
-    fprintf(stderr, "husk snapshot: out of memory\n");
-    return 1;
-  }
-  CURL *h = curl_easy_init();
-  if (!h) {
-    fprintf(stderr, "husk snapshot: cannot start an HTTP client\n");
-    return 1;
-  }
-  struct curl_slist *hdr = curl_slist_append(NULL, auth);
-  hdr = hdr ? curl_slist_append(hdr, "Content-Type: application/json") : NULL;
-  struct reply r = {0};
-  curl_easy_setopt(h, CURLOPT_URL, url);
-  curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-  if (body) {
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
-  }
-  CURLcode cc = hdr ? curl_easy_perform(h) : CURLE_OUT_OF_MEMORY;
-  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
-  curl_slist_free_all(hdr);
-  curl_easy_cleanup(h);
-  cleanup_free char *text = strbuf_take(&r.body);
-  if (r.too_big) {
-    fprintf(stderr, "husk snapshot: the server's reply is larger than %u bytes\n",
-            SNAP_REPLY_MAX);
-    return 1;
-  }
-  if (cc != CURLE_OK) {
-    fprintf(stderr, "husk snapshot: %s: %s\n", server, curl_easy_strerror(cc));
-    return 1;
-  }
-  json_error_t je;
-  *out = text && *text ? json_loads(text, 0, &je) : NULL;
-  if (*status / 100 != 2) {
-    const char *msg = json_string_value(
-        json_object_get(json_object_get(*out, "error"), "message"));
-    fprintf(stderr, "husk snapshot: %s (HTTP %ld)\n", msg ? msg : "the server refused", *status);
-    return 1;
-  }
-  return 0;
-}
-
-static void print_json(json_t *j) {
-  char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-  if (s)
-    printf("%s\n", s);
-  free(s);
-}
-
 static int cmd_list(const char *server, const char *box, bool as_json) {
-  if (box && !id_ok(box))
+  if (box && !cli_api_id_ok(box))
     return usage_error("`%s` is not a sandbox id", box);
   cleanup_json json_t *all = json_array();
   if (!all)
@@ -169,7 +71,7 @@ static int cmd_list(const char *server, const char *box, bool as_json) {
       return 1;
     long st;
     cleanup_json json_t *page = NULL;
-    if (request(server, "GET", path, NULL, &st, &page) != 0)
+    if (cli_api_request("husk snapshot", server, "GET", path, NULL, &st, &page) != 0)
       return 1;
     json_array_extend(all, json_object_get(page, "snapshots"));
     const char *next = json_string_value(json_object_get(page, "next_cursor"));
@@ -180,7 +82,7 @@ static int cmd_list(const char *server, const char *box, bool as_json) {
       break;
   }
   if (as_json) {
-    print_json(all);
+    cli_api_print_json(all);
     return 0;
   }
   printf("%-28s %-28s %12s %-24s %s\n", "ID", "SANDBOX", "SIZE", "CREATED", "BOXES");
@@ -220,7 +122,7 @@ int cmd_snapshot(int argc, char **argv) {
   }
   const char *server = getenv("HUSK_URL");
   if (!server || !*server)
-    server = SNAP_DEFAULT_SERVER;
+    server = CLI_API_DEFAULT_SERVER;
   const char *box = NULL, *operand = NULL;
   bool as_json = false;
   cleanup_json json_t *meta = json_object();
@@ -266,7 +168,7 @@ int cmd_snapshot(int argc, char **argv) {
     return usage_error("unknown command `%s`", sub);
   if (!operand)
     return usage_error("%s needs an id", sub);
-  if (!id_ok(operand))
+  if (!cli_api_id_ok(operand))
     return usage_error("`%s` is not an id", operand);
   cleanup_free char *path = NULL, *body = NULL;
   const char *method = "GET";
@@ -289,12 +191,12 @@ int cmd_snapshot(int argc, char **argv) {
   }
   long st;
   cleanup_json json_t *reply = NULL;
-  if (request(server, method, path, body, &st, &reply) != 0)
+  if (cli_api_request("husk snapshot", server, method, path, body, &st, &reply) != 0)
     return 1;
   if (as_json && reply)
-    print_json(reply);
+    cli_api_print_json(reply);
   else if (!strcmp(sub, "show"))
-    print_json(reply);
+    cli_api_print_json(reply);
   else if (!strcmp(sub, "create") || !strcmp(sub, "restore"))
     printf("%s\n", json_string_value(json_object_get(reply, "id")));
   return 0;

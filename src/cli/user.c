@@ -4,7 +4,6 @@
  * The tenant's key comes from HUSK_API_KEY only, a password from stdin
  * only (--password-stdin), so that neither shows in a process listing. */
 #define _GNU_SOURCE
-#include <curl/curl.h>
 #include <errno.h>
 #include <getopt.h>
 #include <jansson.h>
@@ -14,15 +13,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/api_client.h"
 #include "cli/cli_common.h"
 #include "husk/husk.h"
 #include "util/cleanup.h"
 #include "util/cleanup_json.h"
-#include "util/strbuf.h"
 
-#define USER_DEFAULT_SERVER "http://127.0.0.1:7070"
-/* A reply larger than this is refused (1000 users are far less). */
-#define USER_REPLY_MAX (16u << 20)
 /* The longest password the server takes, and a byte to tell a longer one. */
 #define USER_PASSWORD_READ 258
 
@@ -44,7 +40,7 @@ static void user_usage(FILE *f) {
           "  rm ID           delete a user (its audit history stays)\n"
           "\n"
           "Options:\n"
-          "  --server URL    husk serve's API [$HUSK_URL, else " USER_DEFAULT_SERVER "]\n"
+          "  --server URL    husk serve's API [$HUSK_URL, else " CLI_API_DEFAULT_SERVER "]\n"
           "  --password-stdin  read the password from standard input (one line; 12 to\n"
           "                  256 bytes)\n"
           "  --json          print the server's JSON reply (indented)\n"
@@ -64,93 +60,6 @@ static int usage_error(const char *fmt, ...) {
   fprintf(stderr, " (husk user --help)\n");
   va_end(ap);
   return 2;
-}
-
-/* Ids go into URLs: only what husk's ids are made of. */
-static bool id_ok(const char *s) {
-  size_t n = strlen(s);
-  return n > 0 && n < 64 && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789_") == n;
-}
-
-struct reply {
-  struct strbuf body;
-  bool too_big;
-};
-
-static size_t on_body(char *p, size_t size, size_t n, void *ctx) {
-  struct reply *r = ctx;
-  size_t len = size * n;
-  if (r->body.n + len > USER_REPLY_MAX) {
-    r->too_big = true;
-    return 0;
-  }
-  strbuf_add(&r->body, p, len);
-  return len;
-}
-
-/* One request; *status the HTTP status (0: none), *out the JSON reply (or
- * NULL).  Returns 0, or 1 with the error printed. */
-static int request(const char *server, const char *method, const char *path, const char *body,
-                   long *status, json_t **out) {
-  *status = 0;
-  *out = NULL;
-  const char *key = getenv("HUSK_API_KEY");
-  if (!key || !*key) {
-    fprintf(stderr, "husk user: set HUSK_API_KEY to the tenant's API key\n");
-    return 1;
-  }
-  cleanup_free char *url = NULL, *auth = NULL;
-  size_t sl = strlen(server);
-  while (sl && server[sl - 1] == '/')
-    sl--;
-  if (asprintf(&url, "%.*s%s", (int)sl, server, path) < 0 ||
-      asprintf(&auth, "Authorization: Bearer %s", key) < 0) {
-    fprintf(stderr, "husk user: out of memory\n");
-    return 1;
-  }
-  CURL *h = curl_easy_init();
-  if (!h) {
-    fprintf(stderr, "husk user: cannot start an HTTP client\n");
-    return 1;
-  }
-  struct curl_slist *hdr = curl_slist_append(NULL, auth);
-  hdr = hdr ? curl_slist_append(hdr, "Content-Type: application/json") : NULL;
-  struct reply r = {0};
-  curl_easy_setopt(h, CURLOPT_URL, url);
-  curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 10L);
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-  if (body) {
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
-  }
-  CURLcode cc = hdr ? curl_easy_perform(h) : CURLE_OUT_OF_MEMORY;
-  curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
-  curl_slist_free_all(hdr);
-  curl_easy_cleanup(h);
-  cleanup_free char *text = strbuf_take(&r.body);
-  if (r.too_big) {
-    fprintf(stderr, "husk user: the server's reply is larger than %u bytes\n",
-            USER_REPLY_MAX);
-    return 1;
-  }
-  if (cc != CURLE_OK) {
-    fprintf(stderr, "husk user: %s: %s\n", server, curl_easy_strerror(cc));
-    return 1;
-  }
-  json_error_t je;
-  *out = text && *text ? json_loads(text, 0, &je) : NULL;
-  if (*status / 100 != 2) {
-    const char *msg = json_string_value(
-        json_object_get(json_object_get(*out, "error"), "message"));
-    fprintf(stderr, "husk user: %s (HTTP %ld)\n", msg ? msg : "the server refused", *status);
-    return 1;
-  }
-  return 0;
 }
 
 /* The password: stdin up to its end or first newline (a trailing "\r"
@@ -189,21 +98,14 @@ static int read_password(char *out, size_t size) {
   return 0;
 }
 
-static void print_json(json_t *j) {
-  char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-  if (s)
-    printf("%s\n", s);
-  free(s);
-}
-
 static int cmd_list(const char *server, bool as_json) {
   long st;
   cleanup_json json_t *page = NULL;
-  if (request(server, "GET", "/v1/users", NULL, &st, &page) != 0)
+  if (cli_api_request("husk user", server, "GET", "/v1/users", NULL, &st, &page) != 0)
     return 1;
   json_t *all = json_object_get(page, "users");
   if (as_json) {
-    print_json(page);
+    cli_api_print_json(page);
     return 0;
   }
   printf("%-28s %-24s %-8s %-9s %s\n", "ID", "NAME", "ROLE", "DISABLED", "DISPLAY NAME");
@@ -253,7 +155,7 @@ int cmd_user(int argc, char **argv) {
   }
   const char *server = getenv("HUSK_URL");
   if (!server || !*server)
-    server = USER_DEFAULT_SERVER;
+    server = CLI_API_DEFAULT_SERVER;
   const char *operand = NULL, *role = NULL, *display = NULL;
   bool as_json = false, pw_stdin = false;
   int disable = -1;
@@ -300,7 +202,7 @@ int cmd_user(int argc, char **argv) {
     return usage_error("unknown command `%s`", sub);
   if (!operand)
     return usage_error("%s needs %s", sub, add ? "a user name" : "a user id");
-  if (!add && !id_ok(operand))
+  if (!add && !cli_api_id_ok(operand))
     return usage_error("`%s` is not a user id", operand);
   if (!add && !set && (role || display || pw_stdin || disable >= 0))
     return usage_error("%s takes no --role, --display-name, --password-stdin or --disable", sub);
@@ -347,12 +249,12 @@ int cmd_user(int argc, char **argv) {
   }
   long st;
   cleanup_json json_t *reply = NULL;
-  if (request(server, method, path, body, &st, &reply) != 0)
+  if (cli_api_request("husk user", server, method, path, body, &st, &reply) != 0)
     return 1;
   if (as_json && reply)
-    print_json(reply);
+    cli_api_print_json(reply);
   else if (!strcmp(sub, "show") || set)
-    print_json(reply);
+    cli_api_print_json(reply);
   else if (add)
     printf("%s\n", json_string_value(json_object_get(reply, "id")));
   return 0;
