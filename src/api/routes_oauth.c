@@ -19,7 +19,6 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -500,34 +499,6 @@ static int read_form(struct req *r, struct api_form *f) {
 
 /* ---- small text helpers ---------------------------------------------------------------- */
 
-static void sb_printf(struct strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(struct strbuf *b, const char *fmt, ...) {
-  char *t = NULL;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vasprintf(&t, fmt, ap);
-  va_end(ap);
-  if (n < 0) {
-    b->oom = true;
-    return;
-  }
-  strbuf_add(b, t, (size_t)n);
-  free(t);
-}
-
-/* Text for HTML: & < > " ' escaped. */
-static void html_text(struct strbuf *b, const char *s) {
-  for (; *s; s++) {
-    switch (*s) {
-    case '&': strbuf_str(b, "&amp;"); break;
-    case '<': strbuf_str(b, "&lt;"); break;
-    case '>': strbuf_str(b, "&gt;"); break;
-    case '"': strbuf_str(b, "&quot;"); break;
-    case '\'': strbuf_str(b, "&#39;"); break;
-    default: strbuf_chr(b, *s);
-    }
-  }
-}
 
 /* A URL query component: unreserved characters as they are, the rest %XX. */
 static void url_enc(struct strbuf *b, const char *s) {
@@ -957,7 +928,7 @@ static enum MHD_Result reply_page(struct req *r, unsigned status, struct strbuf 
 }
 
 static void page_head(struct strbuf *b, const char *title) {
-  sb_printf(b,
+  strbuf_printf(b,
             "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta "
             "name=\"viewport\" content=\"width=device-width,initial-scale=1\"><meta "
             "name=\"robots\" content=\"noindex\"><title>%s</title>"
@@ -971,7 +942,7 @@ static enum MHD_Result error_page(struct req *r, unsigned status, const char *ms
   struct strbuf b = {0};
   page_head(&b, "Signing in is not possible");
   strbuf_str(&b, "<p class=\"error\">");
-  html_text(&b, msg);
+  strbuf_html(&b, msg);
   strbuf_str(&b, "</p><p class=\"note\">Go back to the application and start again.</p>"
                  "</main></body></html>");
   return reply_page(r, status, &b, NULL, NULL);
@@ -996,9 +967,9 @@ static int csrf_token(struct req *r, int64_t made_s, const char *cookie, const s
   strbuf_str(&b, cookie);
   strbuf_chr(&b, '\n');
   for (size_t i = 0; i < AZ_N; i++) {
-    sb_printf(&b, "%s%c", az_names[i], a->v[i] ? '=' : '!');
+    strbuf_printf(&b, "%s%c", az_names[i], a->v[i] ? '=' : '!');
     if (a->v[i])
-      sb_printf(&b, "%zu:%s", strlen(a->v[i]), a->v[i]);
+      strbuf_printf(&b, "%zu:%s", strlen(a->v[i]), a->v[i]);
     strbuf_chr(&b, '\n');
   }
   char *text = strbuf_take(&b);
@@ -1051,41 +1022,41 @@ static enum MHD_Result sign_in_page(struct req *r, const struct az *a, const cha
   struct strbuf b = {0};
   page_head(&b, "Sign in to husk");
   strbuf_str(&b, "<p><strong>");
-  html_text(&b, a->client.name[0] ? a->client.name : "An unnamed application");
+  strbuf_html(&b, a->client.name[0] ? a->client.name : "An unnamed application");
   strbuf_str(&b, "</strong> asks to use husk as you. If you allow it, you are sent back to <strong>");
-  html_text(&b, a->host);
+  strbuf_html(&b, a->host);
   strbuf_str(&b, "</strong>.</p><p>It may then:</p><ul>");
   for (unsigned i = 0; i < AUTH_SCOPE_COUNT; i++)
     if (a->scopes & (1u << i)) {
       strbuf_str(&b, "<li>");
-      html_text(&b, scope_text(1u << i));
+      strbuf_html(&b, scope_text(1u << i));
       strbuf_str(&b, " <span class=\"note\">(");
-      html_text(&b, auth_scope_names[i]);
+      strbuf_html(&b, auth_scope_names[i]);
       strbuf_str(&b, ")</span></li>");
     }
   strbuf_str(&b, "</ul><p class=\"note\">Only what your role allows is granted.</p>");
   if (msg) {
     strbuf_str(&b, "<p class=\"error\" role=\"alert\">");
-    html_text(&b, msg);
+    strbuf_html(&b, msg);
     strbuf_str(&b, "</p>");
   }
   strbuf_str(&b, "<form method=\"post\" action=\"/oauth/authorize\">"
                  "<label>Organization<input name=\"organization\" autocomplete=\"organization\" "
                  "required value=\"");
-  html_text(&b, org ? org : "");
+  strbuf_html(&b, org ? org : "");
   strbuf_str(&b, "\"></label><label>User name<input name=\"username\" autocomplete=\"username\" "
                  "autocapitalize=\"none\" required value=\"");
-  html_text(&b, user ? user : "");
+  strbuf_html(&b, user ? user : "");
   strbuf_str(&b, "\"></label><label>Password<input type=\"password\" name=\"password\" "
                  "autocomplete=\"current-password\" required></label>");
   for (size_t i = 0; i < AZ_N; i++) {
     if (!a->v[i])
       continue;
-    sb_printf(&b, "<input type=\"hidden\" name=\"%s\" value=\"", az_names[i]);
-    html_text(&b, a->v[i]);
+    strbuf_printf(&b, "<input type=\"hidden\" name=\"%s\" value=\"", az_names[i]);
+    strbuf_html(&b, a->v[i]);
     strbuf_str(&b, "\">");
   }
-  sb_printf(&b, "<input type=\"hidden\" name=\"csrf\" value=\"%s\">", csrf);
+  strbuf_printf(&b, "<input type=\"hidden\" name=\"csrf\" value=\"%s\">", csrf);
   strbuf_str(&b, "<div class=\"buttons\"><button class=\"allow\" type=\"submit\" name=\"action\" "
                  "value=\"allow\">Allow</button><button type=\"submit\" name=\"action\" "
                  "value=\"deny\" formnovalidate>Deny</button></div></form></main></body></html>");

@@ -9,7 +9,6 @@
  * audit row; a refusal never names the tenant. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,34 +153,6 @@ static bool wants_html(struct req *r) {
   return a && strcasestr(a, "text/html");
 }
 
-static void sb_printf(struct strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_printf(struct strbuf *b, const char *fmt, ...) {
-  char *t = NULL;
-  va_list ap;
-  va_start(ap, fmt);
-  int n = vasprintf(&t, fmt, ap);
-  va_end(ap);
-  if (n < 0) {
-    b->oom = true;
-    return;
-  }
-  strbuf_add(b, t, (size_t)n);
-  free(t);
-}
-
-/* Text for HTML: & < > " ' escaped (appended to b). */
-static void html_text(struct strbuf *b, const char *s) {
-  for (; *s; s++) {
-    switch (*s) {
-    case '&': strbuf_str(b, "&amp;"); break;
-    case '<': strbuf_str(b, "&lt;"); break;
-    case '>': strbuf_str(b, "&gt;"); break;
-    case '"': strbuf_str(b, "&quot;"); break;
-    case '\'': strbuf_str(b, "&#39;"); break;
-    default: strbuf_chr(b, *s);
-    }
-  }
-}
 
 static const char page_style[] =
     "body{font:16px/1.5 system-ui,sans-serif;max-width:40em;margin:3em auto;padding:0 1em;"
@@ -229,7 +200,7 @@ static enum MHD_Result reply_page(struct req *r, unsigned status, struct strbuf 
 }
 
 static void page_head(struct strbuf *b, const char *title, const char *nonce) {
-  sb_printf(b,
+  strbuf_printf(b,
             "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta "
             "name=\"viewport\" content=\"width=device-width,initial-scale=1\"><meta "
             "name=\"robots\" content=\"noindex\"><title>%s</title><style nonce=\"%s\">%s"
@@ -253,7 +224,7 @@ static enum MHD_Result reply_refusal(struct req *r, unsigned status, const char 
   struct strbuf b = {0};
   page_head(&b, "Upload not possible", nonce);
   strbuf_str(&b, "<p id=\"status\">");
-  html_text(&b, msg);
+  strbuf_html(&b, msg);
   strbuf_str(&b, "</p><p class=\"note\">Ask whoever sent you this link for a new one.</p>"
                  "</body></html>");
   enum MHD_Result ret = reply_page(r, status, &b, nonce);
@@ -306,28 +277,28 @@ enum MHD_Result h_upage(struct req *r) {
   int64_t left = l.max_files - l.files_used;
   struct strbuf b = {0};
   page_head(&b, "Upload files", nonce);
-  sb_printf(&b,
+  strbuf_printf(&b,
             "<form id=\"f\" class=\"box\" method=\"post\" enctype=\"multipart/form-data\">"
             "<p><input type=\"file\" name=\"file\" required%s",
             left > 1 ? " multiple" : "");
   if (l.content_types[0]) {
     strbuf_str(&b, " accept=\"");
-    html_text(&b, l.content_types);
+    strbuf_html(&b, l.content_types);
     strbuf_str(&b, "\"");
   }
   strbuf_str(&b, "></p><p><button type=\"submit\">Upload</button></p>"
                  "<progress id=\"p\" value=\"0\" max=\"1\" hidden></progress></form>"
                  "<p id=\"status\" role=\"status\"></p><p class=\"note\">");
-  sb_printf(&b, "Up to %lld file%s, each at most %s", (long long)left, left == 1 ? "" : "s", size);
+  strbuf_printf(&b, "Up to %lld file%s, each at most %s", (long long)left, left == 1 ? "" : "s", size);
   if (l.content_types[0]) {
     strbuf_str(&b, "; accepted types: ");
-    html_text(&b, l.content_types);
+    strbuf_html(&b, l.content_types);
   }
   char exp[40];
   json_t *t = json_time(l.expires_ms);
   snprintf(exp, sizeof exp, "%s", t && json_is_string(t) ? json_string_value(t) : "?");
   json_decref(t);
-  sb_printf(&b, ". This link expires at %s.</p><script nonce=\"%s\">%s</script></body></html>", exp,
+  strbuf_printf(&b, ". This link expires at %s.</p><script nonce=\"%s\">%s</script></body></html>", exp,
             nonce, page_script);
   enum MHD_Result ret = reply_page(r, 200, &b, nonce);
   free(b.p);
@@ -525,14 +496,14 @@ enum MHD_Result h_upost(struct req *r) {
     return api_reply_error(r, 500, "internal_error", "no randomness");
   struct strbuf b = {0};
   page_head(&b, "Upload complete", nonce);
-  sb_printf(&b, "<p id=\"status\">Upload complete: %zu file%s stored.</p><ul>", n,
+  strbuf_printf(&b, "<p id=\"status\">Upload complete: %zu file%s stored.</p><ul>", n,
             n == 1 ? "" : "s");
   size_t i;
   json_t *f;
   json_array_foreach(u->files, i, f) {
     strbuf_str(&b, "<li>");
-    html_text(&b, json_string_value(json_object_get(f, "name")));
-    sb_printf(&b, " (%lld bytes)</li>", (long long)json_integer_value(json_object_get(f, "size")));
+    strbuf_html(&b, json_string_value(json_object_get(f, "name")));
+    strbuf_printf(&b, " (%lld bytes)</li>", (long long)json_integer_value(json_object_get(f, "size")));
   }
   strbuf_str(&b, "</ul></body></html>");
   enum MHD_Result ret = reply_page(r, 201, &b, nonce);

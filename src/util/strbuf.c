@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "util/strbuf.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,4 +39,33 @@ char *strbuf_take(struct strbuf *b) {
     return NULL;
   }
   return p ? p : strdup("");
+}
+
+void strbuf_printf(struct strbuf *b, const char *fmt, ...) {
+  if (b->oom)
+    return;
+  char *t = NULL;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vasprintf(&t, fmt, ap);
+  va_end(ap);
+  if (n < 0) {
+    b->oom = true;
+    return;
+  }
+  strbuf_add(b, t, (size_t)n);
+  free(t);
+}
+
+void strbuf_html(struct strbuf *b, const char *s) {
+  for (; *s; s++) {
+    switch (*s) {
+    case '&': strbuf_str(b, "&amp;"); break;
+    case '<': strbuf_str(b, "&lt;"); break;
+    case '>': strbuf_str(b, "&gt;"); break;
+    case '"': strbuf_str(b, "&quot;"); break;
+    case '\'': strbuf_str(b, "&#39;"); break;
+    default: strbuf_chr(b, *s);
+    }
+  }
 }

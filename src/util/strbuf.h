@@ -17,6 +17,11 @@ struct strbuf {
 void strbuf_add(struct strbuf *b, const char *s, size_t n);
 void strbuf_str(struct strbuf *b, const char *s);
 void strbuf_chr(struct strbuf *b, char c);
+/* Formatted text appended. */
+void strbuf_printf(struct strbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* `s` as HTML text: & < > " ' escaped (safe in an element or a quoted
+ * attribute). */
+void strbuf_html(struct strbuf *b, const char *s);
 /* The text (malloc'd, "" when empty; the caller frees it), or NULL after
  * an allocation failure.  The buffer is consumed either way. */
 char *strbuf_take(struct strbuf *b);

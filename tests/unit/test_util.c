@@ -20,6 +20,7 @@
 #include "util/clock.h"
 #include "util/fileio.h"
 #include "util/json_text.h"
+#include "util/strbuf.h"
 #include "util/timefmt.h"
 #include "util/utf8.h"
 
@@ -319,8 +320,25 @@ TEST(fileio_failures_are_minus_one_with_errno) {
   CHECK(system(cmd) == 0);
 }
 
+TEST(strbuf_builds_text_and_html) {
+  struct strbuf b = {0};
+  strbuf_printf(&b, "%s=%d;", "n", 42);
+  strbuf_html(&b, "<a href=\"x\">Tom & Jerry's</a>");
+  char *t = strbuf_take(&b);
+  CHECK_STR(t, "n=42;&lt;a href=&quot;x&quot;&gt;Tom &amp; Jerry&#39;s&lt;/a&gt;");
+  free(t);
+  /* Long formatted text grows the buffer. */
+  struct strbuf c = {0};
+  for (int i = 0; i < 1000; i++)
+    strbuf_printf(&c, "%04d", i);
+  t = strbuf_take(&c);
+  CHECK(t && strlen(t) == 4000 && !strncmp(t + 3996, "0999", 4));
+  free(t);
+}
+
 int main(void) {
   RUN(utf8_sequences);
+  RUN(strbuf_builds_text_and_html);
   RUN(utf8_valid_strings);
   RUN(utf8_complete_prefix_cuts_before_a_partial_character);
   RUN(utf8_lossy_replaces_each_bad_byte);
