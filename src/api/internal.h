@@ -212,6 +212,9 @@ const char *api_header(struct req *r, const char *name);
 enum MHD_Result api_queue(struct req *r, unsigned status, struct MHD_Response *resp);
 /* JSON reply (steals `body`; NULL → 500). */
 enum MHD_Result api_reply_json(struct req *r, unsigned status, json_t *body);
+/* `o` as a JSON reply body (compact, a trailing newline, Content-Type
+ * set), for a reply with headers of its own; NULL when out of memory. */
+struct MHD_Response *api_json_response(const json_t *o);
 enum MHD_Result api_reply_empty(struct req *r, unsigned status);
 /* {"error":{"code":code,"message":...}} with `status`. */
 enum MHD_Result api_reply_error(struct req *r, unsigned status, const char *code, const char *fmt,

@@ -54,28 +54,33 @@ enum MHD_Result api_queue(struct req *r, unsigned status, struct MHD_Response *r
   return ret;
 }
 
-enum MHD_Result api_reply_json(struct req *r, unsigned status, json_t *body_in) {
-  cleanup_json json_t *body = body_in;
-  if (!body)
-    return api_reply_error(r, 500, "internal_error", "out of memory");
-  char *text = json_dumps(body, JSON_COMPACT);
+struct MHD_Response *api_json_response(const json_t *o) {
+  char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
   if (!text)
-    return api_reply_error(r, 500, "internal_error", "out of memory");
+    return NULL;
   size_t n = strlen(text);
   /* One extra byte for a trailing newline: nicer with curl. */
   char *full = realloc(text, n + 2);
   if (!full) {
     free(text);
-    return api_reply_error(r, 500, "internal_error", "out of memory");
+    return NULL;
   }
   full[n] = '\n';
   full[n + 1] = '\0';
   struct MHD_Response *resp = MHD_create_response_from_buffer(n + 1, full, MHD_RESPMEM_MUST_FREE);
   if (!resp) {
     free(full);
-    return MHD_NO;
+    return NULL;
   }
   MHD_add_response_header(resp, "Content-Type", "application/json");
+  return resp;
+}
+
+enum MHD_Result api_reply_json(struct req *r, unsigned status, json_t *body_in) {
+  cleanup_json json_t *body = body_in;
+  struct MHD_Response *resp = api_json_response(body);
+  if (!resp)
+    return api_reply_error(r, 500, "internal_error", "out of memory");
   return api_queue(r, status, resp);
 }
 

@@ -543,23 +543,13 @@ static int uri_origin(const char *uri, char *out, size_t size, const char **host
  * HTTP Basic authentication (a 401 then names the scheme). */
 static enum MHD_Result oauth_error(struct req *r, unsigned status, const char *code, bool basic,
                                    const char *desc) {
-  json_t *o = json_pack("{s:s, s:s}", "error", code, "error_description", desc);
+  cleanup_json json_t *o = json_pack("{s:s, s:s}", "error", code, "error_description", desc);
   if (status == 401) {
     snprintf(r->www_auth, sizeof r->www_auth, "%s", basic ? "Basic realm=\"husk\"" : "Bearer realm=\"husk\"");
   }
-  if (!o)
+  struct MHD_Response *resp = api_json_response(o);
+  if (!resp)
     return api_reply_error(r, 500, "internal_error", "out of memory");
-  char *text = json_dumps(o, JSON_COMPACT);
-  json_decref(o);
-  if (!text)
-    return api_reply_error(r, 500, "internal_error", "out of memory");
-  struct MHD_Response *resp =
-      MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-  if (!resp) {
-    free(text);
-    return MHD_NO;
-  }
-  MHD_add_response_header(resp, "Content-Type", "application/json");
   MHD_add_response_header(resp, "Pragma", "no-cache");
   if (status == 401)
     MHD_add_response_header(resp, "WWW-Authenticate", r->www_auth);
@@ -569,18 +559,9 @@ static enum MHD_Result oauth_error(struct req *r, unsigned status, const char *c
 /* A public document: JSON anyone may read, from any origin. */
 static enum MHD_Result reply_public_json(struct req *r, json_t *o) {
   cleanup_json json_t *body = o;
-  if (!body)
+  struct MHD_Response *resp = api_json_response(body);
+  if (!resp)
     return api_reply_error(r, 500, "internal_error", "out of memory");
-  char *text = json_dumps(body, JSON_COMPACT);
-  if (!text)
-    return api_reply_error(r, 500, "internal_error", "out of memory");
-  struct MHD_Response *resp =
-      MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-  if (!resp) {
-    free(text);
-    return MHD_NO;
-  }
-  MHD_add_response_header(resp, "Content-Type", "application/json");
   MHD_add_response_header(resp, "Access-Control-Allow-Origin", "*");
   /* Not cached (api_queue: no-store); and when the issuer is taken from
    * the Host header, the document is that Host's. */
@@ -1307,19 +1288,10 @@ static enum MHD_Result token_reply(struct req *r, struct auth_tokens *t, const c
   char detail[300];
   snprintf(detail, sizeof detail, "grant=%s scope=%s", grant, names);
   api_audit_event(r, t->tenant_id, "oauth.token", "ok", 200, &u, c->id, c->name, detail);
-  if (!o)
-    return api_reply_error(r, 500, "internal_error", "out of memory");
-  char *text = json_dumps(o, JSON_COMPACT);
+  struct MHD_Response *resp = api_json_response(o);
   json_decref(o); /* jansson keeps no copy after this */
-  if (!text)
+  if (!resp)
     return api_reply_error(r, 500, "internal_error", "out of memory");
-  struct MHD_Response *resp =
-      MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-  if (!resp) {
-    free(text);
-    return MHD_NO;
-  }
-  MHD_add_response_header(resp, "Content-Type", "application/json");
   MHD_add_response_header(resp, "Pragma", "no-cache");
   return api_queue(r, 200, resp);
 }
