@@ -24,10 +24,22 @@ run_suite() { # NAME COMMAND...
   f=$(grep -c '^not ok ' "$log")
   if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "not ok - $name exited with $rc"; fi
   pass=$((pass + p)); fail=$((fail + f))
-  [ "$f" -gt 0 ] && failed_suites+=("$name")
+  if [ "$f" -gt 0 ]; then
+    failed_suites+=("$name")
+    # What failed and the diagnostics printed around it, said again at the
+    # end: CI shows only the tail of this output.
+    {
+      echo "# $name:"
+      grep -n -B2 -A3 '^not ok ' "$log" | grep -v '^[0-9]*[:-]ok ' | cut -c1-240 | head -n 30
+      echo "#   (last lines)"
+      tail -n 8 "$log" | cut -c1-240
+    } >>"$failures"
+  fi
   echo "# --- $name: $p passed, $f failed, $((SECONDS - t0)) s"
   rm -f "$log"
 }
+failures=$(mktemp)
+trap 'rm -f "$failures"' EXIT
 
 for b in build/tests/test_*; do
   [ -x "$b" ] && run_suite "unit/$(basename "$b")" "$b"
@@ -114,6 +126,10 @@ if [ -x build-asan/husk ]; then
 fi
 
 echo
-[ ${#failed_suites[@]} -gt 0 ] && echo "# failed suites: ${failed_suites[*]}"
+if [ ${#failed_suites[@]} -gt 0 ]; then
+  echo "# what failed, suite by suite:"
+  cat "$failures"
+  echo "# failed suites: ${failed_suites[*]}"
+fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -165,14 +165,10 @@ wait "$LISTENER" 2>/dev/null
 hrun run -- sh -c 'tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d " "'
 expect_eq "network: only lo in /proc/net/dev" "$OUT" lo
 
-hrun run -- python3 -c '
-import socket
-s = socket.socket(); s.settimeout(3)
-try:
-    s.connect(("1.1.1.1", 53)); print("CONNECTED")
-except OSError as e:
-    print("no route")'
-expect_eq "network: no route out of the box" "$OUT" "no route"
+# The way out is looked for in the routing tables, never tried: IPv4's main
+# table is empty and IPv6's routes all go through lo.
+hrun run -- sh -c 'tail -n +2 /proc/net/route | wc -l; [ -e /proc/net/ipv6_route ] && awk "\$NF != \"lo\"" /proc/net/ipv6_route | wc -l || echo 0'
+expect_eq "network: no route out of the box" "$(echo $OUT)" "0 0"
 
 hrun run -- python3 -c '
 import socket

@@ -30,8 +30,9 @@ export KEY URL
 # Appended (O_APPEND), not written at a shared offset: with 8 writers a
 # plain redirection let two ids land on one line now and then.
 : >"$T_SCRATCH/ids"
-seq "$N" | xargs -P 8 -I{} bash -c mk >>"$T_SCRATCH/ids"
+seq "$N" | xargs -P 8 -I{} bash -c mk >>"$T_SCRATCH/ids" 2>"$T_SCRATCH/create_errors"
 made=$(grep -c '^b_' "$T_SCRATCH/ids")
+[ "$made" = "$N" ] || head -n 3 "$T_SCRATCH/create_errors"
 expect_eq "$N boxes created" "$made" "$N"
 FDS=$(ls /proc/"$SPID"/fd 2>/dev/null | wc -l)
 check "the daemon holds more than 1024 fds ($FDS)" [ "$FDS" -gt 1024 ]
@@ -47,9 +48,12 @@ del() { # ID: delete one box, print the status (a failure's reply goes to stderr
 }
 export -f del
 : >"$T_SCRATCH/codes"
-xargs -P 8 -I{} bash -c 'del {}' <"$T_SCRATCH/ids" >>"$T_SCRATCH/codes"
-expect_eq "every box deleted" "$(grep -c '^200$' "$T_SCRATCH/codes")" "$N"
+grep '^b_' "$T_SCRATCH/ids" | xargs -P 8 -I{} bash -c 'del {}' >>"$T_SCRATCH/codes" 2>"$T_SCRATCH/delete_errors"
+deleted=$(grep -c '^200$' "$T_SCRATCH/codes")
+[ "$deleted" = "$made" ] || head -n 3 "$T_SCRATCH/delete_errors"
+expect_eq "every box deleted" "$deleted" "$made"
 gone() { [ -z "$(live_box_cgroups)" ]; }
-check "nothing left" wait_for 60 gone
+wait_for 60 gone || echo "# left: $(live_box_cgroups | head -c 600)"
+check "nothing left" gone
 serve_stop
 serve_finish
