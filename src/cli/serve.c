@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -805,6 +806,37 @@ static void serve_threads_setup(sigset_t *stop) {
   json_object_seed(0);
 }
 
+/* Each live box holds a few fds in the daemon (its pidfd, control socket,
+ * cgroup and relay fds): with the usual soft limit of 1024 a daemon
+ * started by hand would refuse new boxes and connections past about 140
+ * boxes.  The soft limit is raised to the hard one, as far as 2^20 (the
+ * packaged unit sets LimitNOFILE already); a hard limit too low for that
+ * is said once, at start. */
+#define SERVE_NOFILE_WANT 8192 /* about a thousand boxes */
+#define SERVE_NOFILE_CAP (1 << 20)
+static void serve_fd_limit(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+    fprintf(stderr, "husk: getrlimit(RLIMIT_NOFILE): %s\n", strerror(errno));
+    return;
+  }
+  rlim_t want = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > SERVE_NOFILE_CAP
+                    ? SERVE_NOFILE_CAP
+                    : rl.rlim_max;
+  if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
+    rl.rlim_cur = want;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+      fprintf(stderr, "husk: setrlimit(RLIMIT_NOFILE, %llu): %s\n", (unsigned long long)want,
+              strerror(errno));
+  }
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+      rl.rlim_cur < SERVE_NOFILE_WANT)
+    fprintf(stderr,
+            "husk: open files are limited to %llu (hard limit): each live box holds about 8 "
+            "of them; raise it (ulimit -Hn, LimitNOFILE=) for more than %llu boxes\n",
+            (unsigned long long)rl.rlim_cur, (unsigned long long)(rl.rlim_cur / 8));
+}
+
 /* ---- 3. state and planes ---------------------------------------------------------------- */
 
 static int serve_planes(const struct serve_opts *o, struct serve *s) {
@@ -1027,6 +1059,7 @@ int cmd_serve(int argc, char **argv) {
     return 1;
   sigset_t stop;
   serve_threads_setup(&stop);
+  serve_fd_limit();
   if (serve_planes(&o, &s) < 0 || serve_fronts(&o, &s) < 0)
     return 1;
   serve_announce(&o, &s);
