@@ -6,7 +6,12 @@
 . "$(dirname "$0")/serve.bash"
 
 N=${SERVE_FDS_BOXES:-170}
-ulimit -n 8192 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+# The daemon is started with the usual soft limit of 1024 open files (a
+# hard one of 8192 where root may raise it): it raises the soft limit
+# itself.
+ulimit -Hn 8192 2>/dev/null
+ulimit -Sn 1024 2>/dev/null
+HARD=$(ulimit -Hn)
 if ! serve_start; then
   not_ok "the daemon starts"
   serve_finish
@@ -14,6 +19,13 @@ if ! serve_start; then
 fi
 new_tenant many || not_ok "tenant"
 KEY=$TKEY
+SOFT=$(awk '/^Max open files/ {print $4}' /proc/"$SPID"/limits)
+expect_eq "the daemon raised its open-file soft limit to the hard one" "$SOFT" "$HARD"
+if [ "$HARD" != unlimited ] && [ "$HARD" -lt $((N * 8 + 64)) ]; then
+  # Not this host's fault to test: room for fewer boxes than the test makes.
+  N=$(((HARD - 64) / 8))
+  echo "# the hard limit of open files is $HARD here: $N boxes"
+fi
 mk() { # I: create one small box, print its id (a failure's reply goes to stderr)
   local r
   r=$(curl -sS --max-time 60 -w '\n%{http_code}' -X POST -H "Authorization: Bearer $KEY" \
@@ -35,7 +47,9 @@ made=$(grep -c '^b_' "$T_SCRATCH/ids")
 [ "$made" = "$N" ] || head -n 3 "$T_SCRATCH/create_errors"
 expect_eq "$N boxes created" "$made" "$N"
 FDS=$(ls /proc/"$SPID"/fd 2>/dev/null | wc -l)
-check "the daemon holds more than 1024 fds ($FDS)" [ "$FDS" -gt 1024 ]
+if [ "$N" -ge 170 ]; then
+  check "the daemon holds more than 1024 fds ($FDS)" [ "$FDS" -gt 1024 ]
+fi
 api GET /v1/health
 expect_code "a new connection is still served" 200
 api POST "/v1/sandboxes/$(head -n1 "$T_SCRATCH/ids")/exec" -d '{"cmd":["echo","ok"]}'
