@@ -17,6 +17,7 @@
 
 struct aud_item {
   struct aud_item *next;
+  uint64_t seq;
   struct state_audit rec;
 };
 
@@ -60,8 +61,10 @@ static void prune(struct egress *e, int64_t now) {
 static void housekeeping(struct egress *e) {
   int64_t now = mono_ms();
   struct state_audit *rows;
+  pthread_mutex_lock(&e->agg_write_lock);
   size_t n = egress_agg_tick(e->agg, now, &rows);
   write_rows(e, rows, n);
+  pthread_mutex_unlock(&e->agg_write_lock);
   prune(e, now);
 }
 
@@ -92,9 +95,14 @@ static void *audit_writer_main(void *arg) {
     struct husk_err err;
     if (state_audit_add(e->cfg.state, &it->rec, NULL, &err) < 0)
       egress_log(e, "egress: box %s: cannot write audit record: %s", it->rec.box_id, err.msg);
+    uint64_t seq = it->seq;
     free(it);
     pthread_mutex_lock(&e->aq_lock);
+    e->aq_done = seq;
+    pthread_cond_broadcast(&e->aq_done_cond);
   }
+  e->aq_done = e->aq_seq;
+  pthread_cond_broadcast(&e->aq_done_cond);
   unsigned dropped = e->aq_dropped;
   pthread_mutex_unlock(&e->aq_lock);
   /* What is still counted goes in records before the daemon stops. */
@@ -114,14 +122,18 @@ int egress_audit_writer_start(struct egress *e, struct husk_err *err) {
     return -1;
   e->agg_interval_ms = e->cfg.audit.interval_ms ? e->cfg.audit.interval_ms : EGRESS_AUDIT_INTERVAL_MS;
   pthread_mutex_init(&e->aq_lock, NULL);
+  pthread_mutex_init(&e->agg_write_lock, NULL);
   pthread_condattr_t ca;
   pthread_condattr_init(&ca);
   pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
   pthread_cond_init(&e->aq_cond, &ca);
+  pthread_cond_init(&e->aq_done_cond, &ca);
   pthread_condattr_destroy(&ca);
   if (pthread_create(&e->aq_thread, NULL, audit_writer_main, e) != 0) {
     pthread_cond_destroy(&e->aq_cond);
+    pthread_cond_destroy(&e->aq_done_cond);
     pthread_mutex_destroy(&e->aq_lock);
+    pthread_mutex_destroy(&e->agg_write_lock);
     return husk_fail(err, EAGAIN, "cannot start the egress audit thread");
   }
   e->aq_running = true;
@@ -136,7 +148,9 @@ void egress_audit_writer_stop(struct egress *e) {
     pthread_mutex_unlock(&e->aq_lock);
     pthread_join(e->aq_thread, NULL); /* drains the queue first */
     pthread_cond_destroy(&e->aq_cond);
+    pthread_cond_destroy(&e->aq_done_cond);
     pthread_mutex_destroy(&e->aq_lock);
+    pthread_mutex_destroy(&e->agg_write_lock);
   }
   egress_agg_free(e->agg);
 }
@@ -153,6 +167,7 @@ static void audit_queue(struct egress *e, const struct state_audit *a) {
   }
   it->rec = *a;
   it->next = NULL;
+  it->seq = ++e->aq_seq;
   if (e->aq_tail)
     e->aq_tail->next = it;
   else
@@ -201,8 +216,27 @@ void egress_audit_queued(struct conn *c, const char *action, const char *outcome
   audit_record(c, action, outcome, status, why, true);
 }
 
+/* The box's counts are written now, and the call returns once every row
+ * of the box taken out before it -- by an interval's end on the writer
+ * thread, or queued by the DNS stub -- is written too (the queue is
+ * waited for at most EGRESS_AUDIT_FLUSH_WAIT_MS). */
+#define EGRESS_AUDIT_FLUSH_WAIT_MS 5000
 void egress_audit_flush(struct egress *e, const char *box_id) {
   struct state_audit *rows;
+  if (!e->aq_running) { /* no writer thread: nothing else takes rows */
+    size_t n = egress_agg_drain(e->agg, box_id, &rows);
+    write_rows(e, rows, n);
+    return;
+  }
+  pthread_mutex_lock(&e->agg_write_lock);
   size_t n = egress_agg_drain(e->agg, box_id, &rows);
   write_rows(e, rows, n);
+  pthread_mutex_unlock(&e->agg_write_lock);
+  struct timespec until = clock_after_ms(CLOCK_MONOTONIC, EGRESS_AUDIT_FLUSH_WAIT_MS);
+  pthread_mutex_lock(&e->aq_lock);
+  uint64_t target = e->aq_seq;
+  while (e->aq_done < target)
+    if (pthread_cond_timedwait(&e->aq_done_cond, &e->aq_lock, &until) == ETIMEDOUT)
+      break;
+  pthread_mutex_unlock(&e->aq_lock);
 }

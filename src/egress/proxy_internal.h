@@ -86,14 +86,21 @@ struct egress {
    * the acceptor, which must never wait for the database). */
   pthread_mutex_t aq_lock;
   pthread_cond_t aq_cond;
+  pthread_cond_t aq_done_cond; /* aq_done moved */
   struct aud_item *aq_head, *aq_tail;
   unsigned aq_len, aq_dropped;
+  uint64_t aq_seq;  /* records queued so far */
+  uint64_t aq_done; /* of those, written (or given up on) */
   bool aq_stop;
   pthread_t aq_thread;
   bool aq_running;
   /* Repeated decisions are counted here and written once per interval
-   * (audit_agg.h); the retention pass runs on the same thread. */
+   * (audit_agg.h); the retention pass runs on the same thread.  Rows taken
+   * out of the aggregation are written under agg_write_lock, so that a
+   * box's flush, which takes the lock too, returns only after every row
+   * of that box taken before it is in the database. */
   struct egress_agg *agg;
+  pthread_mutex_t agg_write_lock;
   unsigned agg_interval_ms;
   int64_t prune_at; /* monotonic; the writer thread only */
   pthread_attr_t attr;
