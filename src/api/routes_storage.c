@@ -99,6 +99,8 @@ static json_t *link_json(const struct store_link *l) {
     json_object_set_new(o, "denied_fetches", json_integer(l->denied));
   if (o && l->denied_last_ms)
     json_object_set_new(o, "last_denied_at", json_time(l->denied_last_ms));
+  if (o)
+    json_object_set_new(o, "created_by", api_created_by_json(l->created_by));
   return o;
 }
 
@@ -154,7 +156,10 @@ enum MHD_Result h_link_create(struct req *r) {
     return api_reply_error(r, 400, "bad_request", "`expires_in` must be 1..%d seconds", STORE_LINK_MAX_S);
   struct store_link l;
   struct husk_err err;
-  if (store_link_create(st, r->tenant, bucket, key, (int64_t)exp, filename, false, &l, &err) < 0)
+  char creator[STATE_CREATED_BY_SIZE];
+  api_created_by(r, creator, sizeof creator);
+  if (store_link_create(st, r->tenant, bucket, key, (int64_t)exp, filename, false, creator, &l,
+                        &err) < 0)
     return store_err(r, &err);
   snprintf(r->audit_detail, sizeof r->audit_detail, "link=%s", l.id);
   json_t *j = link_json(&l);
@@ -239,8 +244,11 @@ enum MHD_Result h_box_export(struct req *r) {
     return api_reply_error(r, 400, "bad_request", "`path`, `bucket` and `key` are required");
   struct box_store_result res;
   struct husk_err err;
+  /* The caller wrote it (and made its link), not the box. */
+  char creator[STATE_CREATED_BY_SIZE];
+  api_created_by(r, creator, sizeof creator);
   int rc = box_store_put(r->srv->cfg.mgr, st, r->tenant, r->params[0], path, bucket, key, link,
-                         (int64_t)exp, filename, false, &res, &err);
+                         (int64_t)exp, filename, false, creator, &res, &err);
   if (rc < 0)
     return store_err(r, &err);
   snprintf(r->audit_detail, sizeof r->audit_detail, "bucket=%s", bucket);
