@@ -538,6 +538,93 @@ TEST(quota) {
   open_all();
 }
 
+/* Who wrote an object and made a link: each write records its own writer
+ * (a copy its copier, a multipart object who completed it, a new version
+ * its new writer); a malformed one stores nothing; the listing filters on
+ * it. */
+static int creators_cb(void *ctx, const struct store_entry *e) {
+  struct acc *a = ctx;
+  size_t n = strlen(a->buf);
+  snprintf(a->buf + n, sizeof a->buf - n, "%s%s=%s", n ? " " : "", e->key,
+           e->created_by[0] ? e->created_by : "-");
+  return 0;
+}
+
+TEST(writers) {
+  struct husk_err err;
+  const char *alice = "u_0123456789abcdef01234567", *key = "key:k_1", *s3 = "s3key:HKABC";
+  CHECK_OK(store_bucket_create(s, t1, "who", &err));
+  struct store_object o;
+  CHECK_OK(store_put_buffer(s, t1, "who", "a", "1", 1, NULL, alice, &o, &err));
+  CHECK_STR(o.created_by, alice);
+  store_object_free(&o);
+  CHECK_OK(store_put_buffer(s, t1, "who", "b", "2", 1, NULL, NULL, &o, &err));
+  CHECK_STR(o.created_by, "");
+  store_object_free(&o);
+  CHECK_OK(store_object_copy(s, t1, "who", "a", "who", "c", NULL, NULL, s3, &o, &err));
+  CHECK_STR(o.created_by, s3);
+  store_object_free(&o);
+  char up[STORE_ID_SIZE], m[33];
+  CHECK_OK(store_upload_create(s, t1, "who", "d", NULL, NULL, up, &err));
+  CHECK_OK(store_part_commit(part_writer("x", 1), t1, "who", "d", up, 1, &err));
+  md5hex("x", 1, m);
+  struct store_part p = {.num = 1};
+  snprintf(p.etag, sizeof p.etag, "%s", m);
+  CHECK_OK(store_upload_complete(s, t1, "who", "d", up, &p, 1, key, &o, &err));
+  CHECK_STR(o.created_by, key);
+  store_object_free(&o);
+  /* A new version of b: its writer now. */
+  CHECK_OK(store_put_buffer(s, t1, "who", "b", "3", 1, NULL, key, &o, &err));
+  store_object_free(&o);
+  CHECK_OK(store_object_get(s, t1, "who", "b", &o, NULL, &err));
+  CHECK_STR(o.created_by, key);
+  store_object_free(&o);
+  /* Malformed: nothing stored, no file left. */
+  int before = count_files("objects");
+  CHECK_ERR(store_put_buffer(s, t1, "who", "e", "4", 1, NULL, "key:a b", &o, &err), EINVAL);
+  CHECK_ERR(store_put_buffer(s, t1, "who", "b", "4", 1, NULL, "nobody", &o, &err), EINVAL);
+  CHECK(count_files("objects") == before && count_files("tmp") == 0);
+  CHECK_ERR(store_object_get(s, t1, "who", "e", &o, NULL, &err), STORE_ENOKEY);
+  CHECK_OK(store_object_get(s, t1, "who", "b", &o, NULL, &err));
+  CHECK_STR(o.created_by, key);
+  store_object_free(&o);
+
+  struct acc a = {""};
+  bool trunc = false;
+  char *next = NULL;
+  struct store_list_req rq = {.prefix = "", .max_keys = 100};
+  CHECK_OK(store_list(s, t1, "who", &rq, creators_cb, &a, &trunc, &next, &err));
+  char want[256];
+  snprintf(want, sizeof want, "a=%s b=%s c=%s d=%s", alice, key, s3, key);
+  CHECK_STR(a.buf, want);
+  a.buf[0] = '\0';
+  rq.created_by = key;
+  rq.max_keys = 1; /* pages of one: the filter holds across them */
+  CHECK_OK(store_list(s, t1, "who", &rq, creators_cb, &a, &trunc, &next, &err));
+  CHECK(trunc && next && !strcmp(next, "b"));
+  rq.after = next;
+  CHECK_OK(store_list(s, t1, "who", &rq, creators_cb, &a, &trunc, &next, &err));
+  free((char *)rq.after);
+  snprintf(want, sizeof want, "b=%s d=%s", key, key);
+  CHECK_STR(a.buf, want);
+  free(next);
+  next = NULL;
+  rq = (struct store_list_req){.prefix = "", .max_keys = 10, .created_by = ""};
+  CHECK_ERR(store_list(s, t1, "who", &rq, creators_cb, &a, &trunc, &next, &err), EINVAL);
+
+  /* Links. */
+  struct store_link l;
+  CHECK_OK(store_link_create(s, t1, "who", "a", 60, NULL, false, alice, &l, &err));
+  CHECK_STR(l.created_by, alice);
+  char id[STORE_ID_SIZE];
+  snprintf(id, sizeof id, "%s", l.id);
+  store_link_free(&l);
+  CHECK_OK(store_link_get(s, t1, id, &l, &err));
+  CHECK_STR(l.created_by, alice);
+  store_link_free(&l);
+  CHECK_ERR(store_link_create(s, t1, "who", "a", 60, NULL, false, "u_1", &l, &err), EINVAL);
+}
+
 int main(void) {
   snprintf(dir, sizeof dir, "/tmp/husk-store-XXXXXX");
   if (!mkdtemp(dir))
@@ -565,6 +652,7 @@ int main(void) {
   RUN(unlink_after_durable_commit);
   RUN(sigkill_between_file_and_row);
   RUN(quota);
+  RUN(writers);
   close_all();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
