@@ -220,8 +220,8 @@ enum MHD_Result h_link_access(struct req *r) {
 
 /* ---- objects: listing and heads ---- */
 
-/* The query's `bucket`: required, and a name no listing of husk's own
- * buckets can be reached by (those start with "_"). */
+/* The query's `bucket`, which is required (husk's own buckets, whose
+ * names start with "_", are not found by the routes below). */
 static const char *query_bucket(struct req *r) {
   const char *b = api_query(r, "bucket");
   if (!b || !b[0]) {
