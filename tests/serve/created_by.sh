@@ -231,6 +231,11 @@ for bad in "" "alice" "u_123" "${U_ALICE^^}" "${U_ALICE}0" "key:" "key:a%20b" "k
 done
 KEY=$TK api GET "/v1/objects"
 check "no bucket: 400" test "$CODE" = 400
+# husk's own bucket (snapshot archives, which record no writer) is no one's to list.
+KEY=$TK api GET "/v1/objects?bucket=_snapshots"
+check "husk's own bucket is not listed: 404" test "$CODE $(jf 'j["error"]["code"]')" = "404 no_such_bucket"
+KEY=$TK api GET "/v1/objects/head?bucket=_snapshots&key=x"
+check "… nor its objects' heads: 404" test "$CODE $(jf 'j["error"]["code"]')" = "404 no_such_bucket"
 KEY=$TK api GET "/v1/sandboxes?created_by=s3key:$AK"
 check "the sandbox filter takes the same values (no box of an S3 key)" test "$CODE $(ids)" = "200 "
 
