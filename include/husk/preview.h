@@ -68,6 +68,9 @@ struct husk_preview_spec {
   uint64_t ttl_ms; /* 0: HUSK_PREVIEW_TTL_DEFAULT_MS */
   enum husk_preview_access access;
   struct husk_preview_limits limits;
+  /* Who makes it, recorded with it (husk_preview_info.created_by): as
+   * husk_box_spec.created_by (NULL / "": nobody in particular). */
+  const char *created_by;
 };
 
 struct husk_preview_info {
@@ -78,6 +81,7 @@ struct husk_preview_info {
   enum husk_preview_access access;
   struct husk_preview_limits limits;          /* resolved: no zero */
   int64_t created_ms, expires_ms, revoked_ms; /* revoked_ms 0: not revoked */
+  char created_by[HUSK_CREATED_BY_MAX];       /* husk_preview_spec.created_by, or "" */
 };
 
 /* Where previews are reached.  The path form's base is

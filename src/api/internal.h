@@ -480,6 +480,8 @@ enum MHD_Result h_link_list(struct req *r);
 enum MHD_Result h_link_revoke(struct req *r);
 enum MHD_Result h_link_get(struct req *r);
 enum MHD_Result h_link_access(struct req *r);
+enum MHD_Result h_object_list(struct req *r);
+enum MHD_Result h_object_head(struct req *r);
 enum MHD_Result h_box_export(struct req *r);
 /* routes_templates.c */
 enum MHD_Result h_template_import_begin(struct req *r);

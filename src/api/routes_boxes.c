@@ -189,11 +189,13 @@ enum MHD_Result h_box_list(struct req *r) {
   uint64_t limit = 0;
   lr.state = api_query(r, "state");
   lr.cursor = api_query(r, "cursor");
-  /* Boxes of one creator: a user id, or key: and a key id. */
+  /* Boxes of one creator: a user id, key: and a key id (or s3key: and
+   * an S3 key id, the syntax GET /v1/objects shares, which made no box). */
   lr.created_by = api_query(r, "created_by");
   if (lr.created_by && state_check_created_by(lr.created_by, false, &r->err) < 0)
     return api_reply_error(r, 400, "bad_request",
-                           "`created_by` must be a user id (u_...) or key: and an API key id");
+                           "`created_by` must be a user id (u_...), key: and an API key id, or "
+                           "s3key: and an S3 access key id");
   if (api_query_u64(r, "limit", 1000000, &limit, NULL) < 0)
     return api_reply_bad(r);
   MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, meta_arg, &ma);

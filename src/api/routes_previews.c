@@ -34,6 +34,8 @@ static json_t *preview_json(const struct husk_preview_info *p) {
                 json_time(p->expires_ms), "limits", limits_json(&p->limits));
   if (j && p->revoked_ms)
     json_object_set_new(j, "revoked_at", json_time(p->revoked_ms));
+  if (j)
+    json_object_set_new(j, "created_by", api_created_by_json(p->created_by));
   return j;
 }
 
@@ -130,6 +132,9 @@ enum MHD_Result h_preview_create(struct req *r) {
                            "--preview-url)");
   snprintf(r->audit_detail, sizeof r->audit_detail, "port=%u access=%s", port,
            husk_preview_access_name(spec.access));
+  char creator[STATE_CREATED_BY_SIZE];
+  api_created_by(r, creator, sizeof creator);
+  spec.created_by = creator;
   struct husk_preview_info p;
   char token[HUSK_PREVIEW_SECRET_MAX], password[HUSK_PREVIEW_SECRET_MAX];
   struct husk_err err;

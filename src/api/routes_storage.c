@@ -1,5 +1,5 @@
-/* Storage routes: S3 credentials, links and their access log, and the
- * box <-> store transfers (docs/storage.md). */
+/* Storage routes: S3 credentials, objects' listing and heads, links and
+ * their access log, and the box <-> store transfers (docs/storage.md). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -99,6 +99,8 @@ static json_t *link_json(const struct store_link *l) {
     json_object_set_new(o, "denied_fetches", json_integer(l->denied));
   if (o && l->denied_last_ms)
     json_object_set_new(o, "last_denied_at", json_time(l->denied_last_ms));
+  if (o)
+    json_object_set_new(o, "created_by", api_created_by_json(l->created_by));
   return o;
 }
 
@@ -154,7 +156,10 @@ enum MHD_Result h_link_create(struct req *r) {
     return api_reply_error(r, 400, "bad_request", "`expires_in` must be 1..%d seconds", STORE_LINK_MAX_S);
   struct store_link l;
   struct husk_err err;
-  if (store_link_create(st, r->tenant, bucket, key, (int64_t)exp, filename, false, &l, &err) < 0)
+  char creator[STATE_CREATED_BY_SIZE];
+  api_created_by(r, creator, sizeof creator);
+  if (store_link_create(st, r->tenant, bucket, key, (int64_t)exp, filename, false, creator, &l,
+                        &err) < 0)
     return store_err(r, &err);
   snprintf(r->audit_detail, sizeof r->audit_detail, "link=%s", l.id);
   json_t *j = link_json(&l);
@@ -213,6 +218,106 @@ enum MHD_Result h_link_access(struct req *r) {
                                           steal_pointer(&arr), "next_after", next));
 }
 
+/* ---- objects: listing and heads ---- */
+
+/* The query's `bucket`, which is required (husk's own buckets, whose
+ * names start with "_", are not found by the routes below). */
+static const char *query_bucket(struct req *r) {
+  const char *b = api_query(r, "bucket");
+  if (!b || !b[0]) {
+    husk_fail(&r->err, EINVAL, "`bucket` is required");
+    return NULL;
+  }
+  return b;
+}
+
+static int object_cb(void *ctx, const struct store_entry *e) {
+  json_array_append_new(ctx, json_pack("{s:s, s:I, s:s, s:o, s:o}", "key", e->key, "size",
+                                       (json_int_t)e->size, "etag", e->etag ? e->etag : "",
+                                       "last_modified", json_time(e->mtime_ms), "created_by",
+                                       api_created_by_json(e->created_by)));
+  return 0;
+}
+
+/* GET /v1/objects?bucket=B[&prefix=P][&after=K][&limit=N][&created_by=C]:
+ * one page of a bucket's objects in key order (the embedded store's). */
+enum MHD_Result h_object_list(struct req *r) {
+  struct store *st = r->srv->cfg.store;
+  if (!st)
+    return no_store(r);
+  const char *bucket = query_bucket(r);
+  if (!bucket)
+    return api_reply_bad(r);
+  const char *prefix = api_query(r, "prefix"), *after = api_query(r, "after");
+  /* One creator's objects: the same values as GET /v1/sandboxes takes. */
+  const char *creator = api_query(r, "created_by");
+  if (creator && state_check_created_by(creator, false, &r->err) < 0)
+    return api_reply_error(r, 400, "bad_request",
+                           "`created_by` must be a user id (u_...), key: and an API key id, or "
+                           "s3key: and an S3 access key id");
+  uint64_t limit = 100;
+  if (api_query_u64(r, "limit", 1000, &limit, NULL) < 0)
+    return api_reply_bad(r);
+  if (limit == 0)
+    return api_reply_error(r, 400, "bad_request", "limit must be 1..1000");
+  if ((prefix && strlen(prefix) > STORE_KEY_MAX) || (after && strlen(after) > STORE_KEY_MAX))
+    return api_reply_error(r, 400, "bad_request", "`prefix` and `after` are at most %d bytes",
+                           STORE_KEY_MAX);
+  if (store_remote(st))
+    return api_reply_error(r, 501, "not_implemented",
+                           "this server keeps objects in an external store: list them there");
+  cleanup_json json_t *arr = json_array();
+  if (!arr)
+    return api_reply_error(r, 500, "internal_error", "out of memory");
+  struct store_list_req rq = {.prefix = prefix ? prefix : "",
+                              .after = after,
+                              .max_keys = (unsigned)limit,
+                              .created_by = creator};
+  bool truncated = false;
+  cleanup_free char *next = NULL;
+  struct husk_err err;
+  if (store_list(st, r->tenant, bucket, &rq, object_cb, arr, &truncated, &next, &err) < 0)
+    return err.code == STORE_EBADNAME
+               ? api_reply_error(r, 404, "no_such_bucket", "The specified bucket does not exist")
+               : store_err(r, &err);
+  json_t *na = truncated && next ? json_string(next) : json_null();
+  return api_reply_json(r, 200,
+                        json_pack("{s:s, s:s, s:o, s:o}", "bucket", bucket, "prefix",
+                                  prefix ? prefix : "", "objects", steal_pointer(&arr),
+                                  "next_after", na));
+}
+
+/* GET /v1/objects/head?bucket=B&key=K: what S3's HeadObject says of it, and
+ * who wrote it. */
+enum MHD_Result h_object_head(struct req *r) {
+  struct store *st = r->srv->cfg.store;
+  if (!st)
+    return no_store(r);
+  const char *bucket = query_bucket(r), *key = api_query(r, "key");
+  if (!bucket)
+    return api_reply_bad(r);
+  if (!key)
+    return api_reply_error(r, 400, "bad_request", "`key` is required");
+  if (store_remote(st))
+    return api_reply_error(r, 501, "not_implemented",
+                           "this server keeps objects in an external store: ask it there");
+  if (store_bucket_reserved(bucket))
+    return api_reply_error(r, 404, "no_such_bucket", "The specified bucket does not exist");
+  struct store_object o;
+  struct husk_err err;
+  if (store_object_get(st, r->tenant, bucket, key, &o, NULL, &err) < 0)
+    return store_err(r, &err);
+  json_error_t je;
+  json_t *meta = json_loads(o.meta_json, 0, &je);
+  json_t *j = json_pack("{s:s, s:s, s:I, s:s, s:s?, s:o, s:o, s:o}", "bucket", bucket, "key", o.key,
+                        "size", (json_int_t)o.size, "etag", o.etag, "content_type",
+                        o.content_type[0] ? o.content_type : NULL, "metadata",
+                        meta ? meta : json_object(), "last_modified", json_time(o.mtime_ms),
+                        "created_by", api_created_by_json(o.created_by));
+  store_object_free(&o);
+  return api_reply_json(r, 200, j);
+}
+
 /* ---- box <-> store ---- */
 
 static const char *const export_fields[] = {"path", "bucket", "key", "link", "expires_in",
@@ -239,8 +344,11 @@ enum MHD_Result h_box_export(struct req *r) {
     return api_reply_error(r, 400, "bad_request", "`path`, `bucket` and `key` are required");
   struct box_store_result res;
   struct husk_err err;
+  /* The caller wrote it (and made its link), not the box. */
+  char creator[STATE_CREATED_BY_SIZE];
+  api_created_by(r, creator, sizeof creator);
   int rc = box_store_put(r->srv->cfg.mgr, st, r->tenant, r->params[0], path, bucket, key, link,
-                         (int64_t)exp, filename, false, &res, &err);
+                         (int64_t)exp, filename, false, creator, &res, &err);
   if (rc < 0)
     return store_err(r, &err);
   snprintf(r->audit_detail, sizeof r->audit_detail, "bucket=%s", bucket);

@@ -163,6 +163,8 @@ const struct route api_routes[] = {
     {"GET", "/v1/links/{}", AUTH_TENANT, BODY_NONE, NULL, h_link_get, NULL, NULL, NULL, AUTH_SCOPE_STORAGE_READ},
     {"DELETE", "/v1/links/{}", AUTH_TENANT, BODY_NONE, "link.revoke", h_link_revoke, NULL, NULL, NULL, AUTH_SCOPE_STORAGE_WRITE},
     {"GET", "/v1/links/{}/access", AUTH_TENANT, BODY_NONE, NULL, h_link_access, NULL, NULL, NULL, AUTH_SCOPE_STORAGE_READ},
+    {"GET", "/v1/objects", AUTH_TENANT, BODY_NONE, NULL, h_object_list, NULL, NULL, NULL, AUTH_SCOPE_STORAGE_READ},
+    {"GET", "/v1/objects/head", AUTH_TENANT, BODY_NONE, NULL, h_object_head, NULL, NULL, NULL, AUTH_SCOPE_STORAGE_READ},
     /* Upload links: routes_upload.c (/u/<token> is the page people use) */
     {"POST", "/v1/upload-links", AUTH_TENANT, BODY_JSON, "upload_link.create", h_ulink_create, NULL,
      NULL, NULL, AUTH_SCOPE_STORAGE_WRITE},

@@ -800,7 +800,9 @@ int box_created_by(char *dst, size_t size, const char *src, struct husk_err *err
   if (!src || !src[0])
     return 0;
   if (strnlen(src, size) == size || state_check_created_by(src, true, err) < 0)
-    return husk_fail(err, EINVAL, "the creator must be u_ and 24 hex digits, or key: and an API key id");
+    return husk_fail(err, EINVAL,
+                     "the creator must be u_ and 24 hex digits, key: and an API key id, or "
+                     "s3key: and an S3 access key id");
   memcpy(dst, src, strlen(src) + 1);
   return 0;
 }

@@ -132,34 +132,35 @@ static int ensure_bucket(struct store *s, const char *tenant_id, const char *buc
 
 static int finish_link(struct store *s, const char *tenant_id, const char *bucket, const char *key,
                        const struct store_object *o, bool link, int64_t expires_s,
-                       const char *filename, bool inline_disp, struct box_store_result *out,
-                       struct husk_err *err);
+                       const char *filename, bool inline_disp, const char *created_by,
+                       struct box_store_result *out, struct husk_err *err);
 
 static int finish(struct store *s, const char *tenant_id, const char *bucket, const char *key,
                   struct store_writer *w, const char *ctype, bool link, int64_t expires_s,
-                  const char *filename, bool inline_disp, struct box_store_result *out,
-                  struct husk_err *err) {
+                  const char *filename, bool inline_disp, const char *created_by,
+                  struct box_store_result *out, struct husk_err *err) {
   char etag[STORE_ETAG_SIZE];
   if (store_writer_finish(w, NULL, etag, NULL, err) < 0) {
     store_writer_abort(w);
     return -1;
   }
   struct store_object o;
-  if (store_put_commit(w, tenant_id, bucket, key, ctype, NULL, &o, err) < 0)
+  if (store_put_commit(w, tenant_id, bucket, key, ctype, NULL, created_by, &o, err) < 0)
     return -1;
   store_object_free(&o);
-  return finish_link(s, tenant_id, bucket, key, &o, link, expires_s, filename, inline_disp, out,
-                     err);
+  return finish_link(s, tenant_id, bucket, key, &o, link, expires_s, filename, inline_disp,
+                     created_by, out, err);
 }
 
 /* With `link`, a presigned link to the stored object into *out. */
 static int add_link(struct store *s, const char *tenant_id, const char *bucket, const char *key,
                     bool link, int64_t expires_s, const char *filename, bool inline_disp,
-                    struct box_store_result *out, struct husk_err *err) {
+                    const char *created_by, struct box_store_result *out, struct husk_err *err) {
   if (!link)
     return 0;
   struct store_link l;
-  if (store_link_create(s, tenant_id, bucket, key, expires_s, filename, inline_disp, &l, err) < 0)
+  if (store_link_create(s, tenant_id, bucket, key, expires_s, filename, inline_disp, created_by, &l,
+                        err) < 0)
     return -1;
   out->url = l.url;
   l.url = NULL;
@@ -172,11 +173,12 @@ static int add_link(struct store *s, const char *tenant_id, const char *bucket, 
 /* The stored object's size and ETag (o's fixed fields), and the link. */
 static int finish_link(struct store *s, const char *tenant_id, const char *bucket, const char *key,
                        const struct store_object *o, bool link, int64_t expires_s,
-                       const char *filename, bool inline_disp, struct box_store_result *out,
-                       struct husk_err *err) {
+                       const char *filename, bool inline_disp, const char *created_by,
+                       struct box_store_result *out, struct husk_err *err) {
   out->size = o->size;
   snprintf(out->etag, sizeof out->etag, "%s", o->etag);
-  return add_link(s, tenant_id, bucket, key, link, expires_s, filename, inline_disp, out, err);
+  return add_link(s, tenant_id, bucket, key, link, expires_s, filename, inline_disp, created_by,
+                  out, err);
 }
 
 struct tar_sink {
@@ -205,10 +207,12 @@ static int fd_write(void *ctx, const void *buf, size_t len) {
 
 static int stage_out(void *ctx, const void *buf, size_t len) { return stage_write(ctx, buf, len); }
 
+/* The external store keeps no writer (its objects have no row here); the
+ * link made to it does record its maker. */
 static int remote_finish(struct store *s, const char *tenant_id, const char *bucket,
                          const char *key, int fd, const char *ctype, bool link, int64_t expires_s,
-                         const char *filename, bool inline_disp, struct box_store_result *out,
-                         struct husk_err *err) {
+                         const char *filename, bool inline_disp, const char *created_by,
+                         struct box_store_result *out, struct husk_err *err) {
   struct stat sb;
   if (fstat(fd, &sb) < 0)
     return husk_error(err, errno, "staging file");
@@ -218,12 +222,13 @@ static int remote_finish(struct store *s, const char *tenant_id, const char *buc
   if (remote_put_fd(store_remote(s), rk, fd, (uint64_t)sb.st_size, ctype, out->etag, err) < 0)
     return -1;
   out->size = (uint64_t)sb.st_size;
-  return add_link(s, tenant_id, bucket, key, link, expires_s, filename, inline_disp, out, err);
+  return add_link(s, tenant_id, bucket, key, link, expires_s, filename, inline_disp, created_by,
+                  out, err);
 }
 
 int box_store_put(struct husk_mgr *mgr, struct store *s, const char *tenant_id, const char *box_id,
                   const char *path, const char *bucket, const char *key, bool link,
-                  int64_t expires_s, const char *filename, bool inline_disp,
+                  int64_t expires_s, const char *filename, bool inline_disp, const char *created_by,
                   struct box_store_result *out, struct husk_err *err) {
   memset(out, 0, sizeof *out);
   if (husk_path_check(path, strlen(path), err) < 0 || store_key_check(key, err) < 0)
@@ -268,7 +273,7 @@ int box_store_put(struct husk_mgr *mgr, struct store *s, const char *tenant_id, 
     }
     return remote_finish(s, tenant_id, bucket, key, tmp,
                          type == 'd' ? "application/x-tar" : box_store_guess_type(key), link,
-                         expires_s, filename, inline_disp, out, err);
+                         expires_s, filename, inline_disp, created_by, out, err);
   }
   if (ensure_bucket(s, tenant_id, bucket, err) < 0)
     return -1;
@@ -277,11 +282,12 @@ int box_store_put(struct husk_mgr *mgr, struct store *s, const char *tenant_id, 
     struct stat sb;
     struct store_object o;
     if (husk_file_open_read(&b, path, &fd, &sb, err) < 0 ||
-        store_put_fd(s, tenant_id, bucket, key, fd, box_store_guess_type(key), &o, err) < 0)
+        store_put_fd(s, tenant_id, bucket, key, fd, box_store_guess_type(key), created_by, &o,
+                     err) < 0)
       return -1;
     store_object_free(&o);
-    return finish_link(s, tenant_id, bucket, key, &o, link, expires_s, filename, inline_disp, out,
-                       err);
+    return finish_link(s, tenant_id, bucket, key, &o, link, expires_s, filename, inline_disp,
+                       created_by, out, err);
   }
   /* A tree: its archive's size is known only once written, so the writer
    * stops at what the box holds and at the tenant's room. */
@@ -310,13 +316,14 @@ int box_store_put(struct husk_mgr *mgr, struct store *s, const char *tenant_id, 
     return -1;
   }
   return finish(s, tenant_id, bucket, key, t.w, "application/x-tar", link, expires_s, filename,
-                inline_disp, out, err);
+                inline_disp, created_by, out, err);
 }
 
 int box_store_put_buffer(struct store *s, const char *tenant_id, const void *buf, size_t n,
                          const char *content_type, const char *bucket, const char *key, bool link,
                          int64_t expires_s, const char *filename, bool inline_disp,
-                         struct box_store_result *out, struct husk_err *err) {
+                         const char *created_by, struct box_store_result *out,
+                         struct husk_err *err) {
   memset(out, 0, sizeof *out);
   if (store_remote(s)) {
     if (store_key_check(key, err) < 0)
@@ -330,7 +337,7 @@ int box_store_put_buffer(struct store *s, const char *tenant_id, const void *buf
       return husk_error(err, errno, "cannot stage the content");
     return remote_finish(s, tenant_id, bucket, key, tmp,
                          content_type ? content_type : box_store_guess_type(key), link, expires_s,
-                         filename, inline_disp, out, err);
+                         filename, inline_disp, created_by, out, err);
   }
   if (store_key_check(key, err) < 0 || ensure_bucket(s, tenant_id, bucket, err) < 0)
     return -1;
@@ -343,7 +350,7 @@ int box_store_put_buffer(struct store *s, const char *tenant_id, const void *buf
   }
   return finish(s, tenant_id, bucket, key, w,
                 content_type ? content_type : box_store_guess_type(key), link, expires_s, filename,
-                inline_disp, out, err);
+                inline_disp, created_by, out, err);
 }
 
 static ssize_t fd_in(void *ctx, void *buf, size_t cap) {

@@ -37,16 +37,20 @@ void box_store_result_free(struct box_store_result *r);
 
 /* A box file -> object; a box directory -> a tar of it (content type
  * application/x-tar).  With `link`, also a presigned link valid
- * `expires_s` (0: 1 hour), downloaded as `filename` if given. */
+ * `expires_s` (0: 1 hour), downloaded as `filename` if given.  The object
+ * and the link record `created_by` (the caller: storage/store.h's
+ * STORE_CREATED_BY_SIZE; NULL: nobody) -- on the embedded store; an
+ * external store's objects keep no writer, their links do. */
 int box_store_put(struct husk_mgr *mgr, struct store *s, const char *tenant_id, const char *box_id,
                   const char *path, const char *bucket, const char *key, bool link,
-                  int64_t expires_s, const char *filename, bool inline_disp, struct box_store_result *out,
-                  struct husk_err *err);
+                  int64_t expires_s, const char *filename, bool inline_disp, const char *created_by,
+                  struct box_store_result *out, struct husk_err *err);
 
-/* Inline content -> object (+ link). */
+/* Inline content -> object (+ link), `created_by` as for box_store_put. */
 int box_store_put_buffer(struct store *s, const char *tenant_id, const void *buf, size_t n,
                          const char *content_type, const char *bucket, const char *key, bool link,
-                         int64_t expires_s, const char *filename, bool inline_disp, struct box_store_result *out,
+                         int64_t expires_s, const char *filename, bool inline_disp,
+                         const char *created_by, struct box_store_result *out,
                          struct husk_err *err);
 
 /* An object -> a box file at `path` (parents created), or with `extract`

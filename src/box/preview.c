@@ -151,6 +151,7 @@ static void info_of(const struct state_preview *sp, struct husk_preview_info *ou
   out->created_ms = sp->created_ms;
   out->expires_ms = sp->expires_ms;
   out->revoked_ms = sp->revoked_ms;
+  snprintf(out->created_by, sizeof out->created_by, "%s", sp->created_by);
 }
 
 /* One bound: 0 asks for the default; else within 1..max. */
@@ -191,7 +192,8 @@ int husk_preview_create(struct husk_mgr *m, const char *tenant, const char *box_
                "max_duration (ms)", &duration, err) < 0)
     return -1;
   struct state_preview sp = {0};
-  if (id_new("pv_", 12, sp.id, sizeof sp.id, err) < 0)
+  if (box_created_by(sp.created_by, sizeof sp.created_by, spec->created_by, err) < 0 ||
+      id_new("pv_", 12, sp.id, sizeof sp.id, err) < 0)
     return -1;
   snprintf(sp.tenant_id, sizeof sp.tenant_id, "%s", tenant);
   snprintf(sp.box_id, sizeof sp.box_id, "%s", box_id);

@@ -275,7 +275,9 @@ int box_snapshot_take(struct husk_mgr *m, struct live_box *b, bool for_pause,
       store_writer_abort(w);
       goto undo;
     }
-    if (store_put_commit(w, tenant, SNAP_BUCKET, p.id, "application/zstd", NULL, &o, err) < 0)
+    /* husk's own object in a bucket no listing shows: no writer recorded
+     * (the snapshot is what its maker asked for). */
+    if (store_put_commit(w, tenant, SNAP_BUCKET, p.id, "application/zstd", NULL, NULL, &o, err) < 0)
       goto undo;
     store_object_free(&o);
   } else {

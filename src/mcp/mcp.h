@@ -114,10 +114,11 @@ struct mcp_storage {
    * under `name`; *url (malloc'd) is an expiring link, *expires_ms its end.
    * `name` unique (a job's output): the object is outputs/<name>, replaced
    * by the next publish of that name (one object, counted once in the
-   * quota); else a new object each time. */
-  int (*publish)(void *ctx, const char *tenant, const char *name, bool unique,
-                 const char *mime_type, int fd, uint64_t size, char **url, int64_t *expires_ms,
-                 struct husk_err *err);
+   * quota); else a new object each time.  The object and its link record
+   * `created_by` (the job's creator, mcp_created_by's forms; "" nobody). */
+  int (*publish)(void *ctx, const char *tenant, const char *created_by, const char *name,
+                 bool unique, const char *mime_type, int fd, uint64_t size, char **url,
+                 int64_t *expires_ms, struct husk_err *err);
   const struct mcp_tool *tools;
   size_t ntools;
 };

@@ -564,13 +564,16 @@ static json_t *read_store(struct mcp_server *s, const struct mcp_caller *c, cons
   }
   const char *mime = mcp_mime_by_name(u->b);
   struct store_link l;
+  /* A link made for the reader is the reader's (its listing shows it). */
+  char creator[STORE_CREATED_BY_SIZE];
+  mcp_created_by(c, creator, sizeof creator);
   if (store_remote(store)) {
     /* An external store: the bytes are not here to return; a link is. */
     uint64_t size = 0;
     cleanup_free char *rkey = remote_key(c->tenant, u->a, u->b);
     if (!rkey || remote_head(store_remote(store), rkey, &size, err) < 0)
       return NULL;
-    if (store_link_create(store, c->tenant, u->a, u->b, 0, NULL, true, &l, err) < 0)
+    if (store_link_create(store, c->tenant, u->a, u->b, 0, NULL, true, creator, &l, err) < 0)
       return NULL;
     json_t *e = note_entry(uri, mime, size, "Download it (the link expires): ", l.url,
                            l.expires_ms);
@@ -585,7 +588,7 @@ static json_t *read_store(struct mcp_server *s, const struct mcp_caller *c, cons
     mime = o.content_type;
   json_t *out = NULL;
   if (o.size > MCP_CONTENT_MAX) {
-    if (store_link_create(store, c->tenant, u->a, u->b, 0, NULL, true, &l, err) == 0) {
+    if (store_link_create(store, c->tenant, u->a, u->b, 0, NULL, true, creator, &l, err) == 0) {
       out = note_entry(uri, mime, o.size, "Download it (the link expires): ", l.url, l.expires_ms);
       store_link_free(&l);
     }

@@ -95,8 +95,9 @@ static void read_stream(struct mcp_call *c, struct husk_mgr *m, const struct sta
     int64_t exp = 0;
     /* Named after the job: each poll of a running job, and its end,
      * replace the one object of this stream. */
-    if (sp->publish(sp->ctx, job->tenant_id, name, true, "text/plain", fd, o->bytes, &o->link, &exp,
-                    &err) < 0)
+    /* Written on behalf of whoever started the job, whoever polls it. */
+    if (sp->publish(sp->ctx, job->tenant_id, job->created_by, name, true, "text/plain", fd,
+                    o->bytes, &o->link, &exp, &err) < 0)
       o->link = NULL;
   }
 }
@@ -230,8 +231,8 @@ static json_t *collect_files(struct mcp_call *c, struct husk_mgr *m, const struc
       char *url = NULL;
       int64_t exp = 0;
       if (sp && sp->publish &&
-          sp->publish(sp->ctx, job->tenant_id, name, false, mcp_mime_by_name(name), fd,
-                      (uint64_t)st.st_size, &url, &exp, &err) == 0 &&
+          sp->publish(sp->ctx, job->tenant_id, job->created_by, name, false, mcp_mime_by_name(name),
+                      fd, (uint64_t)st.st_size, &url, &exp, &err) == 0 &&
           url) {
         json_object_set_new(f, "url", json_string(url));
         json_object_set_new(f, "url_expires_at", mcp_time(exp));

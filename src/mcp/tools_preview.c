@@ -45,6 +45,9 @@ static int expose_port(struct mcp_call *c) {
       .port = (unsigned)port, .ttl_ms = (uint64_t)ttl * 1000, .access = HUSK_PREVIEW_PUBLIC};
   if (access && husk_preview_access_parse(access, &spec.access) < 0)
     return mcp_tool_error(c, "access must be public, password or key");
+  char creator[HUSK_CREATED_BY_MAX];
+  mcp_created_by(c->caller, creator, sizeof creator);
+  spec.created_by = creator;
   struct husk_preview_info p;
   char token[HUSK_PREVIEW_SECRET_MAX], password[HUSK_PREVIEW_SECRET_MAX];
   struct husk_err err;
@@ -67,6 +70,8 @@ static int expose_port(struct mcp_call *c) {
     json_object_set_new(r, "path_url", json_string(url));
   if (r && password[0])
     json_object_set_new(r, "password", json_string(password));
+  if (r && p.created_by[0])
+    json_object_set_new(r, "created_by", json_string(p.created_by));
   char name[64];
   snprintf(name, sizeof name, "port %u of %s", p.port, p.box_id);
   mcp_add_block(c, json_pack("{s:s, s:s, s:s, s:s, s:s}", "type", "resource_link", "uri", main_url,
@@ -95,7 +100,8 @@ const struct mcp_tool mcp_tool_expose_port = {
     "{\"type\":\"object\",\"properties\":{\"preview_id\":{\"type\":\"string\"},\"sandbox_id\":{"
     "\"type\":\"string\"},\"port\":{\"type\":\"integer\"},\"access\":{\"type\":\"string\"},"
     "\"url\":{\"type\":\"string\"},\"path_url\":{\"type\":\"string\"},\"password\":{\"type\":"
-    "\"string\"},\"expires_at\":{\"type\":\"string\"}},\"required\":[\"preview_id\",\"url\","
+    "\"string\"},\"expires_at\":{\"type\":\"string\"},\"created_by\":{\"type\":\"string\"}},"
+    "\"required\":[\"preview_id\",\"url\","
     "\"expires_at\"]}",
     false,
     false,

@@ -200,9 +200,9 @@ static void add_link_block(struct mcp_call *c, const char *url, const char *key,
 
 /* ---- publish (run_code's output files) -------------------------------------------- */
 
-static int publish(void *ctx, const char *tenant, const char *name, bool unique,
-                   const char *mime_type, int fd, uint64_t size, char **url, int64_t *expires_ms,
-                   struct husk_err *err) {
+static int publish(void *ctx, const char *tenant, const char *created_by, const char *name,
+                   bool unique, const char *mime_type, int fd, uint64_t size, char **url,
+                   int64_t *expires_ms, struct husk_err *err) {
   struct store *s = ctx;
   *url = NULL;
   if (!links_possible(s))
@@ -234,13 +234,13 @@ static int publish(void *ctx, const char *tenant, const char *name, bool unique,
     if (store_bucket_create(s, tenant, MCP_BUCKET, err) < 0 && err->code != STORE_EOWNED)
       return -1;
     struct store_object o;
-    if (store_put_fd(s, tenant, MCP_BUCKET, key, fd, mime_type, &o, err) < 0)
+    if (store_put_fd(s, tenant, MCP_BUCKET, key, fd, mime_type, created_by, &o, err) < 0)
       return -1;
     store_object_free(&o);
   }
   struct store_link l;
   if (store_link_create(s, tenant, MCP_BUCKET, key, 0, base_name(key), link_inline(mime_type, NULL),
-                        &l, err) < 0)
+                        created_by, &l, err) < 0)
     return -1;
   *url = l.url;
   l.url = NULL;
@@ -441,6 +441,9 @@ static int store_files(struct mcp_call *c, struct store *s, const char *box, jso
   if (!m || check_box(c, m, box) < 0)
     return 0;
   struct husk_err err;
+  /* The caller writes the objects and makes their links, not the box. */
+  char creator[STORE_CREATED_BY_SIZE];
+  mcp_created_by(c->caller, creator, sizeof creator);
   /* [[box path, name below the key prefix], ...] */
   cleanup_json json_t *items = json_array();
   if (!items)
@@ -538,7 +541,7 @@ static int store_files(struct mcp_call *c, struct store *s, const char *box, jso
     const char *dl = strchr(base_name(key), '/') ? NULL : base_name(key);
     struct box_store_result res;
     if (box_store_put(m, s, c->caller->tenant, box, path, bucket, key, true, exp, dl,
-                      link_inline(box_store_guess_type(key), disp), &res, &err) < 0) {
+                      link_inline(box_store_guess_type(key), disp), creator, &res, &err) < 0) {
       storage_error(c, bucket, key, "file", path, &err);
       batch_fail(c, &bt, path, o);
       continue;
@@ -567,6 +570,9 @@ static int store_files(struct mcp_call *c, struct store *s, const char *box, jso
 
 static int store_file(struct mcp_call *c) {
   struct store *s = store_of(c);
+  /* The caller writes the object and makes its link, not the box. */
+  char creator[STORE_CREATED_BY_SIZE];
+  mcp_created_by(c->caller, creator, sizeof creator);
   const char *box = mcp_arg_str(c, "sandbox_id"), *path = mcp_arg_str(c, "path");
   const char *enc = mcp_arg_str(c, "encoding"), *bucket = mcp_arg_str(c, "bucket");
   const char *key = mcp_arg_str(c, "key"), *ctype = mcp_arg_str(c, "content_type");
@@ -636,14 +642,14 @@ static int store_file(struct mcp_call *c) {
     rc = box_store_put_buffer(
         s, c->caller->tenant, b64 ? (const void *)bin : json_string_value(content), len, ctype,
         bucket, key, true, exp, dl, link_inline(ctype ? ctype : box_store_guess_type(key), disp),
-        &res, &err);
+        creator, &res, &err);
   } else {
     struct husk_mgr *m = mcp_call_mgr(c);
     if (!m || check_box(c, m, box) < 0)
       return 0;
     /* A directory is stored as a tar: a download whatever was asked. */
     rc = box_store_put(m, s, c->caller->tenant, box, path, bucket, key, true, exp, dl,
-                       link_inline(box_store_guess_type(key), disp), &res, &err);
+                       link_inline(box_store_guess_type(key), disp), creator, &res, &err);
   }
   if (rc < 0)
     return storage_error(c, bucket, key, "file", path, &err);
@@ -744,8 +750,10 @@ static int get_link(struct mcp_call *c) {
   /* Downloads are named after the key's last part unless told otherwise
    * (a key ending in '/' has none to offer). */
   const char *dl = filename ? filename : strchr(base_name(key), '/') ? NULL : base_name(key);
-  if (store_link_create(s, c->caller->tenant, bucket, key, exp, dl, link_inline(ctype, disp), &l,
-                        &err) < 0)
+  char creator[STORE_CREATED_BY_SIZE];
+  mcp_created_by(c->caller, creator, sizeof creator);
+  if (store_link_create(s, c->caller->tenant, bucket, key, exp, dl, link_inline(ctype, disp),
+                        creator, &l, &err) < 0)
     return storage_error(c, bucket, key, "object", key, &err);
   json_t *r = json_pack("{s:s, s:s, s:s, s:o, s:s}", "bucket", bucket, "key", key, "url", l.url,
                         "expires_at", json_time(l.expires_ms), "link_id", l.id);
@@ -797,10 +805,14 @@ static const struct mcp_param list_params[] = {
 };
 
 static int list_cb(void *ctx, const struct store_entry *e) {
-  if (!e->is_prefix)
-    json_array_append_new(ctx, json_pack("{s:s, s:I, s:s, s:o}", "key", e->key, "size",
-                                         (json_int_t)e->size, "etag", e->etag ? e->etag : "",
-                                         "last_modified", json_time(e->mtime_ms)));
+  if (e->is_prefix)
+    return 0;
+  json_t *o = json_pack("{s:s, s:I, s:s, s:o}", "key", e->key, "size", (json_int_t)e->size, "etag",
+                        e->etag ? e->etag : "", "last_modified", json_time(e->mtime_ms));
+  /* Who wrote it, left out for nobody (as MCP's sandbox results do). */
+  if (o && e->created_by && e->created_by[0])
+    json_object_set_new(o, "created_by", json_string(e->created_by));
+  json_array_append_new(ctx, o);
   return 0;
 }
 
@@ -862,7 +874,8 @@ static const struct mcp_tool tool_list_objects = {
     "{\"type\":\"object\",\"properties\":{\"bucket\":{\"type\":\"string\"},\"prefix\":{\"type\":"
     "\"string\"},\"objects\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":{"
     "\"key\":{\"type\":\"string\"},\"size\":{\"type\":\"integer\"},\"etag\":{\"type\":\"string\"},"
-    "\"last_modified\":{\"type\":\"string\"}}}},\"truncated\":{\"type\":\"boolean\"},"
+    "\"last_modified\":{\"type\":\"string\"},\"created_by\":{\"type\":\"string\"}}}},"
+    "\"truncated\":{\"type\":\"boolean\"},"
     "\"next_cursor\":{\"type\":\"string\"}},\"required\":[\"bucket\",\"objects\",\"truncated\"]}",
     true,
     false,

@@ -279,7 +279,9 @@ enum MHD_Result s3_op_list_objects(struct s3_req *r) {
     after = strdup(marker);
   }
   struct list_ctx c = {.url = url, .v1 = !v2, .tenant = r->tenant};
-  struct store_list_req lr = {prefix ? prefix : "", delim, after, max_keys};
+  /* Every writer's: S3 shows no creator, and filters on none. */
+  struct store_list_req lr = {
+      .prefix = prefix ? prefix : "", .delimiter = delim, .after = after, .max_keys = max_keys};
   bool truncated = false;
   cleanup_free char *next = NULL;
   struct husk_err err;

@@ -243,5 +243,9 @@ enum MHD_Result s3_op_list_parts(struct s3_req *r);
 /* Content type and x-amz-meta-* of the request as JSON (malloc'd), or
  * NULL with r->err set (metadata too large). */
 char *s3_request_meta(struct s3_req *r);
+/* Who writes an object through this request: "s3key:" + the access key id
+ * that signed it (public, unlike its secret); "" for an internal key (a
+ * link's, which cannot write). */
+void s3_created_by(const struct s3_req *r, char out[STORE_CREATED_BY_SIZE]);
 
 #endif

@@ -88,6 +88,14 @@ static void add_etag(struct MHD_Response *resp, const char *etag) {
   MHD_add_response_header(resp, "ETag", q);
 }
 
+void s3_created_by(const struct s3_req *r, char out[STORE_CREATED_BY_SIZE]) {
+  /* r->key_id was looked up (store_key_lookup): an id of the shape
+   * store_key_mint makes, which state_check_created_by takes. */
+  if (r->internal_key || !r->key_id[0] ||
+      snprintf(out, STORE_CREATED_BY_SIZE, "s3key:%s", r->key_id) >= STORE_CREATED_BY_SIZE)
+    out[0] = '\0';
+}
+
 /* ---- PutObject ---- */
 
 enum MHD_Result s3_op_put_object(struct s3_req *r) {
@@ -103,7 +111,10 @@ enum MHD_Result s3_op_put_object(struct s3_req *r) {
   struct store_writer *w = r->w;
   r->w = NULL;
   struct store_object o;
-  if (store_put_commit(w, r->tenant, r->bucket, r->key, ct ? ct : "", meta, &o, &r->err) < 0)
+  char creator[STORE_CREATED_BY_SIZE];
+  s3_created_by(r, creator);
+  if (store_put_commit(w, r->tenant, r->bucket, r->key, ct ? ct : "", meta, creator, &o, &r->err) <
+      0)
     return s3_store_error(r, &r->err);
   struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
   if (resp) {
@@ -152,9 +163,11 @@ enum MHD_Result s3_op_copy_object(struct s3_req *r) {
     return meta_error(r);
   struct store_object o;
   struct husk_err err;
+  char creator[STORE_CREATED_BY_SIZE];
+  s3_created_by(r, creator);
   if (store_object_copy(r->srv->cfg.store, r->tenant, sb, sk, r->bucket, r->key,
-                        replace ? (content_type(r) ? content_type(r) : "") : NULL, meta, &o,
-                        &err) < 0)
+                        replace ? (content_type(r) ? content_type(r) : "") : NULL, meta, creator,
+                        &o, &err) < 0)
     return s3_store_error(r, &err);
   char d[TIME_RFC3339_SIZE];
   time_rfc3339(o.mtime_ms, d);
@@ -450,8 +463,10 @@ enum MHD_Result s3_op_complete_upload(struct s3_req *r) {
   if (s3_parse_complete(r->xml, r->xml_len, &parts, &n, &err) < 0)
     return s3_error(r, 400, "MalformedXML", err.msg);
   struct store_object o;
-  int rc = store_upload_complete(r->srv->cfg.store, r->tenant, r->bucket, r->key, id, parts, n, &o,
-                                 &err);
+  char creator[STORE_CREATED_BY_SIZE];
+  s3_created_by(r, creator);
+  int rc = store_upload_complete(r->srv->cfg.store, r->tenant, r->bucket, r->key, id, parts, n,
+                                 creator, &o, &err);
   free(parts);
   if (rc < 0)
     return s3_store_error(r, &err);

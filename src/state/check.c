@@ -42,8 +42,8 @@ int check_id_or_empty(const char *what, const char *s, size_t size, struct husk_
 }
 
 /* A creator (see state.h): "u_" + 24 lowercase hex digits (what
- * state_new_id makes, and users have), or "key:" + an API key id; "" only
- * where empty_ok. */
+ * state_new_id makes, and users have), "key:" + an API key id, or
+ * "s3key:" + an S3 access key id; "" only where empty_ok. */
 int state_check_created_by(const char *s, bool empty_ok, struct husk_err *err) {
   if (!s)
     return husk_fail(err, EINVAL, "creator is missing");
@@ -60,7 +60,14 @@ int state_check_created_by(const char *s, bool empty_ok, struct husk_err *err) {
       return husk_fail(err, EINVAL, "creator is not key: and an API key id");
     return 0;
   }
-  return husk_fail(err, EINVAL, "creator must be a user id (u_...) or key: and an API key id");
+  if (!strncmp(s, "s3key:", 6)) {
+    if (check_id("creator's S3 key id", s + 6, STATE_S3_KEY_ID_SIZE, err) < 0)
+      return husk_fail(err, EINVAL, "creator is not s3key: and an S3 access key id");
+    return 0;
+  }
+  return husk_fail(err, EINVAL,
+                   "creator must be a user id (u_...), key: and an API key id, or s3key: and an "
+                   "S3 access key id");
 }
 
 void sanitize_text(char *str) {

@@ -11,7 +11,8 @@
 #include "util/cleanup.h"
 
 #define LINK_COLS                                                                                  \
-  "id, bucket, key, url, filename, created_ms, expires_ms, revoked_ms, denied, denied_last_ms"
+  "id, bucket, key, url, filename, created_ms, expires_ms, revoked_ms, denied, denied_last_ms, "   \
+  "created_by"
 
 static void link_free(void *row) {
   struct store_link *l = row;
@@ -33,8 +34,12 @@ static int read_link(sqlite3_stmt *q, void *row, struct husk_err *err) {
   l->revoked_ms = sqlite3_column_int64(q, 7);
   l->denied = sqlite3_column_int64(q, 8);
   l->denied_last_ms = sqlite3_column_int64(q, 9);
+  bool ok = db_col_text(q, 10, l->created_by, sizeof l->created_by);
   if (!l->key || !l->url)
     return husk_error(err, ENOMEM, "links");
+  /* Only the daemon writes it (checked then): anything else was not. */
+  if (!ok || state_check_created_by(l->created_by, true, err) < 0)
+    return husk_fail(err, EUCLEAN, "link row has a malformed creator");
   return 0;
 }
 
@@ -57,18 +62,23 @@ static int link_check_locked(struct state *st, const char *tenant_id, const char
 
 int state_link_insert(struct state *st, const char *tenant_id, const struct store_link *l,
                       struct husk_err *err) {
+  if (!memchr(l->created_by, '\0', sizeof l->created_by))
+    return husk_fail(err, EINVAL, "creator is not terminated");
+  if (state_check_created_by(l->created_by, true, err) < 0)
+    return -1;
   cleanup_unlock struct state *locked = db_lock(st);
   cleanup_txn struct db_txn txn = {0};
   cleanup_stmt sqlite3_stmt *ins = NULL;
   if (db_begin(st, &txn, err) < 0 ||
       db_prepare(st, &ins,
                  "INSERT INTO links (id, tenant_id, bucket, key, filename, url, created_ms, "
-                 "expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                 "expires_ms, created_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                  err) < 0)
     return -1;
   int rc = db_text(ins, 1, l->id) || db_text(ins, 2, tenant_id) || db_text(ins, 3, l->bucket) ||
            db_text(ins, 4, l->key) || db_text(ins, 5, l->filename) || db_text(ins, 6, l->url) ||
-           db_int(ins, 7, l->created_ms) || db_int(ins, 8, l->expires_ms);
+           db_int(ins, 7, l->created_ms) || db_int(ins, 8, l->expires_ms) ||
+           db_text(ins, 9, l->created_by);
   if (rc != SQLITE_OK)
     return db_fail(st, err, rc, "link");
   if (db_step_done(st, ins, "cannot store the link", err) < 0)
@@ -93,7 +103,7 @@ int state_link_get(struct state *st, const char *tenant_id, const char *id, stru
     return husk_fail(err, STORE_ENOLINK, "no such link");
   if (read_link(q, out, err) < 0) {
     link_free(out);
-    return husk_error(err, ENOMEM, "link");
+    return -1;
   }
   return 0;
 }

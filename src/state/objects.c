@@ -10,7 +10,7 @@
 #include "state/store_state.h"
 #include "util/cleanup.h"
 
-#define OBJ_COLS "key, file, size, etag, content_type, meta_json, mtime_ms"
+#define OBJ_COLS "key, file, size, etag, content_type, meta_json, mtime_ms, created_by"
 
 static void object_free(struct store_object *o) {
   free(o->key);
@@ -28,6 +28,7 @@ static int read_object(sqlite3_stmt *q, struct store_object *o, struct husk_err 
   ok &= db_col_text(q, 4, o->content_type, sizeof o->content_type);
   o->meta_json = db_col_strdup(q, 5);
   o->mtime_ms = sqlite3_column_int64(q, 6);
+  ok &= db_col_text(q, 7, o->created_by, sizeof o->created_by);
   if (!o->key || !o->meta_json) {
     object_free(o);
     return husk_error(err, ENOMEM, "object row");
@@ -35,6 +36,11 @@ static int read_object(sqlite3_stmt *q, struct store_object *o, struct husk_err 
   if (!ok) {
     object_free(o);
     return husk_fail(err, EUCLEAN, "object row has an oversized value");
+  }
+  /* Only the daemon writes it (checked then): anything else was not. */
+  if (state_check_created_by(o->created_by, true, err) < 0) {
+    object_free(o);
+    return husk_fail(err, EUCLEAN, "object row has a malformed creator");
   }
   return 0;
 }
@@ -154,9 +160,12 @@ int state_store_quota_check(struct state *st, const char *tenant_id, const char 
 int object_put_locked(struct state *st, const char *tenant_id, const char *bucket,
                       const struct state_object_new *o, uint64_t quota, uint64_t freed, char *old,
                       struct husk_err *err) {
+  old[0] = 0;
+  const char *creator = o->created_by ? o->created_by : "";
+  if (state_check_created_by(creator, true, err) < 0)
+    return -1;
   if (bucket_check_locked(st, tenant_id, bucket, err) < 0)
     return -1;
-  old[0] = 0;
   uint64_t old_size = 0;
   {
     cleanup_stmt sqlite3_stmt *q = NULL;
@@ -182,16 +191,18 @@ int object_put_locked(struct state *st, const char *tenant_id, const char *bucke
   if (db_prepare(
           st, &u,
           "INSERT INTO objects (tenant_id, bucket, key, file, size, etag, content_type, "
-          "meta_json, mtime_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+          "meta_json, mtime_ms, created_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
           "ON CONFLICT (tenant_id, bucket, key) DO UPDATE SET file = excluded.file, "
           "size = excluded.size, etag = excluded.etag, content_type = excluded.content_type, "
-          "meta_json = excluded.meta_json, mtime_ms = excluded.mtime_ms",
+          "meta_json = excluded.meta_json, mtime_ms = excluded.mtime_ms, "
+          "created_by = excluded.created_by",
           err) < 0)
     return -1;
   int rc = db_text(u, 1, tenant_id) || db_text(u, 2, bucket) || db_text(u, 3, o->key) ||
            db_text(u, 4, o->file) || db_int(u, 5, (int64_t)o->size) || db_text(u, 6, o->etag) ||
            db_text(u, 7, o->content_type ? o->content_type : "") ||
-           db_text(u, 8, o->meta_json ? o->meta_json : "{}") || db_int(u, 9, o->mtime_ms);
+           db_text(u, 8, o->meta_json ? o->meta_json : "{}") || db_int(u, 9, o->mtime_ms) ||
+           db_text(u, 10, creator);
   if (rc != SQLITE_OK)
     return db_fail(st, err, rc, "object");
   if (db_step_done(st, u, "cannot store the object", err) < 0)
@@ -267,8 +278,11 @@ static int read_entry(sqlite3_stmt *q, void *row, struct husk_err *err) {
   e->size = (uint64_t)sqlite3_column_int64(q, 1);
   db_col_text(q, 2, e->etag, sizeof e->etag);
   e->mtime_ms = sqlite3_column_int64(q, 3);
+  bool ok = db_col_text(q, 4, e->created_by, sizeof e->created_by);
   if (!e->key)
     return husk_error(err, ENOMEM, "list");
+  if (!ok || state_check_created_by(e->created_by, true, err) < 0)
+    return husk_fail(err, EUCLEAN, "object row has a malformed creator");
   return 0;
 }
 
@@ -277,16 +291,30 @@ static int read_entry(sqlite3_stmt *q, void *row, struct husk_err *err) {
 
 int state_object_page(struct state *st, const char *tenant_id, const char *bucket,
                       const char *after, size_t after_len, const char *prefix,
-                      struct state_object_page *out, struct husk_err *err) {
+                      const char *created_by, struct state_object_page *out, struct husk_err *err) {
   *out = (struct state_object_page){0};
+  if (created_by && state_check_created_by(created_by, false, err) < 0)
+    return -1;
   cleanup_rows struct db_rows rows = {.item_size = sizeof(struct state_object_entry),
                                       .free_item = entry_free};
-  if (db_rows_select(
-          st, &rows,
-          "SELECT key, size, etag, mtime_ms FROM objects WHERE tenant_id = ? AND "
-          "bucket = ? AND key > ? AND key >= ? ORDER BY key LIMIT " PAGE_STR(STATE_OBJECT_PAGE),
-          DB_ARGS(DB_TEXT(tenant_id), DB_TEXT(bucket), DB_TEXT_N(after, after_len), DB_TEXT(prefix)),
-          read_entry, "list", err) < 0)
+  /* Two statements, not "?5 IS NULL OR ...": the filtered one walks the
+   * index objects_creator in key order instead of the whole bucket. */
+#define PAGE_SQL(filter)                                                                           \
+  "SELECT key, size, etag, mtime_ms, created_by FROM objects WHERE tenant_id = ?1 AND "            \
+  "bucket = ?2 AND key > ?3 AND key >= ?4" filter                                                  \
+  " ORDER BY key LIMIT " PAGE_STR(STATE_OBJECT_PAGE)
+  int rc =
+      created_by
+          ? db_rows_select(st, &rows, PAGE_SQL(" AND created_by = ?5"),
+                           DB_ARGS(DB_TEXT(tenant_id), DB_TEXT(bucket), DB_TEXT_N(after, after_len),
+                                   DB_TEXT(prefix), DB_TEXT(created_by)),
+                           read_entry, "list", err)
+          : db_rows_select(st, &rows, PAGE_SQL(""),
+                           DB_ARGS(DB_TEXT(tenant_id), DB_TEXT(bucket), DB_TEXT_N(after, after_len),
+                                   DB_TEXT(prefix)),
+                           read_entry, "list", err);
+#undef PAGE_SQL
+  if (rc < 0)
     return -1;
   out->entries = take_ptr(&rows.items);
   out->n = rows.n;

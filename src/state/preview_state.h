@@ -26,6 +26,7 @@ struct state_preview {
   bool has_password;
   int64_t max_body, max_header, max_conns, idle_ms, duration_ms;
   int64_t created_ms, expires_ms, revoked_ms;
+  char created_by[STATE_CREATED_BY_SIZE]; /* who made it (state.h), may be "" */
 };
 
 struct state_preview_access {
@@ -35,10 +36,11 @@ struct state_preview_access {
   int64_t bytes_in, bytes_out, duration_ms;
 };
 
-/* A new row for a live box of the tenant's (ENOENT: no such box; EBUSY:
- * the box has ended; EDQUOT: it has `max_live` previews neither expired
- * nor revoked).  Rows of the box's that expired or were revoked beyond
- * the newest `max_live` are removed in the same transaction. */
+/* A new row for a live box of the tenant's (EINVAL: a malformed id or
+ * created_by; ENOENT: no such box; EBUSY: the box has ended; EDQUOT: it
+ * has `max_live` previews neither expired nor revoked).  Rows of the
+ * box's that expired or were revoked beyond the newest `max_live` are
+ * removed in the same transaction. */
 int state_preview_insert(struct state *st, const struct state_preview *p, int max_live,
                          struct husk_err *err);
 /* The tenant's preview `id` of box `box_id` (ENOENT). */

@@ -12,7 +12,7 @@
 
 #define PV_COLUMNS                                                                                 \
   "id, tenant_id, box_id, port, access, token_hash, password_hash, max_body, max_header, "         \
-  "max_conns, idle_ms, duration_ms, created_ms, expires_ms, revoked_ms"
+  "max_conns, idle_ms, duration_ms, created_ms, expires_ms, revoked_ms, created_by"
 
 static int read_preview(sqlite3_stmt *s, void *row, struct husk_err *err) {
   struct state_preview *p = row;
@@ -39,8 +39,12 @@ static int read_preview(sqlite3_stmt *s, void *row, struct husk_err *err) {
   p->created_ms = sqlite3_column_int64(s, 12);
   p->expires_ms = sqlite3_column_int64(s, 13);
   p->revoked_ms = sqlite3_column_int64(s, 14);
+  ok &= db_col_text(s, 15, p->created_by, sizeof p->created_by);
   if (!ok)
     return husk_fail(err, EUCLEAN, "preview row has an oversized value");
+  /* Only the daemon writes it (checked then): anything else was not. */
+  if (state_check_created_by(p->created_by, true, err) < 0)
+    return husk_fail(err, EUCLEAN, "preview row has a malformed creator");
   return 0;
 }
 
@@ -76,6 +80,10 @@ int state_preview_insert(struct state *st, const struct state_preview *p, int ma
   if (check_id("preview id", p->id, sizeof p->id, err) < 0 ||
       check_id("tenant id", p->tenant_id, sizeof p->tenant_id, err) < 0 ||
       check_id("box id", p->box_id, sizeof p->box_id, err) < 0)
+    return -1;
+  if (!memchr(p->created_by, '\0', sizeof p->created_by))
+    return husk_fail(err, EINVAL, "creator is not terminated");
+  if (state_check_created_by(p->created_by, true, err) < 0)
     return -1;
   if (p->port < 1 || p->port > 65535)
     return husk_fail(err, EINVAL, "port %d is not 1..65535", p->port);
@@ -117,7 +125,7 @@ int state_preview_insert(struct state *st, const struct state_preview *p, int ma
   cleanup_stmt sqlite3_stmt *s = NULL;
   if (db_prepare(st, &s,
                  "INSERT INTO previews (" PV_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, "
-                 "?9, ?10, ?11, ?12, ?13, ?14, 0)",
+                 "?9, ?10, ?11, ?12, ?13, ?14, 0, ?15)",
                  err) < 0)
     return -1;
   if ((rc = db_text(s, 1, p->id)) || (rc = db_text(s, 2, p->tenant_id)) ||
@@ -129,7 +137,7 @@ int state_preview_insert(struct state *st, const struct state_preview *p, int ma
       (rc = db_int(s, 8, p->max_body)) || (rc = db_int(s, 9, p->max_header)) ||
       (rc = db_int(s, 10, p->max_conns)) || (rc = db_int(s, 11, p->idle_ms)) ||
       (rc = db_int(s, 12, p->duration_ms)) || (rc = db_int(s, 13, now)) ||
-      (rc = db_int(s, 14, p->expires_ms)))
+      (rc = db_int(s, 14, p->expires_ms)) || (rc = db_text(s, 15, p->created_by)))
     return db_fail(st, err, rc, "cannot bind preview");
   if (db_step_done(st, s, "cannot insert preview", err) < 0)
     return -1;

@@ -562,13 +562,22 @@ static const char schema_created_by[] =
     "ALTER TABLE upload_links ADD COLUMN created_by TEXT NOT NULL DEFAULT '';"
     "CREATE INDEX boxes_tenant_creator ON boxes(tenant_id, created_by, created_ms, id);";
 
+/* Who wrote an object (its current version), made a link or a preview
+ * (state.h's STATE_CREATED_BY_SIZE): '' for the rows from before.  The
+ * /v1 object listing filters on it within a bucket, in key order. */
+static const char schema_object_creators[] =
+    "ALTER TABLE objects ADD COLUMN created_by TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE links ADD COLUMN created_by TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE previews ADD COLUMN created_by TEXT NOT NULL DEFAULT '';"
+    "CREATE INDEX objects_creator ON objects(tenant_id, bucket, created_by, key);";
+
 static const char *const migrations[] = {
     schema_v1,          schema_jobs,         schema_egress,      schema_storage,
     schema_audit_retention, schema_tenant_lifecycle, schema_proc_exec_id, schema_link_denied,
     schema_templates,   schema_proc_limits, schema_box_template, schema_build_cache,
     schema_build_cache_size, schema_snapshots, schema_volumes, schema_snapshot_box,
     schema_previews, schema_upload_links, schema_upload_link_files, schema_users_oauth,
-    schema_audit_users, schema_created_by};
+    schema_audit_users, schema_created_by, schema_object_creators};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 int state_schema_latest(void) { return SCHEMA_VERSION; }

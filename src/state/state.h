@@ -63,12 +63,17 @@
 #define STATE_USER_ID_SIZE 28   /* "u_" + 24 hex (auth/auth.h) */
 #define STATE_CLIENT_ID_SIZE 28 /* "oc_" + 24 hex: an OAuth client */
 
-/* Who created a box, job or upload link: "u_" + 24 hex (a user, when the
- * request came with an OAuth access token), "key:" + an API key id (with
- * a tenant key), or "" (neither: the library, the standalone MCP server,
- * and rows from before it was recorded).  The daemon chooses it, so a
- * malformed one is refused (EINVAL), never stored. */
+/* Who created a box, job, upload link, link, preview or object: "u_" + 24
+ * hex (a user, when the request came with an OAuth access token), "key:" +
+ * an API key id (with a tenant key), "s3key:" + an S3 access key id (an
+ * object written by a request the S3 listener checked: the id is public,
+ * its secret is not), or "" (none of these: the library, the standalone
+ * MCP server, husk's own objects, and rows from before it was recorded).
+ * The daemon chooses it, so a malformed one is refused (EINVAL), never
+ * stored. */
+#define STATE_S3_KEY_ID_SIZE 24 /* an S3 access key id + NUL (STORE_ACCESS_KEY_SIZE) */
 #define STATE_CREATED_BY_SIZE (4 + STATE_KEY_ID_SIZE) /* "key:" + a key id + NUL */
+_Static_assert(STATE_CREATED_BY_SIZE >= 6 + STATE_S3_KEY_ID_SIZE, "s3key: + an id must fit");
 /* 0 if `s` is such a creator ("" only when `empty_ok`), else -1 with
  * EINVAL (the message does not repeat `s`). */
 int state_check_created_by(const char *s, bool empty_ok, struct husk_err *err);

@@ -61,7 +61,11 @@ struct state_object_new {
   const char *content_type; /* NULL: "" */
   const char *meta_json;    /* NULL: {} */
   int64_t mtime_ms;
+  const char *created_by; /* its writer (state.h's creators); NULL or "": nobody */
 };
+
+_Static_assert(STORE_CREATED_BY_SIZE == STATE_CREATED_BY_SIZE, "one size for a creator");
+_Static_assert(STORE_ACCESS_KEY_SIZE == STATE_S3_KEY_ID_SIZE, "one size for an S3 key id");
 
 /* The object at bucket/key (STORE_ENOBUCKET, STORE_ENOKEY).  Free `out`
  * with store_object_free(). */
@@ -69,7 +73,8 @@ int state_object_get(struct state *st, const char *tenant_id, const char *bucket
                      struct store_object *out, struct husk_err *err);
 /* One transaction: the bucket must exist, the tenant's usage plus `o`'s
  * size less the version replaced must fit `quota` (0: no quota;
- * STORE_EQUOTA), then the key points at o->file.  `old` (STORE_ID_SIZE)
+ * STORE_EQUOTA), then the key points at o->file, written by o->created_by
+ * (a malformed one: EINVAL, nothing written).  `old` (STORE_ID_SIZE)
  * receives the file replaced, "" if none. */
 int state_object_put(struct state *st, const char *tenant_id, const char *bucket,
                      const struct state_object_new *o, uint64_t quota, char *old,
@@ -84,13 +89,15 @@ bool state_object_names_file(struct state *st, const char *tenant_id, const char
 
 /* One page of a bucket's objects for a listing: keys > `after` (`after_len`
  * bytes, which may hold 0xff: past every key with that start) and >=
- * `prefix`, in key order (bytes), at most STATE_OBJECT_PAGE. */
+ * `prefix`, in key order (bytes), at most STATE_OBJECT_PAGE; with
+ * `created_by` (not NULL; a creator, else EINVAL) only those it wrote. */
 #define STATE_OBJECT_PAGE 256
 struct state_object_entry {
   char *key; /* heap */
   uint64_t size;
   char etag[STORE_ETAG_SIZE];
   int64_t mtime_ms;
+  char created_by[STATE_CREATED_BY_SIZE];
 };
 struct state_object_page {
   struct state_object_entry *entries;
@@ -98,7 +105,7 @@ struct state_object_page {
 };
 int state_object_page(struct state *st, const char *tenant_id, const char *bucket,
                       const char *after, size_t after_len, const char *prefix,
-                      struct state_object_page *out, struct husk_err *err);
+                      const char *created_by, struct state_object_page *out, struct husk_err *err);
 void state_object_page_free(struct state_object_page *p);
 #define cleanup_object_page __attribute__((cleanup(state_object_page_free)))
 
@@ -199,7 +206,7 @@ int state_upload_stale(struct state *st, int64_t before_ms, int max,
 /* ---- links and their access log (links.c) ----------------------------- */
 
 /* A new link of the tenant (id, bucket, key, filename, url, created_ms,
- * expires_ms from `l`). */
+ * expires_ms, created_by from `l`; a malformed created_by: EINVAL). */
 int state_link_insert(struct state *st, const char *tenant_id, const struct store_link *l,
                       struct husk_err *err);
 /* The tenant's link `id` (STORE_ENOLINK).  Free `out` with

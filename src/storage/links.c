@@ -122,8 +122,12 @@ static int remote_link(struct store *s, const char *tenant_id, const char *bucke
 
 int store_link_create(struct store *s, const char *tenant_id, const char *bucket, const char *key,
                       int64_t expires_s, const char *filename, bool inline_disp,
-                      struct store_link *out, struct husk_err *err) {
+                      const char *created_by, struct store_link *out, struct husk_err *err) {
   memset(out, 0, sizeof *out);
+  /* Recorded with the row (state_link_insert); refused before anything
+   * is signed. */
+  if (store_creator_copy(out->created_by, created_by, err) < 0)
+    return -1;
   if (expires_s == 0)
     expires_s = STORE_LINK_DEFAULT_S;
   if (expires_s < 1 || expires_s > STORE_LINK_MAX_S)

@@ -107,7 +107,11 @@ static int hexbyte(const char *h) {
 
 int store_upload_complete(struct store *s, const char *tenant_id, const char *bucket,
                           const char *key, const char *upload_id, const struct store_part *parts,
-                          size_t nparts, struct store_object *out, struct husk_err *err) {
+                          size_t nparts, const char *created_by, struct store_object *out,
+                          struct husk_err *err) {
+  char creator[STORE_CREATED_BY_SIZE];
+  if (store_creator_copy(creator, created_by, err) < 0)
+    return -1;
   if (nparts == 0)
     return husk_fail(err, EINVAL, "You must specify at least one part");
   if (nparts > STORE_PARTS_MAX)
@@ -237,7 +241,8 @@ int store_upload_complete(struct store *s, const char *tenant_id, const char *bu
                                .etag = etag,
                                .content_type = u.content_type,
                                .meta_json = u.meta_json,
-                               .mtime_ms = now};
+                               .mtime_ms = now,
+                               .created_by = creator};
   if (state_upload_complete(s->st, tenant_id, bucket, upload_id, &o, s->quota, all_parts, old,
                             err) < 0) {
     /* As for a part: after a failed sync the row may name the file. */
@@ -247,7 +252,8 @@ int store_upload_complete(struct store *s, const char *tenant_id, const char *bu
   }
   if (old[0])
     store_unlink(s, s->objfd, old);
-  rc = store_fill_object(out, key, file, total, etag, u.content_type, u.meta_json, now, err);
+  rc = store_fill_object(out, key, file, total, etag, u.content_type, u.meta_json, now, creator,
+                         err);
   /* The parts' files are unused now (the upload's rows are gone). */
   for (size_t i = 0; i < u.nparts; i++)
     store_unlink(s, s->partfd, u.parts[i].file);

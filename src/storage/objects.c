@@ -73,9 +73,20 @@ int store_object_delete(struct store *s, const char *tenant_id, const char *buck
 
 /* ---- publishing a finished writer (steps 4-5) ---- */
 
+int store_creator_copy(char dst[STORE_CREATED_BY_SIZE], const char *src, struct husk_err *err) {
+  dst[0] = '\0';
+  if (!src)
+    return 0;
+  if (strnlen(src, STORE_CREATED_BY_SIZE) == STORE_CREATED_BY_SIZE ||
+      state_check_created_by(src, true, err) < 0)
+    return husk_fail(err, EINVAL, "internal: a malformed creator");
+  memcpy(dst, src, strlen(src) + 1);
+  return 0;
+}
+
 int store_fill_object(struct store_object *out, const char *key, const char *file, uint64_t size,
                       const char *etag, const char *ctype, const char *meta, int64_t mtime,
-                      struct husk_err *err) {
+                      const char *created_by, struct husk_err *err) {
   if (!out)
     return 0;
   memset(out, 0, sizeof *out);
@@ -90,16 +101,18 @@ int store_fill_object(struct store_object *out, const char *key, const char *fil
   snprintf(out->etag, sizeof out->etag, "%s", etag);
   snprintf(out->content_type, sizeof out->content_type, "%s", ctype ? ctype : "");
   out->mtime_ms = mtime;
+  snprintf(out->created_by, sizeof out->created_by, "%s", created_by ? created_by : "");
   return 0;
 }
 
 /* Steps 3-5 for a finished file already named `etag`. */
 static int commit_object(struct store_writer *w, const char *tenant_id, const char *bucket,
                          const char *key, const char *etag, const char *ctype, const char *meta,
-                         struct store_object *out, struct husk_err *err) {
+                         const char *created_by, struct store_object *out, struct husk_err *err) {
   struct store *s = store_writer_store(w);
-  char file[STORE_ID_SIZE];
-  if (store_key_check(key, err) < 0 || id_new("o", STORE_ID_BYTES, file, STORE_ID_SIZE, err) < 0)
+  char file[STORE_ID_SIZE], creator[STORE_CREATED_BY_SIZE];
+  if (store_key_check(key, err) < 0 || store_creator_copy(creator, created_by, err) < 0 ||
+      id_new("o", STORE_ID_BYTES, file, STORE_ID_SIZE, err) < 0)
     return -1;
   if (ctype && strlen(ctype) >= STORE_CTYPE_MAX)
     return husk_fail(err, EINVAL, "the content type is too long");
@@ -114,7 +127,8 @@ static int commit_object(struct store_writer *w, const char *tenant_id, const ch
                                .etag = etag,
                                .content_type = ctype,
                                .meta_json = meta,
-                               .mtime_ms = now};
+                               .mtime_ms = now,
+                               .created_by = creator};
   if (state_object_put(s->st, tenant_id, bucket, &o, s->quota, old, err) < 0) {
     /* A failed sync fails the call with the row committed (state.h):
      * then the file is the object's, and must stay. */
@@ -124,22 +138,24 @@ static int commit_object(struct store_writer *w, const char *tenant_id, const ch
   }
   if (old[0])
     store_unlink(s, s->objfd, old);
-  return store_fill_object(out, key, file, size, etag, ctype, meta, now, err);
+  return store_fill_object(out, key, file, size, etag, ctype, meta, now, creator, err);
 }
 
 int store_commit_with_etag(struct store_writer *w, const char *tenant_id, const char *bucket,
                            const char *key, const char *etag, const char *content_type,
-                           const char *meta_json, struct store_object *out, struct husk_err *err) {
-  int r = commit_object(w, tenant_id, bucket, key, etag, content_type, meta_json, out, err);
+                           const char *meta_json, const char *created_by, struct store_object *out,
+                           struct husk_err *err) {
+  int r =
+      commit_object(w, tenant_id, bucket, key, etag, content_type, meta_json, created_by, out, err);
   store_writer_abort(w);
   return r;
 }
 
 int store_put_commit(struct store_writer *w, const char *tenant_id, const char *bucket,
                      const char *key, const char *content_type, const char *meta_json,
-                     struct store_object *out, struct husk_err *err) {
+                     const char *created_by, struct store_object *out, struct husk_err *err) {
   int r = store_writer_finished(w) ? commit_object(w, tenant_id, bucket, key, store_writer_etag(w),
-                                                   content_type, meta_json, out, err)
+                                                   content_type, meta_json, created_by, out, err)
                                    : husk_fail(err, EINVAL, "internal: the body was not finished");
   store_writer_abort(w);
   return r;
@@ -174,8 +190,8 @@ static int pump(struct store_writer *w, int in, struct husk_err *err) {
 
 int store_object_copy(struct store *s, const char *tenant_id, const char *src_bucket,
                       const char *src_key, const char *dst_bucket, const char *dst_key,
-                      const char *content_type, const char *meta_json, struct store_object *out,
-                      struct husk_err *err) {
+                      const char *content_type, const char *meta_json, const char *created_by,
+                      struct store_object *out, struct husk_err *err) {
   struct store_object src;
   cleanup_close int fd = -1;
   if (store_object_get(s, tenant_id, src_bucket, src_key, &src, &fd, err) < 0)
@@ -202,13 +218,14 @@ int store_object_copy(struct store *s, const char *tenant_id, const char *src_bu
   snprintf(etag, sizeof etag, "%s", src.etag);
   rc = store_commit_with_etag(w, tenant_id, dst_bucket, dst_key, etag,
                               content_type ? content_type : src.content_type,
-                              meta_json ? meta_json : src.meta_json, out, err);
+                              meta_json ? meta_json : src.meta_json, created_by, out, err);
   store_object_free(&src);
   return rc;
 }
 
 int store_put_fd(struct store *s, const char *tenant_id, const char *bucket, const char *key,
-                 int fd, const char *content_type, struct store_object *out, struct husk_err *err) {
+                 int fd, const char *content_type, const char *created_by, struct store_object *out,
+                 struct husk_err *err) {
   if (store_key_check(key, err) < 0 || store_bucket_exists(s, tenant_id, bucket, err) < 0)
     return -1;
   /* Everything is checked on the file's size before a byte is written;
@@ -240,12 +257,12 @@ int store_put_fd(struct store *s, const char *tenant_id, const char *bucket, con
                        "the file grew past what it held on disk while being stored");
     return -1;
   }
-  return store_put_commit(w, tenant_id, bucket, key, content_type, NULL, out, err);
+  return store_put_commit(w, tenant_id, bucket, key, content_type, NULL, created_by, out, err);
 }
 
 int store_put_buffer(struct store *s, const char *tenant_id, const char *bucket, const char *key,
-                     const void *buf, size_t n, const char *content_type, struct store_object *out,
-                     struct husk_err *err) {
+                     const void *buf, size_t n, const char *content_type, const char *created_by,
+                     struct store_object *out, struct husk_err *err) {
   if (store_key_check(key, err) < 0 || store_bucket_exists(s, tenant_id, bucket, err) < 0)
     return -1;
   struct store_writer *w = NULL;
@@ -256,7 +273,7 @@ int store_put_buffer(struct store *s, const char *tenant_id, const char *bucket,
     store_writer_abort(w);
     return -1;
   }
-  return store_put_commit(w, tenant_id, bucket, key, content_type, NULL, out, err);
+  return store_put_commit(w, tenant_id, bucket, key, content_type, NULL, created_by, out, err);
 }
 
 /* ---- listing ---- */
@@ -299,7 +316,8 @@ int store_list(struct store *s, const char *tenant_id, const char *bucket,
     return 0;
   for (;;) {
     cleanup_object_page struct state_object_page page = {0};
-    if (state_object_page(s->st, tenant_id, bucket, cursor, cl, prefix, &page, err) < 0)
+    if (state_object_page(s->st, tenant_id, bucket, cursor, cl, prefix, rq->created_by, &page,
+                          err) < 0)
       return -1;
     if (page.n == 0)
       return 0;
@@ -317,13 +335,17 @@ int store_list(struct store *s, const char *tenant_id, const char *bucket,
         return 0;
       }
       const char *d = delim ? memmem(l->key + pl, kl - pl, delim, dl) : NULL;
-      struct store_entry e = {
-          .key = l->key, .size = l->size, .etag = l->etag, .mtime_ms = l->mtime_ms};
+      struct store_entry e = {.key = l->key,
+                              .size = l->size,
+                              .etag = l->etag,
+                              .mtime_ms = l->mtime_ms,
+                              .created_by = l->created_by};
       size_t el = kl;
       if (d) {
         el = (size_t)(d - l->key) + dl;
         l->key[el] = 0;
         e.is_prefix = true;
+        e.created_by = ""; /* a group of keys has no one writer */
       }
       int v = cb(ctx, &e);
       if (v)

@@ -77,6 +77,12 @@ enum {
 #define STORE_LINK_DEFAULT_S 3600
 #define STORE_LINK_MAX_S 604800
 #define STORE_LINK_LOG_MAX 10000 /* access records kept per link (the newest) */
+/* Who wrote an object or made a link (state.h's STATE_CREATED_BY_SIZE):
+ * "u_" + 24 hex (a user's access token), "key:" + an API key id,
+ * "s3key:" + an S3 access key id (a request signed with that S3 key), or
+ * "" (nobody recorded).  Functions that take one refuse anything else
+ * (EINVAL); NULL is "". */
+#define STORE_CREATED_BY_SIZE 36
 
 struct store_config {
   const char *data_dir;   /* DATA: files go to DATA/storage */
@@ -219,6 +225,7 @@ struct store_object {
   char *meta_json;    /* heap: {"name":"value"} of x-amz-meta-* (lower-case names) */
   int64_t mtime_ms;
   char file[STORE_ID_SIZE];
+  char created_by[STORE_CREATED_BY_SIZE]; /* who wrote this version, may be "" */
 };
 void store_object_free(struct store_object *o);
 
@@ -253,22 +260,26 @@ int store_writer_finish(struct store_writer *w, const struct store_expect *e,
                         char etag[STORE_ETAG_SIZE], char *ck_b64, struct husk_err *err);
 uint64_t store_writer_size(const struct store_writer *w);
 /* Publish a finished writer as an object (steps 3-5 above) and free it.
- * On failure nothing is stored and the writer is freed too. */
+ * On failure nothing is stored and the writer is freed too.  `created_by`
+ * (STORE_CREATED_BY_SIZE's forms; NULL: "") is recorded as its writer, in
+ * the same transaction as the row; a version it replaces takes it too. */
 int store_put_commit(struct store_writer *w, const char *tenant_id, const char *bucket,
                      const char *key, const char *content_type, const char *meta_json,
-                     struct store_object *out, struct husk_err *err);
+                     const char *created_by, struct store_object *out, struct husk_err *err);
 /* Free an unpublished writer, removing its temporary file. */
 void store_writer_abort(struct store_writer *w);
 
-/* Store a buffer in one call (for the MCP tools and tests). */
+/* Store a buffer in one call (for the MCP tools and tests); `created_by`
+ * as for store_put_commit. */
 int store_put_buffer(struct store *s, const char *tenant_id, const char *bucket, const char *key,
-                     const void *buf, size_t n, const char *content_type,
+                     const void *buf, size_t n, const char *content_type, const char *created_by,
                      struct store_object *out, struct husk_err *err);
 /* Store everything readable from `fd` (a box file opened by the caller):
  * refused if sparse (store_fd_bound), and checked against the quota and
  * the data disk's reserve before a byte is written. */
-int store_put_fd(struct store *s, const char *tenant_id, const char *bucket, const char *key, int fd,
-                 const char *content_type, struct store_object *out, struct husk_err *err);
+int store_put_fd(struct store *s, const char *tenant_id, const char *bucket, const char *key,
+                 int fd, const char *content_type, const char *created_by, struct store_object *out,
+                 struct husk_err *err);
 
 /* Metadata, and (if fd != NULL) an open read-only fd of the data: the
  * file stays readable even if the object is replaced meanwhile. */
@@ -278,11 +289,13 @@ int store_object_get(struct store *s, const char *tenant_id, const char *bucket,
  * not. */
 int store_object_delete(struct store *s, const char *tenant_id, const char *bucket,
                         const char *key, struct husk_err *err);
-/* Copy within the tenant.  meta_json/content_type NULL: keep the source's. */
+/* Copy within the tenant.  meta_json/content_type NULL: keep the source's.
+ * The copy's writer is `created_by` (the one who copied), not the
+ * source's. */
 int store_object_copy(struct store *s, const char *tenant_id, const char *src_bucket,
                       const char *src_key, const char *dst_bucket, const char *dst_key,
-                      const char *content_type, const char *meta_json, struct store_object *out,
-                      struct husk_err *err);
+                      const char *content_type, const char *meta_json, const char *created_by,
+                      struct store_object *out, struct husk_err *err);
 
 /* Listing in key order (UTF-8 bytes), S3 style. */
 struct store_list_req {
@@ -290,6 +303,7 @@ struct store_list_req {
   const char *delimiter; /* NULL or "" for none */
   const char *after;     /* start strictly after this key (marker / start-after / token) */
   unsigned max_keys;     /* 0..1000 */
+  const char *created_by; /* NULL: any writer; else only objects it wrote (never "") */
 };
 struct store_entry {
   const char *key;       /* the key, or a common prefix */
@@ -297,6 +311,7 @@ struct store_entry {
   uint64_t size;
   const char *etag;
   int64_t mtime_ms;
+  const char *created_by; /* who wrote it, "" if unknown (a prefix: "") */
 };
 /* `next` (malloc'd, may be NULL on return) is where the next page starts:
  * set when *truncated. */
@@ -343,10 +358,12 @@ int store_upload_parts(struct store *s, const char *tenant_id, const char *bucke
 /* Assemble: `parts` as the client lists them (number + etag, quotes
  * allowed).  Checks order (STORE_EPARTORDER), existence and ETag
  * (STORE_EBADPART), sizes (STORE_ETOOSMALL).  The ETag is
- * md5(concat(binary part md5s))-N. */
+ * md5(concat(binary part md5s))-N.  The object's writer is `created_by`:
+ * the one who completes it (who began the upload is not recorded). */
 int store_upload_complete(struct store *s, const char *tenant_id, const char *bucket,
                           const char *key, const char *upload_id, const struct store_part *parts,
-                          size_t nparts, struct store_object *out, struct husk_err *err);
+                          size_t nparts, const char *created_by, struct store_object *out,
+                          struct husk_err *err);
 int store_upload_abort(struct store *s, const char *tenant_id, const char *bucket,
                        const char *key, const char *upload_id, struct husk_err *err);
 
@@ -362,6 +379,7 @@ struct store_link {
   int64_t revoked_ms; /* 0: live */
   int64_t denied;     /* fetches refused (bad signature, expired, revoked) */
   int64_t denied_last_ms;
+  char created_by[STORE_CREATED_BY_SIZE]; /* who made it, may be "" */
 };
 void store_link_free(struct store_link *l);
 
@@ -369,10 +387,11 @@ void store_link_free(struct store_link *l);
  * (or on the external store when one is configured), valid `expires_s`
  * (0: STORE_LINK_DEFAULT_S; at most STORE_LINK_MAX_S).  `filename` (may
  * be NULL) names it for browsers: saved under that name, or with
- * `inline_disp` shown in the browser, the name kept for a save. */
+ * `inline_disp` shown in the browser, the name kept for a save.
+ * `created_by` (NULL: "") is recorded as who made it. */
 int store_link_create(struct store *s, const char *tenant_id, const char *bucket, const char *key,
                       int64_t expires_s, const char *filename, bool inline_disp,
-                      struct store_link *out, struct husk_err *err);
+                      const char *created_by, struct store_link *out, struct husk_err *err);
 int store_link_get(struct store *s, const char *tenant_id, const char *id, struct store_link *out,
                    struct husk_err *err);
 /* The tenant's links, newest first (at most 1000). */

@@ -57,15 +57,20 @@ bool store_writer_finished(const struct store_writer *w);
 struct store *store_writer_store(const struct store_writer *w);
 
 /* ---- objects.c ---- */
+/* A writer or link maker as given to the public calls (NULL: "") into
+ * `dst`, or EINVAL if it is not a creator (state_check_created_by). */
+int store_creator_copy(char dst[STORE_CREATED_BY_SIZE], const char *src, struct husk_err *err);
 /* Publish a finished writer under an ETag of the caller's (CopyObject
  * keeps the source's, Complete computes the multipart one).  Frees w. */
 int store_commit_with_etag(struct store_writer *w, const char *tenant_id, const char *bucket,
                            const char *key, const char *etag, const char *content_type,
-                           const char *meta_json, struct store_object *out, struct husk_err *err);
-/* Fill `out` (may be NULL) with an object just stored. */
+                           const char *meta_json, const char *created_by, struct store_object *out,
+                           struct husk_err *err);
+/* Fill `out` (may be NULL) with an object just stored; `created_by` is
+ * one store_creator_copy accepted. */
 int store_fill_object(struct store_object *out, const char *key, const char *file, uint64_t size,
                       const char *etag, const char *ctype, const char *meta, int64_t mtime,
-                      struct husk_err *err);
+                      const char *created_by, struct husk_err *err);
 
 /* ---- checksum.c ---- */
 /* Running CRC-32 (zlib's), CRC-32C and CRC-64/NVME of a body: start from

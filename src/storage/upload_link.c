@@ -444,8 +444,10 @@ int upload_link_file_commit(struct upload_link_file *f, char **key, uint64_t *si
   *size = store_writer_size(f->w);
   struct store_writer *w = f->w;
   f->w = NULL;
-  int crc = store_put_commit(w, f->l.tenant_id, f->l.bucket, k, box_store_guess_type(f->name),
-                             NULL, NULL, err);
+  /* The person who uploads has no identity here: the file is written on
+   * behalf of the link's creator (docs/oauth.md, Attribution). */
+  int crc = store_put_commit(w, f->l.tenant_id, f->l.bucket, k, box_store_guess_type(f->name), NULL,
+                             f->l.created_by, NULL, err);
   pthread_mutex_unlock(pick_lock);
   if (crc < 0) {
     free(k);

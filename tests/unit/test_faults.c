@@ -590,7 +590,7 @@ static bool bucket_applied(int v) {
 
 static int put(const char *key, const char *data, struct husk_err *err) {
   struct store_object o;
-  int r = store_put_buffer(so, tenant, "bkt", key, data, strlen(data), "text/plain", &o, err);
+  int r = store_put_buffer(so, tenant, "bkt", key, data, strlen(data), "text/plain", NULL, &o, err);
   if (r == 0)
     store_object_free(&o);
   return r;
@@ -630,7 +630,7 @@ static int copy_run(int v, struct husk_err *err) {
   char key[32];
   snprintf(key, sizeof key, "c%d", v);
   struct store_object o;
-  int r = store_object_copy(so, tenant, "bkt", "src", "bkt", key, NULL, NULL, &o, err);
+  int r = store_object_copy(so, tenant, "bkt", "src", "bkt", key, NULL, NULL, NULL, &o, err);
   if (r == 0)
     store_object_free(&o);
   return r;
@@ -641,7 +641,7 @@ static bool copy_applied(int v) {
 
 static int link_run(int v, struct husk_err *err) {
   struct store_link l;
-  int r = store_link_create(so, tenant, "bkt", "src", 60, "f.txt", false, &l, err);
+  int r = store_link_create(so, tenant, "bkt", "src", 60, "f.txt", false, NULL, &l, err);
   if (r == 0)
     store_link_free(&l);
   return r;
@@ -803,7 +803,8 @@ static int complete_run(int v, struct husk_err *err) {
   struct store_part p = {.num = 1};
   snprintf(p.etag, sizeof p.etag, "%s", up_etag[v >= WARM_BASE]);
   struct store_object o;
-  int r = store_upload_complete(so, tenant, "bkt", key, up_ids[v >= WARM_BASE], &p, 1, &o, err);
+  int r =
+      store_upload_complete(so, tenant, "bkt", key, up_ids[v >= WARM_BASE], &p, 1, NULL, &o, err);
   if (r == 0)
     store_object_free(&o);
   return r;
@@ -820,7 +821,7 @@ static bool complete_applied(int v) {
 static char ln_ids[2][STORE_ID_SIZE];
 static int link_prep(int v, struct husk_err *err) {
   struct store_link l;
-  if (store_link_create(so, tenant, "bkt", "src", 60, NULL, false, &l, err) < 0)
+  if (store_link_create(so, tenant, "bkt", "src", 60, NULL, false, NULL, &l, err) < 0)
     return -1;
   snprintf(ln_ids[v >= WARM_BASE], sizeof ln_ids[0], "%s", l.id);
   store_link_free(&l);
@@ -969,7 +970,7 @@ static void setup(void) {
       store_bucket_create(so, tenant, "bkt", &err) < 0 || put("src", "source", &err) < 0)
     die("setup", &err);
   struct store_link l;
-  if (store_link_create(so, tenant, "bkt", "src", 60, NULL, false, &l, &err) < 0)
+  if (store_link_create(so, tenant, "bkt", "src", 60, NULL, false, NULL, &l, &err) < 0)
     die("link", &err);
   snprintf(link_id, sizeof link_id, "%s", l.id);
   store_link_free(&l);

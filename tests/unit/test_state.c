@@ -21,11 +21,12 @@
 
 #include "state/db.h"
 #include "state/egress_state.h"
-#include "state/snapshot_state.h"
-#include "state/upload_link_state.h"
 #include "state/preview_state.h"
-#include "state/volume_state.h"
+#include "state/snapshot_state.h"
 #include "state/state.h"
+#include "state/store_state.h"
+#include "state/upload_link_state.h"
+#include "state/volume_state.h"
 #include "unit.h"
 
 /* Run `expr`, expect -1 with err.code == `code`. */
@@ -1407,6 +1408,211 @@ TEST(created_by_is_checked_and_filtered) {
   close_and_remove(st);
 }
 
+/* Objects, links and previews record their creator as boxes do; an S3
+ * key's writes are "s3key:" and its access key id.  What is malformed is
+ * refused before anything is written, a row holding one is refused when
+ * read, the object listing filters on it, and rows from before the column
+ * read as nobody's. */
+struct obj_seen {
+  char keys[512];
+  char creators[512];
+};
+
+static int collect_link(void *ctx, const struct store_link *l) {
+  snprintf(ctx, STATE_CREATED_BY_SIZE, "%s", l->created_by);
+  return 0;
+}
+
+static int collect_preview_creator(void *ctx, const struct state_preview *p) {
+  snprintf(ctx, STATE_CREATED_BY_SIZE, "%s", p->created_by);
+  return 0;
+}
+
+static int object_page_of(struct state *st, const char *tenant, const char *creator,
+                          struct obj_seen *out, struct husk_err *err) {
+  memset(out, 0, sizeof *out);
+  struct state_object_page pg = {0};
+  if (state_object_page(st, tenant, "bkt", "", 0, "", creator, &pg, err) < 0)
+    return -1;
+  for (size_t i = 0; i < pg.n; i++) {
+    size_t n = strlen(out->keys), m = strlen(out->creators);
+    snprintf(out->keys + n, sizeof out->keys - n, "%s%s", n ? " " : "", pg.entries[i].key);
+    snprintf(out->creators + m, sizeof out->creators - m, "%s%s", m ? " " : "",
+             pg.entries[i].created_by[0] ? pg.entries[i].created_by : "-");
+  }
+  state_object_page_free(&pg);
+  return 0;
+}
+
+static int put_object(struct state *st, const char *tenant, const char *key, const char *file,
+                      const char *creator, struct husk_err *err) {
+  struct state_object_new o = {.key = key,
+                               .file = file,
+                               .size = 1,
+                               .etag = "0cc175b9c0f1b6a831c399e269772661",
+                               .mtime_ms = state_now_ms(),
+                               .created_by = creator};
+  char old[STORE_ID_SIZE];
+  return state_object_put(st, tenant, "bkt", &o, 0, old, err);
+}
+
+TEST(objects_links_previews_record_their_creator) {
+  struct husk_err err = {0};
+  const char *user = "u_0123456789abcdef01234567", *key = "key:k_0123456789abcdef01234567";
+  const char *s3 = "s3key:HKABCDEFGHIJKLMNOPQR";
+  CHECK_OK(state_check_created_by(s3, false, &err));
+  CHECK_OK(state_check_created_by("s3key:HK2", false, &err));
+  const char *bad[] = {"s3key:",
+                       "s3key:HK 1",
+                       "s3key:HK\n",
+                       "S3key:HKABC",
+                       "s3key:HK'--",
+                       "s3:HKABCDEFGHIJKLMNOPQR",
+                       "s3key:HKABCDEFGHIJKLMNOPQRSTUVW" /* 24 */};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    CHECK_ERR(state_check_created_by(bad[i], true, &err), EINVAL);
+    CHECK(strlen(bad[i]) < 8 || !strstr(err.msg, bad[i])); /* the message does not repeat it */
+  }
+
+  struct state *st = open_fresh();
+  struct state_tenant t = mk_tenant(st, "ob", -1, -1), o = mk_tenant(st, "ob2", -1, -1);
+  CHECK_OK(state_bucket_create(st, t.id, "bkt", &err));
+  CHECK_OK(state_bucket_create(st, o.id, "bkt", &err));
+
+  /* Objects: each writer as given, nobody for NULL and "". */
+  CHECK_OK(put_object(st, t.id, "a", "o_a", user, &err));
+  CHECK_OK(put_object(st, t.id, "b", "o_b", key, &err));
+  CHECK_OK(put_object(st, t.id, "c", "o_c", s3, &err));
+  CHECK_OK(put_object(st, t.id, "d", "o_d", NULL, &err));
+  CHECK_OK(put_object(st, t.id, "e", "o_e", "", &err));
+  CHECK_OK(put_object(st, o.id, "a", "o_oa", user, &err)); /* the same user, another tenant */
+  struct store_object so;
+  CHECK_OK(state_object_get(st, t.id, "bkt", "a", &so, &err));
+  CHECK_STR(so.created_by, user);
+  store_object_free(&so);
+  CHECK_OK(state_object_get(st, t.id, "bkt", "d", &so, &err));
+  CHECK_STR(so.created_by, "");
+  store_object_free(&so);
+  /* A malformed writer: refused, the object as it was. */
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    CHECK_ERR(put_object(st, t.id, "a", "o_bad", bad[i], &err), EINVAL);
+  CHECK_ERR(put_object(st, t.id, "a", "o_bad", "user", &err), EINVAL);
+  CHECK_OK(state_object_get(st, t.id, "bkt", "a", &so, &err));
+  CHECK_STR(so.created_by, user);
+  CHECK_STR(so.file, "o_a");
+  store_object_free(&so);
+  /* A new version takes its writer. */
+  CHECK_OK(put_object(st, t.id, "b", "o_b2", user, &err));
+  CHECK_OK(state_object_get(st, t.id, "bkt", "b", &so, &err));
+  CHECK_STR(so.created_by, user);
+  store_object_free(&so);
+
+  /* The listing: every writer's, or one's (of this tenant only). */
+  struct obj_seen seen;
+  CHECK_OK(object_page_of(st, t.id, NULL, &seen, &err));
+  CHECK_STR(seen.keys, "a b c d e");
+  char want[256];
+  snprintf(want, sizeof want, "%s %s %s - -", user, user, s3);
+  CHECK_STR(seen.creators, want);
+  CHECK_OK(object_page_of(st, t.id, user, &seen, &err));
+  CHECK_STR(seen.keys, "a b");
+  CHECK_OK(object_page_of(st, t.id, s3, &seen, &err));
+  CHECK_STR(seen.keys, "c");
+  CHECK_OK(object_page_of(st, t.id, key, &seen, &err));
+  CHECK_STR(seen.keys, "");
+  CHECK_OK(object_page_of(st, o.id, user, &seen, &err));
+  CHECK_STR(seen.keys, "a");
+  CHECK_ERR(object_page_of(st, t.id, "", &seen, &err), EINVAL);
+  CHECK_ERR(object_page_of(st, t.id, "u_x' OR '1'='1", &seen, &err), EINVAL);
+
+  /* Links. */
+  struct store_link l = {.created_ms = state_now_ms(), .expires_ms = state_now_ms() + 60000};
+  snprintf(l.id, sizeof l.id, "l_cb1");
+  snprintf(l.bucket, sizeof l.bucket, "bkt");
+  l.key = "a";
+  l.url = "http://127.0.0.1:1/bkt/a?X-Amz-Signature=0";
+  snprintf(l.created_by, sizeof l.created_by, "%s", "key:");
+  CHECK_ERR(state_link_insert(st, t.id, &l, &err), EINVAL);
+  memset(l.created_by, 'a', sizeof l.created_by); /* not terminated */
+  CHECK_ERR(state_link_insert(st, t.id, &l, &err), EINVAL);
+  snprintf(l.created_by, sizeof l.created_by, "%s", key);
+  CHECK_OK(state_link_insert(st, t.id, &l, &err));
+  struct store_link lg;
+  CHECK_OK(state_link_get(st, t.id, "l_cb1", &lg, &err));
+  CHECK_STR(lg.created_by, key);
+  store_link_free(&lg);
+  char got[STATE_CREATED_BY_SIZE] = "";
+  CHECK_OK(state_link_list(st, t.id, collect_link, got, &err));
+  CHECK_STR(got, key);
+
+  /* Previews. */
+  CHECK_OK(mk_box(st, t.id, "b_pv", 0, NULL, &err));
+  struct state_preview p = mk_preview("pv_cb1", t.id, "b_pv", 9, state_now_ms() + 60000);
+  snprintf(p.created_by, sizeof p.created_by, "%s", "u_0123");
+  CHECK_ERR(state_preview_insert(st, &p, 4, &err), EINVAL);
+  memset(p.created_by, 'u', sizeof p.created_by);
+  CHECK_ERR(state_preview_insert(st, &p, 4, &err), EINVAL);
+  snprintf(p.created_by, sizeof p.created_by, "%s", user);
+  CHECK_OK(state_preview_insert(st, &p, 4, &err));
+  struct state_preview pg;
+  CHECK_OK(state_preview_get(st, t.id, "b_pv", "pv_cb1", &pg, &err));
+  CHECK_STR(pg.created_by, user);
+  got[0] = '\0';
+  CHECK_OK(state_preview_list(st, t.id, "b_pv", collect_preview_creator, got, &err));
+  CHECK_STR(got, user);
+
+  /* A row whose creator is not one of the daemon's is not believed. */
+  sqlite3 *db = raw_open(dbpath);
+  CHECK(raw_exec(db, "UPDATE objects SET created_by = 'x' WHERE key = 'e'") == SQLITE_OK);
+  CHECK(raw_exec(db, "UPDATE links SET created_by = 'key:a b'") == SQLITE_OK);
+  CHECK(raw_exec(db, "UPDATE previews SET created_by = 'u_'") == SQLITE_OK);
+  sqlite3_close(db);
+  CHECK_ERR(state_object_get(st, t.id, "bkt", "e", &so, &err), EUCLEAN);
+  CHECK_ERR(object_page_of(st, t.id, NULL, &seen, &err), EUCLEAN);
+  CHECK_ERR(state_link_get(st, t.id, "l_cb1", &lg, &err), EUCLEAN);
+  CHECK_ERR(state_preview_get(st, t.id, "b_pv", "pv_cb1", &pg, &err), EUCLEAN);
+  close_and_remove(st);
+}
+
+/* A database from before the column: the migration adds it, the rows
+ * that were there are nobody's, and what is written now records its
+ * writer. */
+TEST(creators_of_rows_from_before_are_null) {
+  struct husk_err err = {0};
+  struct state *st = open_fresh();
+  struct state_tenant t = mk_tenant(st, "old", -1, -1);
+  CHECK_OK(state_bucket_create(st, t.id, "bkt", &err));
+  CHECK_OK(put_object(st, t.id, "old", "o_old", NULL, &err));
+  state_close(st);
+  /* Back to the schema before objects_creator: the column and its
+   * index gone, the version one lower. */
+  sqlite3 *db = raw_open(dbpath);
+  CHECK(raw_exec(db, "DROP INDEX objects_creator; ALTER TABLE objects DROP COLUMN created_by;"
+                     "ALTER TABLE links DROP COLUMN created_by;"
+                     "ALTER TABLE previews DROP COLUMN created_by;") == SQLITE_OK);
+  char sql[64];
+  snprintf(sql, sizeof sql, "PRAGMA user_version = %d", state_schema_latest() - 1);
+  CHECK(raw_exec(db, sql) == SQLITE_OK);
+  CHECK(raw_exec(db, "INSERT INTO objects (tenant_id, bucket, key, file, size, etag, mtime_ms) "
+                     "SELECT tenant_id, bucket, 'older', 'o_older', 1, 'e', 1 FROM objects") ==
+        SQLITE_OK);
+  sqlite3_close(db);
+  CHECK_OK(state_open(&st, dbpath, &err));
+  int v = -1;
+  CHECK_OK(state_schema_version(st, &v, &err));
+  CHECK(v == state_schema_latest());
+  struct store_object so;
+  CHECK_OK(state_object_get(st, t.id, "bkt", "older", &so, &err));
+  CHECK_STR(so.created_by, "");
+  store_object_free(&so);
+  CHECK_OK(put_object(st, t.id, "new", "o_new", "key:k_1", &err));
+  struct obj_seen seen;
+  CHECK_OK(object_page_of(st, t.id, NULL, &seen, &err));
+  CHECK_STR(seen.keys, "new old older");
+  CHECK_STR(seen.creators, "key:k_1 - -");
+  close_and_remove(st);
+}
+
 TEST(box_list_filters_and_pages) {
   struct husk_err err = {0};
   struct state *st = open_fresh();
@@ -2491,6 +2697,8 @@ int main(void) {
   RUN(preview_rows);
   RUN(box_list_filters_and_pages);
   RUN(created_by_is_checked_and_filtered);
+  RUN(objects_links_previews_record_their_creator);
+  RUN(creators_of_rows_from_before_are_null);
   RUN(list_callbacks_may_reenter);
   RUN(list_verdicts_and_callbacks_without_the_lock);
   RUN(quotas);

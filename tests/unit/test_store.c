@@ -86,7 +86,8 @@ static int count_files(const char *sub) {
 static int put(const char *tenant, const char *bucket, const char *key, const char *data) {
   struct husk_err err;
   struct store_object o;
-  int r = store_put_buffer(s, tenant, bucket, key, data, strlen(data), "text/plain", &o, &err);
+  int r =
+      store_put_buffer(s, tenant, bucket, key, data, strlen(data), "text/plain", NULL, &o, &err);
   if (r == 0)
     store_object_free(&o);
   return r;
@@ -108,7 +109,8 @@ static void list(const char *prefix, const char *delim, const char *after, unsig
   struct husk_err err;
   bool trunc = false;
   char *next = NULL;
-  struct store_list_req rq = {prefix, delim, after, max};
+  struct store_list_req rq = {
+      .prefix = prefix, .delimiter = delim, .after = after, .max_keys = max};
   if (store_list(s, t1, "bkt", &rq, acc_cb, &a, &trunc, &next, &err) < 0) {
     snprintf(out, size, "ERR %s", err.msg);
     return;
@@ -169,14 +171,16 @@ TEST(objects_and_isolation) {
   CHECK(o.size == 5);
   store_object_free(&o);
   /* Bad keys. */
-  CHECK_ERR(store_put_buffer(s, t1, "bkt", "", "x", 1, NULL, &o, &err), STORE_EBADKEY);
-  CHECK_ERR(store_put_buffer(s, t1, "bkt", "\xff\xfe", "x", 1, NULL, &o, &err), STORE_EBADKEY);
+  CHECK_ERR(store_put_buffer(s, t1, "bkt", "", "x", 1, NULL, NULL, &o, &err), STORE_EBADKEY);
+  CHECK_ERR(store_put_buffer(s, t1, "bkt", "\xff\xfe", "x", 1, NULL, NULL, &o, &err),
+            STORE_EBADKEY);
   char longkey[1100];
   memset(longkey, 'k', sizeof longkey - 1);
   longkey[sizeof longkey - 1] = 0;
-  CHECK_ERR(store_put_buffer(s, t1, "bkt", longkey, "x", 1, NULL, &o, &err), STORE_EBADKEY);
+  CHECK_ERR(store_put_buffer(s, t1, "bkt", longkey, "x", 1, NULL, NULL, &o, &err), STORE_EBADKEY);
   /* Copy keeps the ETag. */
-  CHECK_OK(store_object_copy(s, t1, "bkt", "a/b c+%/ü//x", "bkt", "copy", NULL, NULL, &o, &err));
+  CHECK_OK(
+      store_object_copy(s, t1, "bkt", "a/b c+%/ü//x", "bkt", "copy", NULL, NULL, NULL, &o, &err));
   CHECK_STR(o.etag, "7d793037a0760186574b0282f2f435e7"); /* md5("world") */
   store_object_free(&o);
   CHECK_OK(store_object_delete(s, t1, "bkt", "copy", &err));
@@ -259,14 +263,17 @@ TEST(multipart) {
   snprintf(ok[1].etag, sizeof ok[1].etag, "%s", m2);
   struct store_part rev[2] = {ok[1], ok[0]};
   struct store_object o;
-  CHECK_ERR(store_upload_complete(s, t1, "bkt", "mp", up, rev, 2, &o, &err), STORE_EPARTORDER);
+  CHECK_ERR(store_upload_complete(s, t1, "bkt", "mp", up, rev, 2, NULL, &o, &err),
+            STORE_EPARTORDER);
   struct store_part wrong[2] = {ok[0], ok[1]};
   wrong[1].etag[0] = wrong[1].etag[0] == '0' ? '1' : '0';
-  CHECK_ERR(store_upload_complete(s, t1, "bkt", "mp", up, wrong, 2, &o, &err), STORE_EBADPART);
+  CHECK_ERR(store_upload_complete(s, t1, "bkt", "mp", up, wrong, 2, NULL, &o, &err),
+            STORE_EBADPART);
   struct store_part missing[1] = {ok[1]};
   missing[0].num = 3; /* never uploaded */
-  CHECK_ERR(store_upload_complete(s, t1, "bkt", "mp", up, missing, 1, &o, &err), STORE_EBADPART);
-  CHECK_OK(store_upload_complete(s, t1, "bkt", "mp", up, ok, 2, &o, &err));
+  CHECK_ERR(store_upload_complete(s, t1, "bkt", "mp", up, missing, 1, NULL, &o, &err),
+            STORE_EBADPART);
+  CHECK_OK(store_upload_complete(s, t1, "bkt", "mp", up, ok, 2, NULL, &o, &err));
   /* md5(md5(p1) || md5("TAIL"))-2 */
   unsigned char cat[32];
   for (int i = 0; i < 16; i++) {
@@ -284,7 +291,7 @@ TEST(multipart) {
   CHECK_STR(o.content_type, "application/x-y");
   store_object_free(&o);
   CHECK(count_files("parts") == 0);
-  CHECK_ERR(store_upload_complete(s, t1, "bkt", "mp", up, ok, 2, &o, &err), STORE_ENOUPLOAD);
+  CHECK_ERR(store_upload_complete(s, t1, "bkt", "mp", up, ok, 2, NULL, &o, &err), STORE_ENOUPLOAD);
   /* A small part that is not the last. */
   CHECK_OK(store_upload_create(s, t1, "bkt", "mp2", NULL, NULL, up, &err));
   CHECK_OK(store_part_commit(part_writer("a", 1), t1, "bkt", "mp2", up, 1, &err));
@@ -292,7 +299,8 @@ TEST(multipart) {
   struct store_part two[2] = {{.num = 1}, {.num = 2}};
   md5hex("a", 1, two[0].etag);
   md5hex("b", 1, two[1].etag);
-  CHECK_ERR(store_upload_complete(s, t1, "bkt", "mp2", up, two, 2, &o, &err), STORE_ETOOSMALL);
+  CHECK_ERR(store_upload_complete(s, t1, "bkt", "mp2", up, two, 2, NULL, &o, &err),
+            STORE_ETOOSMALL);
   CHECK_OK(store_upload_abort(s, t1, "bkt", "mp2", up, &err));
   CHECK(count_files("parts") == 0);
   CHECK_ERR(store_upload_abort(s, t1, "bkt", "mp2", up, &err), STORE_ENOUPLOAD);
@@ -324,7 +332,7 @@ TEST(links) {
   struct husk_err err;
   CHECK(put(t1, "bkt", "l/doc.txt", "doc") == 0);
   struct store_link l;
-  CHECK_OK(store_link_create(s, t1, "bkt", "l/doc.txt", 0, "Doc \"1\".txt", false, &l, &err));
+  CHECK_OK(store_link_create(s, t1, "bkt", "l/doc.txt", 0, "Doc \"1\".txt", false, NULL, &l, &err));
   CHECK(l.expires_ms - l.created_ms == 3600 * 1000);
   CHECK(strstr(l.url, "http://127.0.0.1:9/bkt/l/doc.txt?") == l.url);
   CHECK(strstr(l.url, "x-husk-link=") && strstr(l.url, "filename%2A%3DUTF-8"));
@@ -336,12 +344,15 @@ TEST(links) {
   CHECK(store_link_owned(s, l.id, t1, &live) && !live);
   CHECK_ERR(store_link_revoke(s, t2, l.id, &err), STORE_ENOLINK);
   store_link_free(&l);
-  CHECK_ERR(store_link_create(s, t1, "bkt", "l/none", 60, NULL, false, &l, &err), STORE_ENOKEY);
-  CHECK_ERR(store_link_create(s, t1, "bkt", "l/doc.txt", 604801, NULL, false, &l, &err), EINVAL);
-  CHECK_ERR(store_link_create(s, t1, "bkt", "l/doc.txt", 60, "a/b", false, &l, &err), EINVAL);
+  CHECK_ERR(store_link_create(s, t1, "bkt", "l/none", 60, NULL, false, NULL, &l, &err),
+            STORE_ENOKEY);
+  CHECK_ERR(store_link_create(s, t1, "bkt", "l/doc.txt", 604801, NULL, false, NULL, &l, &err),
+            EINVAL);
+  CHECK_ERR(store_link_create(s, t1, "bkt", "l/doc.txt", 60, "a/b", false, NULL, &l, &err), EINVAL);
   /* Without an S3 listener (no public URL) and no external store: none. */
   CHECK_OK(store_set_public_url(s, ""));
-  CHECK_ERR(store_link_create(s, t1, "bkt", "l/doc.txt", 60, NULL, false, &l, &err), EOPNOTSUPP);
+  CHECK_ERR(store_link_create(s, t1, "bkt", "l/doc.txt", 60, NULL, false, NULL, &l, &err),
+            EOPNOTSUPP);
   CHECK_OK(store_set_public_url(s, "http://127.0.0.1:9"));
   CHECK_OK(store_object_delete(s, t1, "bkt", "l/doc.txt", &err));
 }
@@ -361,7 +372,7 @@ TEST(link_counts_and_log_cap) {
   struct husk_err err;
   CHECK(put(t1, "bkt", "cap.txt", "cap") == 0);
   struct store_link l, g;
-  CHECK_OK(store_link_create(s, t1, "bkt", "cap.txt", 0, NULL, false, &l, &err));
+  CHECK_OK(store_link_create(s, t1, "bkt", "cap.txt", 0, NULL, false, NULL, &l, &err));
   int64_t total0 = -1, total1 = -1;
   CHECK_OK(store_link_denied_total(s, &total0, &err));
   CHECK_OK(store_link_denied(s, l.id, &err));
@@ -411,12 +422,12 @@ TEST(sparse_files) {
   uint64_t size = 0, bound = 0;
   CHECK_ERR(store_fd_bound(fd, &size, &bound, &err), STORE_ESPARSE);
   struct store_object o;
-  CHECK_ERR(store_put_fd(s, t1, "bkt", "sparse", fd, NULL, &o, &err), STORE_ESPARSE);
+  CHECK_ERR(store_put_fd(s, t1, "bkt", "sparse", fd, NULL, NULL, &o, &err), STORE_ESPARSE);
   CHECK(count_files("tmp") == 0);
   CHECK(ftruncate(fd, 0) == 0 && write(fd, "dense", 5) == 5 && lseek(fd, 0, SEEK_SET) == 0);
   CHECK_OK(store_fd_bound(fd, &size, &bound, &err));
   CHECK(size == 5 && bound >= 5);
-  CHECK_OK(store_put_fd(s, t1, "bkt", "dense", fd, NULL, &o, &err));
+  CHECK_OK(store_put_fd(s, t1, "bkt", "dense", fd, NULL, NULL, &o, &err));
   CHECK(o.size == 5);
   store_object_free(&o);
   close(fd);
@@ -494,7 +505,7 @@ TEST(quota) {
   CHECK(put(t2, "quota", "a", q60) == 0);
   CHECK(put(t2, "quota", "b", q60) == -1);
   struct store_object o;
-  CHECK_ERR(store_put_buffer(s, t2, "quota", "b", q60, 60, NULL, &o, &err), STORE_EQUOTA);
+  CHECK_ERR(store_put_buffer(s, t2, "quota", "b", q60, 60, NULL, NULL, &o, &err), STORE_EQUOTA);
   CHECK(count_files("tmp") == 0);
   CHECK(put(t2, "quota", "a", q80) == 0); /* the old version is freed */
   CHECK_ERR(store_quota_check(s, t2, NULL, NULL, 21, &err), STORE_EQUOTA);
@@ -515,7 +526,7 @@ TEST(quota) {
   char m[33];
   md5hex(q60, 20, m);
   snprintf(p.etag, sizeof p.etag, "%s", m);
-  CHECK_OK(store_upload_complete(s, t2, "quota", "mp", up, &p, 1, &o, &err));
+  CHECK_OK(store_upload_complete(s, t2, "quota", "mp", up, &p, 1, NULL, &o, &err));
   store_object_free(&o);
   CHECK_OK(store_usage(s, t2, &used, &err));
   CHECK(used == 100);
@@ -525,6 +536,93 @@ TEST(quota) {
   close_all();
   quota = 0;
   open_all();
+}
+
+/* Who wrote an object and made a link: each write records its own writer
+ * (a copy its copier, a multipart object who completed it, a new version
+ * its new writer); a malformed one stores nothing; the listing filters on
+ * it. */
+static int creators_cb(void *ctx, const struct store_entry *e) {
+  struct acc *a = ctx;
+  size_t n = strlen(a->buf);
+  snprintf(a->buf + n, sizeof a->buf - n, "%s%s=%s", n ? " " : "", e->key,
+           e->created_by[0] ? e->created_by : "-");
+  return 0;
+}
+
+TEST(writers) {
+  struct husk_err err;
+  const char *alice = "u_0123456789abcdef01234567", *key = "key:k_1", *s3 = "s3key:HKABC";
+  CHECK_OK(store_bucket_create(s, t1, "who", &err));
+  struct store_object o;
+  CHECK_OK(store_put_buffer(s, t1, "who", "a", "1", 1, NULL, alice, &o, &err));
+  CHECK_STR(o.created_by, alice);
+  store_object_free(&o);
+  CHECK_OK(store_put_buffer(s, t1, "who", "b", "2", 1, NULL, NULL, &o, &err));
+  CHECK_STR(o.created_by, "");
+  store_object_free(&o);
+  CHECK_OK(store_object_copy(s, t1, "who", "a", "who", "c", NULL, NULL, s3, &o, &err));
+  CHECK_STR(o.created_by, s3);
+  store_object_free(&o);
+  char up[STORE_ID_SIZE], m[33];
+  CHECK_OK(store_upload_create(s, t1, "who", "d", NULL, NULL, up, &err));
+  CHECK_OK(store_part_commit(part_writer("x", 1), t1, "who", "d", up, 1, &err));
+  md5hex("x", 1, m);
+  struct store_part p = {.num = 1};
+  snprintf(p.etag, sizeof p.etag, "%s", m);
+  CHECK_OK(store_upload_complete(s, t1, "who", "d", up, &p, 1, key, &o, &err));
+  CHECK_STR(o.created_by, key);
+  store_object_free(&o);
+  /* A new version of b: its writer now. */
+  CHECK_OK(store_put_buffer(s, t1, "who", "b", "3", 1, NULL, key, &o, &err));
+  store_object_free(&o);
+  CHECK_OK(store_object_get(s, t1, "who", "b", &o, NULL, &err));
+  CHECK_STR(o.created_by, key);
+  store_object_free(&o);
+  /* Malformed: nothing stored, no file left. */
+  int before = count_files("objects");
+  CHECK_ERR(store_put_buffer(s, t1, "who", "e", "4", 1, NULL, "key:a b", &o, &err), EINVAL);
+  CHECK_ERR(store_put_buffer(s, t1, "who", "b", "4", 1, NULL, "nobody", &o, &err), EINVAL);
+  CHECK(count_files("objects") == before && count_files("tmp") == 0);
+  CHECK_ERR(store_object_get(s, t1, "who", "e", &o, NULL, &err), STORE_ENOKEY);
+  CHECK_OK(store_object_get(s, t1, "who", "b", &o, NULL, &err));
+  CHECK_STR(o.created_by, key);
+  store_object_free(&o);
+
+  struct acc a = {""};
+  bool trunc = false;
+  char *next = NULL;
+  struct store_list_req rq = {.prefix = "", .max_keys = 100};
+  CHECK_OK(store_list(s, t1, "who", &rq, creators_cb, &a, &trunc, &next, &err));
+  char want[256];
+  snprintf(want, sizeof want, "a=%s b=%s c=%s d=%s", alice, key, s3, key);
+  CHECK_STR(a.buf, want);
+  a.buf[0] = '\0';
+  rq.created_by = key;
+  rq.max_keys = 1; /* pages of one: the filter holds across them */
+  CHECK_OK(store_list(s, t1, "who", &rq, creators_cb, &a, &trunc, &next, &err));
+  CHECK(trunc && next && !strcmp(next, "b"));
+  rq.after = next;
+  CHECK_OK(store_list(s, t1, "who", &rq, creators_cb, &a, &trunc, &next, &err));
+  free((char *)rq.after);
+  snprintf(want, sizeof want, "b=%s d=%s", key, key);
+  CHECK_STR(a.buf, want);
+  free(next);
+  next = NULL;
+  rq = (struct store_list_req){.prefix = "", .max_keys = 10, .created_by = ""};
+  CHECK_ERR(store_list(s, t1, "who", &rq, creators_cb, &a, &trunc, &next, &err), EINVAL);
+
+  /* Links. */
+  struct store_link l;
+  CHECK_OK(store_link_create(s, t1, "who", "a", 60, NULL, false, alice, &l, &err));
+  CHECK_STR(l.created_by, alice);
+  char id[STORE_ID_SIZE];
+  snprintf(id, sizeof id, "%s", l.id);
+  store_link_free(&l);
+  CHECK_OK(store_link_get(s, t1, id, &l, &err));
+  CHECK_STR(l.created_by, alice);
+  store_link_free(&l);
+  CHECK_ERR(store_link_create(s, t1, "who", "a", 60, NULL, false, "u_1", &l, &err), EINVAL);
 }
 
 int main(void) {
@@ -554,6 +652,7 @@ int main(void) {
   RUN(unlink_after_durable_commit);
   RUN(sigkill_between_file_and_row);
   RUN(quota);
+  RUN(writers);
   close_all();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

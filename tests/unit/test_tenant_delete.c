@@ -266,7 +266,7 @@ static void populate(const struct state_tenant *t, const char *tag) {
   for (int i = 0; i < 3; i++) {
     char key[16];
     snprintf(key, sizeof key, "k%d", i);
-    CHECK_OK(store_put_buffer(s, t->id, bucket, key, "data", 4, NULL, &o, &err));
+    CHECK_OK(store_put_buffer(s, t->id, bucket, key, "data", 4, NULL, NULL, &o, &err));
     store_object_free(&o);
   }
   char up[STORE_ID_SIZE];
@@ -279,7 +279,7 @@ static void populate(const struct state_tenant *t, const char *tag) {
   CHECK_OK(store_writer_finish(w, &e, etag, NULL, &err));
   CHECK_OK(store_part_commit(w, t->id, bucket, "big", up, 1, &err));
   struct store_link l;
-  CHECK_OK(store_link_create(s, t->id, bucket, "k0", 60, NULL, false, &l, &err));
+  CHECK_OK(store_link_create(s, t->id, bucket, "k0", 60, NULL, false, NULL, &l, &err));
   store_link_free(&l);
   struct upload_link_spec us = {.bucket = bucket};
   struct state_upload_link ul;

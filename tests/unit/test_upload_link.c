@@ -290,7 +290,7 @@ TEST(suffixes_run_out) {
       snprintf(key, sizeof key, "%sfull.txt", l.prefix);
     else
       snprintf(key, sizeof key, "%sfull-%d.txt", l.prefix, i);
-    if (store_put_buffer(s, t1, l.bucket, key, "old", 3, "text/plain", NULL, &err) < 0) {
+    if (store_put_buffer(s, t1, l.bucket, key, "old", 3, "text/plain", NULL, NULL, &err) < 0) {
       printf("# put %s: %s\n", key, err.msg);
       CHECK(0);
       return;
