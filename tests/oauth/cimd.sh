@@ -9,12 +9,15 @@
 # the code, the token, MCP tools/list with it, refresh, revocation), the
 # document fetched once while cached, every refusal shown as an error page
 # (never a redirect), the token endpoint's refusals, the per-address fetch
-# limit, and the audit naming the URL as the client.
+# limit, and the audit naming the URL as the client.  Then the MCP SDK
+# clients (v1 and v2, tests/oauth/sdk_flow.mjs's `cimd` scenario, the
+# person in headless Chromium) sign in with clientMetadataUrl.
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/../serve/serve.bash"
+. "$(dirname "$0")/oauth.bash"
+oauth_setup
 FLOW="python3 $(cd "$(dirname "$0")/../serve" && pwd)/oauth_flow.py"
 HERE=$(cd "$(dirname "$0")" && pwd)
-PASSWORD='correct horse battery'
 DOCS="$T_SCRATCH/docs"
 mkdir -p "$DOCS"
 
@@ -70,6 +73,9 @@ GOOD='{"status":200,"headers":{"Content-Type":"application/json","Cache-Control"
  "token_endpoint_auth_method":"none","grant_types":["authorization_code","refresh_token"],
  "response_types":["code"],"client_uri":"https://app.example","logo_uri":"https://app.example/l.png"}}'
 doc client "$GOOD"
+# The SDK's callback is http://127.0.0.1:<any port>/callback (RFC 8252).
+doc sdk '{"body":{"client_id":"@URL@","client_name":"husk SDK by its document",
+ "redirect_uris":["http://127.0.0.1/callback"],"token_endpoint_auth_method":"none"}}'
 doc other "$GOOD"
 doc mismatch '{"body":{"client_id":"https://localhost/elsewhere","redirect_uris":["'$CB'"]}}'
 doc badredir '{"body":{"client_id":"@URL@","redirect_uris":["http://evil.example/cb"]}}'
@@ -80,7 +86,8 @@ doc big "{\"body\":\"$(head -c 70000 /dev/zero | tr '\0' ' ')\"}"
 doc moved '{"status":302,"headers":{"Location":"/client"},"body":""}'
 doc gone '{"status":500,"body":"oops"}'
 
-if ! serve_start --s3-listen off --oidc-ca-file "$CA" --oauth-fetch-allow-range 127.0.0.1/32 \
+TTL=5
+if ! serve_start --s3-listen off --oauth-access-ttl "$TTL" --oidc-ca-file "$CA" --oauth-fetch-allow-range 127.0.0.1/32 \
   --oauth-fetch-allow-range ::1/128; then
   not_ok "the daemon starts"
   stop_docs
@@ -227,6 +234,21 @@ text = open(sys.argv[1], errors="replace").read() + sys.argv[2]
 for s in sys.argv[3:]:
     assert s and s not in text, "a secret leaked (%d bytes)" % len(s)
 ' "$SERVE_LOG" "$BODY" "$AT" "$RT" "$AT2" "$RT2" "$AUTH_CODE"
+
+# ---- the MCP SDK with clientMetadataUrl ------------------------------------------------------
+for sdk in ${SDKS:-v1 v2}; do
+  drive "cimd-$sdk" SDK="$sdk" SCENARIOS=cimd MEMBER=ada ACCESS_TTL="$TTL" CIMD_URL="$D/sdk" \
+    CIMD_NAME="husk SDK by its document"
+done
+KEY=$TKEY api GET "/v1/audit?user=$ADA&limit=1000"
+check "the SDK's sign-ins are audited with the document's URL as client_id" python3 -c '
+import json, sys
+recs = json.loads(sys.argv[1])["records"]
+si = [r for r in recs if r["action"] == "oauth.sign_in" and r.get("client_id") == sys.argv[2]]
+assert len(si) == int(sys.argv[3]), recs
+assert all(r.get("client") == "husk SDK by its document" for r in si), si
+' "$BODY" "$D/sdk" "$(wc -w <<<"${SDKS:-v1 v2}")"
+check "no Chromium of this suite is left running" wait_for 10 no_chromium
 
 stop_docs
 serve_stop
