@@ -115,6 +115,11 @@ int auth_cimd_parse(const char *url, const char *body, size_t len, struct auth_c
                     struct husk_err *err);
 /* The cached document of `url` (ENOENT: none, or stale). */
 int cimd_cached(struct auth *a, const char *url, struct auth_client *out, struct husk_err *err);
+/* Cache `c` (a document just checked) until expires_ms (auth_now's
+ * clock), in place of one of the same URL; past AUTH_CIMD_MAX the least
+ * recently used goes. */
+int cimd_store(struct auth *a, const struct auth_client *c, int64_t expires_ms,
+               struct husk_err *err);
 
 /* ---- password.c ---- */
 int password_gate_init(struct auth *a, unsigned slots, int64_t wait_ms, struct husk_err *err);

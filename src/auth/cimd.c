@@ -358,9 +358,8 @@ int cimd_cached(struct auth *a, const char *url, struct auth_client *out, struct
   return e ? 0 : husk_fail(err, ENOENT, "no such OAuth client");
 }
 
-/* Cache `cl` (a document just checked) until expires_ms. */
-static int cimd_store(struct auth *a, const struct auth_client *cl, int64_t expires_ms,
-                      struct husk_err *err) {
+int cimd_store(struct auth *a, const struct auth_client *cl, int64_t expires_ms,
+               struct husk_err *err) {
   struct auth_cimd *c = a->cimd;
   size_t len = strlen(cl->id) + strlen(cl->host) + strlen(cl->name) + 3;
   for (size_t i = 0; i < cl->n_redirects; i++)

@@ -482,6 +482,36 @@ TEST(denied_address) {
   auth_fetcher_close(f);
 }
 
+TEST(cache_bound) {
+  /* At most AUTH_CIMD_MAX documents: the least recently used goes. */
+  struct husk_err err;
+  struct auth *a2 = NULL;
+  struct auth_config cfg = {.st = st, .clock_ms = clock_fake};
+  CHECK_OK(auth_open(&a2, &cfg, &err));
+  struct auth_client c = {.document = true, .n_redirects = 1};
+  snprintf(c.host, sizeof c.host, "a.example");
+  snprintf(c.redirect_uris[0], sizeof c.redirect_uris[0], CB);
+  int64_t later = fake_now + 3600 * 1000;
+  for (int i = 0; i < AUTH_CIMD_MAX; i++) {
+    snprintf(c.id, sizeof c.id, "https://a.example/%d.json", i);
+    CHECK_OK(cimd_store(a2, &c, later, &err));
+  }
+  struct auth_client got;
+  CHECK_OK(auth_client_get(a2, "https://a.example/0.json", &got, &err)); /* used: kept */
+  snprintf(c.id, sizeof c.id, "https://a.example/new.json");
+  CHECK_OK(cimd_store(a2, &c, later, &err));
+  CHECK_OK(auth_client_get(a2, "https://a.example/0.json", &got, &err));
+  CHECK_ERR(auth_client_get(a2, "https://a.example/1.json", &got, &err), ENOENT); /* the LRU */
+  CHECK_OK(auth_client_get(a2, "https://a.example/2.json", &got, &err));
+  CHECK_OK(auth_client_get(a2, "https://a.example/new.json", &got, &err));
+  CHECK_STR(got.redirect_uris[0], CB);
+  CHECK_STR(got.host, "a.example");
+  /* Stored again: replaced, not doubled. */
+  CHECK_OK(cimd_store(a2, &c, later, &err));
+  CHECK_OK(auth_client_get(a2, "https://a.example/2.json", &got, &err));
+  auth_close(a2);
+}
+
 TEST(codes_and_tokens) {
   struct husk_err err;
   struct state_tenant t;
@@ -557,6 +587,7 @@ int main(void) {
   RUN(fetch_and_cache);
   RUN(fetch_refusals);
   RUN(denied_address);
+  RUN(cache_bound);
   RUN(codes_and_tokens);
   auth_close(au);
   auth_fetcher_close(fetcher);
