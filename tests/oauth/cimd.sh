@@ -124,7 +124,8 @@ expect_eq "the document was fetched once" "$(hits client)" 1
 # ---- the flow ---------------------------------------------------------------------------
 O=$($FLOW signin "$URL" "$CID" "$CB" "$ORG" ada "$PASSWORD")
 expect_eq "sign-in: 302 to the document's redirect URI" "$(o 'o["status"]')" 302
-check "... with a code, the state and the issuer" [ -n "$(o 'o.get("code")')" ] 
+check "... with a code" [ -n "$(o 'o.get("code")')" ]
+expect_eq "... and the issuer" "$(o 'o.get("iss")')" "$URL"
 expect_eq "... state passed back" "$(o 'o.get("state_ok")')" true
 AUTH_CODE=$(o 'o["code"]')
 VER=$(o 'o["verifier"]')
@@ -134,7 +135,7 @@ O=$($FLOW token "$URL" "$(python3 -c 'import json,sys; print(json.dumps({"grant_
 expect_eq "POST /oauth/token with the URL as client_id: 200" "$(o 'o["status"]')" 200
 AT=$(o 'o["json"]["access_token"]')
 RT=$(o 'o["json"]["refresh_token"]')
-check "... an access and a refresh token" [ -n "$AT" ] && [ -n "$RT" ]
+check "... an access and a refresh token" test -n "$AT" -a -n "$RT"
 expect_eq "the document was still fetched only once (cached)" "$(hits client)" 1
 
 O=$($FLOW rpc "$URL" "$AT" tools/list '{}')
@@ -194,19 +195,24 @@ O=$($FLOW token "$URL" "$(tokform '{"grant_type":"refresh_token","refresh_token"
 expect_eq "token endpoint, a bad document: 401 invalid_client" "$(o 'o["status"]') $(o 'o["json"]["error"]')" "401 invalid_client"
 
 # ---- the per-address limit: 20 fetches in 15 minutes, cache hits free ----------------------
-n=0
-for i in $(seq 1 20); do
+# One token comes back every 45 s: a slow run (ASan) may see a 21st pass.
+n=0 first429="" t0=$SECONDS
+for i in $(seq 1 30); do
   O=$(HUSK_SRC=127.0.0.9 $FLOW page "$URL" "$(q "$D/missing-$i")")
-  [ "$(o 'o["status"]')" = 400 ] && n=$((n + 1))
+  st=$(o 'o["status"]')
+  if [ "$st" = 429 ]; then first429=$i; break; fi
+  [ "$st" = 400 ] && n=$((n + 1))
 done
 # The refusals above fetched from 127.0.0.1, not from this address.
-expect_eq "20 fetches from one address: each a 400 page (no document)" "$n" 20
-O=$(HUSK_SRC=127.0.0.9 $FLOW page "$URL" "$(q "$D/missing-21")")
-expect_eq "the 21st from that address: 429" "$(o 'o["status"]')" 429
-check "... and it was not fetched" [ "$(hits missing-21)" = 0 ]
+limited() {
+  [ -n "$first429" ] && [ "$n" = $((first429 - 1)) ] && [ "$n" -ge 20 ] &&
+    [ "$n" -le $((20 + (SECONDS - t0) / 45)) ]
+}
+check "20 fetches from one address, each a 400 page (no document), then 429 (got $n, then ${first429:-none} after $((SECONDS - t0)) s)" limited
+check "... and what got 429 was not fetched" [ "$(hits "missing-${first429:-0}")" = 0 ]
 O=$(HUSK_SRC=127.0.0.9 $FLOW page "$URL" "$(q "$CID")")
 expect_eq "a cached document from that address still: 200" "$(o 'o["status"]')" 200
-O=$(HUSK_SRC=127.0.0.10 $FLOW page "$URL" "$(q "$D/missing-21")")
+O=$(HUSK_SRC=127.0.0.10 $FLOW page "$URL" "$(q "$D/missing-${first429:-0}")")
 expect_eq "another address may fetch: 400 (no such document)" "$(o 'o["status"]')" 400
 
 # ---- the audit names the URL --------------------------------------------------------------
