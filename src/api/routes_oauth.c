@@ -43,6 +43,10 @@
 #define REGISTER_V6_BITS 48
 #define REGISTER_ALL_BURST 600.0
 #define REGISTER_ALL_PER_S (600.0 / 3600.0)
+/* Fetches of clients' metadata documents caused from one address: 20 in
+ * 15 minutes (cache hits are free). */
+#define CIMD_FETCH_BURST 20.0
+#define CIMD_FETCH_PER_S (20.0 / 900.0)
 /* Sign-ins of one address being checked at once (each holds a password
  * hash slot for its while): one address cannot hold every slot. */
 #define SIGNIN_INFLIGHT_MAX 2
@@ -76,6 +80,7 @@ struct api_oauth {
   struct s3_rate *signin_fail; /* failed sign-ins per source address */
   struct s3_rate *register_rl; /* registrations per /48, and of all */
   struct s3_rate *anon_audit;  /* unauthenticated audit records per source */
+  struct s3_rate *cimd_fetch;  /* metadata-document fetches per source */
   atomic_ulong anon_dropped;   /* ... left out since the last one written */
   pthread_mutex_t inflight_lock;
   struct inflight inflight[SIGNIN_INFLIGHT_SLOTS]; /* sign-ins being checked */
@@ -95,6 +100,9 @@ int api_oauth_init(struct api_server *s, struct husk_err *err) {
   struct s3_rate_limits al = {.burst = ANON_AUDIT_BURST, .per_s = ANON_AUDIT_PER_S,
                               .shared_burst = ANON_AUDIT_ALL_BURST,
                               .shared_per_s = ANON_AUDIT_ALL_PER_S};
+  /* All addresses together are bounded by the fetcher's fetches at once. */
+  struct s3_rate_limits cl = {.burst = CIMD_FETCH_BURST, .per_s = CIMD_FETCH_PER_S,
+                              .shared_burst = 1e9, .shared_per_s = 1e6};
   atomic_init(&o->anon_dropped, 0);
   if (pthread_mutex_init(&o->inflight_lock, NULL) != 0) {
     free(o);
@@ -104,7 +112,7 @@ int api_oauth_init(struct api_server *s, struct husk_err *err) {
   if (id_random_bytes(o->csrf_key, sizeof o->csrf_key, err) < 0)
     return -1;
   if (s3_rate_init(&o->signin_fail, &sl) < 0 || s3_rate_init(&o->register_rl, &rl) < 0 ||
-      s3_rate_init(&o->anon_audit, &al) < 0)
+      s3_rate_init(&o->anon_audit, &al) < 0 || s3_rate_init(&o->cimd_fetch, &cl) < 0)
     return husk_error(err, ENOMEM, "oauth");
   return 0;
 }
@@ -116,6 +124,7 @@ void api_oauth_free(struct api_server *s) {
   s3_rate_free(o->signin_fail);
   s3_rate_free(o->register_rl);
   s3_rate_free(o->anon_audit);
+  s3_rate_free(o->cimd_fetch);
   pthread_mutex_destroy(&o->inflight_lock);
   OPENSSL_cleanse(o->csrf_key, sizeof o->csrf_key);
   free(o);
@@ -202,6 +211,29 @@ static void source_bits(struct req *r, unsigned v6_bits, char *out, size_t size)
 }
 
 static void source_of(struct req *r, char *out, size_t size) { source_bits(r, 64, out, size); }
+
+/* ---- clients known by their metadata document -------------------------------------- */
+
+struct fetch_gate {
+  struct api_oauth *o;
+  char src[S3_RATE_KEY_MAX];
+};
+
+/* auth_client_resolve's may_fetch: one of the address's fetches. */
+static bool may_fetch(void *ctx) {
+  struct fetch_gate *g = ctx;
+  return s3_rate_take(g->o->cimd_fetch, g->src, mono_ms());
+}
+
+/* A client by its id, a registered one or one known by its metadata
+ * document (fetched when not cached, counted against the request's
+ * address). */
+static int client_resolve(struct req *r, const char *id, struct auth_client *c,
+                          struct husk_err *err) {
+  struct fetch_gate g = {.o = r->srv->oauth};
+  source_of(r, g.src, sizeof g.src);
+  return auth_client_resolve(r->srv->cfg.auth, id, may_fetch, &g, c, err);
+}
 
 /* A sign-in of `src` begins its check: false when that source has
  * SIGNIN_INFLIGHT_MAX already (*full: the table has no room). */
@@ -601,7 +633,7 @@ enum MHD_Result h_oauth_as_meta(struct req *r) {
   snprintf(u[3], sizeof u[3], "%s/oauth/revoke", iss);
   return reply_public_json(
       r, json_pack("{s:s, s:s, s:s, s:s, s:s, s:[s], s:[s,s], s:[s], s:[s,s,s], s:[s,s,s], s:o, "
-                   "s:b, s:[s]}",
+                   "s:b, s:[s], s:b}",
                    "issuer", iss, "authorization_endpoint", u[0], "token_endpoint", u[1],
                    "registration_endpoint", u[2], "revocation_endpoint", u[3],
                    "response_types_supported", "code", "grant_types_supported",
@@ -610,7 +642,8 @@ enum MHD_Result h_oauth_as_meta(struct req *r) {
                    "client_secret_basic", "revocation_endpoint_auth_methods_supported", "none",
                    "client_secret_post", "client_secret_basic", "scopes_supported",
                    scope_names_json(AUTH_SCOPE_ALL), "authorization_response_iss_parameter_supported",
-                   1, "response_modes_supported", "query"));
+                   1, "response_modes_supported", "query",
+                   "client_id_metadata_document_supported", 1));
 }
 
 static enum MHD_Result pr_meta(struct req *r, const char *res) {
@@ -732,6 +765,8 @@ struct az {
   char origin[600]; /* of the redirect URI, for the CSP */
   char host[256];   /* the redirect URI's host, shown on the page */
   unsigned scopes;  /* asked (default: AUTH_SCOPE_DEFAULT) */
+  char why[HUSK_ERR_MSG_MAX + 128]; /* what is wrong with a client's document */
+  unsigned fail_status;             /* of the error page: 0 is 400 */
 };
 #define AZ_CLIENT 1
 #define AZ_REDIRECT 2
@@ -754,9 +789,21 @@ static struct az_fail az_check(struct req *r, struct az *a) {
   struct husk_err err;
   if (api_issuer(r, a->iss, sizeof a->iss) < 0)
     return (struct az_fail){"invalid_request", "The Host header is not a host name."};
-  if (!a->v[AZ_CLIENT] || auth_client_get(r->srv->cfg.auth, a->v[AZ_CLIENT], &a->client, &err) < 0)
-    return (struct az_fail){"invalid_client",
-                            "This application is not registered here (unknown client_id)."};
+  if (!a->v[AZ_CLIENT])
+    return (struct az_fail){"invalid_client", "The application did not say who it is (client_id)."};
+  if (client_resolve(r, a->v[AZ_CLIENT], &a->client, &err) < 0) {
+    if (!auth_client_id_is_url(a->v[AZ_CLIENT]))
+      return (struct az_fail){"invalid_client",
+                              "This application is not registered here (unknown client_id)."};
+    /* A metadata document that could not be fetched or used: what is
+     * wrong, for the person (and the application's developer). */
+    husk_sanitize_line(err.msg);
+    snprintf(a->why, sizeof a->why, "This application's client_id is the address of a "
+                                    "metadata document that cannot be used: %s.",
+             err.msg);
+    a->fail_status = err.code == EAGAIN ? 429 : err.code == EBUSY ? 503 : 400;
+    return (struct az_fail){"invalid_client", a->why};
+  }
   const char *ru = a->v[AZ_REDIRECT];
   if (!ru || !auth_client_redirect_ok(&a->client, ru))
     return (struct az_fail){"invalid_request",
@@ -1002,9 +1049,21 @@ static enum MHD_Result sign_in_page(struct req *r, const struct az *a, const cha
     return api_reply_error(r, 500, "internal_error", "out of memory");
   struct strbuf b = {0};
   page_head(&b, "Sign in to husk");
-  strbuf_str(&b, "<p><strong>");
-  strbuf_html(&b, a->client.name[0] ? a->client.name : "An unnamed application");
-  strbuf_str(&b, "</strong> asks to use husk as you. If you allow it, you are sent back to <strong>");
+  if (a->client.document) {
+    /* Known by its metadata document: its name is what the document
+     * says, and the document's host is who says it. */
+    strbuf_str(&b, "<p><strong>");
+    strbuf_html(&b, a->client.host);
+    strbuf_str(&b, "</strong> says it is <strong>");
+    strbuf_html(&b, a->client.name[0] ? a->client.name : "an unnamed application");
+    strbuf_str(&b, "</strong>, and asks to use husk as you. If you allow it, you are sent back "
+                   "to <strong>");
+  } else {
+    strbuf_str(&b, "<p><strong>");
+    strbuf_html(&b, a->client.name[0] ? a->client.name : "An unnamed application");
+    strbuf_str(&b, "</strong> asks to use husk as you. If you allow it, you are sent back to "
+                   "<strong>");
+  }
   strbuf_html(&b, a->host);
   strbuf_str(&b, "</strong>.</p><p>It may then:</p><ul>");
   for (unsigned i = 0; i < AUTH_SCOPE_COUNT; i++)
@@ -1082,7 +1141,7 @@ enum MHD_Result h_oauth_authorize_get(struct req *r) {
     a.v[i] = api_query(r, az_names[i]);
   struct az_fail f = az_check(r, &a);
   if (f.error)
-    return error_page(r, 400, f.desc);
+    return error_page(r, a.fail_status ? a.fail_status : 400, f.desc);
   const char *have = cookie_of(r, &a);
   char fresh[CSRF_COOKIE_LEN + 1];
   if (!have) {
@@ -1122,7 +1181,7 @@ enum MHD_Result h_oauth_authorize_post(struct req *r) {
   /* Everything again: the client or its redirect URIs may have changed. */
   struct az_fail f = az_check(r, &a);
   if (f.error)
-    return error_page(r, 400, f.desc);
+    return error_page(r, a.fail_status ? a.fail_status : 400, f.desc);
   const char *action = api_form_get(&form, "action");
   if (!action || strcmp(action, "allow")) {
     /* Nobody signed in: the operator's record, naming the client. */
@@ -1256,9 +1315,24 @@ static int client_auth(struct req *r, const struct api_form *f, struct auth_clie
     }
     return 0;
   }
-  if (!fid || auth_client_get(r->srv->cfg.auth, fid, c, &err) < 0) {
+  if (!fid) {
     *ret = oauth_error(r, 401, "invalid_client", false,
-                       fid ? "unknown client" : "client_id (or client authentication) is required");
+                       "client_id (or client authentication) is required");
+    return -1;
+  }
+  if (client_resolve(r, fid, c, &err) < 0) {
+    if (!auth_client_id_is_url(fid)) {
+      *ret = oauth_error(r, 401, "invalid_client", false, "unknown client");
+    } else if (err.code == EAGAIN) {
+      *ret = oauth_error(r, 429, "too_many_requests", false, err.msg);
+    } else if (err.code == EBUSY) {
+      *ret = oauth_error(r, 503, "temporarily_unavailable", false, err.msg);
+    } else {
+      char desc[HUSK_ERR_MSG_MAX + 64];
+      husk_sanitize_line(err.msg);
+      snprintf(desc, sizeof desc, "the client's metadata document cannot be used: %s", err.msg);
+      *ret = oauth_error(r, 401, "invalid_client", false, desc);
+    }
     return -1;
   }
   if (c->confidential || fsecret) {

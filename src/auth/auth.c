@@ -196,6 +196,7 @@ int auth_open(struct auth **out, const struct auth_config *cfg, struct husk_err 
   a->refresh_ttl_ms = (cfg->refresh_ttl_s ? cfg->refresh_ttl_s : AUTH_REFRESH_TTL_S) * 1000;
   a->code_ttl_ms = (cfg->code_ttl_s ? cfg->code_ttl_s : AUTH_CODE_TTL_S) * 1000;
   a->clock_ms = cfg->clock_ms;
+  a->fetcher = cfg->fetcher;
   unsigned slots = cfg->hash_concurrency;
   if (slots == 0) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -213,6 +214,10 @@ int auth_open(struct auth **out, const struct auth_config *cfg, struct husk_err 
   auth_wipe(pw, sizeof pw);
   if (r == 0)
     r = throttle_init(a, err);
+  if (r == 0 && cimd_init(a, err) < 0) {
+    throttle_destroy(a);
+    r = -1;
+  }
   if (r < 0) {
     password_gate_destroy(a);
     return -1;
@@ -226,5 +231,6 @@ void auth_close(struct auth *a) {
     return;
   password_gate_destroy(a);
   throttle_destroy(a);
+  cimd_destroy(a);
   free(a);
 }

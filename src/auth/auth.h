@@ -18,7 +18,10 @@
 #include "util/error.h"
 
 #define AUTH_USER_ID_SIZE STATE_USER_ID_SIZE     /* "u_" + 24 hex + NUL */
-#define AUTH_CLIENT_ID_SIZE STATE_CLIENT_ID_SIZE /* "oc_" + 24 hex + NUL */
+/* "oc_" + 24 hex (registered), or a metadata document's https URL of at
+ * most AUTH_CLIENT_URL_MAX bytes; and the NUL. */
+#define AUTH_CLIENT_ID_SIZE STATE_CLIENT_ID_SIZE
+#define AUTH_CLIENT_URL_MAX (AUTH_CLIENT_ID_SIZE - 1)
 #define AUTH_NAME_MAX 64       /* a user's sign-in name: a-z 0-9 . _ @ + - */
 #define AUTH_DISPLAY_MAX 128   /* bytes of UTF-8 */
 #define AUTH_PASSWORD_MIN 12
@@ -28,6 +31,7 @@
 #define AUTH_REDIRECT_MAX 512 /* bytes of one redirect URI */
 #define AUTH_REDIRECTS_MAX 8  /* per client */
 #define AUTH_RESOURCE_MAX 512
+#define AUTH_HOST_MAX 253 /* a DNS name */
 /* "hat_"/"hrt_"/"hac_"/"hcs_" + 64 hex + NUL: access and refresh tokens,
  * codes, client secrets. */
 #define AUTH_TOKEN_SIZE 69
@@ -74,8 +78,12 @@ struct auth_user {
 };
 
 struct auth;
+struct auth_fetcher;
 struct auth_config {
   struct state *st;
+  /* The daemon's fetcher (auth/fetch.h), not owned: what fetches clients'
+   * metadata documents.  NULL: such clients are refused (ENOTSUP). */
+  struct auth_fetcher *fetcher;
   unsigned hash_concurrency; /* password hashes at once; 0: the CPUs */
   int64_t access_ttl_s;      /* 0: 3600 */
   int64_t refresh_ttl_s;     /* 0: 30 days */
@@ -149,7 +157,11 @@ struct auth_client {
   size_t n_redirects;
   bool confidential; /* has a secret (client_secret_post / _basic) */
   char auth_method[24];
-  int64_t created_ms, used_ms;
+  int64_t created_ms, used_ms; /* 0 for a metadata-document client */
+  /* Known by its metadata document: id is the document's URL, and host
+   * that URL's host (who vouches for it: the consent page shows it). */
+  bool document;
+  char host[AUTH_HOST_MAX + 1];
 };
 
 /* EINVAL (a redirect URI that is not https, or http to a loopback host;
@@ -161,8 +173,23 @@ struct auth_client {
 int auth_client_register(struct auth *a, const char *name, const char *const *redirect_uris,
                          size_t n, const char *auth_method, struct auth_client *out,
                          char secret[AUTH_TOKEN_SIZE], struct husk_err *err);
+/* A registered client, or a metadata-document client (id an https URL)
+ * only if its document is in the cache (no fetch: ENOENT otherwise). */
 int auth_client_get(struct auth *a, const char *id, struct auth_client *out,
                     struct husk_err *err);
+/* Whether `id` names a client by its metadata document (an https URL). */
+bool auth_client_id_is_url(const char *id);
+/* Like auth_client_get, but a metadata-document client whose document is
+ * not cached (or is stale) is fetched, checked and cached (docs/oauth.md,
+ * "Client ID Metadata Documents").  may_fetch (NULL: always) is asked
+ * before a fetch -- the caller's limit per address; cache hits are free.
+ * Errors, each with a message for the person (never the document's
+ * text): EINVAL (the URL, or the document, breaks a rule), EPROTO (the
+ * fetch failed: TLS, an HTTP error, a redirect, a denied address, too
+ * big, too slow), EAGAIN (may_fetch said no), EBUSY (the fetcher is
+ * full), ENOTSUP (no fetcher), ENOENT (a registered id that is not). */
+int auth_client_resolve(struct auth *a, const char *id, bool (*may_fetch)(void *ctx), void *ctx,
+                        struct auth_client *out, struct husk_err *err);
 /* Constant time; EACCES if wrong or the client has no secret. */
 int auth_client_check_secret(struct auth *a, const struct auth_client *c, const char *secret,
                              struct husk_err *err);
@@ -218,7 +245,7 @@ struct auth_grant {
   char tenant_id[STATE_TENANT_ID_SIZE];
   char user_name[AUTH_NAME_MAX + 1];
   char display_name[AUTH_DISPLAY_MAX + 1];
-  char client_id[AUTH_CLIENT_ID_SIZE];
+  char client_id[AUTH_CLIENT_ID_SIZE]; /* "oc_..." or a document's URL */
   char client_name[AUTH_CLIENT_NAME_MAX + 1];
   enum auth_role role;
   unsigned scopes;

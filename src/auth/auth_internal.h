@@ -47,6 +47,10 @@ struct auth {
   char dummy_hash[STATE_PASSWORD_HASH_SIZE];
   /* Failed sign-ins per (user, address) and per user (throttle.c). */
   struct auth_throttle *throttle;
+  /* Clients' metadata documents: the fetcher (not owned) and the cache
+   * (cimd.c). */
+  struct auth_fetcher *fetcher;
+  struct auth_cimd *cimd;
 };
 
 /* ---- the sign-in throttle (throttle.c) ---- */
@@ -83,6 +87,39 @@ void auth_wipe(void *p, size_t n);
 /* Printable text a person chose (a display or client name): at most
  * `max` bytes of UTF-8 without control characters (C1 ones included). */
 int auth_check_label(const char *what, const char *s, size_t max, struct husk_err *err);
+
+/* ---- clients.c ---- */
+/* The one rule of a redirect URI (registration's, and a metadata
+ * document's): EINVAL saying what is wrong, never echoing it. */
+int auth_redirect_check(const char *uri, struct husk_err *err);
+/* The row of a metadata-document client (made, or updated to its
+ * document), before a code is issued for it: codes and tokens refer to it. */
+int auth_client_document_row(struct auth *a, const struct auth_client *c, int64_t now,
+                             struct husk_err *err);
+/* The characters RFC 3986 allows in a URI, less `'`. */
+bool auth_uri_char(char c);
+
+/* ---- cimd.c: clients' metadata documents ---- */
+#define AUTH_CIMD_MAX 10000                /* documents cached */
+#define AUTH_CIMD_TTL_MIN_MS (300LL * 1000) /* a document is cached at least ... */
+#define AUTH_CIMD_TTL_MAX_MS (86400LL * 1000) /* ... at most ... */
+#define AUTH_CIMD_TTL_DEFAULT_MS (3600LL * 1000) /* ... and without max-age */
+#define AUTH_CIMD_BYTES (64 * 1024)        /* a document's size */
+#define AUTH_CIMD_TIMEOUT_MS 5000          /* one fetch */
+int cimd_init(struct auth *a, struct husk_err *err);
+void cimd_destroy(struct auth *a);
+/* A client id URL's rules; its host into host (AUTH_HOST_MAX + 1 bytes). */
+int auth_cimd_url_check(const char *url, char host[AUTH_HOST_MAX + 1], struct husk_err *err);
+/* A fetched document of `url` (len bytes, not NUL-terminated) into *out. */
+int auth_cimd_parse(const char *url, const char *body, size_t len, struct auth_client *out,
+                    struct husk_err *err);
+/* The cached document of `url` (ENOENT: none, or stale). */
+int cimd_cached(struct auth *a, const char *url, struct auth_client *out, struct husk_err *err);
+/* Cache `c` (a document just checked) until expires_ms (auth_now's
+ * clock), in place of one of the same URL; past AUTH_CIMD_MAX the least
+ * recently used goes. */
+int cimd_store(struct auth *a, const struct auth_client *c, int64_t expires_ms,
+               struct husk_err *err);
 
 /* ---- password.c ---- */
 int password_gate_init(struct auth *a, unsigned slots, int64_t wait_ms, struct husk_err *err);

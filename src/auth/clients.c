@@ -36,7 +36,7 @@ static const char *const auth_methods[] = {"none", "client_secret_post", "client
  * need escaped): the one rule of what a redirect URI may hold, here for
  * registration and, through auth_client_redirect_ok, for every
  * authorization request. */
-static bool uri_char(char c) {
+bool auth_uri_char(char c) {
   if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
     return true;
   return c && strchr("-._~:/?#[]@!$&()*+,;=%", c) != NULL;
@@ -68,7 +68,7 @@ static int redirect_parse(const char *uri, struct redirect *r, struct husk_err *
       return husk_fail(err, EINVAL,
                        "a redirect URI holds no space, control character or non-ASCII byte "
                        "(percent-encode them)");
-    if (!uri_char(uri[i]))
+    if (!auth_uri_char(uri[i]))
       return husk_fail(err, EINVAL, "a redirect URI holds a character URIs do not have");
   }
   if (memchr(uri, '#', n))
@@ -132,6 +132,11 @@ static int redirect_parse(const char *uri, struct redirect *r, struct husk_err *
   r->host_len = hlen;
   r->rest = auth + alen;
   return 0;
+}
+
+int auth_redirect_check(const char *uri, struct husk_err *err) {
+  struct redirect r;
+  return redirect_parse(uri, &r, err);
 }
 
 bool auth_client_redirect_ok(const struct auth_client *c, const char *uri) {
@@ -246,10 +251,36 @@ int auth_client_register(struct auth *a, const char *name, const char *const *re
 }
 
 int auth_client_get(struct auth *a, const char *id, struct auth_client *out, struct husk_err *err) {
+  if (auth_client_id_is_url(id))
+    return cimd_cached(a, id, out, err);
   struct state_oauth_client row;
   if (state_oauth_client_get(a->st, id, &row, err) < 0)
     return -1;
   return client_from_row(&row, out, err);
+}
+
+int auth_client_document_row(struct auth *a, const struct auth_client *c, int64_t now,
+                             struct husk_err *err) {
+  struct state_oauth_client row = {.created_ms = now};
+  cleanup_json json_t *uris = json_array();
+  if (!uris)
+    return husk_error(err, ENOMEM, "cannot record OAuth client");
+  for (size_t i = 0; i < c->n_redirects && i < AUTH_REDIRECTS_MAX; i++)
+    if (json_array_append_new(uris, json_string(c->redirect_uris[i])) < 0)
+      return husk_error(err, ENOMEM, "cannot record OAuth client");
+  cleanup_free char *text = json_dumps(uris, JSON_COMPACT);
+  if (!text)
+    return husk_error(err, ENOMEM, "cannot record OAuth client");
+  if (strlen(text) >= sizeof row.redirect_uris)
+    return husk_fail(err, EINVAL, "the redirect URIs are too long together");
+  memcpy(row.redirect_uris, text, strlen(text) + 1);
+  _Static_assert(sizeof row.id == sizeof c->id, "client id sizes");
+  _Static_assert(sizeof row.name == sizeof c->name, "client name sizes");
+  memcpy(row.id, c->id, sizeof row.id);
+  memcpy(row.name, c->name, sizeof row.name);
+  snprintf(row.auth_method, sizeof row.auth_method, "none");
+  return state_oauth_client_put_document(a->st, &row, AUTH_CLIENTS_MAX, now - AUTH_CLIENT_IDLE_MS,
+                                         now - AUTH_CLIENT_UNUSED_MS, err);
 }
 
 int auth_client_check_secret(struct auth *a, const struct auth_client *c, const char *secret,

@@ -79,7 +79,9 @@ int auth_code_issue(struct auth *a, const struct auth_code_request *rq, char cod
   if (!rq || !rq->user || !code)
     return husk_fail(err, EINVAL, "authorization request is missing");
   struct auth_client client;
-  if (auth_client_get(a, rq->client_id, &client, err) < 0)
+  /* A metadata-document client is fetched again if its document went
+   * stale since the page (no limit: a person has just signed in). */
+  if (auth_client_resolve(a, rq->client_id, NULL, NULL, &client, err) < 0)
     return -1;
   if (!auth_client_redirect_ok(&client, rq->redirect_uri))
     return husk_fail(err, EINVAL, "the redirect URI is not one the client registered");
@@ -107,6 +109,8 @@ int auth_code_issue(struct auth *a, const struct auth_code_request *rq, char cod
 
   struct state_oauth_code c = {.scopes = rq->scopes};
   int64_t now = auth_now(a);
+  if (client.document && auth_client_document_row(a, &client, now, err) < 0)
+    return -1;
   c.expires_ms = now + a->code_ttl_ms;
   memcpy(c.client_id, client.id, sizeof c.client_id);
   memcpy(c.user_id, u.id, sizeof c.user_id);

@@ -20,6 +20,7 @@
 
 #include "api/api.h"
 #include "auth/auth.h"
+#include "auth/fetch.h"
 #include "box/box.h"
 #include "egress/dns.h"
 #include "egress/host.h"
@@ -132,6 +133,11 @@ static void usage(FILE *f) {
           "  --trusted-proxy ADDR    a reverse proxy (an IP address; repeatable, up to 16)\n"
           "                          whose X-Forwarded-For names the client for the\n"
           "                          sign-in's per-address limits [none]\n"
+          "  --oidc-ca-file FILE     PEM CAs that the sign-in's fetches (identity\n"
+          "                          providers, clients' metadata documents) trust\n"
+          "                          [the system's]\n"
+          "  --oauth-fetch-allow-range CIDR  a range those fetches may reach although\n"
+          "                          it is private or local (repeatable, up to 16)\n"
           "\n"
           "Preview URLs of box ports (docs/previews.md):\n"
           "  --preview-url URL       base of path-form preview URLs (/p/<token>/), as people\n"
@@ -349,6 +355,10 @@ struct serve_opts {
   struct in6_addr trusted_proxies[API_TRUSTED_PROXIES_MAX];
   size_t n_trusted_proxies;
   uint64_t oauth_access_ttl;
+  /* the sign-in's fetcher (auth/fetch.h) */
+  const char *oauth_ca;
+  const char *oauth_allow[AUTH_FETCH_RANGES_MAX];
+  size_t oauth_nallow;
   bool s3_listen_given;
   const char *store_endpoint, *store_bucket, *store_region, *data_reserve;
   uint64_t store_part, storage_quota;
@@ -419,6 +429,20 @@ static int opt_resolver(struct serve_opts *o, const char *arg) {
   if (egress_dns_parse_server(arg, &ss, &err) < 0)
     return bad_option("--egress-resolver", err.msg);
   o->eg_resolver = arg;
+  return 0;
+}
+
+static int opt_oauth_allow_range(struct serve_opts *o, const char *arg) {
+  if (o->oauth_nallow == AUTH_FETCH_RANGES_MAX) {
+    fprintf(stderr, "husk serve: at most %d --oauth-fetch-allow-range options\n",
+            AUTH_FETCH_RANGES_MAX);
+    return -1;
+  }
+  struct husk_err err;
+  struct egress_cidr c;
+  if (egress_cidr_parse(arg, &c, &err) < 0)
+    return bad_option("--oauth-fetch-allow-range", err.msg);
+  o->oauth_allow[o->oauth_nallow++] = arg;
   return 0;
 }
 
@@ -499,6 +523,8 @@ enum {
   O_API_URL,
   O_TRUSTED_PROXY,
   O_OAUTH_ACCESS_TTL,
+  O_OIDC_CA,
+  O_OAUTH_FETCH_ALLOW,
   O_VERSION
 };
 
@@ -555,6 +581,8 @@ static const struct option serve_long_opts[] = {
     {"api-url", required_argument, NULL, O_API_URL},
     {"trusted-proxy", required_argument, NULL, O_TRUSTED_PROXY},
     {"oauth-access-ttl", required_argument, NULL, O_OAUTH_ACCESS_TTL},
+    {"oidc-ca-file", required_argument, NULL, O_OIDC_CA},
+    {"oauth-fetch-allow-range", required_argument, NULL, O_OAUTH_FETCH_ALLOW},
     {0},
 };
 
@@ -594,6 +622,8 @@ static int serve_option(struct serve_opts *o, int c, const char *arg) {
   case O_PUBLIC_URL: o->public_url = arg; return 0;
   case O_API_URL: o->api_url = arg; return 0;
   case O_TRUSTED_PROXY: return opt_trusted_proxy(o, arg);
+  case O_OIDC_CA: o->oauth_ca = arg; return 0;
+  case O_OAUTH_FETCH_ALLOW: return opt_oauth_allow_range(o, arg);
   case O_OAUTH_ACCESS_TTL:
     return opt_u64("--oauth-access-ttl", arg, 1, 86400, &o->oauth_access_ttl);
   case O_PREVIEW_URL: o->preview_url = arg; return 0;
@@ -737,6 +767,7 @@ struct serve {
   struct api_server *api;
   struct s3_server *s3;
   struct auth *auth; /* users and OAuth (src/auth) */
+  struct auth_fetcher *fetcher; /* the sign-in's fetches (auth/fetch.h) */
   char key[ADMIN_KEY_MAX + 1]; /* the admin key, until the API has its copy */
   char keypath[PATH_MAX + 16]; /* where it is kept; "" when it is HUSK_ADMIN_KEY */
   char s3_url[256];            /* "" without an S3 listener */
@@ -753,6 +784,8 @@ static void serve_close(struct serve *s, unsigned grace_ms) {
   s->mcp = NULL;
   auth_close(s->auth);
   s->auth = NULL;
+  auth_fetcher_close(s->fetcher);
+  s->fetcher = NULL;
   store_close(s->store);
   s->store = NULL;
   box_mgr_close(s->mgr, false);
@@ -908,7 +941,15 @@ static int serve_planes(const struct serve_opts *o, struct serve *s) {
   }
   box_mgr_set_store(s->mgr, s->store);
   /* Users and OAuth: their tables are in the state. */
-  struct auth_config ac = {.st = s->st, .access_ttl_s = (int64_t)o->oauth_access_ttl};
+  /* The sign-in's fetcher, one for the daemon: clients' metadata
+   * documents (and identity providers) are fetched through it. */
+  struct auth_fetch_config fc = {.ca_file = o->oauth_ca,
+                                 .allow_ranges = o->oauth_allow,
+                                 .n_allow_ranges = o->oauth_nallow};
+  if (auth_fetcher_open(&s->fetcher, &fc, &err) < 0)
+    return fail("sign-in fetches: %s", err.msg);
+  struct auth_config ac = {
+      .st = s->st, .fetcher = s->fetcher, .access_ttl_s = (int64_t)o->oauth_access_ttl};
   if (auth_open(&s->auth, &ac, &err) < 0)
     return fail("users: %s", err.msg);
   return 0;

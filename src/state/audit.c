@@ -34,7 +34,7 @@ int state_audit_add(struct state *st, const struct state_audit *rec, int64_t *id
   if (check_id_or_empty("audit tenant id", rec->tenant_id, sizeof rec->tenant_id, err) < 0 ||
       check_id_or_empty("audit key id", rec->key_id, sizeof rec->key_id, err) < 0 ||
       check_id_or_empty("audit user id", rec->user_id, sizeof rec->user_id, err) < 0 ||
-      check_id_or_empty("audit client id", rec->client_id, sizeof rec->client_id, err) < 0 ||
+      state_check_client_id(rec->client_id, true, err) < 0 ||
       check_text("audit action", rec->action, sizeof rec->action, false, err) < 0 ||
       check_text("audit outcome", rec->outcome, sizeof rec->outcome, false, err) < 0)
     return -1;

@@ -110,6 +110,14 @@ struct state_oauth_client {
 int state_oauth_client_insert(struct state *st, const struct state_oauth_client *c, int max_clients,
                               int64_t idle_before_ms, int64_t unused_before_ms,
                               struct husk_err *err);
+/* The row of a client known by its metadata document (its id the URL):
+ * made when a sign-in first issues a code for it (codes and tokens refer
+ * to it; the audit names it), updated to the document's name and redirect
+ * URIs after.  A new row counts among max_clients as insert's does.  The
+ * document itself is src/auth/cimd.c's cache, not this row. */
+int state_oauth_client_put_document(struct state *st, const struct state_oauth_client *c,
+                                    int max_clients, int64_t idle_before_ms,
+                                    int64_t unused_before_ms, struct husk_err *err);
 int state_oauth_client_get(struct state *st, const char *id, struct state_oauth_client *out,
                            struct husk_err *err);
 

@@ -41,6 +41,19 @@ int check_id_or_empty(const char *what, const char *s, size_t size, struct husk_
   return check_id_impl(what, s, size, true, err);
 }
 
+int state_check_client_id(const char *s, bool empty_ok, struct husk_err *err) {
+  if (!s || strncmp(s, "https://", 8) != 0)
+    return check_id_impl("client id", s, STATE_CLIENT_ID_SIZE, empty_ok, err);
+  size_t n = strnlen(s, STATE_CLIENT_ID_SIZE);
+  if (n == STATE_CLIENT_ID_SIZE)
+    return husk_fail(err, EINVAL, "client id is too long (at most %d bytes)",
+                     STATE_CLIENT_ID_SIZE - 1);
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)s[i] <= 0x20 || (unsigned char)s[i] >= 0x7f)
+      return husk_fail(err, EINVAL, "a client id URL is printable ASCII without spaces");
+  return 0;
+}
+
 /* A creator (see state.h): "u_" + 24 lowercase hex digits (what
  * state_new_id makes, and users have), "key:" + an API key id, or
  * "s3key:" + an S3 access key id; "" only where empty_ok. */

@@ -61,12 +61,15 @@ static int read_client(sqlite3_stmt *s, void *row, struct husk_err *err) {
   return 0;
 }
 
-int state_oauth_client_insert(struct state *st, const struct state_oauth_client *c, int max_clients,
-                              int64_t idle_before_ms, int64_t unused_before_ms,
-                              struct husk_err *err) {
+/* A registered client's row (document false), or a metadata-document
+ * client's (document true: its row is updated if there is one). */
+static int client_put(struct state *st, const struct state_oauth_client *c, bool document,
+                      int max_clients, int64_t idle_before_ms, int64_t unused_before_ms,
+                      struct husk_err *err) {
   if (!c)
     return husk_fail(err, EINVAL, "OAuth client is missing");
-  if (check_id("client id", c->id, sizeof c->id, err) < 0 ||
+  if ((document ? state_check_client_id(c->id, false, err)
+                : check_id("client id", c->id, sizeof c->id, err)) < 0 ||
       check_text("client name", c->name, sizeof c->name, true, err) < 0 ||
       check_text("redirect URIs", c->redirect_uris, sizeof c->redirect_uris, false, err) < 0 ||
       check_text("token endpoint auth method", c->auth_method, sizeof c->auth_method, false, err) <
@@ -77,6 +80,24 @@ int state_oauth_client_insert(struct state *st, const struct state_oauth_client 
   if (db_begin(st, &txn, err) < 0)
     return -1;
   int rc;
+  if (document) {
+    /* Known already: the document as fetched now (its name, its redirect
+     * URIs) replaces what the row had. */
+    cleanup_stmt sqlite3_stmt *u = NULL;
+    if (db_prepare(st, &u,
+                   "UPDATE oauth_clients SET name = ?2, redirect_uris = ?3 WHERE id = ?1 AND "
+                   "secret_hash IS NULL",
+                   err) < 0)
+      return -1;
+    if ((rc = db_text(u, 1, c->id)) || (rc = db_text(u, 2, c->name)) ||
+        (rc = db_text(u, 3, c->redirect_uris)))
+      return db_fail(st, err, rc, "cannot bind OAuth client");
+    int n = db_step_done(st, u, "cannot update OAuth client", err);
+    if (n < 0)
+      return -1;
+    if (n > 0)
+      return db_commit(&txn, err);
+  }
   if (max_clients > 0) {
     cleanup_stmt sqlite3_stmt *q = NULL;
     if (db_prepare(st, &q, "SELECT count(*) FROM oauth_clients", err) < 0)
@@ -126,9 +147,23 @@ int state_oauth_client_insert(struct state *st, const struct state_oauth_client 
   return db_commit(&txn, err);
 }
 
+int state_oauth_client_insert(struct state *st, const struct state_oauth_client *c, int max_clients,
+                              int64_t idle_before_ms, int64_t unused_before_ms,
+                              struct husk_err *err) {
+  return client_put(st, c, false, max_clients, idle_before_ms, unused_before_ms, err);
+}
+
+int state_oauth_client_put_document(struct state *st, const struct state_oauth_client *c,
+                                    int max_clients, int64_t idle_before_ms,
+                                    int64_t unused_before_ms, struct husk_err *err) {
+  if (c && c->has_secret)
+    return husk_fail(err, EINVAL, "a metadata-document client has no secret");
+  return client_put(st, c, true, max_clients, idle_before_ms, unused_before_ms, err);
+}
+
 int state_oauth_client_get(struct state *st, const char *id, struct state_oauth_client *out,
                            struct husk_err *err) {
-  if (check_id("client id", id, STATE_CLIENT_ID_SIZE, err) < 0)
+  if (state_check_client_id(id, false, err) < 0)
     return husk_fail(err, ENOENT, "no such OAuth client");
   cleanup_unlock struct state *locked = db_lock(st);
   cleanup_stmt sqlite3_stmt *q = NULL;
@@ -251,7 +286,7 @@ int state_oauth_code_insert(struct state *st, const struct state_oauth_code *c, 
                             struct husk_err *err) {
   if (!c)
     return husk_fail(err, EINVAL, "authorization code is missing");
-  if (check_id("client id", c->client_id, sizeof c->client_id, err) < 0 ||
+  if (state_check_client_id(c->client_id, false, err) < 0 ||
       check_id("user id", c->user_id, sizeof c->user_id, err) < 0 ||
       check_id("token family", c->family, sizeof c->family, err) < 0 ||
       check_text("redirect URI", c->redirect_uri, sizeof c->redirect_uri, false, err) < 0 ||

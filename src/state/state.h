@@ -61,7 +61,9 @@
 #define STATE_KEY_ID_SIZE 32
 #define STATE_BOX_ID_SIZE 40
 #define STATE_USER_ID_SIZE 28   /* "u_" + 24 hex (auth/auth.h) */
-#define STATE_CLIENT_ID_SIZE 28 /* "oc_" + 24 hex: an OAuth client */
+/* An OAuth client: "oc_" + 24 hex (registered), or the https URL of its
+ * metadata document (at most 512 bytes, docs/oauth.md). */
+#define STATE_CLIENT_ID_SIZE 513
 
 /* Who created a box, job, upload link, link, preview or object: "u_" + 24
  * hex (a user, when the request came with an OAuth access token), "key:" +
@@ -77,6 +79,11 @@ _Static_assert(STATE_CREATED_BY_SIZE >= 6 + STATE_S3_KEY_ID_SIZE, "s3key: + an i
 /* 0 if `s` is such a creator ("" only when `empty_ok`), else -1 with
  * EINVAL (the message does not repeat `s`). */
 int state_check_created_by(const char *s, bool empty_ok, struct husk_err *err);
+/* An OAuth client's id as stored: an id (letters, digits, `_`, `-`), or
+ * "https://" and printable ASCII without spaces (a metadata document's
+ * URL: src/auth/cimd.c checks the rest); shorter than
+ * STATE_CLIENT_ID_SIZE.  "" only where empty_ok. */
+int state_check_client_id(const char *s, bool empty_ok, struct husk_err *err);
 
 /* A quota value meaning "no limit". */
 #define STATE_UNLIMITED (-1)

@@ -14,7 +14,9 @@
 // Environment:
 //   URL          husk serve's base URL (http://127.0.0.1:PORT): the issuer
 //   SDK          v1 (@modelcontextprotocol/sdk) | v2 (@modelcontextprotocol/client)
-//   SCENARIOS    any of: flow deny viewer attribution (default: flow deny viewer)
+//   SCENARIOS    any of: flow deny viewer attribution cimd (default: flow deny viewer)
+//   CIMD_URL     for cimd: the client's metadata document URL (its client_id),
+//   CIMD_NAME    and the client_name that document says
 //   ORG          the tenant's name;  PASSWORD  every user's password
 //   MEMBER, VIEWER, USER2   user names (member, viewer, a second member)
 //   ACCESS_TTL   the daemon's --oauth-access-ttl (seconds)
@@ -81,9 +83,12 @@ async function rawMcp(token) {
 // only records the redirect (a client that would have to ask the person
 // again).
 class MemoryProvider {
-  constructor(label, person) {
+  constructor(label, person, metadataUrl) {
     this.label = label;
     this.person = person; // {user, action, shot}
+    // A client known by its metadata document (the SDK uses it as the
+    // client_id, and registers nothing, when the server says it may).
+    if (metadataUrl) this.clientMetadataUrl = metadataUrl;
     this.interactive = true;
     this.redirects = [];
     this.invalidated = [];
@@ -503,6 +508,61 @@ async function reuse(p) {
   });
 }
 
+// ---- a client known by its metadata document (Client ID Metadata Documents) -----------
+async function cimd() {
+  const log = [];
+  const url = process.env.CIMD_URL, name = process.env.CIMD_NAME;
+  const p = new MemoryProvider(`${SDK} cimd`, { user: process.env.MEMBER, action: "allow",
+    shot: join(SHOTS, `${SDK}-cimd-consent.png`) }, url);
+  let s;
+  await t("connect with clientMetadataUrl: 401, discovery, sign-in, token, connected", async () => {
+    s = await session(p, log);
+  });
+  if (!s) {
+    console.log("# requests: " + JSON.stringify(log.map((e) => `${e.method} ${e.path} ${e.status}`)));
+    return;
+  }
+  await t("the server says client_id_metadata_document_supported, so the SDK registered nothing", async () => {
+    const m = log.find((x) => x.path === "/.well-known/oauth-authorization-server");
+    assert.equal(m && m.reply.client_id_metadata_document_supported, true);
+    assert.ok(!log.some((x) => x.path === "/oauth/register"), "no registration");
+  });
+  await t("the authorization request's client_id is the document's URL", async () => {
+    assert.equal(p.redirects[0].searchParams.get("client_id"), url);
+  });
+  await t("the consent page says who vouches for the client: '<host> says it is <name>'", async () => {
+    const host = new URL(url).hostname;
+    assert.ok(s.page.text.includes(`${host} says it is ${name}`), s.page.text.slice(0, 500));
+  });
+  await t("the token request sent the URL as client_id (a public client: no secret)", async () => {
+    const e = log.find((x) => x.path === "/oauth/token" && x.grant === "authorization_code");
+    assert.ok(e && e.status === 200, JSON.stringify(e && mask(e.reply)));
+    assert.ok(e.sent.client_id && !e.sent.client_secret);
+    out.cimd_client = p.clientInformation().client_id;
+  });
+  await t("tools/list with the access token", async () => {
+    const { tools } = await s.client.listTools();
+    assert.ok(tools.some((x) => x.name === "sandbox_list"));
+  });
+  const mark = log.length;
+  await sleep(TTL * 1000 + 1500);
+  await t(`after --oauth-access-ttl ${TTL} s the SDK refreshes by itself with the URL client: 200`, async () => {
+    const r = await call(s.client, "sandbox_list", {});
+    assert.ok(!r.isError, JSON.stringify(r));
+    const e = log.slice(mark).find((x) => x.path === "/oauth/token" && x.grant === "refresh_token");
+    assert.ok(e && e.status === 200, JSON.stringify(e && mask(e.reply)));
+  });
+  await t("POST /oauth/revoke with the refresh token and the URL as client_id: 200, the token dies", async () => {
+    const access = p.tokens().access_token;
+    const r = await fetch(`${URL_}/oauth/revoke`, { method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: new URLSearchParams({ token: p.tokens().refresh_token, client_id: url }) });
+    assert.equal(r.status, 200, await r.text());
+    assert.equal((await rawMcp(access)).status, 401);
+  });
+  await s.client.close().catch(() => {});
+}
+
 // ---- two people of one tenant each create a box ---------------------------------------
 async function attribution() {
   for (const [who, user] of [["member", process.env.MEMBER], ["user2", process.env.USER2]]) {
@@ -528,6 +588,7 @@ try {
     else if (sc === "deny") await deny();
     else if (sc === "viewer") await viewer();
     else if (sc === "attribution") await attribution();
+    else if (sc === "cimd") await cimd();
     else notOk(`unknown scenario ${sc}`);
   }
 } catch (e) {

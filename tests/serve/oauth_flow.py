@@ -14,6 +14,7 @@ browser (tests/serve/oauth_api.sh).  Each command prints one JSON object.
   token BASE FORM_JSON [BASIC_USER:PASS] POST /oauth/token: status, headers, json
   revoke BASE FORM_JSON                  POST /oauth/revoke
   mcp BASE TOKEN TOOL ARGS_JSON          POST /mcp tools/call: status, headers, json
+  rpc BASE TOKEN METHOD PARAMS_JSON      POST /mcp of any method (tools/list...): the same
   raw BASE METHOD PATH BODY [CTYPE]      any request, the body as given: status,
                                          headers, json (or None), body
   race BASE CLIENT REDIRECT ORG USER N   one page, then N sign-ins with a wrong
@@ -140,8 +141,11 @@ def token(base, form, basic=None, path="/oauth/token"):
 
 
 def mcp(base, tok, tool, args):
-    msg = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-           "params": {"name": tool, "arguments": args}}
+    return rpc(base, tok, "tools/call", {"name": tool, "arguments": args})
+
+
+def rpc(base, tok, method, params):
+    msg = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
     h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
          "Authorization": "Bearer " + tok, "MCP-Protocol-Version": "2025-11-25"}
     st, hd, body = request(base, "POST", "/mcp", json.dumps(msg), h)
@@ -222,6 +226,8 @@ def main():
         out = {"status": st, "headers": hd, "json": j, "body": body}
     elif cmd == "mcp":
         out = mcp(a[1], a[2], a[3], json.loads(a[4]))
+    elif cmd == "rpc":
+        out = rpc(a[1], a[2], a[3], json.loads(a[4]))
     else:
         sys.exit("unknown command " + cmd)
     print(json.dumps(out))
