@@ -125,6 +125,7 @@ struct req {
   char user_name[AUTH_DISPLAY_MAX + 1];
   char client_id[AUTH_CLIENT_ID_SIZE];
   char client_name[AUTH_CLIENT_NAME_MAX + 1];
+  char idp_subject[STATE_IDP_SUBJECT_SIZE]; /* the user's provider link, "" if none */
   /* Counted in the tenant's load (released at completion). */
   bool load_counted, load_exec, load_preview;
 
