@@ -252,6 +252,24 @@ expect_code "a callback without state: 400" 400
 api POST /oauth/callback -H 'Content-Type: application/x-www-form-urlencoded' -d 'handle=x&csrf=y&action=allow'
 expect_code "a consent post without cookie or token: 403" 403
 
+# ---- a whole sign-in against a small fake provider (oidc_smoke.py) -----------------------
+new_tenant smoke || not_ok "tenant smoke"
+SMOKE=$(python3 "$(cd "$(dirname "$0")" && pwd)/oidc_smoke.py" "$URL" "$ADMIN" "$TID" smoke "$TKEY" 2>"$T_SCRATCH/smoke.err")
+if [ -z "$SMOKE" ]; then
+  not_ok "the fake provider's sign-in ran ($(head -c 400 "$T_SCRATCH/smoke.err"))"
+else
+  while IFS=$'\t' read -r name val; do
+    check "sso: $name" test "$val" = True
+  done < <(python3 -c '
+import json, sys
+for k, v in json.loads(sys.argv[1]).items():
+    if not k.startswith("_"): print("%s\t%s" % (k, v))' "$SMOKE")
+  NOTES=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["_notes"])' "$SMOKE")
+  [ "$NOTES" = "[]" ] || echo "# $NOTES"
+  SMOKE_SECRET=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["_secret"])' "$SMOKE")
+  check "sso: the daemon's log never holds the provider's client secret" not grep -qF "$SMOKE_SECRET" "$SERVE_LOG"
+fi
+
 # ---- DELETE -------------------------------------------------------------------------
 KEY=$ADMIN api DELETE "/v1/tenants/$T1/oidc"
 expect_code "DELETE: 200" 200
