@@ -231,6 +231,22 @@ int oidc_jwt_verify(const char *token, const json_t *jwks, const struct oidc_exp
     return husk_fail(err, OIDC_E_BAD_TOKEN, "the ID token's kid is not a string");
   const char *kid = json_string_value(jkid);
 
+  /* Every part strict base64url before cjose parses it: cjose 0.6's
+   * decoder asserts (aborts the daemon) on some malformed input, such as a
+   * part whose length is 1 more than a multiple of 4. */
+  const char *parts[3] = {token, d1 + 1, d2 + 1};
+  size_t lens[3] = {(size_t)(d1 - token), (size_t)(d2 - d1 - 1), n - (size_t)(d2 + 1 - token)};
+  if (lens[2] == 0)
+    return husk_fail(err, OIDC_E_BAD_SIGNATURE, "the ID token has no signature");
+  for (size_t i = 0; i < 3; i++) {
+    if (lens[i] % 4 == 1)
+      return husk_fail(err, OIDC_E_BAD_TOKEN, "the ID token is not base64url");
+    size_t dl = 0;
+    unsigned char *dec = lens[i] ? b64url_decode(parts[i], lens[i], &dl) : NULL;
+    if (lens[i] && !dec)
+      return husk_fail(err, OIDC_E_BAD_TOKEN, "the ID token is not base64url");
+    free(dec);
+  }
   cjose_err ce;
   __attribute__((cleanup(jws_releasep))) cjose_jws_t *jws = cjose_jws_import(token, n, &ce);
   if (!jws)

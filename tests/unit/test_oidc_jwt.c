@@ -271,6 +271,13 @@ TEST(claims_refused) {
   EXPECT(strdup("a.b"), OIDC_E_BAD_TOKEN);
   EXPECT(strdup("a.b.c.d"), OIDC_E_BAD_TOKEN);
   EXPECT(strdup(""), OIDC_E_BAD_TOKEN);
+  /* Malformed base64url that cjose 0.6 asserts on (the fuzzer's find):
+   * refused before cjose sees it. */
+  EXPECT(strdup("eyJhbGciOiJSUzI1NiJ9.eyJ9.a"), OIDC_E_BAD_TOKEN);
+  EXPECT(strdup("eyJhbGciOiJSUzI1NiJ9.eyJ9.abcde"), OIDC_E_BAD_TOKEN);
+  EXPECT(strdup("eyJhbGciOiJSUzI1NiJ9.eyJ9.ab=c"), OIDC_E_BAD_TOKEN);
+  EXPECT(strdup("eyJhbGciOiJSUzI1NiJ9.e.abcd"), OIDC_E_BAD_TOKEN);
+  EXPECT(strdup("eyJhbGciOiJSUzI1NiJ9.eyJ9."), OIDC_E_BAD_SIGNATURE);
 }
 
 int main(void) {
