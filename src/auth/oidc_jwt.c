@@ -147,8 +147,24 @@ static bool key_fits(json_t *k, const struct alg *alg, const char *kid) {
       return false;
   }
   /* A public key only: a set that publishes private parts is broken. */
-  if (json_object_get(k, "d"))
-    return false;
+  static const char *const private_parts[] = {"d", "p", "q", "dp", "dq", "qi", "oth"};
+  for (size_t i = 0; i < sizeof private_parts / sizeof private_parts[0]; i++)
+    if (json_object_get(k, private_parts[i]))
+      return false;
+  /* Its numbers strict base64url before cjose decodes them (cjose 0.6's
+   * decoder asserts on some malformed input). */
+  static const char *const rsa_parts[] = {"n", "e"}, *const ec_parts[] = {"x", "y"};
+  const char *const *need = alg->kty == CJOSE_JWK_KTY_RSA ? rsa_parts : ec_parts;
+  for (size_t i = 0; i < 2; i++) {
+    json_t *v = json_object_get(k, need[i]);
+    size_t len = json_is_string(v) ? json_string_length(v) : 0, dl = 0;
+    if (len == 0 || len % 4 == 1)
+      return false;
+    unsigned char *dec = b64url_decode(json_string_value(v), len, &dl);
+    if (!dec)
+      return false;
+    free(dec);
+  }
   return true;
 }
 

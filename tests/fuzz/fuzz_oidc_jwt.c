@@ -19,22 +19,37 @@ static const char jwks_text[] =
     "vgNbmRRkHNJNIAO9ns1Jq3g3TBDuhpBhgfyXLA\", \"y\": \"jva-FRIIOie74JOjrgwYBHARLJSC3P3uibrlj"
     "bXCpmI\"}]}";
 
+/* An input that starts with '{' is the provider's JWKS instead (cjose's
+ * JWK import), checked with each of these tokens. */
+static const char *const tokens[] = {
+    "eyJhbGciOiAiUlMyNTYiLCAia2lkIjogInIxIn0.e30.AAAA",
+    "eyJhbGciOiAiRVMyNTYiLCAia2lkIjogImUxIn0.e30.AAAA",
+    "eyJhbGciOiAiUlMyNTYifQ.e30.AAAA",
+};
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   static json_t *jwks;
   if (!jwks && !(jwks = json_loads(jwks_text, 0, NULL)))
     abort();
-  char *tok = malloc(size + 1);
-  if (!tok)
+  char *in = malloc(size + 1);
+  if (!in)
     return 0;
-  memcpy(tok, data, size);
-  tok[size] = '\0';
+  memcpy(in, data, size);
+  in[size] = '\0';
   struct oidc_expect ex = {.issuer = "https://idp.example",
                            .client_id = "husk",
                            .nonce = "n-0S6_WzA2Mj",
                            .now_s = 1800000100};
   struct oidc_claims cl;
   struct husk_err err;
-  (void)oidc_jwt_verify(tok, jwks, &ex, &cl, &err);
-  free(tok);
+  if (size && in[0] == '{') {
+    json_t *set = json_loadb(in, size, 0, NULL);
+    for (size_t i = 0; set && i < sizeof tokens / sizeof tokens[0]; i++)
+      (void)oidc_jwt_verify(tokens[i], set, &ex, &cl, &err);
+    json_decref(set);
+  } else {
+    (void)oidc_jwt_verify(in, jwks, &ex, &cl, &err);
+  }
+  free(in);
   return 0;
 }

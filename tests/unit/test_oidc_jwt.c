@@ -214,6 +214,18 @@ TEST(keys_refused) {
   CHECK(verify(t, none, &cl, &e) < 0 && e.code == OIDC_E_UNKNOWN_KEY);
   free(t);
   json_decref(none);
+  /* A set whose key numbers are malformed base64url (cjose 0.6 asserts
+   * on them): the key is not used, the daemon does not stop. */
+  json_t *bad = json_pack("{s:[{s:s, s:s, s:s, s:s}, {s:s, s:s, s:s, s:s, s:s}]}", "keys", "kty",
+                          "RSA", "kid", "rsa1", "n", "AAAAA", "e", "AQAB", "kty", "EC", "kid",
+                          "ec1", "crv", "P-256", "x", "A", "y", "AAAAA");
+  t = sign(rsa, "RS256", "rsa1", good_claims());
+  CHECK(verify(t, bad, &cl, &e) < 0 && e.code == OIDC_E_UNKNOWN_KEY);
+  free(t);
+  t = sign(ec, "ES256", "ec1", good_claims());
+  CHECK(verify(t, bad, &cl, &e) < 0 && e.code == OIDC_E_UNKNOWN_KEY);
+  free(t);
+  json_decref(bad);
   /* Keys carried by the token itself. */
   EXPECT(raw_token("{\"alg\":\"RS256\",\"jku\":\"https://evil.example/jwks\"}", good_claims(),
                    (const unsigned char *)"x", 1),
