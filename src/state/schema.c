@@ -634,8 +634,8 @@ static const char *const migrations[] = {
     schema_templates,   schema_proc_limits, schema_box_template, schema_build_cache,
     schema_build_cache_size, schema_snapshots, schema_volumes, schema_snapshot_box,
     schema_previews, schema_upload_links, schema_upload_link_files, schema_users_oauth,
-    schema_audit_users, schema_created_by, schema_object_creators, schema_oidc_configs,
-    schema_users_idp, schema_sso_pending, schema_audit_idp};
+    schema_audit_users, schema_created_by, schema_oidc_configs, schema_users_idp,
+    schema_sso_pending, schema_audit_idp, schema_object_creators};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 int state_schema_latest(void) { return SCHEMA_VERSION; }
