@@ -425,8 +425,8 @@ int auth_client_resolve(struct auth *a, const char *id, bool (*may_fetch)(void *
     return husk_fail(err, ENOTSUP, "this server does not fetch client metadata documents");
   if (may_fetch && !may_fetch(ctx))
     return husk_fail(err, EAGAIN,
-                     "too many client metadata documents were fetched for your address: try "
-                     "again later");
+                     "too many client metadata documents were fetched for your address, or "
+                     "one is being fetched: try again later");
   static const char what[] = "the client's metadata document";
   struct auth_fetch_request rq = {
       .url = id, .max_bytes = AUTH_CIMD_BYTES, .timeout_ms = AUTH_CIMD_TIMEOUT_MS};
