@@ -43,10 +43,14 @@
 #define REGISTER_V6_BITS 48
 #define REGISTER_ALL_BURST 600.0
 #define REGISTER_ALL_PER_S (600.0 / 3600.0)
-/* Fetches of clients' metadata documents caused from one address: 20 in
- * 15 minutes (cache hits are free). */
+/* Fetches of clients' metadata documents caused from one address (an
+ * IPv6 /48, as registration counts: a /64 is what anyone gets many of):
+ * 20 in 15 minutes (cache hits are free), and one at a time -- each may
+ * hold one of the daemon's few fetch slots for the whole fetch timeout,
+ * so one address must not be able to hold them all. */
 #define CIMD_FETCH_BURST 20.0
 #define CIMD_FETCH_PER_S (20.0 / 900.0)
+#define CIMD_FETCH_INFLIGHT_MAX 1
 /* Sign-ins of one address being checked at once (each holds a password
  * hash slot for its while): one address cannot hold every slot. */
 #define SIGNIN_INFLIGHT_MAX 2
@@ -85,6 +89,7 @@ struct api_oauth {
   atomic_ulong anon_dropped;   /* ... left out since the last one written */
   pthread_mutex_t inflight_lock;
   struct inflight inflight[SIGNIN_INFLIGHT_SLOTS]; /* sign-ins being checked */
+  struct inflight cimd_inflight[SIGNIN_INFLIGHT_SLOTS]; /* documents being fetched */
 };
 
 int api_oauth_init(struct api_server *s, struct husk_err *err) {
@@ -220,35 +225,55 @@ static void source_of(struct req *r, char *out, size_t size) { source_bits(r, 64
 
 /* ---- clients known by their metadata document -------------------------------------- */
 
+static bool inflight_enter(struct api_oauth *o, struct inflight *tab, unsigned max,
+                           const char *src, bool *full);
+static void inflight_leave(struct api_oauth *o, struct inflight *tab, const char *src);
+
 struct fetch_gate {
   struct api_oauth *o;
   char src[S3_RATE_KEY_MAX];
+  bool entered; /* holds one of src's fetches at once */
 };
 
-/* auth_client_resolve's may_fetch: one of the address's fetches. */
+/* auth_client_resolve's may_fetch: the address has no other fetch under
+ * way, and one of its fetches in the window is left. */
 static bool may_fetch(void *ctx) {
   struct fetch_gate *g = ctx;
-  return s3_rate_take(g->o->cimd_fetch, g->src, mono_ms());
+  bool full;
+  if (!inflight_enter(g->o, g->o->cimd_inflight, CIMD_FETCH_INFLIGHT_MAX, g->src, &full))
+    return false;
+  if (!s3_rate_take(g->o->cimd_fetch, g->src, mono_ms())) {
+    inflight_leave(g->o, g->o->cimd_inflight, g->src);
+    return false;
+  }
+  g->entered = true;
+  return true;
 }
 
 /* A client by its id, a registered one or one known by its metadata
  * document (fetched when not cached, counted against the request's
- * address). */
+ * address, an IPv6 /48 as registration's). */
 static int client_resolve(struct req *r, const char *id, struct auth_client *c,
                           struct husk_err *err) {
   struct fetch_gate g = {.o = r->srv->oauth};
-  source_of(r, g.src, sizeof g.src);
-  return auth_client_resolve(r->srv->cfg.auth, id, may_fetch, &g, c, err);
+  source_bits(r, REGISTER_V6_BITS, g.src, sizeof g.src);
+  int rc = auth_client_resolve(r->srv->cfg.auth, id, may_fetch, &g, c, err);
+  if (g.entered)
+    inflight_leave(g.o, g.o->cimd_inflight, g.src);
+  return rc;
 }
 
-/* A sign-in of `src` begins its check: false when that source has
- * SIGNIN_INFLIGHT_MAX already (*full: the table has no room). */
-static bool inflight_enter(struct api_oauth *o, const char *src, bool *full) {
+/* A sign-in of `src` begins its check (tab: o->inflight, max:
+ * SIGNIN_INFLIGHT_MAX), or a document fetch it caused begins (tab:
+ * o->cimd_inflight): false when that source has max already (*full: the
+ * table has no room). */
+static bool inflight_enter(struct api_oauth *o, struct inflight *tab, unsigned max,
+                           const char *src, bool *full) {
   *full = false;
   pthread_mutex_lock(&o->inflight_lock);
   struct inflight *mine = NULL, *free_slot = NULL;
   for (size_t i = 0; i < SIGNIN_INFLIGHT_SLOTS && !mine; i++) {
-    struct inflight *e = &o->inflight[i];
+    struct inflight *e = &tab[i];
     if (e->n && !strcmp(e->key, src))
       mine = e;
     else if (!e->n && !free_slot)
@@ -256,7 +281,7 @@ static bool inflight_enter(struct api_oauth *o, const char *src, bool *full) {
   }
   bool ok = false;
   if (mine) {
-    ok = mine->n < SIGNIN_INFLIGHT_MAX;
+    ok = mine->n < max;
     if (ok)
       mine->n++;
   } else if (free_slot) {
@@ -275,13 +300,13 @@ struct inflight_hold {
   const char *src;
 };
 
-static void inflight_leave(struct api_oauth *o, const char *src);
-static void inflight_leavep(struct inflight_hold *h) { inflight_leave(h->o, h->src); }
+static void inflight_leave(struct api_oauth *o, struct inflight *tab, const char *src);
+static void inflight_leavep(struct inflight_hold *h) { inflight_leave(h->o, h->o->inflight, h->src); }
 
-static void inflight_leave(struct api_oauth *o, const char *src) {
+static void inflight_leave(struct api_oauth *o, struct inflight *tab, const char *src) {
   pthread_mutex_lock(&o->inflight_lock);
   for (size_t i = 0; i < SIGNIN_INFLIGHT_SLOTS; i++) {
-    struct inflight *e = &o->inflight[i];
+    struct inflight *e = &tab[i];
     if (e->n && !strcmp(e->key, src)) {
       e->n--;
       break;
@@ -1204,7 +1229,7 @@ enum MHD_Result h_oauth_authorize_post(struct req *r) {
    * back if it succeeds -- so that concurrent guesses cannot all pass a
    * check of the budget before any of them is counted. */
   bool full = false;
-  if (!inflight_enter(o, src, &full)) {
+  if (!inflight_enter(o, o->inflight, SIGNIN_INFLIGHT_MAX, src, &full)) {
     struct strbuf b = {0};
     page_head(&b, full ? "Busy" : "Too many attempts");
     strbuf_str(&b, full ? "<p class=\"error\">The server is busy. Try again in a moment.</p>"

@@ -167,9 +167,19 @@ int auth_check_label(const char *what, const char *s, size_t max, struct husk_er
     /* Characters that change how the text around them shows without
      * showing themselves (shown on the consent page, where a name must
      * read as what it is): bidirectional controls, zero-width ones, line
-     * and paragraph separators, the byte-order mark. */
-    if (cp == 0x061c || (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) ||
-        (cp >= 0x2060 && cp <= 0x2064) || (cp >= 0x2066 && cp <= 0x2069) || cp == 0xfeff)
+     * and paragraph separators, the byte-order mark, and the rest of
+     * Unicode's default-ignorable code points, which fonts draw as
+     * nothing or as a blank (the soft hyphen, the combining grapheme
+     * joiner, Hangul fillers, Khmer and Mongolian invisible vowels and
+     * selectors, variation selectors, interlinear annotation marks,
+     * shorthand format controls, musical symbol formatting, tags). */
+    if (cp == 0x00ad || cp == 0x034f || cp == 0x061c || cp == 0x115f || cp == 0x1160 ||
+        cp == 0x17b4 || cp == 0x17b5 || (cp >= 0x180b && cp <= 0x180f) ||
+        (cp >= 0x200b && cp <= 0x200f) || (cp >= 0x2028 && cp <= 0x202e) ||
+        (cp >= 0x2060 && cp <= 0x206f) || cp == 0x3164 || (cp >= 0xfe00 && cp <= 0xfe0f) ||
+        cp == 0xfeff || cp == 0xffa0 || (cp >= 0xfff0 && cp <= 0xfffb) ||
+        (cp >= 0x1bca0 && cp <= 0x1bca3) || (cp >= 0x1d173 && cp <= 0x1d17a) ||
+        (cp >= 0xe0000 && cp <= 0xe0fff))
       return husk_fail(err, EINVAL, "%s contains an invisible formatting character", what);
   }
   return 0;

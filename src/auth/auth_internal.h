@@ -106,6 +106,11 @@ bool auth_uri_char(char c);
 #define AUTH_CIMD_TTL_DEFAULT_MS (3600LL * 1000) /* ... and without max-age */
 #define AUTH_CIMD_BYTES (64 * 1024)        /* a document's size */
 #define AUTH_CIMD_TIMEOUT_MS 5000          /* one fetch */
+/* Documents fetched at once, of the whole daemon: fewer than the
+ * fetcher's AUTH_FETCH_CONCURRENCY, so that documents anyone can point at
+ * a slow server never take the slots the operator's own sign-in fetches
+ * (an OpenID Connect provider's) need. */
+#define AUTH_CIMD_FETCHING_MAX 6
 int cimd_init(struct auth *a, struct husk_err *err);
 void cimd_destroy(struct auth *a);
 /* A client id URL's rules; its host into host (AUTH_HOST_MAX + 1 bytes). */

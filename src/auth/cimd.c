@@ -33,6 +33,8 @@
 #include "util/id.h"
 
 #define CIMD_BUCKETS 16384 /* a power of two above AUTH_CIMD_MAX */
+_Static_assert(AUTH_CIMD_FETCHING_MAX < AUTH_FETCH_CONCURRENCY,
+               "documents leave fetch slots to the other sign-in fetches");
 
 struct cimd_entry {
   struct cimd_entry *hash_next;
@@ -51,6 +53,7 @@ struct auth_cimd {
   struct cimd_entry *buckets[CIMD_BUCKETS];
   struct cimd_entry *head, *tail;
   size_t n;
+  unsigned fetching; /* fetches under way (<= AUTH_CIMD_FETCHING_MAX) */
 };
 
 int cimd_init(struct auth *a, struct husk_err *err) {
@@ -403,6 +406,12 @@ int cimd_store(struct auth *a, const struct auth_client *cl, int64_t expires_ms,
 
 static void reply_freep(struct auth_fetch_reply *r) { auth_fetch_reply_free(r); }
 
+static void fetching_givep(struct auth_cimd **c) {
+  pthread_mutex_lock(&(*c)->lock);
+  (*c)->fetching--;
+  pthread_mutex_unlock(&(*c)->lock);
+}
+
 /* How long a document is cached: its max-age (seconds; -1 none) clamped. */
 static int64_t ttl_ms(int64_t max_age_s) {
   if (max_age_s < 0)
@@ -423,10 +432,21 @@ int auth_client_resolve(struct auth *a, const char *id, bool (*may_fetch)(void *
     return 0;
   if (!a->fetcher)
     return husk_fail(err, ENOTSUP, "this server does not fetch client metadata documents");
+  /* One of the documents' fetch slots first, so that a fetch refused
+   * for it does not spend one of the address's fetches. */
+  struct auth_cimd *cc = a->cimd;
+  pthread_mutex_lock(&cc->lock);
+  bool slot = cc->fetching < AUTH_CIMD_FETCHING_MAX;
+  if (slot)
+    cc->fetching++;
+  pthread_mutex_unlock(&cc->lock);
+  if (!slot)
+    return husk_fail(err, EBUSY, "the server is fetching too much at once: try again");
+  __attribute__((cleanup(fetching_givep), unused)) struct auth_cimd *hold = cc;
   if (may_fetch && !may_fetch(ctx))
     return husk_fail(err, EAGAIN,
-                     "too many client metadata documents were fetched for your address: try "
-                     "again later");
+                     "too many client metadata documents were fetched for your address, or "
+                     "one is being fetched: try again later");
   static const char what[] = "the client's metadata document";
   struct auth_fetch_request rq = {
       .url = id, .max_bytes = AUTH_CIMD_BYTES, .timeout_ms = AUTH_CIMD_TIMEOUT_MS};

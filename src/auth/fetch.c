@@ -360,6 +360,13 @@ int auth_fetch(struct auth_fetcher *f, const struct auth_fetch_request *rq,
   SET(CURLOPT_USERAGENT, "husk-sign-in");
   SET(CURLOPT_HTTPHEADER, hdrs);
   SET(CURLOPT_ACCEPT_ENCODING, NULL); /* no decompression: the bound is on what arrives */
+#if LIBCURL_VERSION_NUM >= 0x075700 /* 7.87.0 */
+  /* A name whose resolution hangs (its DNS server never answers: anyone
+   * may name such a host) must not hold the fetch and its slot past the
+   * timeout: without this, curl_easy_cleanup waits for the resolver
+   * thread; with it, that thread is left to end, and free itself, alone. */
+  SET(CURLOPT_QUICK_EXIT, 1L);
+#endif
   if (rq->form_body) {
     SET(CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(rq->form_body));
     SET(CURLOPT_POSTFIELDS, rq->form_body);

@@ -215,6 +215,40 @@ expect_eq "a cached document from that address still: 200" "$(o 'o["status"]')" 
 O=$(HUSK_SRC=127.0.0.10 $FLOW page "$URL" "$(q "$D/missing-${first429:-0}")")
 expect_eq "another address may fetch: 400 (no such document)" "$(o 'o["status"]')" 400
 
+# ---- slow document servers cannot hold every fetch slot -------------------------------
+# A document server that answers after 4 s holds a fetch slot that long
+# (the daemon has 8, for every sign-in).  One address gets one fetch at a
+# time (the others are 429 at once), so a person's sign-in with a
+# document not yet cached still works; and documents never take more than
+# 6 slots, whoever asks (the rest are the other sign-in fetches').
+doc slow "$(python3 -c 'import json,sys; d=json.loads(sys.argv[1]); d["delay"]=4; print(json.dumps(d))' "$GOOD")"
+doc fresh "$GOOD"
+statuses() { # PREFIX N: the statuses of $T_SCRATCH/PREFIX-1..N.out, sorted
+  for i in $(seq 1 "$2"); do
+    python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["status"])' "$T_SCRATCH/$1-$i.out"
+  done | sort | uniq -c | awk '{printf "%s%sx%s", sep, $1, $2; sep=" "}'
+}
+wait_bg() { local p; for p in "$@"; do wait "$p" 2>/dev/null; done; }
+pids=()
+for i in $(seq 1 8); do
+  HUSK_SRC=127.0.0.20 $FLOW page "$URL" "$(q "$D/slow?$i")" >"$T_SCRATCH/slow-$i.out" &
+  pids+=($!)
+done
+sleep 1.5
+O=$(HUSK_SRC=127.0.0.21 $FLOW page "$URL" "$(q "$D/fresh")")
+expect_eq "8 slow fetches at once from one address, then another address's uncached document: 200" \
+  "$(o 'o["status"]')" 200
+wait_bg "${pids[@]}"
+# The one made is refused after 4 s: the document names the URL without ?N.
+expect_eq "... of the 8, one was fetched (400 after 4 s) and 7 were 429 at once" "$(statuses slow 8)" "1x400 7x429"
+pids=()
+for i in $(seq 1 8); do
+  HUSK_SRC=127.0.0.$((30 + i)) $FLOW page "$URL" "$(q "$D/slow?x$i")" >"$T_SCRATCH/slowx-$i.out" &
+  pids+=($!)
+done
+wait_bg "${pids[@]}"
+expect_eq "8 slow fetches at once from 8 addresses: 6 made, 2 are 503" "$(statuses slowx 8)" "6x400 2x503"
+
 # ---- the audit names the URL --------------------------------------------------------------
 KEY=$TKEY api GET "/v1/audit?limit=1000"
 expect_code "the tenant's audit" 200

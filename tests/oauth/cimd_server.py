@@ -4,14 +4,16 @@ tests/oauth/cimd.sh: `cimd_server.py CERT KEY DIR` listens on 127.0.0.1
 (a free port, printed as the first line of DIR/port) and answers
 GET /NAME from DIR/NAME.json, a JSON object {"status", "headers", "body"}
 ("body" a string, or any JSON value, which is sent as JSON text, with
-"@URL@" replaced by the document's own URL, https://localhost:PORT/NAME),
-read at each request; 404 without one.  Each request's path is appended
+"@URL@" replaced by the document's own URL, https://localhost:PORT/NAME;
+"delay": seconds to wait before answering, a slow server), read at each
+request; 404 without one.  Each request's path is appended
 to DIR/hits."""
 import http.server
 import json
 import os
 import ssl
 import sys
+import time
 
 CERT, KEY, DIR = sys.argv[1:4]
 
@@ -35,6 +37,8 @@ class H(http.server.BaseHTTPRequestHandler):
                 spec = None
         if spec is None:
             spec = {"status": 404, "body": ""}
+        if spec.get("delay"):
+            time.sleep(float(spec["delay"]))
         body = spec.get("body", "")
         if not isinstance(body, str):
             body = json.dumps(body)

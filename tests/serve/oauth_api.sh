@@ -551,6 +551,19 @@ if serve_start --s3-listen off --oauth-access-ttl 2 --trusted-proxy 127.0.0.1; t
     test "$(o 'o["status"]')" = 429
   O=$(HUSK_XFF="203.0.113.6" $FLOW signin "$URL" "$CID" "$RED" acme bob "$PW_BOB")
   check "... and 203.0.113.6 through the proxy is still let in" test -n "$(o 'o.get("code") or ""')"
+
+  # Metadata-document fetches are counted per IPv6 /48, as registrations
+  # are: a /64 is what anyone gets many of.  https://localhost:1/ is a
+  # loopback address this daemon does not fetch from: each is a 400 page,
+  # and spends one of the 20 fetches.
+  n400=0 st=""
+  for i in $(seq 1 21); do
+    O=$(HUSK_XFF="2001:db8:77:$i::1" $FLOW page "$URL" "{\"response_type\":\"code\",\"client_id\":\"https://localhost:1/c$i\",\"redirect_uri\":\"$RED\",\"code_challenge\":\"$(printf %043d 0 | tr 0 A)\",\"code_challenge_method\":\"S256\"}")
+    st=$(o 'o["status"]')
+    [ "$st" = 400 ] && n400=$((n400 + 1))
+  done
+  check "metadata-document fetches from 21 /64s of one /48: 20 made, then 429 (got $n400, then $st)" \
+    test "$n400" = 20 -a "$st" = 429
 else
   not_ok "the daemon restarts with --oauth-access-ttl 2 --trusted-proxy 127.0.0.1"
 fi

@@ -363,6 +363,23 @@ TEST(document_rules) {
   char body[600];
   snprintf(body, sizeof body, "{" ID "," RU ",\"client_name\":\"%s\"}", name);
   CHECK_ERR(parse(body, &c, &err), EINVAL);
+  /* A name the consent page would show as blank or as another: Unicode's
+   * default-ignorable characters (a Hangul filler alone, a soft hyphen,
+   * a variation selector, a tag, a deprecated format control, the
+   * combining grapheme joiner) as well as the bidi and zero-width ones. */
+  static const char *const unseen[] = {"\\u3164",       "Cla\\u00adude",       "App\\ufe0f",
+                                       "App\\udb40\\udc41", "App\\u206a",           "A\\u034fpp",
+                                       "\\u115f\\u1160",  "App\\u180e",          "App\\uffa0",
+                                       "App\\u2065",     "App\\ud834\\udd73"};
+  for (size_t i = 0; i < sizeof unseen / sizeof unseen[0]; i++) {
+    snprintf(body, sizeof body, "{" ID "," RU ",\"client_name\":\"%s\"}", unseen[i]);
+    if (parse(body, &c, &err) != -1 || err.code != EINVAL) {
+      printf("#   accepted the name %s\n", unseen[i]);
+      unit_cur_failed = 1;
+    }
+  }
+  snprintf(body, sizeof body, "{" ID "," RU ",\"client_name\":\"%s\"}", "Caf\\u00e9 \\u6f22\\u5b57 App");
+  CHECK_OK(parse(body, &c, &err));
   /* A NUL in the body is not JSON. */
   static const char nul[] = "{" ID "," RU "}\0junk";
   CHECK_ERR(auth_cimd_parse("https://a.example/c.json", nul, sizeof nul - 1, &c, &err), EINVAL);

@@ -2,7 +2,9 @@
  * in a thread: what it answers, what it refuses, and its bounds. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -340,6 +342,48 @@ TEST(timeout) {
   auth_fetcher_close(f);
 }
 
+/* A name whose resolution hangs, as one under a DNS server that never
+ * answers does (anyone may name such a host in a client_id URL): this
+ * program's getaddrinfo, which libcurl's resolver thread calls, takes 2 s
+ * for it. */
+__attribute__((visibility("default"))) int getaddrinfo(const char *node, const char *service,
+                                                      const struct addrinfo *hints,
+                                                      struct addrinfo **res) {
+  if (node && !strcmp(node, "hangs.invalid")) {
+    sleep(2);
+    return EAI_AGAIN;
+  }
+  int (*real)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
+  void *sym = dlsym(RTLD_NEXT, "getaddrinfo");
+  if (!sym)
+    return EAI_FAIL;
+  memcpy(&real, &sym, sizeof real);
+  return real(node, service, hints, res);
+}
+
+static int64_t now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The bound holds while the name is being resolved too: the fetch (and
+ * its slot) ends at the timeout, not when the resolver gives up. */
+TEST(timeout_resolving) {
+  struct auth_fetcher *f = open_fetcher(NULL, 0, 1);
+  struct auth_fetch_reply r;
+  struct husk_err err;
+  struct auth_fetch_request rq = {.url = "https://hangs.invalid/c.json", .timeout_ms = 300};
+  int64_t t0 = now_ms();
+  CHECK(auth_fetch(f, &rq, &r, &err) < 0 && err.code == ETIMEDOUT);
+  int64_t took = now_ms() - t0;
+  if (took > 1500) {
+    printf("#   the fetch took %lld ms for a 300 ms bound\n", (long long)took);
+    unit_cur_failed = 1;
+  }
+  auth_fetcher_close(f);
+}
+
 int main(void) {
   srv_start();
   RUN(loopback_get);
@@ -350,5 +394,6 @@ int main(void) {
   RUN(allowed_range);
   RUN(busy);
   RUN(timeout);
+  RUN(timeout_resolving);
   return unit_done();
 }
