@@ -66,6 +66,43 @@ struct watch_item {
   struct bgproc *p;
 };
 
+/* Whether the box's lifetime, or its time paused, is over (a quick look:
+ * box_expire decides). */
+static bool box_lifetime_over(struct husk_mgr *m, struct live_box *b, int64_t now) {
+  pthread_mutex_lock(&m->lock);
+  bool paused = b->paused;
+  int64_t exp = b->expires_ms, paused_ms = b->paused_ms;
+  pthread_mutex_unlock(&m->lock);
+  if (b->ending)
+    return false;
+  return paused ? paused_ms + (int64_t)m->cfg.max_paused_ms <= now : exp && exp <= now;
+}
+
+/* End a box whose lifetime (or time paused) is over.  Decided again
+ * under the box's pause lock, which a pause or resume holds from its
+ * check to its new state: a box paused just as its time ran out is
+ * either ended here first (the pause then finds it ending) or paused
+ * first (and then its clock has stopped): never ended "expired" while
+ * its row says paused.  True when it was ended. */
+static bool box_expire(struct husk_mgr *m, struct live_box *b, int64_t now) {
+  pthread_mutex_lock(&b->pause_lock);
+  pthread_mutex_lock(&m->lock);
+  bool paused = b->paused;
+  int64_t exp = b->expires_ms, paused_ms = b->paused_ms;
+  pthread_mutex_unlock(&m->lock);
+  const char *reason = NULL;
+  if (b->ending)
+    reason = NULL;
+  else if (paused && paused_ms + (int64_t)m->cfg.max_paused_ms <= now)
+    reason = "paused_too_long";
+  else if (!paused && exp && exp <= now)
+    reason = "expired";
+  struct husk_err err;
+  bool ended = reason && box_end(m, b, STATE_BOX_STOPPED, reason, &err) == 0;
+  pthread_mutex_unlock(&b->pause_lock);
+  return ended;
+}
+
 void *box_monitor_main(void *arg) {
   struct husk_mgr *m = arg;
   struct pollfd *pf = NULL;
@@ -201,15 +238,11 @@ void *box_monitor_main(void *arg) {
       struct live_box *b = wi[i].b;
       if (wi[i].kind != W_PIDFD)
         continue;
+      if (box_lifetime_over(m, b, now) && box_expire(m, b, now))
+        continue;
       pthread_mutex_lock(&m->lock);
       bool paused = b->paused;
-      int64_t exp = b->expires_ms, paused_ms = b->paused_ms;
       pthread_mutex_unlock(&m->lock);
-      struct husk_err err;
-      if (!b->ending && paused && paused_ms + (int64_t)m->cfg.max_paused_ms <= now)
-        box_end(m, b, STATE_BOX_STOPPED, "paused_too_long", &err);
-      else if (!b->ending && !paused && exp && exp <= now)
-        box_end(m, b, STATE_BOX_STOPPED, "expired", &err);
       if (!paused)
         proc_limits_check(m, b, now);
     }

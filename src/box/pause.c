@@ -46,6 +46,11 @@ int husk_box_pause(struct husk_mgr *m, const char *tenant, const char *id,
     husk_fail(err, EBUSY, "sandbox %s is paused", id);
     goto out;
   }
+  if (expires && expires <= state_now_ms()) {
+    /* Its lifetime is over: the monitor ends it (it waits for this lock). */
+    husk_fail(err, EBUSY, "sandbox %s is ending: its lifetime is over", id);
+    goto out;
+  }
   if (cgroup_freeze(&b->j.cg, true, BOX_FREEZE_TIMEOUT_MS, err) < 0) {
     husk_error_wrap(err, "cannot pause sandbox %s", id);
     goto out;
