@@ -231,6 +231,7 @@ async function register() {
   const r = await fetch(`${URL_}/oauth/register`, { method: "POST", headers: { "content-type": "application/json" },
     body: JSON.stringify({ redirect_uris: [cb.url], client_name: "husk OIDC test (by hand)" }) });
   client = (await r.json()).client_id;
+  out.client = client;
 }
 async function person(org, login, action = "allow") {
   const verifier = randomBytes(32).toString("base64url");

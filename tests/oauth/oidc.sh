@@ -24,7 +24,7 @@ T_START=$SECONDS
 IDP_PIDS=()
 idp_cleanup() {
   local p
-  for p in "${IDP_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${IDP_PIDS[@]}" ${HOSTILE:-}; do kill "$p" 2>/dev/null; done
 }
 on_exit 'idp_cleanup; serve_cleanup'
 
@@ -114,10 +114,16 @@ expect_code "PUT /v1/tenants/{acme-open}/oidc (the same provider, create_users m
 IDP_ISS_OPEN=$(jf 'j["issuer"]')
 echo "# acme-open's issuer as stored: $IDP_ISS_OPEN"
 
+# ---- a hostile provider, no browser (tests/oauth/oidc_hostile.py, its own tenants and
+# source addresses 127.0.0.21 and up), while the person signs in in Chromium -----------------
+env URL="$URL" ADMIN="$ADMIN" FAKE="$FAKE" SECRET="$FAKE_SECRET" OUT="$T_SCRATCH" \
+  timeout 200 python3 "$OAUTH_DIR/oidc_hostile.py" >"$T_SCRATCH/hostile.tap" 2>"$T_SCRATCH/hostile.err" &
+HOSTILE=$!
+
 # ---- a person in Chromium ----------------------------------------------------------
 (cd "$OAUTH_DIR" && env TMPDIR="$T_SCRATCH" URL="$URL" IDP="$IDP" ORG="$ORG" ORG_OPEN=acme-open \
   PROVIDER="Acme Login" ALICE="$ALICE" ALICE_DISPLAY="Alice Liddell" DAVE="$DAVE" CAROL=carol@acme.test \
-  BOB=bob@acme.test SHOTS="$T_SCRATCH" OUT="$T_SCRATCH/browser.json" BODIES="$T_SCRATCH/bodies.txt" \
+  BOB=bob@acme.test SHOTS="$T_SCRATCH" OUT="$T_SCRATCH/browser.json" BODIES="$T_SCRATCH/bodies-browser.txt" \
   CHROMIUM="$CHROMIUM" MCPDIR="$MCPDIR" BROWSER_DIR="$BROWSER_DIR" timeout 170 "$NODE" oidc.mjs) \
   >"$T_SCRATCH/browser.tap" 2>"$T_SCRATCH/browser.err"
 rc=$?
@@ -169,18 +175,17 @@ calls = [r for r in recs if r["action"] == "mcp.run_code"]
 assert calls and all(r.get("idp_subject") == sys.argv[2] for r in calls), recs
 ' "$BODY" "$ALICE_SUB"
 api GET "/v1/audit?action=oauth.sign_in&limit=1000"
-check "audit: carol's and dave's refusals are oauth.sign_in denied, detail sso …, no user" python3 -c '
+check "audit: carol's and dave's refusals are oauth.sign_in denied, detail sso …, the client, no user" python3 -c '
 import json, sys
-recs = [r for r in json.loads(sys.argv[1])["records"] if r["outcome"] == "denied"]
+client = json.load(open(sys.argv[2])).get("client")
+recs = [r for r in json.loads(sys.argv[1])["records"] if r["outcome"] == "denied" and r.get("client_id") == client]
 sso = [r for r in recs if r["detail"].startswith("sso")]
-print("# denied details: %s" % [r["detail"] for r in sso])
-assert len(sso) >= 2, recs
+print("# denied (browser client %s): %s" % (client, [(r["tenant_id"][:6], r["status"], r["detail"]) for r in recs]))
+assert client and len(sso) >= 2, recs
 assert not any(r.get("user_id") for r in sso), sso
-' "$BODY"
+' "$BODY" "$T_SCRATCH/browser.json"
 
-# ---- a hostile provider, no browser -----------------------------------------------------
-env URL="$URL" ADMIN="$ADMIN" FAKE="$FAKE" SECRET="$FAKE_SECRET" OUT="$T_SCRATCH" \
-  timeout 200 python3 "$OAUTH_DIR/oidc_hostile.py" >"$T_SCRATCH/hostile.tap" 2>"$T_SCRATCH/hostile.err"
+wait "$HOSTILE"
 rc=$?
 cat "$T_SCRATCH/hostile.tap"
 if [ "$rc" -ne 0 ] && ! grep -q '^not ok' "$T_SCRATCH/hostile.tap"; then
@@ -213,8 +218,11 @@ counts = {k: len(v) for k, v in secrets.items()}
 print(f"# looked for: {counts}")
 assert counts["states"] and counts["nonces"] and counts["codes"] and counts["id_tokens"], counts
 leaks = []
-for where in ("serve.log", "audit.json", "bodies.txt"):
-    text = open(f"{scratch}/{where}", errors="replace").read()
+for where in ("serve.log", "audit.json", "bodies.txt", "bodies-browser.txt"):
+    try:
+        text = open(f"{scratch}/{where}", errors="replace").read()
+    except OSError:
+        leaks.append(f"{where} is missing"); continue
     for k, vs in secrets.items():
         for v in vs:
             if v in text:
@@ -224,7 +232,7 @@ assert not leaks, "\n".join(sorted(set(leaks))[:20])
 
 # OIDC_KEEP=DIR keeps what the drivers saw (screenshot, TAP, bodies, audit).
 [ -n "${OIDC_KEEP:-}" ] && mkdir -p "$OIDC_KEEP" && cp "$T_SCRATCH"/*.png "$T_SCRATCH"/*.tap "$T_SCRATCH"/*.err \
-  "$T_SCRATCH"/*.json "$T_SCRATCH"/bodies.txt "$SERVE_LOG" "$OIDC_KEEP/" 2>/dev/null
+  "$T_SCRATCH"/*.json "$T_SCRATCH"/bodies*.txt "$SERVE_LOG" "$OIDC_KEEP/" 2>/dev/null
 
 # ---- nothing left -------------------------------------------------------------------
 expect_eq "no box is left running" "$(reap_boxes "$K_ACME")" 0

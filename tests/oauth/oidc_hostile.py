@@ -410,6 +410,7 @@ def sec0():
           and aq.get("code_challenge_method") == "S256" and re.fullmatch(r"[A-Za-z0-9_-]{43}", aq.get("code_challenge", "")),
           json.dumps(aq))
     check("…the state is not the MCP client's state", aq.get("state") != s.get("state"))
+    check("…and the client secret is not in that URL", SECRET not in (s.get("location") or ""))
     cb = g.get("cb") or {}
     check("the callback with the cookie: 200, husk's consent page posting to /oauth/callback",
           cb.get("status") == 200 and cb.get("page") and "post /oauth/callback" in cb["page"].forms, g.get("fail"))
@@ -460,8 +461,28 @@ def sec0():
           and not (g3.get("code") and any(r.get("user_id") == (fia or {}).get("id")
                                           for r in audit_since(a1, "oauth.sign_in") if r["outcome"] == "ok")),
           json.dumps([(u["name"], u.get("idp_subject")) for u in uu]))
+    check("…and no second user named fia@fake.test was made", [u["name"] for u in uu].count("fia@fake.test") == 1,
+          json.dumps([(u["name"], u.get("idp_subject")) for u in uu]))
     note(f"another sub with a linked user's email: {'a code' if g3.get('code') else 'refused'}; "
          f"users now {[(u['name'], u.get('idp_subject')) for u in uu]}")
+
+    # The tenant admin unlinks a user: the next sign-in links it again, to the new sub.
+    st, j, _ = api("POST", f"/v1/tenants/{TEN['fakeco']}/users", {"name": "uma@fake.test", "role": "viewer"})
+    uma = (j or {}).get("id")
+    mode("h", "good", sub="fake-sub-uma-1", email="uma@fake.test", name="Uma")
+    u1 = sso("fakeco", new_src())
+    st, j, _ = api("GET", f"/v1/tenants/{TEN['fakeco']}/users/{uma}")
+    check("a user the operator made (uma, viewer) is linked at her first sign-in (create_users not used)",
+          u1.get("code") and j and j.get("idp_subject") == "fake-sub-uma-1" and j.get("role") == "viewer",
+          u1.get("fail") or json.dumps(j))
+    st, j, _ = api("PATCH", f"/v1/tenants/{TEN['fakeco']}/users/{uma}", {"idp_subject": None})
+    check("PATCH …/users/{uma} {\"idp_subject\":null}: 200, unlinked", st == 200 and j and j.get("idp_subject") is None,
+          f"{st} {json.dumps(j)[:200]}")
+    mode("h", "good", sub="fake-sub-uma-2", email="uma@fake.test", name="Uma")
+    u2 = sso("fakeco", new_src())
+    st, j, _ = api("GET", f"/v1/tenants/{TEN['fakeco']}/users/{uma}")
+    check("…then a sign-in with another sub and her email links her to that sub (the same user)",
+          u2.get("code") and j and j.get("idp_subject") == "fake-sub-uma-2", u2.get("fail") or json.dumps(j))
 
     # client_secret_post when the discovery document lists only that; none for a public client.
     for tenant_name, tag, want in (("postco", "post", "post"), ("pubco", "pub", "none")):
