@@ -15,7 +15,7 @@
 # Debian packages behind each pkg-config name: docs/dependencies.md.
 # The core library's own dependencies (libhusk.so links them; husk.pc lists
 # them for static linking):
-LIB_PKGS := libseccomp jansson sqlite3 libcrypto libssl libarchive zlib libcurl libargon2
+LIB_PKGS := libseccomp jansson sqlite3 libcrypto libssl libarchive zlib libcurl libargon2 cjose
 # The fronts add the HTTP server (API, S3) and the XML parser (S3 bodies).
 PKGS := $(LIB_PKGS) libmicrohttpd expat yaml-0.1
 
@@ -33,8 +33,8 @@ HARDEN_LD := -Wl,-z,relro,-z,now
 # include/husk/ marks HUSK_PUBLIC leaves the library.
 PIC := -fPIC -fvisibility=hidden
 CPPFLAGS += -Iinclude -Isrc -DHUSK_LIBEXECDIR='"$(LIBEXECDIR)"'
-LIB_LIBS := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null || echo -lseccomp -ljansson -lsqlite3 -lcrypto -lssl -larchive -lz -lcurl -largon2) -lpthread -lm
-LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lseccomp -ljansson -lsqlite3 -lcrypto -lssl -larchive -lz -lcurl -largon2 -lmicrohttpd -lexpat -lyaml) -lpthread -lm
+LIB_LIBS := $(shell pkg-config --libs $(LIB_PKGS) 2>/dev/null || echo -lseccomp -ljansson -lsqlite3 -lcrypto -lssl -larchive -lz -lcurl -largon2 -lcjose) -lpthread -lm
+LDLIBS += $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -lseccomp -ljansson -lsqlite3 -lcrypto -lssl -larchive -lz -lcurl -largon2 -lcjose -lmicrohttpd -lexpat -lyaml) -lpthread -lm
 
 # ---- where make install puts it -----------------------------------------------
 PREFIX ?= /usr/local

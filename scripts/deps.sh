@@ -9,13 +9,14 @@ set -eu
 
 # Building: the compilers and the libraries libhusk and the fronts link
 # (libcurl: the external store client and husk mcp --server; expat: S3
-# XML bodies; zlib: CRC32; libargon2: users' password hashes), the tools
+# XML bodies; zlib: CRC32; libargon2: users' password hashes; cjose: ID
+# tokens of single sign-on), the tools
 # network mode egress runs (nft, ip), and mkfs.ext4 for named volumes
 # (e2fsprogs).  The -dev packages bring their runtime libraries (libargon2-dev:
 # libargon2-1), which the husk package's Depends name through ${shlibs:Depends}.
 build="gcc libc6-dev make pkg-config libseccomp-dev libjansson-dev libsqlite3-dev libssl-dev"
 build="$build libmicrohttpd-dev libarchive-dev libcurl4-openssl-dev libexpat1-dev zlib1g-dev libyaml-dev"
-build="$build libargon2-dev"
+build="$build libargon2-dev libcjose-dev"
 build="$build curl jq nftables iproute2 e2fsprogs"
 # Testing: clang (the -Werror build and the fuzzers), the host tools the
 # suites drive (ip, ps, openssl for a test CA, tcpdump), matplotlib and pandas for

@@ -25,6 +25,7 @@ struct store;
 struct api_server;
 struct mcp_server;
 struct auth;
+struct oidc;
 
 /* A tenant's default share of --max-connections for requests running a
  * command (see api_config; the share of all its requests is
@@ -80,6 +81,9 @@ struct api_config {
    * and the request's Host). */
   struct auth *auth;
   const char *api_url;
+  /* Single sign-on through tenants' OpenID Connect providers (NULL: none;
+   * the OIDC routes answer 404). */
+  struct oidc *oidc;
   /* Reverse proxies whose X-Forwarded-For names the client (docs/oauth.md
    * "Behind a reverse proxy"): the per-address limits of sign-in then
    * count the address the proxy saw.  Addresses in network order, IPv4

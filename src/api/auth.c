@@ -61,6 +61,7 @@ static enum MHD_Result authenticate_token(struct req *r, const char *tok, size_t
   snprintf(r->user_name, sizeof r->user_name, "%s", g.display_name[0] ? g.display_name : g.user_name);
   snprintf(r->client_id, sizeof r->client_id, "%s", g.client_id);
   snprintf(r->client_name, sizeof r->client_name, "%s", g.client_name);
+  snprintf(r->idp_subject, sizeof r->idp_subject, "%s", g.idp_subject);
   if (rt->auth == AUTH_ADMIN)
     return api_reply_error(r, 403, "forbidden", "this route needs the admin key");
   if (rt->scope == 0)
@@ -191,6 +192,7 @@ void api_audit_event(struct req *r, const char *tenant, const char *action, cons
   if (u && u->id[0]) {
     snprintf(rec.user_id, sizeof rec.user_id, "%s", u->id);
     set_name(rec.user_name, sizeof rec.user_name, u->display_name[0] ? u->display_name : u->name);
+    snprintf(rec.idp_subject, sizeof rec.idp_subject, "%s", u->idp_subject);
   }
   snprintf(rec.client_id, sizeof rec.client_id, "%s", client_id ? client_id : "");
   set_name(rec.client_name, sizeof rec.client_name, client_name);
@@ -219,6 +221,7 @@ void api_audit(struct req *r, const char *outcome) {
   set_name(rec.user_name, sizeof rec.user_name, r->user_name);
   snprintf(rec.client_id, sizeof rec.client_id, "%s", r->client_id);
   set_name(rec.client_name, sizeof rec.client_name, r->client_name);
+  snprintf(rec.idp_subject, sizeof rec.idp_subject, "%s", r->idp_subject);
   snprintf(rec.outcome, sizeof rec.outcome, "%s", outcome);
   rec.status = r->status;
   struct husk_err err;

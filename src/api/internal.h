@@ -13,6 +13,7 @@
 
 #include "api/api.h"
 #include "auth/auth.h"
+#include "util/strbuf.h"
 #include "box/box.h"
 #include "front/daemon.h"
 #include "husk/husk.h"
@@ -125,6 +126,7 @@ struct req {
   char user_name[AUTH_DISPLAY_MAX + 1];
   char client_id[AUTH_CLIENT_ID_SIZE];
   char client_name[AUTH_CLIENT_NAME_MAX + 1];
+  char idp_subject[STATE_IDP_SUBJECT_SIZE]; /* the user's provider link, "" if none */
   /* Counted in the tenant's load (released at completion). */
   bool load_counted, load_exec, load_preview;
 
@@ -312,6 +314,58 @@ enum MHD_Result h_oauth_authorize_post(struct req *r);
 enum MHD_Result h_oauth_token(struct req *r);
 enum MHD_Result h_oauth_revoke(struct req *r);
 enum MHD_Result h_oauth_style(struct req *r);
+
+/* What routes_oidc.c (single sign-on) shares with routes_oauth.c: the
+ * authorization request, its checks and redirect, and the pages. */
+#define AZ_N 8
+#define AZ_CLIENT 1
+#define AZ_REDIRECT 2
+#define AZ_CHALLENGE 3
+#define AZ_STATE 5
+#define AZ_SCOPE 6
+#define AZ_RESOURCE 7
+extern const char *const api_az_names[AZ_N];
+struct api_az {
+  const char *v[AZ_N]; /* NULL: absent */
+  struct auth_client client;
+  char iss[600];
+  char resource[700];
+  char origin[600]; /* of the redirect URI, for the CSP */
+  char host[256];   /* the redirect URI's host, shown on the page */
+  unsigned scopes;  /* asked (default: AUTH_SCOPE_DEFAULT) */
+};
+/* Check a request whose v[] is filled: NULL, or what is wrong (a page's
+ * sentence). */
+const char *api_az_check(struct req *r, struct api_az *a);
+/* The redirect back to the client: ?k1=v1[&k2=v2]&state&iss. */
+enum MHD_Result api_az_redirect(struct req *r, const struct api_az *a, const char *k1,
+                                const char *v1, const char *k2, const char *v2);
+void api_page_head(struct strbuf *b, const char *title);
+enum MHD_Result api_reply_page(struct req *r, unsigned status, struct strbuf *b,
+                               const char *form_origin, const char *cookie);
+enum MHD_Result api_error_page(struct req *r, unsigned status, const char *msg);
+const char *api_scope_text(unsigned bit);
+/* The client's address as the sign-in limits name it. */
+void api_oauth_source(struct req *r, char *out, size_t size);
+/* An audit record of an event nobody authenticated (rate-limited). */
+void api_audit_anon(struct req *r, const char *tenant, const char *action, const char *outcome,
+                    unsigned status, const char *client_id, const char *client_name,
+                    const char *detail);
+/* HMAC-SHA256 of `text` under the sign-in forms' key, as 64 hex. */
+int api_oauth_hmac(struct req *r, const char *text, char out[65]);
+/* Single sign-ons started from one address: false past the limit. */
+bool api_sso_rate_take(struct req *r, const char *src);
+
+/* routes_oidc.c: the sign-in page's action=sso (the form checked, `a`
+ * checked): 1 with *ret when it replied, 0 when the sign-in page is to be
+ * shown again with *msg and *status. */
+int api_sso_start(struct req *r, const struct api_az *a, const char *org, enum MHD_Result *ret,
+                  const char **msg, unsigned *status);
+enum MHD_Result h_oauth_callback_get(struct req *r);
+enum MHD_Result h_oauth_callback_post(struct req *r);
+enum MHD_Result h_oidc_put(struct req *r);
+enum MHD_Result h_oidc_get(struct req *r);
+enum MHD_Result h_oidc_delete(struct req *r);
 /* The per-process state of the OAuth front: the CSRF key and the rate
  * limits of failed sign-ins and registrations per source address. */
 int api_oauth_init(struct api_server *s, struct husk_err *err);

@@ -343,6 +343,8 @@ static int audit_cb(void *ctx, const struct state_audit *a) {
     json_object_set_new(j, "user_id", json_string(a->user_id));
     json_object_set_new(j, "user", json_string(a->user_name));
   }
+  if (j && a->idp_subject[0])
+    json_object_set_new(j, "idp_subject", json_string(a->idp_subject));
   if (j && a->client_id[0]) {
     json_object_set_new(j, "client_id", json_string(a->client_id));
     json_object_set_new(j, "client", json_string(a->client_name));

@@ -229,6 +229,7 @@ struct call_ctx {
   char user_name[AUTH_DISPLAY_MAX + 1];
   char client_id[AUTH_CLIENT_ID_SIZE];
   char client_name[AUTH_CLIENT_NAME_MAX + 1];
+  char idp_subject[STATE_IDP_SUBJECT_SIZE];
   struct api_stream *st; /* SSE only */
   struct mcp_msg msg;
   int cancel_fd;
@@ -249,6 +250,7 @@ static void audit(void *ctx, const char *tool, const char *box_id, const char *d
   snprintf(rec.user_name, sizeof rec.user_name, "%s", cc->user_name);
   snprintf(rec.client_id, sizeof rec.client_id, "%s", cc->client_id);
   snprintf(rec.client_name, sizeof rec.client_name, "%s", cc->client_name);
+  snprintf(rec.idp_subject, sizeof rec.idp_subject, "%s", cc->idp_subject);
   struct husk_err err;
   if (state_audit_add(cc->srv->cfg.state, &rec, NULL, &err) < 0)
     api_log(cc->srv, "audit: %s", err.msg);
@@ -343,6 +345,7 @@ enum MHD_Result h_mcp(struct req *r) {
   snprintf(cc->user_name, sizeof cc->user_name, "%s", r->user_name);
   snprintf(cc->client_id, sizeof cc->client_id, "%s", r->client_id);
   snprintf(cc->client_name, sizeof cc->client_name, "%s", r->client_name);
+  snprintf(cc->idp_subject, sizeof cc->idp_subject, "%s", r->idp_subject);
   if (msg.kind != MCP_REQUEST) {
     struct mcp_caller c = caller_of(cc, false);
     json_decref(mcp_handle(r->srv->cfg.mcp, &cc->msg, &c));

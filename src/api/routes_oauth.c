@@ -76,6 +76,7 @@ struct api_oauth {
   struct s3_rate *signin_fail; /* failed sign-ins per source address */
   struct s3_rate *register_rl; /* registrations per /48, and of all */
   struct s3_rate *anon_audit;  /* unauthenticated audit records per source */
+  struct s3_rate *sso_start;   /* single sign-ons started per source */
   atomic_ulong anon_dropped;   /* ... left out since the last one written */
   pthread_mutex_t inflight_lock;
   struct inflight inflight[SIGNIN_INFLIGHT_SLOTS]; /* sign-ins being checked */
@@ -95,6 +96,9 @@ int api_oauth_init(struct api_server *s, struct husk_err *err) {
   struct s3_rate_limits al = {.burst = ANON_AUDIT_BURST, .per_s = ANON_AUDIT_PER_S,
                               .shared_burst = ANON_AUDIT_ALL_BURST,
                               .shared_per_s = ANON_AUDIT_ALL_PER_S};
+  /* Single sign-ons started: 20 per address in 15 minutes. */
+  struct s3_rate_limits ssl = {.burst = SIGNIN_BURST, .per_s = SIGNIN_PER_S,
+                               .shared_burst = 1e9, .shared_per_s = 1e6};
   atomic_init(&o->anon_dropped, 0);
   if (pthread_mutex_init(&o->inflight_lock, NULL) != 0) {
     free(o);
@@ -104,7 +108,7 @@ int api_oauth_init(struct api_server *s, struct husk_err *err) {
   if (id_random_bytes(o->csrf_key, sizeof o->csrf_key, err) < 0)
     return -1;
   if (s3_rate_init(&o->signin_fail, &sl) < 0 || s3_rate_init(&o->register_rl, &rl) < 0 ||
-      s3_rate_init(&o->anon_audit, &al) < 0)
+      s3_rate_init(&o->anon_audit, &al) < 0 || s3_rate_init(&o->sso_start, &ssl) < 0)
     return husk_error(err, ENOMEM, "oauth");
   return 0;
 }
@@ -116,6 +120,7 @@ void api_oauth_free(struct api_server *s) {
   s3_rate_free(o->signin_fail);
   s3_rate_free(o->register_rl);
   s3_rate_free(o->anon_audit);
+  s3_rate_free(o->sso_start);
   pthread_mutex_destroy(&o->inflight_lock);
   OPENSSL_cleanse(o->csrf_key, sizeof o->csrf_key);
   free(o);
@@ -718,26 +723,11 @@ enum MHD_Result h_oauth_register(struct req *r) {
 /* ---- the authorization request ------------------------------------------------------------------ */
 
 /* The parameters of an authorization request, in the order the CSRF
- * HMAC covers them. */
-static const char *const az_names[] = {"response_type", "client_id", "redirect_uri",
-                                       "code_challenge", "code_challenge_method", "state",
-                                       "scope", "resource"};
-#define AZ_N (sizeof az_names / sizeof az_names[0])
-
-struct az {
-  const char *v[AZ_N]; /* NULL: absent */
-  struct auth_client client;
-  char iss[600];
-  char resource[700];
-  char origin[600]; /* of the redirect URI, for the CSP */
-  char host[256];   /* the redirect URI's host, shown on the page */
-  unsigned scopes;  /* asked (default: AUTH_SCOPE_DEFAULT) */
-};
-#define AZ_CLIENT 1
-#define AZ_REDIRECT 2
-#define AZ_STATE 5
-#define AZ_SCOPE 6
-#define AZ_RESOURCE 7
+ * HMAC covers them (struct api_az: internal.h). */
+const char *const api_az_names[AZ_N] = {"response_type", "client_id", "redirect_uri",
+                                        "code_challenge", "code_challenge_method", "state",
+                                        "scope", "resource"};
+#define az_names api_az_names
 
 /* What is wrong with a request: shown on an error page, never sent to the
  * redirect URI.  Anyone can register a client and its redirect URI, so
@@ -750,7 +740,7 @@ struct az_fail {
 };
 
 /* Check an authorization request (GET's query or POST's form). */
-static struct az_fail az_check(struct req *r, struct az *a) {
+static struct az_fail az_check(struct req *r, struct api_az *a) {
   struct husk_err err;
   if (api_issuer(r, a->iss, sizeof a->iss) < 0)
     return (struct az_fail){"invalid_request", "The Host header is not a host name."};
@@ -804,7 +794,7 @@ static struct az_fail az_check(struct req *r, struct az *a) {
 }
 
 /* The redirect back to the client: ?code or ?error, then state and iss. */
-static enum MHD_Result az_redirect(struct req *r, const struct az *a, const char *k1,
+static enum MHD_Result az_redirect(struct req *r, const struct api_az *a, const char *k1,
                                    const char *v1, const char *k2, const char *v2) {
   struct strbuf b = {0};
   const char *ru = a->v[AZ_REDIRECT];
@@ -930,7 +920,7 @@ static enum MHD_Result error_page(struct req *r, unsigned status, const char *ms
 }
 
 /* The cookie's name: __Host- needs Secure, so over https only. */
-static const char *cookie_name(const struct az *a) {
+static const char *cookie_name(const struct api_az *a) {
   return strncmp(a->iss, "https://", 8) ? "husk_oauth" : "__Host-husk_oauth";
 }
 
@@ -938,7 +928,7 @@ static const char *cookie_name(const struct az *a) {
  * monotonic clock, as 12 hex digits), then the HMAC of that time, the
  * cookie and every request parameter (absent and empty told apart), as
  * hex. */
-static int csrf_token(struct req *r, int64_t made_s, const char *cookie, const struct az *a,
+static int csrf_token(struct req *r, int64_t made_s, const char *cookie, const struct api_az *a,
                       char out[CSRF_TOKEN_LEN + 1]) {
   struct strbuf b = {0};
   char stamp[CSRF_TIME_LEN + 1];
@@ -976,7 +966,7 @@ static int csrf_token(struct req *r, int64_t made_s, const char *cookie, const s
 /* Whether `token` is the form token of this cookie and these parameters,
  * made less than CSRF_TTL_S ago: NULL if so, else why not (for the
  * audit). */
-static const char *csrf_check(struct req *r, const char *cookie, const struct az *a,
+static const char *csrf_check(struct req *r, const char *cookie, const struct api_az *a,
                               const char *token) {
   if (!token || strlen(token) != CSRF_TOKEN_LEN ||
       strspn(token, "0123456789abcdef") != CSRF_TOKEN_LEN)
@@ -994,7 +984,7 @@ static const char *csrf_check(struct req *r, const char *cookie, const struct az
 }
 
 /* The sign-in form; msg: the one failure message (NULL: none). */
-static enum MHD_Result sign_in_page(struct req *r, const struct az *a, const char *cookie_value,
+static enum MHD_Result sign_in_page(struct req *r, const struct api_az *a, const char *cookie_value,
                                     bool set_cookie, const char *org, const char *user,
                                     const char *msg, unsigned status) {
   char csrf[CSRF_TOKEN_LEN + 1];
@@ -1040,7 +1030,10 @@ static enum MHD_Result sign_in_page(struct req *r, const struct az *a, const cha
   strbuf_printf(&b, "<input type=\"hidden\" name=\"csrf\" value=\"%s\">", csrf);
   strbuf_str(&b, "<div class=\"buttons\"><button class=\"allow\" type=\"submit\" name=\"action\" "
                  "value=\"allow\">Allow</button><button type=\"submit\" name=\"action\" "
-                 "value=\"deny\" formnovalidate>Deny</button></div></form></main></body></html>");
+                 "value=\"deny\" formnovalidate>Deny</button></div>"
+                 "<div class=\"buttons\"><button type=\"submit\" name=\"action\" value=\"sso\" "
+                 "formnovalidate>Sign in with your organization's provider</button></div>"
+                 "</form></main></body></html>");
   char cookie[200];
   if (set_cookie)
     snprintf(cookie, sizeof cookie, "%s=%s; Path=/; HttpOnly; SameSite=Strict%s", cookie_name(a),
@@ -1049,7 +1042,7 @@ static enum MHD_Result sign_in_page(struct req *r, const struct az *a, const cha
 }
 
 /* The browser's cookie of this flow, if it has a well-formed one. */
-static const char *cookie_of(struct req *r, const struct az *a) {
+static const char *cookie_of(struct req *r, const struct api_az *a) {
   const char *c = MHD_lookup_connection_value(r->conn, MHD_COOKIE_KIND, cookie_name(a));
   if (!c || strlen(c) != CSRF_COOKIE_LEN || strspn(c, "0123456789abcdef") != CSRF_COOKIE_LEN)
     return NULL;
@@ -1076,7 +1069,7 @@ enum MHD_Result h_oauth_authorize_get(struct req *r) {
   for (size_t i = 0; i < AZ_N; i++)
     if (counts[i] > 1)
       return error_page(r, 400, "The request repeats a parameter.");
-  struct az a;
+  struct api_az a;
   memset(&a, 0, sizeof a);
   for (size_t i = 0; i < AZ_N; i++)
     a.v[i] = api_query(r, az_names[i]);
@@ -1099,7 +1092,7 @@ enum MHD_Result h_oauth_authorize_post(struct req *r) {
   __attribute__((cleanup(form_freep))) struct api_form form;
   if (read_form(r, &form) < 0)
     return error_page(r, 400, "The form could not be read.");
-  struct az a;
+  struct api_az a;
   memset(&a, 0, sizeof a);
   for (size_t i = 0; i < AZ_N; i++)
     a.v[i] = api_form_get(&form, az_names[i]);
@@ -1124,6 +1117,16 @@ enum MHD_Result h_oauth_authorize_post(struct req *r) {
   if (f.error)
     return error_page(r, 400, f.desc);
   const char *action = api_form_get(&form, "action");
+  if (action && !strcmp(action, "sso")) {
+    /* Single sign-on (routes_oidc.c): only the organization is read. */
+    const char *org = api_form_get(&form, "organization");
+    enum MHD_Result ret = MHD_NO;
+    const char *msg = NULL;
+    unsigned status = 200;
+    if (api_sso_start(r, &a, org, &ret, &msg, &status))
+      return ret;
+    return sign_in_page(r, &a, cookie, false, org, NULL, msg, status);
+  }
   if (!action || strcmp(action, "allow")) {
     /* Nobody signed in: the operator's record, naming the client. */
     audit_anon(r, "", "oauth.consent", "denied", 302, a.client.id, a.client.name,
@@ -1378,4 +1381,57 @@ enum MHD_Result h_oauth_revoke(struct req *r) {
     return api_reply_err(r, &err);
   api_audit_event(r, "", "oauth.revoke", "ok", 200, NULL, c.id, c.name, NULL);
   return api_reply_empty(r, 200);
+}
+
+/* ---- shared with routes_oidc.c (internal.h) ---- */
+
+const char *api_az_check(struct req *r, struct api_az *a) {
+  struct az_fail f = az_check(r, a);
+  return f.error ? f.desc : NULL;
+}
+
+enum MHD_Result api_az_redirect(struct req *r, const struct api_az *a, const char *k1,
+                                const char *v1, const char *k2, const char *v2) {
+  return az_redirect(r, a, k1, v1, k2, v2);
+}
+
+void api_page_head(struct strbuf *b, const char *title) { page_head(b, title); }
+
+enum MHD_Result api_reply_page(struct req *r, unsigned status, struct strbuf *b,
+                               const char *form_origin, const char *cookie) {
+  return reply_page(r, status, b, form_origin, cookie);
+}
+
+enum MHD_Result api_error_page(struct req *r, unsigned status, const char *msg) {
+  return error_page(r, status, msg);
+}
+
+const char *api_scope_text(unsigned bit) { return scope_text(bit); }
+
+void api_oauth_source(struct req *r, char *out, size_t size) { source_of(r, out, size); }
+
+void api_audit_anon(struct req *r, const char *tenant, const char *action, const char *outcome,
+                    unsigned status, const char *client_id, const char *client_name,
+                    const char *detail) {
+  audit_anon(r, tenant, action, outcome, status, client_id, client_name, detail);
+}
+
+int api_oauth_hmac(struct req *r, const char *text, char out[65]) {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int ml = 0;
+  if (!HMAC(EVP_sha256(), r->srv->oauth->csrf_key, sizeof r->srv->oauth->csrf_key,
+            (const unsigned char *)text, strlen(text), mac, &ml) ||
+      ml != 32)
+    return -1;
+  static const char hex[] = "0123456789abcdef";
+  for (unsigned i = 0; i < 32; i++) {
+    out[2 * i] = hex[mac[i] >> 4];
+    out[2 * i + 1] = hex[mac[i] & 15];
+  }
+  out[64] = '\0';
+  return 0;
+}
+
+bool api_sso_rate_take(struct req *r, const char *src) {
+  return s3_rate_take(r->srv->oauth->sso_start, src, mono_ms());
 }

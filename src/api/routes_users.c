@@ -10,10 +10,11 @@
 #include "util/cleanup_json.h"
 
 static json_t *user_json(const struct auth_user *u) {
-  return json_pack("{s:s, s:s, s:s, s:s, s:b, s:b, s:o}", "id", u->id, "name", u->name,
+  return json_pack("{s:s, s:s, s:s, s:s, s:b, s:b, s:o, s:o}", "id", u->id, "name", u->name,
                    "display_name", u->display_name, "role", auth_role_name(u->role), "disabled",
                    u->disabled, "password", u->has_password, "created_at",
-                   json_time(u->created_ms));
+                   json_time(u->created_ms), "idp_subject",
+                   u->idp_subject[0] ? json_string(u->idp_subject) : json_null());
 }
 
 /* Which tenant and which user a route names: the admin's routes carry
@@ -103,7 +104,8 @@ enum MHD_Result h_user_get(struct req *r) {
   return api_reply_json(r, 200, user_json(&u));
 }
 
-static const char *const update_fields[] = {"display_name", "role", "password", "disabled", NULL};
+static const char *const update_fields[] = {"display_name", "role",        "password",
+                                            "disabled",     "idp_subject", NULL};
 
 enum MHD_Result h_user_update(struct req *r) {
   if (!r->srv->cfg.auth)
@@ -120,6 +122,12 @@ enum MHD_Result h_user_update(struct req *r) {
       jget_string(o, "role", &role_s, &r->err) < 0 || jget_string(o, "password", &pw, &r->err) < 0 ||
       (hd = jget_bool(o, "disabled", &disabled, &r->err)) < 0)
     return api_reply_bad(r);
+  /* A link to the provider is made only by a sign-in: it can only be
+   * removed here. */
+  json_t *idp = json_object_get(o, "idp_subject");
+  if (idp && !json_is_null(idp))
+    return api_reply_error(r, 400, "bad_request",
+                           "`idp_subject` can only be null (unlink the user from its provider)");
   enum auth_role role;
   if (role_s && auth_role_parse(role_s, &role) < 0)
     return api_reply_error(r, 400, "bad_request", "`role` must be viewer, member or admin");
@@ -129,14 +137,16 @@ enum MHD_Result h_user_update(struct req *r) {
       ((role_s && role != AUTH_ROLE_ADMIN) || (hd > 0 && disabled)))
     return api_reply_error(r, 409, "conflict", "you cannot demote or disable yourself");
   struct auth_user_change ch = {.display_name = display, .role = role_s ? &role : NULL,
-                                .password = pw, .disabled = hd > 0 ? &disabled : NULL};
+                                .password = pw, .disabled = hd > 0 ? &disabled : NULL,
+                                .unlink_idp = idp != NULL};
   struct auth_user u;
   struct husk_err err;
   if (auth_user_update(r->srv->cfg.auth, tenant_of(r), id, &ch, &u, &err) < 0)
     return user_err(r, &err);
-  snprintf(r->audit_detail, sizeof r->audit_detail, "user=%s%s%s%s%s%s", id,
+  snprintf(r->audit_detail, sizeof r->audit_detail, "user=%s%s%s%s%s%s%s", id,
            display ? " display_name" : "", role_s ? " role=" : "", role_s ? auth_role_name(role) : "",
-           pw ? " password" : "", hd > 0 ? (disabled ? " disabled" : " enabled") : "");
+           pw ? " password" : "", hd > 0 ? (disabled ? " disabled" : " enabled") : "",
+           idp ? " idp_unlinked" : "");
   return api_reply_json(r, 200, user_json(&u));
 }
 

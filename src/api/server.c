@@ -63,6 +63,12 @@ const struct route api_routes[] = {
      NULL, NULL, 0},
     {"DELETE", "/v1/tenants/{}/users/{}", AUTH_ADMIN, BODY_NONE, "user.delete", h_user_delete, NULL,
      NULL, NULL, 0},
+    /* A tenant's single sign-on provider (routes_oidc.c, docs/oauth.md). */
+    {"PUT", "/v1/tenants/{}/oidc", AUTH_ADMIN, BODY_JSON, "oidc.configure", h_oidc_put, NULL, NULL,
+     NULL, 0},
+    {"GET", "/v1/tenants/{}/oidc", AUTH_ADMIN, BODY_NONE, NULL, h_oidc_get, NULL, NULL, NULL, 0},
+    {"DELETE", "/v1/tenants/{}/oidc", AUTH_ADMIN, BODY_NONE, "oidc.delete", h_oidc_delete, NULL,
+     NULL, NULL, 0},
     /* The OAuth 2.1 authorization server (routes_oauth.c, docs/oauth.md):
      * public; each endpoint authenticates what it needs itself. */
     {"GET", "/.well-known/oauth-authorization-server", AUTH_NONE, BODY_NONE, NULL, h_oauth_as_meta,
@@ -79,6 +85,12 @@ const struct route api_routes[] = {
      0},
     {"POST", "/oauth/token", AUTH_NONE, BODY_FORM, NULL, h_oauth_token, NULL, NULL, NULL, 0},
     {"POST", "/oauth/revoke", AUTH_NONE, BODY_FORM, NULL, h_oauth_revoke, NULL, NULL, NULL, 0},
+    /* The provider's redirect back, and the consent page's form
+     * (routes_oidc.c). */
+    {"GET", "/oauth/callback", AUTH_NONE, BODY_NONE, NULL, h_oauth_callback_get, NULL, NULL, NULL,
+     0},
+    {"POST", "/oauth/callback", AUTH_NONE, BODY_FORM, NULL, h_oauth_callback_post, NULL, NULL, NULL,
+     0},
     {"GET", "/oauth/style.css", AUTH_NONE, BODY_NONE, NULL, h_oauth_style, NULL, NULL, NULL, 0},
 
     {"GET", "/v1/pool", AUTH_ADMIN, BODY_NONE, NULL, h_pool, NULL, NULL, NULL, 0},

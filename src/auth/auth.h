@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "state/auth_state.h"
 #include "state/state.h"
 #include "util/error.h"
 
@@ -71,6 +72,7 @@ struct auth_user {
   int64_t created_ms;
   int64_t deleted_ms; /* 0 unless deleted (deleted users are found by id
                          only by auth_user_get_any, for the audit) */
+  char idp_subject[STATE_IDP_SUBJECT_SIZE]; /* its provider's `sub`, "" if none */
 };
 
 struct auth;
@@ -113,6 +115,7 @@ struct auth_user_change {
   const enum auth_role *role;
   const char *password;
   const bool *disabled;
+  bool unlink_idp; /* forget its provider link (revokes its tokens) */
 };
 int auth_user_update(struct auth *a, const char *tenant_id, const char *id,
                      const struct auth_user_change *ch, struct auth_user *out,
@@ -223,6 +226,7 @@ struct auth_grant {
   enum auth_role role;
   unsigned scopes;
   int64_t expires_ms;
+  char idp_subject[STATE_IDP_SUBJECT_SIZE]; /* the user's provider link, "" if none */
 };
 /* ENOENT: not a token of ours.  EKEYEXPIRED, EKEYREVOKED (revoked, or its
  * user disabled or deleted).  EACCES: issued for another resource. */

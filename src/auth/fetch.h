@@ -56,12 +56,12 @@ struct auth_fetch_reply {
   size_t len;
   int64_t max_age_s; /* Cache-Control max-age, -1 when none (no-store: 0) */
 };
-/* 0 for any HTTP status (the caller judges it).  EBUSY: the fetches at
- * once are all taken (not waited for).  EACCES: the address is denied
- * (the message names the address, never a secret).  EFBIG: the reply is
- * larger than max_bytes.  ETIMEDOUT.  EPROTO: TLS, a redirect (3xx is
- * not followed: it is returned as its status with an empty body), or
- * any other transfer failure.  EINVAL: a URL that is not http(s), or
+/* 0 for any HTTP status (the caller judges it); a redirect (3xx) is not
+ * followed: it is returned as its status with an empty body.  EBUSY: the
+ * fetches at once are all taken (not waited for).  EACCES: the address is
+ * denied (the message names the address, never a secret).  EFBIG: the
+ * reply is larger than max_bytes.  ETIMEDOUT.  EPROTO: TLS, a connection
+ * that fails, or any other transfer failure.  EINVAL: a URL that is not http(s), or
  * http without loopback_ok.  The message never holds the request's
  * body or credentials. */
 int auth_fetch(struct auth_fetcher *f, const struct auth_fetch_request *rq,

@@ -229,6 +229,7 @@ int auth_token_check(struct auth *a, const char *access, const char *resource,
   memcpy(g.display_name, row.display_name, sizeof g.display_name);
   memcpy(g.client_id, row.grant.client_id, sizeof g.client_id);
   memcpy(g.client_name, row.client_name, sizeof g.client_name);
+  memcpy(g.idp_subject, row.idp_subject, sizeof g.idp_subject);
   if (out)
     *out = g;
   return 0;

@@ -61,6 +61,8 @@ static int user_from_row(const struct state_user *r, struct auth_user *out, stru
   u.has_password = r->password_hash[0] != '\0';
   u.created_ms = r->created_ms;
   u.deleted_ms = r->deleted_ms;
+  _Static_assert(sizeof u.idp_subject == sizeof r->idp_subject, "subject sizes");
+  memcpy(u.idp_subject, r->idp_subject, sizeof u.idp_subject);
   if (out)
     *out = u;
   return 0;
@@ -164,6 +166,7 @@ int auth_user_update(struct auth *a, const char *tenant_id, const char *id,
       .role = ch->role ? auth_role_name(*ch->role) : NULL,
       .password_hash = ch->password ? hash : NULL,
       .disabled = ch->disabled,
+      .unlink_idp = ch->unlink_idp,
   };
   struct state_user row;
   if (state_user_update(a->st, tenant_id, id, &sc, auth_now(a), &row, err) < 0)

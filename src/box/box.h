@@ -198,4 +198,8 @@ char *box_build_egress_policy(const char *const *hosts, size_t n);
 #define BOX_BUILD_TENANT "husk-builds"
 int box_build_tenant(struct husk_mgr *m, char out[HUSK_TENANT_ID_MAX], struct husk_err *err);
 
+/* The egress vault (NULL before box_egress_open or without egress): for
+ * the daemon's own secrets (vault.h's reserved names). */
+struct egress_vault *box_mgr_vault(struct husk_mgr *m);
+
 #endif

@@ -266,3 +266,5 @@ int husk_secret_list(struct husk_mgr *m, const char *tenant,
     return husk_fail(err, ENOTSUP, "the secrets vault is not available");
   return egress_vault_list(m->vault, tenant, cb, ctx, err);
 }
+
+struct egress_vault *box_mgr_vault(struct husk_mgr *m) { return m ? m->vault : NULL; }

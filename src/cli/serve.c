@@ -19,6 +19,8 @@
 
 #include "api/api.h"
 #include "auth/auth.h"
+#include "auth/fetch.h"
+#include "auth/oidc.h"
 #include "box/box.h"
 #include "egress/dns.h"
 #include "egress/host.h"
@@ -131,6 +133,12 @@ static void usage(FILE *f) {
           "  --trusted-proxy ADDR    a reverse proxy (an IP address; repeatable, up to 16)\n"
           "                          whose X-Forwarded-For names the client for the\n"
           "                          sign-in's per-address limits [none]\n"
+          "  --oidc-ca-file FILE     PEM certificates trusted, beside the system's, for the\n"
+          "                          daemon's sign-in fetches (a single sign-on provider on a\n"
+          "                          private CA) [the system's only]\n"
+          "  --oauth-fetch-allow-range CIDR  exempt this range from the deny set for the\n"
+          "                          daemon's sign-in fetches (a provider on a private\n"
+          "                          network, tests); repeatable, up to 16 [none]\n"
           "\n"
           "Preview URLs of box ports (docs/previews.md):\n"
           "  --preview-url URL       base of path-form preview URLs (/p/<token>/), as people\n"
@@ -348,6 +356,10 @@ struct serve_opts {
   struct in6_addr trusted_proxies[API_TRUSTED_PROXIES_MAX];
   size_t n_trusted_proxies;
   uint64_t oauth_access_ttl;
+  /* single sign-on's fetches (docs/oauth.md, "Fetches to the provider") */
+  const char *oidc_ca_file;
+  const char *oauth_fetch_allow[AUTH_FETCH_RANGES_MAX];
+  size_t n_oauth_fetch_allow;
   bool s3_listen_given;
   const char *store_endpoint, *store_bucket, *store_region, *data_reserve;
   uint64_t store_part, storage_quota;
@@ -435,6 +447,20 @@ static int opt_allow_range(struct serve_opts *o, const char *arg) {
   return 0;
 }
 
+static int opt_fetch_range(struct serve_opts *o, const char *arg) {
+  if (o->n_oauth_fetch_allow == AUTH_FETCH_RANGES_MAX) {
+    fprintf(stderr, "husk serve: at most %d --oauth-fetch-allow-range options\n",
+            AUTH_FETCH_RANGES_MAX);
+    return -1;
+  }
+  struct husk_err err;
+  struct egress_cidr c;
+  if (egress_cidr_parse(arg, &c, &err) < 0)
+    return bad_option("--oauth-fetch-allow-range", err.msg);
+  o->oauth_fetch_allow[o->n_oauth_fetch_allow++] = arg;
+  return 0;
+}
+
 static int opt_pool(struct serve_opts *o, const char *arg) {
   if (o->npools == BOX_POOL_MAX_SHAPES) {
     fprintf(stderr, "husk serve: at most %d --pool options\n", BOX_POOL_MAX_SHAPES);
@@ -498,6 +524,8 @@ enum {
   O_API_URL,
   O_TRUSTED_PROXY,
   O_OAUTH_ACCESS_TTL,
+  O_OIDC_CA_FILE,
+  O_OAUTH_FETCH_ALLOW,
   O_VERSION
 };
 
@@ -554,6 +582,8 @@ static const struct option serve_long_opts[] = {
     {"api-url", required_argument, NULL, O_API_URL},
     {"trusted-proxy", required_argument, NULL, O_TRUSTED_PROXY},
     {"oauth-access-ttl", required_argument, NULL, O_OAUTH_ACCESS_TTL},
+    {"oidc-ca-file", required_argument, NULL, O_OIDC_CA_FILE},
+    {"oauth-fetch-allow-range", required_argument, NULL, O_OAUTH_FETCH_ALLOW},
     {0},
 };
 
@@ -595,6 +625,8 @@ static int serve_option(struct serve_opts *o, int c, const char *arg) {
   case O_TRUSTED_PROXY: return opt_trusted_proxy(o, arg);
   case O_OAUTH_ACCESS_TTL:
     return opt_u64("--oauth-access-ttl", arg, 1, 86400, &o->oauth_access_ttl);
+  case O_OIDC_CA_FILE: o->oidc_ca_file = arg; return 0;
+  case O_OAUTH_FETCH_ALLOW: return opt_fetch_range(o, arg);
   case O_PREVIEW_URL: o->preview_url = arg; return 0;
   case O_PREVIEW_DOMAIN: o->preview_domain = arg; return 0;
   case O_S3_REGION: o->s3_region = arg; return 0;
@@ -736,6 +768,8 @@ struct serve {
   struct api_server *api;
   struct s3_server *s3;
   struct auth *auth; /* users and OAuth (src/auth) */
+  struct auth_fetcher *fetcher; /* the daemon's sign-in fetches */
+  struct oidc *oidc;            /* single sign-on (src/auth/oidc.c) */
   char key[ADMIN_KEY_MAX + 1]; /* the admin key, until the API has its copy */
   char keypath[PATH_MAX + 16]; /* where it is kept; "" when it is HUSK_ADMIN_KEY */
   char s3_url[256];            /* "" without an S3 listener */
@@ -750,6 +784,10 @@ static void serve_close(struct serve *s, unsigned grace_ms) {
   s->api = NULL;
   mcp_server_free(s->mcp);
   s->mcp = NULL;
+  oidc_close(s->oidc);
+  s->oidc = NULL;
+  auth_fetcher_close(s->fetcher);
+  s->fetcher = NULL;
   auth_close(s->auth);
   s->auth = NULL;
   store_close(s->store);
@@ -879,6 +917,17 @@ static int serve_planes(const struct serve_opts *o, struct serve *s) {
   struct auth_config ac = {.st = s->st, .access_ttl_s = (int64_t)o->oauth_access_ttl};
   if (auth_open(&s->auth, &ac, &err) < 0)
     return fail("users: %s", err.msg);
+  /* Single sign-on: its fetches, and the core (the client secrets in the
+   * egress vault, when there is one). */
+  struct auth_fetch_config fc = {.ca_file = o->oidc_ca_file,
+                                 .allow_ranges = o->oauth_fetch_allow,
+                                 .n_allow_ranges = o->n_oauth_fetch_allow};
+  if (auth_fetcher_open(&s->fetcher, &fc, &err) < 0)
+    return fail("sign-in fetches: %s", err.msg);
+  struct oidc_env oe = {.st = s->st, .auth = s->auth, .fetcher = s->fetcher,
+                        .vault = box_mgr_vault(s->mgr)};
+  if (oidc_open(&s->oidc, &oe, &err) < 0)
+    return fail("single sign-on: %s", err.msg);
   return 0;
 }
 
@@ -954,6 +1003,7 @@ static int serve_fronts(const struct serve_opts *o, struct serve *s) {
                           .preview_url = o->preview_url,
                           .preview_domain = o->preview_domain,
                           .auth = s->auth,
+                          .oidc = s->oidc,
                           .api_url = o->api_url,
                           .trusted_proxies = o->trusted_proxies,
                           .n_trusted_proxies = o->n_trusted_proxies,

@@ -2,6 +2,7 @@
  * policy.h). */
 #define _GNU_SOURCE
 #include "egress/policy.h"
+#include "egress/vault.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -143,6 +144,9 @@ static int parse_binding(json_t *b, size_t idx, bool with_ph, struct egress_bind
   const char *name = json_string_value(json_object_get(b, "name"));
   if (!name || !env_name_ok(name))
     return husk_fail(err, EINVAL, "%s: name must be 1-64 of [A-Za-z0-9_]", what);
+  if (egress_vault_name_reserved(name))
+    return husk_fail(err, EINVAL, "%s: secret names starting with `%s` are reserved for husk", what,
+                     EGRESS_VAULT_RESERVED_PREFIX);
   snprintf(out->name, sizeof out->name, "%s", name);
   json_t *env = json_object_get(b, "env");
   if (env && (!json_is_string(env) || !env_name_ok(json_string_value(env))))

@@ -123,8 +123,49 @@ static int aad_dec(EVP_CIPHER_CTX *c, const char *tenant, const char *name) {
          EVP_DecryptUpdate(c, NULL, &l, (const unsigned char *)name, (int)strlen(name));
 }
 
+bool egress_vault_name_reserved(const char *name) {
+  return name && !strncmp(name, EGRESS_VAULT_RESERVED_PREFIX, strlen(EGRESS_VAULT_RESERVED_PREFIX));
+}
+
+static int seal_put(struct egress_vault *v, const char *tenant, const char *name,
+                    const void *value, size_t len, struct husk_err *err);
+static int open_get(struct egress_vault *v, const char *tenant, const char *name, char **value,
+                    size_t *len, struct husk_err *err);
+
+/* The daemon's own secrets (reserved names) are reached only through the
+ * _reserved functions; the others, which routes, policies and the proxy
+ * use, act as if they did not exist. */
 int egress_vault_put(struct egress_vault *v, const char *tenant, const char *name,
                      const void *value, size_t len, struct husk_err *err) {
+  if (egress_vault_name_reserved(name))
+    return husk_fail(err, EINVAL, "secret names starting with `%s` are reserved for husk",
+                     EGRESS_VAULT_RESERVED_PREFIX);
+  return seal_put(v, tenant, name, value, len, err);
+}
+
+int egress_vault_put_reserved(struct egress_vault *v, const char *tenant, const char *name,
+                              const void *value, size_t len, struct husk_err *err) {
+  if (!egress_vault_name_reserved(name))
+    return husk_fail(err, EINVAL, "not a reserved secret name");
+  return seal_put(v, tenant, name, value, len, err);
+}
+
+int egress_vault_get_reserved(struct egress_vault *v, const char *tenant, const char *name,
+                              char **value, size_t *len, struct husk_err *err) {
+  if (!egress_vault_name_reserved(name))
+    return husk_fail(err, EINVAL, "not a reserved secret name");
+  return open_get(v, tenant, name, value, len, err);
+}
+
+int egress_vault_delete_reserved(struct egress_vault *v, const char *tenant, const char *name,
+                                 struct husk_err *err) {
+  if (!egress_vault_name_reserved(name) || !name_ok(name))
+    return husk_fail(err, EINVAL, "not a reserved secret name");
+  return state_secret_delete(v->st, tenant, name, err);
+}
+
+static int seal_put(struct egress_vault *v, const char *tenant, const char *name,
+                    const void *value, size_t len, struct husk_err *err) {
   if (!name_ok(name))
     return husk_fail(err, EINVAL, "a secret name is 1-64 of [A-Za-z0-9_], not starting with a digit");
   if (len == 0 || len > EGRESS_SECRET_MAX)
@@ -154,6 +195,13 @@ int egress_vault_put(struct egress_vault *v, const char *tenant, const char *nam
 
 int egress_vault_get(struct egress_vault *v, const char *tenant, const char *name, char **value,
                      size_t *len, struct husk_err *err) {
+  if (egress_vault_name_reserved(name))
+    return husk_fail(err, ENOENT, "no secret `%.64s`", name);
+  return open_get(v, tenant, name, value, len, err);
+}
+
+static int open_get(struct egress_vault *v, const char *tenant, const char *name, char **value,
+                    size_t *len, struct husk_err *err) {
   cleanup_free uint8_t *sealed = NULL;
   size_t sl;
   if (state_secret_get(v->st, tenant, name, &sealed, &sl, err) < 0)
@@ -190,19 +238,31 @@ void egress_vault_wipe(char *value, size_t len) {
 
 int egress_vault_delete(struct egress_vault *v, const char *tenant, const char *name,
                         struct husk_err *err) {
-  if (!name_ok(name))
+  if (!name_ok(name) || egress_vault_name_reserved(name))
     return husk_fail(err, ENOENT, "no secret `%.64s`", name ? name : "");
   return state_secret_delete(v->st, tenant, name, err);
+}
+
+struct list_filter {
+  int (*cb)(void *ctx, const char *name, int64_t created_ms, int64_t updated_ms);
+  void *ctx;
+};
+static int list_unreserved(void *ctx, const char *name, int64_t created_ms, int64_t updated_ms) {
+  struct list_filter *f = ctx;
+  return egress_vault_name_reserved(name) ? 0 : f->cb(f->ctx, name, created_ms, updated_ms);
 }
 
 int egress_vault_list(struct egress_vault *v, const char *tenant,
                       int (*cb)(void *ctx, const char *name, int64_t created_ms, int64_t updated_ms),
                       void *ctx, struct husk_err *err) {
-  return state_secret_list(v->st, tenant, cb, ctx, err);
+  struct list_filter f = {cb, ctx};
+  return state_secret_list(v->st, tenant, list_unreserved, &f, err);
 }
 
 int egress_vault_exists(struct egress_vault *v, const char *tenant, const char *name,
                         struct husk_err *err) {
+  if (egress_vault_name_reserved(name))
+    return husk_fail(err, ENOENT, "no secret `%.64s`", name);
   cleanup_free uint8_t *sealed = NULL;
   size_t sl;
   if (state_secret_get(v->st, tenant, name, &sealed, &sl, err) < 0)

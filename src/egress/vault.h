@@ -11,6 +11,7 @@
 #ifndef HUSK_EGRESS_VAULT_H
 #define HUSK_EGRESS_VAULT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,5 +43,19 @@ int egress_vault_exists(struct egress_vault *v, const char *tenant, const char *
 int egress_vault_get(struct egress_vault *v, const char *tenant, const char *name, char **value,
                      size_t *len, struct husk_err *err);
 void egress_vault_wipe(char *value, size_t len);
+
+/* Names of the daemon's own secrets (a tenant's single sign-on client
+ * secret): no route lists, replaces, deletes or binds them, no policy can
+ * name them, and the proxy never injects them -- the functions above treat
+ * them as absent (put: EINVAL).  Only these reach them. */
+#define EGRESS_VAULT_RESERVED_PREFIX "__husk_"
+bool egress_vault_name_reserved(const char *name);
+int egress_vault_put_reserved(struct egress_vault *v, const char *tenant, const char *name,
+                              const void *value, size_t len, struct husk_err *err);
+int egress_vault_get_reserved(struct egress_vault *v, const char *tenant, const char *name,
+                              char **value, size_t *len, struct husk_err *err);
+/* ENOENT if there is none. */
+int egress_vault_delete_reserved(struct egress_vault *v, const char *tenant, const char *name,
+                                 struct husk_err *err);
 
 #endif

@@ -18,7 +18,7 @@
 
 #define AUDIT_COLUMNS                                                                              \
   "id, ts_ms, tenant_id, key_id, action, box_id, detail, outcome, status, user_id, user_name, "    \
-  "client_id, client_name"
+  "client_id, client_name, idp_subject"
 
 /* A char array field must hold its NUL: otherwise the caller overflowed it
  * and what follows is not the value they meant. */
@@ -29,7 +29,8 @@ int state_audit_add(struct state *st, const struct state_audit *rec, int64_t *id
   if (!rec)
     return husk_fail(err, EINVAL, "audit record is missing");
   if (!FIELD_TERMINATED(rec->box_id) || !FIELD_TERMINATED(rec->detail) ||
-      !FIELD_TERMINATED(rec->user_name) || !FIELD_TERMINATED(rec->client_name))
+      !FIELD_TERMINATED(rec->user_name) || !FIELD_TERMINATED(rec->client_name) ||
+      !FIELD_TERMINATED(rec->idp_subject))
     return husk_fail(err, EINVAL, "audit record field is not terminated");
   if (check_id_or_empty("audit tenant id", rec->tenant_id, sizeof rec->tenant_id, err) < 0 ||
       check_id_or_empty("audit key id", rec->key_id, sizeof rec->key_id, err) < 0 ||
@@ -43,6 +44,9 @@ int state_audit_add(struct state *st, const struct state_audit *rec, int64_t *id
   /* Names a person or a client chose: sanitized like the detail. */
   char box_id[sizeof rec->box_id], detail[sizeof rec->detail];
   char user_name[sizeof rec->user_name], client_name[sizeof rec->client_name];
+  char idp_subject[sizeof rec->idp_subject];
+  memcpy(idp_subject, rec->idp_subject, sizeof idp_subject);
+  sanitize_text(idp_subject); /* the provider chose it */
   memcpy(box_id, rec->box_id, sizeof box_id);
   memcpy(detail, rec->detail, sizeof detail);
   memcpy(user_name, rec->user_name, sizeof user_name);
@@ -56,8 +60,8 @@ int state_audit_add(struct state *st, const struct state_audit *rec, int64_t *id
   cleanup_stmt sqlite3_stmt *s = NULL;
   if (db_prepare(st, &s,
                  "INSERT INTO audit (ts_ms, tenant_id, key_id, action, box_id, detail, outcome,"
-                 " status, user_id, user_name, client_id, client_name) VALUES (?1, ?2, ?3, ?4,"
-                 " ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                 " status, user_id, user_name, client_id, client_name, idp_subject) VALUES (?1,"
+                 " ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
                  err) < 0)
     return -1;
   int rc;
@@ -67,7 +71,7 @@ int state_audit_add(struct state *st, const struct state_audit *rec, int64_t *id
       (rc = db_text(s, 6, detail)) || (rc = db_text(s, 7, rec->outcome)) ||
       (rc = db_int(s, 8, rec->status)) || (rc = db_text(s, 9, rec->user_id)) ||
       (rc = db_text(s, 10, user_name)) || (rc = db_text(s, 11, rec->client_id)) ||
-      (rc = db_text(s, 12, client_name)))
+      (rc = db_text(s, 12, client_name)) || (rc = db_text(s, 13, idp_subject)))
     return db_fail(st, err, rc, "cannot bind audit record");
   if (db_step_done(st, s, "cannot append audit record", err) < 0)
     return -1;
@@ -91,6 +95,7 @@ static int read_audit(sqlite3_stmt *s, void *row, struct husk_err *err) {
   ok &= db_col_text(s, 10, a->user_name, sizeof a->user_name);
   ok &= db_col_text(s, 11, a->client_id, sizeof a->client_id);
   ok &= db_col_text(s, 12, a->client_name, sizeof a->client_name);
+  ok &= db_col_text(s, 13, a->idp_subject, sizeof a->idp_subject);
   if (!ok)
     return husk_fail(err, EUCLEAN, "audit record %lld has an oversized value", (long long)a->id);
   return 0;

@@ -30,6 +30,11 @@
 #define STATE_OAUTH_METHOD_SIZE 24      /* token_endpoint_auth_method */
 #define STATE_OAUTH_CHALLENGE_SIZE 44   /* a PKCE S256 challenge: 43 characters */
 #define STATE_OAUTH_FAMILY_SIZE 28      /* "f_" + 24 hex: one sign-in's tokens */
+#define STATE_OIDC_URL_SIZE 513         /* an issuer or an endpoint: 512 bytes */
+#define STATE_OIDC_CLIENT_ID_SIZE 257   /* a client_id at the provider */
+#define STATE_IDP_SUBJECT_SIZE 256      /* an ID token's sub: 1..255 bytes */
+#define STATE_OIDC_SCOPES_SIZE 257
+#define STATE_SSO_PENDING_MAX 1000      /* single sign-ons in progress, in all */
 
 /* ---- users (users.c) ------------------------------------------------------ */
 
@@ -45,6 +50,10 @@ struct state_user {
    * holds until its time), cleared, no longer counted. */
   int64_t failed_count, failed_since_ms, locked_until_ms;
   int64_t created_ms, deleted_ms;
+  /* Its link to the tenant's provider ("" when none): set only by
+   * state_user_idp_link, cleared by a change's unlink_idp. */
+  char idp_issuer[STATE_OIDC_URL_SIZE];
+  char idp_subject[STATE_IDP_SUBJECT_SIZE];
 };
 
 /* A new row (its failure counts 0).  ENOENT: no such tenant, or it is being
@@ -71,6 +80,7 @@ struct state_user_change {
   const char *role;
   const char *password_hash;
   const bool *disabled;
+  bool unlink_idp; /* forget its provider link (and revoke its tokens) */
 };
 int state_user_update(struct state *st, const char *tenant_id, const char *id,
                       const struct state_user_change *ch, int64_t now, struct state_user *out,
@@ -184,9 +194,76 @@ struct state_oauth_access {
   char role[STATE_USER_ROLE_SIZE];
   bool user_disabled, user_deleted, tenant_deleted;
   char client_name[STATE_OAUTH_NAME_SIZE];
+  char idp_subject[STATE_IDP_SUBJECT_SIZE]; /* the user's provider link, "" if none */
 };
 /* ENOENT: no access token hashes to `hash`. */
 int state_oauth_access_get(struct state *st, const unsigned char hash[STATE_OAUTH_HASH_SIZE],
                            struct state_oauth_access *out, struct husk_err *err);
+
+/* ---- single sign-on (oidc_state.c) ---------------------------------------- */
+
+/* A tenant's provider, as auth/oidc.c checked it. */
+struct state_oidc_config {
+  char tenant_id[STATE_TENANT_ID_SIZE];
+  char issuer[STATE_OIDC_URL_SIZE];
+  char client_id[STATE_OIDC_CLIENT_ID_SIZE];
+  bool has_secret;
+  char display_name[STATE_USER_DISPLAY_SIZE];
+  char claim[24];       /* "email", "preferred_username", "sub" */
+  char scopes[STATE_OIDC_SCOPES_SIZE];
+  char create_users[STATE_USER_ROLE_SIZE]; /* "" (none), "viewer", "member" */
+  char authorization_endpoint[STATE_OIDC_URL_SIZE];
+  char token_endpoint[STATE_OIDC_URL_SIZE];
+  char jwks_uri[STATE_OIDC_URL_SIZE];
+  char token_auth[24]; /* "client_secret_basic" or "client_secret_post" */
+  int64_t created_ms, updated_ms;
+};
+/* Create or replace (created_ms kept when it replaces).  ENOENT: no live
+ * tenant. */
+int state_oidc_put(struct state *st, const struct state_oidc_config *c, int64_t now,
+                   struct state_oidc_config *out, struct husk_err *err);
+/* ENOENT: none (or the tenant is deleted). */
+int state_oidc_get(struct state *st, const char *tenant_id, struct state_oidc_config *out,
+                   struct husk_err *err);
+/* ENOENT: none.  The tenant's pending single sign-ons go too. */
+int state_oidc_delete(struct state *st, const char *tenant_id, struct husk_err *err);
+/* The tenant id of the live tenant named `name` that has a provider:
+ * ENOENT for an unknown tenant and one without (one answer). */
+int state_oidc_find_tenant(struct state *st, const char *tenant_name,
+                           struct state_oidc_config *out, struct husk_err *err);
+
+/* The live user `name` of `tenant_id`: ENOENT if none. */
+int state_user_by_name(struct state *st, const char *tenant_id, const char *name,
+                       struct state_user *out, struct husk_err *err);
+/* The live user of `tenant_id` linked to (issuer, subject): ENOENT if none. */
+int state_user_idp_find(struct state *st, const char *tenant_id, const char *issuer,
+                        const char *subject, struct state_user *out, struct husk_err *err);
+/* Link live user `id` to (issuer, subject), in a transaction: EEXIST when
+ * the user is already linked (to anyone) or another live user has that
+ * link; ENOENT if the user is not a live user of the tenant. */
+int state_user_idp_link(struct state *st, const char *tenant_id, const char *id,
+                        const char *issuer, const char *subject, struct husk_err *err);
+
+/* A single sign-on in progress (see schema.c's sso_pending). */
+struct state_sso {
+  unsigned char hash[STATE_OAUTH_HASH_SIZE];         /* of state, or of the consent handle */
+  char phase[12];                                    /* "provider" or "consent" */
+  char tenant_id[STATE_TENANT_ID_SIZE];
+  unsigned char binding_hash[STATE_OAUTH_HASH_SIZE]; /* of the browser's cookie */
+  char nonce[96];
+  char verifier[96];
+  char params[12288]; /* the authorization request's parameters, a JSON object */
+  char user_id[STATE_USER_ID_SIZE];                  /* "" until the provider vouched */
+  int64_t created_ms, expires_ms;
+};
+/* A new row; expired rows go first.  EDQUOT: STATE_SSO_PENDING_MAX live
+ * rows; ENOENT: no live tenant. */
+int state_sso_insert(struct state *st, const struct state_sso *p, int64_t now,
+                     struct husk_err *err);
+/* The live (not expired) row of `phase` hashing to `hash`; with `take`,
+ * removed in the same step (a second take finds nothing).  ENOENT. */
+int state_sso_get(struct state *st, const unsigned char hash[STATE_OAUTH_HASH_SIZE],
+                  const char *phase, bool take, int64_t now, struct state_sso *out,
+                  struct husk_err *err);
 
 #endif

@@ -538,7 +538,7 @@ int state_oauth_access_get(struct state *st, const unsigned char hash[STATE_OAUT
   if (db_prepare(st, &q,
                  "SELECT t.user_id, t.tenant_id, t.client_id, t.resource, t.family, t.scopes, "
                  "t.expires_ms, t.revoked_ms, u.name, u.display_name, u.role, u.disabled, "
-                 "u.deleted_ms, coalesce(tn.deleted_ms, 1), coalesce(c.name, '') FROM "
+                 "u.deleted_ms, coalesce(tn.deleted_ms, 1), coalesce(c.name, ''), u.idp_subject FROM "
                  "oauth_tokens t JOIN users u ON u.id = t.user_id LEFT JOIN tenants tn ON tn.id "
                  "= u.tenant_id LEFT JOIN oauth_clients c ON c.id = t.client_id WHERE t.hash = "
                  "?1 AND t.kind = 'access'",
@@ -568,6 +568,7 @@ int state_oauth_access_get(struct state *st, const unsigned char hash[STATE_OAUT
   a.user_deleted = sqlite3_column_int64(q, 12) != 0;
   a.tenant_deleted = sqlite3_column_int64(q, 13) != 0;
   ok &= db_col_text(q, 14, a.client_name, sizeof a.client_name);
+  ok &= db_col_text(q, 15, a.idp_subject, sizeof a.idp_subject);
   if (!ok)
     return husk_fail(err, EUCLEAN, "token row has an oversized value");
   if (out)

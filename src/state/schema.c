@@ -562,13 +562,71 @@ static const char schema_created_by[] =
     "ALTER TABLE upload_links ADD COLUMN created_by TEXT NOT NULL DEFAULT '';"
     "CREATE INDEX boxes_tenant_creator ON boxes(tenant_id, created_by, created_ms, id);";
 
+/* A tenant's OpenID Connect provider (auth/oidc.c, docs/oauth.md): what
+ * the operator set and what discovery found.  The client secret is not
+ * here: it is sealed in the tenant's vault under a reserved name
+ * (has_secret says whether there is one). */
+static const char schema_oidc_configs[] =
+    "CREATE TABLE oidc_configs ("
+    "  tenant_id TEXT PRIMARY KEY NOT NULL REFERENCES tenants(id),"
+    "  issuer TEXT NOT NULL,"
+    "  client_id TEXT NOT NULL,"
+    "  has_secret INTEGER NOT NULL CHECK (has_secret IN (0, 1)),"
+    "  display_name TEXT NOT NULL,"
+    "  claim TEXT NOT NULL CHECK (claim IN ('email', 'preferred_username', 'sub')),"
+    "  scopes TEXT NOT NULL,"
+    "  create_users TEXT NOT NULL CHECK (create_users IN ('', 'viewer', 'member')),"
+    "  authorization_endpoint TEXT NOT NULL,"
+    "  token_endpoint TEXT NOT NULL,"
+    "  jwks_uri TEXT NOT NULL,"
+    "  token_auth TEXT NOT NULL"
+    "    CHECK (token_auth IN ('client_secret_basic', 'client_secret_post')),"
+    "  created_ms INTEGER NOT NULL,"
+    "  updated_ms INTEGER NOT NULL"
+    ") STRICT;";
+
+/* A user's link to its provider: the issuer and the `sub` it vouched for
+ * at the first single sign-on ('' when none).  One live user per
+ * (tenant, issuer, sub). */
+static const char schema_users_idp[] =
+    "ALTER TABLE users ADD COLUMN idp_issuer TEXT NOT NULL DEFAULT '';"
+    "ALTER TABLE users ADD COLUMN idp_subject TEXT NOT NULL DEFAULT '';"
+    "CREATE UNIQUE INDEX users_idp ON users(tenant_id, idp_issuer, idp_subject)"
+    "  WHERE deleted_ms = 0 AND idp_subject != '';";
+
+/* Single sign-ons in progress: first waiting for the provider (phase
+ * 'provider', found by the SHA-256 of `state`), then for the person's
+ * consent (phase 'consent', found by the SHA-256 of the consent form's
+ * handle, with the user).  The browser-binding cookie only as its
+ * SHA-256.  The nonce and the PKCE verifier are kept as they are: they
+ * are needed as such, and each row lives 10 minutes. */
+static const char schema_sso_pending[] =
+    "CREATE TABLE sso_pending ("
+    "  hash BLOB PRIMARY KEY NOT NULL CHECK (length(hash) = 32),"
+    "  phase TEXT NOT NULL CHECK (phase IN ('provider', 'consent')),"
+    "  tenant_id TEXT NOT NULL,"
+    "  binding_hash BLOB NOT NULL CHECK (length(binding_hash) = 32),"
+    "  nonce TEXT NOT NULL,"
+    "  verifier TEXT NOT NULL,"
+    "  params TEXT NOT NULL CHECK (json_valid(params)),"
+    "  user_id TEXT NOT NULL DEFAULT '',"
+    "  created_ms INTEGER NOT NULL,"
+    "  expires_ms INTEGER NOT NULL"
+    ") STRICT, WITHOUT ROWID;"
+    "CREATE INDEX sso_pending_expires ON sso_pending(expires_ms);";
+
+/* The provider's subject of a user acting with a token, when it has one. */
+static const char schema_audit_idp[] =
+    "ALTER TABLE audit ADD COLUMN idp_subject TEXT NOT NULL DEFAULT '';";
+
 static const char *const migrations[] = {
     schema_v1,          schema_jobs,         schema_egress,      schema_storage,
     schema_audit_retention, schema_tenant_lifecycle, schema_proc_exec_id, schema_link_denied,
     schema_templates,   schema_proc_limits, schema_box_template, schema_build_cache,
     schema_build_cache_size, schema_snapshots, schema_volumes, schema_snapshot_box,
     schema_previews, schema_upload_links, schema_upload_link_files, schema_users_oauth,
-    schema_audit_users, schema_created_by};
+    schema_audit_users, schema_created_by, schema_oidc_configs, schema_users_idp,
+    schema_sso_pending, schema_audit_idp};
 #define SCHEMA_VERSION ((int)(sizeof migrations / sizeof migrations[0]))
 
 int state_schema_latest(void) { return SCHEMA_VERSION; }

@@ -498,6 +498,7 @@ struct state_audit {
   char user_name[129];
   char client_id[STATE_CLIENT_ID_SIZE];
   char client_name[129];
+  char idp_subject[256]; /* the user's provider `sub`, "" if none */
 };
 
 /* Append a record.  `id_out` (may be NULL) receives its id.  tenant_id and

@@ -274,6 +274,8 @@ int state_tenant_purge(struct state *st, const char *id, struct husk_err *err) {
       "DELETE FROM build_cache WHERE tenant_id = ?1",
       "DELETE FROM api_keys WHERE tenant_id = ?1",
       /* Tokens and codes name their user (a foreign key), users the tenant. */
+      "DELETE FROM oidc_configs WHERE tenant_id = ?1",
+      "DELETE FROM sso_pending WHERE tenant_id = ?1",
       "DELETE FROM oauth_tokens WHERE user_id IN (SELECT id FROM users WHERE tenant_id = ?1)",
       "DELETE FROM oauth_codes WHERE user_id IN (SELECT id FROM users WHERE tenant_id = ?1)",
       "DELETE FROM users WHERE tenant_id = ?1",

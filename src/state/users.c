@@ -17,7 +17,7 @@
 
 #define USER_COLUMNS                                                                               \
   "id, tenant_id, name, display_name, role, password_hash, disabled, failed_count, "               \
-  "failed_since_ms, locked_until_ms, created_ms, deleted_ms"
+  "failed_since_ms, locked_until_ms, created_ms, deleted_ms, idp_issuer, idp_subject"
 
 static bool role_known(const char *r) {
   return r && (!strcmp(r, "viewer") || !strcmp(r, "member") || !strcmp(r, "admin"));
@@ -38,6 +38,8 @@ static int read_user(sqlite3_stmt *s, void *row, struct husk_err *err) {
   u->locked_until_ms = sqlite3_column_int64(s, 9);
   u->created_ms = sqlite3_column_int64(s, 10);
   u->deleted_ms = sqlite3_column_int64(s, 11);
+  ok &= db_col_text(s, 12, u->idp_issuer, sizeof u->idp_issuer);
+  ok &= db_col_text(s, 13, u->idp_subject, sizeof u->idp_subject);
   if (!ok)
     return husk_fail(err, EUCLEAN, "user row has an oversized value");
   return 0;
@@ -90,7 +92,7 @@ int state_user_insert(struct state *st, const struct state_user *u, int max_user
   cleanup_stmt sqlite3_stmt *s = NULL;
   if (db_prepare(st, &s,
                  "INSERT INTO users (" USER_COLUMNS ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, 0, "
-                 "0, ?8, 0)",
+                 "0, ?8, 0, '', '')",
                  err) < 0)
     return -1;
   if ((rc = db_text(s, 1, u->id)) || (rc = db_text(s, 2, u->tenant_id)) ||
@@ -208,21 +210,24 @@ int state_user_update(struct state *st, const char *tenant_id, const char *id,
   if (user_get_locked(st, tenant_id, id, false, &cur, err) < 0)
     return -1;
   bool revoke = (ch->role && strcmp(ch->role, cur.role) != 0) || ch->password_hash ||
-                (ch->disabled && *ch->disabled && !cur.disabled);
+                (ch->disabled && *ch->disabled && !cur.disabled) ||
+                (ch->unlink_idp && cur.idp_subject[0]);
   cleanup_stmt sqlite3_stmt *s = NULL;
   if (db_prepare(st, &s,
                  "UPDATE users SET display_name = coalesce(?2, display_name), role = "
                  "coalesce(?3, role), password_hash = coalesce(?4, password_hash), disabled = "
                  "coalesce(?5, disabled), failed_count = CASE WHEN ?4 IS NULL THEN failed_count "
                  "ELSE 0 END, failed_since_ms = CASE WHEN ?4 IS NULL THEN failed_since_ms ELSE 0 "
-                 "END, locked_until_ms = CASE WHEN ?4 IS NULL THEN locked_until_ms ELSE 0 END "
-                 "WHERE id = ?1",
+                 "END, locked_until_ms = CASE WHEN ?4 IS NULL THEN locked_until_ms ELSE 0 END, "
+                 "idp_issuer = CASE WHEN ?6 THEN '' ELSE idp_issuer END, idp_subject = CASE WHEN "
+                 "?6 THEN '' ELSE idp_subject END WHERE id = ?1",
                  err) < 0)
     return -1;
   int rc;
   if ((rc = db_text(s, 1, id)) || (rc = db_text(s, 2, ch->display_name)) ||
       (rc = db_text(s, 3, ch->role)) || (rc = db_text(s, 4, ch->password_hash)) ||
-      (rc = ch->disabled ? db_int(s, 5, *ch->disabled) : sqlite3_bind_null(s, 5)))
+      (rc = ch->disabled ? db_int(s, 5, *ch->disabled) : sqlite3_bind_null(s, 5)) ||
+      (rc = db_int(s, 6, ch->unlink_idp)))
     return db_fail(st, err, rc, "cannot bind user");
   if (db_step_done(st, s, "cannot update user", err) < 0)
     return -1;
@@ -275,7 +280,7 @@ int state_user_find(struct state *st, const char *tenant_name, const char *name,
   if (db_prepare(st, &q,
                  "SELECT u.id, u.tenant_id, u.name, u.display_name, u.role, u.password_hash, "
                  "u.disabled, u.failed_count, u.failed_since_ms, u.locked_until_ms, u.created_ms, "
-                 "u.deleted_ms FROM tenants t JOIN users u ON u.tenant_id = t.id WHERE t.name = "
+                 "u.deleted_ms, u.idp_issuer, u.idp_subject FROM tenants t JOIN users u ON u.tenant_id = t.id WHERE t.name = "
                  "?1 AND t.deleted_ms = 0 AND u.name = ?2 AND u.deleted_ms = 0",
                  err) < 0)
     return -1;

@@ -939,6 +939,146 @@ TEST(audit_user_fields) {
   CHECK_ERR(state_audit_add(st, &rec, NULL, &err), EINVAL);
 }
 
+/* ---- single sign-on rows (state/oidc_state.c) ---- */
+
+static struct state_oidc_config oidc_row(const char *tenant_id) {
+  struct state_oidc_config c;
+  memset(&c, 0, sizeof c);
+  snprintf(c.tenant_id, sizeof c.tenant_id, "%s", tenant_id);
+  snprintf(c.issuer, sizeof c.issuer, "https://idp.example");
+  snprintf(c.client_id, sizeof c.client_id, "husk");
+  c.has_secret = true;
+  snprintf(c.display_name, sizeof c.display_name, "Example IdP");
+  snprintf(c.claim, sizeof c.claim, "email");
+  snprintf(c.scopes, sizeof c.scopes, "openid email");
+  snprintf(c.authorization_endpoint, sizeof c.authorization_endpoint, "https://idp.example/a");
+  snprintf(c.token_endpoint, sizeof c.token_endpoint, "https://idp.example/t");
+  snprintf(c.jwks_uri, sizeof c.jwks_uri, "https://idp.example/k");
+  snprintf(c.token_auth, sizeof c.token_auth, "client_secret_basic");
+  return c;
+}
+
+static struct state_sso sso_row(const char *tenant_id, unsigned char tag, int64_t expires) {
+  struct state_sso p;
+  memset(&p, 0, sizeof p);
+  memset(p.hash, tag, sizeof p.hash);
+  memset(p.binding_hash, 0xbb, sizeof p.binding_hash);
+  snprintf(p.phase, sizeof p.phase, "provider");
+  snprintf(p.tenant_id, sizeof p.tenant_id, "%s", tenant_id);
+  snprintf(p.nonce, sizeof p.nonce, "nonce");
+  snprintf(p.verifier, sizeof p.verifier, "verifier");
+  snprintf(p.params, sizeof p.params, "{\"client_id\":\"oc_x\"}");
+  p.created_ms = fake_now;
+  p.expires_ms = expires;
+  return p;
+}
+
+TEST(oidc_state) {
+  struct husk_err err;
+  struct state_oidc_config c = oidc_row(t1.id), got;
+  CHECK_ERR(state_oidc_get(st, t1.id, &got, &err), ENOENT);
+  CHECK_OK(state_oidc_put(st, &c, 1000, &got, &err));
+  CHECK(got.has_secret && got.created_ms == 1000 && got.updated_ms == 1000);
+  snprintf(c.claim, sizeof c.claim, "sub");
+  CHECK_OK(state_oidc_put(st, &c, 2000, &got, &err));
+  CHECK(got.created_ms == 1000 && got.updated_ms == 2000);
+  CHECK_STR(got.claim, "sub");
+  snprintf(c.claim, sizeof c.claim, "phone");
+  CHECK_ERR(state_oidc_put(st, &c, 3000, &got, &err), EINVAL); /* the schema's CHECK */
+  CHECK_OK(state_oidc_find_tenant(st, "one", &got, &err));
+  CHECK_STR(got.tenant_id, t1.id);
+  CHECK_ERR(state_oidc_find_tenant(st, "two", &got, &err), ENOENT);
+  CHECK_ERR(state_oidc_find_tenant(st, "nobody", &got, &err), ENOENT);
+  struct state_oidc_config ghost = oidc_row("t_000000000000000000000000");
+  CHECK_ERR(state_oidc_put(st, &ghost, 1000, &got, &err), ENOENT);
+
+  /* Links: one subject per user, one user per subject. */
+  struct auth_user a, b, seen;
+  CHECK_OK(auth_user_create(au, t1.id, "sso-a@example.com", "", AUTH_ROLE_MEMBER, NULL, &a, &err));
+  CHECK_OK(auth_user_create(au, t1.id, "sso-b", "", AUTH_ROLE_VIEWER, NULL, &b, &err));
+  struct state_user row;
+  CHECK_OK(state_user_by_name(st, t1.id, "sso-a@example.com", &row, &err));
+  CHECK_STR(row.id, a.id);
+  CHECK_ERR(state_user_by_name(st, t2.id, "sso-a@example.com", &row, &err), ENOENT);
+  CHECK_ERR(state_user_idp_find(st, t1.id, "https://idp.example", "sub-a", &row, &err), ENOENT);
+  CHECK_OK(state_user_idp_link(st, t1.id, a.id, "https://idp.example", "sub-a", &err));
+  CHECK_ERR(state_user_idp_link(st, t1.id, a.id, "https://idp.example", "sub-x", &err), EEXIST);
+  CHECK_ERR(state_user_idp_link(st, t1.id, b.id, "https://idp.example", "sub-a", &err), EEXIST);
+  CHECK_ERR(state_user_idp_link(st, t2.id, b.id, "https://idp.example", "sub-b", &err), EEXIST);
+  char long_sub[300];
+  memset(long_sub, 'x', 256);
+  long_sub[256] = 0;
+  CHECK_ERR(state_user_idp_link(st, t1.id, b.id, "https://idp.example", long_sub, &err), EINVAL);
+  CHECK_ERR(state_user_idp_link(st, t1.id, b.id, "https://idp.example", "", &err), EINVAL);
+  CHECK_OK(state_user_idp_find(st, t1.id, "https://idp.example", "sub-a", &row, &err));
+  CHECK_STR(row.id, a.id);
+  CHECK_STR(row.idp_subject, "sub-a");
+  CHECK_ERR(state_user_idp_find(st, t1.id, "https://other.example", "sub-a", &row, &err), ENOENT);
+  CHECK_OK(auth_user_get(au, t1.id, a.id, &seen, &err));
+  CHECK_STR(seen.idp_subject, "sub-a");
+  /* Unlinking frees the subject (and the user may be linked again). */
+  struct auth_user_change ch = {.unlink_idp = true};
+  CHECK_OK(auth_user_update(au, t1.id, a.id, &ch, &seen, &err));
+  CHECK_STR(seen.idp_subject, "");
+  CHECK_ERR(state_user_idp_find(st, t1.id, "https://idp.example", "sub-a", &row, &err), ENOENT);
+  CHECK_OK(state_user_idp_link(st, t1.id, b.id, "https://idp.example", "sub-a", &err));
+  /* A deleted user's link is no more. */
+  CHECK_OK(auth_user_delete(au, t1.id, b.id, &err));
+  CHECK_ERR(state_user_idp_find(st, t1.id, "https://idp.example", "sub-a", &row, &err), ENOENT);
+  CHECK_OK(state_user_idp_link(st, t1.id, a.id, "https://idp.example", "sub-a", &err));
+
+  /* Pending sign-ins: read, taken once, expired, bounded. */
+  struct state_sso p = sso_row(t1.id, 1, fake_now + 600000), q;
+  CHECK_OK(state_sso_insert(st, &p, fake_now, &err));
+  CHECK_ERR(state_sso_insert(st, &p, fake_now, &err), EEXIST);
+  CHECK_OK(state_sso_get(st, p.hash, "provider", false, fake_now, &q, &err));
+  CHECK_STR(q.nonce, "nonce");
+  CHECK(!memcmp(q.binding_hash, p.binding_hash, sizeof q.binding_hash));
+  CHECK_ERR(state_sso_get(st, p.hash, "consent", false, fake_now, &q, &err), ENOENT);
+  CHECK_OK(state_sso_get(st, p.hash, "provider", true, fake_now, &q, &err));
+  CHECK_ERR(state_sso_get(st, p.hash, "provider", true, fake_now, &q, &err), ENOENT);
+  struct state_sso old = sso_row(t1.id, 2, fake_now + 10);
+  CHECK_OK(state_sso_insert(st, &old, fake_now, &err));
+  CHECK_ERR(state_sso_get(st, old.hash, "provider", false, fake_now + 10, &q, &err), ENOENT);
+  struct state_sso bad = sso_row(t1.id, 3, fake_now + 600000);
+  snprintf(bad.phase, sizeof bad.phase, "other");
+  CHECK_ERR(state_sso_insert(st, &bad, fake_now, &err), EINVAL);
+  bad = sso_row(t1.id, 3, fake_now + 600000);
+  snprintf(bad.params, sizeof bad.params, "{not json");
+  CHECK_ERR(state_sso_insert(st, &bad, fake_now, &err), EINVAL);
+  bad = sso_row("t_000000000000000000000000", 3, fake_now + 600000);
+  CHECK_ERR(state_sso_insert(st, &bad, fake_now, &err), ENOENT);
+  int made = 0;
+  for (int i = 0; i < STATE_SSO_PENDING_MAX + 5; i++) {
+    struct state_sso r = sso_row(t1.id, 0, fake_now + 600000);
+    memcpy(r.hash, &i, sizeof i);
+    r.hash[31] = 0x77;
+    if (state_sso_insert(st, &r, fake_now, &err) < 0)
+      break;
+    made++;
+  }
+  /* `old` (not yet expired at fake_now) holds one place. */
+  CHECK(made == STATE_SSO_PENDING_MAX - 1 && err.code == EDQUOT);
+  /* Once they expire they are swept and room is made. */
+  struct state_sso late = sso_row(t1.id, 4, fake_now + 1200000);
+  CHECK_OK(state_sso_insert(st, &late, fake_now + 700000, &err));
+  /* Deleting the configuration ends its sign-ins. */
+  CHECK_OK(state_oidc_delete(st, t1.id, &err));
+  CHECK_ERR(state_oidc_delete(st, t1.id, &err), ENOENT);
+  CHECK_ERR(state_oidc_get(st, t1.id, &got, &err), ENOENT);
+  CHECK_ERR(state_sso_get(st, late.hash, "provider", false, fake_now, &q, &err), ENOENT);
+
+  /* The audit keeps a record's subject. */
+  struct state_audit rec;
+  memset(&rec, 0, sizeof rec);
+  snprintf(rec.action, sizeof rec.action, "oidc.test");
+  snprintf(rec.outcome, sizeof rec.outcome, "ok");
+  snprintf(rec.user_id, sizeof rec.user_id, "%s", a.id);
+  snprintf(rec.idp_subject, sizeof rec.idp_subject, "sub-a\nforged");
+  int64_t id = 0;
+  CHECK_OK(state_audit_add(st, &rec, &id, &err));
+}
+
 /* ---- a tenant's deletion ---- */
 
 TEST(tenant_deletion) {
@@ -999,6 +1139,7 @@ int main(void) {
   RUN(code_race);
   RUN(audit_user_fields);
   RUN(tenant_deletion);
+  RUN(oidc_state);
   RUN(bounded_rows); /* last: it removes the clients of the others */
   RUN(unused_clients_go_first);
   auth_close(au);

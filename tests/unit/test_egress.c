@@ -232,7 +232,9 @@ TEST(policy_match) {
       "{\"secrets\":[{\"name\":\"X\",\"hosts\":[\"a.test\"],\"headers\":[\"Host\"]}]}",
       "{\"secrets\":[{\"name\":\"X\",\"hosts\":[]}]}", "{\"secrets\":[{\"name\":\"X Y\",\"hosts\":[\"a.test\"]}]}",
       "{\"secrets\":[{\"name\":\"X\",\"hosts\":[\"a.test\"],\"placeholder\":\"husk_ph_00\"}]}",
-      "{\"rules\":[{\"host\":\"*.10.0.0.1\"}]}", "{\"bogus\":1}"};
+      "{\"rules\":[{\"host\":\"*.10.0.0.1\"}]}", "{\"bogus\":1}",
+      /* the daemon's own secrets cannot be bound */
+      "{\"secrets\":[{\"name\":\"__husk_oidc_client_secret\",\"hosts\":[\"a.test\"]}]}"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     err.msg[0] = '\0';
     if (egress_policy_parse(bad[i], false, p, &err) == 0) {

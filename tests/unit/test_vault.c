@@ -122,6 +122,38 @@ TEST(bad_input) {
   egress_vault_close(v);
 }
 
+static int count_names(void *ctx, const char *name, int64_t c, int64_t u) {
+  (void)c, (void)u;
+  if (!strncmp(name, "__husk_", 7))
+    ((int *)ctx)[1]++;
+  ((int *)ctx)[0]++;
+  return 0;
+}
+
+/* The daemon's own secrets: reached only by the _reserved functions. */
+TEST(reserved_names) {
+  struct egress_vault *v;
+  struct husk_err err;
+  CHECK(egress_vault_open(&v, st, dir, &err) == 0);
+  const char *name = "__husk_oidc_client_secret";
+  CHECK(egress_vault_put(v, tenant, name, "s3cret", 6, &err) < 0 && err.code == EINVAL);
+  CHECK(egress_vault_put_reserved(v, tenant, "PLAIN", "x", 1, &err) < 0 && err.code == EINVAL);
+  CHECK(egress_vault_put_reserved(v, tenant, name, "s3cret", 6, &err) == 0);
+  char *out = NULL;
+  size_t len = 0;
+  CHECK(egress_vault_get(v, tenant, name, &out, &len, &err) < 0 && err.code == ENOENT);
+  CHECK(egress_vault_exists(v, tenant, name, &err) < 0 && err.code == ENOENT);
+  CHECK(egress_vault_delete(v, tenant, name, &err) < 0 && err.code == ENOENT);
+  int counts[2] = {0, 0};
+  CHECK(egress_vault_list(v, tenant, count_names, counts, &err) == 0 && counts[1] == 0);
+  CHECK(egress_vault_get_reserved(v, tenant, name, &out, &len, &err) == 0 && len == 6 &&
+        !memcmp(out, "s3cret", 6));
+  egress_vault_wipe(out, len);
+  CHECK(egress_vault_delete_reserved(v, tenant, name, &err) == 0);
+  CHECK(egress_vault_delete_reserved(v, tenant, name, &err) < 0 && err.code == ENOENT);
+  egress_vault_close(v);
+}
+
 TEST(key_file) {
   char p[128];
   snprintf(p, sizeof p, "%s/vault.key", dir);
@@ -140,6 +172,7 @@ int main(void) {
   setup();
   RUN(round_trip_and_at_rest);
   RUN(bad_input);
+  RUN(reserved_names);
   RUN(key_file);
   state_close(st);
   char cmd[128];
