@@ -440,8 +440,10 @@ def sec0():
           json.dumps(fia))
     recs = audit_since(a0, "oauth.sign_in")
     okrec = [r for r in recs if r["outcome"] == "ok"]
-    check("audited: oauth.sign_in ok, user fia, detail sso, idp_subject, the client",
-          okrec and okrec[-1].get("user_id") == (fia or {}).get("id") and okrec[-1]["detail"] == "sso"
+    if okrec:
+        note(f"the ok record: {json.dumps(okrec[-1])}")
+    check("audited: oauth.sign_in ok, user fia, detail sso (its first word), idp_subject, the client",
+          okrec and okrec[-1].get("user_id") == (fia or {}).get("id") and okrec[-1]["detail"].split(" ")[0] == "sso"
           and okrec[-1].get("idp_subject") == "fake-sub-fia" and okrec[-1].get("client_id") == CLIENT, json.dumps(recs)[:600])
     results["good_callback"] = g.get("start", {}).get("sso"), (g.get("start") or {}).get("location")
 
@@ -521,9 +523,14 @@ def sec1():
         ("error500", "a 500 from the token endpoint", r"500|status|token"),
         ("notjson", "a token reply that is not JSON", r"json|parse|token|reply"),
     ]
+    a_refuse = last_audit_id()
     for m, what, want in REFUSE:
         src = new_src()
-        mode("h", m, sub="fake-sub-fia", email="fia@fake.test", name="Fia Fake")
+        if m in ("unverified", "no-verified"):
+            # A person not linked yet: the email claim is what names the user.
+            mode("h", m, sub=f"fake-sub-{m}", email=f"{m}@fake.test", name="Unverified")
+        else:
+            mode("h", m, sub="fake-sub-fia", email="fia@fake.test", name="Fia Fake")
         if m == "kid-unknown":
             jwks_before = fake("GET", "/_admin/h")["jwks_fetches"]
         a = last_audit_id()
@@ -549,6 +556,16 @@ def sec1():
               detail is not None and detail.startswith("sso") and re.search(want, detail[3:], re.I)
               and not any(r["outcome"] == "ok" for r in recs), json.dumps(recs)[:500])
     note("denied details: " + json.dumps(details))
+    den = [r for r in audit_since(a_refuse, "oauth.sign_in") if r["outcome"] == "denied"]
+    check("the refusals' records name the client (as a failed sign-in's record does) and no user",
+          den and all(r.get("client_id") == CLIENT and not r.get("user_id") for r in den),
+          json.dumps([{k: r.get(k) for k in ("detail", "client_id", "user_id")} for r in den][:3]))
+    made = [u["name"] for u in users(TEN["fakeco"]) if u["name"] in ("unverified@fake.test", "no-verified@fake.test")]
+    check("no user was made for an email the provider did not say was verified", not made, made)
+    # A linked person whose token says email_verified false: the email is not what finds her.
+    mode("h", "unverified", sub="fake-sub-fia", email="fia@fake.test", name="Fia Fake")
+    r = sso("fakeco", new_src())
+    note(f"a linked user's token with email_verified false: {'signed in' if r.get('code') else 'refused: ' + str(r.get('fail'))[:120]}")
     if jwks_before is not None:
         after = fake("GET", "/_admin/h")["jwks_fetches"]
         note(f"JWKS fetches of issuer h: {after} ({after - jwks_before} since the first unknown kid)")
