@@ -130,6 +130,14 @@ if [ "$rc" -ne 0 ] && ! grep -q '^not ok' "$T_SCRATCH/browser.tap"; then
   not_ok "the browser driver failed (exit $rc)"
   tail -20 "$T_SCRATCH/browser.err" | sed 's/^/#   /'
 fi
+curl -s "$IDP/_test/seen" >"$T_SCRATCH/idp_seen.json"
+check "at the real provider's token endpoint husk used client_secret_basic and a PKCE verifier (every exchange)" python3 -c '
+import json, sys
+trs = json.load(open(sys.argv[1]))["token_requests"]
+print("# the provider saw %d token requests" % len(trs))
+assert trs and all(t["basic"] and t["has_verifier"] and not t["secret_in_body"] and t["grant_type"] == "authorization_code"
+                   and t["redirect_uri"] == sys.argv[2] + "/oauth/callback" for t in trs), trs
+' "$T_SCRATCH/idp_seen.json" "$URL"
 sub_of() { python3 -c 'import hashlib, sys; print("idp-" + hashlib.sha256(sys.argv[1].encode()).hexdigest()[:20])' "$1"; }
 ALICE_SUB=$(sub_of "$ALICE")
 

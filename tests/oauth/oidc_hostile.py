@@ -720,6 +720,41 @@ def sec5():
     check("key rotation: an ID token signed by a key the JWKS shows only now is accepted (the JWKS fetched again)",
           r.get("code"), r.get("fail"))
 
+# ---- claims other than email, and the scopes asked ------------------------------------
+def sec_claims():
+    tp, ts = tenant("prefco"), tenant("subco")
+    st, j, text = configure(tp, "pref", claim="preferred_username", scopes="openid profile")
+    check("prefco: PUT …/oidc with claim preferred_username, scopes 'openid profile': 200",
+          st == 200 and j and j.get("claim") == "preferred_username" and j.get("scopes") == "openid profile", f"{st} {text[:200]}")
+    st, j, _ = api("POST", f"/v1/tenants/{tp}/users", {"name": "pat", "role": "member"})
+    pat = (j or {}).get("id")
+    # The fake's preferred_username is the email's local part: PAT (matched in lower case).
+    mode("pref", "good", sub="sub-pat", email="PAT@elsewhere.test", name="Pat")
+    r = sso("prefco", new_src())
+    az = (fake("GET", "/_admin/pref")["authorize"] or [{}])[-1]
+    check("the provider is asked for the configured scopes only (openid profile)", az.get("scope") == "openid profile", az.get("scope"))
+    st, j, _ = api("GET", f"/v1/tenants/{tp}/users/{pat}")
+    check("claim preferred_username: PAT signs in as the user pat (matched in lower case) and is linked",
+          r.get("code") and j and j.get("idp_subject") == "sub-pat", r.get("fail") or json.dumps(j))
+    st, j, text = configure(ts, "subc", claim="sub", create_users="viewer")
+    check("subco: PUT …/oidc with claim sub, create_users viewer: 200", st == 200, f"{st} {text[:200]}")
+    mode("subc", "good", sub="Sub.User-1", email="whoever@fake.test", name="Sub User")
+    r = sso("subco", new_src())
+    made = [u for u in users(ts) if u.get("idp_subject") == "Sub.User-1"]
+    check("claim sub, create_users viewer: a new person is made a viewer named by the sub in lower case",
+          r.get("code") and len(made) == 1 and made[0]["name"] == "sub.user-1" and made[0]["role"] == "viewer",
+          r.get("fail") or json.dumps(made))
+    mode("subc", "good", sub="not a user name!", email="whoever2@fake.test", name="Bad Name")
+    a = last_audit_id()
+    r = sso("subco", new_src())
+    cb = r.get("cb") or {}
+    check("claim sub whose value is not a valid user name: refused (an error page, no user made)",
+          not r.get("code") and not (cb.get("status") == 200 and cb.get("page") and "post /oauth/callback" in cb["page"].forms)
+          and not any(u.get("idp_subject") == "not a user name!" for u in users(ts)),
+          f"{cb.get('status')} {text_of(cb.get('body') or '')[:200]}")
+    note(f"the refusal of an invalid name: {[r['detail'] for r in audit_since(a, 'oauth.sign_in')]}")
+
+
 # ---- the operator ends single sign-on for a tenant --------------------------------------
 def sec6():
     global details, jwks_before
@@ -746,6 +781,7 @@ section('the callback and the consent form, attacked', sec2)
 section('organizations without single sign-on', sec3)
 section('pending sign-ins per address: 20 in 15 minutes, then 429', sec4)
 section('key rotation: a new kid in the JWKS is fetched (more than a minute later)', sec5)
+section("claims other than email, and the scopes asked", sec_claims)
 section('the operator ends single sign-on for a tenant', sec6)
 
 # ---- nothing secret in any reply body -------------------------------------------------

@@ -62,17 +62,8 @@ const server = http.createServer((req, res) => {
     }
     return setHeader(k, v);
   };
-  // The ID tokens the token endpoint sends, and how husk authenticated.
+  // The ID tokens the token endpoint sends.
   if (u.pathname === "/token" && req.method === "POST") {
-    const auth = req.headers.authorization || "";
-    const chunks = [];
-    req.on("data", (c) => chunks.push(c));
-    req.on("end", () => {
-      const f = new URLSearchParams(Buffer.concat(chunks).toString());
-      seen.token_requests.push({ basic: /^Basic /i.test(auth), has_verifier: !!f.get("code_verifier"),
-        secret_in_body: f.has("client_secret"), grant_type: f.get("grant_type"),
-        redirect_uri: f.get("redirect_uri") });
-    });
     const parts = [];
     const write = res.write.bind(res), end = res.end.bind(res);
     res.write = (c, ...a) => { if (c) parts.push(Buffer.from(c)); return write(c, ...a); };
@@ -138,6 +129,13 @@ provider = new Provider(issuer, {
     await grant.save();
     return grant;
   },
+});
+// How husk authenticated and what it sent, for each code exchanged.
+provider.on("grant.success", (ctx) => {
+  const b = ctx.oidc.body || {};
+  seen.token_requests.push({ basic: /^Basic /i.test(ctx.headers.authorization || ""),
+    has_verifier: !!b.code_verifier, secret_in_body: "client_secret" in b, grant_type: b.grant_type,
+    redirect_uri: b.redirect_uri });
 });
 provider.on("server_error", (ctx, err) => console.error("idp.mjs: server_error", err));
 // Say why a request was refused (on stderr, for the suite's diagnostics).
