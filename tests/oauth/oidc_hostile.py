@@ -178,6 +178,23 @@ if not check("a client registers (POST /oauth/register 201)", CLIENT, f"{st} {te
 
 
 # ---- the steps of a single sign-on ---------------------------------------------------
+def moves_on(st, hd, body):
+    """Where a started single sign-on sends the browser: a 200 page that
+    moves on at once (meta refresh, and a Continue link, docs/oauth.md), or
+    a 303.  {started, location, refresh, continue}"""
+    r = {"started": False, "location": hd.get("location") if st == 303 else None, "refresh": None, "continue": None}
+    if st == 200:
+        m = re.search(r'<a\b[^>]*\bid="continue"[^>]*>', body)
+        h = re.search(r'\bhref="([^"]*)"', m.group(0)) if m else None
+        r["continue"] = html.unescape(h.group(1)) if h else None
+        mr = re.search(r'<meta\b[^>]*http-equiv="refresh"[^>]*>', body, re.I)
+        c = re.search(r'content="0;\s*url=([^"]*)"', mr.group(0), re.I) if mr else None
+        r["refresh"] = html.unescape(c.group(1)) if c else None
+        r["location"] = r["continue"] or r["refresh"]
+    r["started"] = bool(r["location"])
+    return r
+
+
 def start(org, src, scope=None):
     """The sign-in page, then its form with action=sso: {status, location,
     sso (cookie), sso_line, verifier, state, body}."""
@@ -199,7 +216,8 @@ def start(org, src, scope=None):
     st, hd, body = request(URL, "POST", "/oauth/authorize", urllib.parse.urlencode(f),
                            {"Content-Type": "application/x-www-form-urlencoded", "Accept": "text/html",
                             "Cookie": oauth_cookie}, src)
-    r.update(status=st, location=hd.get("location"), body=body, headers=hd, form=f, oauth_cookie=oauth_cookie)
+    r.update(status=st, body=body, headers=hd, form=f, oauth_cookie=oauth_cookie)
+    r.update(moves_on(st, hd, body))
     r["sso"], r["sso_line"] = cookie_of(hd, "husk_sso")
     if not r["sso"]:
         r["sso"], r["sso_line"] = cookie_of(hd, "__Host-husk_sso")
@@ -254,7 +272,7 @@ def sso(org, src, action="allow", scope=None):
     r = {"org": org}
     s = start(org, src, scope)
     r["start"] = s
-    if s.get("status") != 303:
+    if not s.get("started"):
         r["fail"] = f"the sso form: {s.get('page_status')}/{s.get('status')} {text_of(s.get('body') or '')[:200]}"
         return r
     try:
@@ -393,11 +411,16 @@ def sec0():
     mode("h", "good", sub="fake-sub-fia", email="fia@fake.test", name="Fia Fake")
     g = sso("fakeco", src)
     s = g["start"]
-    check("action=sso: 303 to the provider's authorization endpoint", s.get("status") == 303 and
-          (s.get("location") or "").startswith(f"{FAKE}/h/authorize?"), f"{s.get('status')} {s.get('location')}")
+    check("action=sso: 200, a page that moves on at once to the provider's authorization endpoint "
+          "(meta refresh 0 and a Continue link, the same URL)", s.get("status") == 200 and
+          (s.get("refresh") or "").startswith(f"{FAKE}/h/authorize?") and s.get("refresh") == s.get("continue"),
+          f"{s.get('status')} refresh {s.get('refresh')} continue {s.get('continue')} location {(s.get('headers') or {}).get('location')}")
+    check("…a page without script, sent no-store", "<script" not in (s.get("body") or "").lower()
+          and "no-store" in ((s.get("headers") or {}).get("cache-control") or ""), (s.get("headers") or {}).get("cache-control"))
     line = s.get("sso_line") or ""
-    check("…setting husk_sso (HttpOnly; SameSite=Lax; Path=/; not Secure over http)",
-          (s.get("sso") or "").startswith("husk_sso=") and re.search(r";\s*HttpOnly", line, re.I)
+    check("…setting husk_sso (HttpOnly; SameSite=Lax; Path=/; Max-Age=600; not Secure over http), 64 hex digits",
+          re.fullmatch(r"husk_sso=[0-9a-f]{64}", s.get("sso") or "") and re.search(r";\s*HttpOnly", line, re.I)
+          and re.search(r";\s*Max-Age=600(;|$)", line, re.I)
           and re.search(r";\s*SameSite=Lax", line, re.I) and re.search(r";\s*Path=/(;|$)", line, re.I)
           and not re.search(r";\s*Secure", line, re.I), line)
     aq = qs(s.get("location") or "")
@@ -477,9 +500,18 @@ def sec0():
     check("a user the operator made (uma, viewer) is linked at her first sign-in (create_users not used)",
           u1.get("code") and j and j.get("idp_subject") == "fake-sub-uma-1" and j.get("role") == "viewer",
           u1.get("fail") or json.dumps(j))
+    uma_tok = token(u1["code"], u1["start"]["verifier"])[1] if u1.get("code") else None
+    uma_at = (uma_tok or {}).get("access_token")
+    st, j, _ = api("PATCH", f"/v1/tenants/{TEN['fakeco']}/users/{uma}", {"idp_subject": "someone-else"})
+    check("PATCH …/users/{uma} with an idp_subject other than null: 400 (a link is made only by a sign-in)", st == 400, st)
     st, j, _ = api("PATCH", f"/v1/tenants/{TEN['fakeco']}/users/{uma}", {"idp_subject": None})
     check("PATCH …/users/{uma} {\"idp_subject\":null}: 200, unlinked", st == 200 and j and j.get("idp_subject") is None,
           f"{st} {json.dumps(j)[:200]}")
+    if uma_at:
+        st, hd, body = request(URL, "POST", "/mcp", json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+                               {"Authorization": "Bearer " + uma_at, "Content-Type": "application/json",
+                                "Accept": "application/json, text/event-stream"})
+        check("…and her tokens stop working (POST /mcp 401)", st == 401, st)
     mode("h", "good", sub="fake-sub-uma-2", email="uma@fake.test", name="Uma")
     u2 = sso("fakeco", new_src())
     st, j, _ = api("GET", f"/v1/tenants/{TEN['fakeco']}/users/{uma}")
@@ -513,6 +545,13 @@ def sec1():
         ("kid-unknown", "a kid the JWKS does not have", r"kid|key|signature"),
         ("use-enc", "signed by a JWKS key whose use is enc", r"kid|key|use|signature"),
         ("alg-mismatch", "signed RS256 by a JWKS key whose alg says RS512", r"kid|key|alg|signature"),
+        ("azp-single-wrong", "one audience, azp another client", r"azp|aud"),
+        ("jku", "a header naming a key URL (jku)", r"token|header|jku|key"),
+        ("jwk", "a header carrying its own key (jwk)", r"token|header|jwk|key"),
+        ("x5u", "a header naming a certificate URL (x5u)", r"token|header|x5u|key"),
+        ("crit", "a header with crit", r"token|header|crit"),
+        ("rsa1024", "signed by a 1024-bit RSA key of the JWKS", r"key|signature"),
+        ("private-jwk", "signed by a JWKS key published with its private parts", r"key|signature"),
         ("no-sub", "no sub", r"sub"),
         ("long-sub", "a sub of 256 bytes", r"sub"),
         ("unverified", "email_verified false (claim email)", r"email|verif"),
@@ -574,6 +613,7 @@ def sec1():
 
     # Accepted at the edges: one more audience with azp, ES256, 60 s of clock skew.
     for m, what in (("azp-right", "several audiences with azp the client_id"),
+                    ("no-kid", "no kid (any fitting key of the JWKS)"),
                     ("es256", "ES256"),
                     ("exp-skew", "exp 20 s ago (within the 60 s skew)"),
                     ("iat-skew", "iat 30 s ahead")):
@@ -646,17 +686,17 @@ def sec2():
             raise AssertionError("cannot tell the fields apart")
         nocsrf = {k: v for k, v in fA.items() if k not in csrf}
         r = consent(nocsrf, allowA, sA["sso"], srcA)
-        check("the consent form without its CSRF token is refused (4xx, no code)",
-              400 <= r["status"] < 500 and not (r.get("location") or "").startswith(REDIRECT), f"{r['status']} {r.get('location')}")
+        check("the consent form without its CSRF token is refused (403, no code)",
+              r["status"] == 403 and not (r.get("location") or "").startswith(REDIRECT), f"{r['status']} {r.get('location')}")
         mixed = dict(fA)
         for k in handle:
             mixed[k] = fB[k]
         r = consent(mixed, allowA, sA["sso"], srcA)
-        check("the consent form with another pending sign-in's handle (this one's CSRF and cookie) is refused (4xx, no code)",
-              400 <= r["status"] < 500 and not (r.get("location") or "").startswith(REDIRECT), f"{r['status']} {r.get('location')}")
+        check("the consent form with another pending sign-in's handle (this one's CSRF and cookie) is refused (403, no code)",
+              r["status"] == 403 and not (r.get("location") or "").startswith(REDIRECT), f"{r['status']} {r.get('location')}")
         r = consent(fB, allowB, sA["sso"], srcA)
-        check("another pending sign-in's whole form with this browser's cookie is refused (4xx, no code)",
-              400 <= r["status"] < 500 and not (r.get("location") or "").startswith(REDIRECT), f"{r['status']} {r.get('location')}")
+        check("another pending sign-in's whole form with this browser's cookie is refused (403, no code)",
+              r["status"] == 403 and not (r.get("location") or "").startswith(REDIRECT), f"{r['status']} {r.get('location')}")
         r = consent(fB, allowB, sB["sso"], srcB)
         note(f"B's own form after those: {r['status']} {(r.get('location') or '')[:60]}")
     except AssertionError as e:
@@ -674,8 +714,8 @@ def sec2():
         s, f, allow = at_consent(src)
         r1 = consent(f, allow, s["sso"], src)
         r2 = consent(f, allow, s["sso"], src)
-        check("the consent form posted again after Allow is refused (4xx, no second code)",
-              (r1.get("location") or "").startswith(REDIRECT) and 400 <= r2["status"] < 500
+        check("the consent form posted again after Allow is refused (400: the handle is used; no second code)",
+              (r1.get("location") or "").startswith(REDIRECT) and r2["status"] == 400
               and not (r2.get("location") or "").startswith(REDIRECT), f"{r1['status']} then {r2['status']} {r2.get('location')}")
     except AssertionError as e:
         not_ok("the consent form posted again", e)
@@ -696,17 +736,20 @@ def sec4():
     global details, jwks_before
     src = new_src()
     s = start("fakeco", src)
-    statuses = [s.get("status")]
+    statuses = ["started" if s.get("started") else s.get("status")]
     f, ck = s.get("form"), s.get("oauth_cookie")
+    last = (None, "")
     for _ in range(20):
         st, hd, body = request(URL, "POST", "/oauth/authorize", urllib.parse.urlencode(f),
                                {"Content-Type": "application/x-www-form-urlencoded", "Cookie": ck}, src)
-        statuses.append(st)
+        statuses.append("started" if moves_on(st, hd, body)["started"] else st)
+        last = (st, body)
     note(f"sso starts from {src}: {statuses}")
-    check("pending sign-ins from one address: the first 20 start (303), the 21st gets the 429 page",
-          statuses[:20] == [303] * 20 and statuses[20] == 429, statuses)
+    check("pending sign-ins from one address: the first 20 start, the 21st gets the 429 page ('too many sign-ins')",
+          statuses[:20] == ["started"] * 20 and statuses[20] == 429
+          and re.search(r"too many sign-ins", text_of(last[1]), re.I), f"{statuses} {text_of(last[1])[:200]}")
     s2 = start("fakeco", new_src())
-    check("…while another address still starts one (303)", s2.get("status") == 303, s2.get("status"))
+    check("…while another address still starts one", s2.get("started"), s2.get("status"))
 
 # ---- key rotation: a new kid in the JWKS is fetched (more than a minute later) ----------
 def sec5():
@@ -760,7 +803,10 @@ def sec6():
     global details, jwks_before
     a = last_audit_id()
     st, j, text = api("DELETE", f"/v1/tenants/{TEN['fakeco']}/oidc")
-    check("DELETE /v1/tenants/{tid}/oidc: 200", st == 200, f"{st} {text[:200]}")
+    check("DELETE /v1/tenants/{tid}/oidc: 200 {tenant_id, deleted: true}",
+          st == 200 and j and j.get("deleted") is True and j.get("tenant_id") == TEN["fakeco"], f"{st} {text[:200]}")
+    st, j, text = api("DELETE", f"/v1/tenants/{TEN['fakeco']}/oidc")
+    check("…again: 404", st == 404, st)
     st, j, text = api("GET", f"/v1/tenants/{TEN['fakeco']}/oidc")
     check("…then GET: 404", st == 404, st)
     s = start("fakeco", new_src())

@@ -27,19 +27,22 @@
 //   post*       token_endpoint_auth_methods_supported: ["client_secret_post"]
 //   pub*        a public client: the token endpoint wants no secret
 // Token modes (the ID token unless said):
-//   good es256 rotate (signed by a key the JWKS shows only from now on)
+//   good es256 no-kid rotate (signed by a key the JWKS shows only from now on)
 //   azp-right exp-skew (20 s expired) iat-skew (30 s ahead)     -- accepted
 //   badsig none hs256 (HS256 keyed with the RSA public key's PEM) iss aud
 //   azp-missing azp-wrong expired iat-future nonce no-nonce kid-unknown
 //   use-enc alg-mismatch (kid of a JWKS key whose alg is RS512) no-sub
 //   long-sub (256 bytes) unverified no-verified big (over 16 KiB)
+//   azp-single-wrong (one aud, azp another client) jku jwk (the signing
+//   key embedded in the header) x5u crit rsa1024 (a 1024-bit JWKS key)
+//   private-jwk (a JWKS key published with its private parts)
 //   huge (the token reply over 64 KiB) redirect (302 from the token
 //   endpoint) error500 notjson                                 -- refused
 //
 // Environment: FAKE_SECRET (the client secret it expects), FAKE_CLIENT_ID
 // (default husk-fake).  Prints {"port"} once it listens.
 import http from "node:http";
-import { createHash, randomBytes, createPublicKey } from "node:crypto";
+import { createHash, randomBytes, generateKeyPairSync, KeyObject, sign as nodeSign } from "node:crypto";
 import { SignJWT, generateKeyPair, exportJWK, exportSPKI } from "jose";
 
 const SECRET = process.env.FAKE_SECRET || "fake-client-secret";
@@ -62,6 +65,22 @@ const K = {
   k9: await key("RS256", "k9"),                                  // never shown
 };
 const k1pem = await exportSPKI(K.k1.publicKey);
+// Keys the JWKS shows that husk must not use: RSA of 1024 bits, and one
+// published with its private parts.
+function nodeKey(kid, bits, priv) {
+  const { publicKey, privateKey } = generateKeyPairSync("rsa", { modulusLength: bits });
+  const pub = { ...(priv ? privateKey : publicKey).export({ format: "jwk" }), kid, alg: "RS256", use: "sig" };
+  return { kid, privateKey, pub };
+}
+K.w1 = nodeKey("w1", 1024, false);
+K.p1 = nodeKey("p1", 2048, true);
+// An RS256 JWS with any header, signed by any RSA key (jose would refuse
+// some of these headers, or small keys).
+function rawSign(header, payload, key) {
+  const data = `${b64(header)}.${b64(payload)}`;
+  const ko = key instanceof KeyObject ? key : KeyObject.from(key);
+  return `${data}.${nodeSign("sha256", Buffer.from(data), ko).toString("base64url")}`;
+}
 
 const seen = { states: [], nonces: [], codes: [], id_tokens: [], access_tokens: [], secret: SECRET };
 const tags = new Map();
@@ -157,6 +176,14 @@ async function idToken(tag, T, code) {
     case "long-sub": return sign({ ...p, sub: "s".repeat(256) }, K.k1);
     case "unverified": return sign({ ...p, email_verified: false }, K.k1);
     case "no-verified": { const q = { ...p }; delete q.email_verified; return sign(q, K.k1); }
+    case "azp-single-wrong": return sign({ ...p, azp: "other-client" }, K.k1);
+    case "no-kid": return rawSign({ alg: "RS256", typ: "JWT" }, p, K.k1.privateKey);
+    case "jku": return rawSign({ alg: "RS256", kid: "k1", jku: `${BASE}/${tag}/jwks` }, p, K.k1.privateKey);
+    case "jwk": return rawSign({ alg: "RS256", kid: "k9", jwk: K.k9.pub }, p, K.k9.privateKey);
+    case "x5u": return rawSign({ alg: "RS256", kid: "k1", x5u: `${BASE}/${tag}/cert.pem` }, p, K.k1.privateKey);
+    case "crit": return rawSign({ alg: "RS256", kid: "k1", crit: ["x-husk"], "x-husk": 1 }, p, K.k1.privateKey);
+    case "rsa1024": return rawSign({ alg: "RS256", kid: "w1" }, p, K.w1.privateKey);
+    case "private-jwk": return rawSign({ alg: "RS256", kid: "p1" }, p, K.p1.privateKey);
     case "big": return sign({ ...p, groups: Array.from({ length: 600 }, (_, i) => `group-number-${i}-of-many`) }, K.k1);
     default: return sign(p, K.k1);
   }
@@ -189,7 +216,7 @@ async function handle(req, res) {
   }
   if (req.method === "GET" && rest === "/jwks") {
     T.jwks_fetches++;
-    const keys = [K.k1.pub, K.e1.pub, K.x1.pub, K.a1.pub];
+    const keys = [K.k1.pub, K.e1.pub, K.x1.pub, K.a1.pub, K.w1.pub, K.p1.pub];
     if (T.rotated || T.mode === "rotate") keys.push(K.k2.pub);
     return send(res, 200, { keys });
   }
