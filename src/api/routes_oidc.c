@@ -182,22 +182,24 @@ int api_sso_start(struct req *r, const struct api_az *a, const char *org, enum M
            sso_cookie_name(a->iss), binding, (long long)(OIDC_PENDING_TTL_MS / 1000),
            https_issuer(a->iss) ? "; Secure" : "");
   OPENSSL_cleanse(binding, sizeof binding);
-  struct MHD_Response *resp =
-      MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-  if (!resp) {
-    OPENSSL_cleanse(url, strlen(url));
-    free(url);
-    OPENSSL_cleanse(cookie, sizeof cookie);
-    *ret = MHD_NO;
-    return 1;
-  }
-  MHD_add_response_header(resp, "Location", url);
-  MHD_add_response_header(resp, "Set-Cookie", cookie);
-  MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
+  /* A page that moves on by itself, not a 303: the sign-in page's CSP
+   * (form-action 'self' and the client's origin) also governs the
+   * redirects that answer its form, and the provider's origin is not
+   * known when that page is served.  A meta refresh is a new navigation. */
+  struct strbuf b = {0};
+  strbuf_str(&b, "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+                 "<meta name=\"robots\" content=\"noindex\"><meta http-equiv=\"refresh\" "
+                 "content=\"0;url=");
+  strbuf_html(&b, url);
+  strbuf_str(&b, "\"><title>Signing in</title><link rel=\"stylesheet\" href=\"/oauth/style.css\">"
+                 "</head><body><main><h1>Signing in</h1><p>Continuing to your organization's "
+                 "sign-in page&hellip;</p><p><a id=\"continue\" href=\"");
+  strbuf_html(&b, url);
+  strbuf_str(&b, "\">Continue</a></p></main></body></html>");
   OPENSSL_cleanse(url, strlen(url)); /* it holds the state and the nonce */
   free(url);
+  *ret = api_reply_page(r, 200, &b, NULL, cookie);
   OPENSSL_cleanse(cookie, sizeof cookie);
-  *ret = api_queue(r, 303, resp);
   return 1;
 }
 

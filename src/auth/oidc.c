@@ -505,11 +505,14 @@ static int jwks_get(struct oidc *o, const struct state_oidc_config *c, bool loop
 
   struct auth_fetch_request rq = {.url = c->jwks_uri, .loopback_ok = loopback};
   json_t *j = NULL;
-  if (fetch_json(o, &rq, "provider's JWKS", &j, NULL, err) < 0)
+  if (fetch_json(o, &rq, "provider's JWKS", &j, NULL, err) < 0) {
+    if (err->code != EBUSY)
+      err->code = OIDC_E_JWKS_ERROR;
     return -1;
+  }
   if (!json_is_array(json_object_get(j, "keys"))) {
     json_decref(j);
-    return husk_fail(err, OIDC_E_TOKEN_ERROR, "the provider's JWKS has no keys array");
+    return husk_fail(err, OIDC_E_JWKS_ERROR, "the provider's JWKS has no keys array");
   }
   pthread_mutex_lock(&o->lock);
   /* Look again: the slots may have changed while fetching. */

@@ -47,6 +47,7 @@ struct egress_vault;
 #define OIDC_E_UNKNOWN_STATE ENOENT        /* "unknown_state": no such pending sign-in */
 #define OIDC_E_BAD_BINDING EPERM           /* "bad_binding": another browser's callback */
 #define OIDC_E_PROVIDER_ERROR ECONNREFUSED /* "provider_error": the provider said error= */
+#define OIDC_E_JWKS_ERROR EREMOTEIO        /* "jwks_error": the JWKS cannot be fetched or read */
 #define OIDC_E_TOKEN_ERROR EPROTO          /* "token_error": the code exchange failed */
 #define OIDC_E_BAD_TOKEN EBADMSG           /* "bad_token": not a well-formed JWS or claims */
 #define OIDC_E_BAD_ALG ENOTSUP             /* "bad_alg": alg not allowed */

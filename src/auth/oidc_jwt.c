@@ -39,6 +39,7 @@ const char *oidc_reason(int code) {
   case OIDC_E_BAD_BINDING: return "bad_binding";
   case OIDC_E_PROVIDER_ERROR: return "provider_error";
   case OIDC_E_TOKEN_ERROR: return "token_error";
+  case OIDC_E_JWKS_ERROR: return "jwks_error";
   case OIDC_E_BAD_TOKEN: return "bad_token";
   case OIDC_E_BAD_ALG: return "bad_alg";
   case OIDC_E_UNKNOWN_KEY: return "unknown_key";
