@@ -76,7 +76,12 @@ async function ssoSignIn(authUrl, opts) {
     // Every body husk sends this browser (not the redirects), for the suite's grep.
     page.on("response", (resp) => {
       if (!BODIES || !resp.url().startsWith(URL_) || (resp.status() >= 300 && resp.status() < 400)) return;
-      pending.push(resp.text().then((x) => appendFileSync(BODIES, `--- ${resp.url().replace(/[?].*/, "")} ${resp.status()}\n${x}\n`))
+      // Not the page that sends the browser on to the provider: it is the
+      // authorization request, with its state and nonce, as a 303 would be.
+      pending.push(resp.text().then((x) => {
+        if (resp.request().method() === "POST" && /\/oauth\/authorize$/.test(resp.url()) && /id="continue"/.test(x)) return;
+        appendFileSync(BODIES, `--- ${resp.url().replace(/[?].*/, "")} ${resp.status()}\n${x}\n`);
+      })
         .catch(() => {}));
     });
     const resp = await page.goto(String(authUrl), { waitUntil: "load", timeout: 30000 });

@@ -228,7 +228,7 @@ while True:
     after = j["next_after"]
 json.dump({"records": recs}, open(out, "w"))
 PY
-check "no client secret, provider code, ID token, nonce or state in the daemon's log, the audit or a reply body" python3 -c '
+check "no client secret, provider code, ID token, nonce or state in the daemon's log, the audit or a reply body (but the page that sends the browser to the provider)" python3 -c '
 import json, sys
 scratch, real_secret, fake_secret = sys.argv[1:4]
 secrets = {"the real client secret": [real_secret], "the fake client secret": [fake_secret]}
