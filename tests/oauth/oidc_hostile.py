@@ -562,6 +562,15 @@ def sec1():
         ("crit", "a header with crit", r"token|header|crit"),
         ("rsa1024", "signed by a 1024-bit RSA key of the JWKS", r"key|signature"),
         ("private-jwk", "signed by a JWKS key published with its private parts", r"key|signature"),
+        ("garbage", "an id_token that is not a JWS", r"token|format|malformed"),
+        ("two-parts", "a JWS of two parts", r"token|format|malformed"),
+        ("four-parts", "a JWS of four parts", r"token|format|malformed"),
+        ("header-notjson", "a header that is not JSON", r"token|header|format|alg"),
+        ("payload-notjson", "a payload that is not a JSON object (signed)", r"token|claims|format"),
+        ("b64-bad-char", "a payload with characters outside base64url", r"token|format|base64"),
+        ("b64-len1", "a signature whose length is 1 mod 4 (no base64)", r"token|format|base64|signature"),
+        ("b64-padded", "parts with = padding", r"token|format|base64|signature"),
+        ("empty-sig", "an empty signature", r"token|signature|format"),
         ("no-sub", "no sub", r"sub"),
         ("long-sub", "a sub of 256 bytes", r"sub"),
         ("unverified", "email_verified false (claim email)", r"email|verif"),
@@ -605,6 +614,8 @@ def sec1():
               detail is not None and detail.startswith("sso") and re.search(want, detail[3:], re.I)
               and not any(r["outcome"] == "ok" for r in recs), json.dumps(recs)[:500])
     note("denied details: " + json.dumps(details))
+    st, hd, body = request(URL, "GET", "/v1/health")
+    check("the daemon is still up after every refused ID token (GET /v1/health 200)", st == 200, st)
     den = [r for r in audit_since(a_refuse, "oauth.sign_in") if r["outcome"] == "denied"]
     check("the refusals' records name the client (as a failed sign-in's record does) and no user",
           den and all(r.get("client_id") == CLIENT and not r.get("user_id") for r in den),

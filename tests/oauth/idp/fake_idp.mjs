@@ -36,6 +36,9 @@
 //   azp-single-wrong (one aud, azp another client) jku jwk (the signing
 //   key embedded in the header) x5u crit rsa1024 (a 1024-bit JWKS key)
 //   private-jwk (a JWKS key published with its private parts)
+//   garbage two-parts four-parts header-notjson payload-notjson
+//   b64-bad-char b64-len1 (a part whose length is 1 mod 4) b64-padded
+//   empty-sig                                    -- malformed, refused
 //   huge (the token reply over 64 KiB) redirect (302 from the token
 //   endpoint) error500 notjson                                 -- refused
 //
@@ -184,6 +187,19 @@ async function idToken(tag, T, code) {
     case "crit": return rawSign({ alg: "RS256", kid: "k1", crit: ["x-husk"], "x-husk": 1 }, p, K.k1.privateKey);
     case "rsa1024": return rawSign({ alg: "RS256", kid: "w1" }, p, K.w1.privateKey);
     case "private-jwk": return rawSign({ alg: "RS256", kid: "p1" }, p, K.p1.privateKey);
+    // Malformed: husk must refuse them without falling over.
+    case "garbage": return "not-a-jwt";
+    case "two-parts": return `${b64({ alg: "RS256", kid: "k1" })}.${b64(p)}`;
+    case "four-parts": return `${await sign(p, K.k1)}.${b64({})}`;
+    case "header-notjson": { const j = (await sign(p, K.k1)).split("."); return `${Buffer.from("not json").toString("base64url")}.${j[1]}.${j[2]}`; }
+    case "payload-notjson": {
+      const data = `${b64({ alg: "RS256", kid: "k1" })}.${Buffer.from("[1,2").toString("base64url")}`;
+      return `${data}.${nodeSign("sha256", Buffer.from(data), KeyObject.from(K.k1.privateKey)).toString("base64url")}`;
+    }
+    case "b64-bad-char": { const j = (await sign(p, K.k1)).split("."); return `${j[0]}.${j[1].slice(0, 10)}*%$${j[1].slice(10)}.${j[2]}`; }
+    case "b64-len1": { const j = (await sign(p, K.k1)).split("."); let x = j[2]; while (x.length % 4 !== 1) x += "A"; return `${j[0]}.${j[1]}.${x}`; }
+    case "b64-padded": { const j = (await sign(p, K.k1)).split("."); return `${j[0]}==.${j[1]}=.${j[2]}==`; }
+    case "empty-sig": { const j = (await sign(p, K.k1)).split("."); return `${j[0]}.${j[1]}.`; }
     case "big": return sign({ ...p, groups: Array.from({ length: 600 }, (_, i) => `group-number-${i}-of-many`) }, K.k1);
     default: return sign(p, K.k1);
   }
