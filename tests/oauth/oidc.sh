@@ -114,7 +114,7 @@ expect_code "PUT /v1/tenants/{acme-open}/oidc (the same provider, create_users m
 
 # ---- a hostile provider, no browser (tests/oauth/oidc_hostile.py, its own tenants and
 # source addresses 127.0.0.21 and up), while the person signs in in Chromium -----------------
-env URL="$URL" ADMIN="$ADMIN" FAKE="$FAKE" SECRET="$FAKE_SECRET" OUT="$T_SCRATCH" \
+env URL="$URL" ADMIN="$ADMIN" FAKE="$FAKE" SECRET="$FAKE_SECRET" OUT="$T_SCRATCH" BROWSER_DONE="$T_SCRATCH/browser.done" \
   timeout 200 python3 "$OAUTH_DIR/oidc_hostile.py" >"$T_SCRATCH/hostile.tap" 2>"$T_SCRATCH/hostile.err" &
 HOSTILE=$!
 
@@ -125,6 +125,7 @@ HOSTILE=$!
   CHROMIUM="$CHROMIUM" MCPDIR="$MCPDIR" BROWSER_DIR="$BROWSER_DIR" timeout 170 "$NODE" oidc.mjs) \
   >"$T_SCRATCH/browser.tap" 2>"$T_SCRATCH/browser.err"
 rc=$?
+touch "$T_SCRATCH/browser.done"
 cat "$T_SCRATCH/browser.tap"
 if [ "$rc" -ne 0 ] && ! grep -q '^not ok' "$T_SCRATCH/browser.tap"; then
   not_ok "the browser driver failed (exit $rc)"

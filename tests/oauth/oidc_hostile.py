@@ -787,6 +787,43 @@ def sec5():
     check("key rotation: an ID token signed by a key the JWKS shows only now is accepted (the JWKS fetched again)",
           r.get("code"), r.get("fail"))
 
+# ---- the daemon's fetches to providers at once: 8, then a 503 page ------------------
+def sec_busy():
+    # Not while the browser's sign-ins fetch from the real provider (they count too).
+    flag = os.environ.get("BROWSER_DONE")
+    for _ in range(1200):
+        if not flag or os.path.exists(flag):
+            break
+        time.sleep(0.1)
+    import threading
+    mode("h", "slow", sub="fake-sub-fia", email="fia@fake.test", name="Fia Fake")
+    legs = []
+    for _ in range(10):
+        src = new_src()
+        s = start("fakeco", src)
+        legs.append((src, s, at_provider(s)))
+    a = last_audit_id()
+    out = [None] * len(legs)
+
+    def one(i):
+        src, s, path = legs[i]
+        out[i] = callback(path, s["sso"], src)
+
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(len(legs))]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    sts = sorted(r["status"] for r in out)
+    note(f"10 callbacks at once, the provider's token endpoint taking 3 s: {sts}")
+    busy = [r for r in out if r["status"] == 503]
+    check("more than 8 fetches to providers at once: the others get a 503 page saying to try again",
+          busy and sts.count(200) <= 8 and all(re.search(r"try again", text_of(r["body"]), re.I) for r in busy),
+          f"{sts} {text_of(busy[0]['body'])[:200] if busy else ''}")
+    dets = [r["detail"] for r in audit_since(a, "oauth.sign_in")]
+    note(f"their records: {sorted(set(dets))}")
+
+
 # ---- claims other than email, and the scopes asked ------------------------------------
 def sec_claims():
     tp, ts = tenant("prefco"), tenant("subco")
@@ -825,12 +862,19 @@ def sec_claims():
 # ---- the operator ends single sign-on for a tenant --------------------------------------
 def sec6():
     global details, jwks_before
+    mode("h", "good", sub="fake-sub-fia", email="fia@fake.test", name="Fia Fake")
+    psrc = new_src()
+    ps = start("fakeco", psrc)
+    ppath = at_provider(ps)
     a = last_audit_id()
     st, j, text = api("DELETE", f"/v1/tenants/{TEN['fakeco']}/oidc")
     check("DELETE /v1/tenants/{tid}/oidc: 200 {tenant_id, deleted: true}",
           st == 200 and j and j.get("deleted") is True and j.get("tenant_id") == TEN["fakeco"], f"{st} {text[:200]}")
     st, j, text = api("DELETE", f"/v1/tenants/{TEN['fakeco']}/oidc")
     check("…again: 404", st == 404, st)
+    r = callback(ppath, ps["sso"], psrc)
+    check("…a sign-in in progress when it was deleted is refused at its callback (4xx, no consent form)",
+          400 <= r["status"] < 500 and "/oauth/callback" not in r["body"], f"{r['status']} {text_of(r['body'])[:200]}")
     st, j, text = api("GET", f"/v1/tenants/{TEN['fakeco']}/oidc")
     check("…then GET: 404", st == 404, st)
     s = start("fakeco", new_src())
@@ -851,6 +895,7 @@ section('the callback and the consent form, attacked', sec2)
 section('organizations without single sign-on', sec3)
 section('pending sign-ins per address: 20 in 15 minutes, then 429', sec4)
 section('key rotation: a new kid in the JWKS is fetched (more than a minute later)', sec5)
+section("the daemon's fetches to providers at once", sec_busy)
 section("claims other than email, and the scopes asked", sec_claims)
 section('the operator ends single sign-on for a tenant', sec6)
 

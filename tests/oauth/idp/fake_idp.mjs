@@ -27,7 +27,7 @@
 //   post*       token_endpoint_auth_methods_supported: ["client_secret_post"]
 //   pub*        a public client: the token endpoint wants no secret
 // Token modes (the ID token unless said):
-//   good es256 no-kid rotate (signed by a key the JWKS shows only from now on)
+//   good slow (3 s before the reply) es256 no-kid rotate (signed by a key the JWKS shows only from now on)
 //   azp-right exp-skew (20 s expired) iat-skew (30 s ahead)     -- accepted
 //   badsig none hs256 (HS256 keyed with the RSA public key's PEM) iss aud
 //   azp-missing azp-wrong expired iat-future nonce no-nonce kid-unknown
@@ -294,6 +294,7 @@ async function handle(req, res) {
       return res.end();
     }
     if (T.mode === "error500") return send(res, 500, { error: "server_error" });
+    if (T.mode === "slow") await new Promise((r) => setTimeout(r, 3000));
     if (T.mode === "notjson") return send(res, 200, "<html>not json</html>");
     const id_token = await idToken(tag, T, code);
     const access_token = "fat_" + rnd();
