@@ -9,11 +9,17 @@
 #    made on first sign-in (create_users "member"), one refused (null), a
 #    disabled user refused; the users' idp_subject and the audit;
 #  - a hostile provider (tests/oauth/idp/fake_idp.mjs) without a browser
-#    (tests/oauth/oidc_hostile.py): every bad ID token or token reply
-#    refused with the error page and audited, the callback and the consent
-#    form attacked, pending sign-ins per address bounded;
+#    (tests/oauth/oidc_hostile.py, run beside the browser): what husk sends
+#    the provider (the authorization request, client_secret_basic/_post/
+#    none, PKCE), every bad or malformed ID token or token reply refused
+#    with the error page and audited with its reason, the daemon still up,
+#    the callback and the consent form attacked, pending sign-ins per
+#    address and fetches at once bounded, claims other than email, a user
+#    unlinked and linked again, the configuration deleted;
 #  - no client secret, code, ID token, nonce or state in the daemon's log,
-#    the audit, or any reply body.
+#    the audit, or any reply body (but the page that sends the browser to
+#    the provider: it is the authorization request).
+# About 70 s.  OIDC_KEEP=DIR keeps what the drivers saw.
 # The operator's configuration refusals are tests/serve/oidc_config.sh's.
 # Every address anything is sent to is 127.0.0.x.
 . "$(dirname "$0")/../lib.sh"
