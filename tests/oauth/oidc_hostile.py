@@ -205,7 +205,7 @@ def moves_on(st, hd, body):
     return r
 
 
-def start(org, src, scope=None):
+def start(org, src, scope=None, resource=None):
     """The sign-in page, then its form with action=sso: {status, location,
     sso (cookie), sso_line, verifier, state, body}."""
     verifier, challenge = pkce()
@@ -214,6 +214,8 @@ def start(org, src, scope=None):
          "code_challenge": challenge, "code_challenge_method": "S256", "state": state}
     if scope:
         q["scope"] = scope
+    if resource:
+        q["resource"] = resource
     st, hd, body = request(URL, "GET", "/oauth/authorize?" + urllib.parse.urlencode(q), None,
                            {"Accept": "text/html"}, src)
     r = {"page_status": st, "verifier": verifier, "state": state}
@@ -279,10 +281,10 @@ def consent(fields, button, cookie, src):
     return {"status": st, "location": hd.get("location"), "body": body}
 
 
-def sso(org, src, action="allow", scope=None):
+def sso(org, src, action="allow", scope=None, resource=None):
     """A whole single sign-on: {start, cb, final, code, error, ...}."""
     r = {"org": org}
-    s = start(org, src, scope)
+    s = start(org, src, scope, resource)
     r["start"] = s
     if not s.get("started"):
         r["fail"] = f"the sso form: {s.get('page_status')}/{s.get('status')} {text_of(s.get('body') or '')[:200]}"
@@ -501,6 +503,19 @@ def sec0():
     note(f"another sub with a linked user's email: {'a code' if g3.get('code') else 'refused'}; "
          f"users now {[(u['name'], u.get('idp_subject')) for u in uu]}")
 
+    # The authorization request's scope and resource go through the provider and back.
+    mode("h", "good", sub="fake-sub-fia", email="fia@fake.test", name="Fia Fake")
+    r = sso("fakeco", new_src(), scope="sandbox:read", resource=URL + "/v1")
+    st, j = token(r["code"], r["start"]["verifier"]) if r.get("code") else (None, None)
+    check("scope sandbox:read and resource <issuer>/v1 asked: the code's token has exactly that scope",
+          st == 200 and j and j.get("scope") == "sandbox:read", r.get("fail") or f"{st} {json.dumps(j)[:200]}")
+    if st == 200 and j:
+        st1, _, _ = request(URL, "GET", "/v1/sandboxes", None, {"Authorization": "Bearer " + j["access_token"]})
+        st2, _, _ = request(URL, "POST", "/mcp", json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+                            {"Authorization": "Bearer " + j["access_token"], "Content-Type": "application/json",
+                             "Accept": "application/json, text/event-stream"})
+        check("…it works at /v1 (GET /v1/sandboxes 200) and not at /mcp (401)", (st1, st2) == (200, 401), (st1, st2))
+
     # The tenant admin unlinks a user: the next sign-in links it again, to the new sub.
     st, j, _ = api("POST", f"/v1/tenants/{TEN['fakeco']}/users", {"name": "uma@fake.test", "role": "viewer"})
     uma = (j or {}).get("id")
@@ -512,6 +527,8 @@ def sec0():
           u1.get("fail") or json.dumps(j))
     uma_tok = token(u1["code"], u1["start"]["verifier"])[1] if u1.get("code") else None
     uma_at = (uma_tok or {}).get("access_token")
+    check("uma, a viewer, is granted only what her role allows (sandbox:read storage:read)",
+          uma_tok and sorted((uma_tok.get("scope") or "").split()) == ["sandbox:read", "storage:read"], json.dumps(uma_tok)[:200] if uma_tok else None)
     st, j, _ = api("PATCH", f"/v1/tenants/{TEN['fakeco']}/users/{uma}", {"idp_subject": "someone-else"})
     check("PATCH …/users/{uma} with an idp_subject other than null: 400 (a link is made only by a sign-in)", st == 400, st)
     st, j, _ = api("PATCH", f"/v1/tenants/{TEN['fakeco']}/users/{uma}", {"idp_subject": None})
