@@ -804,6 +804,34 @@ def sec5():
     check("key rotation: an ID token signed by a key the JWKS shows only now is accepted (the JWKS fetched again)",
           r.get("code"), r.get("fail"))
 
+# ---- broken JWKS documents ---------------------------------------------------------------
+def sec_jwks():
+    for what, desc in (("b64", "a key whose n is not base64url"), ("notjson", "not JSON"), ("big", "over 64 KiB"),
+                       ("notarray", "keys not an array"), ("emptyn", "a key with an empty n"),
+                       ("offcurve", "an EC key off its curve"), ("404", "a 404")):
+        tag = f"badjwks-{what}"
+        tid = tenant(f"jwks-{what}")
+        st, j, text = configure(tid, tag, create_users="member")
+        if st != 200:
+            check(f"a broken JWKS ({desc}): refused when configured ({st})", st == 400, f"{st} {text[:200]}")
+            continue
+        mode(tag, "es256" if what == "offcurve" else "good", sub=f"sub-{what}", email=f"{what}@fake.test", name="J")
+        a = last_audit_id()
+        src = new_src()
+        s = start(f"jwks-{what}", src)
+        try:
+            cb = callback(at_provider(s), s["sso"], src)
+        except AssertionError as e:
+            not_ok(f"a broken JWKS ({desc}): the sign-in reaches the callback", e)
+            continue
+        dets = [r["detail"] for r in audit_since(a, "oauth.sign_in") if r["outcome"] == "denied"]
+        check(f"a broken JWKS ({desc}): the sign-in is refused (400 page, audited sso jwks_error/unknown_key)",
+              cb["status"] == 400 and "/oauth/callback" not in cb["body"] and dets and re.search(r"jwks|key", dets[-1]),
+              f"{cb['status']} {dets} {text_of(cb['body'])[:150]}")
+    st, hd, body = request(URL, "GET", "/v1/health")
+    check("the daemon is still up after the broken JWKS documents", st == 200, st)
+
+
 # ---- the daemon's fetches to providers at once: 8, then a 503 page ------------------
 def sec_busy():
     # Not while the browser's sign-ins fetch from the real provider (they count too).
@@ -912,6 +940,7 @@ section('the callback and the consent form, attacked', sec2)
 section('organizations without single sign-on', sec3)
 section('pending sign-ins per address: 20 in 15 minutes, then 429', sec4)
 section('key rotation: a new kid in the JWKS is fetched (more than a minute later)', sec5)
+section("broken JWKS documents", sec_jwks)
 section("the daemon's fetches to providers at once", sec_busy)
 section("claims other than email, and the scopes asked", sec_claims)
 section('the operator ends single sign-on for a tenant', sec6)

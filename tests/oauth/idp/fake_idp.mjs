@@ -26,6 +26,9 @@
 //   nos256*     code_challenge_methods_supported: ["plain"]
 //   post*       token_endpoint_auth_methods_supported: ["client_secret_post"]
 //   pub*        a public client: the token endpoint wants no secret
+//   badjwks-X   its JWKS is broken: X = b64 (an n that is not base64url),
+//               notjson, big (over 64 KiB), notarray, emptyn, offcurve (an
+//               EC key off its curve; the token is signed ES256), 404
 // Token modes (the ID token unless said):
 //   good slow (3 s before the reply) es256 no-kid rotate (signed by a key the JWKS shows only from now on)
 //   azp-right exp-skew (20 s expired) iat-skew (30 s ahead)     -- accepted
@@ -205,6 +208,21 @@ async function idToken(tag, T, code) {
   }
 }
 
+// JWKS documents husk must refuse without falling over (tags badjwks-<what>).
+function badJwks(res, what) {
+  const k1 = K.k1.pub, e1 = K.e1.pub;
+  switch (what) {
+    case "b64": return send(res, 200, { keys: [{ ...k1, n: k1.n.slice(0, 20) + "+/=" + k1.n.slice(20) }] });
+    case "notjson": return send(res, 200, "{\"keys\": [ {");
+    case "big": return send(res, 200, { keys: [k1], padding: "z".repeat(70 * 1024) });
+    case "notarray": return send(res, 200, { keys: { k1 } });
+    case "emptyn": return send(res, 200, { keys: [{ ...k1, n: "" }] });
+    case "offcurve": return send(res, 200, { keys: [{ ...e1, x: randomBytes(32).toString("base64url"), y: randomBytes(32).toString("base64url") }] });
+    case "404": return send(res, 404, { error: "not_found" });
+    default: return send(res, 200, { keys: [] });
+  }
+}
+
 async function handle(req, res) {
   const u = new URL(req.url, BASE);
   const parts = u.pathname.split("/").filter(Boolean);
@@ -232,6 +250,7 @@ async function handle(req, res) {
   }
   if (req.method === "GET" && rest === "/jwks") {
     T.jwks_fetches++;
+    if (tag.startsWith("badjwks-")) return badJwks(res, tag.slice(8));
     const keys = [K.k1.pub, K.e1.pub, K.x1.pub, K.a1.pub, K.w1.pub, K.p1.pub];
     if (T.rotated || T.mode === "rotate") keys.push(K.k2.pub);
     return send(res, 200, { keys });
