@@ -20,11 +20,13 @@ build="$build libargon2-dev libcjose-dev"
 build="$build curl jq nftables iproute2 e2fsprogs"
 # Testing: clang (the -Werror build and the fuzzers), the host tools the
 # suites drive (ip, ps, openssl for a test CA, tcpdump), matplotlib and pandas for
-# charts and tables in boxes, the real S3 clients, busybox for the template suites'
+# charts and tables in boxes, python3-cryptography for the ID tokens a fake single
+# sign-on provider signs (tests/serve/oidc_smoke.py), the real S3 clients, busybox for the template suites'
 # images, debootstrap for a Debian template (husk template create --debian
 # runs it), and npm for the pinned MCP clients (tests/mcp/package-lock.json,
 # which bring their own Node; an npm already installed is used as is).
 test="clang python3 iproute2 procps curl openssl tcpdump python3-matplotlib python3-pandas"
+test="$test python3-cryptography"
 test="$test awscli s3cmd rclone busybox-static debootstrap"
 command -v npm >/dev/null 2>&1 || test="$test nodejs npm"
 # chromium: the browser that opens a box's dashboard through a preview URL

@@ -147,8 +147,24 @@ static bool key_fits(json_t *k, const struct alg *alg, const char *kid) {
       return false;
   }
   /* A public key only: a set that publishes private parts is broken. */
-  if (json_object_get(k, "d"))
-    return false;
+  static const char *const private_parts[] = {"d", "p", "q", "dp", "dq", "qi", "oth"};
+  for (size_t i = 0; i < sizeof private_parts / sizeof private_parts[0]; i++)
+    if (json_object_get(k, private_parts[i]))
+      return false;
+  /* Its numbers strict base64url before cjose decodes them (cjose 0.6's
+   * decoder asserts on some malformed input). */
+  static const char *const rsa_parts[] = {"n", "e"}, *const ec_parts[] = {"x", "y"};
+  const char *const *need = alg->kty == CJOSE_JWK_KTY_RSA ? rsa_parts : ec_parts;
+  for (size_t i = 0; i < 2; i++) {
+    json_t *v = json_object_get(k, need[i]);
+    size_t len = json_is_string(v) ? json_string_length(v) : 0, dl = 0;
+    if (len == 0 || len % 4 == 1)
+      return false;
+    unsigned char *dec = b64url_decode(json_string_value(v), len, &dl);
+    if (!dec)
+      return false;
+    free(dec);
+  }
   return true;
 }
 
@@ -231,6 +247,22 @@ int oidc_jwt_verify(const char *token, const json_t *jwks, const struct oidc_exp
     return husk_fail(err, OIDC_E_BAD_TOKEN, "the ID token's kid is not a string");
   const char *kid = json_string_value(jkid);
 
+  /* Every part strict base64url before cjose parses it: cjose 0.6's
+   * decoder asserts (aborts the daemon) on some malformed input, such as a
+   * part whose length is 1 more than a multiple of 4. */
+  const char *parts[3] = {token, d1 + 1, d2 + 1};
+  size_t lens[3] = {(size_t)(d1 - token), (size_t)(d2 - d1 - 1), n - (size_t)(d2 + 1 - token)};
+  if (lens[2] == 0)
+    return husk_fail(err, OIDC_E_BAD_SIGNATURE, "the ID token has no signature");
+  for (size_t i = 0; i < 3; i++) {
+    if (lens[i] % 4 == 1)
+      return husk_fail(err, OIDC_E_BAD_TOKEN, "the ID token is not base64url");
+    size_t dl = 0;
+    unsigned char *dec = lens[i] ? b64url_decode(parts[i], lens[i], &dl) : NULL;
+    if (lens[i] && !dec)
+      return husk_fail(err, OIDC_E_BAD_TOKEN, "the ID token is not base64url");
+    free(dec);
+  }
   cjose_err ce;
   __attribute__((cleanup(jws_releasep))) cjose_jws_t *jws = cjose_jws_import(token, n, &ce);
   if (!jws)

@@ -214,6 +214,18 @@ TEST(keys_refused) {
   CHECK(verify(t, none, &cl, &e) < 0 && e.code == OIDC_E_UNKNOWN_KEY);
   free(t);
   json_decref(none);
+  /* A set whose key numbers are malformed base64url (cjose 0.6 asserts
+   * on them): the key is not used, the daemon does not stop. */
+  json_t *bad = json_pack("{s:[{s:s, s:s, s:s, s:s}, {s:s, s:s, s:s, s:s, s:s}]}", "keys", "kty",
+                          "RSA", "kid", "rsa1", "n", "AAAAA", "e", "AQAB", "kty", "EC", "kid",
+                          "ec1", "crv", "P-256", "x", "A", "y", "AAAAA");
+  t = sign(rsa, "RS256", "rsa1", good_claims());
+  CHECK(verify(t, bad, &cl, &e) < 0 && e.code == OIDC_E_UNKNOWN_KEY);
+  free(t);
+  t = sign(ec, "ES256", "ec1", good_claims());
+  CHECK(verify(t, bad, &cl, &e) < 0 && e.code == OIDC_E_UNKNOWN_KEY);
+  free(t);
+  json_decref(bad);
   /* Keys carried by the token itself. */
   EXPECT(raw_token("{\"alg\":\"RS256\",\"jku\":\"https://evil.example/jwks\"}", good_claims(),
                    (const unsigned char *)"x", 1),
@@ -271,6 +283,13 @@ TEST(claims_refused) {
   EXPECT(strdup("a.b"), OIDC_E_BAD_TOKEN);
   EXPECT(strdup("a.b.c.d"), OIDC_E_BAD_TOKEN);
   EXPECT(strdup(""), OIDC_E_BAD_TOKEN);
+  /* Malformed base64url that cjose 0.6 asserts on (the fuzzer's find):
+   * refused before cjose sees it. */
+  EXPECT(strdup("eyJhbGciOiJSUzI1NiJ9.eyJ9.a"), OIDC_E_BAD_TOKEN);
+  EXPECT(strdup("eyJhbGciOiJSUzI1NiJ9.eyJ9.abcde"), OIDC_E_BAD_TOKEN);
+  EXPECT(strdup("eyJhbGciOiJSUzI1NiJ9.eyJ9.ab=c"), OIDC_E_BAD_TOKEN);
+  EXPECT(strdup("eyJhbGciOiJSUzI1NiJ9.e.abcd"), OIDC_E_BAD_TOKEN);
+  EXPECT(strdup("eyJhbGciOiJSUzI1NiJ9.eyJ9."), OIDC_E_BAD_SIGNATURE);
 }
 
 int main(void) {
