@@ -268,12 +268,18 @@ static enum MHD_Result sso_failed(struct req *r, const struct oidc_result *res, 
            code == OIDC_E_PROVIDER_ERROR && perr ? " " : "",
            code == OIDC_E_PROVIDER_ERROR && perr ? perr : "");
   /* Anyone can call the callback: a record without a sign-in behind it is
-   * rate-limited; one with a tenant names it. */
+   * rate-limited; one with a tenant names it and the client that asked
+   * (and the user, when the provider vouched for a known one). */
+  struct auth_client c = {0};
+  struct husk_err cerr;
+  bool known = res->client_id[0] &&
+               auth_client_get(r->srv->cfg.auth, res->client_id, &c, &cerr) == 0;
   if (code == OIDC_E_UNKNOWN_STATE || !res->tenant_id[0])
     api_audit_anon(r, res->tenant_id, "oauth.sign_in", "denied", 400, NULL, NULL, detail);
   else
     api_audit_event(r, res->tenant_id, "oauth.sign_in", "denied", 400,
-                    res->user.id[0] ? &res->user : NULL, NULL, NULL, detail);
+                    res->user.id[0] ? &res->user : NULL, known ? c.id : NULL,
+                    known ? c.name : NULL, detail);
   if (code == OIDC_E_BUSY)
     return simple_page(r, 503, "Busy", "The server is busy. Try again in a moment.");
   if (code == OIDC_E_TOO_MANY)

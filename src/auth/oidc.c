@@ -720,6 +720,10 @@ int oidc_finish(struct oidc *o, const char *state, const char *code, const char 
     goto out;
   }
   snprintf(out->tenant_id, sizeof out->tenant_id, "%s", p->tenant_id);
+  pj = json_loads(p->params, 0, NULL);
+  const char *cid = json_string_value(json_object_get(pj, "client_id"));
+  if (cid && strlen(cid) < sizeof out->client_id)
+    memcpy(out->client_id, cid, strlen(cid) + 1);
   if (!hex_token(binding) || sha256(binding, bh, err) < 0 ||
       CRYPTO_memcmp(bh, p->binding_hash, sizeof bh) != 0) {
     husk_fail(err, OIDC_E_BAD_BINDING, "the sign-in was started in another browser");
@@ -740,7 +744,6 @@ int oidc_finish(struct oidc *o, const char *state, const char *code, const char 
     goto out;
   }
   snprintf(out->via, sizeof out->via, "%s", c.display_name);
-  pj = json_loads(p->params, 0, NULL);
   const char *ru = json_string_value(json_object_get(pj, "sso_redirect_uri"));
   if (!ru || !redirect_uri || strcmp(ru, redirect_uri)) {
     husk_fail(err, OIDC_E_BAD_BINDING, "the callback is not the one the sign-in named");
@@ -815,6 +818,7 @@ out:
 
 int oidc_consent(struct oidc *o, const char *handle, const char *binding, bool take,
                  struct oidc_result *out, struct husk_err *err) {
+  cleanup_json json_t *pj = NULL;
   memset(out, 0, sizeof *out);
   int rc = -1;
   struct state_sso *p = calloc(1, sizeof *p);
@@ -835,6 +839,10 @@ int oidc_consent(struct oidc *o, const char *handle, const char *binding, bool t
     goto out;
   }
   snprintf(out->tenant_id, sizeof out->tenant_id, "%s", p->tenant_id);
+  pj = json_loads(p->params, 0, NULL);
+  const char *cid = json_string_value(json_object_get(pj, "client_id"));
+  if (cid && strlen(cid) < sizeof out->client_id)
+    memcpy(out->client_id, cid, strlen(cid) + 1);
   if (!hex_token(binding) || sha256(binding, bh, err) < 0 ||
       CRYPTO_memcmp(bh, p->binding_hash, sizeof bh) != 0) {
     husk_fail(err, OIDC_E_BAD_BINDING, "the sign-in was started in another browser");

@@ -117,6 +117,7 @@ int oidc_start(struct oidc *o, const char *tenant_name, const char *params,
 
 struct oidc_result {
   char tenant_id[STATE_TENANT_ID_SIZE]; /* known once the state is: for the audit */
+  char client_id[STATE_CLIENT_ID_SIZE]; /* the OAuth client asking, likewise */
   struct auth_user user;                /* who signed in (user.id "" before) */
   char via[STATE_USER_DISPLAY_SIZE];    /* the provider's display name */
   char *params;                         /* the authorization request's (free()) */

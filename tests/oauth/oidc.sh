@@ -205,8 +205,8 @@ echo "# acme's refused single sign-ons: $(sso_denied 'print([r["detail"] for r i
 check "audit: carol's and dave's refusals are oauth.sign_in denied in acme's log, detail 'sso no_user'/'sso …'" \
   sso_denied 'len(den) >= 2'
 check "…each naming the client, as a failed sign-in's record does" sso_denied 'den and all(r.get("client_id") == client for r in den)'
-check "…and no user (a disabled user is refused like a wrong password: no user named)" \
-  sso_denied 'den and not any(r.get("user_id") for r in den)'
+check "…no user but the disabled one, whom the provider vouched for" \
+  sso_denied 'den and not any(r.get("user_id") for r in den if r["detail"] != "sso disabled") and all(r.get("user") == "dave@acme.test" for r in den if r["detail"] == "sso disabled") and any(r["detail"] == "sso disabled" for r in den)'
 
 wait "$HOSTILE"
 rc=$?
