@@ -695,7 +695,8 @@ static bool hex_token(const char *s) {
   return s && strlen(s) == OIDC_BINDING_LEN && strspn(s, "0123456789abcdef") == OIDC_BINDING_LEN;
 }
 
-int oidc_finish(struct oidc *o, const char *state, const char *code, const char *provider_error,
+int oidc_finish(struct oidc *o, const char *state, const char *code, const char *provider_iss,
+                const char *provider_error,
                 const char *binding, const char *redirect_uri, struct oidc_result *out,
                 struct husk_err *err) {
   memset(out, 0, sizeof *out);
@@ -744,6 +745,14 @@ int oidc_finish(struct oidc *o, const char *state, const char *code, const char 
     goto out;
   }
   snprintf(out->via, sizeof out->via, "%s", c.display_name);
+  /* Every tenant's provider answers at the same callback: a response
+   * that says it comes from another issuer (RFC 9207) is a mix-up (one
+   * tenant's provider sent the person to another's with its own state),
+   * and its code must not reach this tenant's token endpoint. */
+  if (provider_iss && strcmp(provider_iss, c.issuer)) {
+    husk_fail(err, OIDC_E_BAD_ISSUER, "the response's iss is not this sign-in's provider");
+    goto out;
+  }
   const char *ru = json_string_value(json_object_get(pj, "sso_redirect_uri"));
   if (!ru || !redirect_uri || strcmp(ru, redirect_uri)) {
     husk_fail(err, OIDC_E_BAD_BINDING, "the callback is not the one the sign-in named");
