@@ -671,8 +671,14 @@ static int find_or_make_user(struct oidc *o, const struct state_oidc_config *c,
     enum auth_role role;
     if (auth_role_parse(c->create_users, &role) < 0)
       return husk_fail(err, EUCLEAN, "the configuration's create_users is unknown");
+    /* The name claim only displays the user: one a display name may not
+     * be (a control, bidirectional or zero-width character, as in an
+     * emoji joined by U+200D) is left out rather than refusing the person. */
+    struct husk_err e3;
+    const char *shown =
+        auth_check_label("display name", cl->name, AUTH_DISPLAY_MAX, &e3) == 0 ? cl->name : "";
     struct auth_user made;
-    if (auth_user_create(o->env.auth, c->tenant_id, name, cl->name, role, NULL, &made, &e2) < 0) {
+    if (auth_user_create(o->env.auth, c->tenant_id, name, shown, role, NULL, &made, &e2) < 0) {
       if (e2.code == EINVAL || e2.code == EDQUOT)
         return husk_fail(err, OIDC_E_NO_USER, "no user can be made: %s", e2.msg);
       if (e2.code != EEXIST) /* EEXIST: made at the same moment by another sign-in */

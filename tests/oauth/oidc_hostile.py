@@ -925,6 +925,14 @@ def sec_claims():
           and not any(u.get("idp_subject") == "not a user name!" for u in users(ts)),
           f"{cb.get('status')} {text_of(cb.get('body') or '')[:200]}")
     note(f"the refusal of an invalid name: {[r['detail'] for r in audit_since(a, 'oauth.sign_in')]}")
+    # The name claim only displays: one with a bidi override or a newline is left
+    # out (the user is made, displayed by nothing), never shown, never a refusal.
+    mode("subc", "good", sub="bidi-1", email="whoever3@fake.test", name="Eve\u202egnp.exe\nadmin")
+    r = sso("subco", new_src())
+    made = [u for u in users(ts) if u.get("idp_subject") == "bidi-1"]
+    check("a name claim with a bidi override and a newline: the person is made, displayed by nothing",
+          r.get("code") and len(made) == 1 and not made[0].get("display_name"),
+          r.get("fail") or json.dumps(made))
 
 
 # ---- the operator ends single sign-on for a tenant --------------------------------------
