@@ -344,7 +344,8 @@ enum MHD_Result h_oauth_callback_get(struct req *r) {
   snprintf(redirect, sizeof redirect, "%s/oauth/callback", iss);
   struct oidc_result res;
   struct husk_err err;
-  if (oidc_finish(r->srv->cfg.oidc, state, code, perror_, binding, redirect, &res, &err) < 0) {
+  if (oidc_finish(r->srv->cfg.oidc, state, code, api_query(r, "iss"), perror_, binding, redirect,
+                  &res, &err) < 0) {
     enum MHD_Result ret = sso_failed(r, &res, err.code, perror_);
     oidc_result_free(&res);
     return ret;

@@ -671,8 +671,14 @@ static int find_or_make_user(struct oidc *o, const struct state_oidc_config *c,
     enum auth_role role;
     if (auth_role_parse(c->create_users, &role) < 0)
       return husk_fail(err, EUCLEAN, "the configuration's create_users is unknown");
+    /* The name claim only displays the user: one a display name may not
+     * be (a control, bidirectional or zero-width character, as in an
+     * emoji joined by U+200D) is left out rather than refusing the person. */
+    struct husk_err e3;
+    const char *shown =
+        auth_check_label("display name", cl->name, AUTH_DISPLAY_MAX, &e3) == 0 ? cl->name : "";
     struct auth_user made;
-    if (auth_user_create(o->env.auth, c->tenant_id, name, cl->name, role, NULL, &made, &e2) < 0) {
+    if (auth_user_create(o->env.auth, c->tenant_id, name, shown, role, NULL, &made, &e2) < 0) {
       if (e2.code == EINVAL || e2.code == EDQUOT)
         return husk_fail(err, OIDC_E_NO_USER, "no user can be made: %s", e2.msg);
       if (e2.code != EEXIST) /* EEXIST: made at the same moment by another sign-in */
@@ -695,7 +701,8 @@ static bool hex_token(const char *s) {
   return s && strlen(s) == OIDC_BINDING_LEN && strspn(s, "0123456789abcdef") == OIDC_BINDING_LEN;
 }
 
-int oidc_finish(struct oidc *o, const char *state, const char *code, const char *provider_error,
+int oidc_finish(struct oidc *o, const char *state, const char *code, const char *provider_iss,
+                const char *provider_error,
                 const char *binding, const char *redirect_uri, struct oidc_result *out,
                 struct husk_err *err) {
   memset(out, 0, sizeof *out);
@@ -744,6 +751,14 @@ int oidc_finish(struct oidc *o, const char *state, const char *code, const char 
     goto out;
   }
   snprintf(out->via, sizeof out->via, "%s", c.display_name);
+  /* Every tenant's provider answers at the same callback: a response
+   * that says it comes from another issuer (RFC 9207) is a mix-up (one
+   * tenant's provider sent the person to another's with its own state),
+   * and its code must not reach this tenant's token endpoint. */
+  if (provider_iss && strcmp(provider_iss, c.issuer)) {
+    husk_fail(err, OIDC_E_BAD_ISSUER, "the response's iss is not this sign-in's provider");
+    goto out;
+  }
   const char *ru = json_string_value(json_object_get(pj, "sso_redirect_uri"));
   if (!ru || !redirect_uri || strcmp(ru, redirect_uri)) {
     husk_fail(err, OIDC_E_BAD_BINDING, "the callback is not the one the sign-in named");

@@ -125,11 +125,14 @@ struct oidc_result {
   const char *reason;                   /* on failure: oidc_reason(err->code) */
 };
 /* The provider's redirect back: `state`, and `code` or `provider_error`
- * (its error= value), with the browser's `binding` cookie (NULL: none).
+ * (its error= value), with the browser's `binding` cookie (NULL: none);
+ * `provider_iss`, the response's iss= (RFC 9207; NULL: none), must be the
+ * tenant's issuer when present (a mix-up: another provider's code).
  * The pending sign-in is used up whatever happens.  On success the person
  * is a user (found, linked or made) and a consent row waits under
  * out->handle.  Errors: the OIDC_E_* above. */
-int oidc_finish(struct oidc *o, const char *state, const char *code, const char *provider_error,
+int oidc_finish(struct oidc *o, const char *state, const char *code, const char *provider_iss,
+                const char *provider_error,
                 const char *binding, const char *redirect_uri, struct oidc_result *out,
                 struct husk_err *err);
 void oidc_result_free(struct oidc_result *r);

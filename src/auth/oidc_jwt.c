@@ -187,8 +187,13 @@ static int verify_with(cjose_jws_t *jws, json_t *k, const struct alg *alg) {
 
 /* A NumericDate claim: a JSON number (integer or real), as seconds. */
 static bool numeric_date(json_t *v, int64_t *out) {
+  /* Bounded (as a real is) so that exp + OIDC_SKEW_S and the iat sum
+   * cannot overflow: an exp of 2^63-1 was undefined behaviour. */
   if (json_is_integer(v)) {
-    *out = (int64_t)json_integer_value(v);
+    json_int_t i = json_integer_value(v);
+    if (i <= -1000000000000000LL || i >= 1000000000000000LL)
+      return false;
+    *out = (int64_t)i;
     return true;
   }
   if (json_is_real(v)) {

@@ -699,6 +699,29 @@ def sec2():
     r = callback("/oauth/callback", s.get("sso"), src)
     check("a callback with neither code nor state is refused (4xx)", 400 <= r["status"] < 500, r["status"])
 
+    # Mix-up (RFC 9207): every tenant's provider answers at the one callback, so
+    # a response whose iss names another provider (postco's, sent there by a
+    # hostile provider with fakeco's state) must not reach fakeco's token endpoint.
+    src = new_src()
+    try:
+        after = last_audit_id()
+        s, path = to_callback(src)
+        r = callback(path + "&iss=" + urllib.parse.quote(f"{FAKE}/post", safe=""), s["sso"], src)
+        recs = audit_since(after, "oauth.sign_in")
+        check("a callback whose iss is another tenant's provider (mix-up) is refused (4xx, no consent form, "
+              "audit 'sso bad_issuer')",
+              400 <= r["status"] < 500 and "/oauth/callback" not in r["body"]
+              and any("bad_issuer" in (x.get("detail") or "") for x in recs),
+              f"{r['status']} {text_of(r['body'])[:200]} {[x.get('detail') for x in recs]}")
+        src = new_src()
+        s, path = to_callback(src)
+        r = callback(path + "&iss=" + urllib.parse.quote(f"{FAKE}/h", safe=""), s["sso"], src)
+        check("…a callback whose iss is the tenant's own provider goes on to consent (200)",
+              r["status"] == 200 and r["page"] and "post /oauth/callback" in r["page"].forms,
+              f"{r['status']} {text_of(r['body'])[:200]}")
+    except AssertionError as e:
+        not_ok("a mix-up callback (iss of another provider) is refused", e)
+
     for err, desc, shown, hidden in (
             ("access_denied", "<b>Evil Corp says</b> click http://evil.test", r"access_denied", ["Evil Corp", "evil.test", "<b>"]),
             ("<script>alert(1)</script>", "x", r"refused the sign-in", ["<script", "alert(1)"]),
@@ -902,6 +925,14 @@ def sec_claims():
           and not any(u.get("idp_subject") == "not a user name!" for u in users(ts)),
           f"{cb.get('status')} {text_of(cb.get('body') or '')[:200]}")
     note(f"the refusal of an invalid name: {[r['detail'] for r in audit_since(a, 'oauth.sign_in')]}")
+    # The name claim only displays: one with a bidi override or a newline is left
+    # out (the user is made, displayed by nothing), never shown, never a refusal.
+    mode("subc", "good", sub="bidi-1", email="whoever3@fake.test", name="Eve\u202egnp.exe\nadmin")
+    r = sso("subco", new_src())
+    made = [u for u in users(ts) if u.get("idp_subject") == "bidi-1"]
+    check("a name claim with a bidi override and a newline: the person is made, displayed by nothing",
+          r.get("code") and len(made) == 1 and not made[0].get("display_name"),
+          r.get("fail") or json.dumps(made))
 
 
 # ---- the operator ends single sign-on for a tenant --------------------------------------

@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -246,6 +247,10 @@ TEST(claims_refused) {
   EXPECT(sign(rsa, "RS256", "rsa1", claims_with("exp", json_integer(NOW - 61))), OIDC_E_EXPIRED);
   EXPECT(sign(rsa, "RS256", "rsa1", claims_with("exp", NULL)), OIDC_E_BAD_TOKEN);
   EXPECT(sign(rsa, "RS256", "rsa1", claims_with("exp", json_string("tomorrow"))), OIDC_E_BAD_TOKEN);
+  /* Huge numeric dates: refused, never overflowed (exp + skew was UB). */
+  EXPECT(sign(rsa, "RS256", "rsa1", claims_with("exp", json_integer(INT64_MAX))), OIDC_E_BAD_TOKEN);
+  EXPECT(sign(rsa, "RS256", "rsa1", claims_with("iat", json_integer(INT64_MAX))), OIDC_E_BAD_TOKEN);
+  EXPECT(sign(rsa, "RS256", "rsa1", claims_with("exp", json_integer(INT64_MIN))), OIDC_E_BAD_TOKEN);
   EXPECT(sign(rsa, "RS256", "rsa1", claims_with("iat", json_integer(NOW + 361))), OIDC_E_EXPIRED);
   EXPECT(sign(rsa, "RS256", "rsa1", claims_with("nonce", json_string("other"))), OIDC_E_BAD_NONCE);
   EXPECT(sign(rsa, "RS256", "rsa1", claims_with("nonce", NULL)), OIDC_E_BAD_NONCE);
