@@ -45,6 +45,22 @@ static enum MHD_Result oidc_err(struct req *r, const struct husk_err *err) {
   }
 }
 
+/* The configuration's JSON, with the callback the operator registers at
+ * the provider for this tenant (the issuer as clients see it). */
+static enum MHD_Result config_reply(struct req *r, const struct state_oidc_config *c) {
+  json_t *o = oidc_config_json(c);
+  char iss[600];
+  if (o && api_issuer(r, iss, sizeof iss) == 0) {
+    char cb[OIDC_REDIRECT_MAX];
+    snprintf(cb, sizeof cb, "%s/oauth/callback/%s", iss, c->tenant_id);
+    if (json_object_set_new(o, "redirect_uri", json_string(cb)) < 0) {
+      json_decref(o);
+      o = NULL;
+    }
+  }
+  return api_reply_json(r, 200, o);
+}
+
 enum MHD_Result h_oidc_put(struct req *r) {
   if (!r->srv->cfg.oidc)
     return no_oidc(r);
@@ -87,7 +103,7 @@ enum MHD_Result h_oidc_put(struct req *r) {
     snprintf(r->audit_detail + l, sizeof r->audit_detail - l, ": %s", err.msg);
     return oidc_err(r, &err);
   }
-  return api_reply_json(r, 200, oidc_config_json(&c));
+  return config_reply(r, &c);
 }
 
 enum MHD_Result h_oidc_get(struct req *r) {
@@ -97,7 +113,7 @@ enum MHD_Result h_oidc_get(struct req *r) {
   struct husk_err err;
   if (oidc_config_get(r->srv->cfg.oidc, r->params[0], &c, &err) < 0)
     return oidc_err(r, &err);
-  return api_reply_json(r, 200, oidc_config_json(&c));
+  return config_reply(r, &c);
 }
 
 enum MHD_Result h_oidc_delete(struct req *r) {
@@ -162,7 +178,7 @@ int api_sso_start(struct req *r, const struct api_az *a, const char *org, enum M
     *ret = api_reply_error(r, 500, "internal_error", "out of memory");
     return 1;
   }
-  char redirect[700];
+  char redirect[OIDC_REDIRECT_MAX];
   snprintf(redirect, sizeof redirect, "%s/oauth/callback", a->iss);
   char binding[OIDC_BINDING_LEN + 1], tid[STATE_TENANT_ID_SIZE];
   char *url = NULL;
@@ -340,8 +356,13 @@ enum MHD_Result h_oauth_callback_get(struct req *r) {
   const char *state = api_query(r, "state"), *code = api_query(r, "code"),
              *perror_ = api_query(r, "error");
   const char *binding = sso_cookie(r, iss);
-  char redirect[700];
-  snprintf(redirect, sizeof redirect, "%s/oauth/callback", iss);
+  /* The tenant's own callback (oidc_start): another tenant's sign-in
+   * arriving here does not match the one its pending row names. */
+  const char *tid = r->params[0];
+  if (!tid || strlen(tid) >= STATE_TENANT_ID_SIZE)
+    return api_error_page(r, 404, "No such sign-in.");
+  char redirect[OIDC_REDIRECT_MAX];
+  snprintf(redirect, sizeof redirect, "%s/oauth/callback/%s", iss, tid);
   struct oidc_result res;
   struct husk_err err;
   if (oidc_finish(r->srv->cfg.oidc, state, code, api_query(r, "iss"), perror_, binding, redirect,

@@ -87,8 +87,8 @@ const struct route api_routes[] = {
     {"POST", "/oauth/revoke", AUTH_NONE, BODY_FORM, NULL, h_oauth_revoke, NULL, NULL, NULL, 0},
     /* The provider's redirect back, and the consent page's form
      * (routes_oidc.c). */
-    {"GET", "/oauth/callback", AUTH_NONE, BODY_NONE, NULL, h_oauth_callback_get, NULL, NULL, NULL,
-     0},
+    {"GET", "/oauth/callback/{}", AUTH_NONE, BODY_NONE, NULL, h_oauth_callback_get, NULL, NULL,
+     NULL, 0},
     {"POST", "/oauth/callback", AUTH_NONE, BODY_FORM, NULL, h_oauth_callback_post, NULL, NULL, NULL,
      0},
     {"GET", "/oauth/style.css", AUTH_NONE, BODY_NONE, NULL, h_oauth_style, NULL, NULL, NULL, 0},

@@ -413,6 +413,14 @@ int oidc_start(struct oidc *o, const char *tenant_name, const char *params,
     return -1;
   }
   snprintf(tenant_id, STATE_TENANT_ID_SIZE, "%s", c.tenant_id);
+  /* Each tenant's provider sends the browser back to a callback of that
+   * tenant's own: a reply its provider makes for another tenant's
+   * sign-in (a mix-up, RFC 9700 4.4) arrives at the wrong callback and is
+   * refused, whether or not the provider names itself (iss). */
+  char ru[OIDC_REDIRECT_MAX];
+  if ((size_t)snprintf(ru, sizeof ru, "%s/%s", redirect_uri, c.tenant_id) >= sizeof ru)
+    return husk_fail(err, EINVAL, "the callback's address is too long");
+  redirect_uri = ru;
   /* params and the redirect URI, kept together. */
   cleanup_json json_t *pj = json_loads(params ? params : "{}", 0, NULL);
   if (!json_is_object(pj) || json_object_set_new(pj, "sso_redirect_uri", json_string(redirect_uri)))

@@ -105,10 +105,13 @@ json_t *oidc_config_json(const struct state_oidc_config *c);
 
 /* ---- the sign-in ---- */
 
+/* The longest callback address (husk's issuer, "/oauth/callback/", a
+ * tenant id). */
+#define OIDC_REDIRECT_MAX 700
 /* Begin a sign-in for the tenant named `tenant_name`: `params` (a JSON
  * object: the authorization request's parameters) is kept with it;
- * `redirect_uri` is husk's callback as the provider must send the
- * browser back.  *url: the provider's authorization URL (free() it);
+ * `redirect_uri` is husk's callback base: the provider sends the browser
+ * back to it + "/" + the tenant's id (oidc_finish is given that whole).  *url: the provider's authorization URL (free() it);
  * binding: the cookie's value.  OIDC_E_NOT_SET_UP (the same for an
  * unknown tenant), OIDC_E_TOO_MANY. */
 int oidc_start(struct oidc *o, const char *tenant_name, const char *params,

@@ -69,7 +69,7 @@ async function ssoSignIn(authUrl, opts) {
     const page = await ctx.newPage();
     page.on("request", (q) => {
       const u = q.url();
-      if (u.startsWith(`${URL_}/oauth/callback?`)) out.seen.callback_urls.push(u);
+      if (u.startsWith(`${URL_}/oauth/callback/`)) out.seen.callback_urls.push(u);
       if (u.startsWith(`${IDP}/auth?`)) out.seen.idp_urls.push(u);
     });
     page.on("console", (m) => { if (/Content.Security.Policy|form-action/i.test(m.text())) (r.csp_errors ||= []).push(m.text().slice(0, 400)); });
@@ -125,7 +125,7 @@ async function ssoSignIn(authUrl, opts) {
     await page.locator('input[name="login"]').fill(opts.login);
     await page.locator('input[name="password"]').fill("any password will do");
     const back = page.waitForURL((u) => String(u).startsWith(`${URL_}/`), { timeout: 30000 });
-    const cbResp = page.waitForResponse((x) => x.url().startsWith(`${URL_}/oauth/callback?`), { timeout: 30000 });
+    const cbResp = page.waitForResponse((x) => x.url().startsWith(`${URL_}/oauth/callback/`), { timeout: 30000 });
     await page.locator('button[type="submit"], input[type="submit"]').first().click();
     await back;
     const c = await cbResp.catch(() => null);
@@ -217,9 +217,9 @@ async function sdkFlow() {
       "the rest of this flow went on through the same form posted outside the page");
     assert.ok(s.at_provider, s.error);
   });
-  await t("after the provider's login page: husk's consent page (200 at /oauth/callback, no script)", async () => {
+  await t("after the provider's login page: husk's consent page (200 at the tenant's /oauth/callback/<id>, no script)", async () => {
     assert.equal(s.consent_status, 200, s.error || s.text);
-    assert.equal(s.consent_url, `${URL_}/oauth/callback`);
+    assert.equal(s.consent_url, `${URL_}/oauth/callback/${process.env.T_ACME}`);
     assert.equal(s.scripts, 0);
     assert.ok(!s.no_consent, `no Allow button: ${(s.text || "").slice(0, 300)}`);
   });

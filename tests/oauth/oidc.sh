@@ -71,7 +71,16 @@ start_idp() {
   sed 's/^/#   /' "$T_SCRATCH/$name.err"
   return 1
 }
-if start_idp idp idp.mjs CLIENT_ID=husk-acme CLIENT_SECRET="$REAL_SECRET" REDIRECT_URIS="$URL/oauth/callback" &&
+# The tenants first: each one's callback is its own (the provider's
+# client is registered with both).
+ORG=acme
+new_tenant "$ORG" || not_ok "tenant $ORG"
+T_ACME=$TID
+K_ACME=$TKEY
+new_tenant acme-open || not_ok "tenant acme-open"
+T_OPEN=$TID
+if start_idp idp idp.mjs CLIENT_ID=husk-acme CLIENT_SECRET="$REAL_SECRET" \
+  REDIRECT_URIS="$URL/oauth/callback/$T_ACME $URL/oauth/callback/$T_OPEN" &&
   start_idp fake fake_idp.mjs FAKE_SECRET="$FAKE_SECRET"; then
   ok "the providers start on 127.0.0.1 (oidc-provider $(cd "$IDP_DIR" && "$NODE" -p 'require("./node_modules/oidc-provider/package.json").version'), the fake one)"
 else
@@ -83,12 +92,6 @@ IDP=$(head -1 "$T_SCRATCH/idp.out" | python3 -c 'import json,sys; print(json.loa
 FAKE="http://127.0.0.1:$(head -1 "$T_SCRATCH/fake.out" | python3 -c 'import json,sys; print(json.loads(sys.stdin.readline())["port"])')"
 
 # ---- the tenants, their users, their provider ----------------------------------------
-ORG=acme
-new_tenant "$ORG" || not_ok "tenant $ORG"
-T_ACME=$TID
-K_ACME=$TKEY
-new_tenant acme-open || not_ok "tenant acme-open"
-T_OPEN=$TID
 ALICE=alice@acme.test
 DAVE=dave@acme.test
 KEY=$ADMIN
@@ -125,7 +128,7 @@ env URL="$URL" ADMIN="$ADMIN" FAKE="$FAKE" SECRET="$FAKE_SECRET" OUT="$T_SCRATCH
 HOSTILE=$!
 
 # ---- a person in Chromium ----------------------------------------------------------
-(cd "$OAUTH_DIR" && env TMPDIR="$T_SCRATCH" URL="$URL" IDP="$IDP" ORG="$ORG" ORG_OPEN=acme-open \
+(cd "$OAUTH_DIR" && env TMPDIR="$T_SCRATCH" URL="$URL" IDP="$IDP" ORG="$ORG" ORG_OPEN=acme-open T_ACME="$T_ACME" \
   PROVIDER="Acme Login" ALICE="$ALICE" ALICE_DISPLAY="Alice Liddell" DAVE="$DAVE" CAROL=carol@acme.test \
   BOB=bob@acme.test SHOTS="$T_SCRATCH" OUT="$T_SCRATCH/browser.json" BODIES="$T_SCRATCH/bodies-browser.txt" \
   CHROMIUM="$CHROMIUM" MCPDIR="$MCPDIR" BROWSER_DIR="$BROWSER_DIR" timeout 170 "$NODE" oidc.mjs) \
@@ -143,8 +146,8 @@ import json, sys
 trs = json.load(open(sys.argv[1]))["token_requests"]
 print("# the provider saw %d token requests" % len(trs))
 assert trs and all(t["basic"] and t["has_verifier"] and not t["secret_in_body"] and t["grant_type"] == "authorization_code"
-                   and t["redirect_uri"] == sys.argv[2] + "/oauth/callback" for t in trs), trs
-' "$T_SCRATCH/idp_seen.json" "$URL"
+                   and t["redirect_uri"] in (sys.argv[2] + "/oauth/callback/" + sys.argv[3], sys.argv[2] + "/oauth/callback/" + sys.argv[4]) for t in trs), trs
+' "$T_SCRATCH/idp_seen.json" "$URL" "$T_ACME" "$T_OPEN"
 sub_of() { python3 -c 'import hashlib, sys; print("idp-" + hashlib.sha256(sys.argv[1].encode()).hexdigest()[:20])' "$1"; }
 ALICE_SUB=$(sub_of "$ALICE")
 

@@ -249,7 +249,7 @@ def at_provider(r):
     if st != 302:
         raise AssertionError(f"the provider refused the authorization request: {st} {body[:200]}")
     back = hd["location"]
-    if not back.startswith(URL + "/oauth/callback?"):
+    if not back.startswith(URL + "/oauth/callback/"):
         raise AssertionError(f"the provider sends the browser elsewhere: {back[:200]}")
     r["callback"] = back[len(URL):]
     return r["callback"]
@@ -438,9 +438,9 @@ def sec0():
           and re.search(r";\s*SameSite=Lax", line, re.I) and re.search(r";\s*Path=/(;|$)", line, re.I)
           and not re.search(r";\s*Secure", line, re.I), line)
     aq = qs(s.get("location") or "")
-    check("…with response_type=code, client_id, redirect_uri=<issuer>/oauth/callback, scope openid email profile",
+    check("…with response_type=code, client_id, redirect_uri=<issuer>/oauth/callback/<the tenant's id>, scope openid email profile",
           aq.get("response_type") == "code" and aq.get("client_id") == FAKE_CLIENT
-          and aq.get("redirect_uri") == URL + "/oauth/callback" and aq.get("scope", "").split() == ["openid", "email", "profile"],
+          and aq.get("redirect_uri") == URL + "/oauth/callback/" + TEN["fakeco"] and aq.get("scope", "").split() == ["openid", "email", "profile"],
           json.dumps(aq))
     check("…state and nonce (random, 128 bits or more) and a PKCE challenge (S256)",
           len(aq.get("state", "")) >= 22 and len(aq.get("nonce", "")) >= 22 and aq.get("state") != aq.get("nonce")
@@ -692,11 +692,11 @@ def sec2():
 
     src = new_src()
     s = start("fakeco", src)
-    r = callback("/oauth/callback?code=fic_madeup&state=" + base64.urlsafe_b64encode(os.urandom(24)).decode().rstrip("="),
+    r = callback("/oauth/callback/" + TEN["fakeco"] + "?code=fic_madeup&state=" + base64.urlsafe_b64encode(os.urandom(24)).decode().rstrip("="),
                  s.get("sso"), src)
     check("an unknown state is refused (4xx, no consent form)", 400 <= r["status"] < 500 and "/oauth/callback" not in r["body"],
           f"{r['status']} {text_of(r['body'])[:200]}")
-    r = callback("/oauth/callback", s.get("sso"), src)
+    r = callback("/oauth/callback/" + TEN["fakeco"], s.get("sso"), src)
     check("a callback with neither code nor state is refused (4xx)", 400 <= r["status"] < 500, r["status"])
 
     # Mix-up (RFC 9207): every tenant's provider answers at the one callback, so
@@ -721,6 +721,26 @@ def sec2():
               f"{r['status']} {text_of(r['body'])[:200]}")
     except AssertionError as e:
         not_ok("a mix-up callback (iss of another provider) is refused", e)
+    # Mix-up without iss (most providers send none): each tenant's provider
+    # answers at that tenant's own callback, so fakeco's state arriving at
+    # postco's callback (where a hostile postco provider would send it) is
+    # refused before any code exchange.
+    src = new_src()
+    try:
+        after = last_audit_id()
+        s, path = to_callback(src)
+        other = path.replace("/oauth/callback/" + TEN["fakeco"], "/oauth/callback/" + TEN["postco"], 1)
+        r = callback(other, s["sso"], src)
+        recs = audit_since(after, "oauth.sign_in")
+        check("a callback at another tenant's callback address (mix-up, no iss) is refused (4xx, no consent form)",
+              other != path and 400 <= r["status"] < 500 and "/oauth/callback" not in r["body"]
+              and any((x.get("detail") or "").startswith("sso") and x.get("outcome") == "denied" for x in recs),
+              f"{r['status']} {text_of(r['body'])[:200]} {[x.get('detail') for x in recs]}")
+        r = callback(path, s["sso"], src)
+        check("…and the pending sign-in was used up by it (the right callback after it is refused too)",
+              400 <= r["status"] < 500, r["status"])
+    except AssertionError as e:
+        not_ok("a mix-up callback at another tenant's address is refused", e)
 
     for err, desc, shown, hidden in (
             ("access_denied", "<b>Evil Corp says</b> click http://evil.test", r"access_denied", ["Evil Corp", "evil.test", "<b>"]),
@@ -729,7 +749,7 @@ def sec2():
         src = new_src()
         s = start("fakeco", src)
         aq = qs(s.get("location") or "")
-        r = callback("/oauth/callback?" + urllib.parse.urlencode({"error": err, "error_description": desc,
+        r = callback("/oauth/callback/" + TEN["fakeco"] + "?" + urllib.parse.urlencode({"error": err, "error_description": desc,
                                                                   "state": aq.get("state", "")}), s.get("sso"), src)
         t = text_of(r["body"])
         check(f"error={err!r} from the provider: an error page ({r['status']}) showing {shown!r} and none of the provider's text",

@@ -247,10 +247,15 @@ done
 check "... setting the husk_sso cookie (HttpOnly, SameSite=Lax, Path=/)" \
   grep -qE '^husk_sso=[0-9a-f]{64}; Path=/; HttpOnly; SameSite=Lax' <<<"$SC"
 
+KEY=$ADMIN api GET "/v1/tenants/$T1/oidc"
+expect_eq "the configuration names the tenant's own callback to register at the provider" \
+  "$(jf 'j["redirect_uri"]')" "$URL/oauth/callback/$T1"
+check "... the one the provider was sent" grep -qF "redirect_uri=$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "$URL/oauth/callback/$T1")&" <<<"$LOC"
+
 # ---- the callback refuses what it does not know ----------------------------------------
-api GET "/oauth/callback?state=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')&code=x"
+api GET "/oauth/callback/$T1?state=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')&code=x"
 expect_code "a callback with an unknown state: 400" 400
-api GET "/oauth/callback?error=access_denied"
+api GET "/oauth/callback/$T1?error=access_denied"
 expect_code "a callback without state: 400" 400
 api POST /oauth/callback -H 'Content-Type: application/x-www-form-urlencoded' -d 'handle=x&csrf=y&action=allow'
 expect_code "a consent post without cookie or token: 403" 403

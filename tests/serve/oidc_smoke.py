@@ -188,7 +188,7 @@ def callback(back, cookie):
 st, loc, cookie = start()
 results["sso start: a page that moves on to the provider"] = st == 200 and loc.startswith(ISS + "/auth?")
 back = provider(loc)
-results["the provider sends the browser to /oauth/callback"] = back.startswith(URL + "/oauth/callback?")
+results["the provider sends the browser to the tenant's /oauth/callback/<id>"] = back.startswith(URL + "/oauth/callback/t_")
 st, hd, page = callback(back, cookie)
 results["callback: the consent page (200)"] = st == 200 and "Allow" in page
 if st != 200:
