@@ -98,7 +98,7 @@ if [ -x build-asan/husk ]; then
     tests/serve/s3_tenant_limits.sh tests/serve/contexts.sh tests/serve/pause.sh \
     tests/serve/snapshots.sh tests/serve/snapshot_templates.sh tests/serve/snapshot_cli.sh tests/serve/volumes.sh \
     tests/serve/previews.sh tests/serve/preview_attacks.sh tests/serve/uploads.sh \
-    tests/serve/oauth_api.sh tests/serve/created_by.sh; do
+    tests/serve/oauth_api.sh tests/serve/created_by.sh tests/serve/oidc_config.sh; do
     [ -f "$s" ] && run_suite "asan/${s#tests/}" env HUSK="$root/build-asan/husk" HUSK_ASAN=1 \
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 bash "$s"
   done
