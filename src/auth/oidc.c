@@ -709,6 +709,34 @@ static bool hex_token(const char *s) {
   return s && strlen(s) == OIDC_BINDING_LEN && strspn(s, "0123456789abcdef") == OIDC_BINDING_LEN;
 }
 
+/* A pending sign-in by its token (`state`, or the consent form's handle)
+ * in `phase`, used up with `take`; out names its tenant and client (for
+ * the audit) even when the browser is not the one that started it. */
+static int pending_open(struct oidc *o, const char *token, const char *phase, bool take,
+                        const char *binding, struct state_sso *p,
+                        unsigned char h[STATE_OAUTH_HASH_SIZE], struct oidc_result *out,
+                        struct husk_err *err) {
+  if (!hex_token(token))
+    return husk_fail(err, OIDC_E_UNKNOWN_STATE, "no such sign-in");
+  if (sha256(token, h, err) < 0)
+    return -1;
+  if (state_sso_get(o->env.st, h, phase, take, now_ms(o), p, err) < 0) {
+    if (err->code == ENOENT)
+      err->code = OIDC_E_UNKNOWN_STATE;
+    return -1;
+  }
+  snprintf(out->tenant_id, sizeof out->tenant_id, "%s", p->tenant_id);
+  cleanup_json json_t *pj = json_loads(p->params, 0, NULL);
+  const char *cid = json_string_value(json_object_get(pj, "client_id"));
+  if (cid && strlen(cid) < sizeof out->client_id)
+    memcpy(out->client_id, cid, strlen(cid) + 1);
+  unsigned char bh[STATE_OAUTH_HASH_SIZE];
+  if (!hex_token(binding) || sha256(binding, bh, err) < 0 ||
+      CRYPTO_memcmp(bh, p->binding_hash, sizeof bh) != 0)
+    return husk_fail(err, OIDC_E_BAD_BINDING, "the sign-in was started in another browser");
+  return 0;
+}
+
 int oidc_finish(struct oidc *o, const char *state, const char *code, const char *provider_iss,
                 const char *provider_error,
                 const char *binding, const char *redirect_uri, struct oidc_result *out,
@@ -721,29 +749,11 @@ int oidc_finish(struct oidc *o, const char *state, const char *code, const char 
   cleanup_free char *params = NULL;
   if (!p)
     return husk_error(err, ENOMEM, "sign-in");
-  unsigned char h[STATE_OAUTH_HASH_SIZE], bh[STATE_OAUTH_HASH_SIZE];
-  if (!hex_token(state)) {
-    husk_fail(err, OIDC_E_UNKNOWN_STATE, "no such sign-in");
-    goto out;
-  }
-  if (sha256(state, h, err) < 0)
-    goto out;
+  unsigned char h[STATE_OAUTH_HASH_SIZE];
   /* Used up now, whatever follows: a second callback finds nothing. */
-  if (state_sso_get(o->env.st, h, "provider", true, now_ms(o), p, err) < 0) {
-    if (err->code == ENOENT)
-      err->code = OIDC_E_UNKNOWN_STATE;
+  if (pending_open(o, state, "provider", true, binding, p, h, out, err) < 0)
     goto out;
-  }
-  snprintf(out->tenant_id, sizeof out->tenant_id, "%s", p->tenant_id);
   pj = json_loads(p->params, 0, NULL);
-  const char *cid = json_string_value(json_object_get(pj, "client_id"));
-  if (cid && strlen(cid) < sizeof out->client_id)
-    memcpy(out->client_id, cid, strlen(cid) + 1);
-  if (!hex_token(binding) || sha256(binding, bh, err) < 0 ||
-      CRYPTO_memcmp(bh, p->binding_hash, sizeof bh) != 0) {
-    husk_fail(err, OIDC_E_BAD_BINDING, "the sign-in was started in another browser");
-    goto out;
-  }
   if (provider_error || !code || !*code) {
     husk_fail(err, OIDC_E_PROVIDER_ERROR, "the provider refused the sign-in");
     goto out;
@@ -841,36 +851,16 @@ out:
 
 int oidc_consent(struct oidc *o, const char *handle, const char *binding, bool take,
                  struct oidc_result *out, struct husk_err *err) {
-  cleanup_json json_t *pj = NULL;
   memset(out, 0, sizeof *out);
   int rc = -1;
   struct state_sso *p = calloc(1, sizeof *p);
   if (!p)
     return husk_error(err, ENOMEM, "sign-in");
-  unsigned char h[STATE_OAUTH_HASH_SIZE], bh[STATE_OAUTH_HASH_SIZE];
-  if (!hex_token(handle)) {
-    husk_fail(err, OIDC_E_UNKNOWN_STATE, "no such sign-in");
-    goto out;
-  }
-  if (sha256(handle, h, err) < 0)
-    goto out;
+  unsigned char h[STATE_OAUTH_HASH_SIZE];
   /* The binding is checked before a take: another browser's post (which
    * could only guess the handle) cannot spend this person's consent. */
-  if (state_sso_get(o->env.st, h, "consent", false, now_ms(o), p, err) < 0) {
-    if (err->code == ENOENT)
-      err->code = OIDC_E_UNKNOWN_STATE;
+  if (pending_open(o, handle, "consent", false, binding, p, h, out, err) < 0)
     goto out;
-  }
-  snprintf(out->tenant_id, sizeof out->tenant_id, "%s", p->tenant_id);
-  pj = json_loads(p->params, 0, NULL);
-  const char *cid = json_string_value(json_object_get(pj, "client_id"));
-  if (cid && strlen(cid) < sizeof out->client_id)
-    memcpy(out->client_id, cid, strlen(cid) + 1);
-  if (!hex_token(binding) || sha256(binding, bh, err) < 0 ||
-      CRYPTO_memcmp(bh, p->binding_hash, sizeof bh) != 0) {
-    husk_fail(err, OIDC_E_BAD_BINDING, "the sign-in was started in another browser");
-    goto out;
-  }
   if (take && state_sso_get(o->env.st, h, "consent", true, now_ms(o), p, err) < 0) {
     if (err->code == ENOENT)
       err->code = OIDC_E_UNKNOWN_STATE;
