@@ -84,7 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (s3_parse_complete(xml, n, &parts, &np, &err) == 0) {
     struct store_object o;
     memset(&o, 0, sizeof o);
-    if (store_upload_complete(s, tenant, "bkt", "obj", upload, parts, np, &o, &err) == 0) {
+    if (store_upload_complete(s, tenant, "bkt", "obj", upload, parts, np, "", &o, &err) == 0) {
       store_object_free(&o);
       new_upload();
     } else if (err.code == STORE_ENOUPLOAD) {
