@@ -26,7 +26,7 @@ if [ "$HARD" != unlimited ] && [ "$HARD" -lt $((N * 8 + 64)) ]; then
   N=$(((HARD - 64) / 8))
   echo "# the hard limit of open files is $HARD here: $N boxes"
 fi
-mk() { # I: create one small box, print its id (a failure's reply goes to stderr)
+mk() { # I: create one small box, its id into ids.d/I (a failure's reply goes to stderr)
   local r
   r=$(curl -sS --max-time 60 -w '\n%{http_code}' -X POST -H "Authorization: Bearer $KEY" \
     "$URL/v1/sandboxes" -d '{"memory":"16M","disk":"1M","pids":8,"timeout":600}')
@@ -34,16 +34,18 @@ mk() { # I: create one small box, print its id (a failure's reply goes to stderr
 body, _, code = sys.argv[1].rpartition("\n")
 try: i = json.loads(body).get("id", "")
 except ValueError: i = ""
-if i: print(i)
-else: print("# create failed: HTTP %s %s" % (code, body[:300]), file=sys.stderr)' "$r"
+if i: open(sys.argv[2], "w").write(i + "\n")
+else: print("# create failed: HTTP %s %s" % (code, body[:300]), file=sys.stderr)' "$r" "$T_SCRATCH/ids.d/$1"
 }
 export -f mk
-export KEY URL
-# Appended (O_APPEND), not written at a shared offset: with 8 writers a
-# plain redirection let two ids land on one line now and then.
-: >"$T_SCRATCH/ids"
-seq "$N" | xargs -P 8 -I{} bash -c mk >>"$T_SCRATCH/ids" 2>"$T_SCRATCH/create_errors"
-made=$(grep -c '^b_' "$T_SCRATCH/ids")
+export KEY URL T_SCRATCH
+# One file per worker: 8 writers sharing one file, even appending, ran
+# two ids into one line where Python writes a line in two pieces
+# (PYTHONUNBUFFERED), and the test then leaked both boxes.
+mkdir -p "$T_SCRATCH/ids.d" "$T_SCRATCH/codes.d"
+seq "$N" | xargs -P 8 -I{} bash -c 'mk {}' 2>"$T_SCRATCH/create_errors"
+cat "$T_SCRATCH/ids.d"/* >"$T_SCRATCH/ids" 2>/dev/null
+made=$(grep -cx 'b_[0-9a-f]*' "$T_SCRATCH/ids")
 [ "$made" = "$N" ] || head -n 3 "$T_SCRATCH/create_errors"
 expect_eq "$N boxes created" "$made" "$N"
 FDS=$(ls /proc/"$SPID"/fd 2>/dev/null | wc -l)
@@ -54,15 +56,15 @@ api GET /v1/health
 expect_code "a new connection is still served" 200
 api POST "/v1/sandboxes/$(head -n1 "$T_SCRATCH/ids")/exec" -d '{"cmd":["echo","ok"]}'
 expect_eq "an exec on a new connection works" "$(jf 'j["stdout"]')" ok
-del() { # ID: delete one box, print the status (a failure's reply goes to stderr)
+del() { # ID: delete one box, its status into codes.d/ID (a failure's reply goes to stderr)
   local r
   r=$(curl -sS --max-time 60 -w '\n%{http_code}' -X DELETE -H "Authorization: Bearer $KEY" "$URL/v1/sandboxes/$1")
-  echo "${r##*$'\n'}"
+  echo "${r##*$'\n'}" >"$T_SCRATCH/codes.d/$1"
   [ "${r##*$'\n'}" = 200 ] || echo "# delete of $1 failed: ${r:0:300}" >&2
 }
 export -f del
-: >"$T_SCRATCH/codes"
-grep '^b_' "$T_SCRATCH/ids" | xargs -P 8 -I{} bash -c 'del {}' >>"$T_SCRATCH/codes" 2>"$T_SCRATCH/delete_errors"
+grep -x 'b_[0-9a-f]*' "$T_SCRATCH/ids" | xargs -P 8 -I{} bash -c 'del {}' 2>"$T_SCRATCH/delete_errors"
+cat "$T_SCRATCH/codes.d"/* >"$T_SCRATCH/codes" 2>/dev/null
 deleted=$(grep -c '^200$' "$T_SCRATCH/codes")
 [ "$deleted" = "$made" ] || head -n 3 "$T_SCRATCH/delete_errors"
 expect_eq "every box deleted" "$deleted" "$made"
