@@ -67,6 +67,12 @@ done
 for s in tests/oauth/*.sh; do
   [ -f "$s" ] && run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"
 done
+# The E2B-compatible API (docs/e2b.md): the official E2B SDKs, pinned in
+# tests/e2b/package-lock.json, against husk.
+for s in tests/e2b/*.sh; do
+  [ -f "$s" ] && [ "$(basename "$s")" != setup.sh ] &&
+    run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"
+done
 # Templates: images imported, built and run, from the command line.
 for s in tests/template/*.sh; do
   [ -f "$s" ] && run_suite "${s#tests/}" env HUSK="$root/build/husk" bash "$s"

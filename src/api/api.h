@@ -90,6 +90,9 @@ struct api_config {
    * as IPv4-mapped IPv6. */
   const struct in6_addr *trusted_proxies;
   size_t n_trusted_proxies;
+  /* The E2B-compatible front (docs/e2b.md): the file holding the secret
+   * its access tokens derive from (created if missing); NULL: off. */
+  const char *e2b_secret_path;
 };
 
 /* An IP address literal (IPv4 or IPv6, the first `n` bytes of `s`) as

@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "api/e2b.h"
 #include "api/internal.h"
 
 /* Constant time in the length of `a` (the presented key); equal lengths
@@ -101,6 +102,10 @@ enum MHD_Result api_authenticate(struct req *r) {
   const struct route *rt = r->route;
   if (rt->auth == AUTH_NONE)
     return MHD_YES;
+  if (rt->auth == AUTH_E2B_KEY)
+    return e2b_authenticate_key(r);
+  if (rt->auth == AUTH_E2B_BOX)
+    return e2b_authenticate_box(r);
   /* RFC 6750 2.3 is not offered: a token in a URL ends up in logs and
    * histories. */
   if (api_query(r, "access_token"))

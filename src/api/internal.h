@@ -64,6 +64,10 @@ struct api_server {
   char preview_scheme[8]; /* of --preview-url: what X-Forwarded-Proto says */
   /* The OAuth front (routes_oauth.c). */
   struct api_oauth *oauth;
+  /* The E2B-compatible front (e2b.c): on with a secret to derive the
+   * boxes' access tokens from. */
+  bool e2b_on;
+  unsigned char e2b_secret[32];
 };
 
 enum api_auth {
@@ -71,6 +75,19 @@ enum api_auth {
   AUTH_ADMIN,  /* the admin key only */
   AUTH_TENANT, /* a tenant key only */
   AUTH_ANY,    /* either (audit listing) */
+  /* The E2B-compatible front (e2b.c, docs/e2b.md): */
+  AUTH_E2B_KEY, /* X-API-KEY: a tenant key (the control plane) */
+  AUTH_E2B_BOX, /* E2b-Sandbox-Id names a live box and X-Access-Token or
+                   E2B-Traffic-Access-Token is its access token (the
+                   sandbox plane); sets tenant and e2b_box */
+};
+
+/* How a route's errors are shaped. */
+enum api_dialect {
+  DIALECT_HUSK,    /* {"error":{"code":"not_found","message":...}} */
+  DIALECT_E2B,     /* E2B's control plane and envd's plain HTTP: {"code":404,"message":...} */
+  DIALECT_CONNECT, /* a Connect unary call: {"code":"not_found","message":...}, the
+                      status from the code (e2b_connect.c) */
 };
 
 enum api_body {
@@ -139,6 +156,12 @@ struct req {
    * for a preview URL (preview_proxy.c): NULL for an API route. */
   char *raw_uri;
   struct preview_req *pv;
+
+  /* The E2B sandbox plane (AUTH_E2B_BOX): the box the request is for
+   * and the port it names (49983 envd, 49999 the code interpreter). */
+  char e2b_box[STATE_BOX_ID_SIZE];
+  unsigned e2b_port;
+  enum api_dialect dialect; /* of the route's table, or of the plane before one is found */
 
   /* Reply. */
   bool responded;
@@ -388,6 +411,19 @@ enum MHD_Result h_user_delete(struct req *r);
 
 extern const struct route api_routes[];
 extern const size_t api_nroutes;
+
+/* Routing (server.c): find the route of `url` in `tables` (ended by one
+ * whose routes is NULL; the first match wins), then authenticate, admit
+ * and check the body's size.  Replies 404/405 itself. */
+struct route_table {
+  const struct route *routes;
+  size_t n;
+  enum api_dialect dialect; /* of its routes' errors */
+};
+/* Ids (boxes, tenants, keys) are [A-Za-z0-9_-]+; pids are decimal. */
+bool api_param_ok(const char *s);
+enum MHD_Result api_route_in(struct req *r, const char *url, const char *method,
+                             const struct route_table *tables);
 
 enum MHD_Result h_health(struct req *r);
 /* routes_admin.c */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/e2b.h"
 #include "api/internal.h"
 #include "util/cleanup_json.h"
 #include "util/parse.h"
@@ -99,9 +100,14 @@ enum MHD_Result api_reply_error(struct req *r, unsigned status, const char *code
   /* Messages may quote user input or box data: keep them one printable
    * line, and valid UTF-8 for the encoder. */
   husk_sanitize_line(msg);
+  if (r->dialect == DIALECT_CONNECT)
+    return e2b_connect_error(r, e2b_connect_code_of_status(status), "%s", msg);
   json_t *m = json_text(msg, strlen(msg), true, NULL);
   cleanup_json json_t *o =
-      json_pack("{s:{s:s, s:o}}", "error", "code", code, "message", m ? m : json_string(""));
+      r->dialect == DIALECT_E2B
+          ? json_pack("{s:i, s:o}", "code", (int)status, "message", m ? m : json_string(""))
+          : json_pack("{s:{s:s, s:o}}", "error", "code", code, "message",
+                      m ? m : json_string(""));
   if (!o) {
     static const char fallback[] = "{\"error\":{\"code\":\"internal_error\",\"message\":\"\"}}\n";
     struct MHD_Response *resp = MHD_create_response_from_buffer(sizeof fallback - 1, (void *)fallback,

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "api/internal.h"
+#include "api/e2b.h"
 #include "api/routes_egress.h"
 #include "front/listen.h"
 #include "husk/husk.h"
@@ -241,7 +242,7 @@ static bool match(const char *pattern, const char *path, struct req *r, bool *ba
 }
 
 /* Ids (boxes, tenants, keys) are [A-Za-z0-9_-]+; pids are decimal. */
-static bool param_ok(const char *s) {
+bool api_param_ok(const char *s) {
   if (!*s)
     return false;
   for (; *s; s++)
@@ -453,7 +454,8 @@ void api_release(struct req *r) {
 
 /* ---- the life of a request ------------------------------------------ */
 
-static enum MHD_Result route_request(struct req *r, const char *url, const char *method) {
+enum MHD_Result api_route_in(struct req *r, const char *url, const char *method,
+                             const struct route_table *tables) {
   /* HEAD is GET without the body (MHD drops it). */
   const char *m = strcmp(method, "HEAD") == 0 ? "GET" : method;
   size_t ulen = strlen(url);
@@ -465,8 +467,9 @@ static enum MHD_Result route_request(struct req *r, const char *url, const char 
     path[--ulen] = '\0';
   char allow[128] = "";
   bool bad_param = false, path_matched = false;
-  for (size_t i = 0; i < api_nroutes; i++) {
-    const struct route *rt = &api_routes[i];
+  for (const struct route_table *t = tables; t->routes && !r->route; t++) {
+    for (size_t i = 0; i < t->n; i++) {
+    const struct route *rt = &t->routes[i];
     bool bad = false;
     if (!match(rt->pattern, path, r, &bad))
       continue;
@@ -484,10 +487,12 @@ static enum MHD_Result route_request(struct req *r, const char *url, const char 
     if (bad)
       bad_param = true;
     for (int k = 0; k < r->nparams; k++)
-      if (!param_ok(r->params[k]))
+      if (!api_param_ok(r->params[k]))
         bad_param = true;
     r->route = rt;
+    r->dialect = t->dialect;
     break;
+    }
   }
   if (!r->route) {
     if (path_matched) {
@@ -501,7 +506,7 @@ static enum MHD_Result route_request(struct req *r, const char *url, const char 
   if (front_has_nul(r->conn))
     return api_reply_error(r, 400, "bad_request", "NUL bytes are not allowed in the query or headers");
   if (strncmp(r->route->pattern, "/v1/sandboxes/{}", 16) == 0 && r->nparams > 0 &&
-      param_ok(r->params[0]) && strlen(r->params[0]) < sizeof r->audit_box)
+      api_param_ok(r->params[0]) && strlen(r->params[0]) < sizeof r->audit_box)
     snprintf(r->audit_box, sizeof r->audit_box, "%s", r->params[0]);
   enum MHD_Result ret = api_authenticate(r);
   if (r->responded || ret != MHD_YES)
@@ -630,7 +635,11 @@ static enum MHD_Result on_request_deferred(struct api_server *s, struct req *r,
     r->in_body = body_unasked(r);
     if (api_preview_wanted(s, conn, r->raw_uri))
       return api_preview_begin(r);
-    return route_request(r, url, method);
+    if (api_e2b_wanted(r, url))
+      return api_e2b_route(r, url, method);
+    static const struct route_table husk_routes[] = {
+        {api_routes, sizeof api_routes / sizeof api_routes[0], DIALECT_HUSK}, {NULL, 0, DIALECT_HUSK}};
+    return api_route_in(r, url, method, husk_routes);
   }
   if (*upload_data_size > 0) {
     size_t n = *upload_data_size;
@@ -741,6 +750,7 @@ static void api_free(struct api_server *s) {
   tenant_loads_free(&s->preview_loads);
   close_quiet(s->stop_fd);
   free(s->admin_key);
+  explicit_bzero(s->e2b_secret, sizeof s->e2b_secret);
   free(s);
 }
 
@@ -774,6 +784,11 @@ int api_start(struct api_server **out, const struct api_config *cfg, struct husk
     return husk_fail(err, EINVAL, "no admin key");
   if (api_preview_setup(s, err) < 0 || api_oauth_init(s, err) < 0)
     return -1;
+  if (cfg->e2b_secret_path) {
+    if (e2b_secret_load(cfg->e2b_secret_path, s->e2b_secret, err) < 0)
+      return -1;
+    s->e2b_on = true;
+  }
   if (tenant_loads_init(&s->preview_loads, s->front.cfg.max_connections) != 0)
     return husk_error(err, ENOMEM, "server setup");
   s->admin_key = strdup(cfg->admin_key);

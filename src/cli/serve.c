@@ -774,6 +774,7 @@ struct serve {
   char key[ADMIN_KEY_MAX + 1]; /* the admin key, until the API has its copy */
   char keypath[PATH_MAX + 16]; /* where it is kept; "" when it is HUSK_ADMIN_KEY */
   char s3_url[256];            /* "" without an S3 listener */
+  char e2b_secret[PATH_MAX + 16]; /* the E2B front's token secret (docs/e2b.md) */
 };
 
 /* Stop the fronts, letting their requests finish for up to grace_ms, then
@@ -1019,6 +1020,7 @@ static int serve_fronts(const struct serve_opts *o, struct serve *s) {
                             .resources_dir = o->mcp_resources};
   if (mcp_server_new(&s->mcp, &mcfg, &err) < 0)
     return fail("%s", err.msg);
+  snprintf(s->e2b_secret, sizeof s->e2b_secret, "%s/e2b.secret", o->data);
   struct api_config ac = {.listen = o->listen,
                           .mgr = s->mgr,
                           .state = s->st,
@@ -1043,6 +1045,7 @@ static int serve_fronts(const struct serve_opts *o, struct serve *s) {
                           .trusted_proxies = o->trusted_proxies,
                           .n_trusted_proxies = o->n_trusted_proxies,
                           .log_requests = !o->quiet,
+                          .e2b_secret_path = s->e2b_secret,
                           .log = log_line};
   if (api_start(&s->api, &ac, &err) < 0)
     return fail("%s", err.msg);
