@@ -610,9 +610,6 @@ int main(void) {
   auth_fetcher_close(fetcher);
   state_close(st);
   SSL_CTX_free(tls);
-  char cmd[160];
-  snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-  if (system(cmd) != 0)
-    printf("# could not remove %s\n", dir);
+  unit_rm_tree(dir);
   return unit_done();
 }

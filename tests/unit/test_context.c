@@ -347,12 +347,6 @@ TEST(at_most_so_many_contexts_a_box) {
   CHECK(husk_ctx_list(mgr, tenant, box.id, count_cb, &n, &err) == 0 && n == HUSK_CTX_MAX);
 }
 
-static int rm_entry(const char *path, const struct stat *st, int type, struct FTW *ftw) {
-  (void)st;
-  (void)ftw;
-  return (type == FTW_DP ? rmdir(path) : unlink(path)) < 0 && errno != ENOENT ? -1 : 0;
-}
-
 static int husk_binary(char *out, size_t size) {
   const char *env = getenv("HUSK_BINARY");
   if (env) {
@@ -405,7 +399,6 @@ int main(void) {
   RUN(at_most_so_many_contexts_a_box);
   husk_box_destroy(mgr, tenant, box.id, "stopped", &err);
   husk_mgr_close(mgr, true);
-  if (nftw(dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
-    printf("# could not remove %s\n", dir);
+  unit_rm_tree(dir);
   return unit_done();
 }

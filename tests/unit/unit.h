@@ -7,6 +7,11 @@
 
 #include <stdio.h>
 #include <string.h>
+#ifdef _GNU_SOURCE
+#include <errno.h>
+#include <ftw.h>
+#include <unistd.h>
+#endif
 
 static int unit_n, unit_failed, unit_cur_failed;
 
@@ -36,6 +41,21 @@ static int unit_n, unit_failed, unit_cur_failed;
       unit_failed++;                                                                      \
     printf("%s %d - %s\n", unit_cur_failed ? "not ok" : "ok", unit_n, #name);             \
   } while (0)
+
+#ifdef _GNU_SOURCE
+static inline int unit_rm_entry_(const char *path, const struct stat *st, int type,
+                                 struct FTW *ftw) {
+  (void)st;
+  (void)ftw;
+  return (type == FTW_DP ? rmdir(path) : unlink(path)) < 0 && errno != ENOENT ? -1 : 0;
+}
+
+/* rm -rf `dir` (a test's scratch directory), symlinks not followed. */
+static inline void unit_rm_tree(const char *dir) {
+  if (nftw(dir, unit_rm_entry_, 16, FTW_DEPTH | FTW_PHYS) != 0)
+    printf("# could not remove %s\n", dir);
+}
+#endif
 
 static inline int unit_done(void) {
   printf("# %d passed, %d failed\n", unit_n - unit_failed, unit_failed);
