@@ -39,7 +39,9 @@ enum MHD_Result api_e2b_route(struct req *r, const char *url, const char *method
   r->dialect = DIALECT_E2B;
   const char *sid = api_header(r, "E2b-Sandbox-Id");
   if (!sid) {
-    const struct route_table t[] = {{e2b_control_routes, e2b_control_nroutes, DIALECT_E2B}, {NULL, 0, DIALECT_E2B}};
+    const struct route_table t[] = {{e2b_control_routes, e2b_control_nroutes, DIALECT_E2B},
+                                    {e2b_snapshot_routes, e2b_snapshot_nroutes, DIALECT_E2B},
+                                    {NULL, 0, DIALECT_E2B}};
     return api_route_in(r, url, method, t);
   }
   /* The sandbox plane: a name that cannot be a box is a dead sandbox. */

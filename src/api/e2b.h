@@ -78,6 +78,8 @@ bool e2b_json_get_int64(const json_t *v, int64_t *out);
  * as E2B's REST API does ({"code":404,"message":...}). */
 extern const struct route e2b_control_routes[]; /* e2b_control.c */
 extern const size_t e2b_control_nroutes;
+extern const struct route e2b_snapshot_routes[]; /* e2b_snapshots.c: snapshots, fork, network */
+extern const size_t e2b_snapshot_nroutes;
 extern const struct route e2b_process_routes[]; /* e2b_process.c: process.Process */
 extern const size_t e2b_process_nroutes;
 extern const struct route e2b_fs_routes[]; /* e2b_fs.c: filesystem.Filesystem */
