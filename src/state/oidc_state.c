@@ -190,6 +190,22 @@ static int check_link(const char *issuer, const char *subject, struct husk_err *
   return 0;
 }
 
+/* The user whose id the bound query `q` selects (ENOENT if none), read
+ * once the lock the query ran under is released. */
+static int user_of_row(struct state *st, struct state **locked, sqlite3_stmt *q,
+                       const char *tenant_id, struct state_user *out, struct husk_err *err) {
+  int r = db_step_row(st, q, "cannot read user", err);
+  if (r < 0)
+    return -1;
+  if (r == 0)
+    return husk_fail(err, ENOENT, "no such user");
+  char id[STATE_USER_ID_SIZE];
+  if (!db_col_text(q, 0, id, sizeof id))
+    return husk_fail(err, EUCLEAN, "user row has an oversized value");
+  db_unlock_now(locked);
+  return state_user_get(st, tenant_id, id, false, out, err);
+}
+
 int state_user_idp_find(struct state *st, const char *tenant_id, const char *issuer,
                         const char *subject, struct state_user *out, struct husk_err *err) {
   if (check_id("tenant id", tenant_id, STATE_TENANT_ID_SIZE, err) < 0 ||
@@ -206,16 +222,7 @@ int state_user_idp_find(struct state *st, const char *tenant_id, const char *iss
   if ((rc = db_text(q, 1, tenant_id)) || (rc = db_text(q, 2, issuer)) ||
       (rc = db_text(q, 3, subject)))
     return db_fail(st, err, rc, "cannot bind user");
-  int r = db_step_row(st, q, "cannot read user", err);
-  if (r < 0)
-    return -1;
-  if (r == 0)
-    return husk_fail(err, ENOENT, "no such user");
-  char id[STATE_USER_ID_SIZE];
-  if (!db_col_text(q, 0, id, sizeof id))
-    return husk_fail(err, EUCLEAN, "user row has an oversized value");
-  db_unlock_now(&locked);
-  return state_user_get(st, tenant_id, id, false, out, err);
+  return user_of_row(st, &locked, q, tenant_id, out, err);
 }
 
 int state_user_by_name(struct state *st, const char *tenant_id, const char *name,
@@ -232,16 +239,7 @@ int state_user_by_name(struct state *st, const char *tenant_id, const char *name
   int rc;
   if ((rc = db_text(q, 1, tenant_id)) || (rc = db_text(q, 2, name)))
     return db_fail(st, err, rc, "cannot bind user");
-  int r = db_step_row(st, q, "cannot read user", err);
-  if (r < 0)
-    return -1;
-  if (r == 0)
-    return husk_fail(err, ENOENT, "no such user");
-  char id[STATE_USER_ID_SIZE];
-  if (!db_col_text(q, 0, id, sizeof id))
-    return husk_fail(err, EUCLEAN, "user row has an oversized value");
-  db_unlock_now(&locked);
-  return state_user_get(st, tenant_id, id, false, out, err);
+  return user_of_row(st, &locked, q, tenant_id, out, err);
 }
 
 int state_user_idp_link(struct state *st, const char *tenant_id, const char *id, const char *issuer,
